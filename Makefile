@@ -1,0 +1,64 @@
+# Quick start: `make demo` (everything, then the stack in the foreground) and
+# `make test` (everything, then every test). Each step is idempotent.
+SHELL := /bin/bash
+PY := .venv/bin/python
+IS_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo yes)
+DEMO_ENV := PORTAL_DEMO=1
+PORT ?= 8000
+
+.PHONY: help venv services devcluster devcluster-down demo-setup demo test lint format clean
+
+help:
+	@echo "make demo            set everything up and run the portal at http://localhost:$(PORT)/"
+	@echo "make test            set everything up and run the whole test suite"
+	@echo "make devcluster      start the local Slurm + sshd dev cluster (root)"
+	@echo "make devcluster-down stop it"
+	@echo "make lint            ruff"
+
+venv:
+	@bash deploy/bootstrap.sh
+
+services:
+	@bash deploy/services.sh
+
+# The dev cluster needs root (packages, users, daemons); without root the demo
+# still serves the admin and catalog, with no cluster to submit to.
+devcluster: venv
+ifeq ($(IS_ROOT),yes)
+	@bash deploy/devcluster/up.sh
+	@$(DEMO_ENV) $(PY) manage.py migrate --noinput -v0
+	@$(DEMO_ENV) $(PY) manage.py register_devcluster
+else
+	@echo "devcluster: skipped (needs root); run 'sudo make devcluster' for a local Slurm cluster"
+endif
+
+devcluster-down:
+	@bash deploy/devcluster/down.sh
+
+demo-setup: venv services devcluster
+	@$(DEMO_ENV) $(PY) manage.py migrate --noinput -v0
+	@$(DEMO_ENV) $(PY) manage.py collectstatic --noinput -v0
+	@$(DEMO_ENV) $(PY) manage.py load_demo_catalog
+	@$(DEMO_ENV) $(PY) manage.py create_demo_user
+ifeq ($(IS_ROOT),yes)
+	@$(DEMO_ENV) $(PY) manage.py register_devcluster --account demo=hpcuser
+endif
+
+demo: demo-setup
+	@echo "Portal: http://localhost:$(PORT)/  (admin: http://localhost:$(PORT)/admin/)  Ctrl-C stops everything."
+	@$(DEMO_ENV) PORT=$(PORT) exec .venv/bin/honcho -d . -f deploy/Procfile.demo start
+
+test: venv services devcluster
+	@PORTAL_DEMO=1 $(PY) manage.py collectstatic --noinput -v0
+	@bash deploy/run-tests.sh
+
+lint: venv
+	@.venv/bin/ruff check .
+	@.venv/bin/ruff format --check .
+
+format: venv
+	@.venv/bin/ruff format .
+	@.venv/bin/ruff check --fix .
+
+clean:
+	rm -rf .venv var

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Create .venv and install the locked dependencies. The apps run from the checkout
+# (manage.py, pytest's pythonpath), so the project itself is not installed.
+# Idempotent: re-runs only when requirements.lock or pyproject.toml changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+VENV=.venv
+STAMP=$VENV/.installed
+
+if ! command -v "$PYTHON" >/dev/null 2>&1; then
+    echo "bootstrap: $PYTHON not found; installing Debian's python3" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv >/dev/null
+fi
+if [ ! -x "$VENV/bin/python" ]; then
+    if ! "$PYTHON" -m venv "$VENV" 2>/dev/null; then
+        if [ "$(id -u)" = 0 ]; then
+            echo "bootstrap: python3 -m venv failed; installing python3-venv" >&2
+            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+            rm -rf "$VENV"; "$PYTHON" -m venv "$VENV"
+        else
+            echo "bootstrap: '$PYTHON -m venv' failed; install python3-venv (as root) and retry" >&2
+            exit 1
+        fi
+    fi
+fi
+
+if [ -f "$STAMP" ] && [ "$STAMP" -nt requirements.lock ] && [ "$STAMP" -nt pyproject.toml ]; then
+    exit 0
+fi
+echo "bootstrap: installing locked dependencies into $VENV"
+"$VENV/bin/python" -m pip install -q --upgrade pip
+"$VENV/bin/python" -m pip install -q -r requirements.lock
+touch "$STAMP"

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Stop the daemons deploy/devcluster/up.sh started, by the PIDs it recorded.
+# Users, keys, configuration and Slurm state are kept, so `up` is quick again.
+set -euo pipefail
+STATE=${PORTAL_DEVCLUSTER_DIR:-/var/lib/portal-devcluster}
+
+stop() {  # stop NAME PIDFILE
+    local name=$1 pidfile=$2 pid
+    [ -f "$pidfile" ] || return 0
+    pid=$(cat "$pidfile")
+    if kill -0 "$pid" 2>/dev/null; then
+        echo "devcluster: stopping $name (pid $pid)"
+        kill "$pid"
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
+    fi
+    rm -f "$pidfile"
+}
+stop slurmd "$STATE/run/slurmd.pid"
+stop slurmctld "$STATE/run/slurmctld.pid"
+stop sshd "$STATE/run/sshd.pid"
+stop munged "$STATE/run/munged.pid"
+echo "devcluster: down (state kept in $STATE)"

@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# Start a real single-node Slurm cluster on this machine, reachable over a real
+# sshd on 127.0.0.1, for the demo and the integration tests.
+#
+# Idempotent: a second run starts only what is not running. Needs root.
+# Everything it makes lives under $STATE (default /var/lib/portal-devcluster)
+# except /etc/slurm/slurm.conf and gres.conf, which client commands read and
+# which it only writes when they are absent or were written by this script.
+set -euo pipefail
+
+STATE=${PORTAL_DEVCLUSTER_DIR:-/var/lib/portal-devcluster}
+SSH_PORT=${PORTAL_DEVCLUSTER_SSH_PORT:-2222}
+CLUSTER_USER=${PORTAL_DEVCLUSTER_USER:-hpcuser}
+SECOND_USER=${PORTAL_DEVCLUSTER_USER2:-hpcuser2}
+GPU_TYPE=v100
+MARK="# managed by hpc-portal deploy/devcluster (safe to delete with make devcluster-down)"
+HERE=$(cd "$(dirname "$0")" && pwd)
+
+log() { printf 'devcluster: %s\n' "$*"; }
+die() { printf 'devcluster: error: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "needs root (it installs packages, creates users and starts daemons)"
+
+# --- packages -------------------------------------------------------------------
+need=()
+for pair in slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client munged:munge sshd:openssh-server ssh-keygen:openssh-client python3:python3; do
+    cmd=${pair%%:*}; pkg=${pair#*:}
+    command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+    log "installing ${need[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+mkdir -p "$STATE"/{slurmctld,slurmd,log,run}
+chmod 755 "$STATE"
+HOST=$(hostname -s)
+
+# --- cluster users and their key pairs ---------------------------------------------
+make_user() {
+    local user=$1
+    if ! id "$user" >/dev/null 2>&1; then
+        log "creating cluster user $user"
+        useradd --create-home --shell /bin/bash "$user"
+    fi
+    # '*' (not '!'): no password login, but not "locked" either, which sshd would refuse.
+    usermod -p '*' "$user"
+    local home; home=$(getent passwd "$user" | cut -d: -f6)
+    if [ ! -f "$STATE/${user}_ed25519" ]; then
+        ssh-keygen -q -t ed25519 -N '' -C "$user@portal-devcluster" -f "$STATE/${user}_ed25519"
+    fi
+    chmod 600 "$STATE/${user}_ed25519"
+    install -d -m 700 -o "$user" -g "$user" "$home/.ssh"
+    local auth="$home/.ssh/authorized_keys"
+    touch "$auth"
+    grep -qF "$(cut -d' ' -f2 "$STATE/${user}_ed25519.pub")" "$auth" || cat "$STATE/${user}_ed25519.pub" >> "$auth"
+    chown "$user:$user" "$auth"; chmod 600 "$auth"
+    install -d -m 755 -o "$user" -g "$user" "/scratch/$user"
+}
+install -d -m 755 /scratch
+make_user "$CLUSTER_USER"
+make_user "$SECOND_USER"
+
+# --- sshd on 127.0.0.1:$SSH_PORT ------------------------------------------------------
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+[ -f "$STATE/ssh_host_ed25519_key" ] || ssh-keygen -q -t ed25519 -N '' -f "$STATE/ssh_host_ed25519_key"
+cat > "$STATE/sshd_config" <<EOF
+$MARK
+ListenAddress 127.0.0.1
+Port $SSH_PORT
+HostKey $STATE/ssh_host_ed25519_key
+PidFile $STATE/run/sshd.pid
+AllowUsers $CLUSTER_USER $SECOND_USER
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin no
+UsePAM no
+AuthorizedKeysFile .ssh/authorized_keys
+MaxSessions 64
+MaxStartups 64:30:128
+ClientAliveInterval 30
+Subsystem sftp internal-sftp
+EOF
+mkdir -p /run/sshd
+if ! alive "$STATE/run/sshd.pid"; then
+    log "starting sshd on 127.0.0.1:$SSH_PORT"
+    /usr/sbin/sshd -f "$STATE/sshd_config" -E "$STATE/log/sshd.log"
+fi
+
+# --- munge ------------------------------------------------------------------------------
+install -d -m 755 -o munge -g munge /run/munge
+if [ ! -s /etc/munge/munge.key ]; then
+    log "creating /etc/munge/munge.key"
+    install -d -m 700 -o munge -g munge /etc/munge
+    dd if=/dev/urandom of=/etc/munge/munge.key bs=1 count=1024 status=none
+    chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key
+fi
+if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+    log "starting munged"
+    runuser -u munge -- /usr/sbin/munged --force
+    for _ in $(seq 50); do munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.1; done
+    munge -n | unmunge >/dev/null || die "munged does not answer; see /var/log/munge/munged.log"
+    # Remember that we started it, so devcluster-down stops only what it started.
+    cp /run/munge/munged.pid "$STATE/run/munged.pid" 2>/dev/null || true
+fi
+
+# --- slurm.conf and gres.conf -------------------------------------------------------------
+write_managed() {  # write_managed FILE: content on stdin; never clobbers a file we did not write
+    local file=$1 tmp; tmp=$(mktemp)
+    cat > "$tmp"
+    if [ -f "$file" ] && ! grep -qF "$MARK" "$file"; then
+        rm -f "$tmp"
+        die "$file exists and was not written by the devcluster; refusing to overwrite it"
+    fi
+    if ! cmp -s "$tmp" "$file"; then
+        install -m 644 "$tmp" "$file"; CONF_CHANGED=1
+    fi
+    rm -f "$tmp"
+}
+CONF_CHANGED=0
+mkdir -p /etc/slurm
+# Declared size is larger than the machine so several test jobs run at once
+# (SlurmdParameters=config_overrides); jobs here are tiny.
+write_managed /etc/slurm/slurm.conf <<EOF
+$MARK
+ClusterName=devcluster
+SlurmctldHost=$HOST(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+StateSaveLocation=$STATE/slurmctld
+SlurmdSpoolDir=$STATE/slurmd
+SlurmctldPidFile=$STATE/run/slurmctld.pid
+SlurmdPidFile=$STATE/run/slurmd.pid
+SlurmctldLogFile=$STATE/log/slurmctld.log
+SlurmdLogFile=$STATE/log/slurmd.log
+SlurmctldPort=6817
+SlurmdPort=6818
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+SchedulerType=sched/backfill
+SlurmdParameters=config_overrides
+ReturnToService=2
+GresTypes=gpu
+# Finished jobs stay visible to squeue/scontrol for an hour so the portal can
+# settle their final state without accounting (no slurmdbd here).
+MinJobAge=3600
+KillWait=5
+OverTimeLimit=0
+InactiveLimit=0
+SlurmctldTimeout=30
+SlurmdTimeout=60
+NodeName=$HOST NodeAddr=127.0.0.1 CPUs=16 Boards=1 SocketsPerBoard=1 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=32000 Gres=gpu:$GPU_TYPE:4 State=UNKNOWN
+PartitionName=gpu Nodes=$HOST Default=YES MaxTime=1-00:00:00 DefaultTime=01:00:00 State=UP
+PartitionName=cpu Nodes=$HOST MaxTime=00:30:00 DefaultTime=00:10:00 State=UP
+EOF
+write_managed /etc/slurm/gres.conf <<EOF
+$MARK
+# Fake GPUs: any existing device nodes will do; Slurm schedules them and sets
+# CUDA_VISIBLE_DEVICES for the job.
+AutoDetect=off
+NodeName=$HOST Name=gpu Type=$GPU_TYPE File=/dev/tty[0-3]
+EOF
+
+# --- slurmctld and slurmd -------------------------------------------------------------------
+if [ "$CONF_CHANGED" = 1 ] && alive "$STATE/run/slurmctld.pid"; then
+    log "configuration changed; restarting slurm daemons"
+    kill "$(cat "$STATE/run/slurmd.pid" 2>/dev/null)" "$(cat "$STATE/run/slurmctld.pid")" 2>/dev/null || true
+    sleep 2
+fi
+if ! alive "$STATE/run/slurmctld.pid"; then
+    log "starting slurmctld"
+    /usr/sbin/slurmctld
+fi
+if ! alive "$STATE/run/slurmd.pid"; then
+    log "starting slurmd"
+    /usr/sbin/slurmd
+fi
+
+for _ in $(seq 60); do
+    state=$(sinfo -h -n "$HOST" -o '%T' 2>/dev/null | head -1 || true)
+    case "$state" in
+        idle*|mixed*|allocated*) break ;;
+        down*|drain*) scontrol update nodename="$HOST" state=resume >/dev/null 2>&1 || true ;;
+    esac
+    sleep 0.5
+done
+case "$state" in
+    idle*|mixed*|allocated*) ;;
+    *) die "node $HOST is '$state' after 30 s; see $STATE/log/slurmd.log and slurmctld.log" ;;
+esac
+
+# --- what the portal needs to register the cluster ------------------------------------------------
+python3 - "$STATE" "$SSH_PORT" "$CLUSTER_USER" "$SECOND_USER" <<'EOF'
+import json, sys
+state, port, user, user2 = sys.argv[1:]
+info = {
+    "name": "devcluster",
+    "ssh_host": "127.0.0.1",
+    "ssh_port": int(port),
+    "host_key": open(f"{state}/ssh_host_ed25519_key.pub").read().split(" ")[0:2],
+    "users": {
+        u: {"private_key_file": f"{state}/{u}_ed25519"} for u in (user, user2)
+    },
+    "default_user": user,
+    "partitions": ["gpu", "cpu"],
+    "gpu_type": "v100",
+}
+info["host_key"] = " ".join(info["host_key"])
+with open(f"{state}/cluster.json", "w") as fh:
+    json.dump(info, fh, indent=2)
+EOF
+
+log "up: sshd 127.0.0.1:$SSH_PORT, users $CLUSTER_USER and $SECOND_USER, state in $STATE"
+sinfo -o '%P %a %l %D %t %G'
+log "try: ssh -i $STATE/${CLUSTER_USER}_ed25519 -p $SSH_PORT $CLUSTER_USER@127.0.0.1 sinfo"

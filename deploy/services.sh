@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Make sure Redis (required) and PostgreSQL (optional, used by the tests when
+# present) run on 127.0.0.1. Starts what is stopped; as root, installs what is
+# missing from Debian's packages. Writes var/services.env for the test runner.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p var
+ENV_FILE=var/services.env
+: > "$ENV_FILE"
+ROOT=0; [ "$(id -u)" = 0 ] && ROOT=1
+log() { printf 'services: %s\n' "$*"; }
+
+apt_install() {
+    [ "$ROOT" = 1 ] || return 1
+    log "installing $*"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# --- Redis (broker, channel layer, cache) ----------------------------------------
+redis_up() { python3 - <<'PY'
+import socket, sys
+try:
+    s = socket.create_connection(("127.0.0.1", 6379), timeout=1); s.sendall(b"PING\r\n")
+    sys.exit(0 if s.recv(16).startswith(b"+PONG") else 1)
+except OSError:
+    sys.exit(1)
+PY
+}
+if ! redis_up; then
+    command -v redis-server >/dev/null || apt_install redis-server || { log "Redis is not running and cannot be installed without root"; exit 1; }
+    log "starting redis-server on 127.0.0.1:6379"
+    mkdir -p var/redis
+    redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
+        --dir "$PWD/var/redis" --logfile "$PWD/var/redis/redis.log" --pidfile "$PWD/var/redis/redis.pid"
+    for _ in $(seq 50); do redis_up && break; sleep 0.1; done
+    redis_up || { log "redis-server did not come up; see var/redis/redis.log"; exit 1; }
+fi
+
+# --- PostgreSQL (optional) ---------------------------------------------------------
+pg_up() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
+if ! pg_up && [ "$ROOT" = 1 ]; then
+    if ! command -v pg_ctlcluster >/dev/null; then
+        apt_install postgresql || true
+    fi
+    if command -v pg_ctlcluster >/dev/null; then
+        version=$(ls /etc/postgresql 2>/dev/null | sort -V | tail -1)
+        if [ -n "$version" ]; then
+            log "starting PostgreSQL $version"
+            pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
+            for _ in $(seq 50); do pg_up && break; sleep 0.2; done
+        fi
+    fi
+fi
+if pg_up; then
+    # A password role works with Debian's default (scram) and with trust auth.
+    if [ "$ROOT" = 1 ] && command -v runuser >/dev/null && id postgres >/dev/null 2>&1; then
+        runuser -u postgres -- psql -q -h /var/run/postgresql -d postgres -v ON_ERROR_STOP=1 <<'SQL' >/dev/null 2>&1 || true
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'portal') THEN
+    CREATE ROLE portal LOGIN PASSWORD 'portal' CREATEDB;
+  END IF;
+END $$;
+SQL
+        runuser -u postgres -- createdb -h /var/run/postgresql -O portal portal 2>/dev/null || true
+    fi
+    if PGPASSWORD=portal psql -q -h 127.0.0.1 -U portal -d portal -c 'select 1' >/dev/null 2>&1; then
+        echo "PORTAL_TEST_DATABASE_URL=postgres://portal:portal@127.0.0.1:5432/portal" >> "$ENV_FILE"
+        log "PostgreSQL available for tests (role portal)"
+    else
+        log "PostgreSQL runs but role 'portal' cannot log in; tests use SQLite"
+    fi
+else
+    log "PostgreSQL not available; tests use SQLite"
+fi
+log "Redis up at 127.0.0.1:6379"

@@ -1,0 +1,194 @@
+"""The Django admin is the curator's tool for the catalog, clusters and accounts."""
+
+from django.contrib import admin, messages
+from django.db.models import Count
+from django.utils.html import format_html, format_html_join
+
+from jobs.models import (
+    Cluster,
+    ClusterAccount,
+    ContainerImage,
+    Job,
+    JobEvent,
+    Partition,
+    Tag,
+)
+
+
+class PartitionInline(admin.TabularInline):
+    model = Partition
+    extra = 0
+    fields = (
+        "name",
+        "is_default",
+        "gpu_types",
+        "max_gpus_per_job",
+        "max_cpus_per_job",
+        "max_memory_gb",
+        "default_time_minutes",
+        "max_time_minutes",
+    )
+
+
+@admin.register(Cluster)
+class ClusterAdmin(admin.ModelAdmin):
+    list_display = ("name", "ssh_endpoint", "login_mode", "default_account", "partition_count", "enabled")
+    list_filter = ("enabled", "login_mode")
+    search_fields = ("name", "ssh_host", "description")
+    readonly_fields = ("host_key_fingerprint",)
+    inlines = [PartitionInline]
+    fieldsets = (
+        (None, {"fields": ("name", "description", "enabled")}),
+        ("SSH", {"fields": ("ssh_host", "ssh_port", "host_key", "host_key_fingerprint", "login_mode")}),
+        ("Slurm", {"fields": ("default_account", "home_root", "scratch_root")}),
+    )
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(_partitions=Count("partitions"))
+
+    @admin.display(description="SSH")
+    def ssh_endpoint(self, obj: Cluster) -> str:
+        return f"{obj.ssh_host}:{obj.ssh_port}"
+
+    @admin.display(description="partitions", ordering="_partitions")
+    def partition_count(self, obj: Cluster) -> int:
+        return obj._partitions
+
+    @admin.display(description="host key fingerprint")
+    def host_key_fingerprint(self, obj: Cluster) -> str:
+        return obj.host_key_fingerprint if obj.host_key else "-"
+
+
+@admin.register(Tag)
+class TagAdmin(admin.ModelAdmin):
+    search_fields = ("name",)
+    list_display = ("name", "image_count")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(_images=Count("images"))
+
+    @admin.display(description="images", ordering="_images")
+    def image_count(self, obj: Tag) -> int:
+        return obj._images
+
+
+@admin.register(ContainerImage)
+class ContainerImageAdmin(admin.ModelAdmin):
+    list_display = (
+        "name",
+        "version",
+        "slug",
+        "runtime",
+        "short_location",
+        "supports_gpu",
+        "session_kinds",
+        "tag_list",
+        "enabled",
+        "deprecated",
+        "sort_order",
+    )
+    list_display_links = ("name",)
+    list_editable = ("sort_order",)
+    list_filter = ("enabled", "deprecated", "runtime", "supports_gpu", "offers_notebook", "offers_batch", "tags")
+    search_fields = ("name", "slug", "version", "description", "location", "tags__name")
+    prepopulated_fields = {"slug": ("name", "version")}
+    filter_horizontal = ("tags",)
+    list_per_page = 50
+    ordering = ("sort_order", "name", "version")
+    actions = ("enable", "disable", "deprecate", "undeprecate", "duplicate")
+    readonly_fields = ("created_at", "updated_at")
+    fieldsets = (
+        (None, {"fields": ("name", "version", "slug", "description", "tags", "sort_order")}),
+        ("Runtime", {"fields": ("runtime", "location", "modules", "supports_gpu")}),
+        ("Offered for", {"fields": ("offers_notebook", "offers_batch")}),
+        ("Availability", {"fields": ("enabled", "deprecated", "created_at", "updated_at")}),
+    )
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("tags")
+
+    @admin.display(description="location")
+    def short_location(self, obj: ContainerImage) -> str:
+        loc = obj.location or "(host)"
+        return loc if len(loc) <= 48 else "…" + loc[-47:]
+
+    @admin.display(description="kinds")
+    def session_kinds(self, obj: ContainerImage) -> str:
+        return ", ".join(obj.kinds)
+
+    @admin.display(description="tags")
+    def tag_list(self, obj: ContainerImage) -> str:
+        return format_html_join(" ", '<span class="portal-tag">{}</span>', ((t.name,) for t in obj.tags.all()))
+
+    @admin.action(description="Enable selected images")
+    def enable(self, request, queryset):
+        n = queryset.update(enabled=True)
+        self.message_user(request, f"Enabled {n} image(s).", messages.SUCCESS)
+
+    @admin.action(description="Disable selected images (hidden from users)")
+    def disable(self, request, queryset):
+        n = queryset.update(enabled=False)
+        self.message_user(request, f"Disabled {n} image(s).", messages.SUCCESS)
+
+    @admin.action(description="Deprecate selected images (not offered for new jobs)")
+    def deprecate(self, request, queryset):
+        n = queryset.update(deprecated=True)
+        self.message_user(request, f"Deprecated {n} image(s); running jobs are not affected.", messages.SUCCESS)
+
+    @admin.action(description="Un-deprecate selected images")
+    def undeprecate(self, request, queryset):
+        n = queryset.update(deprecated=False)
+        self.message_user(request, f"{n} image(s) are offered again.", messages.SUCCESS)
+
+    @admin.action(description="Duplicate selected images (copies start disabled)")
+    def duplicate(self, request, queryset):
+        copies = [image.duplicate() for image in queryset]
+        self.message_user(
+            request,
+            format_html(
+                "Created {} disabled cop{}: {}",
+                len(copies),
+                "y" if len(copies) == 1 else "ies",
+                ", ".join(c.slug for c in copies),
+            ),
+            messages.SUCCESS,
+        )
+
+
+@admin.register(ClusterAccount)
+class ClusterAccountAdmin(admin.ModelAdmin):
+    list_display = ("username", "cluster", "user", "has_private_key", "created_at")
+    list_filter = ("cluster",)
+    search_fields = ("username", "user__username", "user__email")
+    autocomplete_fields = ("user",)
+    readonly_fields = ("public_key", "created_at")
+    fields = ("cluster", "user", "username", "public_key", "created_at")
+
+    @admin.display(boolean=True, description="private key")
+    def has_private_key(self, obj: ClusterAccount) -> bool:
+        return bool(obj.private_key_encrypted)
+
+
+class JobEventInline(admin.TabularInline):
+    model = JobEvent
+    extra = 0
+    can_delete = False
+    readonly_fields = ("at", "from_state", "to_state", "message")
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = ("id", "owner", "kind", "image", "cluster", "partition", "state", "scheduler_job_id", "node", "created_at")
+    list_filter = ("state", "kind", "cluster", "image")
+    search_fields = ("id", "scheduler_job_id", "owner__username", "name", "node")
+    date_hierarchy = "created_at"
+    list_select_related = ("owner", "image", "cluster", "partition")
+    inlines = [JobEventInline]
+    # Jobs are created by users and changed by workers; the admin only reads them.
+    readonly_fields = [f.name for f in Job._meta.fields]
+
+    def has_add_permission(self, request):
+        return False

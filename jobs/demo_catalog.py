@@ -1,0 +1,84 @@
+"""A small catalog that works on the dev cluster, plus disabled examples for real clusters."""
+
+from django.db import transaction
+
+from jobs.models import ContainerImage, Tag
+
+DEMO_IMAGES = [
+    {
+        "slug": "python-host",
+        "name": "Python 3 (host environment)",
+        "version": "3",
+        "description": "Runs directly on the compute node's Python, no container. "
+        "The dev cluster's images use this runtime because no container runtime is installed there.",
+        "runtime": ContainerImage.Runtime.NONE,
+        "location": "",
+        "modules": "",
+        "supports_gpu": True,
+        "offers_notebook": True,
+        "offers_batch": True,
+        "enabled": True,
+        "sort_order": 10,
+        "tags": ["python", "cpu", "gpu"],
+    },
+    {
+        "slug": "shell-host",
+        "name": "Shell (host environment)",
+        "version": "",
+        "description": "A plain batch shell on the compute node, for scripts and quick checks.",
+        "runtime": ContainerImage.Runtime.NONE,
+        "location": "",
+        "modules": "",
+        "supports_gpu": True,
+        "offers_notebook": False,
+        "offers_batch": True,
+        "enabled": True,
+        "sort_order": 20,
+        "tags": ["shell", "cpu"],
+    },
+    {
+        "slug": "pytorch-2-5-apptainer",
+        "name": "PyTorch",
+        "version": "2.5 (NGC 24.10)",
+        "description": "NVIDIA's PyTorch container run with Apptainer. An example for real clusters: "
+        "disabled here because the dev cluster has no container runtime.",
+        "runtime": ContainerImage.Runtime.APPTAINER,
+        "location": "docker://nvcr.io/nvidia/pytorch:24.10-py3",
+        "modules": "apptainer/1.3",
+        "supports_gpu": True,
+        "offers_notebook": True,
+        "offers_batch": True,
+        "enabled": False,
+        "sort_order": 30,
+        "tags": ["pytorch", "gpu", "jupyter"],
+    },
+    {
+        "slug": "tensorflow-2-17-podman",
+        "name": "TensorFlow",
+        "version": "2.17",
+        "description": "TensorFlow's GPU image under Podman. Example for real clusters (disabled here).",
+        "runtime": ContainerImage.Runtime.PODMAN,
+        "location": "docker://docker.io/tensorflow/tensorflow:2.17.0-gpu-jupyter",
+        "modules": "",
+        "supports_gpu": True,
+        "offers_notebook": True,
+        "offers_batch": True,
+        "enabled": False,
+        "sort_order": 40,
+        "tags": ["tensorflow", "gpu", "jupyter"],
+    },
+]
+
+
+@transaction.atomic
+def load() -> list[ContainerImage]:
+    """Create or update the demo images (by slug); other images are left alone."""
+    images = []
+    for spec in DEMO_IMAGES:
+        spec = dict(spec)
+        tags = spec.pop("tags")
+        image, _ = ContainerImage.objects.update_or_create(slug=spec.pop("slug"), defaults=spec)
+        image.full_clean()
+        image.tags.set([Tag.objects.get_or_create(name=t)[0] for t in tags])
+        images.append(image)
+    return images

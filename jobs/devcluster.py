@@ -1,0 +1,101 @@
+"""Register the dev cluster that deploy/devcluster/up.sh started in the portal database."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from jobs.models import Cluster, ClusterAccount, Partition
+
+
+class DevclusterMissing(Exception):
+    pass
+
+
+def read_info(state_dir: Path) -> dict:
+    path = Path(state_dir) / "cluster.json"
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DevclusterMissing(
+            f"{path} does not exist: start the dev cluster with `make devcluster` (as root)"
+        ) from None
+
+
+def _public_key(private_key_file: Path) -> str:
+    pub = Path(f"{private_key_file}.pub")
+    return pub.read_text().strip() if pub.exists() else ""
+
+
+@transaction.atomic
+def register(info: dict, accounts: dict[str, str] | None = None) -> Cluster:
+    """Create or update the dev cluster, its partitions and cluster accounts.
+
+    ``accounts`` maps portal user names to cluster user names; the cluster's
+    default user also becomes its service account.
+    """
+    cluster, _ = Cluster.objects.update_or_create(
+        name=info["name"],
+        defaults={
+            "description": "Single-node Slurm on this machine (make devcluster)",
+            "ssh_host": info["ssh_host"],
+            "ssh_port": info["ssh_port"],
+            "host_key": info["host_key"],
+            "login_mode": Cluster.LoginMode.PER_USER,
+            "default_account": "",
+            "home_root": "/home/{user}",
+            "scratch_root": "/scratch/{user}",
+            "enabled": True,
+        },
+    )
+    gpu_type = info.get("gpu_type", "v100")
+    Partition.objects.update_or_create(
+        cluster=cluster,
+        name="gpu",
+        defaults=dict(
+            description="Fake V100 GPUs (GRES on tty devices)",
+            gpu_types=gpu_type,
+            max_gpus_per_job=4,
+            max_cpus_per_job=8,
+            max_memory_gb=16,
+            max_time_minutes=24 * 60,
+            default_time_minutes=60,
+            is_default=True,
+        ),
+    )
+    Partition.objects.update_or_create(
+        cluster=cluster,
+        name="cpu",
+        defaults=dict(
+            description="CPU only, short jobs",
+            gpu_types="",
+            max_gpus_per_job=0,
+            max_cpus_per_job=8,
+            max_memory_gb=16,
+            max_time_minutes=30,
+            default_time_minutes=10,
+            is_default=False,
+        ),
+    )
+
+    def save_account(user, cluster_user: str) -> ClusterAccount:
+        key_file = Path(info["users"][cluster_user]["private_key_file"])
+        account, _ = ClusterAccount.objects.get_or_create(
+            cluster=cluster, user=user, defaults={"username": cluster_user}
+        )
+        account.username = cluster_user
+        account.set_private_key(key_file.read_text())
+        account.public_key = _public_key(key_file)
+        account.save()
+        return account
+
+    save_account(None, info["default_user"])
+    User = get_user_model()
+    for portal_user, cluster_user in (accounts or {}).items():
+        if cluster_user not in info["users"]:
+            raise ValueError(f"the dev cluster has no user {cluster_user!r}; it has {sorted(info['users'])}")
+        save_account(User.objects.get(username=portal_user), cluster_user)
+    return cluster

@@ -1,0 +1,513 @@
+"""Clusters, the container catalog, cluster accounts, jobs and their audit trail."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from jobs import crypto, validators
+from jobs.validators import split_list
+
+# ---------------------------------------------------------------------------
+# Clusters and partitions
+# ---------------------------------------------------------------------------
+
+
+def host_key_fingerprint(public_key_line: str) -> str:
+    """SHA256 fingerprint, as `ssh-keygen -lf` prints it, of an OpenSSH public key line."""
+    parts = public_key_line.split()
+    blob = base64.b64decode(parts[1], validate=True)
+    digest = hashlib.sha256(blob).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+_HOST_KEY_TYPES = (
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "ssh-rsa",
+)
+
+
+def validate_host_key(value: str) -> None:
+    value = value.strip()
+    if value.startswith("SHA256:"):
+        if len(value) != 50:
+            raise ValidationError(
+                "A SHA256 fingerprint is 'SHA256:' followed by 43 base64 characters, as "
+                "`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` prints it."
+            )
+        return
+    parts = value.split()
+    if len(parts) < 2 or parts[0] not in _HOST_KEY_TYPES:
+        raise ValidationError(
+            "Paste the cluster's public host key (a line such as 'ssh-ed25519 AAAA…', from "
+            "`ssh-keyscan -t ed25519 HOST` or /etc/ssh/ssh_host_ed25519_key.pub) or its "
+            "SHA256 fingerprint."
+        )
+    try:
+        base64.b64decode(parts[1], validate=True)
+    except ValueError:
+        raise ValidationError("The host key's base64 part is damaged.") from None
+
+
+class Cluster(models.Model):
+    class LoginMode(models.TextChoices):
+        PER_USER = "per_user", "Each portal user logs in with their own cluster account"
+        SERVICE = "service", "One service account runs every user's jobs"
+
+    name = models.SlugField(max_length=64, unique=True)
+    description = models.CharField(max_length=200, blank=True)
+    ssh_host = models.CharField(max_length=253, validators=[validators.hostname])
+    ssh_port = models.PositiveIntegerField(
+        default=22, validators=[MinValueValidator(1), MaxValueValidator(65535)]
+    )
+    host_key = models.TextField(
+        validators=[validate_host_key],
+        help_text="Pinned SSH host key: the public key line or its SHA256 fingerprint. "
+        "Connections presenting any other key are refused.",
+    )
+    login_mode = models.CharField(
+        max_length=16, choices=LoginMode.choices, default=LoginMode.PER_USER
+    )
+    default_account = models.CharField(
+        max_length=64,
+        blank=True,
+        validators=[validators.slurm_name],
+        help_text="Slurm account (--account) used when the user does not choose one.",
+    )
+    home_root = models.CharField(
+        max_length=255,
+        default="/home/{user}",
+        validators=[validators.workdir_root],
+        help_text="Home directory of a cluster user; {user} is replaced by the cluster user name.",
+    )
+    scratch_root = models.CharField(
+        max_length=255,
+        blank=True,
+        validators=[validators.workdir_root],
+        help_text="Scratch directory, e.g. /scratch/{user}. Leave empty if the cluster has none.",
+    )
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def host_key_fingerprint(self) -> str:
+        key = self.host_key.strip()
+        return key if key.startswith("SHA256:") else host_key_fingerprint(key)
+
+    def workdir_root(self, kind: str, cluster_username: str) -> str:
+        template = self.scratch_root if kind == Job.Workdir.SCRATCH else self.home_root
+        if not template:
+            raise ValidationError(f"Cluster {self.name} has no {kind} directory.")
+        return template.replace("{user}", cluster_username)
+
+    def default_partition(self) -> Partition | None:
+        return self.partitions.filter(is_default=True).first() or self.partitions.first()
+
+
+class Partition(models.Model):
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="partitions")
+    name = models.CharField(max_length=64, validators=[validators.slurm_name])
+    description = models.CharField(max_length=200, blank=True)
+    gpu_types = models.CharField(
+        max_length=200,
+        blank=True,
+        validators=[validators.EachItem(validators.slurm_name)],
+        help_text="GRES GPU types offered, comma-separated (e.g. v100, a100). "
+        "Empty for a CPU-only partition.",
+    )
+    max_gpus_per_job = models.PositiveSmallIntegerField(default=0)
+    max_cpus_per_job = models.PositiveIntegerField(default=8, validators=[MinValueValidator(1)])
+    max_memory_gb = models.PositiveIntegerField(default=32, validators=[MinValueValidator(1)])
+    max_time_minutes = models.PositiveIntegerField(default=24 * 60, validators=[MinValueValidator(1)])
+    default_time_minutes = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)])
+    is_default = models.BooleanField(default=False, help_text="Offered first for this cluster.")
+
+    class Meta:
+        ordering = ["cluster__name", "-is_default", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="partition_unique_name"),
+            models.UniqueConstraint(
+                fields=["cluster"], condition=Q(is_default=True), name="one_default_partition"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster.name}/{self.name}"
+
+    @property
+    def gpu_type_list(self) -> list[str]:
+        return split_list(self.gpu_types)
+
+    def clean(self) -> None:
+        errors = {}
+        if self.default_time_minutes and self.max_time_minutes:
+            if self.default_time_minutes > self.max_time_minutes:
+                errors["default_time_minutes"] = (
+                    f"The default walltime ({self.default_time_minutes} min) is longer than the "
+                    f"maximum ({self.max_time_minutes} min)."
+                )
+        if self.max_gpus_per_job and not self.gpu_type_list:
+            errors["gpu_types"] = "List the GPU types this partition offers, or set max GPUs to 0."
+        if self.gpu_type_list and not self.max_gpus_per_job:
+            errors["max_gpus_per_job"] = "A partition offering GPU types needs max GPUs of 1 or more."
+        if errors:
+            raise ValidationError(errors)
+
+
+# ---------------------------------------------------------------------------
+# Container catalog
+# ---------------------------------------------------------------------------
+
+
+class Tag(models.Model):
+    name = models.SlugField(max_length=40, unique=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ContainerImageQuerySet(models.QuerySet):
+    def offered(self) -> ContainerImageQuerySet:
+        """Images a user may choose for a new job."""
+        return self.filter(enabled=True, deprecated=False)
+
+
+class ContainerImage(models.Model):
+    class Runtime(models.TextChoices):
+        APPTAINER = "apptainer", "Apptainer"
+        SINGULARITY = "singularity", "SingularityCE"
+        PODMAN = "podman", "Podman"
+        NONE = "none", "None (host environment)"
+
+    name = models.CharField(max_length=100)
+    slug = models.SlugField(max_length=100, unique=True)
+    version = models.CharField(max_length=50, blank=True)
+    description = models.TextField(blank=True)
+    tags = models.ManyToManyField(Tag, blank=True, related_name="images")
+    runtime = models.CharField(max_length=16, choices=Runtime.choices, default=Runtime.APPTAINER)
+    location = models.CharField(
+        max_length=500,
+        blank=True,
+        validators=[validators.image_location],
+        help_text="Absolute .sif path or a docker://, oras:// or library:// URI. "
+        "Empty for runtime 'none'.",
+    )
+    modules = models.TextField(
+        blank=True,
+        validators=[validators.EachItem(validators.module_name)],
+        help_text="Environment modules loaded before the container starts, one per line "
+        "(e.g. cuda/12.4).",
+    )
+    supports_gpu = models.BooleanField(default=True)
+    offers_notebook = models.BooleanField("notebook sessions", default=True)
+    offers_batch = models.BooleanField("batch jobs", default=True)
+    enabled = models.BooleanField(default=True)
+    deprecated = models.BooleanField(
+        default=False, help_text="Shown as deprecated and not offered for new jobs."
+    )
+    sort_order = models.IntegerField(default=100, help_text="Lower numbers are listed first.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ContainerImageQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["sort_order", "name", "version"]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.version}".strip()
+
+    @property
+    def module_list(self) -> list[str]:
+        return split_list(self.modules)
+
+    @property
+    def kinds(self) -> list[str]:
+        return [k for k, on in ((Job.Kind.NOTEBOOK, self.offers_notebook),
+                                (Job.Kind.BATCH, self.offers_batch)) if on]
+
+    def clean(self) -> None:
+        errors = {}
+        if self.runtime == self.Runtime.NONE:
+            if self.location:
+                errors["location"] = "Runtime 'none' runs on the host: leave the location empty."
+        elif not self.location:
+            errors["location"] = f"Runtime '{self.runtime}' needs an image location."
+        elif self.runtime == self.Runtime.PODMAN and not self.location.startswith("docker://"):
+            errors["location"] = "Podman runs OCI images: use a docker:// URI."
+        if not (self.offers_notebook or self.offers_batch):
+            errors["offers_batch"] = "Offer at least one kind of session (notebook or batch)."
+        if errors:
+            raise ValidationError(errors)
+
+    @transaction.atomic
+    def duplicate(self) -> ContainerImage:
+        """A disabled copy with a free slug, for preparing the next version."""
+        tags = list(self.tags.all())
+        base = f"{self.slug}-copy"
+        slug, n = base, 1
+        while ContainerImage.objects.filter(slug=slug).exists():
+            n += 1
+            slug = f"{base}-{n}"
+        copy = ContainerImage.objects.get(pk=self.pk)
+        copy.pk = None
+        copy.slug = slug
+        copy.name = f"{self.name} (copy)"[:100]
+        copy.enabled = False
+        copy.save()
+        copy.tags.set(tags)
+        return copy
+
+
+# ---------------------------------------------------------------------------
+# Cluster accounts
+# ---------------------------------------------------------------------------
+
+
+class ClusterAccount(models.Model):
+    """How a portal user (or, with user=None, the cluster's service account) logs in."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="accounts")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="cluster_accounts",
+        help_text="Empty for the cluster's service account.",
+    )
+    username = models.CharField(max_length=32, validators=[validators.posix_username])
+    public_key = models.TextField(blank=True)
+    private_key_encrypted = models.TextField(blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["cluster__name", "username"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "user"], name="one_account_per_user"),
+            models.UniqueConstraint(
+                fields=["cluster"], condition=Q(user__isnull=True), name="one_service_account"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        who = self.user.get_username() if self.user_id else "service account"
+        return f"{self.username}@{self.cluster.name} ({who})"
+
+    def set_private_key(self, openssh_private_key: str) -> None:
+        self.private_key_encrypted = crypto.encrypt(openssh_private_key)
+
+    def private_key(self) -> str:
+        if not self.private_key_encrypted:
+            raise ValidationError(f"Cluster account {self} has no private key yet.")
+        return crypto.decrypt(self.private_key_encrypted)
+
+    @classmethod
+    def for_user(cls, cluster: Cluster, user) -> ClusterAccount | None:
+        """The account a portal user's jobs run under on ``cluster``."""
+        if cluster.login_mode == Cluster.LoginMode.SERVICE:
+            return cls.objects.filter(cluster=cluster, user__isnull=True).first()
+        return cls.objects.filter(cluster=cluster, user=user).first()
+
+
+# ---------------------------------------------------------------------------
+# Jobs
+# ---------------------------------------------------------------------------
+
+
+class JobQuerySet(models.QuerySet):
+    def for_user(self, user) -> JobQuerySet:
+        """Jobs a user may see: their own, or every job for staff."""
+        if user.is_staff:
+            return self
+        return self.filter(owner=user)
+
+    def active(self) -> JobQuerySet:
+        return self.filter(state__in=Job.ACTIVE_STATES)
+
+
+class Job(models.Model):
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"  # accepted by the portal, not yet at the scheduler
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        COMPLETING = "completing", "Completing"
+        COMPLETED = "completed", "Completed"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+        TIMEOUT = "timeout", "Timed out"
+        SUBMIT_FAILED = "submit_failed", "Submission failed"
+
+    class Kind(models.TextChoices):
+        NOTEBOOK = "notebook", "Notebook session"
+        BATCH = "batch", "Batch command"
+
+    class Workdir(models.TextChoices):
+        HOME = "home", "Home"
+        SCRATCH = "scratch", "Scratch"
+
+    ACTIVE_STATES = (State.QUEUED, State.PENDING, State.RUNNING, State.COMPLETING)
+    FINAL_STATES = (
+        State.COMPLETED,
+        State.FAILED,
+        State.CANCELLED,
+        State.TIMEOUT,
+        State.SUBMIT_FAILED,
+    )
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jobs")
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="jobs")
+    partition = models.ForeignKey(Partition, on_delete=models.PROTECT, related_name="jobs")
+    image = models.ForeignKey(ContainerImage, on_delete=models.PROTECT, related_name="jobs")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.NOTEBOOK)
+    name = models.CharField(max_length=100, blank=True)
+    command = models.TextField(blank=True, help_text="Batch jobs: run by the job's shell as written.")
+
+    gpus = models.PositiveSmallIntegerField(default=0)
+    gpu_type = models.CharField(
+        max_length=64, blank=True, validators=[validators.slurm_name]
+    )
+    cpus = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)])
+    memory_gb = models.PositiveIntegerField(default=4, validators=[MinValueValidator(1)])
+    time_limit_minutes = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)])
+    account = models.CharField(max_length=64, blank=True, validators=[validators.slurm_name])
+    workdir_kind = models.CharField(max_length=16, choices=Workdir.choices, default=Workdir.HOME)
+
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED, db_index=True)
+    scheduler_job_id = models.CharField(max_length=32, blank=True, db_index=True)
+    pending_reason = models.CharField(max_length=100, blank=True)
+    node = models.CharField(max_length=253, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    message = models.TextField(blank=True, help_text="The scheduler's or the portal's explanation.")
+    work_dir = models.CharField(max_length=500, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["cluster", "state"]), models.Index(fields=["owner", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"job {self.pk} ({self.get_kind_display()}, {self.state})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in self.ACTIVE_STATES
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in self.FINAL_STATES
+
+    def clean(self) -> None:
+        """The request must fit the partition and the image; messages name the limit."""
+        errors: dict[str, str] = {}
+        partition = self.partition if self.partition_id else None
+        image = self.image if self.image_id else None
+        if partition and self.cluster_id and partition.cluster_id != self.cluster_id:
+            errors["partition"] = f"Partition {partition.name} is not on cluster {self.cluster.name}."
+        if image is not None:
+            if self._state.adding and (not image.enabled or image.deprecated):
+                errors["image"] = f"{image} is no longer offered for new jobs."
+            if self.kind not in image.kinds:
+                errors["kind"] = f"{image} does not offer {self.get_kind_display().lower()}s."
+            if self.gpus and not image.supports_gpu:
+                errors["gpus"] = f"{image} does not support GPUs."
+        if self.kind == self.Kind.BATCH and not self.command.strip():
+            errors["command"] = "A batch job needs a command to run."
+        if partition is not None:
+            if self.gpus > partition.max_gpus_per_job:
+                errors["gpus"] = (
+                    f"Partition {partition.name} allows at most {partition.max_gpus_per_job} "
+                    f"GPU(s) per job."
+                    if partition.max_gpus_per_job
+                    else f"Partition {partition.name} has no GPUs."
+                )
+            elif self.gpu_type and self.gpu_type not in partition.gpu_type_list:
+                offered = ", ".join(partition.gpu_type_list) or "none"
+                errors["gpu_type"] = f"Partition {partition.name} offers GPU types: {offered}."
+            if self.cpus > partition.max_cpus_per_job:
+                errors["cpus"] = f"Partition {partition.name} allows at most {partition.max_cpus_per_job} CPUs per job."
+            if self.memory_gb > partition.max_memory_gb:
+                errors["memory_gb"] = f"Partition {partition.name} allows at most {partition.max_memory_gb} GB of memory per job."
+            if self.time_limit_minutes > partition.max_time_minutes:
+                errors["time_limit_minutes"] = (
+                    f"Partition {partition.name} allows at most {partition.max_time_minutes} minutes."
+                )
+        if self.gpu_type and not self.gpus:
+            errors.setdefault("gpu_type", "Choose a GPU count, or no GPU type.")
+        if self.workdir_kind == self.Workdir.SCRATCH and self.cluster_id and not self.cluster.scratch_root:
+            errors["workdir_kind"] = f"Cluster {self.cluster.name} has no scratch directory."
+        if errors:
+            raise ValidationError(errors)
+
+    def transition(self, to: str, *, expect: tuple[str, ...] | None = None, message: str = "",
+                   **fields) -> bool:
+        """Move to state ``to`` and record a JobEvent, if the job is still in ``expect``.
+
+        Returns False (and changes nothing) when another worker moved the job
+        first. The conditional UPDATE closes the race between two workers (or a
+        sync and a cancel) writing different states for the same job.
+        """
+        if expect is None:
+            expect = tuple(s for s in self.State if s not in self.FINAL_STATES)
+        now = timezone.now()
+        values = {"state": to, "updated_at": now, **fields}
+        if message:
+            values["message"] = message
+        if to in self.FINAL_STATES and "ended_at" not in values:
+            values["ended_at"] = now
+        if to == self.State.RUNNING and "started_at" not in values and not self.started_at:
+            values["started_at"] = now
+        with transaction.atomic():
+            # Row lock (PostgreSQL) / immediate write lock (SQLite): two workers
+            # cannot both see the old state and both write a new one.
+            current = (
+                Job.objects.select_for_update().filter(pk=self.pk).values_list("state", flat=True).first()
+            )
+            if current not in expect:
+                return False
+            Job.objects.filter(pk=self.pk).update(**values)
+            JobEvent.objects.create(job=self, from_state=current, to_state=to, message=message)
+        for key, value in values.items():
+            setattr(self, key, value)
+        return True
+
+
+class JobEvent(models.Model):
+    """One row per state change: the job's audit trail and timeline."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(default=timezone.now)
+    from_state = models.CharField(max_length=16, blank=True)
+    to_state = models.CharField(max_length=16, choices=Job.State.choices)
+    message = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}: {self.from_state or '-'} → {self.to_state}"

@@ -1,0 +1,1 @@
+"""Everything that talks to Slurm: the SSH boundary, parsers and job scripts."""

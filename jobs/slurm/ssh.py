@@ -1,0 +1,294 @@
+"""The one place that runs commands on a cluster: paramiko over SSH.
+
+Every command is given as an argument list and each argument is shell-quoted
+here, so nothing a user or an admin typed is ever interpreted by the remote
+shell. The server's host key must match the key pinned on the Cluster.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import logging
+import select
+import shlex
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import paramiko
+
+log = logging.getLogger(__name__)
+
+MAX_OUTPUT_BYTES = 32 * 1024 * 1024
+
+
+class SlurmError(Exception):
+    """A cluster operation failed. ``transient`` says whether trying again may help."""
+
+    transient = False
+
+    def __init__(self, message: str, *, command: str = "", stderr: str = "", exit_status: int | None = None):
+        super().__init__(message)
+        self.command = command
+        self.stderr = stderr
+        self.exit_status = exit_status
+
+
+class ClusterUnreachable(SlurmError):
+    """Network trouble, a dropped connection or a timeout: try again later."""
+
+    transient = True
+
+
+class HostKeyMismatch(SlurmError):
+    """The server presented a key other than the pinned one: never connect."""
+
+
+class AuthenticationFailed(SlurmError):
+    """The cluster refused the account's key."""
+
+
+class CommandFailed(SlurmError):
+    """The remote command ran and exited non-zero; ``stderr`` holds its message."""
+
+
+@dataclass(frozen=True)
+class Result:
+    stdout: str
+    stderr: str
+    exit_status: int
+
+
+def quote_command(argv: Sequence[str]) -> str:
+    """Join an argument list into one shell command line, every argument quoted."""
+    if isinstance(argv, str):
+        raise TypeError("pass the command as a list of arguments, not a string")
+    return " ".join(shlex.quote(str(arg)) for arg in argv)
+
+
+def load_private_key(text: str) -> paramiko.PKey:
+    """Parse an OpenSSH or PEM private key (Ed25519, ECDSA or RSA)."""
+    errors = []
+    for cls in (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey):
+        try:
+            return cls.from_private_key(io.StringIO(text))
+        except (paramiko.SSHException, ValueError) as exc:
+            errors.append(f"{cls.__name__}: {exc}")
+    raise AuthenticationFailed("The account's private key cannot be read: " + "; ".join(errors))
+
+
+def key_fingerprint(key: paramiko.PKey) -> str:
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def host_key_matches(pinned: str, presented: paramiko.PKey) -> bool:
+    pinned = pinned.strip()
+    if pinned.startswith("SHA256:"):
+        return pinned == key_fingerprint(presented)
+    parts = pinned.split()
+    return len(parts) >= 2 and parts[1] == presented.get_base64()
+
+
+def _preferred_key_types(pinned: str) -> tuple[str, ...] | None:
+    """Ask the server for the pinned key's type (it may hold several host keys)."""
+    parts = pinned.strip().split()
+    if len(parts) < 2:
+        return None
+    if parts[0] == "ssh-rsa":
+        return ("rsa-sha2-512", "rsa-sha2-256", "ssh-rsa")
+    return (parts[0],)
+
+
+class Connection:
+    """One authenticated SSH transport; commands open channels on it."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        username: str,
+        private_key: str,
+        pinned_host_key: str,
+        *,
+        connect_timeout: float = 10.0,
+        command_timeout: float = 60.0,
+        keepalive: int = 30,
+    ):
+        self.host, self.port, self.username = host, port, username
+        self.pinned_host_key = pinned_host_key
+        self.connect_timeout = connect_timeout
+        self.command_timeout = command_timeout
+        self._pkey = load_private_key(private_key)
+        self._transport: paramiko.Transport | None = None
+        self._keepalive = keepalive
+        self.commands_run = 0
+
+    def __repr__(self) -> str:
+        return f"<Connection {self.username}@{self.host}:{self.port}>"
+
+    # -- life cycle ---------------------------------------------------------
+    @property
+    def is_open(self) -> bool:
+        return self._transport is not None and self._transport.is_active()
+
+    def open(self) -> Connection:
+        where = f"{self.username}@{self.host}:{self.port}"
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout)
+        except OSError as exc:
+            raise ClusterUnreachable(f"Cannot reach {self.host}:{self.port}: {exc}") from None
+        transport = paramiko.Transport(sock)
+        transport.banner_timeout = self.connect_timeout
+        transport.handshake_timeout = self.connect_timeout
+        types = _preferred_key_types(self.pinned_host_key)
+        if types:
+            transport.get_security_options().key_types = types
+        try:
+            transport.start_client(timeout=self.connect_timeout)
+            presented = transport.get_remote_server_key()
+            if not host_key_matches(self.pinned_host_key, presented):
+                raise HostKeyMismatch(
+                    f"Host key mismatch for {self.host}:{self.port}: the server presented "
+                    f"{presented.get_name()} {key_fingerprint(presented)}, which is not the key "
+                    "pinned for this cluster. Refusing to connect. If the cluster's key really "
+                    "changed, an administrator must pin the new key."
+                )
+            try:
+                transport.auth_publickey(self.username, self._pkey)
+            except paramiko.AuthenticationException as exc:
+                raise AuthenticationFailed(
+                    f"{where} refused the account's key ({exc}). Is the public key in "
+                    f"~{self.username}/.ssh/authorized_keys on the cluster?"
+                ) from None
+        except SlurmError:
+            transport.close()
+            raise
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            transport.close()
+            raise ClusterUnreachable(f"SSH to {where} failed: {exc}") from None
+        if self._keepalive:
+            transport.set_keepalive(self._keepalive)
+        self._transport = transport
+        log.debug("connected %s", where)
+        return self
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+
+    def __enter__(self) -> Connection:
+        if not self.is_open:
+            self.open()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- commands -------------------------------------------------------------
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: str | bytes | None = None,
+        timeout: float | None = None,
+        check: bool = True,
+    ) -> Result:
+        """Run ``argv`` (each argument quoted) and return its output.
+
+        Raises CommandFailed on a non-zero exit when ``check`` is true, and
+        ClusterUnreachable when the connection drops or the command times out.
+        """
+        command = quote_command(argv)
+        return self.run_script(command, stdin=stdin, timeout=timeout, check=check)
+
+    def run_script(
+        self,
+        command: str,
+        *,
+        stdin: str | bytes | None = None,
+        timeout: float | None = None,
+        check: bool = True,
+    ) -> Result:
+        """Run a command line built by this package from quoted parts.
+
+        Only callers inside ``jobs.slurm`` use this, with fixed text and values
+        passed through :func:`quote_command` or ``shlex.quote``.
+        """
+        if not self.is_open:
+            self.open()
+        timeout = self.command_timeout if timeout is None else timeout
+        try:
+            channel = self._transport.open_session(timeout=self.connect_timeout)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            self.close()
+            raise ClusterUnreachable(f"SSH channel to {self.host} failed: {exc}", command=command) from None
+        self.commands_run += 1
+        try:
+            channel.exec_command(command)
+            if stdin is not None:
+                channel.sendall(stdin.encode() if isinstance(stdin, str) else stdin)
+            channel.shutdown_write()
+            out, err = self._collect(channel, command, time.monotonic() + timeout)
+            status = channel.recv_exit_status()
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            self.close()
+            raise ClusterUnreachable(f"SSH command on {self.host} failed: {exc}", command=command) from None
+        finally:
+            channel.close()
+        result = Result(out.decode(errors="replace"), err.decode(errors="replace"), status)
+        if check and status != 0:
+            message = result.stderr.strip() or result.stdout.strip() or f"exit status {status}"
+            raise CommandFailed(message, command=command, stderr=result.stderr, exit_status=status)
+        return result
+
+    def _collect(self, channel: paramiko.Channel, command: str, deadline: float) -> tuple[bytes, bytes]:
+        out, err = bytearray(), bytearray()
+        while True:
+            if channel.recv_ready():
+                out += channel.recv(65536)
+            if channel.recv_stderr_ready():
+                err += channel.recv_stderr(65536)
+            if len(out) + len(err) > MAX_OUTPUT_BYTES:
+                raise CommandFailed(f"Output of {command!r} exceeds {MAX_OUTPUT_BYTES} bytes", command=command)
+            if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
+                # Drain anything that raced the exit status.
+                while channel.recv_ready():
+                    out += channel.recv(65536)
+                while channel.recv_stderr_ready():
+                    err += channel.recv_stderr(65536)
+                return bytes(out), bytes(err)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ClusterUnreachable(f"{command!r} on {self.host} timed out", command=command)
+            select.select([channel], [], [], min(remaining, 0.5))
+
+    def sftp(self) -> paramiko.SFTPClient:
+        if not self.is_open:
+            self.open()
+        try:
+            return paramiko.SFTPClient.from_transport(self._transport)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            self.close()
+            raise ClusterUnreachable(f"SFTP to {self.host} failed: {exc}") from None
+
+
+def connect_account(account) -> Connection:
+    """An opened Connection for a ClusterAccount, with timeouts from settings."""
+    from django.conf import settings
+
+    cluster = account.cluster
+    return Connection(
+        cluster.ssh_host,
+        cluster.ssh_port,
+        account.username,
+        account.private_key(),
+        cluster.host_key,
+        connect_timeout=settings.SSH_CONNECT_TIMEOUT,
+        command_timeout=settings.SSH_COMMAND_TIMEOUT,
+        keepalive=settings.SSH_KEEPALIVE_INTERVAL,
+    ).open()

@@ -1,0 +1,98 @@
+"""Strict patterns for every admin- or user-supplied value that ends up in a
+job script or a remote command line.
+
+Values are also shell-quoted when they are rendered; these patterns catch
+mistakes early, with a message that says what is allowed.
+"""
+
+import re
+
+from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
+from django.utils.deconstruct import deconstructible
+
+# Slurm partition, account, GRES type and feature names.
+slurm_name = RegexValidator(
+    r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+    "Use letters, digits, '_', '.' and '-' (up to 64 characters, starting with a letter or digit).",
+)
+
+# POSIX user names as useradd accepts them.
+posix_username = RegexValidator(
+    r"^[a-z_][a-z0-9_.-]{0,31}$",
+    "A cluster user name is lowercase letters, digits, '_', '.' or '-', "
+    "starting with a letter or '_' (at most 32 characters).",
+)
+
+# Environment-module names as Lmod/Environment Modules spell them: name/version.
+module_name = RegexValidator(
+    r"^[A-Za-z0-9][A-Za-z0-9._+-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)*$",
+    "A module name is letters, digits, '.', '_', '+', '-' with '/' between name and version "
+    "(for example cuda/12.4 or python/3.11.7).",
+)
+
+hostname = RegexValidator(
+    r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
+    r"|^\d{1,3}(\.\d{1,3}){3}$|^\[?[0-9A-Fa-f:]+\]?$",
+    "Enter a host name (login.cluster.example.org) or an IP address.",
+)
+
+_SAFE_PATH = re.compile(r"^/[A-Za-z0-9_.+@=:/-]*$")
+_IMAGE_URI = re.compile(r"^(docker|oras|library)://[A-Za-z0-9][A-Za-z0-9_.+@=:/-]*$")
+IMAGE_SCHEMES = ("docker://", "oras://", "library://")
+
+
+def absolute_path(value: str) -> None:
+    if not _SAFE_PATH.match(value) or "/../" in f"{value}/" or "//" in value:
+        raise ValidationError(
+            "Enter an absolute path such as /shared/images/pytorch.sif, made of letters, digits "
+            "and _ . + @ = : / - (no spaces, no '..', no shell characters).",
+            code="invalid_path",
+        )
+
+
+def image_location(value: str) -> None:
+    """An absolute .sif path or a docker://, oras:// or library:// URI."""
+    if value.startswith("/"):
+        absolute_path(value)
+        return
+    if not _IMAGE_URI.match(value):
+        raise ValidationError(
+            "The image location must be an absolute path (/shared/images/x.sif) or a URI "
+            "starting with docker://, oras:// or library:// (no spaces or shell characters).",
+            code="invalid_image_location",
+        )
+
+
+_ROOT_TEMPLATE = re.compile(r"^/[A-Za-z0-9_.+@=:/{}-]*$")
+
+
+def workdir_root(value: str) -> None:
+    """An absolute directory, optionally with a {user} placeholder: /scratch/{user}."""
+    placeholders = re.findall(r"{[^}]*}", value)
+    if any(p != "{user}" for p in placeholders) or not _ROOT_TEMPLATE.match(value):
+        raise ValidationError(
+            "Enter an absolute directory, optionally with {user} for the cluster user name "
+            "(for example /home/{user} or /scratch/{user}); no spaces or shell characters.",
+            code="invalid_workdir_root",
+        )
+    absolute_path(value.replace("{user}", "user"))
+
+
+@deconstructible
+class EachItem:
+    """Apply a validator to each item of a comma- or newline-separated value."""
+
+    def __init__(self, validator):
+        self.validator = validator
+
+    def __call__(self, value: str) -> None:
+        for item in split_list(value):
+            self.validator(item)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, EachItem) and self.validator == other.validator
+
+
+def split_list(value: str) -> list[str]:
+    return [item.strip() for item in re.split(r"[,\s]+", value or "") if item.strip()]

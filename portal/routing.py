@@ -1,0 +1,3 @@
+"""Websocket routes of every app, collected in one list for portal.asgi."""
+
+websocket_urlpatterns: list = []

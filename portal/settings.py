@@ -1,0 +1,201 @@
+"""Settings for the HPC portal. Every value comes from the environment.
+
+The README's settings table documents each variable. Code reads
+``settings.X`` at call time so tests can override any of them.
+"""
+
+import base64
+import hashlib
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from portal.env import env_bool, env_float, env_int, env_list, env_secret, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("DEBUG", False)
+# Demo mode: the embedded, single-machine set-up `make demo` runs (plain HTTP on localhost).
+DEMO_MODE = env_bool("PORTAL_DEMO", False)
+INSECURE_DEFAULTS_ALLOWED = DEBUG or DEMO_MODE
+
+SECRET_KEY = env_secret("SECRET_KEY")
+if not SECRET_KEY:
+    if not INSECURE_DEFAULTS_ALLOWED:
+        raise ImproperlyConfigured(
+            "SECRET_KEY (or SECRET_KEY_FILE) is required unless DEBUG=1 or PORTAL_DEMO=1"
+        )
+    SECRET_KEY = "insecure-dev-only-key-do-not-use-in-production"
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# Public URL of the portal, used in links handed to jobs and in e-mails.
+PORTAL_URL = env_str("PORTAL_URL", "http://localhost:8000").rstrip("/")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "channels",
+    "jobs",
+    "frontend",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+ASGI_APPLICATION = "portal.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -----------------------------------------------------------------
+# The embedded default is a SQLite file in WAL mode with a busy timeout, so the
+# web server and the Celery workers can write at the same time. Set
+# DATABASE_URL=postgres://... for PostgreSQL.
+DATA_DIR = Path(env_str("PORTAL_DATA_DIR", str(BASE_DIR / "var")))
+DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'portal.sqlite3'}")
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        # Take the write lock at BEGIN so concurrent writers wait (busy timeout)
+        # instead of failing with "database is locked" on lock upgrade.
+        "transaction_mode": "IMMEDIATE",
+        "timeout": env_float("SQLITE_BUSY_TIMEOUT", 20.0, minimum=0),
+    }
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test.sqlite3")}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Auth -----------------------------------------------------------------------
+AUTHENTICATION_BACKENDS = env_list(
+    "AUTHENTICATION_BACKENDS", ["django.contrib.auth.backends.ModelBackend"]
+)
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "/admin/login/"
+
+# --- Security -------------------------------------------------------------------
+SECURE_COOKIES = env_bool("PORTAL_SECURE_COOKIES", not INSECURE_DEFAULTS_ALLOWED)
+SESSION_COOKIE_SECURE = SECURE_COOKIES
+CSRF_COOKIE_SECURE = SECURE_COOKIES
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+if env_bool("PORTAL_BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+# Keys (Fernet, comma-separated, newest first) that encrypt cluster private keys
+# at rest. Rotating: put the new key first, keep the old one until re-encrypted.
+PORTAL_ENCRYPTION_KEYS = env_list("PORTAL_ENCRYPTION_KEYS", [])
+if not PORTAL_ENCRYPTION_KEYS:
+    secret_file_key = env_secret("PORTAL_ENCRYPTION_KEY")
+    if secret_file_key:
+        PORTAL_ENCRYPTION_KEYS = [secret_file_key]
+    elif INSECURE_DEFAULTS_ALLOWED:
+        PORTAL_ENCRYPTION_KEYS = [
+            base64.urlsafe_b64encode(
+                hashlib.sha256(b"portal-encryption:" + SECRET_KEY.encode()).digest()
+            ).decode()
+        ]
+    else:
+        raise ImproperlyConfigured(
+            "PORTAL_ENCRYPTION_KEYS (or PORTAL_ENCRYPTION_KEY_FILE) is required unless "
+            "DEBUG=1 or PORTAL_DEMO=1; make one with: python manage.py generate_encryption_key"
+        )
+
+# --- Redis, Celery, Channels ----------------------------------------------------
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": "portal:channels:"},
+    }
+}
+
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "portal",
+    }
+}
+
+# --- Clusters ---------------------------------------------------------------------
+SSH_CONNECT_TIMEOUT = env_float("PORTAL_SSH_CONNECT_TIMEOUT", 10.0, minimum=0.1)
+SSH_COMMAND_TIMEOUT = env_float("PORTAL_SSH_COMMAND_TIMEOUT", 60.0, minimum=0.1)
+SSH_KEEPALIVE_INTERVAL = env_int("PORTAL_SSH_KEEPALIVE", 30, minimum=0)
+# Where `make devcluster` keeps its state (keys, ports) for registration.
+DEVCLUSTER_DIR = Path(env_str("PORTAL_DEVCLUSTER_DIR", "/var/lib/portal-devcluster"))
+
+# Session links: https://<id>.<SESSION_DOMAIN>/
+SESSION_DOMAIN = env_str("SESSION_DOMAIN", "sessions.localhost")
+
+# --- Static files -------------------------------------------------------------------
+STATIC_URL = "static/"
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "var" / "static")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+# A missing manifest entry falls back to the unhashed file instead of a 500.
+WHITENOISE_MANIFEST_STRICT = False
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"paramiko": {"level": "WARNING"}},
+}

@@ -1,0 +1,84 @@
+"""Shared fixtures: an owner, a staff user and an outsider; the real dev cluster."""
+
+import os
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from jobs import devcluster as devcluster_mod
+from jobs.models import Cluster, ContainerImage, Partition
+
+
+@pytest.fixture
+def owner(django_user_model):
+    return django_user_model.objects.create_user("owner", password="owner-pass-123")
+
+
+@pytest.fixture
+def outsider(django_user_model):
+    return django_user_model.objects.create_user("outsider", password="outsider-pass-123")
+
+
+@pytest.fixture
+def staff(django_user_model):
+    return django_user_model.objects.create_superuser("staff", password="staff-pass-123")
+
+
+@pytest.fixture
+def cluster(db):
+    cluster = Cluster.objects.create(
+        name="testcluster",
+        ssh_host="login.example.org",
+        ssh_port=22,
+        host_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOqmCr0ke0UTgwV9vPwNDnqf4mr8v07WgMJOuFbxZuBs",
+        scratch_root="/scratch/{user}",
+    )
+    Partition.objects.create(
+        cluster=cluster,
+        name="gpu",
+        gpu_types="v100,a100",
+        max_gpus_per_job=4,
+        max_cpus_per_job=32,
+        max_memory_gb=128,
+        max_time_minutes=1440,
+        default_time_minutes=60,
+        is_default=True,
+    )
+    Partition.objects.create(
+        cluster=cluster, name="cpu", max_cpus_per_job=8, max_memory_gb=16, max_time_minutes=30,
+        default_time_minutes=10,
+    )
+    return cluster
+
+
+@pytest.fixture
+def image(db):
+    return ContainerImage.objects.create(
+        name="PyTorch", slug="pytorch", version="2.5", runtime="apptainer",
+        location="/shared/images/pytorch.sif",
+    )
+
+
+# --- the real dev cluster ------------------------------------------------------
+
+
+def _devcluster_required() -> bool:
+    return os.environ.get("PORTAL_REQUIRE_DEVCLUSTER") == "1"
+
+
+@pytest.fixture(scope="session")
+def devcluster_info() -> dict:
+    """cluster.json written by `make devcluster`; skips (or fails, when required) without it."""
+    try:
+        return devcluster_mod.read_info(Path(settings.DEVCLUSTER_DIR))
+    except devcluster_mod.DevclusterMissing as exc:
+        if _devcluster_required():
+            pytest.fail(f"PORTAL_REQUIRE_DEVCLUSTER=1 but {exc}")
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def devcluster(db, devcluster_info, owner):
+    """The dev cluster registered in the test database, ``owner`` mapped to its first user."""
+    return devcluster_mod.register(devcluster_info, {"owner": devcluster_info["default_user"]})
