@@ -32,14 +32,24 @@ class PartitionInline(admin.TabularInline):
 
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
-    list_display = ("name", "ssh_endpoint", "login_mode", "default_account", "partition_count", "enabled")
+    list_display = (
+        "name",
+        "ssh_endpoint",
+        "login_mode",
+        "default_account",
+        "partition_count",
+        "enabled",
+    )
     list_filter = ("enabled", "login_mode")
     search_fields = ("name", "ssh_host", "description")
     readonly_fields = ("host_key_fingerprint",)
     inlines = [PartitionInline]
     fieldsets = (
         (None, {"fields": ("name", "description", "enabled")}),
-        ("SSH", {"fields": ("ssh_host", "ssh_port", "host_key", "host_key_fingerprint", "login_mode")}),
+        (
+            "SSH",
+            {"fields": ("ssh_host", "ssh_port", "host_key", "host_key_fingerprint", "login_mode")},
+        ),
         ("Slurm", {"fields": ("default_account", "home_root", "scratch_root")}),
     )
 
@@ -89,7 +99,15 @@ class ContainerImageAdmin(admin.ModelAdmin):
     )
     list_display_links = ("name",)
     list_editable = ("sort_order",)
-    list_filter = ("enabled", "deprecated", "runtime", "supports_gpu", "offers_notebook", "offers_batch", "tags")
+    list_filter = (
+        "enabled",
+        "deprecated",
+        "runtime",
+        "supports_gpu",
+        "offers_notebook",
+        "offers_batch",
+        "tags",
+    )
     search_fields = ("name", "slug", "version", "description", "location", "tags__name")
     prepopulated_fields = {"slug": ("name", "version")}
     filter_horizontal = ("tags",)
@@ -118,7 +136,9 @@ class ContainerImageAdmin(admin.ModelAdmin):
 
     @admin.display(description="tags")
     def tag_list(self, obj: ContainerImage) -> str:
-        return format_html_join(" ", '<span class="portal-tag">{}</span>', ((t.name,) for t in obj.tags.all()))
+        return format_html_join(
+            " ", '<span class="portal-tag">{}</span>', ((t.name,) for t in obj.tags.all())
+        )
 
     @admin.action(description="Enable selected images")
     def enable(self, request, queryset):
@@ -133,7 +153,9 @@ class ContainerImageAdmin(admin.ModelAdmin):
     @admin.action(description="Deprecate selected images (not offered for new jobs)")
     def deprecate(self, request, queryset):
         n = queryset.update(deprecated=True)
-        self.message_user(request, f"Deprecated {n} image(s); running jobs are not affected.", messages.SUCCESS)
+        self.message_user(
+            request, f"Deprecated {n} image(s); running jobs are not affected.", messages.SUCCESS
+        )
 
     @admin.action(description="Un-deprecate selected images")
     def undeprecate(self, request, queryset):
@@ -181,7 +203,18 @@ class JobEventInline(admin.TabularInline):
 
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
-    list_display = ("id", "owner", "kind", "image", "cluster", "partition", "state", "scheduler_job_id", "node", "created_at")
+    list_display = (
+        "id",
+        "owner",
+        "kind",
+        "image",
+        "cluster",
+        "partition",
+        "state",
+        "scheduler_job_id",
+        "node",
+        "created_at",
+    )
     list_filter = ("state", "kind", "cluster", "image")
     search_fields = ("id", "scheduler_job_id", "owner__username", "name", "node")
     date_hierarchy = "created_at"

@@ -1,7 +1,6 @@
 """Encryption at rest for cluster private keys (Fernet, rotatable)."""
 
-from cryptography.fernet import InvalidToken, MultiFernet
-from cryptography.fernet import Fernet
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 

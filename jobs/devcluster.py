@@ -96,6 +96,8 @@ def register(info: dict, accounts: dict[str, str] | None = None) -> Cluster:
     User = get_user_model()
     for portal_user, cluster_user in (accounts or {}).items():
         if cluster_user not in info["users"]:
-            raise ValueError(f"the dev cluster has no user {cluster_user!r}; it has {sorted(info['users'])}")
+            raise ValueError(
+                f"the dev cluster has no user {cluster_user!r}; it has {sorted(info['users'])}"
+            )
         save_account(User.objects.get(username=portal_user), cluster_user)
     return cluster

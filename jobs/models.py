@@ -133,8 +133,12 @@ class Partition(models.Model):
     max_gpus_per_job = models.PositiveSmallIntegerField(default=0)
     max_cpus_per_job = models.PositiveIntegerField(default=8, validators=[MinValueValidator(1)])
     max_memory_gb = models.PositiveIntegerField(default=32, validators=[MinValueValidator(1)])
-    max_time_minutes = models.PositiveIntegerField(default=24 * 60, validators=[MinValueValidator(1)])
-    default_time_minutes = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)])
+    max_time_minutes = models.PositiveIntegerField(
+        default=24 * 60, validators=[MinValueValidator(1)]
+    )
+    default_time_minutes = models.PositiveIntegerField(
+        default=60, validators=[MinValueValidator(1)]
+    )
     is_default = models.BooleanField(default=False, help_text="Offered first for this cluster.")
 
     class Meta:
@@ -164,7 +168,9 @@ class Partition(models.Model):
         if self.max_gpus_per_job and not self.gpu_type_list:
             errors["gpu_types"] = "List the GPU types this partition offers, or set max GPUs to 0."
         if self.gpu_type_list and not self.max_gpus_per_job:
-            errors["max_gpus_per_job"] = "A partition offering GPU types needs max GPUs of 1 or more."
+            errors["max_gpus_per_job"] = (
+                "A partition offering GPU types needs max GPUs of 1 or more."
+            )
         if errors:
             raise ValidationError(errors)
 
@@ -241,8 +247,14 @@ class ContainerImage(models.Model):
 
     @property
     def kinds(self) -> list[str]:
-        return [k for k, on in ((Job.Kind.NOTEBOOK, self.offers_notebook),
-                                (Job.Kind.BATCH, self.offers_batch)) if on]
+        return [
+            k
+            for k, on in (
+                (Job.Kind.NOTEBOOK, self.offers_notebook),
+                (Job.Kind.BATCH, self.offers_batch),
+            )
+            if on
+        ]
 
     def clean(self) -> None:
         errors = {}
@@ -373,25 +385,29 @@ class Job(models.Model):
         State.SUBMIT_FAILED,
     )
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jobs")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jobs"
+    )
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="jobs")
     partition = models.ForeignKey(Partition, on_delete=models.PROTECT, related_name="jobs")
     image = models.ForeignKey(ContainerImage, on_delete=models.PROTECT, related_name="jobs")
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.NOTEBOOK)
     name = models.CharField(max_length=100, blank=True)
-    command = models.TextField(blank=True, help_text="Batch jobs: run by the job's shell as written.")
+    command = models.TextField(
+        blank=True, help_text="Batch jobs: run by the job's shell as written."
+    )
 
     gpus = models.PositiveSmallIntegerField(default=0)
-    gpu_type = models.CharField(
-        max_length=64, blank=True, validators=[validators.slurm_name]
-    )
+    gpu_type = models.CharField(max_length=64, blank=True, validators=[validators.slurm_name])
     cpus = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)])
     memory_gb = models.PositiveIntegerField(default=4, validators=[MinValueValidator(1)])
     time_limit_minutes = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)])
     account = models.CharField(max_length=64, blank=True, validators=[validators.slurm_name])
     workdir_kind = models.CharField(max_length=16, choices=Workdir.choices, default=Workdir.HOME)
 
-    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED, db_index=True)
+    state = models.CharField(
+        max_length=16, choices=State.choices, default=State.QUEUED, db_index=True
+    )
     scheduler_job_id = models.CharField(max_length=32, blank=True, db_index=True)
     pending_reason = models.CharField(max_length=100, blank=True)
     node = models.CharField(max_length=253, blank=True)
@@ -409,7 +425,10 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["cluster", "state"]), models.Index(fields=["owner", "-created_at"])]
+        indexes = [
+            models.Index(fields=["cluster", "state"]),
+            models.Index(fields=["owner", "-created_at"]),
+        ]
 
     def __str__(self) -> str:
         return f"job {self.pk} ({self.get_kind_display()}, {self.state})"
@@ -428,7 +447,9 @@ class Job(models.Model):
         partition = self.partition if self.partition_id else None
         image = self.image if self.image_id else None
         if partition and self.cluster_id and partition.cluster_id != self.cluster_id:
-            errors["partition"] = f"Partition {partition.name} is not on cluster {self.cluster.name}."
+            errors["partition"] = (
+                f"Partition {partition.name} is not on cluster {self.cluster.name}."
+            )
         if image is not None:
             if self._state.adding and (not image.enabled or image.deprecated):
                 errors["image"] = f"{image} is no longer offered for new jobs."
@@ -450,22 +471,31 @@ class Job(models.Model):
                 offered = ", ".join(partition.gpu_type_list) or "none"
                 errors["gpu_type"] = f"Partition {partition.name} offers GPU types: {offered}."
             if self.cpus > partition.max_cpus_per_job:
-                errors["cpus"] = f"Partition {partition.name} allows at most {partition.max_cpus_per_job} CPUs per job."
+                errors["cpus"] = (
+                    f"Partition {partition.name} allows at most {partition.max_cpus_per_job} CPUs per job."
+                )
             if self.memory_gb > partition.max_memory_gb:
-                errors["memory_gb"] = f"Partition {partition.name} allows at most {partition.max_memory_gb} GB of memory per job."
+                errors["memory_gb"] = (
+                    f"Partition {partition.name} allows at most {partition.max_memory_gb} GB of memory per job."
+                )
             if self.time_limit_minutes > partition.max_time_minutes:
                 errors["time_limit_minutes"] = (
                     f"Partition {partition.name} allows at most {partition.max_time_minutes} minutes."
                 )
         if self.gpu_type and not self.gpus:
             errors.setdefault("gpu_type", "Choose a GPU count, or no GPU type.")
-        if self.workdir_kind == self.Workdir.SCRATCH and self.cluster_id and not self.cluster.scratch_root:
+        if (
+            self.workdir_kind == self.Workdir.SCRATCH
+            and self.cluster_id
+            and not self.cluster.scratch_root
+        ):
             errors["workdir_kind"] = f"Cluster {self.cluster.name} has no scratch directory."
         if errors:
             raise ValidationError(errors)
 
-    def transition(self, to: str, *, expect: tuple[str, ...] | None = None, message: str = "",
-                   **fields) -> bool:
+    def transition(
+        self, to: str, *, expect: tuple[str, ...] | None = None, message: str = "", **fields
+    ) -> bool:
         """Move to state ``to`` and record a JobEvent, if the job is still in ``expect``.
 
         Returns False (and changes nothing) when another worker moved the job
@@ -486,7 +516,10 @@ class Job(models.Model):
             # Row lock (PostgreSQL) / immediate write lock (SQLite): two workers
             # cannot both see the old state and both write a new one.
             current = (
-                Job.objects.select_for_update().filter(pk=self.pk).values_list("state", flat=True).first()
+                Job.objects.select_for_update()
+                .filter(pk=self.pk)
+                .values_list("state", flat=True)
+                .first()
             )
             if current not in expect:
                 return False

@@ -10,6 +10,15 @@ from jobs import devcluster as devcluster_mod
 from jobs.models import Cluster, ContainerImage, Partition
 
 
+@pytest.fixture(autouse=True)
+def _plain_static_storage(settings):
+    """In-process tests need no collectstatic; the served stack uses the manifest storage."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+
+
 @pytest.fixture
 def owner(django_user_model):
     return django_user_model.objects.create_user("owner", password="owner-pass-123")
@@ -46,7 +55,11 @@ def cluster(db):
         is_default=True,
     )
     Partition.objects.create(
-        cluster=cluster, name="cpu", max_cpus_per_job=8, max_memory_gb=16, max_time_minutes=30,
+        cluster=cluster,
+        name="cpu",
+        max_cpus_per_job=8,
+        max_memory_gb=16,
+        max_time_minutes=30,
         default_time_minutes=10,
     )
     return cluster
@@ -55,7 +68,10 @@ def cluster(db):
 @pytest.fixture
 def image(db):
     return ContainerImage.objects.create(
-        name="PyTorch", slug="pytorch", version="2.5", runtime="apptainer",
+        name="PyTorch",
+        slug="pytorch",
+        version="2.5",
+        runtime="apptainer",
         location="/shared/images/pytorch.sif",
     )
 

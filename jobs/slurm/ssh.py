@@ -30,7 +30,9 @@ class SlurmError(Exception):
 
     transient = False
 
-    def __init__(self, message: str, *, command: str = "", stderr: str = "", exit_status: int | None = None):
+    def __init__(
+        self, message: str, *, command: str = "", stderr: str = "", exit_status: int | None = None
+    ):
         super().__init__(message)
         self.command = command
         self.stderr = stderr
@@ -226,7 +228,9 @@ class Connection:
             channel = self._transport.open_session(timeout=self.connect_timeout)
         except (paramiko.SSHException, OSError, EOFError) as exc:
             self.close()
-            raise ClusterUnreachable(f"SSH channel to {self.host} failed: {exc}", command=command) from None
+            raise ClusterUnreachable(
+                f"SSH channel to {self.host} failed: {exc}", command=command
+            ) from None
         self.commands_run += 1
         try:
             channel.exec_command(command)
@@ -237,7 +241,9 @@ class Connection:
             status = channel.recv_exit_status()
         except (paramiko.SSHException, OSError, EOFError) as exc:
             self.close()
-            raise ClusterUnreachable(f"SSH command on {self.host} failed: {exc}", command=command) from None
+            raise ClusterUnreachable(
+                f"SSH command on {self.host} failed: {exc}", command=command
+            ) from None
         finally:
             channel.close()
         result = Result(out.decode(errors="replace"), err.decode(errors="replace"), status)
@@ -246,7 +252,9 @@ class Connection:
             raise CommandFailed(message, command=command, stderr=result.stderr, exit_status=status)
         return result
 
-    def _collect(self, channel: paramiko.Channel, command: str, deadline: float) -> tuple[bytes, bytes]:
+    def _collect(
+        self, channel: paramiko.Channel, command: str, deadline: float
+    ) -> tuple[bytes, bytes]:
         out, err = bytearray(), bytearray()
         while True:
             if channel.recv_ready():
@@ -254,8 +262,14 @@ class Connection:
             if channel.recv_stderr_ready():
                 err += channel.recv_stderr(65536)
             if len(out) + len(err) > MAX_OUTPUT_BYTES:
-                raise CommandFailed(f"Output of {command!r} exceeds {MAX_OUTPUT_BYTES} bytes", command=command)
-            if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
+                raise CommandFailed(
+                    f"Output of {command!r} exceeds {MAX_OUTPUT_BYTES} bytes", command=command
+                )
+            if (
+                channel.exit_status_ready()
+                and not channel.recv_ready()
+                and not channel.recv_stderr_ready()
+            ):
                 # Drain anything that raced the exit status.
                 while channel.recv_ready():
                     out += channel.recv(65536)

@@ -54,7 +54,9 @@ def test_image_rejects_relative_paths_unknown_schemes_and_shell_characters(locat
     assert "absolute path" in errors["location"][0]
 
 
-@pytest.mark.parametrize("modules", ["cuda/12.4", "cuda/12.4\npython/3.11.7", "gcc+ompi/4.1, cudnn"])
+@pytest.mark.parametrize(
+    "modules", ["cuda/12.4", "cuda/12.4\npython/3.11.7", "gcc+ompi/4.1, cudnn"]
+)
 def test_image_accepts_module_names(modules):
     ContainerImage(name="X", slug="x", runtime="none", modules=modules).full_clean()
 
@@ -81,7 +83,9 @@ def test_podman_needs_a_docker_uri():
 
 
 def test_image_must_offer_at_least_one_kind():
-    image = ContainerImage(name="X", slug="x", runtime="none", offers_notebook=False, offers_batch=False)
+    image = ContainerImage(
+        name="X", slug="x", runtime="none", offers_notebook=False, offers_batch=False
+    )
     assert "offers_batch" in errors_of(image)
 
 
@@ -142,7 +146,9 @@ def test_workdir_roots_accept_absolute_templates(root):
     make_cluster(home_root=root, scratch_root=root).full_clean()
 
 
-@pytest.mark.parametrize("root", ["~/x", "home/{user}", "/x/{uid}", "/x/$USER", "/x/{user};id", "/x/../y"])
+@pytest.mark.parametrize(
+    "root", ["~/x", "home/{user}", "/x/{uid}", "/x/$USER", "/x/{user};id", "/x/../y"]
+)
 def test_workdir_roots_reject_relative_unknown_placeholders_and_shell(root):
     assert "home_root" in errors_of(make_cluster(home_root=root))
 
@@ -263,7 +269,9 @@ def test_job_within_limits_is_valid(owner, cluster, image):
         ({"account": "proj;id"}, "account", "letters, digits"),
     ],
 )
-def test_job_outside_partition_limits_gets_a_field_message(owner, cluster, image, overrides, field, words):
+def test_job_outside_partition_limits_gets_a_field_message(
+    owner, cluster, image, overrides, field, words
+):
     errors = errors_of(new_job(owner, cluster, image, **overrides))
     assert words in " ".join(errors[field])
 
@@ -301,7 +309,12 @@ def test_transition_writes_an_event_and_sets_timestamps(owner, cluster, image):
     assert job.transition(Job.State.RUNNING, node="gpu01")
     assert job.transition(Job.State.COMPLETED, exit_code=0)
     job.refresh_from_db()
-    assert (job.state, job.scheduler_job_id, job.node, job.exit_code) == ("completed", "42", "gpu01", 0)
+    assert (job.state, job.scheduler_job_id, job.node, job.exit_code) == (
+        "completed",
+        "42",
+        "gpu01",
+        0,
+    )
     assert job.started_at and job.ended_at
     assert [(e.from_state, e.to_state) for e in job.events.all()] == [
         ("queued", "pending"),

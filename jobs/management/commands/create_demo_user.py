@@ -31,4 +31,6 @@ class Command(BaseCommand):
         user.is_superuser = True
         user.set_password(password)
         user.save()
-        self.stdout.write(f"{'Created' if created else 'Updated'} user {username!r} with password {password}")
+        self.stdout.write(
+            f"{'Created' if created else 'Updated'} user {username!r} with password {password}"
+        )

@@ -1,0 +1,190 @@
+"""The dev cluster is real: real sshd on 127.0.0.1, real slurmctld/slurmd, fake GPUs via GRES."""
+
+import re
+import subprocess
+import time
+import uuid
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from jobs.models import ClusterAccount
+from jobs.slurm import ssh
+
+pytestmark = [pytest.mark.django_db, pytest.mark.devcluster]
+
+
+@pytest.fixture
+def account(devcluster, owner):
+    return ClusterAccount.for_user(devcluster, owner)
+
+
+@pytest.fixture
+def conn(account):
+    connection = ssh.connect_account(account)
+    yield connection
+    connection.close()
+
+
+def job_state(conn: ssh.Connection, job_id: str) -> tuple[str, str]:
+    out = conn.run(["scontrol", "show", "job", "-o", job_id]).stdout
+    state = re.search(r"\bJobState=(\S+)", out).group(1)
+    exit_code = re.search(r"\bExitCode=(\S+)", out).group(1)
+    return state, exit_code
+
+
+def wait_for_end(conn: ssh.Connection, job_id: str, timeout: float = 60) -> tuple[str, str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state, exit_code = job_state(conn, job_id)
+        if state not in {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING"}:
+            return state, exit_code
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id} still {state} after {timeout}s")
+
+
+def test_sinfo_shows_the_gpu_and_cpu_partitions(conn):
+    out = conn.run(["sinfo", "-h", "-o", "%P|%G|%l"]).stdout
+    rows = {line.split("|")[0]: line.split("|")[1:] for line in out.split()}
+    assert set(rows) == {"gpu*", "cpu"}
+    assert rows["gpu*"][0] == "gpu:v100:4"
+    assert rows["cpu"][1] == "30:00"  # the cpu partition's short max time
+
+
+def test_gpu_job_over_openssh_reaches_completed(devcluster_info, tmp_path):
+    """The issue's own check, with the stock ssh client and the pinned host key."""
+    user = devcluster_info["default_user"]
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text(
+        f"[127.0.0.1]:{devcluster_info['ssh_port']} {devcluster_info['host_key']}\n"
+    )
+    base = [
+        "ssh",
+        "-F",
+        "/dev/null",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        f"UserKnownHostsFile={known_hosts}",
+        "-i",
+        devcluster_info["users"][user]["private_key_file"],
+        "-p",
+        str(devcluster_info["ssh_port"]),
+        f"{user}@127.0.0.1",
+    ]
+    out_file = f"/tmp/portal-devcluster-test-{uuid.uuid4().hex}.out"
+    submit = subprocess.run(
+        base
+        + [
+            "sbatch",
+            "--parsable",
+            "--gres=gpu:1",
+            f"--output={out_file}",
+            "--wrap='echo CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES'",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    job_id = submit.stdout.strip()
+    assert job_id.isdigit(), submit.stderr
+    for _ in range(120):
+        show = subprocess.run(
+            base + ["scontrol", "show", "job", "-o", job_id],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+        if "JobState=COMPLETED" in show:
+            break
+        assert "JobState=FAILED" not in show, show
+        time.sleep(0.5)
+    else:
+        raise AssertionError(f"job {job_id} did not complete: {show}")
+    output = subprocess.run(
+        base + ["cat", out_file], capture_output=True, text=True, timeout=30
+    ).stdout
+    assert re.search(r"^CUDA_VISIBLE_DEVICES=\d", output, re.M), output
+
+
+def test_paramiko_connection_submits_on_stdin_and_the_job_completes(conn):
+    out_file = f"/tmp/portal-devcluster-test-{uuid.uuid4().hex}.out"
+    script = "#!/bin/bash\necho gpus=$CUDA_VISIBLE_DEVICES\nexit 0\n"
+    job_id = conn.run(
+        ["sbatch", "--parsable", "--gres=gpu:v100:2", f"--output={out_file}"], stdin=script
+    ).stdout.strip()
+    assert wait_for_end(conn, job_id) == ("COMPLETED", "0:0")
+    assert re.match(r"gpus=\d,\d$", conn.run(["cat", out_file]).stdout.strip())
+
+
+def test_shell_metacharacters_in_arguments_are_never_executed(conn):
+    marker = f"/tmp/portal-pwned-{uuid.uuid4().hex}"
+    hostile = [
+        f"$(touch {marker})",
+        f"`touch {marker}`",
+        f"; touch {marker}",
+        f"| touch {marker}",
+        "'\"\\",
+    ]
+    out = conn.run(["printf", "%s\\n", *hostile]).stdout
+    assert out.splitlines() == hostile
+    assert conn.run(["test", "-e", marker], check=False).exit_status == 1
+
+
+def test_a_changed_host_key_is_refused(devcluster, account):
+    devcluster.host_key = (
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOqmCr0ke0UTgwV9vPwNDnqf4mr8v07WgMJOuFbxZuBs"
+    )
+    devcluster.save()
+    account.refresh_from_db()
+    with pytest.raises(ssh.HostKeyMismatch, match="Host key mismatch .* Refusing to connect"):
+        ssh.connect_account(account)
+
+
+def test_a_pinned_fingerprint_is_accepted(devcluster, account):
+    devcluster.host_key = devcluster.host_key_fingerprint
+    devcluster.save()
+    account.refresh_from_db()
+    with ssh.connect_account(account) as conn:
+        assert conn.run(["whoami"]).stdout.strip() == account.username
+
+
+def test_a_key_the_cluster_does_not_know_is_refused_clearly(devcluster, devcluster_info, account):
+    other = [u for u in devcluster_info["users"] if u != account.username][0]
+    account.set_private_key(Path(devcluster_info["users"][other]["private_key_file"]).read_text())
+    with pytest.raises(ssh.AuthenticationFailed, match="refused the account's key") as exc:
+        ssh.connect_account(account)
+    assert not exc.value.transient
+
+
+def test_a_closed_port_is_a_transient_error(devcluster, account):
+    devcluster.ssh_port = 1  # nothing listens there
+    devcluster.save()
+    account.refresh_from_db()
+    with pytest.raises(ssh.ClusterUnreachable) as exc:
+        ssh.connect_account(account)
+    assert exc.value.transient
+
+
+def test_slurm_rejection_carries_slurms_message(conn):
+    with pytest.raises(ssh.CommandFailed, match="invalid partition specified: nope"):
+        conn.run(["sbatch", "--partition=nope", "--wrap=true"])
+
+
+def test_register_devcluster_command_is_idempotent(devcluster_info, owner):
+    for _ in range(2):
+        out = StringIO()
+        call_command(
+            "register_devcluster",
+            "--account",
+            f"owner={devcluster_info['default_user']}",
+            stdout=out,
+        )
+    assert "Registered cluster devcluster" in out.getvalue()
+    assert ClusterAccount.objects.filter(cluster__name="devcluster").count() == 2  # service + owner
