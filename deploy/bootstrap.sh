@@ -30,6 +30,8 @@ if [ -f "$STAMP" ] && [ "$STAMP" -nt requirements.lock ] && [ "$STAMP" -nt pypro
     exit 0
 fi
 echo "bootstrap: installing locked dependencies into $VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q -r requirements.lock
+# Some machines' pip.conf names local mirrors that may be absent; drop that noise only.
+quiet() { "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }; }
+quiet "$VENV/bin/python" -m pip install -q --upgrade pip
+quiet "$VENV/bin/python" -m pip install -q -r requirements.lock
 touch "$STAMP"
