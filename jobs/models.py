@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import secrets
+from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -13,6 +15,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs import crypto, validators
+from jobs.events import publish_job
 from jobs.validators import split_list
 
 # ---------------------------------------------------------------------------
@@ -138,6 +141,11 @@ class Partition(models.Model):
     )
     default_time_minutes = models.PositiveIntegerField(
         default=60, validators=[MinValueValidator(1)]
+    )
+    gpu_type_as_constraint = models.BooleanField(
+        default=False,
+        help_text="Request the GPU type as a node feature (--gres=gpu:N --constraint=TYPE) "
+        "instead of a typed GRES (--gres=gpu:TYPE:N).",
     )
     is_default = models.BooleanField(default=False, help_text="Offered first for this cluster.")
 
@@ -345,6 +353,10 @@ class ClusterAccount(models.Model):
 # ---------------------------------------------------------------------------
 
 
+def new_job_uid() -> str:
+    return secrets.token_hex(5)
+
+
 class JobQuerySet(models.QuerySet):
     def for_user(self, user) -> JobQuerySet:
         """Jobs a user may see: their own, or every job for staff."""
@@ -385,6 +397,9 @@ class Job(models.Model):
         State.SUBMIT_FAILED,
     )
 
+    # Random part of the job's name on the cluster and of its work directory:
+    # database ids repeat across installs and resets, these do not.
+    uid = models.CharField(max_length=16, unique=True, default=new_job_uid, editable=False)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jobs"
     )
@@ -405,6 +420,14 @@ class Job(models.Model):
     account = models.CharField(max_length=64, blank=True, validators=[validators.slurm_name])
     workdir_kind = models.CharField(max_length=16, choices=Workdir.choices, default=Workdir.HOME)
 
+    cluster_account = models.ForeignKey(
+        "ClusterAccount",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="jobs",
+        help_text="The cluster login the job was submitted with.",
+    )
     state = models.CharField(
         max_length=16, choices=State.choices, default=State.QUEUED, db_index=True
     )
@@ -414,7 +437,11 @@ class Job(models.Model):
     exit_code = models.IntegerField(null=True, blank=True)
     message = models.TextField(blank=True, help_text="The scheduler's or the portal's explanation.")
     work_dir = models.CharField(max_length=500, blank=True)
+    script = models.TextField(blank=True, help_text="The job script as submitted.")
 
+    # Set by the worker that is submitting (closes the two-workers race).
+    submit_claimed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -432,6 +459,15 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"job {self.pk} ({self.get_kind_display()}, {self.state})"
+
+    @property
+    def slurm_name(self) -> str:
+        """The Slurm job name; submit looks jobs up by it, so it is unique per portal job."""
+        return f"portal-{self.pk}-{self.uid}"
+
+    @property
+    def slurm_comment(self) -> str:
+        return f"portal-job-{self.pk}-{self.uid}"
 
     @property
     def is_active(self) -> bool:
@@ -525,8 +561,100 @@ class Job(models.Model):
                 return False
             Job.objects.filter(pk=self.pk).update(**values)
             JobEvent.objects.create(job=self, from_state=current, to_state=to, message=message)
-        for key, value in values.items():
+            for key, value in values.items():
+                setattr(self, key, value)
+            transaction.on_commit(lambda: publish_job(self))
+        return True
+
+    def update_details(self, **fields) -> bool:
+        """Change fields that are not the state (pending reason, node); publish if any changed."""
+        changed = {k: v for k, v in fields.items() if getattr(self, k) != v}
+        if not changed:
+            return False
+        changed["updated_at"] = timezone.now()
+        # Only while the state is what this copy saw: a concurrent transition wins.
+        if not Job.objects.filter(pk=self.pk, state=self.state).update(**changed):
+            return False
+        for key, value in changed.items():
             setattr(self, key, value)
+        transaction.on_commit(lambda: publish_job(self))
+        return True
+
+    # -- submission ----------------------------------------------------------
+    SUBMIT_CLAIM_STALE_AFTER = timedelta(minutes=10)
+
+    def claim_submit(self) -> bool:
+        """Take the right to submit this queued job; False if another worker holds it.
+
+        A conditional UPDATE, so two workers running the same submit task
+        cannot both pass. A claim older than SUBMIT_CLAIM_STALE_AFTER (its
+        worker died) can be taken over; the remote submit step then adopts a
+        job the dead worker already submitted instead of submitting again.
+        """
+        now = timezone.now()
+        stale = now - self.SUBMIT_CLAIM_STALE_AFTER
+        taken = (
+            Job.objects.filter(pk=self.pk, state=self.State.QUEUED)
+            .filter(Q(submit_claimed_at__isnull=True) | Q(submit_claimed_at__lt=stale))
+            .update(submit_claimed_at=now)
+        )
+        if taken:
+            self.submit_claimed_at = now
+        return bool(taken)
+
+    def release_submit_claim(self) -> None:
+        Job.objects.filter(pk=self.pk, submit_claimed_at=self.submit_claimed_at).update(
+            submit_claimed_at=None
+        )
+        self.submit_claimed_at = None
+
+    # -- scheduler status ----------------------------------------------------------
+    def apply_scheduler_status(self, status) -> bool:
+        """Record what the scheduler says (a parsers.JobStatus). True if anything changed."""
+        from jobs.slurm.parsers import STATE_MESSAGES, reason_text
+
+        new_state = status.state
+        reason = reason_text(status.reason) if new_state == self.State.PENDING else ""
+        node = status.node if new_state != self.State.PENDING else ""
+        if new_state == self.state:
+            return self.update_details(pending_reason=reason[:100], node=node[:253])
+        key = status.slurm_state.split()[0] if status.slurm_state else ""
+        message = STATE_MESSAGES.get(key, "")
+        fields = {"pending_reason": reason[:100], "node": node[:253] or self.node}
+        if new_state in self.FINAL_STATES:
+            fields["exit_code"] = status.exit_code
+            if new_state == self.State.FAILED and not message:
+                if status.signal:
+                    message = f"The job was killed by signal {status.signal}."
+                elif status.exit_code is not None:
+                    message = f"The job exited with status {status.exit_code}."
+            elif new_state == self.State.TIMEOUT and not message:
+                message = f"The job reached its time limit of {self.time_limit_minutes} minutes."
+            elif new_state == self.State.CANCELLED and not message:
+                message = "Cancelled."
+        if (
+            status.start
+            and new_state in (self.State.RUNNING, self.State.COMPLETING) + self.FINAL_STATES
+        ):
+            fields.setdefault("started_at", self.started_at or timezone.now())
+        return self.transition(new_state, expect=(self.state,), message=message, **fields)
+
+    # -- cancellation ------------------------------------------------------------
+    def request_cancel(self) -> bool:
+        """Cancel now if the job never reached Slurm; otherwise mark the request.
+
+        Returns True when a worker must still run scancel.
+        """
+        if self.state == self.State.QUEUED and self.transition(
+            self.State.CANCELLED,
+            expect=(self.State.QUEUED,),
+            message="Cancelled before it reached the scheduler.",
+        ):
+            return False
+        self.refresh_from_db()
+        if self.is_final:
+            return False
+        Job.objects.filter(pk=self.pk).update(cancel_requested_at=timezone.now())
         return True
 
 

@@ -170,11 +170,24 @@ CACHES = {
 SSH_CONNECT_TIMEOUT = env_float("PORTAL_SSH_CONNECT_TIMEOUT", 10.0, minimum=0.1)
 SSH_COMMAND_TIMEOUT = env_float("PORTAL_SSH_COMMAND_TIMEOUT", 60.0, minimum=0.1)
 SSH_KEEPALIVE_INTERVAL = env_int("PORTAL_SSH_KEEPALIVE", 30, minimum=0)
+# How often Celery beat asks each cluster about its active jobs (seconds), and
+# the fraction of that interval over which the per-cluster polls are spread.
+PORTAL_SYNC_INTERVAL = env_float("PORTAL_SYNC_INTERVAL", 15.0, minimum=1)
+PORTAL_SYNC_JITTER = env_float("PORTAL_SYNC_JITTER", 0.5, minimum=0)
+# Transient failures (cluster unreachable, slurmctld busy) are retried this often.
+PORTAL_SUBMIT_MAX_RETRIES = env_int("PORTAL_SUBMIT_MAX_RETRIES", 6, minimum=0)
+PORTAL_RETRY_BACKOFF_MAX = env_float("PORTAL_RETRY_BACKOFF_MAX", 120.0, minimum=1)
+# Largest part of a job's stdout/stderr read at once (bytes, from the end).
+PORTAL_LOG_TAIL_BYTES = env_int("PORTAL_LOG_TAIL_BYTES", 64 * 1024, minimum=1024)
 # Where `make devcluster` keeps its state (keys, ports) for registration.
 DEVCLUSTER_DIR = Path(env_str("PORTAL_DEVCLUSTER_DIR", "/var/lib/portal-devcluster"))
 
 # Session links: https://<id>.<SESSION_DOMAIN>/
 SESSION_DOMAIN = env_str("SESSION_DOMAIN", "sessions.localhost")
+
+CELERY_BEAT_SCHEDULE = {
+    "sync-clusters": {"task": "jobs.tasks.sync_clusters", "schedule": PORTAL_SYNC_INTERVAL},
+}
 
 # --- Static files -------------------------------------------------------------------
 STATIC_URL = "static/"

@@ -149,6 +149,8 @@ MpiDefault=none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 SchedulerType=sched/backfill
+# Backfill every 5 s (default 30) so short test jobs start behind blocked ones.
+SchedulerParameters=bf_interval=5
 SlurmdParameters=config_overrides
 ReturnToService=2
 GresTypes=gpu

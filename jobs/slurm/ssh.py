@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 
 MAX_OUTPUT_BYTES = 32 * 1024 * 1024
 
+# What this process did over SSH; tests and bench/ read it to count round trips.
+counters = {"connections": 0, "commands": 0}
+
 
 class SlurmError(Exception):
     """A cluster operation failed. ``transient`` says whether trying again may help."""
@@ -126,6 +129,7 @@ class Connection:
         self.command_timeout = command_timeout
         self._pkey = load_private_key(private_key)
         self._transport: paramiko.Transport | None = None
+        self._sftp: paramiko.SFTPClient | None = None
         self._keepalive = keepalive
         self.commands_run = 0
 
@@ -175,10 +179,12 @@ class Connection:
         if self._keepalive:
             transport.set_keepalive(self._keepalive)
         self._transport = transport
+        counters["connections"] += 1
         log.debug("connected %s", where)
         return self
 
     def close(self) -> None:
+        self._sftp = None
         if self._transport is not None:
             self._transport.close()
             self._transport = None
@@ -232,6 +238,7 @@ class Connection:
                 f"SSH channel to {self.host} failed: {exc}", command=command
             ) from None
         self.commands_run += 1
+        counters["commands"] += 1
         try:
             channel.exec_command(command)
             if stdin is not None:
@@ -282,13 +289,18 @@ class Connection:
             select.select([channel], [], [], min(remaining, 0.5))
 
     def sftp(self) -> paramiko.SFTPClient:
+        """The connection's SFTP session, opened once and reused."""
         if not self.is_open:
             self.open()
+        if self._sftp is not None and not self._sftp.get_channel().closed:
+            return self._sftp
         try:
-            return paramiko.SFTPClient.from_transport(self._transport)
+            self._sftp = paramiko.SFTPClient.from_transport(self._transport)
         except (paramiko.SSHException, OSError, EOFError) as exc:
             self.close()
             raise ClusterUnreachable(f"SFTP to {self.host} failed: {exc}") from None
+        counters["commands"] += 1
+        return self._sftp
 
 
 def connect_account(account) -> Connection:

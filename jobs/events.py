@@ -1,0 +1,52 @@
+"""Publishing job changes on the channel layer. State-changing code calls
+``publish_job``; only consumers talk to sockets, and they check access again."""
+
+from __future__ import annotations
+
+import logging
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+log = logging.getLogger(__name__)
+
+
+def job_group(job_id: int) -> str:
+    return f"job-{job_id}"
+
+
+def user_group(user_id: int) -> str:
+    return f"user-{user_id}"
+
+
+def job_payload(job) -> dict:
+    return {
+        "id": job.pk,
+        "state": job.state,
+        "state_label": job.get_state_display(),
+        "pending_reason": job.pending_reason,
+        "scheduler_job_id": job.scheduler_job_id,
+        "node": job.node,
+        "exit_code": job.exit_code,
+        "message": job.message,
+        "started_at": job.started_at.isoformat() if job.started_at else None,
+        "ended_at": job.ended_at.isoformat() if job.ended_at else None,
+        "updated_at": job.updated_at.isoformat() if job.updated_at else None,
+    }
+
+
+def publish_job(job) -> None:
+    """Send the job's current state to its group and its owner's group.
+
+    A channel-layer outage must not undo or block a state change that is
+    already committed: it is logged, and pages catch up on their next load.
+    """
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    message = {"type": "job.update", "job": job_payload(job)}
+    try:
+        async_to_sync(layer.group_send)(job_group(job.pk), message)
+        async_to_sync(layer.group_send)(user_group(job.owner_id), message)
+    except Exception:  # noqa: BLE001 - any layer failure is logged, never raised
+        log.exception("could not publish job %s on the channel layer", job.pk)

@@ -1,0 +1,193 @@
+"""Cluster operations on one account's connection: submit, query, cancel, read logs.
+
+Remote shell snippets here are fixed text; every value reaches them as a
+positional parameter (``bash -c SCRIPT name ARG1 ARG2``), never interpolated.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from dataclasses import dataclass
+
+from jobs.slurm import parsers, pool, ssh
+
+log = logging.getLogger(__name__)
+
+
+class SchedulerUnavailable(ssh.SlurmError):
+    """The scheduler answered with an error that means 'busy or down, try again'."""
+
+    transient = True
+
+
+def run(
+    conn: ssh.Connection, argv: list[str], *, stdin: str | None = None, check: bool = True
+) -> ssh.Result:
+    """Run a Slurm command; a 'controller unreachable' error becomes SchedulerUnavailable."""
+    try:
+        return conn.run(argv, stdin=stdin, check=check)
+    except ssh.CommandFailed as exc:
+        if parsers.is_transient(exc.stderr or str(exc)):
+            raise SchedulerUnavailable(
+                str(exc), command=exc.command, stderr=exc.stderr, exit_status=exc.exit_status
+            ) from None
+        raise
+
+
+# Creates the work directory (private), keeps the script there, and submits it
+# unless this portal job was submitted already: a retried or duplicated submit
+# finds the recorded id (or the job by its unique name) instead of submitting twice.
+# flock serialises two workers that reach this point for the same job.
+_SUBMIT = r"""
+set -e
+dir=$1
+name=$2
+(umask 077 && mkdir -p -- "$dir")
+cd -- "$dir"
+cat > job.sh.tmp
+mv -f job.sh.tmp job.sh
+exec 9>>.submit.lock
+if command -v flock >/dev/null 2>&1; then flock 9; fi
+if [ -s .scheduler_id ]; then
+    echo "existing $(cat .scheduler_id)"
+    exit 0
+fi
+found=$(squeue -h --states=all -u "$(id -un)" --name="$name" -o %i | head -n 1)
+if [ -n "$found" ]; then
+    echo "$found" > .scheduler_id
+    echo "existing $found"
+    exit 0
+fi
+id=$(sbatch --parsable job.sh)
+id=${id%%;*}
+echo "$id" > .scheduler_id
+echo "submitted $id"
+"""
+
+
+@dataclass(frozen=True)
+class Submission:
+    scheduler_id: str
+    adopted: bool  # True when an earlier attempt had already submitted it
+
+
+def submit(conn: ssh.Connection, work_dir: str, job_name: str, script: str) -> Submission:
+    result = run(conn, ["bash", "-c", _SUBMIT, "portal-submit", work_dir, job_name], stdin=script)
+    words = result.stdout.split()
+    if len(words) < 2 or words[-2] not in ("existing", "submitted"):
+        raise ssh.CommandFailed(f"unexpected answer from the submit step: {result.stdout!r}")
+    return Submission(parsers.parse_sbatch(words[-1]), adopted=words[-2] == "existing")
+
+
+def query(
+    conn: ssh.Connection, username: str, scheduler_ids: list[str]
+) -> dict[str, parsers.JobStatus]:
+    """Status of the given jobs in at most three commands, however many jobs.
+
+    ``squeue`` for the account's jobs; for jobs that have ended (or left the
+    queue) ``scontrol show job`` for their exit codes, then ``sacct`` for any
+    the controller no longer holds. Jobs nobody knows are left out: unknown is
+    not the same as ended.
+    """
+    wanted = set(scheduler_ids)
+    if not wanted:
+        return {}
+    out = run(
+        conn, ["squeue", "-h", "--states=all", "-u", username, "-o", parsers.SQUEUE_FORMAT]
+    ).stdout
+    found = {k: v for k, v in parsers.parse_squeue(out).items() if k in wanted}
+    unsettled = sorted(i for i in wanted if i not in found or found[i].is_final)
+    if unsettled:
+        shown = run(conn, ["scontrol", "show", "job", "-o"]).stdout
+        settled = parsers.parse_scontrol_jobs(shown)
+        for job_id in unsettled:
+            if job_id in settled:
+                found[job_id] = settled[job_id]
+        missing = [i for i in unsettled if i not in settled]
+        if missing:
+            acct = run(
+                conn,
+                [
+                    "sacct",
+                    "-n",
+                    "-P",
+                    "-X",
+                    f"--delimiter={parsers.FIELD_SEP}",
+                    "-j",
+                    ",".join(missing),
+                    "-o",
+                    ",".join(parsers.SACCT_FIELDS),
+                ],
+                check=False,
+            )
+            if acct.exit_status == 0:
+                found.update(
+                    {k: v for k, v in parsers.parse_sacct(acct.stdout).items() if k in wanted}
+                )
+            elif not parsers.accounting_disabled(acct.stderr):
+                raise SchedulerUnavailable(
+                    f"sacct failed: {acct.stderr.strip()}", stderr=acct.stderr
+                )
+    return found
+
+
+def cancel(conn: ssh.Connection, scheduler_id: str) -> None:
+    result = run(conn, ["scancel", scheduler_id], check=False)
+    if (
+        result.exit_status != 0
+        and "already completing or completed" not in result.stderr
+        and "Invalid job id" not in result.stderr
+    ):
+        raise ssh.CommandFailed(
+            result.stderr.strip() or "scancel failed",
+            stderr=result.stderr,
+            exit_status=result.exit_status,
+        )
+
+
+@dataclass(frozen=True)
+class LogTail:
+    text: str
+    size: int  # whole file size in bytes
+    truncated: bool  # True when only the end of the file is in ``text``
+
+
+def tail(conn: ssh.Connection, path: str, max_bytes: int) -> LogTail:
+    """The last ``max_bytes`` of a remote file over SFTP ('' when it does not exist yet)."""
+    sftp = conn.sftp()
+    try:
+        size = sftp.stat(path).st_size or 0
+    except OSError as exc:
+        if getattr(exc, "errno", None) == errno.ENOENT or isinstance(exc, FileNotFoundError):
+            return LogTail("", 0, False)
+        raise
+    start = max(0, size - max_bytes)
+    with sftp.open(path, "rb") as handle:
+        handle.seek(start)
+        data = handle.read(max_bytes)
+    text = data.decode(errors="replace")
+    if start:
+        text = text.split("\n", 1)[-1]  # drop the partial first line
+    return LogTail(text, size, start > 0)
+
+
+def on_account(account, operation):
+    """Run ``operation(conn)`` on the account's pooled connection (one reconnect)."""
+    return pool.with_connection(account, operation)
+
+
+LOG_STREAMS = ("stdout", "stderr")
+
+
+def read_job_log(job, stream: str, max_bytes: int | None = None) -> LogTail:
+    """The end of a job's stdout or stderr, read over SFTP with a size bound."""
+    from django.conf import settings
+
+    if stream not in LOG_STREAMS:
+        raise ValueError(f"stream must be one of {LOG_STREAMS}, not {stream!r}")
+    if not job.work_dir or job.cluster_account is None:
+        return LogTail("", 0, False)
+    limit = max_bytes or settings.PORTAL_LOG_TAIL_BYTES
+    path = f"{job.work_dir}/{stream}.log"
+    return on_account(job.cluster_account, lambda conn: tail(conn, path, limit))

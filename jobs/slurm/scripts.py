@@ -1,0 +1,142 @@
+"""Render a Job into the batch script that sbatch runs.
+
+Every value in the script is either shell-quoted (``shlex.quote``) or checked
+against a strict pattern right here, whatever the models already validated.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from string import Template
+
+from jobs.models import ContainerImage, Job
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+# What may appear unquoted in an #SBATCH line (sbatch parses those itself).
+_DIRECTIVE_VALUE = re.compile(r"^[A-Za-z0-9_.:/=,+@-]+$")
+
+
+class ScriptError(ValueError):
+    pass
+
+
+def _template(name: str) -> Template:
+    return Template((TEMPLATES / name).read_text())
+
+
+def _directive(option: str, value: object) -> str:
+    text = str(value)
+    if not _DIRECTIVE_VALUE.match(text):
+        raise ScriptError(f"refusing to render --{option}={text!r}: unexpected characters")
+    return f"#SBATCH --{option}={text}"
+
+
+def job_work_dir(job: Job, cluster_username: str) -> str:
+    """``<root>/.portal/jobs/<job id>-<uid>`` under the cluster user's home or scratch."""
+    root = job.cluster.workdir_root(job.workdir_kind, cluster_username)
+    return f"{root.rstrip('/')}/.portal/jobs/{job.pk}-{job.uid}"
+
+
+def gres_options(job: Job) -> list[tuple[str, str]]:
+    if not job.gpus:
+        return []
+    if job.gpu_type and job.partition.gpu_type_as_constraint:
+        return [("gres", f"gpu:{job.gpus}"), ("constraint", job.gpu_type)]
+    if job.gpu_type:
+        return [("gres", f"gpu:{job.gpu_type}:{job.gpus}")]
+    return [("gres", f"gpu:{job.gpus}")]
+
+
+def directives(job: Job, work_dir: str) -> list[str]:
+    options: list[tuple[str, object]] = [
+        ("job-name", job.slurm_name),
+        ("comment", job.slurm_comment),
+        ("partition", job.partition.name),
+    ]
+    account = job.account or job.cluster.default_account
+    if account:
+        options.append(("account", account))
+    options += gres_options(job)
+    options += [
+        ("nodes", 1),
+        ("ntasks", 1),
+        ("cpus-per-task", job.cpus),
+        ("mem", f"{job.memory_gb}G"),
+        ("time", job.time_limit_minutes),
+        ("chdir", work_dir),
+        ("output", f"{work_dir}/stdout.log"),
+        ("error", f"{work_dir}/stderr.log"),
+        ("open-mode", "append"),
+    ]
+    return [_directive(option, value) for option, value in options]
+
+
+def container_launch(image: ContainerImage, gpus: int, work_dir: str) -> list[str]:
+    """The argv prefix that runs a command inside the image (empty for the host)."""
+    runtime = image.runtime
+    if runtime == ContainerImage.Runtime.NONE:
+        return []
+    if runtime in (ContainerImage.Runtime.APPTAINER, ContainerImage.Runtime.SINGULARITY):
+        argv = [runtime, "exec"]
+        if gpus:
+            argv.append("--nv")
+        return argv + ["--bind", work_dir, "--pwd", work_dir, image.location]
+    if runtime == ContainerImage.Runtime.PODMAN:
+        argv = ["podman", "run", "--rm", "--network=host"]
+        if gpus:
+            argv += ["--device", "nvidia.com/gpu=all"]
+        for name in (
+            "CUDA_VISIBLE_DEVICES",
+            "PORTAL_JOB_ID",
+            "PORTAL_WORK_DIR",
+            "JUPYTER_PORT",
+            "JUPYTER_TOKEN",
+        ):
+            argv += ["--env", name]
+        return argv + ["--volume", f"{work_dir}:{work_dir}", "--workdir", work_dir, image.location]
+    raise ScriptError(f"unknown container runtime {runtime!r}")
+
+
+def module_lines(image: ContainerImage) -> str:
+    modules = image.module_list
+    if not modules:
+        return ""
+    lines = [
+        "# Environment modules for this image.",
+        "if ! command -v module >/dev/null 2>&1; then",
+        "    for f in /etc/profile.d/lmod.sh /etc/profile.d/modules.sh /usr/share/lmod/lmod/init/bash; do",
+        '        [ -r "$f" ] && . "$f" && break',
+        "    done",
+        "fi",
+    ]
+    for module in modules:
+        quoted = shlex.quote(module)
+        lines.append(
+            f"module load {quoted} || {{ echo portal: module load {quoted} failed >&2; exit 1; }}"
+        )
+    return "\n".join(lines)
+
+
+def render(job: Job, work_dir: str) -> str:
+    """The complete job script for ``job``, to run from ``work_dir``."""
+    launch = " ".join(shlex.quote(a) for a in container_launch(job.image, job.gpus, work_dir))
+    if job.kind == Job.Kind.BATCH:
+        if not job.command.strip():
+            raise ScriptError("a batch job needs a command")
+        payload = _template("batch/payload.sh").substitute(
+            launch=launch, command=shlex.quote(job.command)
+        )
+    elif job.kind == Job.Kind.NOTEBOOK:
+        payload = _template("notebook/payload.sh").substitute(launch=launch)
+    else:
+        raise ScriptError(f"unknown job kind {job.kind!r}")
+    return _template("wrapper.sh").substitute(
+        directives="\n".join(directives(job, work_dir)),
+        portal_job_id=shlex.quote(str(job.pk)),
+        work_dir=shlex.quote(work_dir),
+        modules=module_lines(job.image),
+        payload=payload,
+    )

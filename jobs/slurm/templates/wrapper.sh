@@ -1,0 +1,25 @@
+#!/bin/bash
+${directives}
+#
+# Rendered by the HPC portal for portal job ${portal_job_id}. Kept in the job's
+# work directory so you can read it or run it again with `sbatch job.sh`.
+set -u
+umask 077
+export PORTAL_JOB_ID=${portal_job_id}
+export PORTAL_WORK_DIR=${work_dir}
+cd "$$PORTAL_WORK_DIR" || { echo "portal: cannot enter $$PORTAL_WORK_DIR" >&2; exit 1; }
+echo "portal: job $$PORTAL_JOB_ID (slurm $${SLURM_JOB_ID:-?}) on $$(hostname) at $$(date -Is); CUDA_VISIBLE_DEVICES=$${CUDA_VISIBLE_DEVICES:-}"
+${modules}
+# The payload runs in the background so that scancel and the time limit (TERM)
+# reach this shell at once; on any exit, its child processes are stopped too.
+_portal_child=
+_portal_cleanup() {
+    trap - TERM INT EXIT
+    [ -n "$$_portal_child" ] && kill -TERM "$$_portal_child" 2>/dev/null
+    pkill -TERM -P $$$$ 2>/dev/null
+    wait 2>/dev/null
+}
+trap '_portal_cleanup; exit 143' TERM INT
+trap _portal_cleanup EXIT
+
+${payload}

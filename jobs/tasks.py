@@ -1,0 +1,170 @@
+"""Celery tasks: thin. They take ids, reload rows, return quietly if the job has
+moved on, and call model and ``jobs.slurm`` code."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import defaultdict
+
+from celery import shared_task
+from django.conf import settings
+from django.core.cache import cache
+from django.db import close_old_connections
+from django.utils import timezone
+
+from jobs.models import Cluster, ClusterAccount, Job
+from jobs.slurm import operations, scripts, ssh
+
+log = logging.getLogger(__name__)
+
+SCHEDULED_STATES = (Job.State.PENDING, Job.State.RUNNING, Job.State.COMPLETING)
+
+
+def _backoff(retries: int) -> float:
+    """2, 4, 8 … seconds (capped), with jitter so retries do not arrive together."""
+    return min(2 ** (retries + 1), settings.PORTAL_RETRY_BACKOFF_MAX) * random.uniform(0.8, 1.2)
+
+
+@shared_task(bind=True, acks_late=True, max_retries=None)
+def submit_job(self, job_id: int) -> None:
+    job = (
+        Job.objects.select_related("cluster", "partition", "image", "owner")
+        .filter(pk=job_id)
+        .first()
+    )
+    if job is None or job.state != Job.State.QUEUED:
+        return
+    if not job.claim_submit():
+        return  # another worker is submitting it
+    account = ClusterAccount.for_user(job.cluster, job.owner)
+    if account is None:
+        job.transition(
+            Job.State.SUBMIT_FAILED,
+            expect=(Job.State.QUEUED,),
+            message=f"You have no account on cluster {job.cluster.name} yet; "
+            "add one on your account page or ask an administrator.",
+        )
+        return
+    try:
+        work_dir = scripts.job_work_dir(job, account.username)
+        script = scripts.render(job, work_dir)
+        submission = operations.on_account(
+            account, lambda conn: operations.submit(conn, work_dir, job.slurm_name, script)
+        )
+    except ssh.SlurmError as exc:
+        if exc.transient and self.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
+            job.release_submit_claim()
+            log.warning("submit of job %s failed (%s); retrying", job_id, exc)
+            raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from None
+        prefix = "The cluster could not be reached: " if exc.transient else ""
+        job.transition(
+            Job.State.SUBMIT_FAILED, expect=(Job.State.QUEUED,), message=f"{prefix}{exc}"
+        )
+        return
+    except (scripts.ScriptError, ValueError) as exc:
+        job.transition(Job.State.SUBMIT_FAILED, expect=(Job.State.QUEUED,), message=str(exc))
+        return
+    moved = job.transition(
+        Job.State.PENDING,
+        expect=(Job.State.QUEUED,),
+        message="Adopted the job an earlier attempt submitted." if submission.adopted else "",
+        scheduler_job_id=submission.scheduler_id,
+        submitted_at=timezone.now(),
+        work_dir=work_dir,
+        script=script,
+        cluster_account=account,
+    )
+    if not moved:
+        # Cancelled while we were submitting: do not leave an orphan running.
+        job.refresh_from_db()
+        if job.state == Job.State.CANCELLED:
+            operations.on_account(
+                account, lambda conn: operations.cancel(conn, submission.scheduler_id)
+            )
+            Job.objects.filter(pk=job.pk).update(scheduler_job_id=submission.scheduler_id)
+
+
+@shared_task
+def sync_clusters() -> None:
+    """Periodic (beat): one sync per cluster with scheduled jobs, spread over the interval."""
+    cluster_ids = (
+        Job.objects.filter(state__in=SCHEDULED_STATES, cluster__enabled=True)
+        .values_list("cluster_id", flat=True)
+        .distinct()
+    )
+    spread = settings.PORTAL_SYNC_INTERVAL * settings.PORTAL_SYNC_JITTER
+    for cluster_id in cluster_ids:
+        sync_cluster.apply_async((cluster_id,), countdown=random.uniform(0, spread))
+
+
+@shared_task
+def sync_cluster(cluster_id: int) -> None:
+    # One sync per cluster at a time, across all workers.
+    lock = f"sync-lock:{cluster_id}"
+    if not cache.add(lock, 1, timeout=max(60, int(settings.PORTAL_SYNC_INTERVAL * 4))):
+        return
+    try:
+        cluster = Cluster.objects.filter(pk=cluster_id, enabled=True).first()
+        if cluster is not None:
+            sync_jobs(Job.objects.filter(cluster=cluster, state__in=SCHEDULED_STATES))
+    finally:
+        cache.delete(lock)
+        close_old_connections()
+
+
+def sync_jobs(jobs) -> int:
+    """Ask the scheduler about ``jobs`` (O(1) commands per cluster account); record changes.
+
+    An error talking to the scheduler leaves every state as it was: unknown is
+    not ended. Returns the number of jobs that changed.
+    """
+    by_account: dict[int, list[Job]] = defaultdict(list)
+    for job in jobs.exclude(scheduler_job_id="").select_related(
+        "cluster_account__cluster", "owner"
+    ):
+        if job.cluster_account_id:
+            by_account[job.cluster_account_id].append(job)
+    changed = 0
+    for group in by_account.values():
+        account = group[0].cluster_account
+        ids = [job.scheduler_job_id for job in group]
+        try:
+            statuses = operations.on_account(
+                account, lambda conn, ids=ids: operations.query(conn, account.username, ids)
+            )
+        except ssh.SlurmError as exc:
+            log.warning("sync of %s skipped, states unchanged: %s", account, exc)
+            continue
+        for job in group:
+            status = statuses.get(job.scheduler_job_id)
+            if status is None:
+                continue  # the scheduler has no word on it: leave it as it is
+            try:
+                changed += job.apply_scheduler_status(status)
+            except ValueError as exc:  # an unknown Slurm state
+                log.error("job %s: %s", job.pk, exc)
+    return changed
+
+
+@shared_task(bind=True, acks_late=True, max_retries=None)
+def cancel_job(self, job_id: int) -> None:
+    job = Job.objects.select_related("cluster_account__cluster").filter(pk=job_id).first()
+    if job is None or job.is_final:
+        return
+    if job.state == Job.State.QUEUED:
+        if job.request_cancel() and self.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
+            # It is being submitted right now; the submit task cancels it when done,
+            # or it reaches pending and we scancel it on the next try.
+            raise self.retry(countdown=_backoff(self.request.retries))
+        return
+    account = job.cluster_account
+    try:
+        operations.on_account(account, lambda conn: operations.cancel(conn, job.scheduler_job_id))
+    except ssh.SlurmError as exc:
+        if exc.transient and self.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
+            raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from None
+        job.update_details(message=f"Cancelling failed: {exc}")
+        return
+    # Record the outcome now instead of waiting for the next periodic sync.
+    sync_jobs(Job.objects.filter(pk=job.pk))

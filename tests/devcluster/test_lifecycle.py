@@ -1,0 +1,410 @@
+"""Job lifecycle on the real dev cluster: the tasks' code over real SSH to real Slurm."""
+
+import re
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from jobs import tasks
+from jobs.models import ClusterAccount, ContainerImage, Job, Partition
+from jobs.slurm import operations, pool, ssh
+
+pytestmark = [pytest.mark.devcluster]
+
+UP = Path(__file__).resolve().parents[2] / "deploy" / "devcluster" / "up.sh"
+
+
+@pytest.fixture
+def host_image(db):
+    return ContainerImage.objects.create(name="Host", slug="host", runtime="none")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_pool():
+    pool.close_all()
+    yield
+    pool.close_all()
+
+
+@pytest.fixture(autouse=True)
+def _cancel_leftover_slurm_jobs(request):
+    """Even when a test fails, its Slurm jobs must not hold GPUs for the next one."""
+    yield
+    if "devcluster" not in request.fixturenames:
+        return
+    info = request.getfixturevalue("devcluster_info")
+    ids = [
+        i
+        for i in Job.objects.exclude(scheduler_job_id="").values_list("scheduler_job_id", flat=True)
+    ]
+    if ids:
+        subprocess.run(
+            ["scancel", "-u", info["default_user"], *ids], capture_output=True, timeout=30
+        )
+
+
+def make_job(owner, cluster, image, *, partition="gpu", **fields) -> Job:
+    defaults = dict(
+        kind=Job.Kind.BATCH, command="echo hello", cpus=1, memory_gb=1, time_limit_minutes=5
+    )
+    defaults.update(fields)
+    return Job.objects.create(
+        owner=owner,
+        cluster=cluster,
+        image=image,
+        partition=Partition.objects.get(cluster=cluster, name=partition),
+        **defaults,
+    )
+
+
+def run_until(job: Job, states: set[str], timeout: float = 60) -> Job:
+    """Drive the periodic sync (as beat would) until the job reaches one of ``states``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        tasks.sync_jobs(Job.objects.filter(pk=job.pk))
+        job.refresh_from_db()
+        if job.state in states:
+            return job
+        time.sleep(0.5)
+    raise AssertionError(
+        f"job {job.pk} is {job.state} ({job.message}) after {timeout}s, wanted {states}"
+    )
+
+
+def remote(account, argv):
+    return operations.on_account(account, lambda conn: conn.run(argv)).stdout
+
+
+@pytest.mark.django_db
+def test_batch_job_runs_to_completed_and_its_output_is_readable(devcluster, owner, host_image):
+    job = make_job(
+        owner, devcluster, host_image, command="echo hello from $(hostname); echo oops >&2"
+    )
+    tasks.submit_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert job.state == Job.State.PENDING and job.scheduler_job_id.isdigit(), job.message
+    assert job.work_dir == f"/home/hpcuser/.portal/jobs/{job.pk}-{job.uid}"
+    job = run_until(job, {"completed"})
+    assert job.exit_code == 0
+    assert [e.to_state for e in job.events.all()][0] == "pending"
+    assert job.events.last().to_state == "completed"
+    out = operations.read_job_log(job, "stdout")
+    assert "hello from " in out.text and not out.truncated
+    assert "oops" in operations.read_job_log(job, "stderr").text
+    # The rendered script is kept in the work directory, readable only by the user.
+    account = job.cluster_account
+    assert remote(account, ["cat", f"{job.work_dir}/job.sh"]) == job.script
+    assert remote(account, ["stat", "-c", "%a", job.work_dir]).strip() == "700"
+
+
+@pytest.mark.django_db
+def test_log_tail_is_bounded(devcluster, owner, host_image):
+    job = make_job(
+        owner, devcluster, host_image, command="for i in $(seq 1 20000); do echo line-$i; done"
+    )
+    tasks.submit_job.apply(args=[job.pk])
+    job = run_until(job, {"completed"})
+    tail = operations.read_job_log(job, "stdout", max_bytes=4096)
+    assert tail.truncated and len(tail.text) <= 4096 and tail.size > 100_000
+    assert tail.text.rstrip().splitlines()[-2] == "line-20000"
+    assert tail.text.splitlines()[0].startswith("line-")  # no partial first line
+
+
+@pytest.mark.django_db
+def test_command_exiting_3_ends_failed_with_exit_code_3(devcluster, owner, host_image):
+    job = make_job(owner, devcluster, host_image, command="echo about to fail; exit 3")
+    tasks.submit_job.apply(args=[job.pk])
+    job = run_until(job, {"failed", "completed"})
+    assert (job.state, job.exit_code) == ("failed", 3)
+    assert "exited with status 3" in job.message
+
+
+@pytest.mark.django_db
+def test_user_command_runs_exactly_as_written(devcluster, owner, host_image):
+    """Quotes, $(...), backslashes and newlines reach the job's bash untouched."""
+    command = (
+        "x='a b'; printf '<%s>\\n' \"$x\" $x; echo \"$(echo sub)\" 'lit$HOME' \\\necho second line"
+    )
+    job = make_job(owner, devcluster, host_image, command=command)
+    tasks.submit_job.apply(args=[job.pk])
+    job = run_until(job, {"completed"})
+    expected = subprocess.run(["bash", "-c", command], capture_output=True, text=True).stdout
+    got = operations.read_job_log(job, "stdout").text
+    assert expected in got, got
+
+
+@pytest.mark.django_db
+def test_gpu_job_sees_cuda_visible_devices(devcluster, owner, host_image):
+    job = make_job(
+        owner,
+        devcluster,
+        host_image,
+        gpus=2,
+        gpu_type="v100",
+        command='echo "GPUS=$CUDA_VISIBLE_DEVICES"',
+    )
+    tasks.submit_job.apply(args=[job.pk])
+    job = run_until(job, {"completed"})
+    assert re.search(r"^GPUS=\d,\d$", operations.read_job_log(job, "stdout").text, re.M)
+    assert "#SBATCH --gres=gpu:v100:2" in job.script
+
+
+@pytest.mark.django_db
+def test_cancelling_a_running_job_ends_cancelled(devcluster, owner, host_image):
+    job = make_job(owner, devcluster, host_image, command="sleep 300")
+    tasks.submit_job.apply(args=[job.pk])
+    job = run_until(job, {"running"})
+    assert job.request_cancel()
+    tasks.cancel_job.apply(args=[job.pk])
+    job = run_until(job, {"cancelled"}, timeout=30)
+    assert job.ended_at is not None
+
+
+@pytest.mark.django_db
+def test_cancelling_a_pending_job_ends_cancelled(devcluster, owner, host_image):
+    job = make_job(owner, devcluster, host_image, command="sleep 300", gpus=4, gpu_type="v100")
+    blocker = make_job(owner, devcluster, host_image, command="sleep 300", gpus=4, gpu_type="v100")
+    tasks.submit_job.apply(args=[blocker.pk])
+    run_until(blocker, {"running"})
+    tasks.submit_job.apply(args=[job.pk])
+    for _ in range(40):  # until the scheduler has evaluated it (reason "Resources")
+        tasks.sync_jobs(Job.objects.filter(pk=job.pk))
+        job.refresh_from_db()
+        if job.pending_reason:
+            break
+        time.sleep(0.5)
+    assert job.state == "pending"
+    assert job.pending_reason == "waiting for free resources (a free GPU or node)"
+    assert job.request_cancel()
+    tasks.cancel_job.apply(args=[job.pk])
+    assert run_until(job, {"cancelled"}, timeout=30).state == "cancelled"
+    blocker.request_cancel()
+    tasks.cancel_job.apply(args=[blocker.pk])
+
+
+@pytest.mark.django_db
+def test_cancelling_a_queued_job_needs_no_scheduler(devcluster, owner, host_image):
+    job = make_job(owner, devcluster, host_image)
+    before = ssh.counters["commands"]
+    assert job.request_cancel() is False
+    job.refresh_from_db()
+    assert job.state == "cancelled" and ssh.counters["commands"] == before
+    tasks.submit_job.apply(args=[job.pk])  # a late submit task does nothing
+    job.refresh_from_db()
+    assert job.state == "cancelled" and not job.scheduler_job_id
+
+
+@pytest.mark.django_db
+def test_job_past_its_time_limit_ends_timeout(devcluster, owner, host_image):
+    job = make_job(
+        owner, devcluster, host_image, partition="cpu", command="sleep 600", time_limit_minutes=1
+    )
+    tasks.submit_job.apply(args=[job.pk])
+    job = run_until(job, {"timeout", "failed", "cancelled"}, timeout=180)
+    assert job.state == "timeout"
+    assert "time limit of 1 minutes" in job.message
+
+
+@pytest.mark.django_db
+def test_invalid_partition_ends_submit_failed_with_slurms_message(devcluster, owner, host_image):
+    Partition.objects.create(
+        cluster=devcluster, name="nope", max_time_minutes=60, default_time_minutes=10
+    )
+    job = make_job(owner, devcluster, host_image, partition="nope")
+    tasks.submit_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert job.state == "submit_failed"
+    assert "invalid partition specified: nope" in job.message
+    assert job.events.get().to_state == "submit_failed"
+
+
+@pytest.mark.django_db
+def test_over_limit_request_ends_submit_failed_with_slurms_message(devcluster, owner, host_image):
+    # The portal's limits allow it (admin misconfiguration); Slurm refuses: its message is kept.
+    Partition.objects.filter(cluster=devcluster, name="gpu").update(max_gpus_per_job=8)
+    job = make_job(owner, devcluster, host_image, gpus=8, gpu_type="v100")
+    tasks.submit_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert job.state == "submit_failed"
+    assert "Requested node configuration is not available" in job.message
+
+
+@pytest.mark.django_db
+def test_changed_host_key_is_refused_and_nothing_is_submitted(devcluster, owner, host_image):
+    devcluster.host_key = (
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOqmCr0ke0UTgwV9vPwNDnqf4mr8v07WgMJOuFbxZuBs"
+    )
+    devcluster.save()
+    job = make_job(owner, devcluster, host_image)
+    tasks.submit_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert job.state == "submit_failed"
+    assert "Host key mismatch" in job.message and not job.scheduler_job_id
+
+
+def slurm_jobs_named(account, name: str) -> list[str]:
+    out = remote(
+        account,
+        ["squeue", "-h", "--states=all", "-u", account.username, f"--name={name}", "-o", "%i"],
+    )
+    return out.split()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_duplicated_submit_tasks_produce_one_slurm_job(devcluster, owner, host_image):
+    job = make_job(owner, devcluster, host_image, command="sleep 1")
+    errors = []
+
+    def submit():
+        try:
+            tasks.submit_job.apply(args=[job.pk], throw=True)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=submit) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    job.refresh_from_db()
+    account = ClusterAccount.for_user(devcluster, owner)
+    assert slurm_jobs_named(account, job.slurm_name) == [job.scheduler_job_id]
+    assert job.events.filter(to_state="pending").count() == 1
+
+
+@pytest.mark.django_db
+def test_redelivered_submit_after_a_lost_update_adopts_the_submitted_job(
+    devcluster, owner, host_image
+):
+    job = make_job(owner, devcluster, host_image, command="sleep 1")
+    tasks.submit_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    first = job.scheduler_job_id
+    # The worker died after sbatch but before its database write landed: Celery
+    # redelivers the task (acks_late) and the row still says queued, claim expired.
+    Job.objects.filter(pk=job.pk).update(
+        state="queued", scheduler_job_id="", submit_claimed_at=None
+    )
+    tasks.submit_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert job.scheduler_job_id == first
+    assert "Adopted" in job.events.last().message
+    assert slurm_jobs_named(job.cluster_account, job.slurm_name) == [first]
+
+
+@pytest.mark.django_db
+def test_one_sync_of_50_active_jobs_issues_a_constant_number_of_ssh_commands(
+    devcluster, owner, host_image
+):
+    account = ClusterAccount.for_user(devcluster, owner)
+    # 50 real, held (pending) Slurm jobs, submitted in one command to save time.
+    out = remote(
+        account,
+        [
+            "bash",
+            "-c",
+            "for i in $(seq 50); do sbatch --parsable --hold -J portal-sync-test "
+            "-o /dev/null --wrap 'sleep 1'; done",
+        ],
+    )
+    ids = out.split()
+    assert len(ids) == 50
+    try:
+        jobs = [
+            make_job(
+                owner,
+                devcluster,
+                host_image,
+                state="pending",
+                scheduler_job_id=i,
+                cluster_account=account,
+            )
+            for i in ids
+        ]
+
+        def commands_for_one_sync(queryset) -> int:
+            before = ssh.counters["commands"]
+            tasks.sync_jobs(queryset)
+            return ssh.counters["commands"] - before
+
+        few = commands_for_one_sync(Job.objects.filter(pk__in=[j.pk for j in jobs[:5]]))
+        many = commands_for_one_sync(Job.objects.filter(pk__in=[j.pk for j in jobs]))
+        assert many == few == 1  # one squeue; nothing ended, so no scontrol/sacct
+        reasons = set(
+            Job.objects.filter(pk__in=[j.pk for j in jobs]).values_list("pending_reason", flat=True)
+        )
+        assert reasons == {"held by you"}
+        # Ended jobs add the settling call, still independent of the count.
+        remote(account, ["scancel", *ids])
+        time.sleep(1)
+        settled = commands_for_one_sync(Job.objects.filter(pk__in=[j.pk for j in jobs]))
+        assert settled == 2  # squeue + one scontrol show job
+        assert set(
+            Job.objects.filter(pk__in=[j.pk for j in jobs]).values_list("state", flat=True)
+        ) == {"cancelled"}
+    finally:
+        remote(account, ["scancel", "--name=portal-sync-test"])
+
+
+@pytest.mark.django_db
+def test_connection_is_reused_across_operations(devcluster, owner, host_image):
+    before = ssh.counters["connections"]
+    account = ClusterAccount.for_user(devcluster, owner)
+    for _ in range(5):
+        remote(account, ["true"])
+    assert ssh.counters["connections"] - before == 1
+
+
+@pytest.mark.django_db
+def test_a_dropped_connection_is_replaced_transparently(devcluster, owner):
+    account = ClusterAccount.for_user(devcluster, owner)
+    conn = pool.get(account)
+    conn._transport.sock.close()  # the network drops the TCP connection under us
+    assert remote(account, ["echo", "still here"]).strip() == "still here"
+
+
+@pytest.mark.django_db
+def test_slurmctld_outage_never_marks_running_jobs_ended(devcluster, owner, host_image):
+    job = make_job(owner, devcluster, host_image, command="sleep 20")
+    tasks.submit_job.apply(args=[job.pk])
+    job = run_until(job, {"running"})
+    pidfile = Path(settings.DEVCLUSTER_DIR) / "run" / "slurmctld.pid"
+    subprocess.run(["kill", pidfile.read_text().strip()], check=True)
+    try:
+        time.sleep(1)
+        for _ in range(3):
+            assert tasks.sync_jobs(Job.objects.filter(pk=job.pk)) == 0
+        job.refresh_from_db()
+        assert job.state == "running"
+    finally:
+        subprocess.run(["bash", str(UP)], check=True, capture_output=True, timeout=120)
+    # Slurm kept the job through the restart; it finishes normally.
+    assert run_until(job, {"completed", "failed"}, timeout=60).state == "completed"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_state_changes_are_published_to_the_job_and_user_groups(devcluster, owner, host_image):
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from jobs.events import job_group, user_group
+
+    layer = get_channel_layer()
+    job = make_job(owner, devcluster, host_image)
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(job_group(job.pk), channel)
+    user_channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(user_group(owner.pk), user_channel)
+    tasks.submit_job.apply(args=[job.pk])
+    message = async_to_sync(layer.receive)(channel)
+    assert message["type"] == "job.update"
+    assert message["job"]["id"] == job.pk and message["job"]["state"] == "pending"
+    assert async_to_sync(layer.receive)(user_channel)["job"]["state"] == "pending"
