@@ -131,7 +131,8 @@ def sync_jobs(jobs) -> int:
         ids = [job.scheduler_job_id for job in group]
         try:
             statuses = operations.on_account(
-                account, lambda conn, ids=ids: operations.query(conn, account.username, ids)
+                account,
+                lambda conn, user=account.username, ids=ids: operations.query(conn, user, ids),
             )
         except ssh.SlurmError as exc:
             log.warning("sync of %s skipped, states unchanged: %s", account, exc)
