@@ -150,6 +150,8 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# Queue name, so that several portals (or a test run) can share one Redis.
+CELERY_TASK_DEFAULT_QUEUE = env_str("PORTAL_CELERY_QUEUE", "celery")
 
 CHANNEL_LAYERS = {
     "default": {

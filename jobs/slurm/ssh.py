@@ -272,16 +272,13 @@ class Connection:
                 raise CommandFailed(
                     f"Output of {command!r} exceeds {MAX_OUTPUT_BYTES} bytes", command=command
                 )
+            # The end of the output is the channel's EOF, not the exit status:
+            # sshd may report the exit status before the last output arrives.
             if (
-                channel.exit_status_ready()
+                channel.eof_received
                 and not channel.recv_ready()
                 and not channel.recv_stderr_ready()
             ):
-                # Drain anything that raced the exit status.
-                while channel.recv_ready():
-                    out += channel.recv(65536)
-                while channel.recv_stderr_ready():
-                    err += channel.recv_stderr(65536)
                 return bytes(out), bytes(err)
             remaining = deadline - time.monotonic()
             if remaining <= 0:

@@ -188,3 +188,10 @@ def test_register_devcluster_command_is_idempotent(devcluster_info, owner):
         )
     assert "Registered cluster devcluster" in out.getvalue()
     assert ClusterAccount.objects.filter(cluster__name="devcluster").count() == 2  # service + owner
+
+
+def test_command_output_arrives_whole_every_time(conn):
+    """sshd may send the exit status before the last output: reading stops at EOF, not at exit."""
+    expected = "".join(f"{i}\n" for i in range(1, 50001))
+    for _ in range(30):
+        assert conn.run(["seq", "1", "50000"]).stdout == expected

@@ -24,30 +24,6 @@ def host_image(db):
     return ContainerImage.objects.create(name="Host", slug="host", runtime="none")
 
 
-@pytest.fixture(autouse=True)
-def _fresh_pool():
-    pool.close_all()
-    yield
-    pool.close_all()
-
-
-@pytest.fixture(autouse=True)
-def _cancel_leftover_slurm_jobs(request):
-    """Even when a test fails, its Slurm jobs must not hold GPUs for the next one."""
-    yield
-    if "devcluster" not in request.fixturenames:
-        return
-    info = request.getfixturevalue("devcluster_info")
-    ids = [
-        i
-        for i in Job.objects.exclude(scheduler_job_id="").values_list("scheduler_job_id", flat=True)
-    ]
-    if ids:
-        subprocess.run(
-            ["scancel", "-u", info["default_user"], *ids], capture_output=True, timeout=30
-        )
-
-
 def make_job(owner, cluster, image, *, partition="gpu", **fields) -> Job:
     defaults = dict(
         kind=Job.Kind.BATCH, command="echo hello", cpus=1, memory_gb=1, time_limit_minutes=5

@@ -1,0 +1,117 @@
+"""The whole chain with a real Celery worker on Redis: queue after commit, submit, sync, cancel."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from django.db import connection, transaction
+
+from jobs import tasks
+from jobs.models import ContainerImage, Job, Partition
+
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def database_url() -> str:
+    s = connection.settings_dict
+    if s["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{s['NAME']}"
+    return f"postgres://{s['USER']}:{s['PASSWORD']}@{s['HOST']}:{s['PORT']}/{s['NAME']}"
+
+
+@pytest.fixture
+def worker(devcluster):
+    queue = f"test-{uuid.uuid4().hex[:8]}"
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "PORTAL_CELERY_QUEUE": queue,
+        "PORTAL_SYNC_INTERVAL": "1",
+        "PORTAL_DEMO": "1",
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "portal",
+            "worker",
+            "-Q",
+            queue,
+            "--concurrency",
+            "2",
+            "--loglevel",
+            "INFO",
+            "--without-mingle",
+            "--without-gossip",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    yield queue
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def wait_for(job: Job, states: set[str], queue: str, timeout: float = 60) -> Job:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job.refresh_from_db()
+        if job.state in states:
+            return job
+        tasks.sync_clusters.apply_async(queue=queue)  # what beat does every interval
+        time.sleep(1)
+    raise AssertionError(f"job {job.pk} is {job.state} ({job.message}), wanted {states}")
+
+
+def test_worker_submits_after_commit_and_sync_follows_the_job_to_completed(
+    worker, devcluster, owner
+):
+    image = ContainerImage.objects.create(name="Host", slug="host-w", runtime="none")
+    with transaction.atomic():
+        job = Job.objects.create(
+            owner=owner,
+            cluster=devcluster,
+            image=image,
+            kind="batch",
+            command="echo via worker; exit 0",
+            partition=Partition.objects.get(cluster=devcluster, name="cpu"),
+            memory_gb=1,
+            time_limit_minutes=5,
+        )
+        transaction.on_commit(lambda: tasks.submit_job.apply_async((job.pk,), queue=worker))
+    job = wait_for(job, {"completed", "failed", "submit_failed"}, worker)
+    assert job.state == "completed", job.message
+    assert [e.to_state for e in job.events.all()][0] == "pending"
+
+
+def test_worker_cancels_a_running_job(worker, devcluster, owner):
+    image = ContainerImage.objects.create(name="Host", slug="host-c", runtime="none")
+    job = Job.objects.create(
+        owner=owner,
+        cluster=devcluster,
+        image=image,
+        kind="batch",
+        command="sleep 300",
+        partition=Partition.objects.get(cluster=devcluster, name="cpu"),
+        memory_gb=1,
+        time_limit_minutes=5,
+    )
+    tasks.submit_job.apply_async((job.pk,), queue=worker)
+    wait_for(job, {"running"}, worker)
+    assert job.request_cancel()
+    tasks.cancel_job.apply_async((job.pk,), queue=worker)
+    assert wait_for(job, {"cancelled"}, worker, timeout=30).state == "cancelled"

@@ -1,0 +1,197 @@
+"""Job scripts rendered from a Job, its image, partition and cluster."""
+
+import shlex
+import subprocess
+
+import pytest
+
+from jobs.models import ContainerImage, Job
+from jobs.slurm import scripts
+
+pytestmark = pytest.mark.django_db
+
+WORK = "/scratch/alice/.portal/jobs/7-abc"
+
+
+def job_with(owner, cluster, image, **fields) -> Job:
+    defaults = dict(
+        kind=Job.Kind.BATCH,
+        command="python train.py --epochs 3",
+        gpus=2,
+        gpu_type="a100",
+        cpus=8,
+        memory_gb=32,
+        time_limit_minutes=90,
+        account="proj1",
+        workdir_kind="scratch",
+    )
+    defaults.update(fields)
+    return Job.objects.create(
+        owner=owner,
+        cluster=cluster,
+        partition=cluster.partitions.get(name="gpu"),
+        image=image,
+        **defaults,
+    )
+
+
+def directives_of(script: str) -> list[str]:
+    return [line for line in script.splitlines() if line.startswith("#SBATCH")]
+
+
+def test_directives_carry_resources_name_comment_and_work_dir(owner, cluster, image):
+    job = job_with(owner, cluster, image)
+    script = scripts.render(job, WORK)
+    assert directives_of(script) == [
+        f"#SBATCH --job-name=portal-{job.pk}-{job.uid}",
+        f"#SBATCH --comment=portal-job-{job.pk}-{job.uid}",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --account=proj1",
+        "#SBATCH --gres=gpu:a100:2",
+        "#SBATCH --nodes=1",
+        "#SBATCH --ntasks=1",
+        "#SBATCH --cpus-per-task=8",
+        "#SBATCH --mem=32G",
+        "#SBATCH --time=90",
+        f"#SBATCH --chdir={WORK}",
+        f"#SBATCH --output={WORK}/stdout.log",
+        f"#SBATCH --error={WORK}/stderr.log",
+        "#SBATCH --open-mode=append",
+    ]
+
+
+def test_work_dir_is_under_the_chosen_root(owner, cluster, image):
+    job = job_with(owner, cluster, image)
+    assert scripts.job_work_dir(job, "alice") == f"/scratch/alice/.portal/jobs/{job.pk}-{job.uid}"
+    job.workdir_kind = "home"
+    assert scripts.job_work_dir(job, "alice") == f"/home/alice/.portal/jobs/{job.pk}-{job.uid}"
+
+
+def test_cluster_default_account_and_untyped_gres(owner, cluster, image):
+    cluster.default_account = "default-acct"
+    cluster.save()
+    job = job_with(owner, cluster, image, account="", gpu_type="", gpus=1)
+    lines = directives_of(scripts.render(job, WORK))
+    assert "#SBATCH --account=default-acct" in lines and "#SBATCH --gres=gpu:1" in lines
+
+
+def test_gpu_type_as_constraint(owner, cluster, image):
+    cluster.partitions.filter(name="gpu").update(gpu_type_as_constraint=True)
+    job = job_with(owner, cluster, image)
+    lines = directives_of(scripts.render(job, WORK))
+    assert "#SBATCH --gres=gpu:2" in lines and "#SBATCH --constraint=a100" in lines
+
+
+def test_no_gres_without_gpus(owner, cluster, image):
+    job = job_with(owner, cluster, image, gpus=0, gpu_type="")
+    assert not [d for d in directives_of(scripts.render(job, WORK)) if "gres" in d]
+
+
+def launch_line(script: str) -> list[str]:
+    line = next(
+        line for line in script.splitlines() if line.rstrip().endswith("&") and "bash -c" in line
+    )
+    return shlex.split(line.rstrip(" &"))
+
+
+@pytest.mark.parametrize("runtime", ["apptainer", "singularity"])
+def test_apptainer_and_singularity_exec_with_nv_and_a_bind(owner, cluster, runtime):
+    image = ContainerImage.objects.create(
+        name="T", slug="t", runtime=runtime, location="/img/t.sif"
+    )
+    job = job_with(owner, cluster, image)
+    assert launch_line(scripts.render(job, WORK)) == [
+        runtime,
+        "exec",
+        "--nv",
+        "--bind",
+        WORK,
+        "--pwd",
+        WORK,
+        "/img/t.sif",
+        "bash",
+        "-c",
+        "python train.py --epochs 3",
+    ]
+    job.gpus, job.gpu_type = 0, ""
+    assert "--nv" not in launch_line(scripts.render(job, WORK))
+
+
+def test_podman_runs_with_the_work_dir_and_gpus(owner, cluster):
+    image = ContainerImage.objects.create(
+        name="P", slug="p", runtime="podman", location="docker://docker.io/library/python:3.12"
+    )
+    argv = launch_line(scripts.render(job_with(owner, cluster, image), WORK))
+    assert argv[:4] == ["podman", "run", "--rm", "--network=host"]
+    assert ["--device", "nvidia.com/gpu=all"] == argv[4:6]
+    assert [
+        "--volume",
+        f"{WORK}:{WORK}",
+        "--workdir",
+        WORK,
+        "docker://docker.io/library/python:3.12",
+    ] == argv[-8:-3]
+    assert argv[-3:] == ["bash", "-c", "python train.py --epochs 3"]
+
+
+def test_runtime_none_runs_on_the_host(owner, cluster):
+    image = ContainerImage.objects.create(name="H", slug="h", runtime="none")
+    assert launch_line(scripts.render(job_with(owner, cluster, image), WORK)) == [
+        "bash",
+        "-c",
+        "python train.py --epochs 3",
+    ]
+
+
+def test_modules_are_loaded_before_the_container(owner, cluster, image):
+    image.modules = "cuda/12.4\napptainer/1.3"
+    image.save()
+    script = scripts.render(job_with(owner, cluster, image), WORK)
+    assert (
+        script.index("module load cuda/12.4")
+        < script.index("module load apptainer/1.3")
+        < script.index("apptainer exec")
+    )
+
+
+def test_rendered_script_is_valid_bash(owner, cluster, image, tmp_path):
+    for kind in (Job.Kind.BATCH, Job.Kind.NOTEBOOK):
+        path = tmp_path / f"{kind}.sh"
+        path.write_text(scripts.render(job_with(owner, cluster, image, kind=kind), WORK))
+        result = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+
+
+HOSTILE = "x; touch /tmp/PWNED; $(touch /tmp/PWNED) `touch /tmp/PWNED` 'q\" \\"
+
+
+def test_hostile_values_in_directives_are_refused(owner, cluster, image):
+    """Values that skipped model validation (e.g. a raw database write) still cannot reach #SBATCH lines."""
+    for field in ("account", "gpu_type"):
+        job = job_with(owner, cluster, image)
+        setattr(job, field, HOSTILE)
+        with pytest.raises(scripts.ScriptError, match="unexpected characters"):
+            scripts.render(job, WORK)
+    job = job_with(owner, cluster, image)
+    with pytest.raises(scripts.ScriptError):
+        scripts.render(job, "/scratch/a b/$(id)")
+
+
+def test_hostile_values_elsewhere_stay_single_quoted_words(owner, cluster, tmp_path):
+    image = ContainerImage(
+        name="I", slug="i", runtime="apptainer", location=f"/img/{HOSTILE}", modules=HOSTILE
+    )
+    image.save()
+    job = job_with(owner, cluster, image, command=HOSTILE)
+    script = scripts.render(job, WORK)
+    argv = launch_line(script)
+    assert argv[argv.index("exec") + 6] == f"/img/{HOSTILE}"  # one word, as typed
+    assert argv[-1] == HOSTILE  # the command is handed to the job's bash as one argument
+    # Execute the module and launch lines with stub commands: nothing but the stubs may run.
+    module_line = next(line for line in script.splitlines() if line.startswith("module load"))
+    marker = tmp_path / "PWNED"
+    stub = f"module() {{ printf '%s\\n' \"$@\" > {tmp_path}/module.args; }}\n{module_line.replace('/tmp/PWNED', str(marker))}\n"
+    subprocess.run(["bash", "-c", stub], check=True, cwd=tmp_path)
+    assert not marker.exists() and not (tmp_path / "x").exists()
+    # Module lists split on blanks and commas; each word arrives literally.
+    assert (tmp_path / "module.args").read_text().splitlines() == ["load", "x;"]

@@ -1,0 +1,151 @@
+"""Task behaviour with the SSH boundary replaced by a fake (the real path is in tests/devcluster)."""
+
+import pytest
+from django.test import override_settings
+
+from jobs import tasks
+from jobs.models import ClusterAccount, Job
+from jobs.slurm import operations, ssh
+
+pytestmark = pytest.mark.django_db
+
+
+class FakeConnection:
+    """Answers commands by their first word; a value may be an exception to raise."""
+
+    def __init__(self, answers: dict):
+        self.answers = answers
+        self.commands: list[list[str]] = []
+
+    def run(self, argv, *, stdin=None, timeout=None, check=True):
+        self.commands.append(list(argv))
+        answer = self.answers.get(argv[0])
+        if isinstance(answer, list):
+            answer = answer.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return ssh.Result(answer or "", "", 0)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    conn = FakeConnection({})
+    monkeypatch.setattr(operations, "on_account", lambda account, op: op(conn))
+    return conn
+
+
+@pytest.fixture
+def job(owner, cluster, image):
+    ClusterAccount.objects.create(cluster=cluster, user=owner, username="alice")
+    return Job.objects.create(
+        owner=owner,
+        cluster=cluster,
+        partition=cluster.partitions.get(name="gpu"),
+        image=image,
+        kind="batch",
+        command="true",
+    )
+
+
+def test_transient_failure_is_retried_then_submits(fake, job):
+    fake.answers["bash"] = [ssh.ClusterUnreachable("connection reset"), "submitted 77\n"]
+    tasks.submit_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert (job.state, job.scheduler_job_id) == ("pending", "77")
+    assert len(fake.commands) == 2
+
+
+@override_settings(PORTAL_SUBMIT_MAX_RETRIES=2)
+def test_cluster_unreachable_after_all_retries_ends_submit_failed(fake, job):
+    fake.answers["bash"] = [ssh.ClusterUnreachable("No route to host")] * 3
+    tasks.submit_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert job.state == "submit_failed"
+    assert job.message == "The cluster could not be reached: No route to host"
+
+
+def test_busy_controller_is_transient_but_a_bad_request_is_not(fake, job):
+    busy = ssh.CommandFailed(
+        "x", stderr="sbatch: error: Slurm temporarily unable to accept job, sleeping and retrying"
+    )
+    fake.answers["bash"] = [busy, "submitted 78\n"]
+    tasks.submit_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert job.state == "pending"
+
+
+def test_permanent_refusal_keeps_the_schedulers_message(fake, job):
+    refused = ssh.CommandFailed(
+        "sbatch: error: invalid account or account/partition combination specified",
+        stderr="sbatch: error: invalid account or account/partition combination specified",
+    )
+    fake.answers["bash"] = refused
+    tasks.submit_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert job.state == "submit_failed" and "invalid account" in job.message
+
+
+def test_user_without_cluster_account_gets_a_clear_message(fake, outsider, cluster, image):
+    job = Job.objects.create(
+        owner=outsider,
+        cluster=cluster,
+        partition=cluster.partitions.first(),
+        image=image,
+        kind="batch",
+        command="true",
+    )
+    tasks.submit_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert job.state == "submit_failed" and "no account on cluster testcluster" in job.message
+    assert fake.commands == []
+
+
+def test_submit_claimed_by_another_worker_does_nothing(fake, job):
+    assert job.claim_submit()
+    tasks.submit_job.apply(args=[job.pk])
+    assert fake.commands == []
+
+
+def test_job_cancelled_while_being_submitted_is_scancelled(fake, job, monkeypatch):
+    def submit_then_user_cancels(conn, work_dir, name, script):
+        Job.objects.filter(pk=job.pk).update(state="cancelled")
+        return operations.Submission("91", adopted=False)
+
+    monkeypatch.setattr(operations, "submit", submit_then_user_cancels)
+    tasks.submit_job.apply(args=[job.pk])
+    assert ["scancel", "91"] in fake.commands
+
+
+def pending(job, sid="55"):
+    account = ClusterAccount.objects.get(user=job.owner)
+    Job.objects.filter(pk=job.pk).update(
+        state="running", scheduler_job_id=sid, cluster_account=account
+    )
+    return Job.objects.filter(pk=job.pk)
+
+
+def test_scheduler_errors_during_sync_change_nothing(fake, job):
+    fake.answers["squeue"] = ssh.CommandFailed(
+        "x", stderr="squeue: error: Unable to contact slurm controller"
+    )
+    assert tasks.sync_jobs(pending(job)) == 0
+    assert Job.objects.get(pk=job.pk).state == "running"
+
+
+def test_job_unknown_to_every_source_is_left_alone(fake, job):
+    fake.answers.update(squeue="", scontrol="", sacct="")
+    assert tasks.sync_jobs(pending(job)) == 0
+    assert Job.objects.get(pk=job.pk).state == "running"
+
+
+def test_sync_clusters_spreads_polls_over_the_interval(monkeypatch, job):
+    pending(job)
+    calls = []
+    monkeypatch.setattr(
+        tasks.sync_cluster, "apply_async", lambda args, countdown: calls.append(countdown)
+    )
+    with override_settings(PORTAL_SYNC_INTERVAL=20, PORTAL_SYNC_JITTER=0.5):
+        for _ in range(20):
+            tasks.sync_clusters()
+    assert len(calls) == 20 and all(0 <= c <= 10 for c in calls)
+    assert len({round(c, 3) for c in calls}) > 1  # not all at once
