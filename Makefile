@@ -6,13 +6,14 @@ IS_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 DEMO_ENV := PORTAL_DEMO=1
 PORT ?= 8000
 
-.PHONY: help venv services devcluster devcluster-down demo-setup demo test lint format clean
+.PHONY: help venv services devcluster devcluster-down demo-setup demo test bench lint format clean
 
 help:
 	@echo "make demo            set everything up and run the portal at http://localhost:$(PORT)/"
 	@echo "make test            set everything up and run the whole test suite"
 	@echo "make devcluster      start the local Slurm + sshd dev cluster (root)"
 	@echo "make devcluster-down stop it"
+	@echo "make bench           benchmarks in bench/ (dev cluster)"
 	@echo "make lint            ruff"
 
 venv:
@@ -51,6 +52,9 @@ demo: demo-setup
 test: venv services devcluster
 	@PORTAL_DEMO=1 $(PY) manage.py collectstatic --noinput -v0
 	@bash deploy/run-tests.sh
+
+bench: venv services devcluster
+	@$(DEMO_ENV) $(PY) bench/ssh_reuse.py
 
 lint: venv
 	@.venv/bin/ruff check .
