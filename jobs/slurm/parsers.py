@@ -150,15 +150,21 @@ def _none_if_null(value: str) -> str:
     return "" if value in {"(null)", "None", "N/A", "n/a"} else value
 
 
-def parse_squeue(output: str) -> dict[str, JobStatus]:
-    """Output of ``squeue -h -o SQUEUE_FORMAT`` -> {scheduler id: JobStatus}."""
-    jobs = {}
+def _rows(output: str, width: int, command: str):
+    """Non-blank lines split on FIELD_SEP, each exactly ``width`` fields."""
     for line in output.splitlines():
         if not line.strip():
             continue
         fields = line.split(FIELD_SEP)
-        if len(fields) != len(SQUEUE_FIELDS):
-            raise ValueError(f"unexpected squeue line (want {len(SQUEUE_FIELDS)} fields): {line!r}")
+        if len(fields) != width:
+            raise ValueError(f"unexpected {command} line (want {width} fields): {line!r}")
+        yield fields
+
+
+def parse_squeue(output: str) -> dict[str, JobStatus]:
+    """Output of ``squeue -h -o SQUEUE_FORMAT`` -> {scheduler id: JobStatus}."""
+    jobs = {}
+    for fields in _rows(output, len(SQUEUE_FIELDS), "squeue"):
         job_id, state, reason, nodes, start, end, name, comment = fields
         jobs[job_id] = JobStatus(
             scheduler_id=job_id,
@@ -210,12 +216,7 @@ def _field_with_spaces(line: str, key: str) -> str:
 def parse_sacct(output: str) -> dict[str, JobStatus]:
     """Output of ``sacct -n -P -X --delimiter=FIELD_SEP -o SACCT_FIELDS`` -> {id: JobStatus}."""
     jobs = {}
-    for line in output.splitlines():
-        if not line.strip():
-            continue
-        fields = line.split(FIELD_SEP)
-        if len(fields) != len(SACCT_FIELDS):
-            raise ValueError(f"unexpected sacct line (want {len(SACCT_FIELDS)} fields): {line!r}")
+    for fields in _rows(output, len(SACCT_FIELDS), "sacct"):
         job_id, state, exit_code, reason, nodes, start, end, name = fields
         code, signal = parse_exit_code(exit_code)
         jobs[job_id] = JobStatus(
