@@ -13,6 +13,7 @@ from jobs.models import (
     Partition,
     Tag,
 )
+from jobs.slurm import ssh
 
 
 class PartitionInline(admin.TabularInline):
@@ -55,6 +56,26 @@ class ClusterAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(_partitions=Count("partitions"))
+
+    actions = ("pin_presented_host_key",)
+
+    @admin.action(description="Trust and pin the host key each server presents now")
+    def pin_presented_host_key(self, request, queryset):
+        for cluster in queryset:
+            try:
+                key = ssh.fetch_host_key(cluster.ssh_host, cluster.ssh_port)
+            except ssh.SlurmError as exc:
+                self.message_user(request, f"{cluster.name}: {exc}", messages.ERROR)
+                continue
+            old = cluster.host_key_fingerprint if cluster.host_key else "none"
+            cluster.host_key = key
+            cluster.save(update_fields=["host_key"])
+            self.message_user(
+                request,
+                f"{cluster.name}: pinned {key.split()[0]} {cluster.host_key_fingerprint} "
+                f"(was {old}). Compare it with the fingerprint your cluster's administrators publish.",
+                messages.WARNING,
+            )
 
     @admin.display(description="SSH")
     def ssh_endpoint(self, obj: Cluster) -> str:
@@ -185,6 +206,19 @@ class ClusterAccountAdmin(admin.ModelAdmin):
     autocomplete_fields = ("user",)
     readonly_fields = ("public_key", "created_at")
     fields = ("cluster", "user", "username", "public_key", "created_at")
+    actions = ("generate_key_pair",)
+
+    @admin.action(description="Generate a new key pair (replaces the current key)")
+    def generate_key_pair(self, request, queryset):
+        for account in queryset:
+            public = account.generate_key_pair()
+            account.save()
+            self.message_user(
+                request,
+                f"{account}: install this public key in ~{account.username}/.ssh/authorized_keys "
+                f"on {account.cluster.name}: {public}",
+                messages.SUCCESS,
+            )
 
     @admin.display(boolean=True, description="private key")
     def has_private_key(self, obj: ClusterAccount) -> bool:

@@ -335,6 +335,27 @@ class ClusterAccount(models.Model):
     def set_private_key(self, openssh_private_key: str) -> None:
         self.private_key_encrypted = crypto.encrypt(openssh_private_key)
 
+    def generate_key_pair(self) -> str:
+        """Make a new Ed25519 key pair; keep the private key encrypted, return the public key line."""
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+        key = Ed25519PrivateKey.generate()
+        private = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.OpenSSH,
+            serialization.NoEncryption(),
+        ).decode()
+        public = (
+            key.public_key()
+            .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+            .decode()
+        )
+        comment = f"hpc-portal:{self.user.get_username() if self.user_id else 'service'}@{self.cluster.name}"
+        self.set_private_key(private)
+        self.public_key = f"{public} {comment}"
+        return self.public_key
+
     def private_key(self) -> str:
         if not self.private_key_encrypted:
             raise ValidationError(f"Cluster account {self} has no private key yet.")

@@ -315,3 +315,24 @@ def connect_account(account) -> Connection:
         command_timeout=settings.SSH_COMMAND_TIMEOUT,
         keepalive=settings.SSH_KEEPALIVE_INTERVAL,
     ).open()
+
+
+def fetch_host_key(host: str, port: int, timeout: float = 10.0) -> str:
+    """The host key a server presents now, as an OpenSSH public key line.
+
+    Trust on first use: only for an administrator's explicit "trust this key"
+    step, never on the way to running a command.
+    """
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except OSError as exc:
+        raise ClusterUnreachable(f"Cannot reach {host}:{port}: {exc}") from None
+    transport = paramiko.Transport(sock)
+    try:
+        transport.start_client(timeout=timeout)
+        key = transport.get_remote_server_key()
+        return f"{key.get_name()} {key.get_base64()}"
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        raise ClusterUnreachable(f"SSH handshake with {host}:{port} failed: {exc}") from None
+    finally:
+        transport.close()

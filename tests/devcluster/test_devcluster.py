@@ -195,3 +195,37 @@ def test_command_output_arrives_whole_every_time(conn):
     expected = "".join(f"{i}\n" for i in range(1, 50001))
     for _ in range(30):
         assert conn.run(["seq", "1", "50000"]).stdout == expected
+
+
+def test_generated_key_pair_logs_in_once_its_public_key_is_installed(devcluster, devcluster_info, outsider):
+    """The portal makes the key pair; the user installs the public key; SSH works."""
+    user = [u for u in devcluster_info["users"] if u != devcluster_info["default_user"]][0]
+    account = ClusterAccount.objects.create(cluster=devcluster, user=outsider, username=user)
+    public = account.generate_key_pair()
+    account.save()
+    assert public.startswith("ssh-ed25519 ") and public.endswith(f"hpc-portal:outsider@{devcluster.name}")
+    assert "PRIVATE" not in ClusterAccount.objects.get(pk=account.pk).private_key_encrypted
+    with pytest.raises(ssh.AuthenticationFailed):
+        ssh.connect_account(account)
+    authorized = Path(f"/home/{user}/.ssh/authorized_keys")
+    original = authorized.read_text()
+    authorized.write_text(original + public + "\n")
+    try:
+        with ssh.connect_account(account) as conn:
+            assert conn.run(["whoami"]).stdout.strip() == user
+    finally:
+        authorized.write_text(original)
+
+
+def test_admin_trust_step_pins_the_presented_host_key(devcluster, devcluster_info, client, staff):
+    devcluster.host_key = "SHA256:" + "A" * 43
+    devcluster.save()
+    client.force_login(staff)
+    response = client.post(
+        "/admin/jobs/cluster/",
+        {"action": "pin_presented_host_key", "_selected_action": [devcluster.pk]},
+        follow=True,
+    )
+    devcluster.refresh_from_db()
+    assert devcluster.host_key == devcluster_info["host_key"]
+    assert devcluster.host_key_fingerprint in response.content.decode()
