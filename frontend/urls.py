@@ -3,5 +3,12 @@ from django.urls import path
 from frontend import views
 
 urlpatterns = [
-    path("", views.home, name="home"),
+    path("", views.dashboard, name="dashboard"),
+    path("launch/", views.launch, name="launch"),
+    path("jobs/<int:pk>/", views.job_detail, name="job-detail"),
+    path("jobs/<int:pk>/row/", views.job_row, name="job-row"),
+    path("jobs/<int:pk>/cancel/", views.job_cancel, name="job-cancel"),
+    path("jobs/<int:pk>/logs/<str:stream>/", views.job_logs, name="job-logs"),
+    path("account/", views.account, name="account"),
+    path("account/<int:pk>/test/", views.account_test, name="account-test"),
 ]

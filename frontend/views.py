@@ -1,11 +1,171 @@
-from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
+"""Page views: short; logic lives on the models and in jobs.slurm."""
 
-from jobs.models import ContainerImage, Job
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db import transaction
+from django.http import Http404, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from frontend.forms import ClusterAccountForm, LaunchForm, launch_initial, partition_limits
+from jobs.models import ClusterAccount, ContainerImage, Job, Tag
+from jobs.slurm import operations, ssh
+
+PAGE_SIZE = 20
+STATE_FILTERS = {"active": Job.ACTIVE_STATES, **{s: (s,) for s in Job.State.values}}
+
+
+def get_job_for_user(request, pk: int) -> Job:
+    """The job if the user may see it (owner or staff); 404 otherwise, never 403."""
+    jobs = Job.objects.for_user(request.user).select_related(
+        "image", "partition", "cluster", "owner"
+    )
+    return get_object_or_404(jobs, pk=pk)
+
+
+def wants_json(request) -> bool:
+    return "application/json" in request.headers.get("Accept", "")
 
 
 @login_required
-def home(request):
+def dashboard(request):
+    jobs = Job.objects.for_user(request.user).select_related(
+        "image", "partition", "cluster", "owner"
+    )
+    state = request.GET.get("state", "")
+    if state in STATE_FILTERS:
+        jobs = jobs.filter(state__in=STATE_FILTERS[state])
+    page = Paginator(jobs, PAGE_SIZE).get_page(request.GET.get("page"))
+    template = (
+        "frontend/_job_table.html"
+        if request.GET.get("fragment") == "table"
+        else "frontend/dashboard.html"
+    )
+    return render(
+        request,
+        template,
+        {
+            "page": page,
+            "state": state,
+            "states": Job.State.choices,
+            "show_owner": request.user.is_staff,
+        },
+    )
+
+
+@login_required
+def job_row(request, pk: int):
+    job = get_job_for_user(request, pk)
+    return render(
+        request, "frontend/_job_row.html", {"job": job, "show_owner": request.user.is_staff}
+    )
+
+
+@login_required
+def launch(request):
+    if request.method == "POST":
+        form = LaunchForm(request.POST, user=request.user)
+        if form.is_valid():
+            with transaction.atomic():
+                job = form.save()
+                job.enqueue_submission()
+            messages.success(
+                request, f"Job {job.pk} is queued; it will be submitted to {job.cluster.name} now."
+            )
+            return redirect("job-detail", pk=job.pk)
+    else:
+        source = None
+        if request.GET.get("from"):
+            source = get_job_for_user(request, _int_or_404(request.GET["from"]))
+        form = LaunchForm(initial=launch_initial(request.user, source), user=request.user)
     images = ContainerImage.objects.offered().prefetch_related("tags")
-    jobs = Job.objects.for_user(request.user).select_related("image")[:20]
-    return render(request, "frontend/home.html", {"images": images, "jobs": jobs})
+    return render(
+        request,
+        "frontend/launch.html",
+        {
+            "form": form,
+            "images": images,
+            "limits": partition_limits(),
+            "tags": Tag.objects.filter(images__enabled=True, images__deprecated=False).distinct(),
+            "gpu_images": [i.slug for i in images if i.supports_gpu],
+            "image_kinds": {i.slug: i.kinds for i in images},
+        },
+    )
+
+
+@login_required
+def job_detail(request, pk: int):
+    job = get_job_for_user(request, pk)
+    template = (
+        "frontend/_timeline.html"
+        if request.GET.get("fragment") == "timeline"
+        else "frontend/job_detail.html"
+    )
+    return render(request, template, {"job": job, "events": job.events.all()})
+
+
+@login_required
+@require_POST
+def job_cancel(request, pk: int):
+    job = get_job_for_user(request, pk)
+    if job.is_final:
+        message = f"Job {job.pk} has already ended ({job.get_state_display().lower()})."
+    else:
+        with transaction.atomic():
+            if job.request_cancel():
+                job.enqueue_cancel()
+        message = f"Cancelling job {job.pk}."
+    if wants_json(request):
+        return JsonResponse({"message": message})
+    messages.info(request, message)
+    return redirect(request.POST.get("next") or "dashboard")
+
+
+@login_required
+def job_logs(request, pk: int, stream: str):
+    job = get_job_for_user(request, pk)
+    if stream not in operations.LOG_STREAMS:
+        raise Http404("no such log")
+    try:
+        tail = operations.read_job_log(job, stream)
+    except ssh.SlurmError as exc:
+        return JsonResponse(
+            {"error": f"Could not read the log from {job.cluster.name}: {exc}"}, status=502
+        )
+    return JsonResponse({"text": tail.text, "size": tail.size, "truncated": tail.truncated})
+
+
+@login_required
+def account(request):
+    form = ClusterAccountForm(request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        cluster_account = form.save(commit=False)
+        cluster_account.generate_key_pair()
+        cluster_account.save()
+        messages.success(request, "Key pair created: install the public key below on the cluster.")
+        return redirect("account")
+    accounts = ClusterAccount.objects.filter(user=request.user).select_related("cluster")
+    return render(request, "frontend/account.html", {"accounts": accounts, "form": form})
+
+
+@login_required
+@require_POST
+def account_test(request, pk: int):
+    cluster_account = get_object_or_404(ClusterAccount.objects.filter(user=request.user), pk=pk)
+    try:
+        who = operations.on_account(
+            cluster_account, lambda conn: conn.run(["whoami"])
+        ).stdout.strip()
+    except ssh.SlurmError as exc:
+        return JsonResponse({"ok": False, "message": str(exc)})
+    return JsonResponse(
+        {"ok": True, "message": f"Connected to {cluster_account.cluster.name} as {who}."}
+    )
+
+
+def _int_or_404(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise Http404("no such job") from None

@@ -11,6 +11,10 @@ from channels.layers import get_channel_layer
 log = logging.getLogger(__name__)
 
 
+# Staff dashboards see every job.
+STAFF_GROUP = "jobs-staff"
+
+
 def job_group(job_id: int) -> str:
     return f"job-{job_id}"
 
@@ -22,6 +26,8 @@ def user_group(user_id: int) -> str:
 def job_payload(job) -> dict:
     return {
         "id": job.pk,
+        "owner_id": job.owner_id,
+        "kind": job.kind,
         "state": job.state,
         "state_label": job.get_state_display(),
         "pending_reason": job.pending_reason,
@@ -29,6 +35,8 @@ def job_payload(job) -> dict:
         "node": job.node,
         "exit_code": job.exit_code,
         "message": job.message,
+        "time_limit_minutes": job.time_limit_minutes,
+        "cancel_requested": bool(job.cancel_requested_at),
         "started_at": job.started_at.isoformat() if job.started_at else None,
         "ended_at": job.ended_at.isoformat() if job.ended_at else None,
         "updated_at": job.updated_at.isoformat() if job.updated_at else None,
@@ -48,5 +56,6 @@ def publish_job(job) -> None:
     try:
         async_to_sync(layer.group_send)(job_group(job.pk), message)
         async_to_sync(layer.group_send)(user_group(job.owner_id), message)
+        async_to_sync(layer.group_send)(STAFF_GROUP, message)
     except Exception:  # noqa: BLE001 - any layer failure is logged, never raised
         log.exception("could not publish job %s on the channel layer", job.pk)

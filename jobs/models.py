@@ -660,6 +660,50 @@ class Job(models.Model):
             fields.setdefault("started_at", self.started_at or timezone.now())
         return self.transition(new_state, expect=(self.state,), message=message, **fields)
 
+    # -- queueing work for the workers ------------------------------------------------
+    def enqueue_submission(self) -> None:
+        """Queue the submit task after commit; if the broker refuses, end the job with a message."""
+        from jobs.tasks import submit_job
+
+        def send() -> None:
+            publish_job(self)  # dashboards show the new job as queued at once
+            try:
+                submit_job.delay(self.pk)
+            except Exception as exc:  # noqa: BLE001 - any broker failure
+                self.transition(
+                    self.State.SUBMIT_FAILED,
+                    expect=(self.State.QUEUED,),
+                    message=f"The portal could not queue the job ({exc}). Please try again.",
+                )
+
+        transaction.on_commit(send)
+
+    def enqueue_cancel(self) -> None:
+        from jobs.tasks import cancel_job
+
+        def send() -> None:
+            try:
+                cancel_job.delay(self.pk)
+            except Exception as exc:  # noqa: BLE001 - any broker failure
+                Job.objects.filter(pk=self.pk).update(cancel_requested_at=None)
+                self.update_details(message=f"The portal could not queue the cancellation ({exc}).")
+
+        transaction.on_commit(send)
+
+    @property
+    def elapsed(self) -> timedelta | None:
+        if not self.started_at:
+            return None
+        return (self.ended_at or timezone.now()) - self.started_at
+
+    @property
+    def remaining(self) -> timedelta | None:
+        """Walltime left while running."""
+        if self.state != self.State.RUNNING or not self.started_at:
+            return None
+        left = self.started_at + timedelta(minutes=self.time_limit_minutes) - timezone.now()
+        return max(left, timedelta(0))
+
     # -- cancellation ------------------------------------------------------------
     def request_cancel(self) -> bool:
         """Cancel now if the job never reached Slurm; otherwise mark the request.

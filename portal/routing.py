@@ -1,3 +1,10 @@
 """Websocket routes of every app, collected in one list for portal.asgi."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from jobs.consumers import JobUpdatesConsumer
+
+websocket_urlpatterns = [
+    path("ws/jobs/", JobUpdatesConsumer.as_asgi()),
+    path("ws/jobs/<int:job_id>/", JobUpdatesConsumer.as_asgi()),
+]

@@ -106,7 +106,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "login"
 
 # --- Security -------------------------------------------------------------------
 SECURE_COOKIES = env_bool("PORTAL_SECURE_COOKIES", not INSECURE_DEFAULTS_ALLOWED)

@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 admin.site.site_header = "HPC portal administration"
@@ -7,5 +8,13 @@ admin.site.index_title = "Catalog, clusters and jobs"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path(
+        "accounts/login/",
+        auth_views.LoginView.as_view(
+            template_name="frontend/login.html", redirect_authenticated_user=True
+        ),
+        name="login",
+    ),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("frontend.urls")),
 ]

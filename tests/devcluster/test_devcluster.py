@@ -197,13 +197,17 @@ def test_command_output_arrives_whole_every_time(conn):
         assert conn.run(["seq", "1", "50000"]).stdout == expected
 
 
-def test_generated_key_pair_logs_in_once_its_public_key_is_installed(devcluster, devcluster_info, outsider):
+def test_generated_key_pair_logs_in_once_its_public_key_is_installed(
+    devcluster, devcluster_info, outsider
+):
     """The portal makes the key pair; the user installs the public key; SSH works."""
     user = [u for u in devcluster_info["users"] if u != devcluster_info["default_user"]][0]
     account = ClusterAccount.objects.create(cluster=devcluster, user=outsider, username=user)
     public = account.generate_key_pair()
     account.save()
-    assert public.startswith("ssh-ed25519 ") and public.endswith(f"hpc-portal:outsider@{devcluster.name}")
+    assert public.startswith("ssh-ed25519 ") and public.endswith(
+        f"hpc-portal:outsider@{devcluster.name}"
+    )
     assert "PRIVATE" not in ClusterAccount.objects.get(pk=account.pk).private_key_encrypted
     with pytest.raises(ssh.AuthenticationFailed):
         ssh.connect_account(account)

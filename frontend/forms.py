@@ -1,0 +1,153 @@
+from django import forms
+
+from jobs.models import Cluster, ClusterAccount, ContainerImage, Job, Partition
+
+
+class LaunchForm(forms.ModelForm):
+    """The launch form. Limits are checked by Job.clean(), field by field."""
+
+    image = forms.ModelChoiceField(
+        queryset=ContainerImage.objects.offered(),
+        to_field_name="slug",
+        widget=forms.RadioSelect,
+        empty_label=None,
+        error_messages={
+            "invalid_choice": "Choose an image from the catalog (deprecated images are not offered)."
+        },
+    )
+    cluster = forms.ModelChoiceField(
+        queryset=Cluster.objects.filter(enabled=True), to_field_name="name", empty_label=None
+    )
+    partition = forms.ModelChoiceField(
+        queryset=Partition.objects.filter(cluster__enabled=True), empty_label=None
+    )
+
+    class Meta:
+        model = Job
+        fields = [
+            "image",
+            "kind",
+            "cluster",
+            "partition",
+            "gpu_type",
+            "gpus",
+            "cpus",
+            "memory_gb",
+            "time_limit_minutes",
+            "account",
+            "workdir_kind",
+            "command",
+            "name",
+        ]
+        labels = {
+            "gpus": "GPUs",
+            "gpu_type": "GPU type",
+            "cpus": "CPUs",
+            "memory_gb": "Memory (GB)",
+            "time_limit_minutes": "Walltime (minutes)",
+            "account": "Slurm account",
+            "workdir_kind": "Work directory",
+            "name": "Name (optional)",
+        }
+        widgets = {
+            "kind": forms.RadioSelect,
+            "workdir_kind": forms.RadioSelect,
+            "command": forms.Textarea(
+                attrs={"rows": 3, "placeholder": "python train.py --epochs 10"}
+            ),
+        }
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+        self.instance.owner = user
+        self.fields["account"].widget.attrs["placeholder"] = "cluster default"
+
+    def clean(self):
+        cleaned = super().clean()
+        cluster = cleaned.get("cluster")
+        if cluster is not None and ClusterAccount.for_user(cluster, self.user) is None:
+            self.add_error(
+                "cluster",
+                f"You have no account on {cluster.name} yet: set one up on your Account page.",
+            )
+        return cleaned
+
+
+def launch_initial(user, source: Job | None = None) -> dict:
+    """Defaults that make "choose an image, press Launch" work; or a copy of ``source``."""
+    if source is not None:
+        return {
+            "image": source.image.slug,
+            "kind": source.kind,
+            "cluster": source.cluster.name,
+            "partition": source.partition_id,
+            "gpu_type": source.gpu_type,
+            "gpus": source.gpus,
+            "cpus": source.cpus,
+            "memory_gb": source.memory_gb,
+            "time_limit_minutes": source.time_limit_minutes,
+            "account": source.account,
+            "workdir_kind": source.workdir_kind,
+            "command": source.command,
+            "name": source.name,
+        }
+    clusters = list(Cluster.objects.filter(enabled=True))
+    cluster = next(
+        (c for c in clusters if ClusterAccount.for_user(c, user)), clusters[0] if clusters else None
+    )
+    partition = cluster.default_partition() if cluster else None
+    image = ContainerImage.objects.offered().first()
+    initial = {"image": image.slug if image else None, "kind": "notebook", "workdir_kind": "home"}
+    if image and not image.offers_notebook:
+        initial["kind"] = "batch"
+    if cluster and partition:
+        gpu = bool(partition.max_gpus_per_job and image and image.supports_gpu)
+        initial.update(
+            cluster=cluster.name,
+            partition=partition.pk,
+            gpus=1 if gpu else 0,
+            gpu_type=partition.gpu_type_list[0] if gpu else "",
+            cpus=min(4, partition.max_cpus_per_job),
+            memory_gb=min(16, partition.max_memory_gb),
+            time_limit_minutes=partition.default_time_minutes,
+        )
+    return initial
+
+
+def partition_limits() -> dict:
+    """What the browser needs to show limits and prevent impossible requests."""
+    clusters = {}
+    for p in Partition.objects.filter(cluster__enabled=True).select_related("cluster"):
+        c = clusters.setdefault(
+            p.cluster.name, {"scratch": bool(p.cluster.scratch_root), "partitions": []}
+        )
+        c["partitions"].append(
+            {
+                "id": p.pk,
+                "name": p.name,
+                "is_default": p.is_default,
+                "gpu_types": p.gpu_type_list,
+                "max_gpus": p.max_gpus_per_job,
+                "max_cpus": p.max_cpus_per_job,
+                "max_memory_gb": p.max_memory_gb,
+                "max_minutes": p.max_time_minutes,
+                "default_minutes": p.default_time_minutes,
+            }
+        )
+    return clusters
+
+
+class ClusterAccountForm(forms.ModelForm):
+    class Meta:
+        model = ClusterAccount
+        fields = ["cluster", "username"]
+        labels = {"username": "Your user name on the cluster"}
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.instance.user = user
+        self.fields["cluster"].queryset = Cluster.objects.filter(
+            enabled=True, login_mode=Cluster.LoginMode.PER_USER
+        ).exclude(accounts__user=user)
+        self.fields["cluster"].empty_label = None

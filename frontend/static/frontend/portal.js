@@ -1,0 +1,384 @@
+/* HPC portal: live job pages. No framework, no build step, no CDN. */
+"use strict";
+
+const Portal = (() => {
+  const csrf = () => document.body.dataset.csrf;
+  const ACTIVE = ["queued", "pending", "running", "completing"];
+  const WARN_SECONDS = 15 * 60;
+  const LABELS = {
+    queued: "Queued", pending: "Pending", running: "Running", completing: "Completing",
+    completed: "Completed", failed: "Failed", cancelled: "Cancelled", timeout: "Timed out",
+    submit_failed: "Submission failed",
+  };
+
+  // --- websocket with reconnect --------------------------------------------------
+  function live(path, onJob, onReconnect) {
+    let delay = 1000;
+    let everConnected = false;
+    function connect() {
+      const scheme = location.protocol === "https:" ? "wss" : "ws";
+      const socket = new WebSocket(`${scheme}://${location.host}${path}`);
+      socket.onopen = () => {
+        if (everConnected && onReconnect) onReconnect(); // catch up on what we missed
+        everConnected = true;
+        delay = 1000;
+      };
+      socket.onmessage = (event) => {
+        const data = JSON.parse(event.data);
+        if (data.type === "job") onJob(data.job);
+      };
+      socket.onclose = (event) => {
+        if (event.code === 4401 || event.code === 4404) return; // not allowed: do not retry
+        setTimeout(connect, delay);
+        delay = Math.min(delay * 2, 30000);
+      };
+    }
+    connect();
+  }
+
+  // --- rendering helpers -----------------------------------------------------------
+  function duration(seconds) {
+    seconds = Math.max(0, Math.floor(seconds));
+    const h = Math.floor(seconds / 3600), m = Math.floor((seconds % 3600) / 60), s = seconds % 60;
+    return h ? `${h}h ${String(m).padStart(2, "0")}m` : `${m}m ${String(s).padStart(2, "0")}s`;
+  }
+
+  function applyJob(el, job) {
+    el.dataset.state = job.state;
+    if (job.started_at) el.dataset.startedAt = job.started_at;
+    const badge = el.querySelector("[data-badge]");
+    if (badge) {
+      badge.textContent = job.state_label || LABELS[job.state] || job.state;
+      badge.className = badge.className.replace(/state-\S+/, `state-${job.state}`);
+    }
+    const reason = el.querySelector("[data-reason]");
+    if (reason) {
+      reason.textContent = job.state === "pending" ? job.pending_reason
+        : (job.cancel_requested && ACTIVE.includes(job.state) ? "cancelling…" : "");
+    }
+    const active = ACTIVE.includes(job.state);
+    el.querySelectorAll(".cancel-form").forEach((f) => { f.hidden = !active; });
+    if (job.ended_at && job.started_at) {
+      el.dataset.endedAt = job.ended_at;
+      const elapsedEl = el.querySelector("[data-elapsed]");
+      if (elapsedEl) elapsedEl.textContent = `ran ${duration((Date.parse(job.ended_at) - Date.parse(job.started_at)) / 1000)}`;
+    }
+    const set = (sel, value) => { const n = document.querySelector(sel); if (n && value !== undefined) n.textContent = value; };
+    if (el.id === "job") {
+      set("[data-node]", job.node || "—");
+      set("[data-scheduler-id]", job.scheduler_job_id || "not submitted yet");
+      set("[data-exit-code]", job.exit_code === null ? "—" : job.exit_code);
+      set("[data-message]", job.message || "");
+    }
+  }
+
+  // Elapsed and remaining walltime, and the 15-minutes-left warning.
+  const warned = new Set(JSON.parse(sessionStorage.getItem("portal-warned") || "[]"));
+  function tick() {
+    const warnings = [];
+    document.querySelectorAll("[data-job-id][data-state]").forEach((el) => {
+      const started = el.dataset.startedAt ? Date.parse(el.dataset.startedAt) : NaN;
+      const elapsedEl = el.querySelector("[data-elapsed]");
+      const remainingEl = el.querySelector("[data-remaining]") || document.querySelector("#job ~ * [data-remaining]");
+      if (isNaN(started) || el.dataset.state !== "running") {
+        if (remainingEl && el.dataset.state !== "running") remainingEl.textContent = "";
+        return;
+      }
+      const elapsed = (Date.now() - started) / 1000;
+      const left = Number(el.dataset.limitMinutes) * 60 - elapsed;
+      if (elapsedEl) elapsedEl.textContent = `ran ${duration(elapsed)}`;
+      if (remainingEl) remainingEl.textContent = `· ${duration(left)} left`;
+      if (left <= WARN_SECONDS && el.dataset.kind === "notebook") { // interactive sessions only
+        warnings.push(el.dataset.jobId);
+        notifyOnce(el.dataset.jobId, left);
+      }
+    });
+    const banner = document.getElementById("walltime-warning");
+    if (banner) {
+      banner.hidden = warnings.length === 0;
+      banner.textContent = warnings.length
+        ? `Job ${warnings.map((id) => "#" + id).join(", ")} will reach its walltime in less than 15 minutes: save your work.`
+        : "";
+    }
+  }
+  function notifyOnce(jobId, left) {
+    if (warned.has(jobId)) return;
+    warned.add(jobId);
+    sessionStorage.setItem("portal-warned", JSON.stringify([...warned]));
+    if ("Notification" in window && Notification.permission === "granted") {
+      new Notification(`Job #${jobId}: ${duration(left)} of walltime left`, { body: "Save your work before the session ends." });
+    }
+  }
+
+  // Cancel buttons: confirm in a dialog, then POST with progress feedback.
+  function wireCancel(root) {
+    const dialog = document.getElementById("cancel-dialog");
+    root.addEventListener("submit", (event) => {
+      const form = event.target.closest(".cancel-form");
+      if (!form) return;
+      event.preventDefault();
+      const row = form.closest("[data-job-id]");
+      dialog.querySelector("[data-job-label]").textContent = "#" + row.dataset.jobId;
+      dialog.returnValue = "";
+      dialog.showModal();
+      dialog.addEventListener("close", async function onClose() {
+        dialog.removeEventListener("close", onClose);
+        if (dialog.returnValue !== "yes") return;
+        const button = form.querySelector("[data-cancel]");
+        button.disabled = true;
+        button.textContent = "Cancelling…";
+        try {
+          const response = await fetch(form.action, {
+            method: "POST", headers: { "X-CSRFToken": csrf(), Accept: "application/json" },
+            body: new FormData(form),
+          });
+          const data = await response.json();
+          const reason = row.querySelector("[data-reason]");
+          if (reason) reason.textContent = data.message;
+        } catch (err) {
+          button.disabled = false;
+          button.textContent = "Cancel";
+          alert("Could not reach the portal to cancel the job: " + err);
+        }
+      });
+    });
+  }
+
+  // --- pages -----------------------------------------------------------------------
+  function dashboard() {
+    const table = document.getElementById("job-table");
+    const filter = table.dataset.filter;
+    const matches = (job) => !filter || filter === job.state || (filter === "active" && ACTIVE.includes(job.state));
+    async function refreshTable() {
+      const response = await fetch(`?state=${encodeURIComponent(filter)}&fragment=table`);
+      if (response.ok) table.innerHTML = await response.text();
+    }
+    live("/ws/jobs/", async (job) => {
+      const row = table.querySelector(`tr[data-job-id="${job.id}"]`);
+      if (row) {
+        applyJob(row, job);
+        tick();
+      } else if (matches(job)) {
+        const response = await fetch(`/jobs/${job.id}/row/`);
+        const tbody = table.querySelector("tbody");
+        if (!response.ok) return;
+        if (!tbody) return refreshTable(); // first job: replace the empty state
+        tbody.insertAdjacentHTML("afterbegin", await response.text());
+      }
+    }, refreshTable);
+    wireCancel(table);
+    const notifyButton = document.getElementById("enable-notifications");
+    if ("Notification" in window && Notification.permission === "default") {
+      notifyButton.hidden = false;
+      notifyButton.addEventListener("click", () => Notification.requestPermission().then(() => { notifyButton.hidden = true; }));
+    }
+    tick();
+    setInterval(tick, 1000);
+  }
+
+  function jobPage(jobId) {
+    const el = document.getElementById("job");
+    let stream = "stdout";
+    let timer = null;
+    const log = document.querySelector("[data-log]");
+    const status = document.querySelector("[data-log-status]");
+    async function loadLog() {
+      if (!document.querySelector("[data-scheduler-id]").textContent.match(/^\d/)) return;
+      status.textContent = "loading…";
+      try {
+        const response = await fetch(`/jobs/${jobId}/logs/${stream}/`, { headers: { Accept: "application/json" } });
+        const data = await response.json();
+        if (data.error) { status.textContent = data.error; return; }
+        const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+        log.textContent = (data.truncated ? "… (earlier output not shown)\n" : "") + (data.text || "(empty)");
+        if (atBottom) log.scrollTop = log.scrollHeight;
+        status.textContent = `${data.size} bytes`;
+      } catch (err) {
+        status.textContent = "could not load the log: " + err;
+      }
+    }
+    function schedule() {
+      clearInterval(timer);
+      if (ACTIVE.includes(el.dataset.state)) timer = setInterval(loadLog, 5000);
+    }
+    document.querySelectorAll("[data-stream]").forEach((tab) => tab.addEventListener("click", () => {
+      stream = tab.dataset.stream;
+      document.querySelectorAll("[data-stream]").forEach((t) => t.setAttribute("aria-selected", String(t === tab)));
+      loadLog();
+    }));
+    document.querySelector("[data-refresh-logs]").addEventListener("click", loadLog);
+    async function refreshTimeline() {
+      const response = await fetch(`/jobs/${jobId}/?fragment=timeline`);
+      if (response.ok) document.getElementById("timeline").innerHTML = await response.text();
+    }
+    live(`/ws/jobs/${jobId}/`, (job) => {
+      const before = el.dataset.state;
+      applyJob(el, job);
+      if (before !== job.state) { refreshTimeline(); loadLog(); schedule(); tick(); }
+    }, refreshTimeline);
+    wireCancel(document.getElementById("main"));
+    loadLog();
+    schedule();
+    tick();
+    setInterval(tick, 1000);
+  }
+
+  function launch() {
+    const limits = JSON.parse(document.getElementById("partition-limits").textContent);
+    const gpuImages = JSON.parse(document.getElementById("gpu-images").textContent);
+    const imageKinds = JSON.parse(document.getElementById("image-kinds").textContent);
+    const form = document.getElementById("launch-form");
+    const $ = (id) => document.getElementById(id);
+    const cluster = $("id_cluster"), partition = $("id_partition"), gpuType = $("id_gpu_type");
+    const gpus = $("id_gpus"), cpus = $("id_cpus"), memory = $("id_memory_gb"), minutes = $("id_time_limit_minutes");
+    const allPartitions = [...partition.options].map((o) => ({ value: o.value, text: o.text }));
+
+    function currentPartition() {
+      const c = limits[cluster.value];
+      return c && c.partitions.find((p) => String(p.id) === partition.value);
+    }
+    function selectedImage() {
+      const checked = form.querySelector("input[name=image]:checked");
+      return checked && checked.value;
+    }
+    function setLimit(input, key, max, min, unit) {
+      input.min = min;
+      input.max = max;
+      const hint = form.querySelector(`[data-limit-for="${key}"]`);
+      if (hint) hint.textContent = `${min}–${max}${unit}`;
+      if (Number(input.value) > max) input.value = max;
+      if (input.value === "" || Number(input.value) < min) input.value = min;
+    }
+    function onCluster() {
+      const c = limits[cluster.value];
+      const ids = c ? c.partitions.map((p) => String(p.id)) : [];
+      const keep = partition.value;
+      partition.innerHTML = "";
+      allPartitions.filter((o) => ids.includes(o.value)).forEach((o) => partition.add(new Option(o.text.split("/").pop(), o.value)));
+      if (ids.includes(keep)) partition.value = keep;
+      else if (c) partition.value = String((c.partitions.find((p) => p.is_default) || c.partitions[0]).id);
+      form.querySelectorAll("input[name=workdir_kind][value=scratch]").forEach((r) => {
+        r.disabled = !(c && c.scratch);
+        if (r.disabled && r.checked) form.querySelector("input[name=workdir_kind][value=home]").checked = true;
+      });
+      onPartition(false);
+    }
+    function onPartition(keepTime = true) {
+      const p = currentPartition();
+      if (!p) return;
+      const gpuCapable = gpuImages.includes(selectedImage());
+      const maxGpus = gpuCapable ? p.max_gpus : 0;
+      setLimit(gpus, "gpus", maxGpus, 0, maxGpus ? "" : " (no GPUs here)");
+      gpus.disabled = maxGpus === 0;
+      const wanted = gpuType.value || gpuType.dataset.initial;
+      gpuType.innerHTML = "";
+      gpuType.add(new Option("any", ""));
+      p.gpu_types.forEach((t) => gpuType.add(new Option(t, t)));
+      gpuType.value = p.gpu_types.includes(wanted) ? wanted : (p.gpu_types[0] || "");
+      gpuType.disabled = maxGpus === 0;
+      setLimit(cpus, "cpus", p.max_cpus, 1, "");
+      setLimit(memory, "memory", p.max_memory_gb, 1, " GB");
+      if (!keepTime || !minutes.value) minutes.value = p.default_minutes;
+      setLimit(minutes, "minutes", p.max_minutes, 1, " min");
+    }
+    function onGpus() {
+      if (Number(gpus.value) === 0) gpuType.value = "";
+      gpuType.disabled = gpus.disabled || Number(gpus.value) === 0;
+    }
+    function onKind() {
+      const kind = form.querySelector("input[name=kind]:checked");
+      const batch = kind && kind.value === "batch";
+      $("command-field").hidden = !batch;
+      $("id_command").required = batch;
+    }
+    function onImage() {
+      const slug = selectedImage();
+      const kinds = imageKinds[slug] || [];
+      form.querySelectorAll("input[name=kind]").forEach((r) => {
+        r.disabled = !kinds.includes(r.value);
+        if (r.disabled && r.checked) {
+          const other = form.querySelector(`input[name=kind][value="${kinds[0]}"]`);
+          if (other) other.checked = true;
+        }
+      });
+      form.querySelectorAll(".image-card").forEach((c) => c.classList.toggle("selected", c.querySelector("input").checked));
+      onKind();
+      onPartition();
+    }
+    // Search and tag filter on the catalog cards.
+    const search = $("image-search");
+    const activeTags = new Set();
+    function filterCards() {
+      const q = search.value.trim().toLowerCase();
+      let shown = 0;
+      form.querySelectorAll(".image-card").forEach((card) => {
+        const tags = card.dataset.tags.split(" ");
+        const ok = (!q || card.dataset.search.includes(q)) && [...activeTags].every((t) => tags.includes(t));
+        card.hidden = !ok;
+        shown += ok;
+      });
+      $("no-image-match").hidden = shown > 0;
+    }
+    search.addEventListener("input", filterCards);
+    form.querySelectorAll("[data-tag]").forEach((b) => b.addEventListener("click", () => {
+      const on = b.getAttribute("aria-pressed") !== "true";
+      b.setAttribute("aria-pressed", String(on));
+      if (on) activeTags.add(b.dataset.tag); else activeTags.delete(b.dataset.tag);
+      filterCards();
+    }));
+    cluster.addEventListener("change", onCluster);
+    partition.addEventListener("change", () => onPartition(false));
+    gpus.addEventListener("input", onGpus);
+    form.querySelectorAll("input[name=kind]").forEach((r) => r.addEventListener("change", onKind));
+    form.querySelectorAll("input[name=image]").forEach((r) => r.addEventListener("change", onImage));
+    form.addEventListener("submit", (event) => {
+      // The browser checks the limits first; the server checks them again.
+      form.querySelectorAll(".client-error").forEach((n) => n.remove());
+      let ok = true;
+      form.querySelectorAll("input[type=number]:not([disabled]), textarea[required]").forEach((input) => {
+        if (!input.checkValidity()) {
+          ok = false;
+          const p = document.createElement("p");
+          p.className = "error client-error";
+          p.setAttribute("role", "alert");
+          p.textContent = input.validity.rangeOverflow ? `At most ${input.max} here.`
+            : input.validity.rangeUnderflow ? `At least ${input.min}.` : input.validationMessage;
+          input.closest(".field").appendChild(p);
+        }
+      });
+      if (!selectedImage()) { ok = false; alert("Choose a container image first."); }
+      if (!ok) { event.preventDefault(); return; }
+      if (gpus.disabled) { gpus.disabled = false; gpus.value = 0; } // disabled inputs are not sent
+      gpuType.disabled = false;
+      const button = $("launch-button");
+      button.disabled = true;
+      button.textContent = "Launching…";
+    });
+    onCluster();
+    onImage();
+    onGpus();
+  }
+
+  function accountPage() {
+    document.querySelectorAll(".test-connection").forEach((form) => form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const button = form.querySelector("button"), out = form.querySelector("output");
+      button.disabled = true;
+      out.textContent = "Connecting…";
+      out.className = "";
+      try {
+        const response = await fetch(form.action, { method: "POST", headers: { "X-CSRFToken": csrf() }, body: new FormData(form) });
+        const data = await response.json();
+        out.textContent = data.message;
+        out.className = data.ok ? "ok" : "error";
+      } catch (err) {
+        out.textContent = "Could not reach the portal: " + err;
+        out.className = "error";
+      } finally {
+        button.disabled = false;
+      }
+    }));
+  }
+
+  return { dashboard, jobPage, launch, accountPage };
+})();

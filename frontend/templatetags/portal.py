@@ -1,0 +1,16 @@
+from datetime import timedelta
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def duration(value: timedelta | None) -> str:
+    """'1h 05m' or '3m 07s', like the page's live counter."""
+    if value is None:
+        return ""
+    seconds = max(0, int(value.total_seconds()))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"

@@ -1,0 +1,63 @@
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.livestack import LiveStack
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("PORTAL_REQUIRE_DEVCLUSTER") == "1":
+            pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium as root")
+        pytest.skip(f"{CHROMIUM} is missing")
+    # Playwright's sync API runs an event loop in this thread; the test code's
+    # database calls are still synchronous and safe.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def stack(devcluster, tmp_path):
+    live = LiveStack(tmp_path).start()
+    yield live
+    live.stop()
+
+
+@pytest.fixture
+def screenshot():
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+    def take(page, name: str) -> None:
+        page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+    return take
+
+
+def sign_in(browser, stack, username: str, password: str, **context_args):
+    context = browser.new_context(**context_args)
+    page = context.new_page()
+    page.goto(f"{stack.url}/accounts/login/")
+    page.get_by_label("User name").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{stack.url}/")
+    return page

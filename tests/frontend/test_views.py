@@ -1,0 +1,251 @@
+"""Pages through Django's test client: access rules, validation messages, queueing."""
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from jobs.models import ClusterAccount, ContainerImage, Job
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def host_image(db):
+    return ContainerImage.objects.create(
+        name="Host Python", slug="host", runtime="none", description="plain"
+    )
+
+
+@pytest.fixture
+def signed_in(client, owner, cluster):
+    ClusterAccount.objects.create(cluster=cluster, user=owner, username="alice")
+    client.force_login(owner)
+    return client
+
+
+@pytest.fixture
+def job(owner, cluster, host_image):
+    return Job.objects.create(
+        owner=owner,
+        cluster=cluster,
+        partition=cluster.partitions.get(name="cpu"),
+        image=host_image,
+        kind="batch",
+        command="echo hi",
+    )
+
+
+@pytest.fixture
+def queued_tasks(monkeypatch):
+    """Capture what would be sent to Celery."""
+    from jobs import tasks
+
+    sent = []
+    monkeypatch.setattr(tasks.submit_job, "delay", lambda pk: sent.append(("submit", pk)))
+    monkeypatch.setattr(tasks.cancel_job, "delay", lambda pk: sent.append(("cancel", pk)))
+    return sent
+
+
+@pytest.mark.parametrize("url", ["/", "/launch/", "/account/", "/jobs/1/"])
+def test_every_page_requires_sign_in(client, url):
+    response = client.get(url)
+    assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+
+
+def test_sign_in_page_and_wrong_password(client, owner):
+    response = client.post("/accounts/login/", {"username": "owner", "password": "wrong"})
+    assert (
+        response.status_code == 200 and "correct username and password" in response.content.decode()
+    )
+    response = client.post("/accounts/login/", {"username": "owner", "password": "owner-pass-123"})
+    assert response.status_code == 302 and response["Location"] == "/"
+
+
+def test_dashboard_empty_state(signed_in):
+    body = signed_in.get("/").content.decode()
+    assert "You have no jobs yet." in body and "Launch your first job" in body
+
+
+def test_dashboard_filters_by_state_and_paginates(signed_in, owner, cluster, host_image):
+    for n in range(25):
+        Job.objects.create(
+            owner=owner,
+            cluster=cluster,
+            partition=cluster.partitions.get(name="cpu"),
+            image=host_image,
+            kind="batch",
+            command="true",
+            state="completed" if n % 2 else "pending",
+        )
+    response = signed_in.get("/", {"state": "pending"})
+    assert response.context["page"].paginator.count == 13
+    response = signed_in.get("/")
+    assert (
+        len(response.context["page"].object_list) == 20
+        and "Page 1 of 2" in response.content.decode()
+    )
+
+
+def test_pending_reason_is_shown_in_plain_words(signed_in, job):
+    Job.objects.filter(pk=job.pk).update(
+        state="pending", pending_reason="waiting for free resources (a free GPU or node)"
+    )
+    assert "waiting for free resources" in signed_in.get("/").content.decode()
+
+
+def test_outsider_gets_404_for_every_job_url(client, outsider, job):
+    client.force_login(outsider)
+    for url in [
+        f"/jobs/{job.pk}/",
+        f"/jobs/{job.pk}/row/",
+        f"/jobs/{job.pk}/logs/stdout/",
+        f"/launch/?from={job.pk}",
+    ]:
+        assert client.get(url).status_code == 404, url
+    assert client.post(f"/jobs/{job.pk}/cancel/").status_code == 404
+    assert "You have no jobs yet." in client.get("/").content.decode()
+
+
+def test_staff_see_every_job(client, staff, job):
+    client.force_login(staff)
+    assert client.get(f"/jobs/{job.pk}/").status_code == 200
+    assert f'data-job-id="{job.pk}"' in client.get("/").content.decode()
+
+
+def launch_data(cluster, **overrides):
+    data = {
+        "image": "host",
+        "kind": "batch",
+        "cluster": cluster.name,
+        "partition": cluster.partitions.get(name="gpu").pk,
+        "gpu_type": "v100",
+        "gpus": 1,
+        "cpus": 2,
+        "memory_gb": 8,
+        "time_limit_minutes": 60,
+        "account": "",
+        "workdir_kind": "home",
+        "command": "python train.py",
+        "name": "",
+    }
+    data.update(overrides)
+    return data
+
+
+def test_launch_creates_a_queued_job_and_queues_submission_after_commit(
+    signed_in, cluster, host_image, queued_tasks, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = signed_in.post("/launch/", launch_data(cluster))
+    job = Job.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/jobs/{job.pk}/"
+    assert job.state == "queued" and job.gpus == 1
+    assert queued_tasks == [("submit", job.pk)]
+
+
+@pytest.mark.parametrize(
+    "overrides, field, text",
+    [
+        ({"gpus": 9}, "gpus", "at most 4 GPU"),
+        ({"cpus": 99}, "cpus", "at most 32 CPUs"),
+        ({"memory_gb": 999}, "memory_gb", "at most 128 GB"),
+        ({"time_limit_minutes": 99999}, "time_limit_minutes", "at most 1440 minutes"),
+        ({"gpu_type": "h100"}, "gpu_type", "offers GPU types"),
+        ({"command": ""}, "command", "needs a command"),
+        ({"image": "nope"}, "image", "Choose an image"),
+        ({"account": "a;b"}, "account", "letters, digits"),
+    ],
+)
+def test_launch_shows_field_errors_and_keeps_the_input(
+    signed_in, cluster, host_image, queued_tasks, overrides, field, text
+):
+    response = signed_in.post("/launch/", launch_data(cluster, **overrides))
+    assert response.status_code == 200
+    assert text in " ".join(response.context["form"].errors[field])
+    if "command" not in overrides:  # nothing typed is lost
+        assert ">\npython train.py</textarea>" in response.content.decode()
+    assert not Job.objects.exists() and not queued_tasks
+
+
+def test_launch_without_a_cluster_account_says_where_to_get_one(
+    client, outsider, cluster, host_image, queued_tasks
+):
+    client.force_login(outsider)
+    response = client.post("/launch/", launch_data(cluster))
+    assert "no account on testcluster yet" in " ".join(response.context["form"].errors["cluster"])
+
+
+def test_deprecated_images_are_not_offered(signed_in, cluster, host_image):
+    ContainerImage.objects.create(name="Old stack", slug="old", runtime="none", deprecated=True)
+    body = signed_in.get("/launch/").content.decode()
+    assert "Host Python" in body and "Old stack" not in body
+
+
+def test_launch_defaults_work_without_changes(signed_in, cluster, host_image):
+    form = signed_in.get("/launch/").context["form"]
+    assert (
+        form.initial["image"] == "host"
+        and form.initial["gpus"] == 1
+        and form.initial["kind"] == "notebook"
+    )
+    limits = json.loads(
+        signed_in.get("/launch/")
+        .content.decode()
+        .split('id="partition-limits" type="application/json">')[1]
+        .split("</script>")[0]
+    )
+    assert {p["name"] for p in limits["testcluster"]["partitions"]} == {"gpu", "cpu"}
+
+
+def test_launch_again_prefills_the_form(signed_in, job):
+    form = signed_in.get(f"/launch/?from={job.pk}").context["form"]
+    assert form.initial["command"] == "echo hi" and form.initial["partition"] == job.partition_id
+
+
+def test_cancel_queued_job_needs_no_worker(signed_in, job, queued_tasks):
+    response = signed_in.post(f"/jobs/{job.pk}/cancel/", HTTP_ACCEPT="application/json")
+    assert response.json()["message"] == f"Cancelling job {job.pk}."
+    job.refresh_from_db()
+    assert job.state == "cancelled" and queued_tasks == []
+
+
+def test_cancel_running_job_queues_the_cancel_task(
+    signed_in, job, queued_tasks, django_capture_on_commit_callbacks
+):
+    Job.objects.filter(pk=job.pk).update(state="running", scheduler_job_id="5")
+    with django_capture_on_commit_callbacks(execute=True):
+        signed_in.post(f"/jobs/{job.pk}/cancel/")
+    assert queued_tasks == [("cancel", job.pk)]
+    assert Job.objects.get(pk=job.pk).cancel_requested_at is not None
+
+
+def test_broker_failure_ends_the_job_with_a_message(
+    signed_in, cluster, host_image, monkeypatch, django_capture_on_commit_callbacks
+):
+    from jobs import tasks
+
+    def broken(pk):
+        raise ConnectionError("Redis is down")
+
+    monkeypatch.setattr(tasks.submit_job, "delay", broken)
+    with django_capture_on_commit_callbacks(execute=True):
+        signed_in.post("/launch/", launch_data(cluster))
+    job = Job.objects.get()
+    assert job.state == "submit_failed" and "could not queue the job (Redis is down)" in job.message
+
+
+def test_account_page_creates_a_key_pair(client, outsider, cluster):
+    client.force_login(outsider)
+    response = client.post("/account/", {"cluster": cluster.pk, "username": "bob"}, follow=True)
+    account = ClusterAccount.objects.get(user=outsider)
+    assert (
+        account.public_key.startswith("ssh-ed25519 ")
+        and account.public_key in response.content.decode()
+    )
+
+
+def test_account_test_of_someone_elses_account_is_404(client, outsider, owner, cluster):
+    account = ClusterAccount.objects.create(cluster=cluster, user=owner, username="alice")
+    client.force_login(outsider)
+    assert client.post(reverse("account-test", args=[account.pk])).status_code == 404

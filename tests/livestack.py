@@ -1,0 +1,148 @@
+"""The whole stack as separate processes on the test database, as `make demo` runs it:
+gunicorn with the uvicorn worker (HTTP + websockets), a Celery worker and Celery beat."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def database_url() -> str:
+    s = connection.settings_dict
+    if s["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{s['NAME']}"
+    return f"postgres://{s['USER']}:{s['PASSWORD']}@{s['HOST']}:{s['PORT']}/{s['NAME']}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LiveStack:
+    def __init__(self, tmp: Path, sync_interval: float = 1.0):
+        self.tmp = tmp
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.queue = f"e2e-{uuid.uuid4().hex[:8]}"
+        self.env = {
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "PORTAL_DEMO": "1",
+            "PORTAL_CELERY_QUEUE": self.queue,
+            "PORTAL_SYNC_INTERVAL": str(sync_interval),
+            "PORTAL_SYNC_JITTER": "0.2",
+            "STATIC_ROOT": str(tmp / "static"),
+        }
+        self.procs: list[tuple[str, subprocess.Popen]] = []
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        log = open(self.tmp / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.procs.append((name, proc))
+
+    def start(self) -> LiveStack:
+        subprocess.run(
+            [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
+            cwd=ROOT,
+            env=self.env,
+            check=True,
+            timeout=120,
+        )
+        bin_dir = Path(sys.executable).parent
+        self._spawn(
+            "web",
+            [
+                str(bin_dir / "gunicorn"),
+                "portal.asgi:application",
+                "-k",
+                "uvicorn_worker.UvicornWorker",
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--workers",
+                "1",
+                "--graceful-timeout",
+                "2",
+            ],
+        )
+        self.start_worker()
+        self._spawn(
+            "beat",
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "portal",
+                "beat",
+                "--loglevel",
+                "INFO",
+                "--schedule",
+                str(self.tmp / "beat-schedule"),
+            ],
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.url}/accounts/login/", timeout=2) as response:
+                    if response.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"the web server did not start; see {self.tmp / 'web.log'}")
+
+    def start_worker(self) -> None:
+        self._spawn(
+            "worker",
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "portal",
+                "worker",
+                "-Q",
+                self.queue,
+                "--concurrency",
+                "2",
+                "--without-mingle",
+                "--without-gossip",
+                "--loglevel",
+                "INFO",
+            ],
+        )
+
+    def stop_worker(self) -> None:
+        """Stop the Celery worker (queued tasks wait in Redis, as behind a busy queue)."""
+        for name, proc in [p for p in self.procs if p[0] == "worker"]:
+            proc.terminate()
+            proc.wait(timeout=30)
+            self.procs.remove((name, proc))
+
+    def stop(self) -> None:
+        for _, proc in self.procs:
+            proc.terminate()
+        for _, proc in self.procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.procs.clear()
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {name}\n{(self.tmp / f'{name}.log').read_text()[-3000:]}"
+            for name, _ in self.procs
+        )
