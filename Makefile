@@ -6,7 +6,9 @@ IS_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 DEMO_ENV := PORTAL_DEMO=1
 PORT ?= 8000
 
-.PHONY: help venv services devcluster devcluster-down demo-setup demo test bench lint format clean
+# Chromium for the end-to-end tests: Debian's package (Playwright's own download
+# is not possible on machines without internet access).
+.PHONY: help venv services browser devcluster devcluster-down demo-setup demo test bench lint format clean
 
 help:
 	@echo "make demo            set everything up and run the portal at http://localhost:$(PORT)/"
@@ -21,6 +23,14 @@ venv:
 
 services:
 	@bash deploy/services.sh
+
+browser:
+ifeq ($(IS_ROOT),yes)
+	@[ -x /usr/bin/chromium ] || { echo "installing Debian's chromium for the browser tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+else
+	@[ -x /usr/bin/chromium ] || echo "browser: /usr/bin/chromium missing; browser tests will be skipped (install Debian's chromium)"
+endif
 
 # The dev cluster needs root (packages, users, daemons); without root the demo
 # still serves the admin and catalog, with no cluster to submit to.
@@ -49,7 +59,7 @@ demo: demo-setup
 	@echo "Portal: http://localhost:$(PORT)/  (admin: http://localhost:$(PORT)/admin/)  Ctrl-C stops everything."
 	@$(DEMO_ENV) PORT=$(PORT) exec .venv/bin/honcho -d . -f deploy/Procfile.demo start
 
-test: venv services devcluster
+test: venv services browser devcluster
 	@PORTAL_DEMO=1 $(PY) manage.py collectstatic --noinput -v0
 	@bash deploy/run-tests.sh
 
