@@ -1,0 +1,96 @@
+"""The jobs websocket: session-authenticated, origin-checked, owner or staff only."""
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from jobs.events import publish_job
+from jobs.models import ContainerImage, Job
+from portal.asgi import application
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def job(owner, cluster):
+    image = ContainerImage.objects.create(name="H", slug="h", runtime="none")
+    return Job.objects.create(
+        owner=owner,
+        cluster=cluster,
+        partition=cluster.partitions.first(),
+        image=image,
+        kind="batch",
+        command="true",
+    )
+
+
+def session_cookie(user) -> bytes:
+    client = Client()
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}".encode()
+
+
+async def connect(path, user=None, origin=b"http://localhost"):
+    headers = [(b"origin", origin), (b"host", b"localhost")]
+    if user is not None:
+        headers.append((b"cookie", user))
+    communicator = WebsocketCommunicator(application, path, headers=headers)
+    connected, code = await communicator.connect()
+    return communicator, connected, code
+
+
+def run(coro):
+    async def awaiting():
+        return await coro
+
+    return async_to_sync(awaiting)()
+
+
+def test_anonymous_socket_is_refused(job):
+    _, connected, code = run(connect(f"/ws/jobs/{job.pk}/"))
+    assert not connected and code == 4401
+
+
+def test_another_users_job_socket_is_refused(job, outsider):
+    _, connected, code = run(connect(f"/ws/jobs/{job.pk}/", session_cookie(outsider)))
+    assert not connected and code == 4404
+
+
+def test_foreign_origin_is_refused(job, owner):
+    _, connected, _ = run(
+        connect(f"/ws/jobs/{job.pk}/", session_cookie(owner), origin=b"https://evil.example")
+    )
+    assert not connected
+
+
+async def _receive_update(path, cookie, job):
+    communicator, connected, _ = await connect(path, cookie)
+    assert connected
+    from channels.db import database_sync_to_async
+
+    await database_sync_to_async(publish_job)(job)
+    message = await communicator.receive_json_from(timeout=5)
+    await communicator.disconnect()
+    return message
+
+
+def test_owner_and_staff_receive_updates_but_outsiders_dashboards_do_not(
+    job, owner, staff, outsider
+):
+    for cookie in (session_cookie(owner), session_cookie(staff)):
+        assert run(_receive_update(f"/ws/jobs/{job.pk}/", cookie, job))["job"]["id"] == job.pk
+        assert run(_receive_update("/ws/jobs/", cookie, job))["job"]["state"] == "queued"
+
+    outsider_cookie = session_cookie(outsider)
+
+    async def outsider_hears_nothing():
+        communicator, connected, _ = await connect("/ws/jobs/", outsider_cookie)
+        assert connected
+        from channels.db import database_sync_to_async
+
+        await database_sync_to_async(publish_job)(job)
+        assert await communicator.receive_nothing(timeout=1)
+        await communicator.disconnect()
+
+    run(outsider_hears_nothing())
