@@ -9,20 +9,14 @@ import uuid
 from pathlib import Path
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 
 from jobs import tasks
 from jobs.models import ContainerImage, Job, Partition
+from tests.livestack import database_url
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def database_url() -> str:
-    s = connection.settings_dict
-    if s["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{s['NAME']}"
-    return f"postgres://{s['USER']}:{s['PASSWORD']}@{s['HOST']}:{s['PORT']}/{s['NAME']}"
 
 
 @pytest.fixture
