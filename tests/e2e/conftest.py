@@ -18,8 +18,10 @@ CHROMIUM_ARGS = [
 ]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser():
+    """Package scope: Playwright's sync API keeps an event loop in this thread,
+    which later (non-browser) tests must not inherit."""
     if not Path(CHROMIUM).exists():
         if os.environ.get("PORTAL_REQUIRE_DEVCLUSTER") == "1":
             pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium as root")
@@ -29,10 +31,13 @@ def browser():
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            yield browser
+            browser.close()
+    finally:
+        del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
 
 
 @pytest.fixture
