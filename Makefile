@@ -5,6 +5,7 @@ PY := .venv/bin/python
 IS_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 DEMO_ENV := PORTAL_DEMO=1
 PORT ?= 8000
+SESSION_PORT ?= 8443
 
 # Chromium for the end-to-end tests: Debian's package (Playwright's own download
 # is not possible on machines without internet access).
@@ -49,6 +50,7 @@ devcluster-down:
 demo-setup: venv services devcluster
 	@$(DEMO_ENV) $(PY) manage.py migrate --noinput -v0
 	@$(DEMO_ENV) $(PY) manage.py collectstatic --noinput -v0
+	@$(DEMO_ENV) $(PY) manage.py make_dev_certs
 	@$(DEMO_ENV) $(PY) manage.py load_demo_catalog
 	@$(DEMO_ENV) $(PY) manage.py create_demo_user
 ifeq ($(IS_ROOT),yes)
@@ -57,7 +59,9 @@ endif
 
 demo: demo-setup
 	@echo "Portal: http://localhost:$(PORT)/  (admin: http://localhost:$(PORT)/admin/)  Ctrl-C stops everything."
-	@$(DEMO_ENV) PORT=$(PORT) exec .venv/bin/honcho -d . -f deploy/Procfile.demo start
+	@echo "Session links: https://<id>.sessions.localhost:$(SESSION_PORT)/ (dev CA: var/tls/ca.pem)"
+	@$(DEMO_ENV) PORT=$(PORT) SESSION_PUBLIC_PORT=$(SESSION_PORT) PORTAL_URL=http://localhost:$(PORT) \
+		exec .venv/bin/honcho -d . -f deploy/Procfile.demo start
 
 test: venv services browser devcluster
 	@PORTAL_DEMO=1 $(PY) manage.py collectstatic --noinput -v0

@@ -29,7 +29,9 @@ from django.conf import settings  # noqa: E402
 from jobs import devcluster  # noqa: E402
 from jobs.slurm import operations, ssh  # noqa: E402
 
-SCRIPT = "#!/bin/bash\n#SBATCH --hold\n#SBATCH --output=/dev/null\nsleep 1\n"
+SCRIPT = (
+    "#!/bin/bash\n#SBATCH --hold\n#SBATCH --output=/dev/null\n#SBATCH --job-name={name}\nsleep 1\n"
+)
 
 
 class NewConnectionPerCommand:
@@ -76,7 +78,8 @@ def main() -> None:
 
             def submit(i, conn=conn, label=label):
                 work_dir = f"/tmp/portal-bench-{run_id}/{label[:3]}-{i}"
-                operations.submit(conn, work_dir, f"portal-bench-{run_id}", SCRIPT)
+                name = f"portal-bench-{run_id}"
+                operations.submit(conn, work_dir, name, SCRIPT.format(name=name))
 
             seconds = timed(submit, args.submissions)
             results[(label, "submit")] = args.submissions / seconds

@@ -7,6 +7,7 @@ import logging
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.core.exceptions import ObjectDoesNotExist
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +24,21 @@ def user_group(user_id: int) -> str:
     return f"user-{user_id}"
 
 
+def session_payload(job) -> dict:
+    try:
+        session = job.session
+    except ObjectDoesNotExist:
+        return {"session_state": None, "session_open_url": None}
+    state = session.display_state
+    return {
+        "session_state": state,
+        "session_open_url": f"/sessions/{session.public_id}/open/" if state == "ready" else None,
+    }
+
+
 def job_payload(job) -> dict:
     return {
+        **session_payload(job),
         "id": job.pk,
         "owner_id": job.owner_id,
         "kind": job.kind,

@@ -48,9 +48,17 @@ def submit_job(self, job_id: int) -> None:
         return
     try:
         work_dir = scripts.job_work_dir(job, account.username)
-        script = scripts.render(job, work_dir)
+        secret, register_url = "", ""
+        if job.kind == Job.Kind.NOTEBOOK:
+            from proxy.models import Session
+
+            session = Session.for_job(job)
+            secret = session.issue_register_secret()
+            register_url = f"{settings.PORTAL_URL}/sessions/register/{session.public_id}/"
+        script = scripts.render(job, work_dir, register_url)
         submission = operations.on_account(
-            account, lambda conn: operations.submit(conn, work_dir, job.slurm_name, script)
+            account,
+            lambda conn: operations.submit(conn, work_dir, job.slurm_name, script, secret),
         )
     except ssh.SlurmError as exc:
         if exc.transient and self.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
@@ -145,7 +153,30 @@ def sync_jobs(jobs) -> int:
                 changed += job.apply_scheduler_status(status)
             except ValueError as exc:  # an unknown Slurm state
                 log.error("job %s: %s", job.pk, exc)
+        discover_sessions(account, [job for job in group if job.state == Job.State.RUNNING])
     return changed
+
+
+def discover_sessions(account, running_jobs) -> None:
+    """Notebooks that have not called back: read their connection file over SFTP."""
+    from proxy.models import Session
+
+    starting = Session.objects.filter(
+        job__in=[j for j in running_jobs if j.kind == Job.Kind.NOTEBOOK],
+        state=Session.State.STARTING,
+    ).select_related("job")
+    for session in starting:
+        try:
+            info = operations.on_account(
+                account,
+                lambda conn, s=session: operations.read_connection_file(conn, s.job.work_dir),
+            )
+        except ssh.SlurmError as exc:
+            log.info("connection file of job %s not readable yet: %s", session.job_id, exc)
+            continue
+        if info is not None and session.job.node:
+            # The host is where the scheduler runs the job, never what the file says.
+            session.mark_ready(session.job.node, info["port"], info["secret"])
 
 
 @shared_task(bind=True, acks_late=True, max_retries=None)

@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "jobs",
+    "proxy",
     "frontend",
 ]
 
@@ -186,8 +187,19 @@ PORTAL_LOG_TAIL_BYTES = env_int("PORTAL_LOG_TAIL_BYTES", 64 * 1024, minimum=1024
 # Where `make devcluster` keeps its state (keys, ports) for registration.
 DEVCLUSTER_DIR = Path(env_str("PORTAL_DEVCLUSTER_DIR", "/var/lib/portal-devcluster"))
 
-# Session links: https://<id>.<SESSION_DOMAIN>/
+# Session links: <SESSION_SCHEME>://<id>.<SESSION_DOMAIN>[:SESSION_PUBLIC_PORT]/
 SESSION_DOMAIN = env_str("SESSION_DOMAIN", "sessions.localhost")
+SESSION_SCHEME = env_str("SESSION_SCHEME", "https")
+# The port browsers use for session links; empty for the scheme's default (443).
+SESSION_PUBLIC_PORT = env_str("SESSION_PUBLIC_PORT", "8443" if INSECURE_DEFAULTS_ALLOWED else "")
+# How long a proxy cookie and a one-time login code stay valid (seconds).
+SESSION_COOKIE_MAX_AGE = env_int("SESSION_COOKIE_MAX_AGE", 12 * 3600, minimum=60)
+SESSION_CODE_TTL = env_int("SESSION_CODE_TTL", 60, minimum=5)
+# Upstream (compute node) timeouts for the proxy, in seconds.
+PROXY_CONNECT_TIMEOUT = env_float("PROXY_CONNECT_TIMEOUT", 10.0, minimum=0.1)
+PROXY_READ_TIMEOUT = env_float("PROXY_READ_TIMEOUT", 300.0, minimum=1)
+# Where the TLS certificate for the session proxy lives (make demo / make test create a dev one).
+TLS_DIR = Path(env_str("PORTAL_TLS_DIR", str(DATA_DIR / "tls")))
 
 CELERY_BEAT_SCHEDULE = {
     "sync-clusters": {"task": "jobs.tasks.sync_clusters", "schedule": PORTAL_SYNC_INTERVAL},

@@ -16,5 +16,6 @@ urlpatterns = [
         name="login",
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("sessions/", include("proxy.urls")),
     path("", include("frontend.urls")),
 ]

@@ -1,13 +1,14 @@
 """Shared fixtures: an owner, a staff user and an outsider; the real dev cluster."""
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 
 from jobs import devcluster as devcluster_mod
-from jobs.models import Cluster, ContainerImage, Partition
+from jobs.models import Cluster, ContainerImage, Job, Partition
 
 
 @pytest.fixture(autouse=True)
@@ -95,6 +96,21 @@ def devcluster_info() -> dict:
 
 
 @pytest.fixture
-def devcluster(db, devcluster_info, owner):
+def devcluster(db, devcluster_info, owner, cancel_leftover_slurm_jobs):
     """The dev cluster registered in the test database, ``owner`` mapped to its first user."""
     return devcluster_mod.register(devcluster_info, {"owner": devcluster_info["default_user"]})
+
+
+@pytest.fixture
+def cancel_leftover_slurm_jobs(db, devcluster_info):
+    """Even when a test fails, its Slurm jobs must not hold resources for the next one.
+
+    Torn down before the database is flushed, so it still sees the test's jobs.
+    """
+    yield
+    info = devcluster_info
+    ids = list(Job.objects.exclude(scheduler_job_id="").values_list("scheduler_job_id", flat=True))
+    if ids:
+        subprocess.run(
+            ["scancel", "-u", info["default_user"], *ids], capture_output=True, timeout=30
+        )

@@ -12,6 +12,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+from django.conf import settings
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,11 +31,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
 class LiveStack:
     def __init__(self, tmp: Path, sync_interval: float = 1.0):
         self.tmp = tmp
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.proxy_port = free_port()
         self.queue = f"e2e-{uuid.uuid4().hex[:8]}"
         self.env = {
             **os.environ,
@@ -44,6 +54,8 @@ class LiveStack:
             "PORTAL_SYNC_INTERVAL": str(sync_interval),
             "PORTAL_SYNC_JITTER": "0.2",
             "STATIC_ROOT": str(tmp / "static"),
+            "PORTAL_URL": self.url,
+            "SESSION_PUBLIC_PORT": str(self.proxy_port),
         }
         self.procs: list[tuple[str, subprocess.Popen]] = []
 
@@ -77,6 +89,31 @@ class LiveStack:
             ],
         )
         self.start_worker()
+        subprocess.run(
+            [sys.executable, "manage.py", "make_dev_certs"],
+            cwd=ROOT,
+            env=self.env,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        tls = Path(settings.TLS_DIR)
+        self.cert = tls / "sessions.pem"
+        self._spawn(
+            "proxy",
+            [
+                str(bin_dir / "uvicorn"),
+                "proxy.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.proxy_port),
+                "--ssl-keyfile",
+                str(tls / "sessions-key.pem"),
+                "--ssl-certfile",
+                str(self.cert),
+            ],
+        )
         self._spawn(
             "beat",
             [
@@ -96,7 +133,7 @@ class LiveStack:
         while time.monotonic() < deadline:
             try:
                 with urllib.request.urlopen(f"{self.url}/accounts/login/", timeout=2) as response:
-                    if response.status == 200:
+                    if response.status == 200 and _listening(self.proxy_port):
                         return self
             except OSError:
                 time.sleep(0.3)

@@ -202,6 +202,20 @@ case "$state" in
     *) die "node $HOST is '$state' after 30 s; see $STATE/log/slurmd.log and slurmctld.log" ;;
 esac
 
+# --- JupyterLab on the node (notebook sessions, runtime "none") ------------------------------------
+# A virtualenv from Debian's python3 with the locked JupyterLab, on every user's PATH.
+JUPYTER_ENV=/opt/portal-devcluster/jupyter
+if ! cmp -s "$HERE/jupyter.lock" "$JUPYTER_ENV/.installed" 2>/dev/null; then
+    log "installing JupyterLab for notebook sessions into $JUPYTER_ENV"
+    /usr/bin/python3 -m venv --help >/dev/null 2>&1 || {
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null; }
+    rm -rf "$JUPYTER_ENV"
+    /usr/bin/python3 -m venv "$JUPYTER_ENV"
+    "$JUPYTER_ENV/bin/pip" install -q -r "$HERE/jupyter.lock" 2>&1 | { grep -v "is ignored: it is neither" || true; }
+    cp "$HERE/jupyter.lock" "$JUPYTER_ENV/.installed"
+fi
+ln -sf "$JUPYTER_ENV/bin/jupyter" /usr/local/bin/jupyter
+
 # --- what the portal needs to register the cluster ------------------------------------------------
 python3 - "$STATE" "$SSH_PORT" "$CLUSTER_USER" "$SECOND_USER" <<'EOF'
 import json, sys

@@ -45,6 +45,9 @@ dir=$1
 name=$2
 (umask 077 && mkdir -p -- "$dir")
 cd -- "$dir"
+# stdin: one line with the job's registration secret (may be empty), then the script.
+IFS= read -r secret || true
+if [ -n "$secret" ]; then (umask 077 && printf '%s\n' "$secret" > .portal_secret); fi
 cat > job.sh.tmp
 mv -f job.sh.tmp job.sh
 exec 9>>.submit.lock
@@ -72,8 +75,14 @@ class Submission:
     adopted: bool  # True when an earlier attempt had already submitted it
 
 
-def submit(conn: ssh.Connection, work_dir: str, job_name: str, script: str) -> Submission:
-    result = run(conn, ["bash", "-c", _SUBMIT, "portal-submit", work_dir, job_name], stdin=script)
+def submit(
+    conn: ssh.Connection, work_dir: str, job_name: str, script: str, secret: str = ""
+) -> Submission:
+    """Submit (or adopt) the job. ``secret`` goes into a private file, never on a command line."""
+    if "\n" in secret:
+        raise ValueError("a secret is one line")
+    stdin = f"{secret}\n{script}"
+    result = run(conn, ["bash", "-c", _SUBMIT, "portal-submit", work_dir, job_name], stdin=stdin)
     words = result.stdout.split()
     if len(words) < 2 or words[-2] not in ("existing", "submitted"):
         raise ssh.CommandFailed(f"unexpected answer from the submit step: {result.stdout!r}")
@@ -191,3 +200,21 @@ def read_job_log(job, stream: str, max_bytes: int | None = None) -> LogTail:
     limit = max_bytes or settings.PORTAL_LOG_TAIL_BYTES
     path = f"{job.work_dir}/{stream}.log"
     return on_account(job.cluster_account, lambda conn: tail(conn, path, limit))
+
+
+def read_connection_file(conn: ssh.Connection, work_dir: str) -> dict | None:
+    """The notebook's connection.json ({port, secret}) once it exists, else None."""
+    import json
+
+    data = tail(conn, f"{work_dir}/connection.json", 4096)
+    if not data.text.strip():
+        return None
+    try:
+        info = json.loads(data.text)
+        port = int(info["port"])
+        secret = str(info["secret"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not (1024 <= port <= 65535) or not secret:
+        return None
+    return {"port": port, "secret": secret}

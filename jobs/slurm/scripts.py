@@ -120,8 +120,12 @@ def module_lines(image: ContainerImage) -> str:
     return "\n".join(lines)
 
 
-def render(job: Job, work_dir: str) -> str:
-    """The complete job script for ``job``, to run from ``work_dir``."""
+def render(job: Job, work_dir: str, register_url: str = "") -> str:
+    """The complete job script for ``job``, to run from ``work_dir``.
+
+    ``register_url`` is where a notebook job announces itself (empty: the
+    portal finds it through the connection file instead).
+    """
     launch = " ".join(shlex.quote(a) for a in container_launch(job.image, job.gpus, work_dir))
     if job.kind == Job.Kind.BATCH:
         if not job.command.strip():
@@ -130,7 +134,9 @@ def render(job: Job, work_dir: str) -> str:
             launch=launch, command=shlex.quote(job.command)
         )
     elif job.kind == Job.Kind.NOTEBOOK:
-        payload = _template("notebook/payload.sh").substitute(launch=launch)
+        payload = _template("notebook/payload.sh").substitute(
+            launch=launch, register_url=shlex.quote(register_url)
+        )
     else:
         raise ScriptError(f"unknown job kind {job.kind!r}")
     return _template("wrapper.sh").substitute(

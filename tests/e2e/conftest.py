@@ -19,25 +19,32 @@ CHROMIUM_ARGS = [
 
 
 @pytest.fixture(scope="package")
-def browser():
+def playwright():
     """Package scope: Playwright's sync API keeps an event loop in this thread,
     which later (non-browser) tests must not inherit."""
     if not Path(CHROMIUM).exists():
         if os.environ.get("PORTAL_REQUIRE_DEVCLUSTER") == "1":
             pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium as root")
         pytest.skip(f"{CHROMIUM} is missing")
-    # Playwright's sync API runs an event loop in this thread; the test code's
-    # database calls are still synchronous and safe.
+    # Playwright's loop runs in this thread; the test code's database calls are
+    # still synchronous and safe.
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     from playwright.sync_api import sync_playwright
 
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-            yield browser
-            browser.close()
+            yield p
     finally:
         del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
+
+
+@pytest.fixture(scope="package")
+def browser(playwright):
+    browser = playwright.chromium.launch(
+        executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+    )
+    yield browser
+    browser.close()
 
 
 @pytest.fixture

@@ -64,6 +64,22 @@ const Portal = (() => {
       if (elapsedEl) elapsedEl.textContent = `ran ${duration((Date.parse(job.ended_at) - Date.parse(job.started_at)) / 1000)}`;
     }
     const set = (sel, value) => { const n = document.querySelector(sel); if (n && value !== undefined) n.textContent = value; };
+    // Session link: offered only while the notebook is ready.
+    el.querySelectorAll("[data-open-session]").forEach((a) => {
+      if (job.session_open_url) a.href = job.session_open_url;
+      if (!el.closest("#session")) a.hidden = !job.session_open_url;
+    });
+    const card = document.getElementById("session");
+    if (el.id === "job" && card && job.session_state) {
+      card.dataset.sessionState = job.session_state;
+      card.querySelectorAll("[data-open-session]").forEach((a) => { if (job.session_open_url) a.href = job.session_open_url; });
+      for (const part of ["starting", "ready", "closed"]) {
+        const node = card.querySelector(`[data-session-${part}]`);
+        if (node) node.hidden = job.session_state !== part;
+      }
+      const revoke = card.querySelector("[data-session-revoke]");
+      if (revoke) revoke.hidden = job.session_state !== "ready";
+    }
     if (el.id === "job") {
       set("[data-node]", job.node || "—");
       set("[data-scheduler-id]", job.scheduler_job_id || "not submitted yet");

@@ -1,12 +1,51 @@
 # Notebook: JupyterLab on a port chosen free on this node, with a secret made
-# here and written only to a file readable by the user (never on a command line).
+# here. The secret reaches Jupyter through the environment and the portal
+# through a private file or the registration call, never a command line.
 _portal_port=$$(python3 -c 'import socket; s=socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])') \
     || { echo "portal: python3 is needed on the node to pick a free port" >&2; exit 1; }
 _portal_secret=$$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')
 export JUPYTER_PORT=$$_portal_port JUPYTER_TOKEN=$$_portal_secret
-printf '{"node": "%s", "port": %s, "secret": "%s"}\n' "$$(hostname)" "$$_portal_port" "$$_portal_secret" > connection.json.tmp
-mv connection.json.tmp connection.json
+export PORTAL_REGISTER_URL=${register_url}
 ${launch} jupyter lab --no-browser --ip=0.0.0.0 --ServerApp.root_dir="$$PORTAL_WORK_DIR" &
 _portal_child=$$!
+# The moment Jupyter listens: write connection.json (private; the portal's
+# workers read it over SFTP when the portal cannot be reached from here) and
+# tell the portal directly.
+python3 - "$$_portal_port" <<'PORTAL_REGISTER' &
+import json, os, socket, sys, time, urllib.request
+
+port = int(sys.argv[1])
+deadline = time.time() + 900
+while time.time() < deadline:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        break
+    except OSError:
+        time.sleep(0.1)
+else:
+    sys.exit(0)
+info = {"node": socket.gethostname(), "port": port, "secret": os.environ["JUPYTER_TOKEN"]}
+with open("connection.json.tmp", "w") as fh:
+    json.dump(info, fh)
+os.replace("connection.json.tmp", "connection.json")
+url = os.environ.get("PORTAL_REGISTER_URL", "")
+if not url or not os.path.exists(".portal_secret"):
+    sys.exit(0)
+with open(".portal_secret") as fh:
+    secret = fh.read().strip()
+body = json.dumps({"port": port, "token": os.environ["JUPYTER_TOKEN"]}).encode()
+request = urllib.request.Request(
+    url, data=body, method="POST",
+    headers={"Content-Type": "application/json", "Authorization": "Bearer " + secret},
+)
+for attempt in range(5):
+    try:
+        urllib.request.urlopen(request, timeout=5).close()
+        print("portal: session registered")
+        break
+    except Exception as exc:
+        print(f"portal: registering the session failed: {exc}", file=sys.stderr)
+        time.sleep(1 + attempt)
+PORTAL_REGISTER
 wait "$$_portal_child"
 exit $$?

@@ -1,0 +1,119 @@
+"""Notebook sessions: what the reverse proxy routes to, and who may use it."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from jobs import crypto
+from jobs.events import publish_job
+from jobs.models import Job
+
+
+def new_public_id() -> str:
+    """128 random bits as 32 lowercase hex characters: a valid DNS label."""
+    return secrets.token_hex(16)
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class SessionQuerySet(models.QuerySet):
+    def for_user(self, user) -> SessionQuerySet:
+        return self if user.is_staff else self.filter(job__owner=user)
+
+
+class Session(models.Model):
+    class State(models.TextChoices):
+        STARTING = "starting", "Starting"
+        READY = "ready", "Ready"
+        CLOSED = "closed", "Closed"
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="session")
+    public_id = models.CharField(max_length=32, unique=True, default=new_public_id, editable=False)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.STARTING)
+    # One-time secret the job presents when it registers; only its hash is kept.
+    register_secret_hash = models.CharField(max_length=64, blank=True, editable=False)
+    host = models.CharField(max_length=253, blank=True)
+    port = models.PositiveIntegerField(null=True, blank=True)
+    upstream_token_encrypted = models.TextField(blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    ready_at = models.DateTimeField(null=True, blank=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    objects = SessionQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return f"session {self.public_id[:8]}… of job {self.job_id} ({self.state})"
+
+    @classmethod
+    def for_job(cls, job: Job) -> Session:
+        return cls.objects.get_or_create(job=job)[0]
+
+    @property
+    def url(self) -> str:
+        """https://<id>.<SESSION_DOMAIN>[:port]/"""
+        port = f":{settings.SESSION_PUBLIC_PORT}" if settings.SESSION_PUBLIC_PORT else ""
+        return f"{settings.SESSION_SCHEME}://{self.public_id}.{settings.SESSION_DOMAIN}{port}/"
+
+    @property
+    def origin(self) -> str:
+        return self.url.rstrip("/")
+
+    @property
+    def is_open(self) -> bool:
+        """Usable now: registered, not revoked, and the job still running."""
+        return self.state == self.State.READY and self.job.state == Job.State.RUNNING
+
+    @property
+    def display_state(self) -> str:
+        if self.state == self.State.CLOSED or self.job.is_final:
+            return "closed"
+        return self.state
+
+    def issue_register_secret(self) -> str:
+        secret = secrets.token_urlsafe(32)
+        Session.objects.filter(pk=self.pk).update(register_secret_hash=_hash(secret))
+        self.register_secret_hash = _hash(secret)
+        return secret
+
+    def check_register_secret(self, secret: str) -> bool:
+        return bool(self.register_secret_hash) and hmac.compare_digest(
+            self.register_secret_hash, _hash(secret)
+        )
+
+    def upstream_token(self) -> str:
+        return (
+            crypto.decrypt(self.upstream_token_encrypted) if self.upstream_token_encrypted else ""
+        )
+
+    def mark_ready(self, host: str, port: int, token: str) -> bool:
+        """Record where the notebook listens. Once only: a second registration is refused."""
+        now = timezone.now()
+        updated = Session.objects.filter(pk=self.pk, state=self.State.STARTING).update(
+            state=self.State.READY,
+            host=host,
+            port=port,
+            upstream_token_encrypted=crypto.encrypt(token),
+            register_secret_hash="",
+            ready_at=now,
+        )
+        if updated:
+            self.refresh_from_db()
+            publish_job(self.job)
+        return bool(updated)
+
+    def close(self) -> None:
+        if (
+            Session.objects.filter(pk=self.pk)
+            .exclude(state=self.State.CLOSED)
+            .update(state=self.State.CLOSED, closed_at=timezone.now(), upstream_token_encrypted="")
+        ):
+            self.refresh_from_db()
+            publish_job(self.job)

@@ -1,0 +1,88 @@
+"""Portal-side session endpoints: registration by the job, and opening a link."""
+
+import json
+import re
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from jobs.models import Job
+from proxy.codes import issue_code
+from proxy.models import Session
+
+_TOKEN = re.compile(r"^[A-Za-z0-9_.~-]{16,256}$")
+
+
+def client_address(request) -> str:
+    return request.META.get("REMOTE_ADDR", "")
+
+
+@csrf_exempt
+@require_POST
+def register(request, public_id: str):
+    """Called by the notebook job when Jupyter listens. Authenticated by the job's one-time secret."""
+    session = Session.objects.filter(public_id=public_id).select_related("job").first()
+    auth = request.headers.get("Authorization", "")
+    secret = auth[7:] if auth.startswith("Bearer ") else ""
+    if session is not None and session.state != Session.State.STARTING:
+        return JsonResponse({"error": "this session is already registered or closed"}, status=409)
+    if session is None or not session.check_register_secret(secret):
+        return JsonResponse({"error": "unknown session or wrong secret"}, status=403)
+    if session.job.state not in Job.ACTIVE_STATES:
+        return JsonResponse({"error": "the job is not running"}, status=409)
+    try:
+        body = json.loads(request.body)
+        port, token = int(body["port"]), str(body["token"])
+    except (ValueError, KeyError, TypeError):
+        return JsonResponse(
+            {"error": 'send JSON {"port": <int>, "token": "<jupyter token>"}'}, status=400
+        )
+    if not (1024 <= port <= 65535) or not _TOKEN.match(token):
+        return JsonResponse({"error": "port must be 1024-65535 and token URL-safe"}, status=400)
+    # Where to connect: the node the scheduler reports, else the caller's own
+    # address. Never a host named in the request, so a job cannot aim the proxy elsewhere.
+    host = session.job.node or client_address(request)
+    if not session.mark_ready(host, port, token):
+        return JsonResponse({"error": "this session is already registered"}, status=409)
+    return HttpResponse(status=204)
+
+
+def get_session_for_user(request, public_id: str) -> Session:
+    sessions = Session.objects.for_user(request.user).select_related("job", "job__owner")
+    return get_object_or_404(sessions, public_id=public_id)
+
+
+@login_required
+def open_session(request, public_id: str):
+    """Hand the signed-in owner to the proxy with a one-time code; or say why not."""
+    session = get_session_for_user(request, public_id)
+    context = {"session": session, "job": session.job}
+    if session.display_state == "closed":
+        return render(request, "proxy/closed.html", context, status=410)
+    if not session.is_open:
+        return render(request, "proxy/starting.html", context)
+    next_path = request.GET.get("next", "/lab")
+    if not next_path.startswith("/") or not url_has_allowed_host_and_scheme(
+        next_path, allowed_hosts=None
+    ):
+        next_path = "/lab"
+    code = issue_code(session.public_id, request.user.pk)
+    return redirect(f"{session.origin}/_portal/login?code={code}&next={next_path}")
+
+
+@login_required
+def session_status(request, public_id: str):
+    session = get_session_for_user(request, public_id)
+    return JsonResponse({"state": session.display_state, "job_state": session.job.state})
+
+
+@login_required
+@require_POST
+def revoke(request, public_id: str):
+    session = get_session_for_user(request, public_id)
+    session.close()
+    return redirect("job-detail", pk=session.job_id)

@@ -1,0 +1,107 @@
+"""A real JupyterLab started through Slurm on the dev cluster, reached through the session proxy."""
+
+import time
+
+import pytest
+
+from jobs.models import ContainerImage, Job
+from proxy.management.commands.make_dev_certs import spki_hash
+from proxy.models import Session
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, sign_in
+
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def tls_browser(playwright, stack):
+    """Chromium that trusts exactly the proxy's dev certificate key (no blanket ignore of TLS errors)."""
+    args = CHROMIUM_ARGS + [f"--ignore-certificate-errors-spki-list={spki_hash(stack.cert)}"]
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=args)
+    yield browser
+    browser.close()
+
+
+@pytest.fixture
+def notebook_image(db):
+    return ContainerImage.objects.create(
+        name="Python (host)",
+        slug="python-host",
+        runtime="none",
+        offers_notebook=True,
+        offers_batch=True,
+    )
+
+
+def test_owner_opens_jupyterlab_over_https_and_runs_a_cell(
+    tls_browser, stack, owner, outsider, staff, notebook_image, screenshot
+):
+    page = sign_in(tls_browser, stack, "owner", "owner-pass-123")
+    page.goto(f"{stack.url}/launch/")
+    page.get_by_text("Python (host)").click()
+    page.get_by_label("Notebook session").check()
+    page.get_by_label("Partition").select_option(label="cpu")
+    page.get_by_role("button", name="Launch").click()
+    page.wait_for_url(f"{stack.url}/jobs/*/")
+    job = Job.objects.get()
+
+    # The card offers the notebook by itself once Jupyter listens (callback from the job).
+    open_link = page.locator("#session [data-open-session]")
+    open_link.wait_for(state="visible", timeout=120_000)
+    session = Session.objects.get(job=job)
+    assert session.state == "ready"
+    registered = (session.ready_at - job.started_at).total_seconds() if job.started_at else None
+    screenshot(page, "20-notebook-ready")
+
+    with page.context.expect_page() as new_tab:
+        open_link.click()
+    lab = new_tab.value
+    lab.wait_for_url(
+        f"https://{session.public_id}.sessions.localhost:{stack.proxy_port}/lab**", timeout=60_000
+    )
+    try:
+        lab.locator(".jp-LauncherCard").first.wait_for(timeout=60_000)
+    except Exception:
+        screenshot(lab, "21-jupyterlab-failed")
+        print(stack.logs())
+        raise
+    screenshot(lab, "21-jupyterlab")
+    # A new notebook, one cell, run through the kernel websocket behind the proxy.
+    lab.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
+    cell = lab.locator(".jp-Cell .cm-content").first
+    cell.wait_for(timeout=60_000)
+    lab.get_by_text("Python 3 (ipykernel) | Idle").wait_for(
+        timeout=60_000
+    )  # kernel connected via the proxy
+    cell.click()
+    lab.keyboard.type("print(6*7)")
+    lab.keyboard.press("Shift+Enter")
+    try:
+        lab.locator(".jp-OutputArea-output", has_text="42").first.wait_for(timeout=60_000)
+    except Exception:
+        screenshot(lab, "22-cell-failed")
+        raise
+    screenshot(lab, "22-cell-42")
+
+    # Another signed-in user is refused, by the portal and by the proxy.
+    other = sign_in(tls_browser, stack, "outsider", "outsider-pass-123")
+    assert other.goto(f"{stack.url}/sessions/{session.public_id}/open/").status == 404
+    lab_url = f"https://{session.public_id}.sessions.localhost:{stack.proxy_port}/lab"
+    response = other.goto(lab_url)  # no proxy cookie: sent to the portal, which shows them nothing
+    assert response.status == 404
+
+    # Nobody signed in: sent to sign in.
+    anonymous = tls_browser.new_context().new_page()
+    anonymous.goto(lab_url)
+    assert "/accounts/login/" in anonymous.url
+
+    # After cancelling, the link shows the closed page.
+    page.goto(f"{stack.url}/jobs/{job.pk}/")
+    page.get_by_role("button", name="Cancel job").click()
+    page.locator("#cancel-dialog").get_by_role("button", name="Cancel job").click()
+    page.locator("#job [data-badge]", has_text="Cancelled").wait_for(timeout=60_000)
+    time.sleep(2.5)  # the proxy caches routes for two seconds
+    lab.reload()
+    lab.get_by_text("This session has ended").wait_for(timeout=20_000)
+    screenshot(lab, "23-session-closed")
+    if registered is not None:
+        print(f"notebook registered {registered:.1f}s after the job started")
