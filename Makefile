@@ -69,6 +69,7 @@ test: venv services browser devcluster
 
 bench: venv services devcluster
 	@$(DEMO_ENV) $(PY) bench/ssh_reuse.py
+	@$(DEMO_ENV) $(PY) bench/proxy.py
 
 lint: venv
 	@.venv/bin/ruff check .
