@@ -77,6 +77,20 @@ def image(db):
     )
 
 
+@pytest.fixture
+def running_notebook(owner, cluster):
+    """A notebook job the scheduler reports running (no real Slurm job behind it)."""
+    image = ContainerImage.objects.create(name="Host", slug="host-notebook", runtime="none")
+    return Job.objects.create(
+        owner=owner,
+        cluster=cluster,
+        partition=cluster.partitions.first(),
+        image=image,
+        kind="notebook",
+        state="running",
+    )
+
+
 # --- the real dev cluster ------------------------------------------------------
 
 

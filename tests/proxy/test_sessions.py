@@ -9,7 +9,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import override_settings
 
-from jobs.models import ContainerImage, Job
+from jobs.models import Job
 from proxy.app import ProxyApp
 from proxy.codes import COOKIE_NAME, issue_code, make_cookie
 from proxy.models import Session
@@ -18,17 +18,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def notebook_job(owner, cluster):
-    image = ContainerImage.objects.create(name="H", slug="h", runtime="none")
-    return Job.objects.create(
-        owner=owner,
-        cluster=cluster,
-        partition=cluster.partitions.first(),
-        image=image,
-        kind="notebook",
-        state="running",
-        node="",
-    )
+def notebook_job(running_notebook):
+    return running_notebook
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from jobs.models import ContainerImage, Job
 from proxy.codes import COOKIE_NAME, make_cookie
 from proxy.models import Session
 from tests.livestack import ROOT, _listening, database_url, free_port
@@ -39,19 +38,10 @@ def rss_kib(pid: int) -> int:
         return next(int(line.split()[1]) for line in fh if line.startswith("VmRSS:"))
 
 
-def test_a_256_mib_download_streams_through_the_proxy(owner, cluster, tmp_path):
+def test_a_256_mib_download_streams_through_the_proxy(owner, running_notebook, tmp_path):
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), BigFile)
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
-    image = ContainerImage.objects.create(name="H", slug="h", runtime="none")
-    job = Job.objects.create(
-        owner=owner,
-        cluster=cluster,
-        partition=cluster.partitions.first(),
-        image=image,
-        kind="notebook",
-        state="running",
-    )
-    session = Session.for_job(job)
+    session = Session.for_job(running_notebook)
     session.mark_ready("127.0.0.1", upstream.server_address[1], "t" * 32)
 
     port = free_port()
