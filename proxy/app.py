@@ -44,6 +44,7 @@ HOP_BY_HOP = {
 # Never forwarded to a notebook: the proxy's own cookie and, defensively, the portal's.
 STRIPPED_COOKIES = {COOKIE_NAME, "sessionid", "csrftoken"}
 ROUTE_TTL = 2.0
+ROUTE_CACHE_MAX = 10_000
 _ID = re.compile(r"^[0-9a-f]{32}$")
 
 
@@ -144,6 +145,10 @@ class ProxyApp:
         if cached and cached[0] > now:
             return cached[1]
         route = await sync_to_async(_load_route, thread_sensitive=False)(public_id)
+        if len(self._routes) >= ROUTE_CACHE_MAX:  # guessed ids must not grow memory without bound
+            self._routes = {k: v for k, v in self._routes.items() if v[0] > now}
+            if len(self._routes) >= ROUTE_CACHE_MAX:
+                self._routes.clear()
         self._routes[public_id] = (now + ROUTE_TTL, route)
         return route
 

@@ -288,3 +288,17 @@ def test_ended_or_revoked_sessions_show_a_closed_page(ready, owner):
     ready.close()
     response = proxy_get(ready.public_id, "/lab", cookies=cookie)
     assert response.status_code == 410 and "This session has ended" in response.text
+
+
+def test_guessed_ids_do_not_grow_the_route_cache_without_bound(monkeypatch):
+    import proxy.app
+
+    monkeypatch.setattr(proxy.app, "ROUTE_CACHE_MAX", 50)
+    app = ProxyApp()
+
+    async def guess_many():
+        for n in range(200):
+            await app.route(f"{n:032x}")
+
+    async_to_sync(guess_many)()
+    assert len(app._routes) <= 50
