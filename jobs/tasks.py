@@ -159,11 +159,13 @@ def sync_jobs(jobs) -> int:
 
 def discover_sessions(account, running_jobs) -> None:
     """Notebooks that have not called back: read their connection file over SFTP."""
+    notebooks = [j for j in running_jobs if j.kind == Job.Kind.NOTEBOOK]
+    if not notebooks:
+        return  # every sync passes here: no query when there is nothing to find
     from proxy.models import Session
 
     starting = Session.objects.filter(
-        job__in=[j for j in running_jobs if j.kind == Job.Kind.NOTEBOOK],
-        state=Session.State.STARTING,
+        job__in=notebooks, state=Session.State.STARTING
     ).select_related("job")
     for session in starting:
         try:

@@ -27,6 +27,7 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from proxy.codes import COOKIE_NAME, make_cookie, read_cookie, redeem_code
+from proxy.models import session_origin
 
 log = logging.getLogger(__name__)
 
@@ -162,11 +163,6 @@ class ProxyApp:
             self._staff[user_id] = cached
         return cached[1]
 
-    @staticmethod
-    def origin(public_id: str) -> str:
-        port = f":{settings.SESSION_PUBLIC_PORT}" if settings.SESSION_PUBLIC_PORT else ""
-        return f"{settings.SESSION_SCHEME}://{public_id}.{settings.SESSION_DOMAIN}{port}"
-
     async def check(
         self, scope, public_id: str | None
     ) -> tuple[Route | None, tuple[int, bytes, str | None] | None]:
@@ -263,7 +259,7 @@ class ProxyApp:
                 if lname.decode() in HOP_BY_HOP:
                     continue
                 if lname == b"location" and value.startswith(upstream.encode()):
-                    value = self.origin(public_id).encode() + value[len(upstream) :]
+                    value = session_origin(public_id).encode() + value[len(upstream) :]
                 out_headers.append((lname, value))
             await send(
                 {
@@ -288,7 +284,7 @@ class ProxyApp:
             if lname.decode() in HOP_BY_HOP or lname in (b"cookie", b"authorization"):
                 continue
             if lname == b"origin":
-                if value.decode() != self.origin(route.public_id):
+                if value.decode() != session_origin(route.public_id):
                     return None  # another site is driving this session
                 value = upstream.encode()
             headers.append((lname, value))

@@ -20,6 +20,12 @@ def new_public_id() -> str:
     return secrets.token_hex(16)
 
 
+def session_origin(public_id: str) -> str:
+    """The session's own origin: <scheme>://<id>.<SESSION_DOMAIN>[:port]."""
+    port = f":{settings.SESSION_PUBLIC_PORT}" if settings.SESSION_PUBLIC_PORT else ""
+    return f"{settings.SESSION_SCHEME}://{public_id}.{settings.SESSION_DOMAIN}{port}"
+
+
 def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
@@ -59,12 +65,11 @@ class Session(models.Model):
     @property
     def url(self) -> str:
         """https://<id>.<SESSION_DOMAIN>[:port]/"""
-        port = f":{settings.SESSION_PUBLIC_PORT}" if settings.SESSION_PUBLIC_PORT else ""
-        return f"{settings.SESSION_SCHEME}://{self.public_id}.{settings.SESSION_DOMAIN}{port}/"
+        return session_origin(self.public_id) + "/"
 
     @property
     def origin(self) -> str:
-        return self.url.rstrip("/")
+        return session_origin(self.public_id)
 
     @property
     def is_open(self) -> bool:
