@@ -1,63 +1,24 @@
 """The whole chain with a real Celery worker on Redis: queue after commit, submit, sync, cancel."""
 
-import os
-import signal
-import subprocess
-import sys
 import time
-import uuid
-from pathlib import Path
 
 import pytest
 from django.db import transaction
 
 from jobs import tasks
 from jobs.models import ContainerImage, Job, Partition
-from tests.livestack import database_url
+from tests.livestack import LiveStack
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def worker(devcluster):
-    queue = f"test-{uuid.uuid4().hex[:8]}"
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url(),
-        "PORTAL_CELERY_QUEUE": queue,
-        "PORTAL_SYNC_INTERVAL": "1",
-        "PORTAL_DEMO": "1",
-    }
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "portal",
-            "worker",
-            "-Q",
-            queue,
-            "--concurrency",
-            "2",
-            "--loglevel",
-            "INFO",
-            "--without-mingle",
-            "--without-gossip",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    yield queue
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+def worker(devcluster, tmp_path):
+    """Only a Celery worker (no web server): the test plays the web process and beat."""
+    stack = LiveStack(tmp_path)
+    stack.start_worker()
+    yield stack.queue
+    stack.stop()
 
 
 def wait_for(job: Job, states: set[str], queue: str, timeout: float = 60) -> Job:
