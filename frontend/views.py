@@ -1,14 +1,19 @@
 """Page views: short; logic lives on the models and in jobs.slurm."""
 
+import itertools
+import json
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db import transaction
-from django.http import Http404, JsonResponse
+from django.http import Http404, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from frontend.forms import ClusterAccountForm, LaunchForm, launch_initial, partition_limits
+from jobs.metrics import query as metrics_query
+from jobs.metrics.models import MetricSeries
 from jobs.models import ClusterAccount, ContainerImage, Job, Tag
 from jobs.slurm import operations, ssh
 
@@ -102,7 +107,81 @@ def job_detail(request, pk: int):
         if request.GET.get("fragment") == "timeline"
         else "frontend/job_detail.html"
     )
-    return render(request, template, {"job": job, "events": job.events.all()})
+    context = {"job": job, "events": job.events.all()}
+    if template == "frontend/job_detail.html":
+        context["compare_runs"] = (
+            Job.objects.filter(owner=job.owner, metric_series__isnull=False)
+            .exclude(pk=job.pk)
+            .distinct()
+            .select_related("image")[:50]
+        )
+    return render(request, template, context)
+
+
+@login_required
+def job_metrics(request, pk: int):
+    """Series of a job as JSON: all, or ``?series=1,2``; downsampled to ``width`` unless
+    ``full=1``; ``lo``/``hi`` restrict the step range (zooming in)."""
+    job = get_job_for_user(request, pk)
+    try:
+        lo = _optional_int(request.GET.get("lo"), "lo")
+        hi = _optional_int(request.GET.get("hi"), "hi")
+        ids = [_optional_int(v, "series") for v in request.GET.get("series", "").split(",") if v]
+    except ValueError as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
+    series = MetricSeries.objects.filter(job=job)
+    if ids:
+        series = series.filter(pk__in=ids)
+    width = metrics_query.parse_width(request.GET.get("width"))
+    full = request.GET.get("full") == "1"
+    return JsonResponse(
+        {
+            "job": job.pk,
+            "series": [
+                metrics_query.read_series(s, width=width, lo=lo, hi=hi, full=full).as_dict()
+                for s in series
+            ],
+        }
+    )
+
+
+@login_required
+def job_metrics_export(request, pk: int):
+    """Every point of every series, as CSV (default) or JSON lines, streamed."""
+    job = get_job_for_user(request, pk)
+    fmt = request.GET.get("format", "csv")
+    if fmt not in ("csv", "json"):
+        return JsonResponse({"error": "format must be csv or json"}, status=400)
+    series = {s.pk: s for s in MetricSeries.objects.filter(job=job)}
+    points = metrics_query.iter_points(list(series))
+    if fmt == "csv":
+        rows = (
+            f"{series[sid].key},{series[sid].rank},{series[sid].attempt},{step},{seq},{when},{value!r}\n"
+            for sid, step, seq, value, when in points
+        )
+        body = itertools.chain(["metric,rank,attempt,step,seq,time,value\n"], rows)
+        content_type = "text/csv"
+    else:
+        body = (
+            json.dumps(
+                {
+                    "metric": series[sid].key,
+                    "rank": series[sid].rank,
+                    "attempt": series[sid].attempt,
+                    "step": step,
+                    "seq": seq,
+                    "time": when,
+                    "value": value,
+                }
+            )
+            + "\n"
+            for sid, step, seq, value, when in points
+        )
+        content_type = "application/x-ndjson"
+    response = StreamingHttpResponse(body, content_type=content_type)
+    extension = "csv" if fmt == "csv" else "jsonl"
+    response["Content-Disposition"] = f'attachment; filename="job-{job.pk}-metrics.{extension}"'
+    return response
 
 
 @login_required
@@ -162,6 +241,15 @@ def account_test(request, pk: int):
     return JsonResponse(
         {"ok": True, "message": f"Connected to {cluster_account.cluster.name} as {who}."}
     )
+
+
+def _optional_int(value: str | None, name: str) -> int | None:
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number, not {value[:40]!r}") from None
 
 
 def _int_or_404(value: str) -> int:

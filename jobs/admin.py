@@ -51,7 +51,7 @@ class ClusterAdmin(admin.ModelAdmin):
             "SSH",
             {"fields": ("ssh_host", "ssh_port", "host_key", "host_key_fingerprint", "login_mode")},
         ),
-        ("Slurm", {"fields": ("default_account", "home_root", "scratch_root")}),
+        ("Slurm", {"fields": ("default_account", "home_root", "scratch_root", "metrics_over_ssh")}),
     )
 
     def get_queryset(self, request):
@@ -139,7 +139,7 @@ class ContainerImageAdmin(admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("name", "version", "slug", "description", "tags", "sort_order")}),
         ("Runtime", {"fields": ("runtime", "location", "modules", "supports_gpu")}),
-        ("Offered for", {"fields": ("offers_notebook", "offers_batch")}),
+        ("Offered for", {"fields": ("offers_notebook", "offers_batch", "default_command")}),
         ("Availability", {"fields": ("enabled", "deprecated", "created_at", "updated_at")}),
     )
 

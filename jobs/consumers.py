@@ -4,10 +4,13 @@ checked against the connected user again before it is sent."""
 
 from __future__ import annotations
 
+import asyncio
+from urllib.parse import parse_qs
+
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from jobs.events import STAFF_GROUP, job_group, user_group
+from jobs.events import STAFF_GROUP, job_group, metrics_group, user_group
 from jobs.models import Job
 
 
@@ -44,3 +47,68 @@ class JobUpdatesConsumer(AsyncJsonWebsocketConsumer):
     @database_sync_to_async
     def _can_see(self, job_id: int) -> bool:
         return Job.objects.for_user(self.scope["user"]).filter(pk=job_id).exists()
+
+
+class MetricsConsumer(AsyncJsonWebsocketConsumer):
+    """``/ws/jobs/<id>/metrics/?width=N``: the downsampled history, then new points
+    in batches at most once per ``FLUSH_SECONDS``."""
+
+    FLUSH_SECONDS = 1.0
+
+    async def connect(self):
+        user = self.scope["user"]
+        if not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        self.job_id = self.scope["url_route"]["kwargs"]["job_id"]
+        if not await self._can_see(self.job_id):
+            await self.close(code=4404)
+            return
+        self.pending: dict = {"series": {}, "points": {}, "reload": False}
+        self.flusher = None
+        self.group = metrics_group(self.job_id)
+        # Join before reading the history: a point stored in between arrives twice
+        # at worst, and the page drops repeats by sequence number.
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        await self.send_json({"type": "history", "series": await self._history()})
+
+    async def disconnect(self, code):
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+        if getattr(self, "flusher", None):
+            self.flusher.cancel()
+
+    async def metrics_points(self, event):
+        update = event["update"]
+        for s in update["series"]:
+            self.pending["series"][s["id"]] = s
+        for sid, rows in update["points"].items():
+            self.pending["points"].setdefault(sid, []).extend(rows)
+        self.pending["reload"] |= bool(update.get("reload"))
+        if self.flusher is None:
+            self.flusher = asyncio.create_task(self._flush_later())
+
+    async def _flush_later(self):
+        await asyncio.sleep(self.FLUSH_SECONDS)
+        self.flusher = None
+        batch, self.pending = self.pending, {"series": {}, "points": {}, "reload": False}
+        await self.send_json(
+            {
+                "type": "points",
+                "series": list(batch["series"].values()),
+                "points": batch["points"],
+                "reload": batch["reload"],
+            }
+        )
+
+    @database_sync_to_async
+    def _can_see(self, job_id: int) -> bool:
+        return Job.objects.for_user(self.scope["user"]).filter(pk=job_id).exists()
+
+    @database_sync_to_async
+    def _history(self) -> list[dict]:
+        from jobs.metrics.query import history
+
+        width = parse_qs(self.scope.get("query_string", b"").decode()).get("width", [""])[0]
+        return history(self.job_id, width)

@@ -37,6 +37,24 @@ DEMO_IMAGES = [
         "tags": ["shell", "cpu"],
     },
     {
+        "slug": "digits-demo",
+        "name": "Digits classifier (demo training job)",
+        "version": "scikit-learn",
+        "description": "Trains a small neural network on scikit-learn's bundled 8x8 digits "
+        "(nothing is downloaded) and logs loss and accuracy every step: open the job's page "
+        "to watch the live charts.",
+        "runtime": ContainerImage.Runtime.NONE,
+        "location": "",
+        "modules": "",
+        "default_command": "train-digits --epochs 20 --delay 0.05",
+        "supports_gpu": False,
+        "offers_notebook": False,
+        "offers_batch": True,
+        "enabled": True,
+        "sort_order": 15,
+        "tags": ["python", "cpu", "demo", "scikit-learn"],
+    },
+    {
         "slug": "pytorch-2-5-apptainer",
         "name": "PyTorch",
         "version": "2.5 (NGC 24.10)",

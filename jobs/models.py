@@ -99,6 +99,13 @@ class Cluster(models.Model):
         validators=[validators.workdir_root],
         help_text="Scratch directory, e.g. /scratch/{user}. Leave empty if the cluster has none.",
     )
+    metrics_over_ssh = models.BooleanField(
+        "read metrics over SSH",
+        default=False,
+        help_text="Compute nodes cannot reach the portal: read running jobs' metrics files "
+        "over SSH on every sync instead of waiting for uploads. (Files are always read "
+        "once more when a job ends.)",
+    )
     enabled = models.BooleanField(default=True)
 
     class Meta:
@@ -229,6 +236,10 @@ class ContainerImage(models.Model):
         validators=[validators.EachItem(validators.module_name)],
         help_text="Environment modules loaded before the container starts, one per line "
         "(e.g. cuda/12.4).",
+    )
+    default_command = models.TextField(
+        blank=True,
+        help_text="Batch jobs: the command the launch form starts with (the user may edit it).",
     )
     supports_gpu = models.BooleanField(default=True)
     offers_notebook = models.BooleanField("notebook sessions", default=True)
@@ -459,6 +470,8 @@ class Job(models.Model):
     message = models.TextField(blank=True, help_text="The scheduler's or the portal's explanation.")
     work_dir = models.CharField(max_length=500, blank=True)
     script = models.TextField(blank=True, help_text="The job script as submitted.")
+    # The job's own metrics upload token (hash only): valid for this job while it is active.
+    metrics_token_hash = models.CharField(max_length=64, blank=True, editable=False)
 
     # Set by the worker that is submitting (closes the two-workers race).
     submit_claimed_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -737,3 +750,7 @@ class JobEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id}: {self.from_state or '-'} → {self.to_state}"
+
+
+# Metric storage lives in its own module; importing it here registers the models.
+from jobs.metrics.models import MetricFile, MetricPoint, MetricSeries  # noqa: E402, F401

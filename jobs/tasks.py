@@ -13,6 +13,7 @@ from django.core.cache import cache
 from django.db import close_old_connections
 from django.utils import timezone
 
+from jobs.metrics.tail import tail_job
 from jobs.models import Cluster, ClusterAccount, Job
 from jobs.slurm import operations, scripts, ssh
 
@@ -55,10 +56,21 @@ def submit_job(self, job_id: int) -> None:
             session = Session.for_job(job)
             secret = session.issue_register_secret()
             register_url = f"{settings.PORTAL_URL}/sessions/register/{session.public_id}/"
-        script = scripts.render(job, work_dir, register_url)
+        from jobs.metrics.ingest import issue_token
+
+        metrics_token = issue_token(job)
+        metrics_url = (
+            "" if job.cluster.metrics_over_ssh
+            else f"{settings.PORTAL_URL}/api/v1/jobs/{job.pk}/metrics/ingest/"
+        )
+        script = scripts.render(
+            job, work_dir, register_url, metrics_url, settings.PORTAL_SYSTEM_METRICS_INTERVAL
+        )
         submission = operations.on_account(
             account,
-            lambda conn: operations.submit(conn, work_dir, job.slurm_name, script, secret),
+            lambda conn: operations.submit(
+                conn, work_dir, job.slurm_name, script, secret, metrics_token
+            ),
         )
     except ssh.SlurmError as exc:
         if exc.transient and self.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
@@ -150,10 +162,19 @@ def sync_jobs(jobs) -> int:
             if status is None:
                 continue  # the scheduler has no word on it: leave it as it is
             try:
-                changed += job.apply_scheduler_status(status)
+                moved = job.apply_scheduler_status(status)
             except ValueError as exc:  # an unknown Slurm state
                 log.error("job %s: %s", job.pk, exc)
-        discover_sessions(account, [job for job in group if job.state == Job.State.RUNNING])
+                continue
+            changed += moved
+            if moved and job.is_final:
+                # Whatever the uploads missed is in the job's files: read them to the end.
+                _enqueue_tail(job.pk, final=True)
+        running = [job for job in group if job.state == Job.State.RUNNING]
+        discover_sessions(account, running)
+        if account.cluster.metrics_over_ssh:
+            for job in running:
+                _enqueue_tail(job.pk)
     return changed
 
 
@@ -202,3 +223,28 @@ def cancel_job(self, job_id: int) -> None:
         return
     # Record the outcome now instead of waiting for the next periodic sync.
     sync_jobs(Job.objects.filter(pk=job.pk))
+
+
+def _enqueue_tail(job_id: int, final: bool = False) -> None:
+    try:
+        tail_metrics.delay(job_id, final=final)
+    except Exception:  # noqa: BLE001 - a broker outage must not stop the sync
+        log.exception("could not queue the metrics read of job %s", job_id)
+
+
+@shared_task(acks_late=True)
+def tail_metrics(job_id: int, final: bool = False) -> None:
+    """Read new lines of a job's metrics files over SFTP (one reader per job at a time)."""
+    lock = f"metrics-tail:{job_id}"
+    if not cache.add(lock, 1, timeout=300):
+        return
+    try:
+        job = Job.objects.select_related("cluster_account__cluster").filter(pk=job_id).first()
+        if job is None:
+            return
+        try:
+            tail_job(job, max_passes=50 if final else 1)
+        except ssh.SlurmError as exc:
+            log.warning("metrics of job %s not read: %s", job_id, exc)
+    finally:
+        cache.delete(lock)

@@ -184,6 +184,10 @@ PORTAL_SUBMIT_MAX_RETRIES = env_int("PORTAL_SUBMIT_MAX_RETRIES", 6, minimum=0)
 PORTAL_RETRY_BACKOFF_MAX = env_float("PORTAL_RETRY_BACKOFF_MAX", 120.0, minimum=1)
 # Largest part of a job's stdout/stderr read at once (bytes, from the end).
 PORTAL_LOG_TAIL_BYTES = env_int("PORTAL_LOG_TAIL_BYTES", 64 * 1024, minimum=1024)
+# Training metrics: how often the in-job client samples CPU/GPU/memory (seconds, 0 = off),
+# and the most of a metrics file the SSH tail reads per file and pass (bytes).
+PORTAL_SYSTEM_METRICS_INTERVAL = env_float("PORTAL_SYSTEM_METRICS_INTERVAL", 5.0, minimum=0)
+PORTAL_METRICS_TAIL_BYTES = env_int("PORTAL_METRICS_TAIL_BYTES", 4 * 1024 * 1024, minimum=4096)
 # Where `make devcluster` keeps its state (keys, ports) for registration.
 DEVCLUSTER_DIR = Path(env_str("PORTAL_DEVCLUSTER_DIR", "/var/lib/portal-devcluster"))
 
@@ -207,6 +211,12 @@ CELERY_BEAT_SCHEDULE = {
 
 # --- Static files -------------------------------------------------------------------
 STATIC_URL = "static/"
+# Plotly's own plotly.min.js is served from the installed package (no CDN).
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "frontend.finders.PlotlyFinder",
+]
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "var" / "static")))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

@@ -17,5 +17,6 @@ urlpatterns = [
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("sessions/", include("proxy.urls")),
+    path("api/v1/", include("jobs.urls")),
     path("", include("frontend.urls")),
 ]

@@ -215,6 +215,12 @@ if ! cmp -s "$HERE/jupyter.lock" "$JUPYTER_ENV/.installed" 2>/dev/null; then
     cp "$HERE/jupyter.lock" "$JUPYTER_ENV/.installed"
 fi
 ln -sf "$JUPYTER_ENV/bin/jupyter" /usr/local/bin/jupyter
+# The demo training job (catalog entry "Digits classifier"): `train-digits` on every PATH.
+install -d -m 0755 /opt/portal-devcluster/examples
+install -m 0644 "$HERE/examples/train_digits.py" /opt/portal-devcluster/examples/train_digits.py
+printf '#!/bin/sh\nexec %s/bin/python /opt/portal-devcluster/examples/train_digits.py "$@"\n' \
+    "$JUPYTER_ENV" > /usr/local/bin/train-digits.tmp
+chmod 0755 /usr/local/bin/train-digits.tmp && mv -f /usr/local/bin/train-digits.tmp /usr/local/bin/train-digits
 
 # --- what the portal needs to register the cluster ------------------------------------------------
 python3 - "$STATE" "$SSH_PORT" "$CLUSTER_USER" "$SECOND_USER" <<'EOF'

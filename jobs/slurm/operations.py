@@ -7,6 +7,7 @@ positional parameter (``bash -c SCRIPT name ARG1 ARG2``), never interpolated.
 from __future__ import annotations
 
 import errno
+import re
 import logging
 from dataclasses import dataclass
 
@@ -45,9 +46,14 @@ dir=$1
 name=$2
 (umask 077 && mkdir -p -- "$dir")
 cd -- "$dir"
-# stdin: one line with the job's registration secret (may be empty), then the script.
+# stdin: a line with the notebook's registration secret, a line with the metrics
+# upload token (either may be empty), then the script. Both go to private files.
 IFS= read -r secret || true
+IFS= read -r metrics_token || true
 if [ -n "$secret" ]; then (umask 077 && printf '%s\n' "$secret" > .portal_secret); fi
+if [ -n "$metrics_token" ]; then
+    (umask 077 && printf '%s\n' "$metrics_token" > .portal_metrics_token)
+fi
 cat > job.sh.tmp
 mv -f job.sh.tmp job.sh
 exec 9>>.submit.lock
@@ -76,12 +82,18 @@ class Submission:
 
 
 def submit(
-    conn: ssh.Connection, work_dir: str, job_name: str, script: str, secret: str = ""
+    conn: ssh.Connection,
+    work_dir: str,
+    job_name: str,
+    script: str,
+    secret: str = "",
+    metrics_token: str = "",
 ) -> Submission:
-    """Submit (or adopt) the job. ``secret`` goes into a private file, never on a command line."""
-    if "\n" in secret:
+    """Submit (or adopt) the job. ``secret`` and ``metrics_token`` go into private
+    files in the work directory, never on a command line."""
+    if "\n" in secret or "\n" in metrics_token:
         raise ValueError("a secret is one line")
-    stdin = f"{secret}\n{script}"
+    stdin = f"{secret}\n{metrics_token}\n{script}"
     result = run(conn, ["bash", "-c", _SUBMIT, "portal-submit", work_dir, job_name], stdin=stdin)
     words = result.stdout.split()
     if len(words) < 2 or words[-2] not in ("existing", "submitted"):
@@ -218,3 +230,34 @@ def read_connection_file(conn: ssh.Connection, work_dir: str) -> dict | None:
     if not (1024 <= port <= 65535) or not secret:
         return None
     return {"port": port, "secret": secret}
+
+
+METRICS_FILE = re.compile(r"^rank-\d{1,6}\.jsonl$")
+
+
+def read_new_bytes(
+    conn: ssh.Connection, directory: str, offsets: dict[str, int], max_bytes: int
+) -> list[tuple[str, int, bytes]]:
+    """For each metrics file in ``directory``: (name, offset, bytes after offset), at most
+    ``max_bytes`` per file. Files that did not grow are left out; a missing directory is []."""
+    sftp = conn.sftp()
+    try:
+        entries = sftp.listdir_attr(directory)
+    except OSError as exc:
+        if getattr(exc, "errno", None) == errno.ENOENT or isinstance(exc, FileNotFoundError):
+            return []
+        raise
+    chunks = []
+    for entry in sorted(entries, key=lambda e: e.filename):
+        if not METRICS_FILE.match(entry.filename):
+            continue
+        start = offsets.get(entry.filename, 0)
+        size = entry.st_size or 0
+        if size <= start:
+            continue
+        with sftp.open(f"{directory}/{entry.filename}", "rb") as handle:
+            handle.seek(start)
+            handle.prefetch(min(size - start, max_bytes))
+            data = handle.read(min(size - start, max_bytes))
+        chunks.append((entry.filename, start, data))
+    return chunks

@@ -14,6 +14,7 @@ from string import Template
 from jobs.models import ContainerImage, Job
 
 TEMPLATES = Path(__file__).parent / "templates"
+METRICS_MODULE = Path(__file__).resolve().parents[1] / "metrics" / "portal_metrics.py"
 
 # What may appear unquoted in an #SBATCH line (sbatch parses those itself).
 _DIRECTIVE_VALUE = re.compile(r"^[A-Za-z0-9_.:/=,+@-]+$")
@@ -94,6 +95,13 @@ def container_launch(image: ContainerImage, gpus: int, work_dir: str) -> list[st
             "PORTAL_WORK_DIR",
             "JUPYTER_PORT",
             "JUPYTER_TOKEN",
+            "PYTHONPATH",
+            "PORTAL_METRICS_DIR",
+            "PORTAL_METRICS_URL",
+            "PORTAL_METRICS_TOKEN_FILE",
+            "PORTAL_SYSTEM_METRICS_INTERVAL",
+            "SLURM_PROCID",
+            "SLURM_RESTART_COUNT",
         ):
             argv += ["--env", name]
         return argv + ["--volume", f"{work_dir}:{work_dir}", "--workdir", work_dir, image.location]
@@ -120,11 +128,18 @@ def module_lines(image: ContainerImage) -> str:
     return "\n".join(lines)
 
 
-def render(job: Job, work_dir: str, register_url: str = "") -> str:
+def render(
+    job: Job,
+    work_dir: str,
+    register_url: str = "",
+    metrics_url: str = "",
+    system_interval: float = 0,
+) -> str:
     """The complete job script for ``job``, to run from ``work_dir``.
 
-    ``register_url`` is where a notebook job announces itself (empty: the
-    portal finds it through the connection file instead).
+    ``register_url`` is where a notebook job announces itself, ``metrics_url``
+    where the metrics client uploads (empty: the portal finds both through the
+    job's files instead).
     """
     launch = " ".join(shlex.quote(a) for a in container_launch(job.image, job.gpus, work_dir))
     if job.kind == Job.Kind.BATCH:
@@ -144,5 +159,15 @@ def render(job: Job, work_dir: str, register_url: str = "") -> str:
         portal_job_id=shlex.quote(str(job.pk)),
         work_dir=shlex.quote(work_dir),
         modules=module_lines(job.image),
+        metrics_module=metrics_module(),
+        metrics_url=shlex.quote(metrics_url),
+        system_interval=shlex.quote(f"{float(system_interval):g}"),
         payload=payload,
     )
+
+
+def metrics_module() -> str:
+    text = METRICS_MODULE.read_text()
+    if "\nPORTAL_METRICS_PY\n" in text:  # would end the here-document early
+        raise ScriptError("the metrics module contains its here-document delimiter")
+    return text if text.endswith("\n") else text + "\n"

@@ -307,9 +307,17 @@ const Portal = (() => {
       $("command-field").hidden = !batch;
       $("id_command").required = batch;
     }
+    let lastDefaultCommand = null;
     function onImage() {
       const slug = selectedImage();
       const kinds = imageKinds[slug] || [];
+      // The image's suggested command, unless the user typed their own.
+      const checked = form.querySelector("input[name=image]:checked");
+      const suggested = checked ? checked.dataset.defaultCommand : "";
+      const command = $("id_command");
+      if (suggested && (!command.value.trim() || command.value === lastDefaultCommand)) command.value = suggested;
+      else if (!suggested && command.value === lastDefaultCommand) command.value = "";
+      lastDefaultCommand = suggested || null;
       form.querySelectorAll("input[name=kind]").forEach((r) => {
         r.disabled = !kinds.includes(r.value);
         if (r.disabled && r.checked) {

@@ -10,6 +10,17 @@ export PORTAL_WORK_DIR=${work_dir}
 cd "$$PORTAL_WORK_DIR" || { echo "portal: cannot enter $$PORTAL_WORK_DIR" >&2; exit 1; }
 echo "portal: job $$PORTAL_JOB_ID (slurm $${SLURM_JOB_ID:-?}) on $$(hostname) at $$(date -Is); CUDA_VISIBLE_DEVICES=$${CUDA_VISIBLE_DEVICES:-}"
 ${modules}
+# Training metrics: `import portal_metrics; portal_metrics.log(step=..., loss=...)` appends
+# to metrics/rank-<SLURM_PROCID>.jsonl and, when the portal is reachable, uploads with the
+# job's own token (a private file, valid for this job only while it runs).
+mkdir -p "$$PORTAL_WORK_DIR/lib"
+cat > "$$PORTAL_WORK_DIR/lib/portal_metrics.py" <<'PORTAL_METRICS_PY'
+${metrics_module}PORTAL_METRICS_PY
+export PYTHONPATH="$$PORTAL_WORK_DIR/lib$${PYTHONPATH:+:$$PYTHONPATH}"
+export PORTAL_METRICS_DIR="$$PORTAL_WORK_DIR/metrics"
+export PORTAL_METRICS_URL=${metrics_url}
+export PORTAL_METRICS_TOKEN_FILE="$$PORTAL_WORK_DIR/.portal_metrics_token"
+export PORTAL_SYSTEM_METRICS_INTERVAL=${system_interval}
 # The payload runs in the background so that scancel and the time limit (TERM)
 # reach this shell at once; on any exit, its child processes are stopped too.
 _portal_child=

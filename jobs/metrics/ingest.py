@@ -1,0 +1,231 @@
+"""From records (HTTP batches or lines of a metrics file) to stored points, exactly once.
+
+Both ingest paths end in ``ingest(job, records)``. It locks the job row, drops
+records whose (series, seq) is stored already, bulk-inserts the rest (ignoring
+conflicts as a last guard) and, after commit, publishes only the new points.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import secrets
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.db.models import F
+
+from jobs.metrics.models import MetricPoint, MetricSeries
+from jobs.models import Job
+
+KEY = re.compile(r"^[A-Za-z0-9_.:/@+-]{1,100}$")
+MAX_RECORDS = 10_000  # per HTTP batch or per file read
+MAX_METRICS_PER_RECORD = 100
+MAX_RANK = 100_000
+MAX_ATTEMPT = 10_000
+INSERT_BATCH = 2_000
+
+
+# --- the per-job upload token ---------------------------------------------------------------
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def issue_token(job: Job) -> str:
+    """A new upload token for ``job`` (the old one stops working). Only its hash is kept."""
+    token = "pm_" + secrets.token_urlsafe(32)
+    Job.objects.filter(pk=job.pk).update(metrics_token_hash=_hash(token))
+    job.metrics_token_hash = _hash(token)
+    return token
+
+
+def token_matches(job: Job, token: str) -> bool:
+    return bool(job.metrics_token_hash) and secrets.compare_digest(
+        job.metrics_token_hash, _hash(token)
+    )
+
+
+# --- parsing --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Record:
+    seq: int
+    attempt: int
+    rank: int
+    step: int
+    time: float
+    metrics: dict[str, float]
+    system: bool = False
+    node: str = ""
+
+
+class BadRecord(ValueError):
+    pass
+
+
+def _int(raw, name: str, low: int, high: int) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or not low <= raw <= high:
+        raise BadRecord(f"'{name}' must be a whole number from {low} to {high}")
+    return raw
+
+
+def parse_record(raw) -> Record:
+    if not isinstance(raw, dict):
+        raise BadRecord("a record is a JSON object")
+    seq = _int(raw.get("seq"), "seq", 0, 2**62)
+    attempt = _int(raw.get("attempt", 0), "attempt", 0, MAX_ATTEMPT)
+    rank = _int(raw.get("rank", 0), "rank", 0, MAX_RANK)
+    step = raw.get("step")
+    step = seq if step is None else _int(step, "step", -(2**62), 2**62)
+    when = raw.get("time")
+    if isinstance(when, bool) or not isinstance(when, (int, float)) or not math.isfinite(when):
+        raise BadRecord("'time' must be a Unix time in seconds")
+    metrics = raw.get("metrics")
+    if not isinstance(metrics, dict) or not metrics:
+        raise BadRecord("'metrics' must be an object of name: number")
+    if len(metrics) > MAX_METRICS_PER_RECORD:
+        raise BadRecord(f"at most {MAX_METRICS_PER_RECORD} metrics per record")
+    values = {}
+    for key, value in metrics.items():
+        if not KEY.match(key):
+            raise BadRecord(
+                f"metric name {key[:120]!r} is not allowed: use 1-100 letters, digits and _ . : / @ + -"
+            )
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise BadRecord(f"metric {key!r} must be a finite number")
+        values[key] = float(value)
+    node = str(raw.get("node") or "")[:253]
+    return Record(seq, attempt, rank, step, float(when), values, bool(raw.get("system")), node)
+
+
+@dataclass
+class Parsed:
+    records: list[Record] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # "record N: why"
+
+
+def parse_batch(items) -> Parsed:
+    """An HTTP batch: a JSON array of records. Good records are kept, bad ones reported."""
+    parsed = Parsed()
+    if not isinstance(items, list):
+        parsed.errors.append("the body must be a JSON array of records")
+        return parsed
+    if len(items) > MAX_RECORDS:
+        parsed.errors.append(f"at most {MAX_RECORDS} records per request")
+        return parsed
+    for n, raw in enumerate(items):
+        try:
+            parsed.records.append(parse_record(raw))
+        except BadRecord as exc:
+            parsed.errors.append(f"record {n}: {exc}")
+    return parsed
+
+
+def parse_lines(data: bytes) -> tuple[Parsed, int]:
+    """Complete lines of a metrics file. Returns what was parsed and how many bytes it
+    used: a last line without its newline is left for the next read."""
+    end = data.rfind(b"\n") + 1
+    parsed = Parsed()
+    for n, line in enumerate(data[:end].split(b"\n")):
+        if not line.strip():
+            continue
+        try:
+            parsed.records.append(parse_record(json.loads(line)))
+        except (ValueError, BadRecord) as exc:  # a damaged line never blocks the rest
+            parsed.errors.append(f"line {n + 1}: {exc}")
+    return parsed, end
+
+
+# --- storing --------------------------------------------------------------------------------
+
+
+@dataclass
+class IngestResult:
+    inserted: int = 0
+    duplicates: int = 0
+    new_points: dict[int, list[list]] = field(default_factory=dict)  # series id -> rows
+    series: list[MetricSeries] = field(default_factory=list)  # series that got points
+
+
+def _series_for(job: Job, records: list[Record]) -> dict[tuple, MetricSeries]:
+    wanted = {}
+    for r in records:
+        for key in r.metrics:
+            wanted.setdefault((key, r.rank, r.attempt), r)
+    existing = {
+        (s.key, s.rank, s.attempt): s
+        for s in MetricSeries.objects.filter(job=job, key__in={k for k, _, _ in wanted})
+    }
+    missing = [
+        MetricSeries(job=job, key=k, rank=rank, attempt=att, system=r.system, node=r.node)
+        for (k, rank, att), r in wanted.items()
+        if (k, rank, att) not in existing
+    ]
+    if missing:
+        MetricSeries.objects.bulk_create(missing, ignore_conflicts=True)
+        existing = {
+            (s.key, s.rank, s.attempt): s
+            for s in MetricSeries.objects.filter(job=job, key__in={k for k, _, _ in wanted})
+        }
+    return {k: existing[k] for k in wanted}
+
+
+def ingest(job: Job, records: list[Record]) -> IngestResult:
+    result = IngestResult()
+    if not records:
+        return result
+    with transaction.atomic():
+        # Serialise ingestion per job (HTTP and the SSH tail may run at once).
+        Job.objects.select_for_update().filter(pk=job.pk).values_list("pk").first()
+        series = _series_for(job, records)
+        ids = {s.pk for s in series.values()}
+        seqs = [r.seq for r in records]
+        stored = set(
+            MetricPoint.objects.filter(
+                series_id__in=ids, seq__gte=min(seqs), seq__lte=max(seqs)
+            ).values_list("series_id", "seq")
+        )
+        rows: list[MetricPoint] = []
+        new: dict[int, list[list]] = defaultdict(list)
+        for r in records:
+            for key, value in r.metrics.items():
+                s = series[(key, r.rank, r.attempt)]
+                if (s.pk, r.seq) in stored:
+                    result.duplicates += 1
+                    continue
+                stored.add((s.pk, r.seq))  # a record repeated inside one batch
+                rows.append(MetricPoint(series=s, seq=r.seq, step=r.step, value=value, time=r.time))
+                new[s.pk].append([r.step, value, r.time, r.seq])
+        MetricPoint.objects.bulk_create(rows, batch_size=INSERT_BATCH, ignore_conflicts=True)
+        by_id = {s.pk: s for s in series.values()}
+        for sid, points in new.items():
+            last = max(points, key=lambda p: (p[0], p[3]))
+            MetricSeries.objects.filter(pk=sid).update(
+                points=F("points") + len(points), last_step=last[0], last_value=last[1]
+            )
+            s = by_id[sid]
+            s.points += len(points)
+            result.series.append(s)
+        result.inserted = len(rows)
+        result.new_points = dict(new)
+        if rows:
+            transaction.on_commit(lambda: publish_points(job, result))
+    return result
+
+
+def publish_points(job: Job, result: IngestResult) -> None:
+    from jobs.events import publish_metrics
+
+    publish_metrics(
+        job.pk,
+        {
+            "series": [s.as_dict() for s in result.series],
+            "points": {str(k): v for k, v in result.new_points.items()},
+        },
+    )

@@ -1,0 +1,145 @@
+"""Ingestion: exactly once whatever the retries, and the job-token upload endpoint."""
+
+import json
+
+import pytest
+from django.test import Client
+
+from jobs.metrics import ingest
+from jobs.metrics.models import MetricPoint, MetricSeries
+from tests.metrics.conftest import make_job, records
+
+pytestmark = pytest.mark.django_db
+
+
+def stored(job):
+    return sorted(
+        MetricPoint.objects.filter(series__job=job).values_list("series__key", "seq")
+    )
+
+
+def test_ingest_twice_stores_each_point_once(job, django_capture_on_commit_callbacks):
+    parsed = ingest.parse_batch(records(100))
+    first = ingest.ingest(job, parsed.records)
+    again = ingest.ingest(job, parsed.records)
+    overlap = ingest.ingest(job, ingest.parse_batch(records(100, start=50)).records)
+    assert (first.inserted, again.inserted, overlap.inserted) == (200, 0, 100)
+    assert again.duplicates == 200 and overlap.duplicates == 100
+    assert len(stored(job)) == 300
+    assert {s.key: s.points for s in MetricSeries.objects.filter(job=job)} == {"loss": 150, "acc": 150}
+
+
+def test_a_requeued_attempt_and_another_rank_are_separate_series(job):
+    ingest.ingest(job, ingest.parse_batch(records(10) + records(10, attempt=1) + records(10, rank=1)).records)
+    labels = sorted(s.label for s in MetricSeries.objects.filter(job=job, key="loss"))
+    assert labels == ["loss", "loss (attempt 2)", "loss [rank 1]"]
+    assert MetricPoint.objects.filter(series__job=job).count() == 60
+
+
+def test_parse_lines_leaves_a_partial_last_line_for_the_next_read():
+    lines = "\n".join(json.dumps(r) for r in records(3)).encode()
+    parsed, used = ingest.parse_lines(lines + b"\n" + b'{"seq": 3, "att')
+    assert [r.seq for r in parsed.records] == [0, 1, 2] and used == len(lines) + 1
+
+
+def test_damaged_lines_are_reported_and_skipped():
+    parsed, _ = ingest.parse_lines(b'{"seq": 0, "time": 1, "metrics": {"loss": 1}}\nnot json\n'
+                                   b'{"seq": 1, "time": 1, "metrics": {"bad name!": 1}}\n')
+    assert [r.seq for r in parsed.records] == [0]
+    assert len(parsed.errors) == 2 and "bad name!" in parsed.errors[1]
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ({"seq": -1, "time": 1, "metrics": {"a": 1}}, "'seq'"),
+        ({"seq": 1, "time": "x", "metrics": {"a": 1}}, "'time'"),
+        ({"seq": 1, "time": 1, "metrics": {}}, "'metrics'"),
+        ({"seq": 1, "time": 1, "metrics": {"a": "NaN"}}, "finite number"),
+        ({"seq": 1, "time": 1, "metrics": {"a;rm -rf": 1}}, "not allowed"),
+        ({"seq": True, "time": 1, "metrics": {"a": 1}}, "'seq'"),
+        ([1, 2], "JSON object"),
+    ],
+)
+def test_bad_records_get_a_clear_message(record, message):
+    with pytest.raises(ingest.BadRecord, match=message):
+        ingest.parse_record(record)
+
+
+# --- the upload endpoint ---------------------------------------------------------------------
+
+
+def post(job_id, body, token=None):
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
+    data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+    return Client().post(
+        f"/api/v1/jobs/{job_id}/metrics/ingest/", data, content_type="application/json", **headers
+    )
+
+
+def test_upload_with_the_jobs_token_stores_points(job):
+    token = ingest.issue_token(job)
+    response = post(job.pk, records(20), token)
+    assert response.status_code == 200, response.content
+    assert response.json() == {"inserted": 40, "duplicates": 0, "rejected": []}
+    assert post(job.pk, records(20), token).json()["duplicates"] == 40
+    assert len(stored(job)) == 40
+
+
+def test_only_the_tokens_hash_is_stored(job):
+    token = ingest.issue_token(job)
+    job.refresh_from_db()
+    assert token not in job.metrics_token_hash and len(job.metrics_token_hash) == 64
+
+
+def test_a_token_for_job_a_cannot_write_to_job_b(job, owner, cluster):
+    other = make_job(owner, cluster)
+    token_a = ingest.issue_token(job)
+    ingest.issue_token(other)
+    response = post(other.pk, records(5), token_a)
+    assert response.status_code == 403 and "not valid for job" in response.json()["error"]
+    assert stored(other) == []
+    assert post(999999, records(5), token_a).status_code == 403  # unknown id: same answer
+
+
+def test_the_token_stops_working_when_the_job_ends(job):
+    token = ingest.issue_token(job)
+    assert post(job.pk, records(5), token).status_code == 200
+    job.transition("completed")
+    response = post(job.pk, records(5, start=5), token)
+    assert response.status_code == 410 and "ended" in response.json()["error"]
+    assert len(stored(job)) == 10
+
+
+def test_a_new_token_replaces_the_old_one(job):
+    old = ingest.issue_token(job)
+    new = ingest.issue_token(job)
+    assert post(job.pk, records(1), old).status_code == 403
+    assert post(job.pk, records(1), new).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "text"),
+    [
+        (b"not json", 400, "JSON array"),
+        ({"records": []}, 400, "JSON array"),
+        ([{"seq": "x"}], 400, "No valid records"),
+        ([{}] * 10_001, 400, "at most"),
+    ],
+)
+def test_bad_uploads_are_refused_with_a_message(job, body, status, text):
+    token = ingest.issue_token(job)
+    response = post(job.pk, body, token)
+    assert response.status_code == status and text in json.dumps(response.json())
+
+
+def test_missing_token_is_401_and_get_is_405(job):
+    assert post(job.pk, records(1)).status_code == 401
+    assert Client().get(f"/api/v1/jobs/{job.pk}/metrics/ingest/").status_code == 405
+
+
+def test_good_records_are_kept_when_some_are_bad(job):
+    token = ingest.issue_token(job)
+    response = post(job.pk, records(2) + [{"seq": 9, "time": 1, "metrics": {"x": None}}], token)
+    body = response.json()
+    assert response.status_code == 200 and body["inserted"] == 4 and "record 2" in body["rejected"][0]
