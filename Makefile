@@ -70,6 +70,7 @@ test: venv services browser devcluster
 bench: venv services devcluster
 	@$(DEMO_ENV) $(PY) bench/ssh_reuse.py
 	@$(DEMO_ENV) $(PY) bench/proxy.py
+	@$(DEMO_ENV) $(PY) bench/metrics.py
 
 lint: venv
 	@.venv/bin/ruff check .

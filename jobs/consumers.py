@@ -10,7 +10,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from jobs.events import STAFF_GROUP, job_group, metrics_group, user_group
+from jobs.events import STAFF_GROUP, job_group, job_payload, metrics_group, user_group
 from jobs.models import Job
 
 
@@ -33,6 +33,10 @@ class JobUpdatesConsumer(AsyncJsonWebsocketConsumer):
         for group in self.groups_joined:
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
+        if job_id is not None:
+            # The state now: changes published between the page's render and this
+            # connection would otherwise be missed until the next one.
+            await self.send_json({"type": "job", "job": await self._payload(job_id)})
 
     async def disconnect(self, code):
         for group in getattr(self, "groups_joined", []):
@@ -48,10 +52,14 @@ class JobUpdatesConsumer(AsyncJsonWebsocketConsumer):
     def _can_see(self, job_id: int) -> bool:
         return Job.objects.for_user(self.scope["user"]).filter(pk=job_id).exists()
 
+    @database_sync_to_async
+    def _payload(self, job_id: int) -> dict:
+        return job_payload(Job.objects.get(pk=job_id))
+
 
 class MetricsConsumer(AsyncJsonWebsocketConsumer):
     """``/ws/jobs/<id>/metrics/?width=N``: the downsampled history, then new points
-    in batches at most once per ``FLUSH_SECONDS``."""
+    in batches, at most one message per ``FLUSH_SECONDS``."""
 
     FLUSH_SECONDS = 1.0
 
@@ -66,6 +74,7 @@ class MetricsConsumer(AsyncJsonWebsocketConsumer):
             return
         self.pending: dict = {"series": {}, "points": {}, "reload": False}
         self.flusher = None
+        self.last_sent = 0.0
         self.group = metrics_group(self.job_id)
         # Join before reading the history: a point stored in between arrives twice
         # at worst, and the page drops repeats by sequence number.
@@ -87,11 +96,15 @@ class MetricsConsumer(AsyncJsonWebsocketConsumer):
             self.pending["points"].setdefault(sid, []).extend(rows)
         self.pending["reload"] |= bool(update.get("reload"))
         if self.flusher is None:
-            self.flusher = asyncio.create_task(self._flush_later())
+            # The first points after a quiet second go out at once; then at most
+            # one message per FLUSH_SECONDS.
+            wait = self.last_sent + self.FLUSH_SECONDS - asyncio.get_running_loop().time()
+            self.flusher = asyncio.create_task(self._flush_later(max(0.0, wait)))
 
-    async def _flush_later(self):
-        await asyncio.sleep(self.FLUSH_SECONDS)
+    async def _flush_later(self, wait: float):
+        await asyncio.sleep(wait)
         self.flusher = None
+        self.last_sent = asyncio.get_running_loop().time()
         batch, self.pending = self.pending, {"series": {}, "points": {}, "reload": False}
         await self.send_json(
             {

@@ -60,7 +60,8 @@ def submit_job(self, job_id: int) -> None:
 
         metrics_token = issue_token(job)
         metrics_url = (
-            "" if job.cluster.metrics_over_ssh
+            ""
+            if job.cluster.metrics_over_ssh
             else f"{settings.PORTAL_URL}/api/v1/jobs/{job.pk}/metrics/ingest/"
         )
         script = scripts.render(

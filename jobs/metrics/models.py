@@ -74,6 +74,9 @@ class MetricPoint(models.Model):
         app_label = "jobs"
         indexes = [models.Index(fields=["series", "step"], name="metric_point_step")]
 
+    def __str__(self) -> str:
+        return f"series {self.series_id} #{self.seq}: step {self.step} = {self.value}"
+
 
 class MetricFile(models.Model):
     """How far the SSH tail has read one of a job's metrics files."""
@@ -85,6 +88,4 @@ class MetricFile(models.Model):
 
     class Meta:
         app_label = "jobs"
-        constraints = [
-            models.UniqueConstraint(fields=["job", "name"], name="metric_file_unique")
-        ]
+        constraints = [models.UniqueConstraint(fields=["job", "name"], name="metric_file_unique")]

@@ -100,8 +100,10 @@ class Run:
         system_interval: float | None = None,
     ):
         env = os.environ
-        self.directory = directory or env.get("PORTAL_METRICS_DIR") or os.path.join(
-            env.get("PORTAL_WORK_DIR", "."), "metrics"
+        self.directory = (
+            directory
+            or env.get("PORTAL_METRICS_DIR")
+            or os.path.join(env.get("PORTAL_WORK_DIR", "."), "metrics")
         )
         self.rank = _env_int("SLURM_PROCID", 0) if rank is None else rank
         self.attempt = _env_int("SLURM_RESTART_COUNT", 0) if attempt is None else attempt
@@ -138,7 +140,9 @@ class Run:
         self._system = None
         if system_interval > 0 and self.rank == 0:
             self._system = threading.Thread(
-                target=self._sample_system, args=(system_interval,), name="portal-sysmetrics",
+                target=self._sample_system,
+                args=(system_interval,),
+                name="portal-sysmetrics",
                 daemon=True,
             )
             self._system.start()

@@ -7,8 +7,8 @@ positional parameter (``bash -c SCRIPT name ARG1 ARG2``), never interpolated.
 from __future__ import annotations
 
 import errno
-import re
 import logging
+import re
 from dataclasses import dataclass
 
 from jobs.slurm import parsers, pool, ssh

@@ -85,7 +85,9 @@ def test_http_upload_delivers_every_point_exactly_once(
     job = make_job(owner, devcluster, host_image, command=TRAIN.format(n=n, pause=1))
     tasks.submit_job.apply(args=[job.pk])
     job.refresh_from_db()
-    assert f"PORTAL_METRICS_URL={live_server.url}/api/v1/jobs/{job.pk}/metrics/ingest/" in job.script
+    assert (
+        f"PORTAL_METRICS_URL={live_server.url}/api/v1/jobs/{job.pk}/metrics/ingest/" in job.script
+    )
     job = run_until(job, {"completed"}, timeout=90)
     # Everything came over HTTP: no file was read (the final read was only queued).
     assert not MetricFile.objects.filter(job=job).exists()

@@ -69,6 +69,9 @@ async def _receive_update(path, cookie, job):
     assert connected
     from channels.db import database_sync_to_async
 
+    if path != "/ws/jobs/":  # a job's socket starts with the job as it is now
+        snapshot = await communicator.receive_json_from(timeout=5)
+        assert snapshot["job"]["id"] == job.pk and snapshot["job"]["state"] == "queued"
     await database_sync_to_async(publish_job)(job)
     message = await communicator.receive_json_from(timeout=5)
     await communicator.disconnect()

@@ -87,8 +87,13 @@ def test_sequence_continues_when_the_script_runs_again_in_the_same_job(tmp_path)
 def test_uploads_batches_with_the_job_token(tmp_path, token_file):
     collector = Collector()
     try:
-        run = pm.Run(str(tmp_path), url=collector.url, token_file=token_file, batch_size=10,
-                     system_interval=0)
+        run = pm.Run(
+            str(tmp_path),
+            url=collector.url,
+            token_file=token_file,
+            batch_size=10,
+            system_interval=0,
+        )
         for step in range(35):
             run.log(step=step, loss=step)
         run.close()
@@ -103,8 +108,9 @@ def test_failed_uploads_are_retried_with_backoff(tmp_path, token_file):
     answers = iter([503, 503])
     collector = Collector(status=lambda: next(answers, 200))
     try:
-        run = pm.Run(str(tmp_path), url=collector.url, token_file=token_file, batch_size=5,
-                     system_interval=0)
+        run = pm.Run(
+            str(tmp_path), url=collector.url, token_file=token_file, batch_size=5, system_interval=0
+        )
         for step in range(5):
             run.log(step=step, loss=step)
         deadline = time.time() + 15
@@ -119,8 +125,9 @@ def test_failed_uploads_are_retried_with_backoff(tmp_path, token_file):
 def test_a_refused_token_stops_uploads_but_the_file_keeps_everything(tmp_path, token_file):
     collector = Collector(status=410)
     try:
-        run = pm.Run(str(tmp_path), url=collector.url, token_file=token_file, batch_size=5,
-                     system_interval=0)
+        run = pm.Run(
+            str(tmp_path), url=collector.url, token_file=token_file, batch_size=5, system_interval=0
+        )
         for step in range(20):
             run.log(step=step, loss=step)
             time.sleep(0.01)
@@ -137,8 +144,14 @@ def test_a_hanging_portal_never_holds_up_log(tmp_path, token_file):
     upload (the file has them) and log() keeps returning."""
     collector = Collector(hang=True)
     try:
-        run = pm.Run(str(tmp_path), url=collector.url, token_file=token_file, batch_size=10,
-                     queue_batches=3, system_interval=0)
+        run = pm.Run(
+            str(tmp_path),
+            url=collector.url,
+            token_file=token_file,
+            batch_size=10,
+            queue_batches=3,
+            system_interval=0,
+        )
         for step in range(500):
             run.log(step=step, loss=step)
         assert run.dropped_batches >= 40
@@ -149,8 +162,12 @@ def test_a_hanging_portal_never_holds_up_log(tmp_path, token_file):
 
 
 def test_without_url_or_token_nothing_is_uploaded(tmp_path):
-    run = pm.Run(str(tmp_path), url="http://127.0.0.1:9/never", token_file=str(tmp_path / "none"),
-                 system_interval=0)
+    run = pm.Run(
+        str(tmp_path),
+        url="http://127.0.0.1:9/never",
+        token_file=str(tmp_path / "none"),
+        system_interval=0,
+    )
     run.log(step=0, loss=1.0)
     run.close()
     assert run.uploaded_records == 0 and run.dropped_batches == 0

@@ -13,9 +13,7 @@ pytestmark = pytest.mark.django_db
 
 
 def stored(job):
-    return sorted(
-        MetricPoint.objects.filter(series__job=job).values_list("series__key", "seq")
-    )
+    return sorted(MetricPoint.objects.filter(series__job=job).values_list("series__key", "seq"))
 
 
 def test_ingest_twice_stores_each_point_once(job, django_capture_on_commit_callbacks):
@@ -26,11 +24,16 @@ def test_ingest_twice_stores_each_point_once(job, django_capture_on_commit_callb
     assert (first.inserted, again.inserted, overlap.inserted) == (200, 0, 100)
     assert again.duplicates == 200 and overlap.duplicates == 100
     assert len(stored(job)) == 300
-    assert {s.key: s.points for s in MetricSeries.objects.filter(job=job)} == {"loss": 150, "acc": 150}
+    assert {s.key: s.points for s in MetricSeries.objects.filter(job=job)} == {
+        "loss": 150,
+        "acc": 150,
+    }
 
 
 def test_a_requeued_attempt_and_another_rank_are_separate_series(job):
-    ingest.ingest(job, ingest.parse_batch(records(10) + records(10, attempt=1) + records(10, rank=1)).records)
+    ingest.ingest(
+        job, ingest.parse_batch(records(10) + records(10, attempt=1) + records(10, rank=1)).records
+    )
     labels = sorted(s.label for s in MetricSeries.objects.filter(job=job, key="loss"))
     assert labels == ["loss", "loss (attempt 2)", "loss [rank 1]"]
     assert MetricPoint.objects.filter(series__job=job).count() == 60
@@ -43,8 +46,10 @@ def test_parse_lines_leaves_a_partial_last_line_for_the_next_read():
 
 
 def test_damaged_lines_are_reported_and_skipped():
-    parsed, _ = ingest.parse_lines(b'{"seq": 0, "time": 1, "metrics": {"loss": 1}}\nnot json\n'
-                                   b'{"seq": 1, "time": 1, "metrics": {"bad name!": 1}}\n')
+    parsed, _ = ingest.parse_lines(
+        b'{"seq": 0, "time": 1, "metrics": {"loss": 1}}\nnot json\n'
+        b'{"seq": 1, "time": 1, "metrics": {"bad name!": 1}}\n'
+    )
     assert [r.seq for r in parsed.records] == [0]
     assert len(parsed.errors) == 2 and "bad name!" in parsed.errors[1]
 
@@ -142,4 +147,6 @@ def test_good_records_are_kept_when_some_are_bad(job):
     token = ingest.issue_token(job)
     response = post(job.pk, records(2) + [{"seq": 9, "time": 1, "metrics": {"x": None}}], token)
     body = response.json()
-    assert response.status_code == 200 and body["inserted"] == 4 and "record 2" in body["rejected"][0]
+    assert (
+        response.status_code == 200 and body["inserted"] == 4 and "record 2" in body["rejected"][0]
+    )

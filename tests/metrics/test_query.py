@@ -10,44 +10,59 @@ from jobs.metrics import ingest, query
 from jobs.metrics.models import MetricSeries
 from tests.metrics.conftest import make_job, records
 
+pytestmark = pytest.mark.django_db
 
-def test_minmax_keeps_spikes_and_ends_and_is_deterministic():
+
+def noisy(job, n, spikes=()):
     rng = random.Random(1)
-    steps = list(range(100_000))
-    values = [rng.random() for _ in steps]
-    values[31_337] = 50.0
-    values[77_777] = -50.0
-    keep = query.minmax_indices(steps, values, 1000)
-    assert keep == query.minmax_indices(steps, values, 1000)
-    assert len(keep) <= 2 * 1000 + 2
-    assert {0, 99_999, 31_337, 77_777} <= set(keep)
-    assert keep == sorted(keep)
+    batch = []
+    for s in range(n):
+        value = 50.0 if s in spikes else -50.0 if -s in spikes else rng.random()
+        batch.append(ingest.Record(s, 0, 0, s, 1.7e9 + s, {"loss": value}))
+    ingest.ingest(job, batch)
+    return MetricSeries.objects.get(job=job, key="loss")
 
 
-def test_short_series_are_not_downsampled():
-    assert query.minmax_indices([1, 2, 3], [1.0, 2.0, 3.0], 10) == [0, 1, 2]
+def test_downsampling_keeps_spikes_and_ends_and_is_deterministic(owner, cluster):
+    loss = noisy(make_job(owner, cluster), 50_000, spikes=(31_337, -44_444))
+    first = query.read_series(loss, width=1000)
+    assert first.downsampled and first.total == 50_000
+    assert query.read_series(loss, width=1000).as_dict() == first.as_dict()
+    assert len(first.steps) <= 2 * 1000
+    assert first.steps == sorted(first.steps)
+    assert 50.0 in first.values and -50.0 in first.values
+    assert first.steps[0] == 0 and first.steps[-1] == 49_999
+    assert first.max_seq == 49_999
 
 
-def test_uneven_steps_are_bucketed_by_step_not_by_index():
-    steps = list(range(1000)) + list(range(100_000, 100_010))
-    values = [0.0] * len(steps)
-    values[-5] = 9.0
-    keep = query.minmax_indices(steps, values, 100)
-    assert len(steps) - 5 in keep
+def test_a_trend_is_drawn_without_a_sawtooth():
+    rows = [(b, 10 - b - 0.5, 10 - b, b * 10, b * 10 + 9, 0.0, 1.0) for b in range(5)]
+    _, values, _ = query.buckets_to_points(rows)
+    assert values[:4] == [10, 9.5, 9, 8.5]  # falling: the high end first in every bucket
 
 
-@pytest.mark.django_db
-def test_read_series_downsamples_and_zooms_to_full_resolution(owner, cluster):
+def test_short_series_and_zoomed_ranges_come_at_full_resolution(owner, cluster):
     job = make_job(owner, cluster)
     ingest.ingest(job, ingest.parse_batch(records(5000)).records)
     loss = MetricSeries.objects.get(job=job, key="loss")
-    whole = query.read_series(loss, width=500)
-    assert whole.downsampled and whole.total == 5000 and len(whole.steps) <= 1002
     zoomed = query.read_series(loss, width=500, lo=1000, hi=1499)
     assert not zoomed.downsampled and zoomed.steps == list(range(1000, 1500))
+    assert zoomed.seqs == list(range(1000, 1500))
+    assert query.read_series(loss, width=500, full=True).steps == list(range(5000))
 
 
-@pytest.mark.django_db
+def test_uneven_steps_are_bucketed_by_step(owner, cluster):
+    job = make_job(owner, cluster)
+    batch = [ingest.Record(s, 0, 0, s, 0.0, {"loss": 0.0}) for s in range(1000)]
+    batch += [
+        ingest.Record(1000 + i, 0, 0, 100_000 + i, 0.0, {"loss": 9.0 if i == 5 else 0.0})
+        for i in range(10)
+    ]
+    ingest.ingest(job, batch)
+    data = query.read_series(MetricSeries.objects.get(job=job), width=100)
+    assert data.downsampled and 9.0 in data.values and max(data.steps) == 100_009
+
+
 def test_metrics_json_and_exports_are_owner_only(owner, outsider, cluster):
     job = make_job(owner, cluster)
     ingest.ingest(job, ingest.parse_batch(records(30)).records)

@@ -57,8 +57,10 @@ def main() -> None:
             step += 1
             time.sleep(args.delay)
         accuracy = accuracy_score(y_val, model.predict(x_val))
-        pm.log(step=step, epoch=epoch, epoch_val_accuracy=accuracy)
-        print(f"epoch {epoch + 1}/{args.epochs}: loss {model.loss_:.4f}, val accuracy {accuracy:.3f}")
+        pm.log(step=step, epoch_val_accuracy=accuracy)
+        print(
+            f"epoch {epoch + 1}/{args.epochs}: loss {model.loss_:.4f}, val accuracy {accuracy:.3f}"
+        )
     pm.close()
 
 

@@ -52,6 +52,7 @@ const PortalMetrics = (() => {
         meta, run,
         step: data.step.slice(), value: data.value.slice(), time: data.time.slice(),
         seq: new Set(data.seq), downsampled: data.downsampled,
+        maxSeq: data.max_seq === undefined ? null : data.max_seq,
       };
       if (entry.time.length && (t0 === null || entry.time[0] < t0) && run === jobId) t0 = entry.time[0];
       return entry;
@@ -124,6 +125,9 @@ const PortalMetrics = (() => {
           div.dataset.figure = key;
           charts.appendChild(div);
           fig = { div };
+          // Plotly's own "responsive" follows the window only; the grid also
+          // resizes a chart when charts are added or removed.
+          if (window.ResizeObserver) new ResizeObserver(() => { if (div.data) Plotly.Plots.resize(div); }).observe(div);
         }
         const traces = [];
         fig.traces = [];
@@ -166,7 +170,8 @@ const PortalMetrics = (() => {
       Object.entries(message.points).forEach(([id, rows]) => {
         const entry = series.get(Number(id));
         if (!entry) return;
-        const fresh = rows.filter((r) => !entry.seq.has(r[3])); // a point may come twice
+        // A point may come twice (history and stream overlap at connect time).
+        const fresh = rows.filter((r) => !entry.seq.has(r[3]) && !(entry.downsampled && entry.maxSeq !== null && r[3] <= entry.maxSeq));
         fresh.sort((a, b) => a[0] - b[0] || a[3] - b[3]);
         fresh.forEach((r) => { entry.step.push(r[0]); entry.value.push(r[1]); entry.time.push(r[2]); entry.seq.add(r[3]); });
         if (t0 === null && entry.time.length) t0 = entry.time[0];
