@@ -89,3 +89,6 @@ class MetricFile(models.Model):
     class Meta:
         app_label = "jobs"
         constraints = [models.UniqueConstraint(fields=["job", "name"], name="metric_file_unique")]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} {self.name} @ {self.offset}"
