@@ -222,3 +222,26 @@ def test_module_uses_only_the_standard_library():
     }
     optional = {"tensorflow", "keras", "__future__"}  # imported only inside KerasCallback()
     assert imported - optional <= set(sys.stdlib_module_names)
+
+
+def test_keras_callback_logs_batches_and_epochs(tmp_path, monkeypatch):
+    """Against a stand-in for keras.callbacks.Callback (TensorFlow is not installed here):
+    the callback only relies on Keras calling these two hooks with a logs dict."""
+    import sys
+    import types
+
+    class Callback:
+        def __init__(self):
+            pass
+
+    keras = types.SimpleNamespace(callbacks=types.SimpleNamespace(Callback=Callback))
+    monkeypatch.setitem(sys.modules, "tensorflow", types.SimpleNamespace(keras=keras))
+    run = pm.Run(str(tmp_path), url="", system_interval=0)
+    callback = pm.KerasCallback(every=2, run=run)
+    for batch in range(5):
+        callback.on_train_batch_end(batch, {"loss": 1.0 / (batch + 1), "accuracy": 0.5})
+    callback.on_epoch_end(0, {"loss": 0.3, "val_accuracy": 0.9})
+    run.close()
+    records = read(tmp_path / "rank-0.jsonl")
+    assert [r["step"] for r in records] == [0, 2, 4, 5]
+    assert records[-1]["metrics"] == {"epoch_loss": 0.3, "epoch_val_accuracy": 0.9, "epoch": 0}
