@@ -107,7 +107,7 @@ def test_submit_claimed_by_another_worker_does_nothing(fake, job):
 
 
 def test_job_cancelled_while_being_submitted_is_scancelled(fake, job, monkeypatch):
-    def submit_then_user_cancels(conn, work_dir, name, script, secret=""):
+    def submit_then_user_cancels(conn, work_dir, name, script, secret="", metrics_token=""):
         Job.objects.filter(pk=job.pk).update(state="cancelled")
         return operations.Submission("91", adopted=False)
 
