@@ -12,5 +12,7 @@ urlpatterns = [
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job-cancel"),
     path("jobs/<int:pk>/logs/<str:stream>/", views.job_logs, name="job-logs"),
     path("account/", views.account, name="account"),
+    path("account/tokens/", views.token_create, name="token-create"),
+    path("account/tokens/<int:pk>/revoke/", views.token_revoke, name="token-revoke"),
     path("account/<int:pk>/test/", views.account_test, name="account-test"),
 ]

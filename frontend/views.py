@@ -1,8 +1,5 @@
 """Page views: short; logic lives on the models and in jobs.slurm."""
 
-import itertools
-import json
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -12,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from frontend.forms import ClusterAccountForm, LaunchForm, launch_initial, partition_limits
+from jobs.api.models import ApiToken
 from jobs.metrics import query as metrics_query
 from jobs.metrics.models import MetricSeries
 from jobs.models import ClusterAccount, ContainerImage, Job, Tag
@@ -152,35 +150,9 @@ def job_metrics_export(request, pk: int):
     fmt = request.GET.get("format", "csv")
     if fmt not in ("csv", "json"):
         return JsonResponse({"error": "format must be csv or json"}, status=400)
-    series = {s.pk: s for s in MetricSeries.objects.filter(job=job)}
-    points = metrics_query.iter_points(list(series))
-    if fmt == "csv":
-        rows = (
-            f"{series[sid].key},{series[sid].rank},{series[sid].attempt},{step},{seq},{when},{value!r}\n"
-            for sid, step, seq, value, when in points
-        )
-        body = itertools.chain(["metric,rank,attempt,step,seq,time,value\n"], rows)
-        content_type = "text/csv"
-    else:
-        body = (
-            json.dumps(
-                {
-                    "metric": series[sid].key,
-                    "rank": series[sid].rank,
-                    "attempt": series[sid].attempt,
-                    "step": step,
-                    "seq": seq,
-                    "time": when,
-                    "value": value,
-                }
-            )
-            + "\n"
-            for sid, step, seq, value, when in points
-        )
-        content_type = "application/x-ndjson"
+    body, content_type, filename = metrics_query.export(job, fmt)
     response = StreamingHttpResponse(body, content_type=content_type)
-    extension = "csv" if fmt == "csv" else "jsonl"
-    response["Content-Disposition"] = f'attachment; filename="job-{job.pk}-metrics.{extension}"'
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
 
 
@@ -225,7 +197,37 @@ def account(request):
         messages.success(request, "Key pair created: install the public key below on the cluster.")
         return redirect("account")
     accounts = ClusterAccount.objects.filter(user=request.user).select_related("cluster")
-    return render(request, "frontend/account.html", {"accounts": accounts, "form": form})
+    context = {
+        "accounts": accounts,
+        "form": form,
+        "tokens": ApiToken.objects.filter(user=request.user),
+        # Shown once, straight after creation (kept in the session only until this render).
+        "new_token": request.session.pop("new_api_token", None),
+        "new_token_name": request.session.pop("new_api_token_name", None),
+    }
+    return render(request, "frontend/account.html", context)
+
+
+@login_required
+@require_POST
+def token_create(request):
+    name = request.POST.get("name", "").strip()[:100]
+    days = request.POST.get("days", "")
+    if not name or (days and not days.isdigit()):
+        messages.error(request, "Give the token a name (and a number of days, or never).")
+        return redirect("account")
+    row, token = ApiToken.issue(request.user, name, int(days) if days else None)
+    request.session["new_api_token"] = token
+    request.session["new_api_token_name"] = row.name
+    return redirect("account")
+
+
+@login_required
+@require_POST
+def token_revoke(request, pk: int):
+    get_object_or_404(ApiToken.objects.filter(user=request.user), pk=pk).revoke()
+    messages.info(request, "Token revoked.")
+    return redirect("account")
 
 
 @login_required

@@ -753,4 +753,5 @@ class JobEvent(models.Model):
 
 
 # Metric storage lives in its own module; importing it here registers the models.
+from jobs.api.models import ApiToken  # noqa: E402, F401
 from jobs.metrics.models import MetricFile, MetricPoint, MetricSeries  # noqa: E402, F401

@@ -1,7 +1,15 @@
-from django.urls import path
+from django.urls import include, path
+from rest_framework.routers import DefaultRouter
 
 from jobs import views
+from jobs.api import views as api
+
+router = DefaultRouter()
+router.register("containers", api.ContainerViewSet, basename="api-container")
+router.register("clusters", api.ClusterViewSet, basename="api-cluster")
+router.register("jobs", api.JobViewSet, basename="api-job")
 
 urlpatterns = [
     path("jobs/<int:pk>/metrics/ingest/", views.metrics_upload, name="metrics-upload"),
+    path("", include(router.urls)),
 ]

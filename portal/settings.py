@@ -42,6 +42,9 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "channels",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "jobs",
     "proxy",
     "frontend",
@@ -237,4 +240,35 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"paramiko": {"level": "WARNING"}},
+}
+
+
+# --- REST API ---------------------------------------------------------------------------------
+# Requests per token (or signed-in user) and period, e.g. "600/min".
+PORTAL_API_RATE = env_str("PORTAL_API_RATE", "600/min")
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "jobs.api.auth.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_THROTTLE_CLASSES": ["jobs.api.auth.TokenRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"api": PORTAL_API_RATE},
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "jobs.api.errors.exception_handler",
+    "URL_FORMAT_OVERRIDE": None,  # ?format=csv is ours (metrics export), not DRF's
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "HPC portal API",
+    "DESCRIPTION": "Launch, follow and cancel Slurm jobs; read their logs and metrics. "
+    "Authenticate with `Authorization: Bearer <personal token>` (Account page, or "
+    "`manage.py issue_token USERNAME`).",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",  # served from this server: no CDN
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
 }

@@ -11,6 +11,8 @@ point sat cannot be seen.
 
 from __future__ import annotations
 
+import itertools
+import json
 from dataclasses import dataclass
 
 from django.db import connection
@@ -154,3 +156,32 @@ def history(job_id: int, width=None) -> list[dict]:
     return [
         read_series(s, width=width).as_dict() for s in MetricSeries.objects.filter(job_id=job_id)
     ]
+
+
+def export(job, fmt: str):
+    """Every point of a job as CSV or JSON lines: (iterator of text, content type, file name)."""
+    series = {s.pk: s for s in MetricSeries.objects.filter(job=job)}
+    points = iter_points(list(series))
+    if fmt == "csv":
+        header = ["metric,rank,attempt,step,seq,time,value\n"]
+        rows = (
+            f"{series[sid].key},{series[sid].rank},{series[sid].attempt},{step},{seq},{when},{value!r}\n"
+            for sid, step, seq, value, when in points
+        )
+        return itertools.chain(header, rows), "text/csv", f"job-{job.pk}-metrics.csv"
+    rows = (
+        json.dumps(
+            {
+                "metric": series[sid].key,
+                "rank": series[sid].rank,
+                "attempt": series[sid].attempt,
+                "step": step,
+                "seq": seq,
+                "time": when,
+                "value": value,
+            }
+        )
+        + "\n"
+        for sid, step, seq, value, when in points
+    )
+    return rows, "application/x-ndjson", f"job-{job.pk}-metrics.jsonl"

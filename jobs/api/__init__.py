@@ -1,0 +1,1 @@
+"""The REST API (/api/v1/): personal tokens, serializers, views."""

@@ -1,0 +1,49 @@
+"""One error format for every API failure:
+
+{"error": {"status": 400, "code": "invalid", "message": "...", "fields": {"gpus": ["..."]}}}
+"""
+
+from __future__ import annotations
+
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+def _flatten(value) -> list[str]:
+    if isinstance(value, dict):
+        return [f"{k}: {m}" for k, v in value.items() for m in _flatten(v)]
+    if isinstance(value, list):
+        return [m for v in value for m in _flatten(v)]
+    return [str(value)]
+
+
+def exception_handler(exc, context):
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    data = response.data
+    fields: dict[str, list[str]] = {}
+    message = ""
+    code = getattr(exc, "default_code", "error")
+    if isinstance(data, dict) and "detail" in data and len(data) == 1:
+        message = str(data["detail"])
+        code = getattr(data["detail"], "code", code)
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            if key in ("non_field_errors", "__all__"):
+                message = " ".join(_flatten(value))
+            else:
+                fields[key] = _flatten(value)
+        message = message or "The request has errors: " + "; ".join(
+            f"{k}: {' '.join(v)}" for k, v in fields.items()
+        )
+    else:
+        message = " ".join(_flatten(data))
+    response.data = {
+        "error": {
+            "status": response.status_code,
+            "code": str(code),
+            "message": message,
+            "fields": fields,
+        }
+    }
+    return response

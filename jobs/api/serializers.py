@@ -1,0 +1,190 @@
+"""What the API shows of the catalog, clusters and jobs. Validation of new jobs is the
+launch form's (frontend.forms.LaunchForm), so browser and API accept exactly the same."""
+
+from __future__ import annotations
+
+from django.urls import reverse
+from rest_framework import serializers
+
+from jobs.models import Cluster, ContainerImage, Job, Partition
+
+
+class ContainerSerializer(serializers.ModelSerializer):
+    tags = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
+    kinds = serializers.ListField(child=serializers.CharField(), read_only=True)
+
+    class Meta:
+        model = ContainerImage
+        fields = [
+            "slug",
+            "name",
+            "version",
+            "description",
+            "tags",
+            "runtime",
+            "supports_gpu",
+            "kinds",
+            "default_command",
+            "deprecated",
+        ]
+
+
+class PartitionSerializer(serializers.ModelSerializer):
+    gpu_types = serializers.ListField(source="gpu_type_list", child=serializers.CharField())
+
+    class Meta:
+        model = Partition
+        fields = [
+            "name",
+            "is_default",
+            "gpu_types",
+            "max_gpus_per_job",
+            "max_cpus_per_job",
+            "max_memory_gb",
+            "max_time_minutes",
+            "default_time_minutes",
+        ]
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    partitions = PartitionSerializer(many=True, read_only=True)
+    scratch = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Cluster
+        fields = ["name", "description", "partitions", "scratch"]
+
+    def get_scratch(self, cluster) -> bool:
+        return bool(cluster.scratch_root)
+
+
+class JobSerializer(serializers.ModelSerializer):
+    container = serializers.CharField(source="image.slug")
+    cluster = serializers.CharField(source="cluster.name")
+    partition = serializers.CharField(source="partition.name")
+    time_limit = serializers.IntegerField(source="time_limit_minutes")
+    workdir = serializers.CharField(source="workdir_kind")
+    owner = serializers.CharField(source="owner.get_username")
+    state_label = serializers.CharField(source="get_state_display")
+    session_url = serializers.SerializerMethodField()
+    url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Job
+        fields = [
+            "id",
+            "url",
+            "name",
+            "owner",
+            "kind",
+            "container",
+            "cluster",
+            "partition",
+            "command",
+            "gpus",
+            "gpu_type",
+            "cpus",
+            "memory_gb",
+            "time_limit",
+            "account",
+            "workdir",
+            "state",
+            "state_label",
+            "pending_reason",
+            "scheduler_job_id",
+            "node",
+            "exit_code",
+            "message",
+            "created_at",
+            "submitted_at",
+            "started_at",
+            "ended_at",
+            "session_url",
+        ]
+        read_only_fields = fields
+
+    def get_session_url(self, job) -> str | None:
+        """Where to open the running notebook (through the portal, which checks the user)."""
+        if job.kind != Job.Kind.NOTEBOOK or job.state != Job.State.RUNNING:
+            return None
+        session = getattr(job, "session", None)
+        if session is None or session.state != "ready":
+            return None
+        request = self.context.get("request")
+        path = f"/sessions/{session.public_id}/open/"
+        return request.build_absolute_uri(path) if request else path
+
+    def get_url(self, job) -> str:
+        request = self.context.get("request")
+        path = reverse("job-detail", args=[job.pk])
+        return request.build_absolute_uri(path) if request else path
+
+
+class JobCreateSerializer(serializers.Serializer):
+    """The request for a new job; defaults are the catalog's, as on the launch page."""
+
+    container = serializers.CharField(required=False, help_text="Catalog slug.")
+    cluster = serializers.CharField(required=False)
+    partition = serializers.CharField(required=False)
+    kind = serializers.ChoiceField(choices=Job.Kind.choices, default=Job.Kind.BATCH)
+    command = serializers.CharField(required=False, allow_blank=True, default="")
+    gpus = serializers.IntegerField(required=False, min_value=0, max_value=64)
+    gpu_type = serializers.CharField(required=False, allow_blank=True)
+    cpus = serializers.IntegerField(required=False, min_value=1, max_value=100_000)
+    memory_gb = serializers.IntegerField(required=False, min_value=1, max_value=1_000_000)
+    time_limit = serializers.IntegerField(
+        required=False, min_value=1, max_value=525_600, help_text="Minutes."
+    )
+    account = serializers.CharField(required=False, allow_blank=True)
+    workdir = serializers.ChoiceField(choices=Job.Workdir.choices, required=False)
+    name = serializers.CharField(required=False, allow_blank=True, max_length=100)
+
+    # API name -> launch form field
+    FORM_FIELDS = {
+        "container": "image",
+        "time_limit": "time_limit_minutes",
+        "workdir": "workdir_kind",
+    }
+
+    def validate(self, attrs):
+        from frontend.forms import LaunchForm, launch_initial
+
+        user = self.context["request"].user
+        data = {k: v for k, v in launch_initial(user).items() if v is not None}
+        if "container" in attrs and "gpus" not in attrs:
+            data["gpus"] = 0  # the defaults' GPU may not suit the chosen image
+            data["gpu_type"] = ""
+        for key, value in attrs.items():
+            data[self.FORM_FIELDS.get(key, key)] = value
+        if "partition" in attrs or "cluster" in attrs:
+            cluster_name = data.get("cluster")
+            partition_name = attrs.get("partition")
+            partitions = Partition.objects.filter(cluster__name=cluster_name, cluster__enabled=True)
+            if partition_name is None:
+                default = partitions.filter(is_default=True).first() or partitions.first()
+                data["partition"] = default.pk if default else None
+                if default and "time_limit" not in attrs:
+                    data["time_limit_minutes"] = default.default_time_minutes
+            else:
+                found = partitions.filter(name=partition_name).first()
+                if found is None:
+                    raise serializers.ValidationError(
+                        {
+                            "partition": [
+                                f"Cluster {cluster_name} has no partition {partition_name!r}."
+                            ]
+                        }
+                    )
+                data["partition"] = found.pk
+                if "time_limit" not in attrs:
+                    data["time_limit_minutes"] = found.default_time_minutes
+        form = LaunchForm(data=data, user=user)
+        if not form.is_valid():
+            back = {v: k for k, v in self.FORM_FIELDS.items()}
+            errors = {}
+            for field, messages in form.errors.items():
+                key = "non_field_errors" if field == "__all__" else back.get(field, field)
+                errors[key] = list(messages)
+            raise serializers.ValidationError(errors)
+        attrs["form"] = form
+        return attrs

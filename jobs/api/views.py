@@ -1,0 +1,212 @@
+"""REST API views: thin; the model and the launch form do the work."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.http import StreamingHttpResponse
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, pagination, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from jobs.api.serializers import (
+    ClusterSerializer,
+    ContainerSerializer,
+    JobCreateSerializer,
+    JobSerializer,
+)
+from jobs.metrics import query as metrics_query
+from jobs.metrics.models import MetricSeries
+from jobs.models import Cluster, ContainerImage, Job
+from jobs.slurm import operations, ssh
+
+
+class Pages(pagination.PageNumberPagination):
+    page_size = 20
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
+class ContainerViewSet(viewsets.ReadOnlyModelViewSet):
+    """The catalog: images offered for new jobs."""
+
+    serializer_class = ContainerSerializer
+    lookup_field = "slug"
+    pagination_class = None
+
+    def get_queryset(self):
+        return ContainerImage.objects.offered().prefetch_related("tags")
+
+
+class ClusterViewSet(viewsets.ReadOnlyModelViewSet):
+    """Clusters with their partitions, GPU types and limits."""
+
+    serializer_class = ClusterSerializer
+    lookup_field = "name"
+    pagination_class = None
+
+    def get_queryset(self):
+        return Cluster.objects.filter(enabled=True).prefetch_related("partitions")
+
+
+def _int_param(request, name: str) -> int | None:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValidationError({name: [f"Must be a whole number, not {raw[:40]!r}."]}) from None
+
+
+JOB_FILTERS = [
+    OpenApiParameter("state", str, description="A state, several comma-separated, or 'active'."),
+    OpenApiParameter("container", str, description="Catalog slug."),
+    OpenApiParameter("created_after", OpenApiTypes.DATETIME),
+    OpenApiParameter("created_before", OpenApiTypes.DATETIME),
+]
+
+
+class JobViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    viewsets.GenericViewSet,
+):
+    """The user's jobs (staff: everyone's). Another user's job is a 404."""
+
+    serializer_class = JobSerializer
+    pagination_class = Pages
+    lookup_value_regex = r"[0-9]+"
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation
+            return Job.objects.none()
+        jobs = Job.objects.for_user(self.request.user).select_related(
+            "image", "cluster", "partition", "owner", "session"
+        )
+        if self.action != "list":
+            return jobs
+        params = self.request.query_params
+        if params.get("state"):
+            wanted = set(params["state"].split(","))
+            if "active" in wanted:
+                wanted |= set(Job.ACTIVE_STATES) - {"active"}
+                wanted.discard("active")
+            unknown = wanted - set(Job.State.values)
+            if unknown:
+                raise ValidationError(
+                    {
+                        "state": [
+                            f"Unknown state(s) {', '.join(sorted(unknown))}; use "
+                            f"{', '.join(Job.State.values)} or active."
+                        ]
+                    }
+                )
+            jobs = jobs.filter(state__in=wanted)
+        if params.get("container"):
+            jobs = jobs.filter(image__slug=params["container"])
+        for name, lookup in (("created_after", "gte"), ("created_before", "lt")):
+            if params.get(name):
+                when = parse_datetime(params[name])
+                if when is None:
+                    raise ValidationError({name: ["Use an ISO 8601 date and time."]})
+                jobs = jobs.filter(**{f"created_at__{lookup}": when})
+        return jobs
+
+    @extend_schema(parameters=JOB_FILTERS)
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(request=JobCreateSerializer, responses={201: JobSerializer})
+    def create(self, request, *args, **kwargs):
+        incoming = JobCreateSerializer(data=request.data, context={"request": request})
+        incoming.is_valid(raise_exception=True)
+        with transaction.atomic():
+            job = incoming.validated_data["form"].save()
+            job.enqueue_submission()
+        body = JobSerializer(job, context={"request": request}).data
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={202: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        """Cancel the job (202: the cancellation is on its way; 200 if it had ended)."""
+        job = self.get_object()
+        if job.is_final:
+            return Response(JobSerializer(job, context={"request": request}).data)
+        with transaction.atomic():
+            if job.request_cancel():
+                job.enqueue_cancel()
+        job.refresh_from_db()
+        return Response(
+            JobSerializer(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED
+        )
+
+    @extend_schema(parameters=[OpenApiParameter("stream", str, enum=[*operations.LOG_STREAMS])])
+    @action(detail=True, methods=["get"])
+    def logs(self, request, pk=None):
+        """The end of the job's stdout or stderr."""
+        job = self.get_object()
+        stream = request.query_params.get("stream", "stdout")
+        if stream not in operations.LOG_STREAMS:
+            raise ValidationError({"stream": ["Use stdout or stderr."]})
+        try:
+            tail = operations.read_job_log(job, stream)
+        except ssh.SlurmError as exc:
+            return Response(
+                {
+                    "error": {
+                        "status": 502,
+                        "code": "cluster_error",
+                        "message": f"Could not read the log from {job.cluster.name}: {exc}",
+                        "fields": {},
+                    }
+                },
+                status=status.HTTP_502_BAD_GATEWAY,
+            )
+        return Response(
+            {"stream": stream, "text": tail.text, "size": tail.size, "truncated": tail.truncated}
+        )
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("format", str, enum=["json", "csv"], description="csv: every point"),
+            OpenApiParameter("series", str, description="Comma-separated series ids."),
+            OpenApiParameter("lo", int),
+            OpenApiParameter("hi", int),
+            OpenApiParameter("width", int, description="Downsample to this many buckets."),
+            OpenApiParameter("full", bool),
+        ]
+    )
+    @action(detail=True, methods=["get"], url_path="metrics")
+    def metrics(self, request, pk=None):
+        """Metric series: downsampled to ``width``, or at full resolution for a step range."""
+        job = self.get_object()
+        if request.query_params.get("format") == "csv":
+            body, content_type, filename = metrics_query.export(job, "csv")
+            response = StreamingHttpResponse(body, content_type=content_type)
+            response["Content-Disposition"] = f'attachment; filename="{filename}"'
+            return response
+        lo, hi = _int_param(request, "lo"), _int_param(request, "hi")
+        ids = request.query_params.get("series", "")
+        series = MetricSeries.objects.filter(job=job)
+        if ids:
+            try:
+                series = series.filter(pk__in=[int(v) for v in ids.split(",") if v])
+            except ValueError:
+                raise ValidationError({"series": ["Comma-separated whole numbers."]}) from None
+        width = metrics_query.parse_width(request.query_params.get("width"))
+        full = request.query_params.get("full") in ("1", "true")
+        return Response(
+            {
+                "job": job.pk,
+                "series": [
+                    metrics_query.read_series(s, width=width, lo=lo, hi=hi, full=full).as_dict()
+                    for s in series
+                ],
+            }
+        )

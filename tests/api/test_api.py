@@ -1,0 +1,258 @@
+"""The REST API: tokens, every endpoint, one error format, cross-user 404s."""
+
+import io
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from jobs.api.auth import TokenRateThrottle
+from jobs.api.models import ApiToken
+from jobs.metrics import ingest
+from jobs.models import ClusterAccount, ContainerImage, Job
+from tests.metrics.conftest import records
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def catalog(cluster):
+    ContainerImage.objects.create(
+        name="Python",
+        slug="python",
+        runtime="none",
+        sort_order=1,
+        default_command="python train.py",
+    )
+    ContainerImage.objects.create(name="Old", slug="old", runtime="none", deprecated=True)
+    return cluster
+
+
+@pytest.fixture
+def api(owner, catalog):
+    ClusterAccount.objects.create(cluster=catalog, user=owner, username="alice")
+    _, token = ApiToken.issue(owner, "test")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client
+
+
+def client_for(user):
+    _, token = ApiToken.issue(user, "t")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client
+
+
+def error(response):
+    body = response.json()["error"]
+    assert (
+        set(body) == {"status", "code", "message", "fields"}
+        and body["status"] == response.status_code
+    )
+    return body
+
+
+@pytest.fixture(autouse=True)
+def no_broker(monkeypatch):
+    from jobs import tasks
+
+    sent = []
+    monkeypatch.setattr(tasks.submit_job, "delay", lambda *a: sent.append(("submit", a)))
+    monkeypatch.setattr(tasks.cancel_job, "delay", lambda *a: sent.append(("cancel", a)))
+    return sent
+
+
+# --- tokens ------------------------------------------------------------------------------------
+
+
+def test_issue_token_command_prints_a_working_token_and_stores_its_hash(owner):
+    out = io.StringIO()
+    call_command("issue_token", "owner", "--days", "7", stdout=out, stderr=io.StringIO())
+    token = out.getvalue().strip()
+    row = ApiToken.objects.get(user=owner)
+    assert token.startswith("pp_") and token not in row.token_hash and row.expires_at
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert client.get("/api/v1/jobs/").status_code == 200
+
+
+def test_bad_revoked_and_expired_tokens_are_refused(owner):
+    row, token = ApiToken.issue(owner, "x")
+    client = APIClient()
+    for header in ("Bearer pp_nope", "Bearer ", "Bearer pm_job-token"):
+        client.credentials(HTTP_AUTHORIZATION=header)
+        response = client.get("/api/v1/jobs/")
+        assert response.status_code == 401 and error(response)["message"]
+    row.revoke()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert client.get("/api/v1/jobs/").status_code == 401
+    row2, token2 = ApiToken.issue(owner, "old", days=1)
+    ApiToken.objects.filter(pk=row2.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token2}")
+    assert client.get("/api/v1/jobs/").status_code == 401
+    assert APIClient().get("/api/v1/jobs/").status_code == 401  # nothing at all
+
+
+def test_session_auth_works_for_the_browser(owner):
+    client = APIClient()
+    client.force_login(owner)
+    assert client.get("/api/v1/jobs/").status_code == 200
+
+
+def test_throttling_is_per_token(owner, monkeypatch):
+    from django.core.cache import cache
+
+    cache.clear()
+    monkeypatch.setattr(TokenRateThrottle, "THROTTLE_RATES", {"api": "3/min"})
+    first, second = client_for(owner), client_for(owner)
+    assert [first.get("/api/v1/jobs/").status_code for _ in range(4)] == [200, 200, 200, 429]
+    assert second.get("/api/v1/jobs/").status_code == 200
+    assert error(first.get("/api/v1/jobs/"))["code"] == "throttled"
+
+
+def test_account_page_creates_shows_once_and_revokes_tokens(owner):
+    client = APIClient()
+    client.force_login(owner)
+    client.post("/account/tokens/", {"name": "laptop", "days": "30"})
+    page = client.get("/account/").content.decode()
+    row = ApiToken.objects.get(user=owner, name="laptop")
+    assert "data-new-token" in page
+    assert "data-new-token" not in client.get("/account/").content.decode()  # shown once
+    client.post(f"/account/tokens/{row.pk}/revoke/")
+    row.refresh_from_db()
+    assert row.revoked_at is not None
+
+
+# --- catalog and clusters -------------------------------------------------------------------------
+
+
+def test_containers_and_clusters(api):
+    containers = api.get("/api/v1/containers/").json()
+    assert [c["slug"] for c in containers] == ["python"]  # deprecated not offered
+    assert containers[0]["default_command"] == "python train.py"
+    clusters = api.get("/api/v1/clusters/").json()
+    gpu = next(p for p in clusters[0]["partitions"] if p["name"] == "gpu")
+    assert gpu["gpu_types"] == ["v100", "a100"] and gpu["max_gpus_per_job"] == 4
+    assert api.get("/api/v1/containers/old/").status_code == 404
+
+
+# --- jobs ---------------------------------------------------------------------------------------
+
+
+def test_create_job_validates_like_the_form_and_queues_it(
+    api, owner, no_broker, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api.post(
+            "/api/v1/jobs/",
+            {
+                "container": "python",
+                "partition": "gpu",
+                "kind": "batch",
+                "command": "python train.py",
+                "gpus": 2,
+                "gpu_type": "a100",
+                "cpus": 4,
+                "memory_gb": 8,
+                "time_limit": 30,
+            },
+            format="json",
+        )
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["state"] == "queued" and body["gpus"] == 2 and body["time_limit"] == 30
+    assert body["cluster"] == "testcluster" and body["session_url"] is None
+    assert no_broker == [("submit", (body["id"],))]
+
+
+@pytest.mark.parametrize(
+    ("payload", "field", "text"),
+    [
+        ({"gpus": 9, "partition": "gpu"}, "gpus", "at most 4"),
+        ({"partition": "nope"}, "partition", "no partition 'nope'"),
+        ({"container": "old"}, "container", "catalog"),
+        ({"kind": "batch", "command": ""}, "command", ""),
+        ({"time_limit": 100000, "partition": "cpu"}, "time_limit", "at most 30"),
+        ({"gpus": "many"}, "gpus", "valid integer"),
+        ({"workdir": "tmp"}, "workdir", "valid choice"),
+    ],
+)
+def test_bad_job_requests_get_field_errors(api, payload, field, text):
+    body = {"kind": "batch", "command": "true", **payload}
+    response = api.post("/api/v1/jobs/", body, format="json")
+    assert response.status_code == 400, response.content
+    err = error(response)
+    assert field in err["fields"], err
+    assert text in " ".join(err["fields"][field])
+    assert not Job.objects.exists()
+
+
+def test_list_filter_paginate_and_other_users_jobs_are_404(api, owner, outsider, cluster):
+    image = ContainerImage.objects.get(slug="python")
+    for i in range(25):
+        Job.objects.create(
+            owner=owner,
+            cluster=cluster,
+            partition=cluster.partitions.first(),
+            image=image,
+            kind="batch",
+            command="x",
+            state="running" if i % 5 == 0 else "completed",
+        )
+    theirs = Job.objects.create(
+        owner=outsider,
+        cluster=cluster,
+        partition=cluster.partitions.first(),
+        image=image,
+        kind="batch",
+    )
+    page = api.get("/api/v1/jobs/").json()
+    assert page["count"] == 25 and len(page["results"]) == 20 and page["next"]
+    assert api.get("/api/v1/jobs/?state=active").json()["count"] == 5
+    assert api.get("/api/v1/jobs/?state=running,completed&page_size=100").json()["count"] == 25
+    assert "Unknown state" in error(api.get("/api/v1/jobs/?state=bogus"))["message"] + str(
+        error(api.get("/api/v1/jobs/?state=bogus"))["fields"]
+    )
+    assert api.get("/api/v1/jobs/?created_after=yesterday").status_code == 400
+    assert api.get("/api/v1/jobs/?page=99").status_code == 404
+    for path in ("", "cancel/", "logs/", "metrics/"):
+        method = api.post if path == "cancel/" else api.get
+        response = method(f"/api/v1/jobs/{theirs.pk}/{path}")
+        assert response.status_code == 404 and error(response)
+    assert api.get("/api/v1/jobs/abc/").status_code == 404
+
+
+def test_cancel_and_metrics(api, owner, cluster, no_broker, django_capture_on_commit_callbacks):
+    image = ContainerImage.objects.get(slug="python")
+    job = Job.objects.create(
+        owner=owner,
+        cluster=cluster,
+        partition=cluster.partitions.first(),
+        image=image,
+        kind="batch",
+        command="x",
+        state="running",
+    )
+    ingest.ingest(job, ingest.parse_batch(records(50)).records)
+    data = api.get(f"/api/v1/jobs/{job.pk}/metrics/?lo=10&hi=19").json()
+    loss = next(s for s in data["series"] if s["key"] == "loss")
+    assert loss["step"] == list(range(10, 20)) and not loss["downsampled"]
+    csv = b"".join(api.get(f"/api/v1/jobs/{job.pk}/metrics/?format=csv").streaming_content)
+    assert len(csv.decode().splitlines()) == 101
+    assert api.get(f"/api/v1/jobs/{job.pk}/metrics/?lo=x").status_code == 400
+    assert api.get(f"/api/v1/jobs/{job.pk}/logs/?stream=secret").status_code == 400
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api.post(f"/api/v1/jobs/{job.pk}/cancel/")
+    assert response.status_code == 202 and ("cancel", (job.pk,)) in no_broker
+    job.transition("cancelled")
+    assert api.post(f"/api/v1/jobs/{job.pk}/cancel/").status_code == 200
+
+
+def test_schema_and_offline_docs(api):
+    client = APIClient()
+    assert client.get("/api/schema/").status_code == 200
+    page = client.get("/api/docs/").content.decode()
+    assert "drf_spectacular_sidecar" in page and "cdn" not in page.lower()
