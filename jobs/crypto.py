@@ -1,4 +1,8 @@
-"""Encryption at rest for cluster private keys (Fernet, rotatable)."""
+"""Encryption at rest for cluster private keys (Fernet, rotatable), and the hashes
+kept in place of bearer secrets (session registration, metrics and API tokens)."""
+
+import hashlib
+import hmac
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
@@ -35,3 +39,13 @@ def rotate(token: str) -> str:
 
 def generate_key() -> str:
     return Fernet.generate_key().decode()
+
+
+def secret_hash(secret: str) -> str:
+    """What is stored instead of a random bearer secret: its SHA-256, hex."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def secret_matches(stored_hash: str, secret: str) -> bool:
+    """True if ``secret`` hashes to ``stored_hash`` (constant time; an empty hash never matches)."""
+    return bool(stored_hash) and hmac.compare_digest(stored_hash, secret_hash(secret))

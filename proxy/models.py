@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import secrets
 
 from django.conf import settings
@@ -24,10 +22,6 @@ def session_origin(public_id: str) -> str:
     """The session's own origin: <scheme>://<id>.<SESSION_DOMAIN>[:port]."""
     port = f":{settings.SESSION_PUBLIC_PORT}" if settings.SESSION_PUBLIC_PORT else ""
     return f"{settings.SESSION_SCHEME}://{public_id}.{settings.SESSION_DOMAIN}{port}"
-
-
-def _hash(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 class SessionQuerySet(models.QuerySet):
@@ -84,14 +78,12 @@ class Session(models.Model):
 
     def issue_register_secret(self) -> str:
         secret = secrets.token_urlsafe(32)
-        Session.objects.filter(pk=self.pk).update(register_secret_hash=_hash(secret))
-        self.register_secret_hash = _hash(secret)
+        Session.objects.filter(pk=self.pk).update(register_secret_hash=crypto.secret_hash(secret))
+        self.register_secret_hash = crypto.secret_hash(secret)
         return secret
 
     def check_register_secret(self, secret: str) -> bool:
-        return bool(self.register_secret_hash) and hmac.compare_digest(
-            self.register_secret_hash, _hash(secret)
-        )
+        return crypto.secret_matches(self.register_secret_hash, secret)
 
     def upstream_token(self) -> str:
         return (

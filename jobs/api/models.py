@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from datetime import timedelta
 
@@ -10,11 +9,9 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from jobs import crypto
+
 PREFIX = "pp_"
-
-
-def _hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 class ApiTokenQuerySet(models.QuerySet):
@@ -54,7 +51,11 @@ class ApiToken(models.Model):
         token = PREFIX + secrets.token_urlsafe(32)
         expires = timezone.now() + timedelta(days=days) if days else None
         row = cls.objects.create(
-            user=user, name=name[:100], hint=token[:10], token_hash=_hash(token), expires_at=expires
+            user=user,
+            name=name[:100],
+            hint=token[:10],
+            token_hash=crypto.secret_hash(token),
+            expires_at=expires,
         )
         return row, token
 
@@ -62,7 +63,12 @@ class ApiToken(models.Model):
     def authenticate(cls, token: str) -> ApiToken | None:
         if not token.startswith(PREFIX):
             return None
-        row = cls.objects.usable().select_related("user").filter(token_hash=_hash(token)).first()
+        row = (
+            cls.objects.usable()
+            .select_related("user")
+            .filter(token_hash=crypto.secret_hash(token))
+            .first()
+        )
         if row is None or not row.user.is_active:
             return None
         now = timezone.now()

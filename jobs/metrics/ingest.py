@@ -7,7 +7,6 @@ conflicts as a last guard) and, after commit, publishes only the new points.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from django.db import connection, transaction
 from django.db.models import F
 
+from jobs import crypto
 from jobs.metrics.models import MetricPoint, MetricSeries
 from jobs.models import Job
 
@@ -33,22 +33,16 @@ INSERT_BATCH = 2_000
 # --- the per-job upload token ---------------------------------------------------------------
 
 
-def _hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
 def issue_token(job: Job) -> str:
     """A new upload token for ``job`` (the old one stops working). Only its hash is kept."""
     token = "pm_" + secrets.token_urlsafe(32)
-    Job.objects.filter(pk=job.pk).update(metrics_token_hash=_hash(token))
-    job.metrics_token_hash = _hash(token)
+    job.metrics_token_hash = crypto.secret_hash(token)
+    Job.objects.filter(pk=job.pk).update(metrics_token_hash=job.metrics_token_hash)
     return token
 
 
 def token_matches(job: Job, token: str) -> bool:
-    return bool(job.metrics_token_hash) and secrets.compare_digest(
-        job.metrics_token_hash, _hash(token)
-    )
+    return crypto.secret_matches(job.metrics_token_hash, token)
 
 
 # --- parsing --------------------------------------------------------------------------------
