@@ -11,7 +11,6 @@ from django.views.decorators.http import require_POST
 from frontend.forms import ClusterAccountForm, LaunchForm, launch_initial, partition_limits
 from jobs.api.models import ApiToken
 from jobs.metrics import query as metrics_query
-from jobs.metrics.models import MetricSeries
 from jobs.models import ClusterAccount, ContainerImage, Job, Tag
 from jobs.slurm import operations, ssh
 
@@ -122,25 +121,10 @@ def job_metrics(request, pk: int):
     ``full=1``; ``lo``/``hi`` restrict the step range (zooming in)."""
     job = get_job_for_user(request, pk)
     try:
-        lo = _optional_int(request.GET.get("lo"), "lo")
-        hi = _optional_int(request.GET.get("hi"), "hi")
-        ids = [_optional_int(v, "series") for v in request.GET.get("series", "").split(",") if v]
-    except ValueError as exc:
+        query = metrics_query.SeriesQuery.parse(request.GET)
+    except metrics_query.BadQuery as exc:
         return JsonResponse({"error": str(exc)}, status=400)
-    series = MetricSeries.objects.filter(job=job)
-    if ids:
-        series = series.filter(pk__in=ids)
-    width = metrics_query.parse_width(request.GET.get("width"))
-    full = request.GET.get("full") == "1"
-    return JsonResponse(
-        {
-            "job": job.pk,
-            "series": [
-                metrics_query.read_series(s, width=width, lo=lo, hi=hi, full=full).as_dict()
-                for s in series
-            ],
-        }
-    )
+    return JsonResponse({"job": job.pk, "series": metrics_query.job_series(job.pk, query)})
 
 
 @login_required
@@ -243,15 +227,6 @@ def account_test(request, pk: int):
     return JsonResponse(
         {"ok": True, "message": f"Connected to {cluster_account.cluster.name} as {who}."}
     )
-
-
-def _optional_int(value: str | None, name: str) -> int | None:
-    if value in (None, ""):
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"{name} must be a whole number, not {value[:40]!r}") from None
 
 
 def _int_or_404(value: str) -> int:

@@ -9,7 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, pagination, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
 
 from jobs.api.serializers import (
@@ -19,9 +19,15 @@ from jobs.api.serializers import (
     JobSerializer,
 )
 from jobs.metrics import query as metrics_query
-from jobs.metrics.models import MetricSeries
 from jobs.models import Cluster, ContainerImage, Job
 from jobs.slurm import operations, ssh
+
+
+class ClusterError(APIException):
+    """The cluster did not answer as it should (formatted like every other API error)."""
+
+    status_code = status.HTTP_502_BAD_GATEWAY
+    default_code = "cluster_error"
 
 
 class Pages(pagination.PageNumberPagination):
@@ -50,16 +56,6 @@ class ClusterViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         return Cluster.objects.filter(enabled=True).prefetch_related("partitions")
-
-
-def _int_param(request, name: str) -> int | None:
-    raw = request.query_params.get(name)
-    if raw in (None, ""):
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValidationError({name: [f"Must be a whole number, not {raw[:40]!r}."]}) from None
 
 
 JOB_FILTERS = [
@@ -157,17 +153,7 @@ class JobViewSet(
         try:
             tail = operations.read_job_log(job, stream)
         except ssh.SlurmError as exc:
-            return Response(
-                {
-                    "error": {
-                        "status": 502,
-                        "code": "cluster_error",
-                        "message": f"Could not read the log from {job.cluster.name}: {exc}",
-                        "fields": {},
-                    }
-                },
-                status=status.HTTP_502_BAD_GATEWAY,
-            )
+            raise ClusterError(f"Could not read the log from {job.cluster.name}: {exc}") from None
         return Response(
             {"stream": stream, "text": tail.text, "size": tail.size, "truncated": tail.truncated}
         )
@@ -191,22 +177,8 @@ class JobViewSet(
             response = StreamingHttpResponse(body, content_type=content_type)
             response["Content-Disposition"] = f'attachment; filename="{filename}"'
             return response
-        lo, hi = _int_param(request, "lo"), _int_param(request, "hi")
-        ids = request.query_params.get("series", "")
-        series = MetricSeries.objects.filter(job=job)
-        if ids:
-            try:
-                series = series.filter(pk__in=[int(v) for v in ids.split(",") if v])
-            except ValueError:
-                raise ValidationError({"series": ["Comma-separated whole numbers."]}) from None
-        width = metrics_query.parse_width(request.query_params.get("width"))
-        full = request.query_params.get("full") in ("1", "true")
-        return Response(
-            {
-                "job": job.pk,
-                "series": [
-                    metrics_query.read_series(s, width=width, lo=lo, hi=hi, full=full).as_dict()
-                    for s in series
-                ],
-            }
-        )
+        try:
+            query = metrics_query.SeriesQuery.parse(request.query_params)
+        except metrics_query.BadQuery as exc:
+            raise ValidationError({exc.field: [exc.message]}) from None
+        return Response({"job": job.pk, "series": metrics_query.job_series(job.pk, query)})

@@ -150,12 +150,58 @@ def parse_width(raw, default: int = DEFAULT_WIDTH) -> int:
         return default
 
 
+class BadQuery(ValueError):
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class SeriesQuery:
+    """Which series of a job, which step range, how wide (from a page's or the API's query)."""
+
+    ids: tuple[int, ...] = ()
+    lo: int | None = None
+    hi: int | None = None
+    width: int = DEFAULT_WIDTH
+    full: bool = False
+
+    @classmethod
+    def parse(cls, params) -> SeriesQuery:
+        """``?series=1,2&lo=&hi=&width=&full=1`` (a QueryDict or dict); BadQuery if malformed."""
+
+        def whole(name: str, raw) -> int | None:
+            if raw in (None, ""):
+                return None
+            try:
+                return int(raw)
+            except ValueError:
+                raise BadQuery(name, f"Must be a whole number, not {raw[:40]!r}.") from None
+
+        ids = tuple(whole("series", v) for v in params.get("series", "").split(",") if v)
+        return cls(
+            ids=ids,
+            lo=whole("lo", params.get("lo")),
+            hi=whole("hi", params.get("hi")),
+            width=parse_width(params.get("width")),
+            full=params.get("full") in ("1", "true"),
+        )
+
+
+def job_series(job_id: int, query: SeriesQuery) -> list[dict]:
+    series = MetricSeries.objects.filter(job_id=job_id)
+    if query.ids:
+        series = series.filter(pk__in=query.ids)
+    return [
+        read_series(s, width=query.width, lo=query.lo, hi=query.hi, full=query.full).as_dict()
+        for s in series
+    ]
+
+
 def history(job_id: int, width=None) -> list[dict]:
     """Every series of a job, each downsampled to ``width`` buckets (what a chart first draws)."""
-    width = parse_width(width)
-    return [
-        read_series(s, width=width).as_dict() for s in MetricSeries.objects.filter(job_id=job_id)
-    ]
+    return job_series(job_id, SeriesQuery(width=parse_width(width)))
 
 
 def export(job, fmt: str):
