@@ -14,6 +14,12 @@ from jobs.events import STAFF_GROUP, job_group, job_payload, metrics_group, user
 from jobs.models import Job
 
 
+@database_sync_to_async
+def can_see(user, job_id: int) -> bool:
+    """Owner or staff: the same rule as the pages (Job.objects.for_user)."""
+    return Job.objects.for_user(user).filter(pk=job_id).exists()
+
+
 class JobUpdatesConsumer(AsyncJsonWebsocketConsumer):
     """``/ws/jobs/`` (all of the user's jobs; every job for staff) or ``/ws/jobs/<id>/``."""
 
@@ -24,7 +30,7 @@ class JobUpdatesConsumer(AsyncJsonWebsocketConsumer):
             return
         job_id = self.scope["url_route"]["kwargs"].get("job_id")
         if job_id is not None:
-            if not await self._can_see(job_id):
+            if not await can_see(user, job_id):
                 await self.close(code=4404)
                 return
             self.groups_joined = [job_group(job_id)]
@@ -49,10 +55,6 @@ class JobUpdatesConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "job", "job": job})
 
     @database_sync_to_async
-    def _can_see(self, job_id: int) -> bool:
-        return Job.objects.for_user(self.scope["user"]).filter(pk=job_id).exists()
-
-    @database_sync_to_async
     def _payload(self, job_id: int) -> dict:
         return job_payload(Job.objects.get(pk=job_id))
 
@@ -69,7 +71,7 @@ class MetricsConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4401)
             return
         self.job_id = self.scope["url_route"]["kwargs"]["job_id"]
-        if not await self._can_see(self.job_id):
+        if not await can_see(user, self.job_id):
             await self.close(code=4404)
             return
         self.pending: dict = {"series": {}, "points": {}, "reload": False}
@@ -114,10 +116,6 @@ class MetricsConsumer(AsyncJsonWebsocketConsumer):
                 "reload": batch["reload"],
             }
         )
-
-    @database_sync_to_async
-    def _can_see(self, job_id: int) -> bool:
-        return Job.objects.for_user(self.scope["user"]).filter(pk=job_id).exists()
 
     @database_sync_to_async
     def _history(self) -> list[dict]:

@@ -38,7 +38,6 @@ const PortalMetrics = (() => {
     const series = new Map(); // id -> {meta, step, value, time, seq:Set, run}
     const compared = new Map(); // job id -> [series]
     let figures = new Map(); // figure key -> {div, traces:[{id, smoothed}]}
-    let t0 = null;
 
     const opts = () => ({
       layout: controls.layout.value,
@@ -48,14 +47,12 @@ const PortalMetrics = (() => {
     });
 
     function store(meta, data, run) {
-      const entry = {
+      return {
         meta, run,
         step: data.step.slice(), value: data.value.slice(), time: data.time.slice(),
         seq: new Set(data.seq), downsampled: data.downsampled,
         maxSeq: data.max_seq === undefined ? null : data.max_seq,
       };
-      if (entry.time.length && (t0 === null || entry.time[0] < t0) && run === jobId) t0 = entry.time[0];
-      return entry;
     }
 
     function figureKey(meta) {
@@ -174,7 +171,6 @@ const PortalMetrics = (() => {
         const fresh = rows.filter((r) => !entry.seq.has(r[3]) && !(entry.downsampled && entry.maxSeq !== null && r[3] <= entry.maxSeq));
         fresh.sort((a, b) => a[0] - b[0] || a[3] - b[3]);
         fresh.forEach((r) => { entry.step.push(r[0]); entry.value.push(r[1]); entry.time.push(r[2]); entry.seq.add(r[3]); });
-        if (t0 === null && entry.time.length) t0 = entry.time[0];
         if (fresh.length) added.set(entry.meta.id, fresh);
         if (entry.step.length > TRACE_BUDGET) refetch.push(entry.meta.id);
       });
@@ -273,12 +269,8 @@ const PortalMetrics = (() => {
     }
 
     function connect() {
-      let delay = 1000;
-      const open = () => {
-        const scheme = location.protocol === "https:" ? "wss" : "ws";
-        const socket = new WebSocket(`${scheme}://${location.host}/ws/jobs/${jobId}/metrics/?width=${chartWidth(charts)}`);
-        socket.onmessage = (event) => {
-          const message = JSON.parse(event.data);
+      Portal.socket(`/ws/jobs/${jobId}/metrics/?width=${chartWidth(charts)}`, {
+        onMessage: (message) => {
           if (message.type === "history") {
             series.clear();
             message.series.forEach((s) => series.set(s.id, store(s, s, jobId)));
@@ -287,16 +279,9 @@ const PortalMetrics = (() => {
           } else if (message.type === "points") {
             appendPoints(message);
           }
-        };
-        socket.onopen = () => { delay = 1000; };
-        socket.onclose = (event) => {
-          if (event.code === 4401 || event.code === 4404) return;
-          status.textContent = "live updates interrupted; reconnecting…";
-          setTimeout(open, delay);
-          delay = Math.min(delay * 2, 30000);
-        };
-      };
-      open();
+        },
+        onDrop: () => { status.textContent = "live updates interrupted; reconnecting…"; },
+      });
     }
 
     [controls.layout, controls.xaxis, controls.logy].forEach((c) => c.addEventListener("change", render));
@@ -314,7 +299,6 @@ const PortalMetrics = (() => {
     const clear = root.querySelector("[data-compare-clear]");
     if (clear) clear.addEventListener("click", () => { compared.clear(); render(); });
     connect();
-    return { series, figures, render };
   }
 
   return { start, smooth };

@@ -12,28 +12,35 @@ const Portal = (() => {
   };
 
   // --- websocket with reconnect --------------------------------------------------
-  function live(path, onJob, onReconnect) {
+  // onMessage(data) for each message; onReopen() after a reconnect (catch up on what
+  // was missed); onDrop() when the connection is lost. 4401/4404 (not allowed) end it.
+  function socket(path, { onMessage, onReopen, onDrop }) {
     let delay = 1000;
     let everConnected = false;
     function connect() {
       const scheme = location.protocol === "https:" ? "wss" : "ws";
-      const socket = new WebSocket(`${scheme}://${location.host}${path}`);
-      socket.onopen = () => {
-        if (everConnected && onReconnect) onReconnect(); // catch up on what we missed
+      const ws = new WebSocket(`${scheme}://${location.host}${path}`);
+      ws.onopen = () => {
+        if (everConnected && onReopen) onReopen();
         everConnected = true;
         delay = 1000;
       };
-      socket.onmessage = (event) => {
-        const data = JSON.parse(event.data);
-        if (data.type === "job") onJob(data.job);
-      };
-      socket.onclose = (event) => {
+      ws.onmessage = (event) => onMessage(JSON.parse(event.data));
+      ws.onclose = (event) => {
         if (event.code === 4401 || event.code === 4404) return; // not allowed: do not retry
+        if (onDrop) onDrop();
         setTimeout(connect, delay);
         delay = Math.min(delay * 2, 30000);
       };
     }
     connect();
+  }
+
+  function live(path, onJob, onReconnect) {
+    socket(path, {
+      onMessage: (data) => { if (data.type === "job") onJob(data.job); },
+      onReopen: onReconnect,
+    });
   }
 
   // --- rendering helpers -----------------------------------------------------------
@@ -404,5 +411,5 @@ const Portal = (() => {
     }));
   }
 
-  return { dashboard, jobPage, launch, accountPage };
+  return { dashboard, jobPage, launch, accountPage, socket };
 })();
