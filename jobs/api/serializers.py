@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.urls import reverse
 from rest_framework import serializers
 
+from jobs.events import session_payload
 from jobs.models import Cluster, ContainerImage, Job, Partition
 
 
@@ -104,15 +105,11 @@ class JobSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_session_url(self, job) -> str | None:
-        """Where to open the running notebook (through the portal, which checks the user)."""
-        if job.kind != Job.Kind.NOTEBOOK or job.state != Job.State.RUNNING:
-            return None
-        session = getattr(job, "session", None)
-        if session is None or session.state != "ready":
-            return None
+        """Where to open the running notebook (through the portal, which checks the user):
+        the same link, under the same conditions, as the job page's Open button."""
+        path = session_payload(job)["session_open_url"]
         request = self.context.get("request")
-        path = f"/sessions/{session.public_id}/open/"
-        return request.build_absolute_uri(path) if request else path
+        return request.build_absolute_uri(path) if request and path else path
 
     def get_url(self, job) -> str:
         request = self.context.get("request")
@@ -157,27 +154,23 @@ class JobCreateSerializer(serializers.Serializer):
         for key, value in attrs.items():
             data[self.FORM_FIELDS.get(key, key)] = value
         if "partition" in attrs or "cluster" in attrs:
-            cluster_name = data.get("cluster")
-            partition_name = attrs.get("partition")
-            partitions = Partition.objects.filter(cluster__name=cluster_name, cluster__enabled=True)
-            if partition_name is None:
-                default = partitions.filter(is_default=True).first() or partitions.first()
-                data["partition"] = default.pk if default else None
-                if default and "time_limit" not in attrs:
-                    data["time_limit_minutes"] = default.default_time_minutes
-            else:
-                found = partitions.filter(name=partition_name).first()
-                if found is None:
+            cluster = Cluster.objects.filter(name=data.get("cluster"), enabled=True).first()
+            if "partition" in attrs:
+                wanted = attrs["partition"]
+                partition = cluster.partitions.filter(name=wanted).first() if cluster else None
+                if partition is None:
                     raise serializers.ValidationError(
                         {
                             "partition": [
-                                f"Cluster {cluster_name} has no partition {partition_name!r}."
+                                f"Cluster {data.get('cluster')} has no partition {wanted!r}."
                             ]
                         }
                     )
-                data["partition"] = found.pk
-                if "time_limit" not in attrs:
-                    data["time_limit_minutes"] = found.default_time_minutes
+            else:
+                partition = cluster.default_partition() if cluster else None
+            data["partition"] = partition.pk if partition else None
+            if partition and "time_limit" not in attrs:
+                data["time_limit_minutes"] = partition.default_time_minutes
         form = LaunchForm(data=data, user=user)
         if not form.is_valid():
             back = {v: k for k, v in self.FORM_FIELDS.items()}
