@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import random
 from collections import defaultdict
+from contextlib import contextmanager
 
 from celery import shared_task
 from django.conf import settings
@@ -20,6 +21,18 @@ from jobs.slurm import operations, scripts, ssh
 log = logging.getLogger(__name__)
 
 SCHEDULED_STATES = (Job.State.PENDING, Job.State.RUNNING, Job.State.COMPLETING)
+
+
+@contextmanager
+def single_flight(key: str, timeout: int):
+    """Yields True in the one worker holding ``key`` (a cache lock), False in the others."""
+    if not cache.add(key, 1, timeout=timeout):
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        cache.delete(key)
 
 
 def _backoff(retries: int) -> float:
@@ -122,16 +135,16 @@ def sync_clusters() -> None:
 @shared_task
 def sync_cluster(cluster_id: int) -> None:
     # One sync per cluster at a time, across all workers.
-    lock = f"sync-lock:{cluster_id}"
-    if not cache.add(lock, 1, timeout=max(60, int(settings.PORTAL_SYNC_INTERVAL * 4))):
-        return
-    try:
-        cluster = Cluster.objects.filter(pk=cluster_id, enabled=True).first()
-        if cluster is not None:
-            sync_jobs(Job.objects.filter(cluster=cluster, state__in=SCHEDULED_STATES))
-    finally:
-        cache.delete(lock)
-        close_old_connections()
+    timeout = max(60, int(settings.PORTAL_SYNC_INTERVAL * 4))
+    with single_flight(f"sync-lock:{cluster_id}", timeout) as mine:
+        if not mine:
+            return
+        try:
+            cluster = Cluster.objects.filter(pk=cluster_id, enabled=True).first()
+            if cluster is not None:
+                sync_jobs(Job.objects.filter(cluster=cluster, state__in=SCHEDULED_STATES))
+        finally:
+            close_old_connections()
 
 
 def sync_jobs(jobs) -> int:
@@ -236,10 +249,9 @@ def _enqueue_tail(job_id: int, final: bool = False) -> None:
 @shared_task(acks_late=True)
 def tail_metrics(job_id: int, final: bool = False) -> None:
     """Read new lines of a job's metrics files over SFTP (one reader per job at a time)."""
-    lock = f"metrics-tail:{job_id}"
-    if not cache.add(lock, 1, timeout=300):
-        return
-    try:
+    with single_flight(f"metrics-tail:{job_id}", 300) as mine:
+        if not mine:
+            return
         job = Job.objects.select_related("cluster_account__cluster").filter(pk=job_id).first()
         if job is None:
             return
@@ -247,5 +259,3 @@ def tail_metrics(job_id: int, final: bool = False) -> None:
             tail_job(job, max_passes=50 if final else 1)
         except ssh.SlurmError as exc:
             log.warning("metrics of job %s not read: %s", job_id, exc)
-    finally:
-        cache.delete(lock)
