@@ -19,13 +19,14 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from netutil import free_port, wait_port
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -152,12 +153,6 @@ def bench_log_overhead(steps: int) -> None:
     )
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def bench_latency(user, samples: int) -> None:
     import websockets
 
@@ -183,12 +178,7 @@ def bench_latency(user, samples: int) -> None:
         env={**os.environ},
     )
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_port(port)
         run = portal_metrics.Run(
             str(TMP / "latency"),
             url=f"http://127.0.0.1:{port}/api/v1/jobs/{job.pk}/metrics/ingest/",

@@ -12,7 +12,7 @@ from jobs.api.auth import TokenRateThrottle
 from jobs.api.models import ApiToken
 from jobs.metrics import ingest
 from jobs.models import ClusterAccount, ContainerImage, Job
-from tests.metrics.conftest import records
+from tests.metrics.conftest import make_job, records
 
 pytestmark = pytest.mark.django_db
 
@@ -193,29 +193,14 @@ def test_bad_job_requests_get_field_errors(api, payload, field, text):
 def test_list_filter_paginate_and_other_users_jobs_are_404(api, owner, outsider, cluster):
     image = ContainerImage.objects.get(slug="python")
     for i in range(25):
-        Job.objects.create(
-            owner=owner,
-            cluster=cluster,
-            partition=cluster.partitions.first(),
-            image=image,
-            kind="batch",
-            command="x",
-            state="running" if i % 5 == 0 else "completed",
-        )
-    theirs = Job.objects.create(
-        owner=outsider,
-        cluster=cluster,
-        partition=cluster.partitions.first(),
-        image=image,
-        kind="batch",
-    )
+        make_job(owner, cluster, "running" if i % 5 == 0 else "completed", image)
+    theirs = make_job(outsider, cluster, "queued", image)
     page = api.get("/api/v1/jobs/").json()
     assert page["count"] == 25 and len(page["results"]) == 20 and page["next"]
     assert api.get("/api/v1/jobs/?state=active").json()["count"] == 5
     assert api.get("/api/v1/jobs/?state=running,completed&page_size=100").json()["count"] == 25
-    assert "Unknown state" in error(api.get("/api/v1/jobs/?state=bogus"))["message"] + str(
-        error(api.get("/api/v1/jobs/?state=bogus"))["fields"]
-    )
+    bogus = error(api.get("/api/v1/jobs/?state=bogus"))
+    assert "Unknown state" in bogus["message"] + str(bogus["fields"])
     assert api.get("/api/v1/jobs/?created_after=yesterday").status_code == 400
     assert api.get("/api/v1/jobs/?page=99").status_code == 404
     for path in ("", "cancel/", "logs/", "metrics/"):
@@ -227,15 +212,7 @@ def test_list_filter_paginate_and_other_users_jobs_are_404(api, owner, outsider,
 
 def test_cancel_and_metrics(api, owner, cluster, no_broker, django_capture_on_commit_callbacks):
     image = ContainerImage.objects.get(slug="python")
-    job = Job.objects.create(
-        owner=owner,
-        cluster=cluster,
-        partition=cluster.partitions.first(),
-        image=image,
-        kind="batch",
-        command="x",
-        state="running",
-    )
+    job = make_job(owner, cluster, "running", image)
     ingest.ingest(job, ingest.parse_batch(records(50)).records)
     data = api.get(f"/api/v1/jobs/{job.pk}/metrics/?lo=10&hi=19").json()
     loss = next(s for s in data["series"] if s["key"] == "loss")

@@ -3,10 +3,11 @@ import pytest
 from jobs.models import ContainerImage, Job
 
 
-def make_job(owner, cluster, state="running"):
-    image, _ = ContainerImage.objects.get_or_create(
-        slug="host-batch", defaults={"name": "Host", "runtime": "none"}
-    )
+def make_job(owner, cluster, state="running", image=None):
+    if image is None:
+        image, _ = ContainerImage.objects.get_or_create(
+            slug="host-batch", defaults={"name": "Host", "runtime": "none"}
+        )
     return Job.objects.create(
         owner=owner,
         cluster=cluster,
