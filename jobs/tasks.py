@@ -246,11 +246,15 @@ def _enqueue_tail(job_id: int, final: bool = False) -> None:
         log.exception("could not queue the metrics read of job %s", job_id)
 
 
-@shared_task(acks_late=True)
-def tail_metrics(job_id: int, final: bool = False) -> None:
+@shared_task(bind=True, acks_late=True, max_retries=30)
+def tail_metrics(self, job_id: int, final: bool = False) -> None:
     """Read new lines of a job's metrics files over SFTP (one reader per job at a time)."""
     with single_flight(f"metrics-tail:{job_id}", 300) as mine:
         if not mine:
+            if final:
+                # A read in progress may have started before the last lines were
+                # written: the final read must still happen, after it.
+                raise self.retry(countdown=5)
             return
         job = Job.objects.select_related("cluster_account__cluster").filter(pk=job_id).first()
         if job is None:

@@ -149,3 +149,24 @@ def test_sync_clusters_spreads_polls_over_the_interval(monkeypatch, job):
             tasks.sync_clusters()
     assert len(calls) == 20 and all(0 <= c <= 10 for c in calls)
     assert len({round(c, 3) for c in calls}) > 1  # not all at once
+
+
+def test_final_metrics_read_waits_for_a_read_in_progress_instead_of_being_dropped(job, monkeypatch):
+    from django.core.cache import cache
+
+    reads, retries = [], []
+    monkeypatch.setattr(tasks, "tail_job", lambda j, max_passes: reads.append(max_passes))
+    monkeypatch.setattr(
+        tasks.tail_metrics, "retry", lambda countdown: retries.append(countdown) or RuntimeError()
+    )
+    cache.add(f"metrics-tail:{job.pk}", 1, timeout=60)  # another worker is reading
+    try:
+        tasks.tail_metrics.run(job.pk)  # a periodic read: skipped
+        assert retries == [] and reads == []
+        with pytest.raises(RuntimeError):
+            tasks.tail_metrics.run(job.pk, final=True)  # the final read: retried later
+        assert retries == [5] and reads == []
+    finally:
+        cache.delete(f"metrics-tail:{job.pk}")
+    tasks.tail_metrics.run(job.pk, final=True)
+    assert reads == [50]
