@@ -1,7 +1,6 @@
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
-from jobs import views
 from jobs.api import views as api
 
 router = DefaultRouter()
@@ -10,6 +9,10 @@ router.register("clusters", api.ClusterViewSet, basename="api-cluster")
 router.register("jobs", api.JobViewSet, basename="api-job")
 
 urlpatterns = [
-    path("jobs/<int:pk>/metrics/ingest/", views.metrics_upload, name="metrics-upload"),
+    path(
+        "jobs/<int:pk>/metrics/ingest/",
+        api.MetricIngestView.as_view(),
+        name="metrics-upload",
+    ),
     path("", include(router.urls)),
 ]

@@ -7,17 +7,25 @@ from django.http import StreamingHttpResponse
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, pagination, status, viewsets
+from rest_framework import mixins, pagination, parsers, permissions, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import (
+    APIException,
+    NotAuthenticated,
+    ParseError,
+    ValidationError,
+)
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
+from jobs.api.auth import JobTokenAuthentication
 from jobs.api.serializers import (
     ClusterSerializer,
     ContainerSerializer,
     JobCreateSerializer,
     JobSerializer,
 )
+from jobs.metrics import ingest
 from jobs.metrics import query as metrics_query
 from jobs.models import Cluster, ContainerImage, Job
 from jobs.slurm import operations, ssh
@@ -142,20 +150,43 @@ class JobViewSet(
             JobSerializer(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED
         )
 
-    @extend_schema(parameters=[OpenApiParameter("stream", str, enum=[*operations.LOG_STREAMS])])
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("stream", str, enum=[*operations.LOG_STREAMS]),
+            OpenApiParameter(
+                "offset",
+                int,
+                description="Byte offset: return what follows it (send the last answer's "
+                "next_offset to follow a log). Without it: the end of the log.",
+            ),
+        ]
+    )
     @action(detail=True, methods=["get"])
     def logs(self, request, pk=None):
-        """The end of the job's stdout or stderr."""
+        """The end of the job's stdout or stderr, or what follows ``offset``."""
         job = self.get_object()
         stream = request.query_params.get("stream", "stdout")
         if stream not in operations.LOG_STREAMS:
             raise ValidationError({"stream": ["Use stdout or stderr."]})
+        offset = request.query_params.get("offset")
+        if offset is not None:
+            if not (offset.isascii() and offset.isdigit()) or int(offset) > 2**62:
+                raise ValidationError({"offset": ["Use a byte offset: a whole number >= 0."]})
+            offset = int(offset)
         try:
-            tail = operations.read_job_log(job, stream)
+            tail = operations.read_job_log(job, stream, offset=offset)
         except ssh.SlurmError as exc:
             raise ClusterError(f"Could not read the log from {job.cluster.name}: {exc}") from None
         return Response(
-            {"stream": stream, "text": tail.text, "size": tail.size, "truncated": tail.truncated}
+            {
+                "stream": stream,
+                "text": tail.text,
+                "size": tail.size,
+                "truncated": tail.truncated,
+                "offset": tail.start,
+                "next_offset": tail.end,
+                "final": job.is_final,
+            }
         )
 
     @extend_schema(
@@ -182,3 +213,88 @@ class JobViewSet(
         except metrics_query.BadQuery as exc:
             raise ValidationError({exc.field: [exc.message]}) from None
         return Response({"job": job.pk, "series": metrics_query.job_series(job.pk, query)})
+
+
+class TooLarge(APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "too_large"
+    default_detail = "The batch is too large; send fewer records per request."
+
+
+class Gone(APIException):
+    status_code = status.HTTP_410_GONE
+    default_code = "gone"
+
+
+class BoundedJSONParser(parsers.JSONParser):
+    """JSON with the same size bound Django puts on ``request.body``."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        import json
+
+        from django.conf import settings
+
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        raw = stream.read(limit + 1) if stream is not None else b""
+        if limit is not None and len(raw) > limit:
+            raise TooLarge()
+        try:
+            return json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise ParseError("The body must be a JSON array of metric records.") from None
+
+
+class IsJobToken(permissions.BasePermission):
+    message = "Send the job's metrics token as 'Authorization: Bearer <token>'."
+
+    def has_permission(self, request, view):
+        return isinstance(request.auth, Job)
+
+
+class MetricIngestView(APIView):
+    """Metric records from the in-job client, with the job's own token (not a user's).
+
+    The body is a JSON array of ``{"seq", "time", "step", "metrics": {...}, "rank",
+    "attempt", "system", "node"}`` records; records already stored (same series and seq)
+    are counted as duplicates, so a retried batch adds nothing."""
+
+    authentication_classes = [JobTokenAuthentication]
+    permission_classes = [IsJobToken]
+    throttle_classes: list = []  # one job's client, bounded by its own batching
+    parser_classes = [BoundedJSONParser]
+
+    def permission_denied(self, request, message=None, code=None):
+        if request.auth is None:
+            raise NotAuthenticated(IsJobToken.message)
+        super().permission_denied(request, message, code)
+
+    @extend_schema(
+        request={"application/json": {"type": "array", "items": {"type": "object"}}},
+        responses={
+            200: {
+                "type": "object",
+                "properties": {
+                    "inserted": {"type": "integer"},
+                    "duplicates": {"type": "integer"},
+                    "rejected": {"type": "array", "items": {"type": "string"}},
+                },
+            }
+        },
+    )
+    def post(self, request, pk: int):
+        job = request.auth
+        if job.is_final:
+            raise Gone(f"Job {pk} has ended; its metrics files are read by the portal.")
+        if not isinstance(request.data, list):
+            raise ParseError("The body must be a JSON array of metric records.")
+        parsed = ingest.parse_batch(request.data)
+        if parsed.errors and not parsed.records:
+            raise ValidationError({"records": ["No valid records.", *parsed.errors[:20]]})
+        result = ingest.ingest(job, parsed.records)
+        return Response(
+            {
+                "inserted": result.inserted,
+                "duplicates": result.duplicates,
+                "rejected": parsed.errors[:20],
+            }
+        )

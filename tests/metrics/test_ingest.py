@@ -102,7 +102,9 @@ def test_a_token_for_job_a_cannot_write_to_job_b(job, owner, cluster):
     token_a = ingest.issue_token(job)
     ingest.issue_token(other)
     response = post(other.pk, records(5), token_a)
-    assert response.status_code == 403 and "not valid for job" in response.json()["error"]
+    assert (
+        response.status_code == 403 and "not valid for job" in response.json()["error"]["message"]
+    )
     assert stored(other) == []
     assert post(999999, records(5), token_a).status_code == 403  # unknown id: same answer
 
@@ -112,7 +114,7 @@ def test_the_token_stops_working_when_the_job_ends(job):
     assert post(job.pk, records(5), token).status_code == 200
     job.transition("completed")
     response = post(job.pk, records(5, start=5), token)
-    assert response.status_code == 410 and "ended" in response.json()["error"]
+    assert response.status_code == 410 and "ended" in response.json()["error"]["message"]
     assert len(stored(job)) == 10
 
 
@@ -140,7 +142,11 @@ def test_bad_uploads_are_refused_with_a_message(job, body, status, text):
 
 def test_missing_token_is_401_and_get_is_405(job):
     assert post(job.pk, records(1)).status_code == 401
-    assert Client().get(f"/api/v1/jobs/{job.pk}/metrics/ingest/").status_code == 405
+    token = ingest.issue_token(job)
+    get = Client().get(
+        f"/api/v1/jobs/{job.pk}/metrics/ingest/", HTTP_AUTHORIZATION=f"Bearer {token}"
+    )
+    assert get.status_code == 405
 
 
 def test_good_records_are_kept_when_some_are_bad(job):
