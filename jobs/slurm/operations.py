@@ -171,11 +171,42 @@ def cancel(conn: ssh.Connection, scheduler_id: str) -> None:
 class LogTail:
     text: str
     size: int  # whole file size in bytes
-    truncated: bool  # True when only the end of the file is in ``text``
+    truncated: bool  # True when text starts after the beginning (tail) or stops early (offset)
+    start: int = 0  # text is the file's bytes [start, end): a follower asks for offset=end next
+    end: int = 0
 
 
-def tail(conn: ssh.Connection, path: str, max_bytes: int) -> LogTail:
-    """The last ``max_bytes`` of a remote file over SFTP ('' when it does not exist yet)."""
+def whole_utf8(data: bytes) -> bytes:
+    """``data`` without a trailing, incomplete UTF-8 sequence (the rest of it is read next)."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 == 0x80:  # continuation byte: look further back for the lead
+            continue
+        if byte < 0x80:
+            return data
+        needed = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+        return data[:-back] if needed > back else data
+    return data
+
+
+def log_slice(data: bytes, start: int, size: int, *, whole_lines: bool) -> LogTail:
+    """Pure: the part of ``data`` (read at ``start`` of a ``size``-byte file) worth showing.
+    A tail (``whole_lines`` and start > 0) drops its partial first line; a read that stopped
+    before the end of the file ends at its last complete line; neither splits a character."""
+    skip = 0
+    if whole_lines and start > 0:
+        skip = data.find(b"\n") + 1 if b"\n" in data else 0
+    body = data[skip:]
+    stopped_early = start + len(data) < size
+    if stopped_early and not whole_lines and b"\n" in body:
+        body = body[: body.rfind(b"\n") + 1]
+    body = whole_utf8(body)
+    first = start + skip
+    truncated = first > 0 if whole_lines else stopped_early
+    return LogTail(body.decode(errors="replace"), size, truncated, first, first + len(body))
+
+
+def _read(conn: ssh.Connection, path: str, offset: int | None, max_bytes: int) -> LogTail:
     sftp = conn.sftp()
     try:
         size = sftp.stat(path).st_size or 0
@@ -183,14 +214,24 @@ def tail(conn: ssh.Connection, path: str, max_bytes: int) -> LogTail:
         if getattr(exc, "errno", None) == errno.ENOENT or isinstance(exc, FileNotFoundError):
             return LogTail("", 0, False)
         raise
-    start = max(0, size - max_bytes)
+    if offset is None:
+        start = max(0, size - max_bytes)
+    else:
+        start = offset if offset <= size else 0  # a shorter file was rewritten: start over
     with sftp.open(path, "rb") as handle:
         handle.seek(start)
         data = handle.read(max_bytes)
-    text = data.decode(errors="replace")
-    if start:
-        text = text.split("\n", 1)[-1]  # drop the partial first line
-    return LogTail(text, size, start > 0)
+    return log_slice(data, start, size, whole_lines=offset is None)
+
+
+def tail(conn: ssh.Connection, path: str, max_bytes: int) -> LogTail:
+    """The last ``max_bytes`` of a remote file over SFTP ('' when it does not exist yet)."""
+    return _read(conn, path, None, max_bytes)
+
+
+def read_from(conn: ssh.Connection, path: str, offset: int, max_bytes: int) -> LogTail:
+    """At most ``max_bytes`` of a remote file from ``offset`` on (for following a log)."""
+    return _read(conn, path, offset, max_bytes)
 
 
 def on_account(account, operation):
@@ -201,8 +242,11 @@ def on_account(account, operation):
 LOG_STREAMS = ("stdout", "stderr")
 
 
-def read_job_log(job, stream: str, max_bytes: int | None = None) -> LogTail:
-    """The end of a job's stdout or stderr, read over SFTP with a size bound."""
+def read_job_log(
+    job, stream: str, max_bytes: int | None = None, offset: int | None = None
+) -> LogTail:
+    """The end of a job's stdout or stderr (or, with ``offset``, what follows that byte),
+    read over SFTP with a size bound."""
     from django.conf import settings
 
     if stream not in LOG_STREAMS:
@@ -211,7 +255,7 @@ def read_job_log(job, stream: str, max_bytes: int | None = None) -> LogTail:
         return LogTail("", 0, False)
     limit = max_bytes or settings.PORTAL_LOG_TAIL_BYTES
     path = f"{job.work_dir}/{stream}.log"
-    return on_account(job.cluster_account, lambda conn: tail(conn, path, limit))
+    return on_account(job.cluster_account, lambda conn: _read(conn, path, offset, limit))
 
 
 def read_connection_file(conn: ssh.Connection, work_dir: str) -> dict | None:
