@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Create .venv and install the locked dependencies. The apps run from the checkout
-# (manage.py, pytest's pythonpath), so the project itself is not installed.
+# Create .venv and install the locked dependencies and the `portal` command (client/).
+# The apps run from the checkout (manage.py, pytest's pythonpath), so the server side
+# is not installed.
 # Idempotent: re-runs only when requirements.lock or pyproject.toml changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +27,8 @@ if [ ! -x "$VENV/bin/python" ]; then
     fi
 fi
 
-if [ -f "$STAMP" ] && [ "$STAMP" -nt requirements.lock ] && [ "$STAMP" -nt pyproject.toml ]; then
+if [ -f "$STAMP" ] && [ "$STAMP" -nt requirements.lock ] && [ "$STAMP" -nt pyproject.toml ] \
+    && [ "$STAMP" -nt client/pyproject.toml ]; then
     exit 0
 fi
 echo "bootstrap: installing locked dependencies into $VENV"
@@ -34,4 +36,6 @@ echo "bootstrap: installing locked dependencies into $VENV"
 quiet() { "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }; }
 quiet "$VENV/bin/python" -m pip install -q --upgrade pip
 quiet "$VENV/bin/python" -m pip install -q -r requirements.lock
+# The `portal` command (client/, standard library only), editable so the checkout is what runs.
+quiet "$VENV/bin/python" -m pip install -q -e ./client
 touch "$STAMP"

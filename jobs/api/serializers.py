@@ -124,7 +124,9 @@ class JobCreateSerializer(serializers.Serializer):
     cluster = serializers.CharField(required=False)
     partition = serializers.CharField(required=False)
     kind = serializers.ChoiceField(choices=Job.Kind.choices, default=Job.Kind.BATCH)
-    command = serializers.CharField(required=False, allow_blank=True, default="")
+    command = serializers.CharField(
+        required=False, allow_blank=True, help_text="Batch: omitted, the image's own command."
+    )
     gpus = serializers.IntegerField(required=False, min_value=0, max_value=64)
     gpu_type = serializers.CharField(required=False, allow_blank=True)
     cpus = serializers.IntegerField(required=False, min_value=1, max_value=100_000)
@@ -171,6 +173,11 @@ class JobCreateSerializer(serializers.Serializer):
             data["partition"] = partition.pk if partition else None
             if partition and "time_limit" not in attrs:
                 data["time_limit_minutes"] = partition.default_time_minutes
+        if data.get("kind") == Job.Kind.BATCH and "command" not in attrs:
+            # As on the launch page, which starts from the image's own command.
+            image = ContainerImage.objects.offered().filter(slug=data.get("image")).first()
+            if image is not None and image.default_command:
+                data["command"] = image.default_command
         form = LaunchForm(data=data, user=user)
         if not form.is_valid():
             back = {v: k for k, v in self.FORM_FIELDS.items()}

@@ -1,0 +1,3 @@
+from portal_client.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,446 @@
+"""The ``portal`` command.
+
+    portal submit --container pytorch --partition gpu --gpus 2 --time 60 -- python train.py
+    portal jobs | show ID | logs ID [-f] | cancel ID | open ID | containers | clusters | login
+
+The portal's address and a personal token come from PORTAL_URL / PORTAL_TOKEN or the
+config file written by ``portal login`` (see portal_client.config)."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import shlex
+import sys
+import time
+import webbrowser
+from datetime import datetime
+
+from portal_client import __version__
+from portal_client.api import Client, PortalError
+from portal_client.config import ConfigError, config_path, load_config, save_config
+
+FINAL_STATES = {"completed", "failed", "cancelled", "timeout", "submit_failed"}
+# `--wait`'s exit status when the job has no exit code of its own (documented in --help).
+STATE_EXIT = {"completed": 0, "failed": 1, "submit_failed": 1, "timeout": 124, "cancelled": 143}
+
+EPILOG = """\
+configuration:
+  PORTAL_URL, PORTAL_TOKEN (and PORTAL_CA_BUNDLE for a site CA) or the file
+  ~/.config/portal/config.toml written by `portal login`. Tokens are made on the
+  portal's Account page.
+
+exit status:
+  0 success; 1 the portal refused or could not be reached (the message says why);
+  2 bad usage. With `submit --wait`: the job's exit code; 124 if it ran out of time,
+  143 if it was cancelled, 1 if it failed without one or could not be submitted.
+"""
+
+
+def command_text(words: list[str]) -> str:
+    """What follows ``--``, as the job's shell will run it. One argument is taken as a
+    shell command line ('python a.py && python b.py'); several are quoted word by word, so
+    each reaches the job exactly as the local shell passed it."""
+    if len(words) == 1:
+        return words[0]
+    return shlex.join(words)
+
+
+def parse_minutes(text: str) -> int:
+    """Walltime: minutes (90), or with a unit (90m, 2h, 1d), or Slurm's [D-]HH:MM:SS."""
+    value = text.strip().lower()
+    try:
+        if value[-1:] in ("m", "h", "d") and value[:-1].isdigit():
+            return int(value[:-1]) * {"m": 1, "h": 60, "d": 1440}[value[-1]]
+        if value.isdigit():
+            return int(value)
+        days, _, clock = value.rpartition("-")
+        parts = [int(p) for p in clock.split(":")]
+        if len(parts) == 3 and (not days or days.isdigit()):
+            hours, minutes, seconds = parts
+            total = int(days or 0) * 1440 + hours * 60 + minutes + (1 if seconds else 0)
+            if total > 0:
+                return total
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is not a walltime: use minutes (90), 90m, 2h, 1d or HH:MM:SS"
+    )
+
+
+def _when(value: str | None) -> str:
+    if not value:
+        return "-"
+    try:
+        return (
+            datetime.fromisoformat(value.replace("Z", "+00:00"))
+            .astimezone()
+            .strftime("%Y-%m-%d %H:%M")
+        )
+    except ValueError:
+        return value
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(header), *(line(r) for r in rows)])
+
+
+def _state(job: dict) -> str:
+    label = job.get("state_label") or job["state"]
+    if job["state"] == "pending" and job.get("pending_reason"):
+        label += f" ({job['pending_reason']})"
+    return label
+
+
+class Output:
+    def __init__(self, as_json: bool):
+        self.as_json = as_json
+
+    def data(self, value, text: str) -> None:
+        print(json.dumps(value, indent=2) if self.as_json else text, flush=True)
+
+    @staticmethod
+    def note(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+
+# --- commands --------------------------------------------------------------------------
+
+
+def cmd_submit(client: Client, args, out: Output) -> int:
+    fields = {
+        "container": args.container,
+        "cluster": args.cluster,
+        "partition": args.partition,
+        "kind": "notebook" if args.notebook else "batch",
+        "gpus": args.gpus,
+        "gpu_type": args.gpu_type,
+        "cpus": args.cpus,
+        "memory_gb": args.mem,
+        "time_limit": args.time,
+        "account": args.account,
+        "workdir": args.workdir,
+        "name": args.name,
+    }
+    if args.command:
+        if args.notebook:
+            raise PortalError("A notebook session runs no command; drop what follows `--`.")
+        fields["command"] = command_text(args.command)
+    job = client.submit(**fields)
+    out.data(job, str(job["id"]))
+    if not args.wait:
+        return 0
+    return follow(client, job, args.interval, out)
+
+
+def follow(client: Client, job: dict, interval: float, out: Output) -> int:
+    """Print each state change (to stderr) until the job ends; its exit status is ours."""
+    seen = None
+    link_shown = False
+    try:
+        while True:
+            state = (job["state"], job.get("pending_reason") or "", job.get("node") or "")
+            if state != seen:
+                where = f" on {job['node']}" if job.get("node") else ""
+                out.note(f"job {job['id']}: {_state(job)}{where}")
+                seen = state
+            if job.get("session_url") and not link_shown:
+                out.note(f"job {job['id']}: session {job['session_url']}")
+                link_shown = True
+            if job["state"] in FINAL_STATES:
+                break
+            time.sleep(interval)
+            job = client.job(job["id"])
+    except KeyboardInterrupt:
+        out.note(
+            f"Stopped following job {job['id']}; it goes on (`portal cancel {job['id']}` stops it)."
+        )
+        return 130
+    if job.get("message") and job["state"] != "completed":
+        out.note(f"job {job['id']}: {job['message']}")
+    return exit_status(job)
+
+
+def exit_status(job: dict) -> int:
+    code = job.get("exit_code")
+    if code:
+        return max(1, min(int(code), 255))
+    if job["state"] == "completed":
+        return 0
+    return STATE_EXIT.get(job["state"], 1)
+
+
+def cmd_jobs(client: Client, args, out: Output) -> int:
+    filters = {"page_size": args.limit, "container": args.container}
+    if args.state:
+        filters["state"] = args.state
+    page = client.jobs(**filters)
+    jobs = page["results"]
+    rows = [
+        [
+            j["id"],
+            j["name"] or "-",
+            _state(j),
+            j["container"],
+            f"{j['cluster']}/{j['partition']}",
+            f"{j['gpus']}x{j['gpu_type']}" if j["gpus"] and j["gpu_type"] else j["gpus"],
+            j["node"] or "-",
+            _when(j["created_at"]),
+        ]
+        for j in jobs
+    ]
+    header = ["ID", "NAME", "STATE", "CONTAINER", "PARTITION", "GPUS", "NODE", "CREATED"]
+    text = _table(rows, header) if rows else "No jobs."
+    if page.get("count", 0) > len(jobs):
+        text += f"\n({len(jobs)} of {page['count']}; --limit shows more)"
+    out.data(jobs, text)
+    return 0
+
+
+def cmd_show(client: Client, args, out: Output) -> int:
+    job = client.job(args.id)
+    fields = [
+        ("Job", job["id"]),
+        ("Name", job["name"] or "-"),
+        ("State", _state(job)),
+        ("Kind", job["kind"]),
+        ("Container", job["container"]),
+        ("Cluster", f"{job['cluster']} / partition {job['partition']}"),
+        (
+            "Resources",
+            f"{job['gpus']} GPU {job['gpu_type']}".rstrip()
+            + f", {job['cpus']} CPUs, {job['memory_gb']} GB, {job['time_limit']} min",
+        ),
+        ("Command", job["command"] or "-"),
+        ("Slurm job", job["scheduler_job_id"] or "-"),
+        ("Node", job["node"] or "-"),
+        ("Exit code", "-" if job["exit_code"] is None else job["exit_code"]),
+        ("Created", _when(job["created_at"])),
+        ("Started", _when(job["started_at"])),
+        ("Ended", _when(job["ended_at"])),
+        ("Message", job["message"] or "-"),
+        ("Session", job["session_url"] or "-"),
+        ("Page", job["url"]),
+    ]
+    out.data(job, "\n".join(f"{k + ':':<11} {v}" for k, v in fields))
+    return 0
+
+
+def cmd_logs(client: Client, args, out: Output) -> int:
+    stream = "stderr" if args.stderr else "stdout"
+    chunk = client.logs(args.id, stream)
+    if chunk["truncated"]:
+        out.note(f"(the last {len(chunk['text'].encode())} of {chunk['size']} bytes)")
+    sys.stdout.write(chunk["text"])
+    sys.stdout.flush()
+    if not args.follow:
+        return 0
+    try:
+        while True:
+            final = chunk["final"]
+            more = chunk["next_offset"] < chunk["size"]
+            if final and not more:
+                return 0
+            if not more:
+                time.sleep(args.interval)
+            chunk = client.logs(args.id, stream, offset=chunk["next_offset"])
+            sys.stdout.write(chunk["text"])
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_cancel(client: Client, args, out: Output) -> int:
+    job = client.cancel(args.id)
+    if job["state"] in FINAL_STATES:
+        out.data(job, f"job {job['id']}: already ended ({_state(job)})")
+    else:
+        out.data(job, f"job {job['id']}: cancelling ({_state(job)})")
+    return 0
+
+
+def cmd_open(client: Client, args, out: Output) -> int:
+    job = client.job(args.id)
+    if job["kind"] != "notebook":
+        raise PortalError(f"Job {job['id']} is a batch job; only notebook sessions have a link.")
+    url = job.get("session_url")
+    if not url:
+        if job["state"] in FINAL_STATES:
+            raise PortalError(f"Job {job['id']} has ended ({_state(job)}); its session is gone.")
+        raise PortalError(
+            f"Job {job['id']} is {_state(job)}; its session link appears once the notebook runs."
+        )
+    out.data({"id": job["id"], "session_url": url}, url)
+    if args.browser:
+        webbrowser.open(url)
+    return 0
+
+
+def cmd_containers(client: Client, args, out: Output) -> int:
+    items = client.containers()
+    rows = [
+        [
+            c["slug"],
+            f"{c['name']} {c['version']}".strip(),
+            ",".join(c["kinds"]),
+            "yes" if c["supports_gpu"] else "no",
+            "deprecated" if c["deprecated"] else "",
+        ]
+        for c in items
+    ]
+    header = ["SLUG", "IMAGE", "KINDS", "GPU", ""]
+    out.data(items, _table(rows, header) if rows else "The catalog is empty.")
+    return 0
+
+
+def cmd_clusters(client: Client, args, out: Output) -> int:
+    items = client.clusters()
+    rows = [
+        [
+            c["name"],
+            p["name"] + (" (default)" if p["is_default"] else ""),
+            ",".join(p["gpu_types"]) or "-",
+            p["max_gpus_per_job"],
+            p["max_cpus_per_job"],
+            p["max_memory_gb"],
+            p["max_time_minutes"],
+        ]
+        for c in items
+        for p in c["partitions"]
+    ]
+    header = ["CLUSTER", "PARTITION", "GPU TYPES", "MAX GPUS", "MAX CPUS", "MAX GB", "MAX MIN"]
+    out.data(items, _table(rows, header) if rows else "No clusters.")
+    return 0
+
+
+def cmd_login(args, out: Output) -> int:
+    config = load_config()
+    url = (args.url or config.url or input("Portal address (https://...): ")).strip().rstrip("/")
+    if args.token_stdin:
+        token = sys.stdin.readline().strip()
+    else:
+        token = getpass.getpass(f"API token (from {url}/account/): ").strip()
+    client = Client(url, token, ca_bundle=config.ca_bundle)
+    page = client.jobs(page_size=1)  # proves the address and the token
+    values = {"url": url, "token": token, "ca_bundle": config.ca_bundle}
+    path = save_config(values)
+    out.note(f"Signed in to {url} ({page.get('count', 0)} jobs); saved to {path}.")
+    return 0
+
+
+# --- argument parsing ------------------------------------------------------------------
+
+
+def job_id(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a job id (a number, see `portal jobs`)")
+    return int(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="portal",
+        description="Submit, follow and cancel jobs on the HPC portal.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--json", action="store_true", help="print the API's JSON instead")
+    parser.add_argument("--timeout", type=float, default=30, help="seconds per request")
+    commands = parser.add_subparsers(dest="cmd", metavar="COMMAND", required=True)
+
+    submit = commands.add_parser(
+        "submit",
+        help="submit a job; prints its id",
+        description="Submit a job. Unset options take the catalog's defaults, as on the "
+        "launch page. What follows `--` is run by the job's shell.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    submit.add_argument("--container", "-c", help="catalog slug (see `portal containers`)")
+    submit.add_argument("--cluster")
+    submit.add_argument("--partition", "-p")
+    submit.add_argument("--gpus", "-g", type=int)
+    submit.add_argument("--gpu-type")
+    submit.add_argument("--cpus", type=int)
+    submit.add_argument("--mem", type=int, metavar="GB", help="memory in GB")
+    submit.add_argument("--time", "-t", type=parse_minutes, help="walltime: 90, 2h, 01:30:00")
+    submit.add_argument("--account", "-A", help="Slurm account")
+    submit.add_argument("--workdir", choices=["home", "scratch"])
+    submit.add_argument("--name", "-n")
+    submit.add_argument("--notebook", action="store_true", help="a notebook session, no command")
+    submit.add_argument(
+        "--wait",
+        "-w",
+        action="store_true",
+        help="follow the job to its end and exit with its exit code",
+    )
+    submit.add_argument("--interval", type=float, default=3, help=argparse.SUPPRESS)
+    submit.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    submit.set_defaults(run=cmd_submit)
+
+    jobs = commands.add_parser("jobs", help="your jobs, newest first")
+    jobs.add_argument("--state", "-s", help="e.g. running, failed, or active")
+    jobs.add_argument("--container", "-c")
+    jobs.add_argument("--limit", type=int, default=20)
+    jobs.set_defaults(run=cmd_jobs)
+
+    show = commands.add_parser("show", help="one job in full")
+    show.add_argument("id", type=job_id)
+    show.set_defaults(run=cmd_show)
+
+    logs = commands.add_parser("logs", help="a job's output")
+    logs.add_argument("id", type=job_id)
+    logs.add_argument("--follow", "-f", action="store_true", help="keep printing until it ends")
+    logs.add_argument("--stderr", "-e", action="store_true", help="stderr instead of stdout")
+    logs.add_argument("--interval", type=float, default=2, help=argparse.SUPPRESS)
+    logs.set_defaults(run=cmd_logs)
+
+    cancel = commands.add_parser("cancel", help="cancel a job")
+    cancel.add_argument("id", type=job_id)
+    cancel.set_defaults(run=cmd_cancel)
+
+    open_ = commands.add_parser("open", help="print (or open) a notebook's session link")
+    open_.add_argument("id", type=job_id)
+    open_.add_argument("--browser", "-b", action="store_true", help="open it in a browser")
+    open_.set_defaults(run=cmd_open)
+
+    commands.add_parser("containers", help="the container catalog").set_defaults(run=cmd_containers)
+    commands.add_parser("clusters", help="clusters, partitions and limits").set_defaults(
+        run=cmd_clusters
+    )
+
+    login = commands.add_parser("login", help="check and save the portal address and token")
+    login.add_argument("url", nargs="?")
+    login.add_argument("--token-stdin", action="store_true", help="read the token from stdin")
+    login.set_defaults(run=None)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "command", None) and args.command[0] == "--":
+        args.command = args.command[1:]
+    out = Output(args.json)
+    try:
+        if args.cmd == "login":
+            return cmd_login(args, out)
+        config = load_config()
+        client = Client(config.url, config.token, timeout=args.timeout, ca_bundle=config.ca_bundle)
+        return args.run(client, args, out)
+    except (PortalError, ConfigError) as exc:
+        print(f"portal: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `portal logs 12 | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+__all__ = ["build_parser", "command_text", "config_path", "main", "parse_minutes"]

@@ -1,0 +1,285 @@
+"""The `portal` command against a real portal: pytest-django's live server (real HTTP,
+the real API and database). The Slurm side is not here: submissions are caught at the
+Celery boundary, and the end-to-end run on the dev cluster is in
+tests/devcluster/test_cli.py."""
+
+import http.server
+import re
+import shlex
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from jobs.api.models import ApiToken
+from jobs.models import ClusterAccount, ContainerImage, Job
+from jobs.slurm import operations
+from portal_client import cli
+from proxy.models import Session
+from tests.metrics.conftest import make_job
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def catalog(cluster, owner):
+    ContainerImage.objects.create(
+        name="Python",
+        slug="python",
+        runtime="none",
+        sort_order=1,
+        default_command="python train.py",
+    )
+    ClusterAccount.objects.create(cluster=cluster, user=owner, username="alice")
+    return cluster
+
+
+@pytest.fixture
+def portal_env(live_server, owner, catalog, monkeypatch, tmp_path):
+    _, token = ApiToken.issue(owner, "cli")
+    monkeypatch.setenv("PORTAL_URL", live_server.url)
+    monkeypatch.setenv("PORTAL_TOKEN", token)
+    monkeypatch.setenv("PORTAL_CONFIG", str(tmp_path / "absent.toml"))
+    monkeypatch.delenv("PORTAL_CA_BUNDLE", raising=False)
+    return {"url": live_server.url, "token": token}
+
+
+@pytest.fixture
+def submitted(monkeypatch):
+    """Submissions and cancellations reach the Celery boundary and stop there."""
+    from jobs import tasks
+
+    sent = []
+    monkeypatch.setattr(tasks.submit_job, "delay", lambda *a: sent.append(("submit", *a)))
+    monkeypatch.setattr(tasks.cancel_job, "delay", lambda *a: sent.append(("cancel", *a)))
+    return sent
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_submit_prints_the_id_and_takes_the_catalogs_defaults(portal_env, submitted, capsys):
+    code, out, err = run(
+        capsys,
+        "submit",
+        "--gpus",
+        "2",
+        "--time",
+        "2h",
+        "--",
+        "python",
+        "train.py",
+        "--name",
+        "my run",
+    )
+    job = Job.objects.get()
+    assert code == 0 and out.strip() == str(job.pk) and err == ""
+    assert submitted == [("submit", job.pk)]
+    assert (job.image.slug, job.cluster.name, job.partition.name) == (
+        "python",
+        "testcluster",
+        "gpu",
+    )
+    assert (job.gpus, job.gpu_type, job.time_limit_minutes, job.kind) == (2, "v100", 120, "batch")
+    assert shlex.split(job.command) == ["python", "train.py", "--name", "my run"]
+
+
+def test_submit_without_a_command_runs_the_images_own(portal_env, submitted, capsys):
+    assert run(capsys, "submit")[0] == 0
+    assert Job.objects.get().command == "python train.py"
+
+
+def test_refused_submission_shows_each_fields_message_and_creates_nothing(
+    portal_env, submitted, capsys
+):
+    code, out, err = run(
+        capsys, "submit", "--partition", "cpu", "--gpus", "2", "--mem", "999", "--", "true"
+    )
+    assert code == 1 and out == ""
+    assert "refused the request (HTTP 400)" in err
+    assert "\n  gpus: " in err and "\n  memory_gb: " in err
+    code, _, err = run(capsys, "submit", "--container", "nope", "--", "true")
+    assert code == 1 and "container:" in err
+    assert not Job.objects.exists() and submitted == []
+
+
+def test_jobs_show_and_cancel_own_jobs_only(
+    portal_env, owner, outsider, catalog, submitted, capsys
+):
+    mine = make_job(owner, catalog, state="running")
+    theirs = make_job(outsider, catalog, state="running")
+    code, out, _ = run(capsys, "jobs")
+    assert code == 0 and f"\n{mine.pk} " in out and f"\n{theirs.pk} " not in out
+    code, out, _ = run(capsys, "show", str(mine.pk))
+    assert code == 0 and re.search(r"^State: +Running$", out, re.M) and "python train.py" in out
+    for argv in (["show", str(theirs.pk)], ["cancel", str(theirs.pk)], ["logs", str(theirs.pk)]):
+        code, out, err = run(capsys, *argv)
+        assert code == 1 and f"No job {theirs.pk}: it does not exist or is not yours." in err
+    code, out, _ = run(capsys, "cancel", str(mine.pk))
+    assert code == 0 and "cancelling" in out and ("cancel", mine.pk) in submitted
+    theirs.refresh_from_db()
+    assert theirs.cancel_requested_at is None
+    mine.transition("cancelled")
+    assert "already ended" in run(capsys, "cancel", str(mine.pk))[1]
+
+
+def test_json_output_is_the_apis(portal_env, owner, catalog, capsys):
+    import json
+
+    job = make_job(owner, catalog)
+    code, out, _ = run(capsys, "--json", "show", str(job.pk))
+    assert code == 0 and json.loads(out)["id"] == job.pk
+    assert [c["slug"] for c in json.loads(run(capsys, "--json", "containers")[1])][0] == "python"
+
+
+def test_wait_streams_state_changes_and_exits_with_the_jobs_code(portal_env, monkeypatch, capsys):
+    """The scheduler's side is played by a thread writing the states a sync would."""
+    from jobs import tasks
+
+    def scheduler(job_id):
+        def go():
+            import time
+
+            for state, fields in [
+                ("pending", {"pending_reason": "Resources"}),
+                ("running", {"node": "node1", "pending_reason": ""}),
+                ("failed", {"exit_code": 3}),
+            ]:
+                time.sleep(0.4)
+                Job.objects.get(pk=job_id).transition(state, **fields)
+            connection.close()
+
+        threading.Thread(target=go, daemon=True).start()
+
+    monkeypatch.setattr(tasks.submit_job, "delay", scheduler)
+    code, out, err = run(capsys, "submit", "--wait", "--interval", "0.1", "--", "exit 3")
+    job = Job.objects.get()
+    assert code == 3 and out.strip() == str(job.pk)
+    lines = [line for line in err.splitlines() if line.startswith(f"job {job.pk}: ")]
+    assert lines[:4] == [
+        f"job {job.pk}: Queued",
+        f"job {job.pk}: Pending (Resources)",
+        f"job {job.pk}: Running on node1",
+        f"job {job.pk}: Failed on node1",
+    ]
+
+
+def test_logs_follow_prints_each_byte_once_until_the_job_ends(
+    portal_env, owner, catalog, monkeypatch, capsys
+):
+    """The API's offset reads, driven by the client; the SFTP read under them is stood in by
+    a file that grows (the real one is read in tests/devcluster/test_cli.py)."""
+    job = make_job(owner, catalog, state="running")
+    content = {"data": b""}
+    lines = [f"step {n} \u2713\n".encode() for n in range(30)]
+
+    def read_job_log(job_, stream, max_bytes=None, offset=None):
+        if lines:  # the job writes a line between two reads
+            content["data"] += lines.pop(0)
+        elif not Job.objects.get(pk=job.pk).is_final:
+            Job.objects.filter(pk=job.pk).update(state="completed")
+        data = content["data"]
+        start = max(0, len(data) - 16) if offset is None else offset
+        return operations.log_slice(
+            data[start : start + 7], start, len(data), whole_lines=offset is None
+        )
+
+    monkeypatch.setattr(operations, "read_job_log", read_job_log)
+    code, out, _ = run(capsys, "logs", "-f", "--interval", "0", str(job.pk))
+    assert code == 0
+    assert out == "".join(f"step {n} \u2713\n" for n in range(30))
+
+
+def test_open_prints_the_session_link_of_a_running_notebook(portal_env, owner, catalog, capsys):
+    batch = make_job(owner, catalog)
+    assert "only notebook sessions have a link" in run(capsys, "open", str(batch.pk))[2]
+    notebook = make_job(owner, catalog)
+    Job.objects.filter(pk=notebook.pk).update(kind="notebook")
+    session = Session.for_job(notebook)
+    code, _, err = run(capsys, "open", str(notebook.pk))
+    assert code == 1 and "appears once the notebook runs" in err
+    Session.objects.filter(pk=session.pk).update(state="ready")
+    code, out, _ = run(capsys, "open", str(notebook.pk))
+    assert code == 0 and out.strip() == f"{portal_env['url']}/sessions/{session.public_id}/open/"
+
+
+# --- clear messages for what goes wrong -----------------------------------------------
+
+
+def test_a_bad_token_says_so_and_where_to_get_one(portal_env, monkeypatch, capsys):
+    monkeypatch.setenv("PORTAL_TOKEN", "pp_not-a-real-token")
+    code, _, err = run(capsys, "jobs")
+    assert code == 1 and "did not accept the token" in err
+    assert f"{portal_env['url']}/account/" in err
+
+
+def test_a_revoked_token_is_refused(portal_env, capsys):
+    ApiToken.objects.get().revoke()
+    code, _, err = run(capsys, "jobs")
+    assert code == 1 and "revoked" in err
+
+
+def test_wrong_urls_say_what_is_wrong(portal_env, monkeypatch, capsys):
+    from bench.netutil import free_port
+
+    monkeypatch.setenv("PORTAL_URL", f"http://127.0.0.1:{free_port()}")
+    code, _, err = run(capsys, "jobs")
+    assert code == 1 and "Cannot reach the portal" in err and "connection was refused" in err
+    monkeypatch.setenv("PORTAL_URL", portal_env["url"] + "/some/page")
+    code, _, err = run(capsys, "jobs")
+    assert code == 1 and "does not look like the portal" in err and "text/html" in err
+
+
+def test_a_redirect_is_reported_not_followed_with_the_token(portal_env, monkeypatch, capsys):
+    seen = []
+
+    class Redirect(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.path)
+            self.send_response(301)
+            self.send_header("Location", "https://elsewhere.example/api/v1/jobs/")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("PORTAL_URL", f"http://127.0.0.1:{server.server_port}")
+        code, _, err = run(capsys, "jobs")
+    finally:
+        server.shutdown()
+    assert code == 1 and "redirects to https://elsewhere.example" in err and len(seen) == 1
+
+
+def test_login_checks_the_token_before_saving_it(portal_env, monkeypatch, tmp_path, capsys):
+    import io
+    import os
+    import stat
+
+    path = tmp_path / "cfg" / "config.toml"
+    monkeypatch.setenv("PORTAL_CONFIG", str(path))
+    monkeypatch.delenv("PORTAL_TOKEN")
+    monkeypatch.setattr(sys, "stdin", io.StringIO("pp_wrong\n"))
+    code, _, err = run(capsys, "login", portal_env["url"], "--token-stdin")
+    assert code == 1 and "did not accept the token" in err and not path.exists()
+    monkeypatch.setattr(sys, "stdin", io.StringIO(portal_env["token"] + "\n"))
+    code, _, err = run(capsys, "login", portal_env["url"], "--token-stdin")
+    assert code == 0 and stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    monkeypatch.delenv("PORTAL_URL")
+    assert run(capsys, "jobs")[0] == 0  # the saved file is enough
+
+
+def test_the_installed_command_runs(portal_env, owner, catalog):
+    """The console script `make` installs into the venv (pip install -e ./client)."""
+    job = make_job(owner, catalog)
+    portal = Path(sys.executable).parent / "portal"
+    result = subprocess.run([str(portal), "jobs"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and f"\n{job.pk} " in result.stdout, result.stderr

@@ -1,0 +1,114 @@
+"""The `portal` command's own logic: no portal needed (its requests are tested live in
+test_cli_live.py)."""
+
+import argparse
+import os
+import stat
+
+import pytest
+
+from portal_client import cli, config
+
+
+@pytest.mark.parametrize(
+    ("words", "text"),
+    [
+        (["python", "train.py", "--lr", "0.1"], "python train.py --lr 0.1"),
+        (["echo", "a b", "it's"], "echo 'a b' 'it'\"'\"'s'"),
+        (["python a.py && python b.py > out.txt"], "python a.py && python b.py > out.txt"),
+    ],
+)
+def test_command_text_keeps_what_the_user_wrote(words, text):
+    assert cli.command_text(words) == text
+
+
+def test_everything_after_the_double_dash_is_the_command():
+    args = cli.build_parser().parse_args(
+        ["submit", "--gpus", "2", "--wait", "--", "python", "train.py", "--gpus", "8", "-w"]
+    )
+    if args.command[:1] == ["--"]:
+        args.command = args.command[1:]
+    assert (
+        args.gpus == 2 and args.wait and args.command == ["python", "train.py", "--gpus", "8", "-w"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "minutes"),
+    [
+        ("90", 90),
+        ("45m", 45),
+        ("2h", 120),
+        ("1d", 1440),
+        ("01:30:00", 90),
+        ("00:00:30", 1),
+        ("1-00:00:00", 1440),
+    ],
+)
+def test_walltime_forms(text, minutes):
+    assert cli.parse_minutes(text) == minutes
+
+
+@pytest.mark.parametrize("text", ["", "abc", "2x", "1:2", "00:00:00", "-5"])
+def test_bad_walltimes_are_refused_with_the_forms_that_work(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="HH:MM:SS"):
+        cli.parse_minutes(text)
+
+
+def test_bad_usage_exits_2_with_a_message(capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["show", "abc"])
+    assert stop.value.code == 2 and "not a job id" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("job", "status"),
+    [
+        ({"state": "completed", "exit_code": 0}, 0),
+        ({"state": "completed", "exit_code": None}, 0),
+        ({"state": "failed", "exit_code": 3}, 3),
+        ({"state": "failed", "exit_code": None}, 1),
+        ({"state": "failed", "exit_code": 300}, 255),
+        ({"state": "timeout", "exit_code": None}, 124),
+        ({"state": "cancelled", "exit_code": 0}, 143),
+        ({"state": "submit_failed", "exit_code": None}, 1),
+    ],
+)
+def test_wait_exit_status(job, status):
+    assert cli.exit_status(job) == status
+
+
+def test_config_file_round_trip_is_private_and_env_wins(tmp_path):
+    env = {"XDG_CONFIG_HOME": str(tmp_path)}
+    path = config.save_config({"url": "https://p.example/", "token": 'pp_"x\\y'}, env)
+    assert path == tmp_path / "portal" / "config.toml"
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    loaded = config.load_config(env)
+    assert (loaded.url, loaded.token, loaded.path) == ("https://p.example", 'pp_"x\\y', path)
+    over = config.load_config({**env, "PORTAL_URL": "http://other:8000", "PORTAL_TOKEN": "pp_e"})
+    assert (over.url, over.token) == ("http://other:8000", "pp_e")
+
+
+def test_a_broken_config_file_is_named_with_its_line(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('url = "https://x"\ntokn = "y"\n')
+    with pytest.raises(config.ConfigError, match=r"line 2: unknown key 'tokn'"):
+        config.load_config({"PORTAL_CONFIG": str(path)})
+    path.write_text("url = https://x\n")
+    with pytest.raises(config.ConfigError, match="line 1: expected key"):
+        config.load_config({"PORTAL_CONFIG": str(path)})
+
+
+def test_missing_url_and_token_say_where_to_set_them(tmp_path, monkeypatch, capsys):
+    for name in ("PORTAL_URL", "PORTAL_TOKEN", "PORTAL_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PORTAL_CONFIG", str(tmp_path / "none.toml"))
+    assert cli.main(["jobs"]) == 1
+    assert "set PORTAL_URL" in capsys.readouterr().err
+    monkeypatch.setenv("PORTAL_URL", "http://127.0.0.1:9")
+    assert cli.main(["jobs"]) == 1
+    assert "No API token: set PORTAL_TOKEN" in capsys.readouterr().err
+    monkeypatch.setenv("PORTAL_URL", "portal.example.org")
+    monkeypatch.setenv("PORTAL_TOKEN", "pp_x")
+    assert cli.main(["jobs"]) == 1
+    assert "is not a web address" in capsys.readouterr().err
