@@ -138,30 +138,44 @@ def cmd_submit(client: Client, args, out: Output) -> int:
 
 
 def follow(client: Client, job: dict, interval: float, out: Output) -> int:
-    """Print each state change (to stderr) until the job ends; its exit status is ours."""
-    seen = None
+    """Print each state change (to stderr) until the job ends; its exit status is ours.
+    Changes come from the job's event list, so a state shorter than ``interval`` is
+    still shown."""
+    job_id = job["id"]
+    out.note(f"job {job_id}: {_state(job)}")
+    seen_events: set[int] = set()
+    reason = job.get("pending_reason") or ""
     link_shown = False
     try:
-        while True:
-            state = (job["state"], job.get("pending_reason") or "", job.get("node") or "")
-            if state != seen:
-                where = f" on {job['node']}" if job.get("node") else ""
-                out.note(f"job {job['id']}: {_state(job)}{where}")
-                seen = state
-            if job.get("session_url") and not link_shown:
-                out.note(f"job {job['id']}: session {job['session_url']}")
-                link_shown = True
-            if job["state"] in FINAL_STATES:
-                break
+        while job["state"] not in FINAL_STATES:
             time.sleep(interval)
-            job = client.job(job["id"])
+            job = client.job(job_id)
+            now = job.get("pending_reason") or ""
+            for event in job.get("events", []):
+                if event["id"] in seen_events:
+                    continue
+                seen_events.add(event["id"])
+                detail = ""
+                if event["to_state"] == "pending" and job["state"] == "pending" and now:
+                    detail, reason = f" ({now})", now
+                elif job.get("node") and event["to_state"] in (
+                    "running",
+                    "completing",
+                    *FINAL_STATES,
+                ):
+                    detail = f" on {job['node']}"
+                out.note(f"job {job_id}: {event['label']}{detail}")
+            if job["state"] == "pending" and now and now != reason:
+                out.note(f"job {job_id}: Pending ({now})")
+            reason = now
+            if job.get("session_url") and not link_shown:
+                out.note(f"job {job_id}: session {job['session_url']}")
+                link_shown = True
     except KeyboardInterrupt:
-        out.note(
-            f"Stopped following job {job['id']}; it goes on (`portal cancel {job['id']}` stops it)."
-        )
+        out.note(f"Stopped following job {job_id}; it goes on (`portal cancel {job_id}` stops it).")
         return 130
     if job.get("message") and job["state"] != "completed":
-        out.note(f"job {job['id']}: {job['message']}")
+        out.note(f"job {job_id}: {job['message']}")
     return exit_status(job)
 
 

@@ -7,7 +7,7 @@ from django.urls import reverse
 from rest_framework import serializers
 
 from jobs.events import session_payload
-from jobs.models import Cluster, ContainerImage, Job, Partition
+from jobs.models import Cluster, ContainerImage, Job, JobEvent, Partition
 
 
 class ContainerSerializer(serializers.ModelSerializer):
@@ -115,6 +115,26 @@ class JobSerializer(serializers.ModelSerializer):
         request = self.context.get("request")
         path = reverse("job-detail", args=[job.pk])
         return request.build_absolute_uri(path) if request else path
+
+
+class JobEventSerializer(serializers.ModelSerializer):
+    label = serializers.CharField(source="get_to_state_display")
+
+    class Meta:
+        model = JobEvent
+        fields = ["id", "at", "from_state", "to_state", "label", "message"]
+        read_only_fields = fields
+
+
+class JobDetailSerializer(JobSerializer):
+    """One job with its state changes, oldest first (a follower misses none of them,
+    however short a state was)."""
+
+    events = JobEventSerializer(many=True, read_only=True)
+
+    class Meta(JobSerializer.Meta):
+        fields = [*JobSerializer.Meta.fields, "events"]
+        read_only_fields = fields
 
 
 class JobCreateSerializer(serializers.Serializer):

@@ -23,6 +23,7 @@ from jobs.api.serializers import (
     ClusterSerializer,
     ContainerSerializer,
     JobCreateSerializer,
+    JobDetailSerializer,
     JobSerializer,
 )
 from jobs.metrics import ingest
@@ -92,6 +93,8 @@ class JobViewSet(
         jobs = Job.objects.for_user(self.request.user).select_related(
             "image", "cluster", "partition", "owner", "session"
         )
+        if self.action == "retrieve":
+            return jobs.prefetch_related("events")
         if self.action != "list":
             return jobs
         params = self.request.query_params
@@ -124,6 +127,9 @@ class JobViewSet(
     @extend_schema(parameters=JOB_FILTERS)
     def list(self, request, *args, **kwargs):
         return super().list(request, *args, **kwargs)
+
+    def get_serializer_class(self):
+        return JobDetailSerializer if self.action == "retrieve" else JobSerializer
 
     @extend_schema(request=JobCreateSerializer, responses={201: JobSerializer})
     def create(self, request, *args, **kwargs):

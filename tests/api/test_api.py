@@ -4,6 +4,7 @@ import io
 from datetime import timedelta
 
 import pytest
+import yaml
 from django.core.management import call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -221,6 +222,19 @@ def test_cancel_and_metrics(api, owner, cluster, no_broker, django_capture_on_co
     assert len(csv.decode().splitlines()) == 101
     assert api.get(f"/api/v1/jobs/{job.pk}/metrics/?lo=x").status_code == 400
     assert api.get(f"/api/v1/jobs/{job.pk}/logs/?stream=secret").status_code == 400
+    for offset in ("-1", "x", "\u00b2", str(2**70)):
+        response = api.get(f"/api/v1/jobs/{job.pk}/logs/", {"offset": offset})
+        assert response.status_code == 400 and "offset" in error(response)["fields"]
+    logs = api.get(f"/api/v1/jobs/{job.pk}/logs/?offset=0").json()  # not submitted: no file
+    assert logs == {
+        "stream": "stdout",
+        "text": "",
+        "size": 0,
+        "truncated": False,
+        "offset": 0,
+        "next_offset": 0,
+        "final": False,
+    }
     with django_capture_on_commit_callbacks(execute=True):
         response = api.post(f"/api/v1/jobs/{job.pk}/cancel/")
     assert response.status_code == 202 and ("cancel", (job.pk,)) in no_broker
@@ -228,8 +242,25 @@ def test_cancel_and_metrics(api, owner, cluster, no_broker, django_capture_on_co
     assert api.post(f"/api/v1/jobs/{job.pk}/cancel/").status_code == 200
 
 
+def test_job_detail_lists_every_state_change(api, owner, cluster):
+    job = make_job(owner, cluster, "queued", ContainerImage.objects.get(slug="python"))
+    for state in ("pending", "running", "completed"):
+        job.transition(state)
+    detail = api.get(f"/api/v1/jobs/{job.pk}/").json()
+    assert [(e["from_state"], e["to_state"]) for e in detail["events"]] == [
+        ("queued", "pending"),
+        ("pending", "running"),
+        ("running", "completed"),
+    ]
+    assert "events" not in api.get("/api/v1/jobs/").json()["results"][0]
+
+
 def test_schema_and_offline_docs(api):
     client = APIClient()
-    assert client.get("/api/schema/").status_code == 200
+    schema = client.get("/api/schema/")
+    assert schema.status_code == 200
+    paths = yaml.safe_load(schema.content)["paths"]
+    assert "/api/v1/jobs/{id}/metrics/ingest/" in paths  # the in-job client's endpoint too
+    assert "offset" in str(paths["/api/v1/jobs/{id}/logs/"])
     page = client.get("/api/docs/").content.decode()
     assert "drf_spectacular_sidecar" in page and "cdn" not in page.lower()

@@ -1,7 +1,7 @@
 """The `portal` command against a real portal: pytest-django's live server (real HTTP,
 the real API and database). The Slurm side is not here: submissions are caught at the
 Celery boundary, and the end-to-end run on the dev cluster is in
-tests/devcluster/test_cli.py."""
+tests/e2e/test_cli.py."""
 
 import http.server
 import re
@@ -146,19 +146,19 @@ def test_wait_streams_state_changes_and_exits_with_the_jobs_code(portal_env, mon
         def go():
             import time
 
-            for state, fields in [
-                ("pending", {"pending_reason": "Resources"}),
-                ("running", {"node": "node1", "pending_reason": ""}),
-                ("failed", {"exit_code": 3}),
+            for pause, state, fields in [
+                (0.2, "pending", {"pending_reason": "Resources"}),
+                (0.8, "running", {"node": "node1", "pending_reason": ""}),
+                (0.05, "failed", {"exit_code": 3}),  # Running is shorter than a poll
             ]:
-                time.sleep(0.4)
+                time.sleep(pause)
                 Job.objects.get(pk=job_id).transition(state, **fields)
             connection.close()
 
         threading.Thread(target=go, daemon=True).start()
 
     monkeypatch.setattr(tasks.submit_job, "delay", scheduler)
-    code, out, err = run(capsys, "submit", "--wait", "--interval", "0.1", "--", "exit 3")
+    code, out, err = run(capsys, "submit", "--wait", "--interval", "0.3", "--", "exit 3")
     job = Job.objects.get()
     assert code == 3 and out.strip() == str(job.pk)
     lines = [line for line in err.splitlines() if line.startswith(f"job {job.pk}: ")]
@@ -174,7 +174,7 @@ def test_logs_follow_prints_each_byte_once_until_the_job_ends(
     portal_env, owner, catalog, monkeypatch, capsys
 ):
     """The API's offset reads, driven by the client; the SFTP read under them is stood in by
-    a file that grows (the real one is read in tests/devcluster/test_cli.py)."""
+    a file that grows (the real one is read in tests/e2e/test_cli.py)."""
     job = make_job(owner, catalog, state="running")
     content = {"data": b""}
     lines = [f"step {n} \u2713\n".encode() for n in range(30)]

@@ -1,0 +1,128 @@
+"""The `portal` command end to end: the installed console script talks to the served
+stack (gunicorn + uvicorn, Celery worker and beat) which submits to the dev cluster's
+real Slurm over SSH."""
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jobs import demo_catalog
+from jobs.api.models import ApiToken
+from jobs.models import Job
+
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
+
+PORTAL = str(Path(sys.executable).parent / "portal")
+
+
+@pytest.fixture
+def portal(stack, owner, tmp_path):
+    demo_catalog.load()
+    _, token = ApiToken.issue(owner, "e2e")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PORTAL_URL": stack.url,
+        "PORTAL_TOKEN": token,
+    }
+
+    def run(*argv, timeout=180):
+        return subprocess.run(
+            [PORTAL, *argv], env=env, capture_output=True, text=True, timeout=timeout
+        )
+
+    run.env = env
+    return run
+
+
+def test_submit_wait_returns_the_jobs_exit_code_and_its_logs(portal):
+    script = 'echo "hello from $(hostname) gpus=$CUDA_VISIBLE_DEVICES"; echo oops >&2; exit 3'
+    done = portal(
+        "submit",
+        "--container",
+        "shell-host",
+        "--partition",
+        "gpu",
+        "--gpus",
+        "2",
+        "--time",
+        "5",
+        "--name",
+        "cli e2e",
+        "--wait",
+        "--",
+        script,
+    )
+    job_id = int(done.stdout.strip())
+    assert done.returncode == 3, done.stderr
+    states = re.findall(
+        rf"^job {job_id}: (Queued|Pending|Running|Completing|Failed)", done.stderr, re.M
+    )
+    # A job this short may go from Pending to Failed between two syncs: Running is shown
+    # when the portal saw it (the cancel test below holds a job in Running).
+    assert states[0] == "Queued" and states[-1] == "Failed", done.stderr
+    assert states == sorted(states, key=["Queued", "Pending", "Running", "Failed"].index)
+    assert f"job {job_id}: The job exited with status 3." in done.stderr
+    job = Job.objects.get(pk=job_id)
+    assert (job.state, job.exit_code, job.gpus, job.name) == ("failed", 3, 2, "cli e2e")
+    assert job.scheduler_job_id and job.partition.name == "gpu"
+
+    out = portal("logs", str(job_id))
+    assert out.returncode == 0
+    assert re.search(r"^hello from \S+ gpus=\d,\d$", out.stdout, re.M), out.stdout
+    err = portal("logs", "--stderr", str(job_id))
+    assert "oops" in err.stdout.splitlines()
+    show = portal("show", str(job_id))
+    assert re.search(r"^Exit code: +3$", show.stdout, re.M), show.stdout
+
+
+def test_logs_follow_prints_a_running_jobs_output_once_and_stops_at_its_end(portal):
+    script = "for i in $(seq 1 6); do echo line $i; sleep 1; done"
+    submitted = portal("submit", "--container", "shell-host", "--partition", "cpu", "--", script)
+    job_id = submitted.stdout.strip()
+    assert submitted.returncode == 0 and job_id.isdigit(), submitted.stderr
+    followed = portal("logs", "-f", job_id)
+    assert followed.returncode == 0, followed.stderr
+    # The job script's own lines ("portal: ...") frame the command's output.
+    lines = [line for line in followed.stdout.splitlines() if not line.startswith("portal: ")]
+    assert lines == [f"line {i}" for i in range(1, 7)], followed.stdout
+    assert followed.stdout.endswith("portal: command exited with status 0\n")
+    assert Job.objects.get(pk=int(job_id)).state == "completed"
+
+
+def test_cancel_ends_a_waited_on_job_and_the_wait_exits_143(portal):
+    waiting = subprocess.Popen(
+        [
+            PORTAL,
+            "submit",
+            "--container",
+            "shell-host",
+            "--partition",
+            "cpu",
+            "--wait",
+            "--",
+            "sleep 300",
+        ],
+        env=portal.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        job_id = waiting.stdout.readline().strip()
+        assert job_id.isdigit()
+        for _ in range(120):  # until Slurm runs it
+            if Job.objects.get(pk=int(job_id)).state == "running":
+                break
+            time.sleep(0.5)
+        cancelled = portal("cancel", job_id)
+        assert cancelled.returncode == 0 and "cancelling" in cancelled.stdout, cancelled.stderr
+        assert waiting.wait(timeout=120) == 143
+    finally:
+        waiting.kill()
+    states = re.findall(rf"^job {job_id}: (\w+)", waiting.stderr.read(), re.M)
+    assert states[-1] == "Cancelled" and "Running" in states
