@@ -13,6 +13,8 @@ fi
 # As root (CI, dev machines) the dev cluster is up: its tests must run, not skip.
 [ "$(id -u)" = 0 ] && export PORTAL_REQUIRE_DEVCLUSTER=1
 export PORTAL_DEMO=1
+# Cache keys (job locks, API throttling) apart from a `make demo` on the same Redis.
+export PORTAL_CACHE_PREFIX=portal-test-$$
 .venv/bin/python -m pytest "$@"
 status=$?
 if [ "$status" = 5 ]; then

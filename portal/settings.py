@@ -170,7 +170,8 @@ CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL,
-        "KEY_PREFIX": "portal",
+        # Locks and throttle counts; a test run uses its own prefix on a shared Redis.
+        "KEY_PREFIX": env_str("PORTAL_CACHE_PREFIX", "portal"),
     }
 }
 
@@ -271,4 +272,5 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.models.Job.State"},
 }

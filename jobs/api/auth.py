@@ -39,7 +39,8 @@ class TokenRateThrottle(throttling.SimpleRateThrottle):
 
     def get_cache_key(self, request, view):
         if isinstance(request.auth, ApiToken):
-            ident = f"token-{request.auth.pk}"
+            # The hash, not the row id: ids can come back (SQLite reuses a deleted max id).
+            ident = f"token-{request.auth.token_hash[:24]}"
         elif request.user and request.user.is_authenticated:
             ident = f"user-{request.user.pk}"
         else:

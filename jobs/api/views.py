@@ -83,9 +83,9 @@ class JobViewSet(
 ):
     """The user's jobs (staff: everyone's). Another user's job is a 404."""
 
+    queryset = Job.objects.none()  # tells the schema the id is an integer; get_queryset() serves
     serializer_class = JobSerializer
     pagination_class = Pages
-    lookup_value_regex = r"[0-9]+"
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation

@@ -1,0 +1,120 @@
+"""Property-based: schemathesis generates requests from the live OpenAPI schema (valid
+and invalid ones) against a running portal, and no answer may be a server error."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobs.api.auth import TokenRateThrottle
+from jobs.api.models import ApiToken
+from jobs.api.views import MetricIngestView
+from jobs.metrics import ingest
+from jobs.models import ClusterAccount, ContainerImage, Job
+from tests.metrics.conftest import make_job
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ST = str(Path(sys.executable).parent / "st")
+
+CONFIG = """
+headers = {{ Authorization = "Bearer ${{ST_USER_TOKEN}}" }}
+
+[generation]
+max-examples = {examples}
+database = "none"
+
+[dictionaries.jobs]
+values = {jobs}
+[dictionaries.slugs]
+values = ["python", "old", "missing"]
+[dictionaries.clusters]
+values = ["testcluster", "missing"]
+
+[parameters]
+"path.id" = {{ dictionary = "jobs", probability = 0.8 }}
+"path.slug" = {{ dictionary = "slugs", probability = 0.7 }}
+"path.name" = {{ dictionary = "clusters", probability = 0.7 }}
+
+[[operations]]
+include-path-regex = "/ingest/$"
+headers = {{ Authorization = "Bearer ${{ST_JOB_TOKEN}}" }}
+"""
+
+
+@pytest.fixture
+def portal(live_server, owner, outsider, cluster, monkeypatch):
+    """A portal with a catalog, the owner's jobs and someone else's; Slurm is not here
+    (submission and cancellation stop at the Celery boundary)."""
+    from jobs import tasks
+
+    monkeypatch.setattr(tasks.submit_job, "delay", lambda *a: None)
+    monkeypatch.setattr(tasks.cancel_job, "delay", lambda *a: None)
+    monkeypatch.setattr(TokenRateThrottle, "THROTTLE_RATES", {"api": "1000000/min"})
+    image = ContainerImage.objects.create(
+        name="Python", slug="python", runtime="none", default_command="python train.py"
+    )
+    ContainerImage.objects.create(name="Old", slug="old", runtime="none", deprecated=True)
+    ClusterAccount.objects.create(cluster=cluster, user=owner, username="alice")
+    running = make_job(owner, cluster, "running", image)
+    ended = make_job(owner, cluster, "completed", image)
+    theirs = make_job(outsider, cluster, "running", image)
+    job_token = ingest.issue_token(running)
+    reached = {"ingest": 0}
+    real_post = MetricIngestView.post
+
+    def counted_post(self, request, pk):
+        reached["ingest"] += 1  # past the job-token check
+        return real_post(self, request, pk)
+
+    monkeypatch.setattr(MetricIngestView, "post", counted_post)
+    _, user_token = ApiToken.issue(owner, "schemathesis")
+    return {
+        "url": live_server.url,
+        "jobs": [running.pk, ended.pk, theirs.pk],
+        "user_token": user_token,
+        "job_token": job_token,
+        "reached": reached,
+    }
+
+
+def test_no_generated_request_gets_a_server_error(portal, tmp_path):
+    config = tmp_path / "schemathesis.toml"
+    config.write_text(CONFIG.format(examples=40, jobs=portal["jobs"]))
+    result = subprocess.run(
+        [
+            ST,
+            "--config-file",
+            str(config),
+            "run",
+            f"{portal['url']}/api/schema/",
+            "--checks",
+            "not_a_server_error",
+            "--phases",
+            "examples,coverage,fuzzing,stateful",
+            "--workers",
+            "2",
+            "--request-timeout",
+            "30",
+            "--no-color",
+        ],
+        cwd=tmp_path,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "ST_USER_TOKEN": portal["user_token"],
+            "ST_JOB_TOKEN": portal["job_token"],
+        },
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    report = result.stdout + result.stderr
+    print(report)  # shown on failure: the reproducing requests
+    assert result.returncode == 0, report[-6000:]
+    # It really exercised the API: every operation, with working credentials.
+    assert "Tested: 11" in report and "Selected: 11/11" in report
+    assert Job.objects.filter(owner__username="owner").count() > 2  # POST /jobs/ accepted
+    assert portal["reached"]["ingest"] > 0  # the job token opened the ingest endpoint
+    assert "Dictionary mismatch" not in report  # the ids it was given fit the schema
