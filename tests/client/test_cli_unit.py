@@ -112,3 +112,49 @@ def test_missing_url_and_token_say_where_to_set_them(tmp_path, monkeypatch, caps
     monkeypatch.setenv("PORTAL_TOKEN", "pp_x")
     assert cli.main(["jobs"]) == 1
     assert "is not a web address" in capsys.readouterr().err
+
+
+def test_the_client_installs_alone_with_pip(tmp_path):
+    """As on a laptop: a fresh virtualenv, `pip install ./client`, nothing else comes along."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    client = tmp_path / "client"  # a copy: pip builds in the tree it is given
+    shutil.copytree(
+        Path(__file__).resolve().parents[2] / "client",
+        client,
+        ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"),
+    )
+    venv = tmp_path / "laptop"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    before = subprocess.run(
+        [venv / "bin/python", "-m", "pip", "list", "--format=freeze"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    install = subprocess.run(
+        [venv / "bin/python", "-m", "pip", "install", "-q", str(client)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert install.returncode == 0, install.stderr
+    after = subprocess.run(
+        [venv / "bin/python", "-m", "pip", "list", "--format=freeze"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert [p for p in after if p not in before] == ["hpc-portal-client==0.1.0"]
+    version = subprocess.run([venv / "bin/portal", "--version"], capture_output=True, text=True)
+    assert version.stdout.strip() == "portal 0.1.0"
+    unset = subprocess.run(
+        [venv / "bin/portal", "jobs"],
+        capture_output=True,
+        text=True,
+        env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
+    assert unset.returncode == 1 and "set PORTAL_URL" in unset.stderr
