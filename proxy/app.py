@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, quote
 import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import close_old_connections
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
@@ -57,6 +58,21 @@ class Route:
     port: int | None
     token: str
     owner_id: int
+
+
+def _in_worker_thread(fn, *args):
+    """Run a database call in a pool thread and give its connection back afterwards, as a
+    request does (with CONN_MAX_AGE=0 it is closed): pool threads would otherwise keep
+    one connection each, open until the process ends and broken after a database restart."""
+    close_old_connections()
+    try:
+        return fn(*args)
+    finally:
+        close_old_connections()
+
+
+async def _db(fn, *args):
+    return await sync_to_async(_in_worker_thread, thread_sensitive=False)(fn, *args)
 
 
 def _load_route(public_id: str) -> Route | None:
@@ -145,7 +161,7 @@ class ProxyApp:
         cached = self._routes.get(public_id)
         if cached and cached[0] > now:
             return cached[1]
-        route = await sync_to_async(_load_route, thread_sensitive=False)(public_id)
+        route = await _db(_load_route, public_id)
         if len(self._routes) >= ROUTE_CACHE_MAX:  # guessed ids must not grow memory without bound
             self._routes = {k: v for k, v in self._routes.items() if v[0] > now}
             if len(self._routes) >= ROUTE_CACHE_MAX:
@@ -159,7 +175,7 @@ class ProxyApp:
         now = time.monotonic()
         cached = self._staff.get(user_id)
         if not cached or cached[0] <= now:
-            cached = (now + 10, await sync_to_async(_is_staff, thread_sensitive=False)(user_id))
+            cached = (now + 10, await _db(_is_staff, user_id))
             self._staff[user_id] = cached
         return cached[1]
 
@@ -303,7 +319,7 @@ class ProxyApp:
         next_path = (query.get("next") or ["/lab"])[0]
         if not next_path.startswith("/") or next_path.startswith("//"):
             next_path = "/lab"
-        user_id = await sync_to_async(redeem_code, thread_sensitive=False)(code, public_id)
+        user_id = await _db(redeem_code, code, public_id)
         if user_id is None:
             await _respond(
                 send,
