@@ -67,6 +67,24 @@ def cluster(db):
 
 
 @pytest.fixture
+def catalog(cluster, owner):
+    """An API-ready portal: a launchable image (with its own command), a deprecated one,
+    and the owner's account on the cluster. Returns the cluster."""
+    from jobs.models import ClusterAccount
+
+    ContainerImage.objects.create(
+        name="Python",
+        slug="python",
+        runtime="none",
+        sort_order=1,
+        default_command="python train.py",
+    )
+    ContainerImage.objects.create(name="Old", slug="old", runtime="none", deprecated=True)
+    ClusterAccount.objects.create(cluster=cluster, user=owner, username="alice")
+    return cluster
+
+
+@pytest.fixture
 def image(db):
     return ContainerImage.objects.create(
         name="PyTorch",

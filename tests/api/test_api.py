@@ -12,28 +12,14 @@ from rest_framework.test import APIClient
 from jobs.api.auth import TokenRateThrottle
 from jobs.api.models import ApiToken
 from jobs.metrics import ingest
-from jobs.models import ClusterAccount, ContainerImage, Job
+from jobs.models import ContainerImage, Job
 from tests.metrics.conftest import make_job, records
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def catalog(cluster):
-    ContainerImage.objects.create(
-        name="Python",
-        slug="python",
-        runtime="none",
-        sort_order=1,
-        default_command="python train.py",
-    )
-    ContainerImage.objects.create(name="Old", slug="old", runtime="none", deprecated=True)
-    return cluster
-
-
-@pytest.fixture
 def api(owner, catalog):
-    ClusterAccount.objects.create(cluster=catalog, user=owner, username="alice")
     _, token = ApiToken.issue(owner, "test")
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")

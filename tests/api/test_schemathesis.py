@@ -11,7 +11,7 @@ from jobs.api.auth import TokenRateThrottle
 from jobs.api.models import ApiToken
 from jobs.api.views import MetricIngestView
 from jobs.metrics import ingest
-from jobs.models import ClusterAccount, ContainerImage, Job
+from jobs.models import ContainerImage, Job
 from tests.metrics.conftest import make_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,7 +44,7 @@ headers = {{ Authorization = "Bearer ${{ST_JOB_TOKEN}}" }}
 
 
 @pytest.fixture
-def portal(live_server, owner, outsider, cluster, monkeypatch):
+def portal(live_server, owner, outsider, catalog, monkeypatch):
     """A portal with a catalog, the owner's jobs and someone else's; Slurm is not here
     (submission and cancellation stop at the Celery boundary)."""
     from jobs import tasks
@@ -52,11 +52,7 @@ def portal(live_server, owner, outsider, cluster, monkeypatch):
     monkeypatch.setattr(tasks.submit_job, "delay", lambda *a: None)
     monkeypatch.setattr(tasks.cancel_job, "delay", lambda *a: None)
     monkeypatch.setattr(TokenRateThrottle, "THROTTLE_RATES", {"api": "1000000/min"})
-    image = ContainerImage.objects.create(
-        name="Python", slug="python", runtime="none", default_command="python train.py"
-    )
-    ContainerImage.objects.create(name="Old", slug="old", runtime="none", deprecated=True)
-    ClusterAccount.objects.create(cluster=cluster, user=owner, username="alice")
+    cluster, image = catalog, ContainerImage.objects.get(slug="python")
     running = make_job(owner, cluster, "running", image)
     ended = make_job(owner, cluster, "completed", image)
     theirs = make_job(outsider, cluster, "running", image)

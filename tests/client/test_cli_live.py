@@ -15,26 +15,13 @@ import pytest
 from django.db import connection
 
 from jobs.api.models import ApiToken
-from jobs.models import ClusterAccount, ContainerImage, Job
+from jobs.models import Job
 from jobs.slurm import operations
 from portal_client import cli
 from proxy.models import Session
 from tests.metrics.conftest import make_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def catalog(cluster, owner):
-    ContainerImage.objects.create(
-        name="Python",
-        slug="python",
-        runtime="none",
-        sort_order=1,
-        default_command="python train.py",
-    )
-    ClusterAccount.objects.create(cluster=cluster, user=owner, username="alice")
-    return cluster
 
 
 @pytest.fixture

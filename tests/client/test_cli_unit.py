@@ -129,12 +129,12 @@ def test_the_client_installs_alone_with_pip(tmp_path):
     )
     venv = tmp_path / "laptop"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    before = subprocess.run(
-        [venv / "bin/python", "-m", "pip", "list", "--format=freeze"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
+
+    def installed():
+        pip = [venv / "bin/python", "-m", "pip", "list", "--format=freeze"]
+        return subprocess.run(pip, capture_output=True, text=True, check=True).stdout.split()
+
+    before = installed()
     install = subprocess.run(
         [venv / "bin/python", "-m", "pip", "install", "-q", str(client)],
         capture_output=True,
@@ -142,13 +142,7 @@ def test_the_client_installs_alone_with_pip(tmp_path):
         timeout=300,
     )
     assert install.returncode == 0, install.stderr
-    after = subprocess.run(
-        [venv / "bin/python", "-m", "pip", "list", "--format=freeze"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    assert [p for p in after if p not in before] == ["hpc-portal-client==0.1.0"]
+    assert [p for p in installed() if p not in before] == ["hpc-portal-client==0.1.0"]
     version = subprocess.run([venv / "bin/portal", "--version"], capture_output=True, text=True)
     assert version.stdout.strip() == "portal 0.1.0"
     unset = subprocess.run(
