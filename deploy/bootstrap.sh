@@ -37,5 +37,5 @@ quiet() { "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a director
 quiet "$VENV/bin/python" -m pip install -q --upgrade pip
 quiet "$VENV/bin/python" -m pip install -q -r requirements.lock
 # The `portal` command (client/, standard library only), editable so the checkout is what runs.
-quiet "$VENV/bin/python" -m pip install -q -e ./client
+PYTHONWARNINGS=ignore quiet "$VENV/bin/python" -m pip install -q -e ./client
 touch "$STAMP"
