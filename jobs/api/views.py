@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from django.db import transaction
 from django.http import StreamingHttpResponse
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -32,6 +35,18 @@ from jobs.models import Cluster, ContainerImage, Job
 from jobs.slurm import operations, ssh
 
 
+class RefuseNul:
+    """NUL characters cannot be stored or compared by PostgreSQL: such a path or query
+    value is bad input (400), not a database error (500)."""
+
+    def initial(self, request, *args, **kwargs):
+        if "\x00" in request.path or any(
+            "\x00" in key or "\x00" in value for key, value in request.query_params.items()
+        ):
+            raise ValidationError({"non_field_errors": ["NUL characters are not allowed."]})
+        super().initial(request, *args, **kwargs)
+
+
 class ClusterError(APIException):
     """The cluster did not answer as it should (formatted like every other API error)."""
 
@@ -45,7 +60,7 @@ class Pages(pagination.PageNumberPagination):
     max_page_size = 200
 
 
-class ContainerViewSet(viewsets.ReadOnlyModelViewSet):
+class ContainerViewSet(RefuseNul, viewsets.ReadOnlyModelViewSet):
     """The catalog: images offered for new jobs."""
 
     serializer_class = ContainerSerializer
@@ -56,7 +71,7 @@ class ContainerViewSet(viewsets.ReadOnlyModelViewSet):
         return ContainerImage.objects.offered().prefetch_related("tags")
 
 
-class ClusterViewSet(viewsets.ReadOnlyModelViewSet):
+class ClusterViewSet(RefuseNul, viewsets.ReadOnlyModelViewSet):
     """Clusters with their partitions, GPU types and limits."""
 
     serializer_class = ClusterSerializer
@@ -75,7 +90,21 @@ JOB_FILTERS = [
 ]
 
 
+def _utc(name: str, text: str) -> datetime:
+    """An ISO 8601 date-time as UTC (databases refuse odd offsets such as +20:02)."""
+    try:
+        when = parse_datetime(text)
+        if when is not None:
+            if timezone.is_naive(when):
+                when = timezone.make_aware(when)
+            return when.astimezone(UTC)
+    except (ValueError, OverflowError):
+        pass
+    raise ValidationError({name: ["Use an ISO 8601 date and time, e.g. 2026-01-31T12:00:00Z."]})
+
+
 class JobViewSet(
+    RefuseNul,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
     mixins.CreateModelMixin,
@@ -118,10 +147,7 @@ class JobViewSet(
             jobs = jobs.filter(image__slug=params["container"])
         for name, lookup in (("created_after", "gte"), ("created_before", "lt")):
             if params.get(name):
-                when = parse_datetime(params[name])
-                if when is None:
-                    raise ValidationError({name: ["Use an ISO 8601 date and time."]})
-                jobs = jobs.filter(**{f"created_at__{lookup}": when})
+                jobs = jobs.filter(**{f"created_at__{lookup}": _utc(name, params[name])})
         return jobs
 
     @extend_schema(parameters=JOB_FILTERS)

@@ -70,6 +70,19 @@ def _int(raw, name: str, low: int, high: int) -> int:
     return raw
 
 
+NOT_HOSTNAME = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def _finite(value) -> bool:
+    """A JSON number a float can hold (10**400 is a valid JSON integer but not a float)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
 def parse_record(raw) -> Record:
     if not isinstance(raw, dict):
         raise BadRecord("a record is a JSON object")
@@ -79,7 +92,7 @@ def parse_record(raw) -> Record:
     step = raw.get("step")
     step = seq if step is None else _int(step, "step", -(2**62), 2**62)
     when = raw.get("time")
-    if isinstance(when, bool) or not isinstance(when, (int, float)) or not math.isfinite(when):
+    if not _finite(when):
         raise BadRecord("'time' must be a Unix time in seconds")
     metrics = raw.get("metrics")
     if not isinstance(metrics, dict) or not metrics:
@@ -92,14 +105,10 @@ def parse_record(raw) -> Record:
             raise BadRecord(
                 f"metric name {key[:120]!r} is not allowed: use 1-100 letters, digits and _ . : / @ + -"
             )
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not math.isfinite(value)
-        ):
+        if not _finite(value):
             raise BadRecord(f"metric {key!r} must be a finite number")
         values[key] = float(value)
-    node = str(raw.get("node") or "")[:253]
+    node = NOT_HOSTNAME.sub("", str(raw.get("node") or ""))[:253]
     return Record(seq, attempt, rank, step, float(when), values, bool(raw.get("system")), node)
 
 

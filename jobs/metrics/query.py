@@ -157,6 +157,9 @@ class BadQuery(ValueError):
         self.message = message
 
 
+MAX_STEP = 2**62
+
+
 @dataclass(frozen=True)
 class SeriesQuery:
     """Which series of a job, which step range, how wide (from a page's or the API's query)."""
@@ -175,9 +178,12 @@ class SeriesQuery:
             if raw in (None, ""):
                 return None
             try:
-                return int(raw)
+                value = int(raw)
             except ValueError:
                 raise BadQuery(name, f"Must be a whole number, not {raw[:40]!r}.") from None
+            if abs(value) > MAX_STEP:  # beyond the database's 64-bit integers
+                raise BadQuery(name, f"Must be between {-MAX_STEP} and {MAX_STEP}.")
+            return value
 
         ids = tuple(whole("series", v) for v in params.get("series", "").split(",") if v)
         return cls(

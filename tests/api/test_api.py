@@ -228,6 +228,38 @@ def test_cancel_and_metrics(api, owner, cluster, no_broker, django_capture_on_co
     assert api.post(f"/api/v1/jobs/{job.pk}/cancel/").status_code == 200
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/api/v1/containers/a%00b/",
+        "/api/v1/clusters/a%00b/",
+        "/api/v1/jobs/?container=a%00b",
+        "/api/v1/jobs/?created_after=0001-01-01T00:00:00%2B05:00",
+        "/api/v1/jobs/?created_after=2026-02-30T00:00:00",
+        "/api/v1/jobs/{job}/metrics/?lo=99999999999999999999999",
+        "/api/v1/jobs/{job}/metrics/?series=99999999999999999999999",
+    ],
+)
+def test_odd_input_is_a_400_on_every_database(api, owner, cluster, url):
+    job = make_job(owner, cluster, "running", ContainerImage.objects.get(slug="python"))
+    response = api.get(url.format(job=job.pk))
+    assert response.status_code == 400, response.content
+    assert error(response)["message"]
+
+
+def test_dates_with_offsets_filter_in_utc(api, owner, cluster):
+    """PostgreSQL refuses an offset such as +20:02 (a 500 schemathesis found): the filter
+    converts to UTC first."""
+    job = make_job(owner, cluster, "running", ContainerImage.objects.get(slug="python"))
+    after = (job.created_at - timedelta(minutes=1)).astimezone(
+        timezone.get_fixed_timezone(20 * 60 + 2)
+    )
+    found = api.get("/api/v1/jobs/", {"created_after": after.isoformat()}).json()
+    assert [j["id"] for j in found["results"]] == [job.pk]
+    old = api.get("/api/v1/jobs/", {"created_before": "0555-09-18T22:43:52+20:02"})
+    assert old.status_code == 200 and old.json()["count"] == 0
+
+
 def test_job_detail_lists_every_state_change(api, owner, cluster):
     job = make_job(owner, cluster, "queued", ContainerImage.objects.get(slug="python"))
     for state in ("pending", "running", "completed"):

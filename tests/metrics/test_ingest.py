@@ -54,6 +54,11 @@ def test_damaged_lines_are_reported_and_skipped():
     assert len(parsed.errors) == 2 and "bad name!" in parsed.errors[1]
 
 
+def test_node_names_keep_only_host_name_characters():
+    record = ingest.parse_record({"seq": 1, "time": 1, "metrics": {"a": 1}, "node": "gpu\x0001;x"})
+    assert record.node == "gpu01x"
+
+
 @pytest.mark.parametrize(
     ("record", "message"),
     [
@@ -63,6 +68,8 @@ def test_damaged_lines_are_reported_and_skipped():
         ({"seq": 1, "time": 1, "metrics": {"a": "NaN"}}, "finite number"),
         ({"seq": 1, "time": 1, "metrics": {"a;rm -rf": 1}}, "not allowed"),
         ({"seq": True, "time": 1, "metrics": {"a": 1}}, "'seq'"),
+        ({"seq": 1, "time": 10**400, "metrics": {"a": 1}}, "'time'"),  # found by schemathesis
+        ({"seq": 1, "time": 1, "metrics": {"a": 10**400}}, "finite number"),
         ([1, 2], "JSON object"),
     ],
 )
