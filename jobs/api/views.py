@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, pagination, parsers, permissions, status, viewsets
+from rest_framework import generics, mixins, pagination, parsers, permissions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import (
     APIException,
@@ -19,15 +19,16 @@ from rest_framework.exceptions import (
     ValidationError,
 )
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from jobs.api.auth import JobTokenAuthentication
 from jobs.api.serializers import (
     ClusterSerializer,
     ContainerSerializer,
+    IngestResultSerializer,
     JobCreateSerializer,
     JobDetailSerializer,
     JobSerializer,
+    MetricRecordSerializer,
 )
 from jobs.metrics import ingest
 from jobs.metrics import query as metrics_query
@@ -283,7 +284,7 @@ class IsJobToken(permissions.BasePermission):
         return isinstance(request.auth, Job)
 
 
-class MetricIngestView(APIView):
+class MetricIngestView(RefuseNul, generics.GenericAPIView):
     """Metric records from the in-job client, with the job's own token (not a user's).
 
     The body is a JSON array of ``{"seq", "time", "step", "metrics": {...}, "rank",
@@ -294,25 +295,14 @@ class MetricIngestView(APIView):
     permission_classes = [IsJobToken]
     throttle_classes: list = []  # one job's client, bounded by its own batching
     parser_classes = [BoundedJSONParser]
+    serializer_class = IngestResultSerializer  # the answer; requests are parsed by ingest
 
     def permission_denied(self, request, message=None, code=None):
         if request.auth is None:
             raise NotAuthenticated(IsJobToken.message)
         super().permission_denied(request, message, code)
 
-    @extend_schema(
-        request={"application/json": {"type": "array", "items": {"type": "object"}}},
-        responses={
-            200: {
-                "type": "object",
-                "properties": {
-                    "inserted": {"type": "integer"},
-                    "duplicates": {"type": "integer"},
-                    "rejected": {"type": "array", "items": {"type": "string"}},
-                },
-            }
-        },
-    )
+    @extend_schema(request=MetricRecordSerializer(many=True), responses=IngestResultSerializer)
     def post(self, request, pk: int):
         job = request.auth
         if job.is_final:

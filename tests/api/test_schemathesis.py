@@ -75,7 +75,7 @@ def portal(live_server, owner, outsider, catalog, monkeypatch):
     }
 
 
-def test_no_generated_request_gets_a_server_error(portal, tmp_path):
+def test_no_generated_request_gets_a_server_error(portal, tmp_path, capsys):
     config = tmp_path / "schemathesis.toml"
     config.write_text(CONFIG.format(examples=40, jobs=portal["jobs"]))
     result = subprocess.run(
@@ -114,3 +114,5 @@ def test_no_generated_request_gets_a_server_error(portal, tmp_path):
     assert Job.objects.filter(owner__username="owner").count() > 2  # POST /jobs/ accepted
     assert portal["reached"]["ingest"] > 0  # the job token opened the ingest endpoint
     assert "Dictionary mismatch" not in report  # the ids it was given fit the schema
+    served = capsys.readouterr().err  # the live server's own messages
+    assert "Error [" not in served  # drf-spectacular understood every view it served
