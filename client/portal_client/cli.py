@@ -226,7 +226,7 @@ def cmd_show(client: Client, args, out: Output) -> int:
         ("Cluster", f"{job['cluster']} / partition {job['partition']}"),
         (
             "Resources",
-            f"{job['gpus']} GPU {job['gpu_type']}".rstrip()
+            (f"{job['gpus']} GPU {job['gpu_type']}".rstrip() if job["gpus"] else "no GPU")
             + f", {job['cpus']} CPUs, {job['memory_gb']} GB, {job['time_limit']} min",
         ),
         ("Command", job["command"] or "-"),

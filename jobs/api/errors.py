@@ -33,9 +33,8 @@ def exception_handler(exc, context):
                 message = " ".join(_flatten(value))
             else:
                 fields[key] = _flatten(value)
-        message = message or "The request has errors: " + "; ".join(
-            f"{k}: {' '.join(v)}" for k, v in fields.items()
-        )
+        if not message:  # the details are in "fields", one message per field
+            message = f"Please correct: {', '.join(fields)}."
     else:
         message = " ".join(_flatten(data))
     response.data = {

@@ -89,7 +89,7 @@ def test_refused_submission_shows_each_fields_message_and_creates_nothing(
         capsys, "submit", "--partition", "cpu", "--gpus", "2", "--mem", "999", "--", "true"
     )
     assert code == 1 and out == ""
-    assert "refused the request (HTTP 400)" in err
+    assert "refused the request (HTTP 400): Please correct: gpus, memory_gb.\n" in err
     assert "\n  gpus: " in err and "\n  memory_gb: " in err
     code, _, err = run(capsys, "submit", "--container", "nope", "--", "true")
     assert code == 1 and "container:" in err
