@@ -229,11 +229,6 @@ def tail(conn: ssh.Connection, path: str, max_bytes: int) -> LogTail:
     return _read(conn, path, None, max_bytes)
 
 
-def read_from(conn: ssh.Connection, path: str, offset: int, max_bytes: int) -> LogTail:
-    """At most ``max_bytes`` of a remote file from ``offset`` on (for following a log)."""
-    return _read(conn, path, offset, max_bytes)
-
-
 def on_account(account, operation):
     """Run ``operation(conn)`` on the account's pooled connection (one reconnect)."""
     return pool.with_connection(account, operation)
