@@ -5,7 +5,16 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import RequestDataTooBig
+from rest_framework import status
+from rest_framework.exceptions import APIException
 from rest_framework.views import exception_handler as drf_exception_handler
+
+
+class TooLarge(APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "too_large"
+    default_detail = "The request body is larger than this portal accepts; send less per request."
 
 
 def _flatten(value) -> list[str]:
@@ -17,6 +26,8 @@ def _flatten(value) -> list[str]:
 
 
 def exception_handler(exc, context):
+    if isinstance(exc, RequestDataTooBig):  # Django's DATA_UPLOAD_MAX_MEMORY_SIZE
+        exc = TooLarge()
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

@@ -248,32 +248,20 @@ class JobViewSet(
         return Response({"job": job.pk, "series": metrics_query.job_series(job.pk, query)})
 
 
-class TooLarge(APIException):
-    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_code = "too_large"
-    default_detail = "The batch is too large; send fewer records per request."
-
-
 class Gone(APIException):
     status_code = status.HTTP_410_GONE
     default_code = "gone"
 
 
-class BoundedJSONParser(parsers.JSONParser):
-    """JSON with the same size bound Django puts on ``request.body``."""
+class MetricsJSONParser(parsers.JSONParser):
+    """JSON, with a message that says what the body should be. (The size bound is
+    Django's DATA_UPLOAD_MAX_MEMORY_SIZE, applied when DRF reads the body; too large is
+    a 413 from jobs.api.errors.)"""
 
     def parse(self, stream, media_type=None, parser_context=None):
-        import json
-
-        from django.conf import settings
-
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        raw = stream.read(limit + 1) if stream is not None else b""
-        if limit is not None and len(raw) > limit:
-            raise TooLarge()
         try:
-            return json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+            return super().parse(stream, media_type, parser_context)
+        except ParseError:
             raise ParseError("The body must be a JSON array of metric records.") from None
 
 
@@ -294,7 +282,7 @@ class MetricIngestView(RefuseNul, generics.GenericAPIView):
     authentication_classes = [JobTokenAuthentication]
     permission_classes = [IsJobToken]
     throttle_classes: list = []  # one job's client, bounded by its own batching
-    parser_classes = [BoundedJSONParser]
+    parser_classes = [MetricsJSONParser]
     serializer_class = IngestResultSerializer  # the answer; requests are parsed by ingest
 
     def permission_denied(self, request, message=None, code=None):

@@ -147,6 +147,15 @@ def test_bad_uploads_are_refused_with_a_message(job, body, status, text):
     assert response.status_code == status and text in json.dumps(response.json())
 
 
+def test_body_size_follows_djangos_setting(job, settings):
+    token = ingest.issue_token(job)
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 200
+    too_big = post(job.pk, records(20), token)
+    assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "too_large"
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = None  # no bound
+    assert post(job.pk, records(20), token).status_code == 200
+
+
 def test_missing_token_is_401_and_get_is_405(job):
     assert post(job.pk, records(1)).status_code == 401
     token = ingest.issue_token(job)
