@@ -435,11 +435,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    args = build_parser().parse_args(argv)
+    # argparse.REMAINDER keeps the `--` itself (Python 3.11); it is not part of the command.
     if getattr(args, "command", None) and args.command[0] == "--":
         args.command = args.command[1:]
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     out = Output(args.json)
     try:
         if args.cmd == "login":
@@ -457,4 +462,4 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
-__all__ = ["build_parser", "command_text", "config_path", "main", "parse_minutes"]
+__all__ = ["build_parser", "parse_args", "command_text", "config_path", "main", "parse_minutes"]

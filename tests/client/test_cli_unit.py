@@ -23,11 +23,9 @@ def test_command_text_keeps_what_the_user_wrote(words, text):
 
 
 def test_everything_after_the_double_dash_is_the_command():
-    args = cli.build_parser().parse_args(
+    args = cli.parse_args(
         ["submit", "--gpus", "2", "--wait", "--", "python", "train.py", "--gpus", "8", "-w"]
     )
-    if args.command[:1] == ["--"]:
-        args.command = args.command[1:]
     assert (
         args.gpus == 2 and args.wait and args.command == ["python", "train.py", "--gpus", "8", "-w"]
     )
