@@ -161,20 +161,27 @@ def _rows(output: str, width: int, command: str):
         yield fields
 
 
+def _status(job_id, state, reason, nodes, start, end, name, **extra) -> JobStatus:
+    """The fields squeue, scontrol and sacct all report, as Slurm prints them."""
+    return JobStatus(
+        scheduler_id=job_id,
+        slurm_state=state,
+        reason=_none_if_null(reason),
+        node=_none_if_null(nodes),
+        start=parse_time(start),
+        end=parse_time(end),
+        name=name,
+        **extra,
+    )
+
+
 def parse_squeue(output: str) -> dict[str, JobStatus]:
     """Output of ``squeue -h -o SQUEUE_FORMAT`` -> {scheduler id: JobStatus}."""
     jobs = {}
     for fields in _rows(output, len(SQUEUE_FIELDS), "squeue"):
         job_id, state, reason, nodes, start, end, name, comment = fields
-        jobs[job_id] = JobStatus(
-            scheduler_id=job_id,
-            slurm_state=state,
-            reason=_none_if_null(reason),
-            node=_none_if_null(nodes),
-            start=parse_time(start),
-            end=parse_time(end),
-            name=name,
-            comment=_none_if_null(comment),
+        jobs[job_id] = _status(
+            job_id, state, reason, nodes, start, end, name, comment=_none_if_null(comment)
         )
     return jobs
 
@@ -192,14 +199,14 @@ def parse_scontrol_jobs(output: str) -> dict[str, JobStatus]:
         # Comment and name may contain spaces; take them up to the next Key=.
         exit_code, signal = parse_exit_code(fields.get("ExitCode", ""))
         job_id = fields["JobId"]
-        jobs[job_id] = JobStatus(
-            scheduler_id=job_id,
-            slurm_state=fields.get("JobState", ""),
-            reason=_none_if_null(fields.get("Reason", "")),
-            node=_none_if_null(fields.get("NodeList", "")),
-            start=parse_time(fields.get("StartTime", "")),
-            end=parse_time(fields.get("EndTime", "")),
-            name=_field_with_spaces(line, "JobName"),
+        jobs[job_id] = _status(
+            job_id,
+            fields.get("JobState", ""),
+            fields.get("Reason", ""),
+            fields.get("NodeList", ""),
+            fields.get("StartTime", ""),
+            fields.get("EndTime", ""),
+            _field_with_spaces(line, "JobName"),
             comment=_none_if_null(_field_with_spaces(line, "Comment")),
             exit_code=exit_code,
             signal=signal,
@@ -219,16 +226,8 @@ def parse_sacct(output: str) -> dict[str, JobStatus]:
     for fields in _rows(output, len(SACCT_FIELDS), "sacct"):
         job_id, state, exit_code, reason, nodes, start, end, name = fields
         code, signal = parse_exit_code(exit_code)
-        jobs[job_id] = JobStatus(
-            scheduler_id=job_id,
-            slurm_state=state,
-            reason=_none_if_null(reason),
-            node=_none_if_null(nodes),
-            start=parse_time(start),
-            end=parse_time(end),
-            name=name,
-            exit_code=code,
-            signal=signal,
+        jobs[job_id] = _status(
+            job_id, state, reason, nodes, start, end, name, exit_code=code, signal=signal
         )
     return jobs
 
