@@ -21,9 +21,8 @@ from http.cookies import SimpleCookie
 from urllib.parse import parse_qs, quote
 
 import httpx
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.conf import settings
-from django.db import close_old_connections
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
@@ -60,19 +59,11 @@ class Route:
     owner_id: int
 
 
-def _in_worker_thread(fn, *args):
-    """Run a database call in a pool thread and give its connection back afterwards, as a
-    request does (with CONN_MAX_AGE=0 it is closed): pool threads would otherwise keep
-    one connection each, open until the process ends and broken after a database restart."""
-    close_old_connections()
-    try:
-        return fn(*args)
-    finally:
-        close_old_connections()
-
-
 async def _db(fn, *args):
-    return await sync_to_async(_in_worker_thread, thread_sensitive=False)(fn, *args)
+    """A database call in a pool thread that gives its connection back afterwards (as a
+    request does): pool threads would otherwise keep one connection each, open until the
+    process ends and broken after a database restart."""
+    return await database_sync_to_async(fn, thread_sensitive=False)(*args)
 
 
 def _load_route(public_id: str) -> Route | None:
