@@ -19,6 +19,7 @@ from jobs.models import Job
 from jobs.slurm import operations
 from portal_client import cli
 from proxy.models import Session
+from tests.livestack import free_port
 from tests.metrics.conftest import make_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -213,8 +214,6 @@ def test_a_revoked_token_is_refused(portal_env, capsys):
 
 
 def test_wrong_urls_say_what_is_wrong(portal_env, monkeypatch, capsys):
-    from bench.netutil import free_port
-
     monkeypatch.setenv("PORTAL_URL", f"http://127.0.0.1:{free_port()}")
     code, _, err = run(capsys, "jobs")
     assert code == 1 and "Cannot reach the portal" in err and "connection was refused" in err
