@@ -104,7 +104,12 @@ def main() -> None:
             ("reused connection", pooled),
             ("new connection per command", baseline),
         ):
-            seconds = timed(lambda i, conn=conn: operations.query(conn, user, ids), args.syncs)
+            seconds = timed(
+                lambda i, conn=conn: operations.query(
+                    conn, user, dict.fromkeys(ids, f"portal-bench-{run_id}")
+                ),
+                args.syncs,
+            )
             results[(label, "sync")] = seconds / args.syncs
     finally:
         pooled.run(["scancel", "-u", user, f"--name=portal-bench-{run_id}"], check=False)

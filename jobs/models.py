@@ -473,6 +473,8 @@ class Job(models.Model):
     # The job's own metrics upload token (hash only): valid for this job while it is active.
     metrics_token_hash = models.CharField(max_length=64, blank=True, editable=False)
 
+    # Since when the scheduler has not reported this job (under its name); None while it does.
+    scheduler_unseen_since = models.DateTimeField(null=True, blank=True, editable=False)
     # Set by the worker that is submitting (closes the two-workers race).
     submit_claimed_at = models.DateTimeField(null=True, blank=True, editable=False)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
@@ -643,9 +645,34 @@ class Job(models.Model):
         self.submit_claimed_at = None
 
     # -- scheduler status ----------------------------------------------------------
+    def mark_unseen(self, grace: float) -> bool:
+        """The scheduler did not report this job. After ``grace`` seconds of that, the job
+        has ended as far as anyone can tell: it fails with a message saying so."""
+        now = timezone.now()
+        if self.scheduler_unseen_since is None:
+            Job.objects.filter(pk=self.pk, scheduler_unseen_since__isnull=True).update(
+                scheduler_unseen_since=now
+            )
+            self.scheduler_unseen_since = now
+            return False
+        if (now - self.scheduler_unseen_since).total_seconds() < grace:
+            return False
+        return self.transition(
+            self.State.FAILED,
+            expect=(self.state,),
+            message=f"The scheduler no longer knows this job (Slurm id {self.scheduler_job_id} "
+            f"under the name {self.slurm_name}): neither the controller nor accounting has "
+            f"reported it for {int(grace // 60)} minutes. Its outcome is unknown; its files "
+            "are still in its work directory.",
+        )
+
     def apply_scheduler_status(self, status) -> bool:
         """Record what the scheduler says (a parsers.JobStatus). True if anything changed."""
         from jobs.slurm.parsers import STATE_MESSAGES, reason_text
+
+        if self.scheduler_unseen_since is not None:
+            Job.objects.filter(pk=self.pk).update(scheduler_unseen_since=None)
+            self.scheduler_unseen_since = None
 
         new_state = status.state
         reason = reason_text(status.reason) if new_state == self.State.PENDING else ""

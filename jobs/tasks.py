@@ -114,7 +114,8 @@ def submit_job(self, job_id: int) -> None:
         job.refresh_from_db()
         if job.state == Job.State.CANCELLED:
             operations.on_account(
-                account, lambda conn: operations.cancel(conn, submission.scheduler_id)
+                account,
+                lambda conn: operations.cancel(conn, submission.scheduler_id, job.slurm_name),
             )
             Job.objects.filter(pk=job.pk).update(scheduler_job_id=submission.scheduler_id)
 
@@ -150,8 +151,9 @@ def sync_cluster(cluster_id: int) -> None:
 def sync_jobs(jobs) -> int:
     """Ask the scheduler about ``jobs`` (O(1) commands per cluster account); record changes.
 
-    An error talking to the scheduler leaves every state as it was: unknown is
-    not ended. Returns the number of jobs that changed.
+    An error talking to the scheduler leaves every state as it was: unknown is not
+    ended. One account's trouble (an error, odd output) never stops another's sync.
+    Returns the number of jobs that changed.
     """
     by_account: dict[int, list[Job]] = defaultdict(list)
     for job in jobs.exclude(scheduler_job_id="").select_related(
@@ -161,34 +163,46 @@ def sync_jobs(jobs) -> int:
             by_account[job.cluster_account_id].append(job)
     changed = 0
     for group in by_account.values():
-        account = group[0].cluster_account
-        ids = [job.scheduler_job_id for job in group]
         try:
-            statuses = operations.on_account(
-                account,
-                lambda conn, user=account.username, ids=ids: operations.query(conn, user, ids),
-            )
-        except ssh.SlurmError as exc:
-            log.warning("sync of %s skipped, states unchanged: %s", account, exc)
+            changed += _sync_account(group)
+        except Exception:  # noqa: BLE001 - isolate accounts from each other
+            log.exception("sync of %s failed; other accounts go on", group[0].cluster_account)
+    return changed
+
+
+def _sync_account(group: list[Job]) -> int:
+    account = group[0].cluster_account
+    expected = {job.scheduler_job_id: job.slurm_name for job in group}
+    try:
+        statuses = operations.on_account(
+            account,
+            lambda conn: operations.query(conn, account.username, expected),
+        )
+    except ssh.SlurmError as exc:
+        log.warning("sync of %s skipped, states unchanged: %s", account, exc)
+        return 0
+    changed = 0
+    for job in group:
+        status = statuses.get(job.scheduler_job_id)
+        if status is None:
+            # Neither the controller nor accounting knows it (under this name): after a
+            # grace period that is its final word.
+            changed += job.mark_unseen(settings.PORTAL_LOST_JOB_GRACE)
             continue
-        for job in group:
-            status = statuses.get(job.scheduler_job_id)
-            if status is None:
-                continue  # the scheduler has no word on it: leave it as it is
-            try:
-                moved = job.apply_scheduler_status(status)
-            except ValueError as exc:  # an unknown Slurm state
-                log.error("job %s: %s", job.pk, exc)
-                continue
-            changed += moved
-            if moved and job.is_final:
-                # Whatever the uploads missed is in the job's files: read them to the end.
-                _enqueue_tail(job.pk, final=True)
-        running = [job for job in group if job.state == Job.State.RUNNING]
-        discover_sessions(account, running)
-        if account.cluster.metrics_over_ssh:
-            for job in running:
-                _enqueue_tail(job.pk)
+        try:
+            moved = job.apply_scheduler_status(status)
+        except ValueError as exc:  # an unknown Slurm state
+            log.error("job %s: %s", job.pk, exc)
+            continue
+        changed += moved
+        if moved and job.is_final:
+            # Whatever the uploads missed is in the job's files: read them to the end.
+            _enqueue_tail(job.pk, final=True)
+    running = [job for job in group if job.state == Job.State.RUNNING]
+    discover_sessions(account, running)
+    if account.cluster.metrics_over_ssh:
+        for job in running:
+            _enqueue_tail(job.pk)
     return changed
 
 
@@ -229,7 +243,9 @@ def cancel_job(self, job_id: int) -> None:
         return
     account = job.cluster_account
     try:
-        operations.on_account(account, lambda conn: operations.cancel(conn, job.scheduler_job_id))
+        operations.on_account(
+            account, lambda conn: operations.cancel(conn, job.scheduler_job_id, job.slurm_name)
+        )
     except ssh.SlurmError as exc:
         if exc.transient and self.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
             raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from None

@@ -186,6 +186,12 @@ PORTAL_SYNC_JITTER = env_float("PORTAL_SYNC_JITTER", 0.5, minimum=0)
 # Transient failures (cluster unreachable, slurmctld busy) are retried this often.
 PORTAL_SUBMIT_MAX_RETRIES = env_int("PORTAL_SUBMIT_MAX_RETRIES", 6, minimum=0)
 PORTAL_RETRY_BACKOFF_MAX = env_float("PORTAL_RETRY_BACKOFF_MAX", 120.0, minimum=1)
+# The most `squeue --json` may print (bytes). Slurm 22.05 ignores -u with --json and lists
+# every user's jobs (about 3.5 KB each); later versions list only the account's.
+PORTAL_SQUEUE_MAX_BYTES = env_int("PORTAL_SQUEUE_MAX_BYTES", 64 * 1024 * 1024, minimum=65536)
+# A job that neither the controller nor accounting reports (under its name) for this long
+# (seconds) ends as failed with a message saying its outcome is unknown.
+PORTAL_LOST_JOB_GRACE = env_float("PORTAL_LOST_JOB_GRACE", 600.0, minimum=0)
 # Largest part of a job's stdout/stderr read at once (bytes, from the end).
 PORTAL_LOG_TAIL_BYTES = env_int("PORTAL_LOG_TAIL_BYTES", 64 * 1024, minimum=1024)
 # Training metrics: how often the in-job client samples CPU/GPU/memory (seconds, 0 = off),

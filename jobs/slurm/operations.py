@@ -23,11 +23,16 @@ class SchedulerUnavailable(ssh.SlurmError):
 
 
 def run(
-    conn: ssh.Connection, argv: list[str], *, stdin: str | None = None, check: bool = True
+    conn: ssh.Connection,
+    argv: list[str],
+    *,
+    stdin: str | None = None,
+    check: bool = True,
+    max_bytes: int | None = None,
 ) -> ssh.Result:
     """Run a Slurm command; a 'controller unreachable' error becomes SchedulerUnavailable."""
     try:
-        return conn.run(argv, stdin=stdin, check=check)
+        return conn.run(argv, stdin=stdin, check=check, max_bytes=max_bytes)
     except ssh.CommandFailed as exc:
         if parsers.is_transient(exc.stderr or str(exc)):
             raise SchedulerUnavailable(
@@ -102,59 +107,59 @@ def submit(
 
 
 def query(
-    conn: ssh.Connection, username: str, scheduler_ids: list[str]
+    conn: ssh.Connection, username: str, expected: dict[str, str]
 ) -> dict[str, parsers.JobStatus]:
-    """Status of the given jobs in at most three commands, however many jobs.
+    """Status of the given jobs ({scheduler id: the portal's job name}) in at most two
+    commands, however many jobs.
 
-    ``squeue`` for the account's jobs; for jobs that have ended (or left the
-    queue) ``scontrol show job`` for their exit codes, then ``sacct`` for any
-    the controller no longer holds. Jobs nobody knows are left out: unknown is
-    not the same as ended.
+    ``squeue --json`` for the jobs the controller holds (ended ones too, for MinJobAge),
+    then ``sacct`` for those it no longer holds. An id counts only while the scheduler
+    reports the expected name and owner for it. Jobs nobody knows are left out: unknown
+    is not the same as ended.
     """
-    wanted = set(scheduler_ids)
-    if not wanted:
+    if not expected:
         return {}
+    from django.conf import settings
+
     out = run(
-        conn, ["squeue", "-h", "--states=all", "-u", username, "-o", parsers.SQUEUE_FORMAT]
+        conn,
+        ["squeue", "--json", "--states=all", "-u", username],
+        max_bytes=settings.PORTAL_SQUEUE_MAX_BYTES,
     ).stdout
-    found = {k: v for k, v in parsers.parse_squeue(out).items() if k in wanted}
-    unsettled = sorted(i for i in wanted if i not in found or found[i].is_final)
-    if unsettled:
-        shown = run(conn, ["scontrol", "show", "job", "-o"]).stdout
-        settled = parsers.parse_scontrol_jobs(shown)
-        for job_id in unsettled:
-            if job_id in settled:
-                found[job_id] = settled[job_id]
-        missing = [i for i in unsettled if i not in settled]
-        if missing:
-            acct = run(
-                conn,
-                [
-                    "sacct",
-                    "-n",
-                    "-P",
-                    "-X",
-                    f"--delimiter={parsers.FIELD_SEP}",
-                    "-j",
-                    ",".join(missing),
-                    "-o",
-                    ",".join(parsers.SACCT_FIELDS),
-                ],
-                check=False,
-            )
-            if acct.exit_status == 0:
-                found.update(
-                    {k: v for k, v in parsers.parse_sacct(acct.stdout).items() if k in wanted}
-                )
-            elif not parsers.accounting_disabled(acct.stderr):
-                raise SchedulerUnavailable(
-                    f"sacct failed: {acct.stderr.strip()}", stderr=acct.stderr
-                )
+    try:
+        live = parsers.parse_squeue_json(out, username)
+    except parsers.Unparsable as exc:
+        raise SchedulerUnavailable(str(exc)) from None
+    found = parsers.match_jobs(live, expected)
+    missing = sorted(i for i in expected if i not in found)
+    if missing:
+        acct = run(
+            conn,
+            [
+                "sacct",
+                "-n",
+                "-P",
+                "-X",
+                f"--delimiter={parsers.FIELD_SEP}",
+                "-j",
+                ",".join(missing),
+                "-o",
+                ",".join(parsers.SACCT_FIELDS),
+            ],
+            check=False,
+        )
+        if acct.exit_status == 0:
+            settled = parsers.match_jobs(parsers.parse_sacct(acct.stdout, username), expected)
+            found.update({k: v for k, v in settled.items() if k in missing})
+        elif not parsers.accounting_disabled(acct.stderr):
+            raise SchedulerUnavailable(f"sacct failed: {acct.stderr.strip()}", stderr=acct.stderr)
     return found
 
 
-def cancel(conn: ssh.Connection, scheduler_id: str) -> None:
-    result = run(conn, ["scancel", scheduler_id], check=False)
+def cancel(conn: ssh.Connection, scheduler_id: str, job_name: str) -> None:
+    """scancel the job, only while ``scheduler_id`` still carries ``job_name``: after a
+    controller crash the id may belong to someone else's job now."""
+    result = run(conn, ["scancel", f"--name={job_name}", scheduler_id], check=False)
     if (
         result.exit_status != 0
         and "already completing or completed" not in result.stderr

@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
-# Separator for squeue/sacct fields: a character no job name or reason contains
-# (Open OnDemand uses the same one).
+log = logging.getLogger(__name__)
+
+# Separator for sacct's -P fields: free text (the job name) comes last and may hold it.
 FIELD_SEP = "\x1f"
 
-# squeue -o fields, in order. %k is the comment (carries the portal job id).
-SQUEUE_FIELDS = ("%i", "%T", "%r", "%N", "%S", "%e", "%j", "%k")
-SQUEUE_FORMAT = FIELD_SEP.join(SQUEUE_FIELDS)
-
-SACCT_FIELDS = ("JobIDRaw", "State", "ExitCode", "Reason", "NodeList", "Start", "End", "JobName")
+# sacct -o fields, in order. Only JobName is the user's text, so it is last: whatever it
+# contains stays in that one field.
+SACCT_FIELDS = (
+    "JobIDRaw",
+    "User",
+    "State",
+    "ExitCode",
+    "Reason",
+    "NodeList",
+    "Start",
+    "End",
+    "JobName",
+)
 
 # Every Slurm job state, mapped onto the portal's vocabulary.
 STATE_MAP = {
@@ -106,6 +117,7 @@ class JobStatus:
     exit_code: int | None = None
     signal: int | None = None
     restarts: int | None = None
+    user: str = ""
 
     @property
     def state(self) -> str:
@@ -150,86 +162,169 @@ def _none_if_null(value: str) -> str:
     return "" if value in {"(null)", "None", "N/A", "n/a"} else value
 
 
-def _rows(output: str, width: int, command: str):
-    """Non-blank lines split on FIELD_SEP, each exactly ``width`` fields."""
+class Unparsable(ValueError):
+    """The command's output as a whole is not what it should be (not one bad job)."""
+
+
+def _number(value) -> int | None:
+    """A JSON number as Slurm writes it: a plain integer (22.05) or, from 23.02 on,
+    ``{"set": true, "infinite": false, "number": N}``. None when unset or not a number."""
+    if isinstance(value, dict):
+        if not value.get("set", True) or value.get("infinite"):
+            return None
+        value = value.get("number")
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
+
+
+def _epoch(value) -> datetime | None:
+    seconds = _number(value)
+    if not seconds or seconds <= 0:
+        return None
+    try:
+        return datetime.fromtimestamp(seconds, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _json_state(value) -> str:
+    """'RUNNING' (22.05) or ['RUNNING', 'COMPLETING'] (23.02 on): the base state first."""
+    if isinstance(value, list):
+        value = value[0] if value and isinstance(value[0], str) else ""
+    return _text(value)
+
+
+def _json_exit(value) -> tuple[int | None, int | None]:
+    """squeue's exit_code: a raw wait status (22.05: 768 is exit 3, 9 is signal 9) or,
+    from 23.02 on, {"return_code": N, "signal": {"id": N}}."""
+    if isinstance(value, dict):
+        code = _number(value.get("return_code"))
+        signal = value.get("signal")
+        sig = _number(signal.get("id")) if isinstance(signal, dict) else None
+        return code, sig or 0
+    raw = _number(value)
+    if raw is None or raw < 0:
+        return None, None
+    if raw & 0x7F:
+        return 0, raw & 0x7F
+    return (raw >> 8) & 0xFF, 0
+
+
+def _load(output: str, command: str) -> list:
+    """The ``jobs`` list of a ``--json`` answer. Slurm escapes every string it writes, so a
+    job's name or comment cannot change the structure; a damaged document is Unparsable."""
+    try:
+        document = json.loads(output)
+    except (ValueError, RecursionError) as exc:
+        raise Unparsable(f"{command} --json printed no JSON document: {exc}") from None
+    jobs = document.get("jobs") if isinstance(document, dict) else None
+    if not isinstance(jobs, list):
+        raise Unparsable(f"{command} --json printed no list of jobs")
+    return jobs
+
+
+def parse_squeue_json(output: str, username: str) -> list[JobStatus]:
+    """``squeue --json`` -> the statuses of ``username``'s jobs.
+
+    Every field is read by its key from a JSON object, so nothing a user writes into a
+    name, comment or path can move a field or add one. Slurm 22.05 ignores ``-u``/``-j``
+    with ``--json`` and lists every user's jobs: the owner is checked here. A job entry
+    that is not what it should be is logged and skipped; the others still count.
+    """
+    statuses = []
+    for entry in _load(output, "squeue"):
+        try:
+            if not isinstance(entry, dict) or _text(entry.get("user_name")) != username:
+                continue
+            job_id = _number(entry.get("job_id"))
+            if job_id is None:
+                raise ValueError("no job_id")
+            state = _json_state(entry.get("job_state"))
+            map_state(state)  # an unknown state is skipped with the entry
+            code, signal = _json_exit(entry.get("exit_code"))
+            statuses.append(
+                JobStatus(
+                    scheduler_id=str(job_id),
+                    slurm_state=state,
+                    reason=_none_if_null(_text(entry.get("state_reason"))),
+                    node=_none_if_null(_text(entry.get("nodes"))),
+                    start=_epoch(entry.get("start_time")),
+                    end=_epoch(entry.get("end_time")),
+                    name=_text(entry.get("name")),
+                    comment=_text(entry.get("comment")),
+                    exit_code=code,
+                    signal=signal,
+                    restarts=_number(entry.get("restart_cnt")),
+                    user=username,
+                )
+            )
+        except ValueError as exc:
+            log.warning("squeue: skipped a job entry (%s)", exc)
+    return statuses
+
+
+def parse_sacct(output: str, username: str) -> list[JobStatus]:
+    """``sacct -n -P -X --delimiter=FIELD_SEP -o SACCT_FIELDS`` -> statuses of ``username``'s
+    jobs. The job name is the last field and takes the rest of the line, separators and
+    all; a line broken by a newline in a name has the wrong shape (or a foreign owner) and
+    is skipped, so it can neither hide a job nor speak for another."""
+    statuses = []
+    width = len(SACCT_FIELDS)
     for line in output.splitlines():
-        if not line.strip():
-            continue
-        fields = line.split(FIELD_SEP)
+        fields = line.split(FIELD_SEP, width - 1)
         if len(fields) != width:
-            raise ValueError(f"unexpected {command} line (want {width} fields): {line!r}")
-        yield fields
-
-
-def _status(job_id, state, reason, nodes, start, end, name, **extra) -> JobStatus:
-    """The fields squeue, scontrol and sacct all report, as Slurm prints them."""
-    return JobStatus(
-        scheduler_id=job_id,
-        slurm_state=state,
-        reason=_none_if_null(reason),
-        node=_none_if_null(nodes),
-        start=parse_time(start),
-        end=parse_time(end),
-        name=name,
-        **extra,
-    )
-
-
-def parse_squeue(output: str) -> dict[str, JobStatus]:
-    """Output of ``squeue -h -o SQUEUE_FORMAT`` -> {scheduler id: JobStatus}."""
-    jobs = {}
-    for fields in _rows(output, len(SQUEUE_FIELDS), "squeue"):
-        job_id, state, reason, nodes, start, end, name, comment = fields
-        jobs[job_id] = _status(
-            job_id, state, reason, nodes, start, end, name, comment=_none_if_null(comment)
-        )
-    return jobs
-
-
-_KV = re.compile(r"(\w+)=(\S*)")
-
-
-def parse_scontrol_jobs(output: str) -> dict[str, JobStatus]:
-    """Output of ``scontrol show job -o`` (one job per line) -> {id: JobStatus}."""
-    jobs = {}
-    for line in output.splitlines():
-        if "JobId=" not in line:
+            if line.strip():
+                log.warning("sacct: skipped a line of %d fields", len(fields))
             continue
-        fields = dict(_KV.findall(line))
-        # Comment and name may contain spaces; take them up to the next Key=.
-        exit_code, signal = parse_exit_code(fields.get("ExitCode", ""))
-        job_id = fields["JobId"]
-        jobs[job_id] = _status(
-            job_id,
-            fields.get("JobState", ""),
-            fields.get("Reason", ""),
-            fields.get("NodeList", ""),
-            fields.get("StartTime", ""),
-            fields.get("EndTime", ""),
-            _field_with_spaces(line, "JobName"),
-            comment=_none_if_null(_field_with_spaces(line, "Comment")),
-            exit_code=exit_code,
-            signal=signal,
-            restarts=int(fields["Restarts"]) if fields.get("Restarts", "").isdigit() else None,
-        )
-    return jobs
-
-
-def _field_with_spaces(line: str, key: str) -> str:
-    match = re.search(rf"(?:^| ){key}=(.*?)(?= [A-Za-z/:]+=|$)", line)
-    return match.group(1) if match else ""
-
-
-def parse_sacct(output: str) -> dict[str, JobStatus]:
-    """Output of ``sacct -n -P -X --delimiter=FIELD_SEP -o SACCT_FIELDS`` -> {id: JobStatus}."""
-    jobs = {}
-    for fields in _rows(output, len(SACCT_FIELDS), "sacct"):
-        job_id, state, exit_code, reason, nodes, start, end, name = fields
+        job_id, user, state, exit_code, reason, nodes, start, end, name = fields
+        if not job_id.isdigit() or user != username:
+            continue
+        try:
+            map_state(state)
+        except ValueError as exc:
+            log.warning("sacct: skipped job %s (%s)", job_id, exc)
+            continue
         code, signal = parse_exit_code(exit_code)
-        jobs[job_id] = _status(
-            job_id, state, reason, nodes, start, end, name, exit_code=code, signal=signal
+        statuses.append(
+            JobStatus(
+                scheduler_id=job_id,
+                slurm_state=state,
+                reason=_none_if_null(reason),
+                node=_none_if_null(nodes),
+                start=parse_time(start),
+                end=parse_time(end),
+                name=name,
+                exit_code=code,
+                signal=signal,
+                user=user,
+            )
         )
-    return jobs
+    return statuses
+
+
+def match_jobs(statuses: list[JobStatus], expected: dict[str, str]) -> dict[str, JobStatus]:
+    """{scheduler id: status} for the ids in ``expected`` ({id: the portal's job name}),
+    trusting an id only where the scheduler reports that very name for it: ids are
+    reissued after a controller crash. An id reported twice with the name is ambiguous
+    and left out (a later copy never overrides an earlier one)."""
+    found: dict[str, JobStatus] = {}
+    ambiguous: set[str] = set()
+    for status in statuses:
+        job_id = status.scheduler_id
+        if expected.get(job_id) is None or status.name != expected[job_id]:
+            continue
+        if job_id in found:
+            ambiguous.add(job_id)
+        found[job_id] = status
+    for job_id in ambiguous:
+        log.warning("job id %s is reported twice; ignored until it is not", job_id)
+        del found[job_id]
+    return found
 
 
 def parse_sbatch(output: str) -> str:

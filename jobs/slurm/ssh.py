@@ -205,14 +205,17 @@ class Connection:
         stdin: str | bytes | None = None,
         timeout: float | None = None,
         check: bool = True,
+        max_bytes: int | None = None,
     ) -> Result:
-        """Run ``argv`` (each argument quoted) and return its output.
+        """Run ``argv`` (each argument quoted) and return its output (at most ``max_bytes``).
 
         Raises CommandFailed on a non-zero exit when ``check`` is true, and
         ClusterUnreachable when the connection drops or the command times out.
         """
         command = quote_command(argv)
-        return self.run_script(command, stdin=stdin, timeout=timeout, check=check)
+        return self.run_script(
+            command, stdin=stdin, timeout=timeout, check=check, max_bytes=max_bytes
+        )
 
     def run_script(
         self,
@@ -221,6 +224,7 @@ class Connection:
         stdin: str | bytes | None = None,
         timeout: float | None = None,
         check: bool = True,
+        max_bytes: int | None = None,
     ) -> Result:
         """Run a command line built by this package from quoted parts.
 
@@ -244,7 +248,9 @@ class Connection:
             if stdin is not None:
                 channel.sendall(stdin.encode() if isinstance(stdin, str) else stdin)
             channel.shutdown_write()
-            out, err = self._collect(channel, command, time.monotonic() + timeout)
+            out, err = self._collect(
+                channel, command, time.monotonic() + timeout, max_bytes or MAX_OUTPUT_BYTES
+            )
             status = channel.recv_exit_status()
         except (paramiko.SSHException, OSError, EOFError) as exc:
             self.close()
@@ -260,7 +266,7 @@ class Connection:
         return result
 
     def _collect(
-        self, channel: paramiko.Channel, command: str, deadline: float
+        self, channel: paramiko.Channel, command: str, deadline: float, max_bytes: int
     ) -> tuple[bytes, bytes]:
         out, err = bytearray(), bytearray()
         while True:
@@ -268,9 +274,9 @@ class Connection:
                 out += channel.recv(65536)
             if channel.recv_stderr_ready():
                 err += channel.recv_stderr(65536)
-            if len(out) + len(err) > MAX_OUTPUT_BYTES:
+            if len(out) + len(err) > max_bytes:
                 raise CommandFailed(
-                    f"Output of {command!r} exceeds {MAX_OUTPUT_BYTES} bytes", command=command
+                    f"Output of {command!r} exceeds {max_bytes} bytes", command=command
                 )
             # The end of the output is the channel's EOF, not the exit status:
             # sshd may report the exit status before the last output arrives.

@@ -1,5 +1,7 @@
 """Task behaviour with the SSH boundary replaced by a fake (the real path is in tests/devcluster)."""
 
+import json
+
 import pytest
 from django.test import override_settings
 
@@ -17,7 +19,7 @@ class FakeConnection:
         self.answers = answers
         self.commands: list[list[str]] = []
 
-    def run(self, argv, *, stdin=None, timeout=None, check=True):
+    def run(self, argv, *, stdin=None, timeout=None, check=True, max_bytes=None):
         self.commands.append(list(argv))
         answer = self.answers.get(argv[0])
         if isinstance(answer, list):
@@ -113,7 +115,7 @@ def test_job_cancelled_while_being_submitted_is_scancelled(fake, job, monkeypatc
 
     monkeypatch.setattr(operations, "submit", submit_then_user_cancels)
     tasks.submit_job.apply(args=[job.pk])
-    assert ["scancel", "91"] in fake.commands
+    assert ["scancel", f"--name={job.slurm_name}", "91"] in fake.commands
 
 
 def pending(job, sid="55"):
@@ -132,10 +134,66 @@ def test_scheduler_errors_during_sync_change_nothing(fake, job):
     assert Job.objects.get(pk=job.pk).state == "running"
 
 
-def test_job_unknown_to_every_source_is_left_alone(fake, job):
-    fake.answers.update(squeue="", scontrol="", sacct="")
-    assert tasks.sync_jobs(pending(job)) == 0
+NO_JOBS = '{"jobs": []}'
+
+
+def test_job_unknown_to_every_source_is_left_alone_for_the_grace_period(fake, job):
+    fake.answers.update(squeue=NO_JOBS, sacct="")
+    with override_settings(PORTAL_LOST_JOB_GRACE=600):
+        assert tasks.sync_jobs(pending(job)) == 0
+        assert tasks.sync_jobs(pending(job)) == 0
     assert Job.objects.get(pk=job.pk).state == "running"
+
+
+def test_job_unknown_to_every_source_after_the_grace_period_fails_with_a_message(fake, job):
+    fake.answers.update(squeue=NO_JOBS, sacct="")
+    with override_settings(PORTAL_LOST_JOB_GRACE=0):
+        assert tasks.sync_jobs(pending(job)) == 0  # first unseen: noted
+        assert tasks.sync_jobs(pending(job)) == 1
+    job.refresh_from_db()
+    assert job.state == "failed" and "no longer knows this job" in job.message
+
+
+def test_a_job_seen_again_starts_its_grace_period_over(fake, job):
+    fake.answers.update(squeue=NO_JOBS, sacct="")
+    tasks.sync_jobs(pending(job))
+    assert Job.objects.get(pk=job.pk).scheduler_unseen_since is not None
+    seen = {"job_id": 55, "user_name": "alice", "name": job.slurm_name, "job_state": "RUNNING"}
+    fake.answers.update(squeue=json.dumps({"jobs": [seen]}))
+    tasks.sync_jobs(pending(job))
+    assert Job.objects.get(pk=job.pk).scheduler_unseen_since is None
+
+
+def test_a_reissued_id_under_another_name_is_not_this_job(fake, job):
+    other = {"job_id": 55, "user_name": "alice", "name": "someone-else", "job_state": "COMPLETED"}
+    fake.answers.update(squeue=json.dumps({"jobs": [other]}), sacct="")
+    tasks.sync_jobs(pending(job))
+    assert Job.objects.get(pk=job.pk).state == "running"
+
+
+def test_one_account_failing_does_not_stop_the_sync_of_another(fake, job, monkeypatch):
+    calls = []
+
+    def query(conn, username, expected):
+        calls.append(username)
+        raise RuntimeError("odd output")
+
+    monkeypatch.setattr(operations, "query", query)
+    other = Job.objects.get(pk=job.pk)
+    other.pk, other.uid = None, "other"
+    other.save()
+    bob = ClusterAccount.objects.get(user=job.owner)
+    bob.pk, bob.user, bob.username = (
+        None,
+        other.owner.__class__.objects.create(username="b2"),
+        "bob",
+    )
+    bob.save()
+    Job.objects.filter(pk=other.pk).update(
+        owner=bob.user, state="running", scheduler_job_id="56", cluster_account=bob
+    )
+    tasks.sync_jobs(Job.objects.filter(pk__in=[pending(job).get().pk, other.pk]))
+    assert sorted(calls) == ["alice", "bob"]
 
 
 def test_sync_clusters_spreads_polls_over_the_interval(monkeypatch, job):

@@ -1,0 +1,106 @@
+"""What users' jobs write into the scheduler's output is data, never structure (real Slurm).
+
+Each test here puts hostile text where a job can: its own name or comment, from sbatch or
+from inside a running job with ``scontrol update``, in the same cluster account as a
+portal job or in another user's.
+"""
+
+import subprocess
+
+import pytest
+
+from jobs import tasks
+from jobs.models import ContainerImage, Job, Partition
+
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
+
+
+def as_user(user: str, *argv: str) -> str:
+    done = subprocess.run(
+        ["runuser", "-u", user, "--", *argv], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def hostile_jobs():
+    """Slurm jobs submitted outside the portal; cancelled afterwards."""
+    ids: list[tuple[str, str]] = []
+
+    def submit(user: str, *options: str) -> str:
+        job_id = as_user(user, "sbatch", "--parsable", "-p", "cpu", "-t", "5", *options)
+        ids.append((user, job_id))
+        return job_id
+
+    yield submit
+    for user, job_id in ids:
+        subprocess.run(["runuser", "-u", user, "--", "scancel", job_id], capture_output=True)
+
+
+def portal_job(owner, cluster, command: str) -> Job:
+    image, _ = ContainerImage.objects.get_or_create(
+        slug="host", defaults={"name": "Host", "runtime": "none"}
+    )
+    job = Job.objects.create(
+        owner=owner,
+        cluster=cluster,
+        image=image,
+        partition=Partition.objects.get(cluster=cluster, name="cpu"),
+        kind=Job.Kind.BATCH,
+        command=command,
+        cpus=1,
+        memory_gb=1,
+        time_limit_minutes=5,
+    )
+    tasks.submit_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert job.state == Job.State.PENDING, job.message
+    return job
+
+
+def sync_until(job: Job, states: set[str], timeout: float = 60) -> Job:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        tasks.sync_jobs(Job.objects.filter(cluster=job.cluster, state__in=tasks.SCHEDULED_STATES))
+        job.refresh_from_db()
+        if job.state in states:
+            return job
+        time.sleep(0.5)
+    raise AssertionError(f"job {job.pk} is {job.state} ({job.message}), wanted {states}")
+
+
+def test_a_separator_or_newline_in_a_comment_does_not_stall_the_accounts_other_jobs(
+    devcluster, owner, hostile_jobs
+):
+    """Before: parse_squeue raised on the odd line and the whole sync of the account
+    stopped, so every other job stayed pending for as long as Slurm listed this one."""
+    hostile_jobs("hpcuser", "--hold", "--comment=a\x1fb\nc", "-J", "x\ny\x1fz", "--wrap", "true")
+    # And the same from inside a running job, as any portal job could do to itself.
+    inside = portal_job(
+        owner,
+        devcluster,
+        "scontrol update JobId=$SLURM_JOB_ID Comment=$'p\\x1fq\\nr' JobName=$'n\\nm'; sleep 60",
+    )
+    job = portal_job(owner, devcluster, "echo done")
+    job = sync_until(job, {"completed", "failed"})
+    assert (job.state, job.exit_code) == ("completed", 0)
+    inside.refresh_from_db()
+    assert inside.state in {"pending", "running"}  # renamed itself: no longer reported ...
+    assert inside.scheduler_unseen_since is not None  # ... so its grace period runs
+
+
+def test_another_users_text_never_speaks_for_a_job(devcluster, owner, hostile_jobs):
+    """hpcuser2's job names a hpcuser job in its name and comment with a fake state, exit
+    code and node. Before: `scontrol show job -o` lists every user's jobs and the last
+    `Key=` of a line won, so the victim showed the forged state."""
+    victim = portal_job(owner, devcluster, "exit 0")
+    forged = (
+        f" JobId={victim.scheduler_job_id} JobState=FAILED Reason=None ExitCode=7:0 "
+        "NodeList=evil StartTime=2026-01-01T00:00:00"
+    )
+    hostile_jobs("hpcuser2", "--hold", "-J", forged, f"--comment={forged}", "--wrap", "true")
+    victim = sync_until(victim, {"completed", "failed"})
+    assert (victim.state, victim.exit_code, victim.node) == ("completed", 0, "vm")
