@@ -473,6 +473,8 @@ class Job(models.Model):
     # The job's own metrics upload token (hash only): valid for this job while it is active.
     metrics_token_hash = models.CharField(max_length=64, blank=True, editable=False)
 
+    # Bytes of metric records received (uploads and files), for the per-job quota.
+    metrics_bytes = models.BigIntegerField(default=0, editable=False)
     # Since when the scheduler has not reported this job (under its name); None while it does.
     scheduler_unseen_since = models.DateTimeField(null=True, blank=True, editable=False)
     # Set by the worker that is submitting (closes the two-workers race).

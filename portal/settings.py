@@ -198,6 +198,15 @@ PORTAL_LOG_TAIL_BYTES = env_int("PORTAL_LOG_TAIL_BYTES", 64 * 1024, minimum=1024
 # and the most of a metrics file the SSH tail reads per file and pass (bytes).
 PORTAL_SYSTEM_METRICS_INTERVAL = env_float("PORTAL_SYSTEM_METRICS_INTERVAL", 5.0, minimum=0)
 PORTAL_METRICS_TAIL_BYTES = env_int("PORTAL_METRICS_TAIL_BYTES", 4 * 1024 * 1024, minimum=4096)
+# Per-job metric quotas: series (name x rank x attempt), stored points, bytes received
+# (uploads and files), ranks (0 .. N-1), and upload requests per job (DRF rate).
+PORTAL_METRICS_MAX_SERIES = env_int("PORTAL_METRICS_MAX_SERIES", 2000, minimum=1)
+PORTAL_METRICS_MAX_POINTS = env_int("PORTAL_METRICS_MAX_POINTS", 5_000_000, minimum=1)
+PORTAL_METRICS_MAX_BYTES = env_int("PORTAL_METRICS_MAX_BYTES", 1024**3, minimum=4096)
+PORTAL_METRICS_MAX_RANKS = env_int("PORTAL_METRICS_MAX_RANKS", 4096, minimum=1)
+PORTAL_METRICS_INGEST_RATE = env_str("PORTAL_METRICS_INGEST_RATE", "600/min")
+# At most this many rank-*.jsonl files are looked at per job and pass.
+PORTAL_METRICS_MAX_FILES = env_int("PORTAL_METRICS_MAX_FILES", 256, minimum=1)
 # Where `make devcluster` keeps its state (keys, ports) for registration.
 DEVCLUSTER_DIR = Path(env_str("PORTAL_DEVCLUSTER_DIR", "/var/lib/portal-devcluster"))
 
@@ -260,7 +269,12 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_THROTTLE_CLASSES": ["jobs.api.auth.TokenRateThrottle"],
-    "DEFAULT_THROTTLE_RATES": {"api": PORTAL_API_RATE},
+    "DEFAULT_THROTTLE_RATES": {"api": PORTAL_API_RATE, "ingest": PORTAL_METRICS_INGEST_RATE},
+    "DEFAULT_PARSER_CLASSES": [
+        "jobs.api.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "jobs.api.errors.exception_handler",

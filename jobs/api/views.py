@@ -10,7 +10,15 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, mixins, pagination, parsers, permissions, status, viewsets
+from rest_framework import (
+    generics,
+    mixins,
+    pagination,
+    permissions,
+    status,
+    throttling,
+    viewsets,
+)
 from rest_framework.decorators import action
 from rest_framework.exceptions import (
     APIException,
@@ -21,6 +29,7 @@ from rest_framework.exceptions import (
 from rest_framework.response import Response
 
 from jobs.api.auth import JobTokenAuthentication
+from jobs.api.parsers import MetricsJSONParser
 from jobs.api.serializers import (
     ClusterSerializer,
     ContainerSerializer,
@@ -253,16 +262,19 @@ class Gone(APIException):
     default_code = "gone"
 
 
-class MetricsJSONParser(parsers.JSONParser):
-    """JSON, with a message that says what the body should be. (The size bound is
-    Django's DATA_UPLOAD_MAX_MEMORY_SIZE, applied when DRF reads the body; too large is
-    a 413 from jobs.api.errors.)"""
+class QuotaExceeded(APIException):
+    status_code = 413
+    default_code = "quota_exceeded"
 
-    def parse(self, stream, media_type=None, parser_context=None):
-        try:
-            return super().parse(stream, media_type, parser_context)
-        except ParseError:
-            raise ParseError("The body must be a JSON array of metric records.") from None
+
+class JobIngestThrottle(throttling.SimpleRateThrottle):
+    """Upload requests per job (PORTAL_METRICS_INGEST_RATE), whatever the caller's address."""
+
+    scope = "ingest"
+
+    def get_cache_key(self, request, view):
+        job = request.auth
+        return self.cache_format % {"scope": self.scope, "ident": f"job-{job.pk}-{job.uid}"}
 
 
 class IsJobToken(permissions.BasePermission):
@@ -281,7 +293,7 @@ class MetricIngestView(RefuseNul, generics.GenericAPIView):
 
     authentication_classes = [JobTokenAuthentication]
     permission_classes = [IsJobToken]
-    throttle_classes: list = []  # one job's client, bounded by its own batching
+    throttle_classes = [JobIngestThrottle]
     parser_classes = [MetricsJSONParser]
     serializer_class = IngestResultSerializer  # the answer; requests are parsed by ingest
 
@@ -300,7 +312,10 @@ class MetricIngestView(RefuseNul, generics.GenericAPIView):
         parsed = ingest.parse_batch(request.data)
         if parsed.errors and not parsed.records:
             raise ValidationError({"records": ["No valid records.", *parsed.errors[:20]]})
-        result = ingest.ingest(job, parsed.records)
+        try:
+            result = ingest.ingest(job, parsed.records, nbytes=len(request.body))
+        except ingest.QuotaExceeded as exc:
+            raise QuotaExceeded(f"{exc} Nothing of this batch was stored.") from None
         return Response(
             {
                 "inserted": result.inserted,

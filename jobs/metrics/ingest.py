@@ -15,8 +15,9 @@ import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Sum
 
 from jobs import crypto
 from jobs.metrics.models import MetricPoint, MetricSeries
@@ -25,7 +26,6 @@ from jobs.models import Job
 KEY = re.compile(r"^[A-Za-z0-9_.:/@+-]{1,100}$")
 MAX_RECORDS = 10_000  # per HTTP batch or per file read
 MAX_METRICS_PER_RECORD = 100
-MAX_RANK = 100_000
 MAX_ATTEMPT = 10_000
 INSERT_BATCH = 2_000
 
@@ -88,7 +88,7 @@ def parse_record(raw) -> Record:
         raise BadRecord("a record is a JSON object")
     seq = _int(raw.get("seq"), "seq", 0, 2**62)
     attempt = _int(raw.get("attempt", 0), "attempt", 0, MAX_ATTEMPT)
-    rank = _int(raw.get("rank", 0), "rank", 0, MAX_RANK)
+    rank = _int(raw.get("rank", 0), "rank", 0, settings.PORTAL_METRICS_MAX_RANKS - 1)
     step = raw.get("step")
     step = seq if step is None else _int(step, "step", -(2**62), 2**62)
     when = raw.get("time")
@@ -145,9 +145,39 @@ def parse_lines(data: bytes) -> tuple[Parsed, int]:
             continue
         try:
             parsed.records.append(parse_record(json.loads(line)))
+        except RecursionError:  # nested deeper than the parser goes
+            parsed.errors.append(f"line {n + 1}: nested too deeply")
         except (ValueError, BadRecord) as exc:  # a damaged line never blocks the rest
             parsed.errors.append(f"line {n + 1}: {exc}")
     return parsed, end
+
+
+# --- quotas ---------------------------------------------------------------------------------
+
+
+class QuotaExceeded(Exception):
+    """Storing these records would take the job past one of its limits: nothing is stored."""
+
+
+def _check_quota(job: Job, new_series: int, new_points: int, nbytes: int) -> None:
+    """Per-job limits (settings): series, points and bytes received. Called with the job
+    row locked, so two batches cannot both pass on the same remaining room."""
+    limit = settings.PORTAL_METRICS_MAX_SERIES
+    if new_series:
+        have = MetricSeries.objects.filter(job=job).count()
+        if have + new_series > limit:
+            raise QuotaExceeded(
+                f"Job {job.pk} may have at most {limit} metric series ({have} so far); "
+                f"this batch would add {new_series}."
+            )
+    limit = settings.PORTAL_METRICS_MAX_POINTS
+    have = MetricSeries.objects.filter(job=job).aggregate(n=Sum("points"))["n"] or 0
+    if have + new_points > limit:
+        raise QuotaExceeded(f"Job {job.pk} may store at most {limit} metric points.")
+    limit = settings.PORTAL_METRICS_MAX_BYTES
+    have = Job.objects.filter(pk=job.pk).values_list("metrics_bytes", flat=True).first() or 0
+    if have + nbytes > limit:
+        raise QuotaExceeded(f"Job {job.pk} may send at most {limit} bytes of metrics.")
 
 
 # --- storing --------------------------------------------------------------------------------
@@ -161,7 +191,8 @@ class IngestResult:
     series: list[MetricSeries] = field(default_factory=list)  # series that got points
 
 
-def _series_for(job: Job, records: list[Record]) -> dict[tuple, MetricSeries]:
+def _series_for(job: Job, records: list[Record], nbytes: int) -> dict[tuple, MetricSeries]:
+    """The series the records go to, creating the missing ones within the job's quota."""
     wanted = {}
     for r in records:
         for key in r.metrics:
@@ -175,6 +206,7 @@ def _series_for(job: Job, records: list[Record]) -> dict[tuple, MetricSeries]:
         for (k, rank, att), r in wanted.items()
         if (k, rank, att) not in existing
     ]
+    _check_quota(job, len(missing), sum(len(r.metrics) for r in records), nbytes)
     if missing:
         MetricSeries.objects.bulk_create(missing, ignore_conflicts=True)
         existing = {
@@ -184,14 +216,16 @@ def _series_for(job: Job, records: list[Record]) -> dict[tuple, MetricSeries]:
     return {k: existing[k] for k in wanted}
 
 
-def ingest(job: Job, records: list[Record]) -> IngestResult:
+def ingest(job: Job, records: list[Record], nbytes: int = 0) -> IngestResult:
+    """Store ``records`` (received as ``nbytes`` bytes) exactly once. Raises QuotaExceeded,
+    storing nothing, when they would take the job past a limit."""
     result = IngestResult()
     if not records:
         return result
     with transaction.atomic():
         # Serialise ingestion per job (HTTP and the SSH tail may run at once).
         Job.objects.select_for_update().filter(pk=job.pk).values_list("pk").first()
-        series = _series_for(job, records)
+        series = _series_for(job, records, nbytes)
         ids = {s.pk for s in series.values()}
         seqs = [r.seq for r in records]
         stored = set(
@@ -211,6 +245,8 @@ def ingest(job: Job, records: list[Record]) -> IngestResult:
                 rows.append((s.pk, r.seq, r.step, value, r.time))
                 new[s.pk].append([r.step, value, r.time, r.seq])
         _insert(rows)
+        if nbytes:
+            Job.objects.filter(pk=job.pk).update(metrics_bytes=F("metrics_bytes") + nbytes)
         by_id = {s.pk: s for s in series.values()}
         for sid, points in new.items():
             last = max(points, key=lambda p: (p[0], p[3]))

@@ -22,32 +22,54 @@ log = logging.getLogger(__name__)
 def tail_job(job, max_passes: int = 1) -> int:
     """Ingest new lines of the job's metrics files; returns the number of new points.
 
-    ``max_passes`` > 1 keeps reading until the files are caught up (a job that ended).
+    A pass reads at most PORTAL_METRICS_TAIL_BYTES in all and looks at most at
+    PORTAL_METRICS_MAX_FILES files, one file at a time (its points and its offset are
+    stored before the next file is read), so neither many nor sparse files can make a
+    worker hold more than one read in memory. ``max_passes`` > 1 keeps reading until the
+    files are caught up (a job that ended).
     """
     if not job.work_dir or job.cluster_account is None:
         return 0
     directory = f"{job.work_dir}/metrics"
-    limit = settings.PORTAL_METRICS_TAIL_BYTES
     inserted = 0
     for _ in range(max_passes):
         offsets = dict(MetricFile.objects.filter(job=job).values_list("name", "offset"))
-        chunks = operations.on_account(
-            job.cluster_account,
-            lambda conn, o=offsets: operations.read_new_bytes(conn, directory, o, limit),
+        files = operations.on_account(
+            job.cluster_account, lambda conn: operations.list_metric_files(conn, directory)
         )
-        if not chunks:
-            break
-        for name, start, data in chunks:
-            parsed, used = ingest.parse_lines(data)
-            if used == 0 and len(data) >= limit:
-                used = len(data)  # one line longer than the read size: damaged, skip it
-            for error in parsed.errors[:5]:
-                log.warning("job %s %s: %s", job.pk, name, error)
-            with transaction.atomic():
-                inserted += ingest.ingest(job, parsed.records).inserted
-                MetricFile.objects.update_or_create(
-                    job=job, name=name, defaults={"offset": start + used}
+        budget = settings.PORTAL_METRICS_TAIL_BYTES
+        for name, size in files[: settings.PORTAL_METRICS_MAX_FILES]:
+            start = offsets.get(name, 0)
+            if size <= start or budget <= 0:
+                continue
+            try:
+                data = operations.on_account(
+                    job.cluster_account,
+                    lambda conn, n=name, s=start, b=budget: operations.read_chunk(
+                        conn, f"{directory}/{n}", s, b
+                    ),
                 )
-        if all(len(data) < limit for _, _, data in chunks):
-            break
+            except operations.NotARegularFile as exc:
+                log.warning("job %s: %s", job.pk, exc)
+                continue
+            budget -= len(data)
+            try:
+                inserted += _ingest_chunk(job, name, start, data)
+            except ingest.QuotaExceeded as exc:
+                log.warning("job %s: %s Its metrics files are no longer read.", job.pk, exc)
+                return inserted
+        if budget > 0:
+            break  # every file caught up within one pass's budget
+    return inserted
+
+
+def _ingest_chunk(job, name: str, start: int, data: bytes) -> int:
+    parsed, used = ingest.parse_lines(data)
+    if used == 0 and len(data) >= settings.PORTAL_METRICS_TAIL_BYTES:
+        used = len(data)  # one line longer than a whole pass: damaged (or sparse), skip it
+    for error in parsed.errors[:5]:
+        log.warning("job %s %s: %s", job.pk, name, error)
+    with transaction.atomic():
+        inserted = ingest.ingest(job, parsed.records, nbytes=used).inserted
+        MetricFile.objects.update_or_create(job=job, name=name, defaults={"offset": start + used})
     return inserted

@@ -9,6 +9,8 @@ from __future__ import annotations
 import errno
 import logging
 import re
+import stat
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from jobs.slurm import parsers, pool, ssh
@@ -211,21 +213,58 @@ def log_slice(data: bytes, start: int, size: int, *, whole_lines: bool) -> LogTa
     return LogTail(body.decode(errors="replace"), size, truncated, first, first + len(body))
 
 
-def _read(conn: ssh.Connection, path: str, offset: int | None, max_bytes: int) -> LogTail:
-    sftp = conn.sftp()
-    try:
-        size = sftp.stat(path).st_size or 0
-    except OSError as exc:
-        if getattr(exc, "errno", None) == errno.ENOENT or isinstance(exc, FileNotFoundError):
-            return LogTail("", 0, False)
-        raise
-    if offset is None:
-        start = max(0, size - max_bytes)
-    else:
-        start = offset if offset <= size else 0  # a shorter file was rewritten: start over
+class NotARegularFile(ssh.SlurmError):
+    """A job's file is a link, FIFO, device or directory: the portal reads none of them."""
+
+
+def _missing(exc: OSError) -> bool:
+    return getattr(exc, "errno", None) == errno.ENOENT or isinstance(exc, FileNotFoundError)
+
+
+def _check_regular(path: str, attrs) -> None:
+    if not stat.S_ISREG(attrs.st_mode or 0):
+        kind = _FILE_KINDS.get(stat.S_IFMT(attrs.st_mode or 0), "not a regular file")
+        raise NotARegularFile(
+            f"{path.rsplit('/', 1)[-1]} is {kind}; the portal reads only regular files."
+        )
+
+
+_FILE_KINDS = {
+    stat.S_IFLNK: "a symbolic link",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a directory",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+@contextmanager
+def open_regular(sftp, path: str):
+    """Open a job's file for reading only if it is a regular file: ``lstat`` (no link is
+    followed) before the open and ``fstat`` of the open handle after it (the file may have
+    been swapped in between). Yields (handle, size)."""
+    _check_regular(path, sftp.lstat(path))
     with sftp.open(path, "rb") as handle:
-        handle.seek(start)
-        data = handle.read(max_bytes)
+        attrs = handle.stat()
+        _check_regular(path, attrs)
+        yield handle, attrs.st_size or 0
+
+
+def _read(conn: ssh.Connection, path: str, offset: int | None, max_bytes: int) -> LogTail:
+    with conn.sftp_session() as sftp:
+        try:
+            with open_regular(sftp, path) as (handle, size):
+                if offset is None:
+                    start = max(0, size - max_bytes)
+                else:
+                    start = offset if offset <= size else 0  # rewritten shorter: start over
+                handle.seek(start)
+                data = handle.read(max_bytes)
+        except OSError as exc:
+            if _missing(exc):
+                return LogTail("", 0, False)
+            raise
     return log_slice(data, start, size, whole_lines=offset is None)
 
 
@@ -279,29 +318,30 @@ def read_connection_file(conn: ssh.Connection, work_dir: str) -> dict | None:
 METRICS_FILE = re.compile(r"^rank-\d{1,6}\.jsonl$")
 
 
-def read_new_bytes(
-    conn: ssh.Connection, directory: str, offsets: dict[str, int], max_bytes: int
-) -> list[tuple[str, int, bytes]]:
-    """For each metrics file in ``directory``: (name, offset, bytes after offset), at most
-    ``max_bytes`` per file. Files that did not grow are left out; a missing directory is []."""
-    sftp = conn.sftp()
-    try:
-        entries = sftp.listdir_attr(directory)
-    except OSError as exc:
-        if getattr(exc, "errno", None) == errno.ENOENT or isinstance(exc, FileNotFoundError):
-            return []
-        raise
-    chunks = []
-    for entry in sorted(entries, key=lambda e: e.filename):
-        if not METRICS_FILE.match(entry.filename):
-            continue
-        start = offsets.get(entry.filename, 0)
-        size = entry.st_size or 0
-        if size <= start:
-            continue
-        with sftp.open(f"{directory}/{entry.filename}", "rb") as handle:
-            handle.seek(start)
-            handle.prefetch(min(size - start, max_bytes))
-            data = handle.read(min(size - start, max_bytes))
-        chunks.append((entry.filename, start, data))
-    return chunks
+def list_metric_files(conn: ssh.Connection, directory: str) -> list[tuple[str, int]]:
+    """(name, size) of the metrics files in ``directory``, by name; [] when it is missing."""
+    with conn.sftp_session() as sftp:
+        try:
+            entries = sftp.listdir_attr(directory)
+        except OSError as exc:
+            if _missing(exc):
+                return []
+            raise
+    return sorted((e.filename, e.st_size or 0) for e in entries if METRICS_FILE.match(e.filename))
+
+
+def read_chunk(conn: ssh.Connection, path: str, start: int, max_bytes: int) -> bytes:
+    """At most ``max_bytes`` of a regular file from ``start`` (b"" when it is missing)."""
+    with conn.sftp_session() as sftp:
+        try:
+            with open_regular(sftp, path) as (handle, size):
+                want = min(size - start, max_bytes)
+                if want <= 0:
+                    return b""
+                handle.seek(start)
+                handle.prefetch(want)
+                return handle.read(want)
+        except OSError as exc:
+            if _missing(exc):
+                return b""
+            raise

@@ -15,7 +15,8 @@ import select
 import shlex
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import paramiko
@@ -291,6 +292,20 @@ class Connection:
                 raise ClusterUnreachable(f"{command!r} on {self.host} timed out", command=command)
             select.select([channel], [], [], min(remaining, 0.5))
 
+    @contextmanager
+    def sftp_session(self) -> Iterator[paramiko.SFTPClient]:
+        """The SFTP session for a few calls. Every call has the command timeout (a FIFO
+        in a job's directory would otherwise block a read for ever); a timeout or a
+        broken session closes the connection and raises ClusterUnreachable."""
+        sftp = self.sftp()
+        try:
+            yield sftp
+        except (TimeoutError, paramiko.SSHException, EOFError) as exc:
+            self.close()  # the server side may be stuck in an open(): start afresh
+            raise ClusterUnreachable(
+                f"SFTP on {self.host} failed or timed out: {exc or type(exc).__name__}"
+            ) from None
+
     def sftp(self) -> paramiko.SFTPClient:
         """The connection's SFTP session, opened once and reused."""
         if not self.is_open:
@@ -299,6 +314,7 @@ class Connection:
             return self._sftp
         try:
             self._sftp = paramiko.SFTPClient.from_transport(self._transport)
+            self._sftp.get_channel().settimeout(self.command_timeout)
         except (paramiko.SSHException, OSError, EOFError) as exc:
             self.close()
             raise ClusterUnreachable(f"SFTP to {self.host} failed: {exc}") from None

@@ -172,3 +172,74 @@ def test_good_records_are_kept_when_some_are_bad(job):
     assert (
         response.status_code == 200 and body["inserted"] == 4 and "record 2" in body["rejected"][0]
     )
+
+
+# --- quotas and throttling -------------------------------------------------------------------
+
+
+def test_too_many_series_is_a_413_and_stores_nothing(job, settings):
+    settings.PORTAL_METRICS_MAX_SERIES = 3
+    token = ingest.issue_token(job)
+    assert post(job.pk, records(5), token).status_code == 200  # loss, acc
+    flood = [{"seq": 0, "time": 1, "metrics": {f"m{i}": 1 for i in range(50)}}]
+    response = post(job.pk, flood, token)
+    assert response.status_code == 413
+    error = response.json()["error"]
+    assert error["code"] == "quota_exceeded" and "at most 3 metric series" in error["message"]
+    assert MetricSeries.objects.filter(job=job).count() == 2
+    assert post(job.pk, records(5, start=5), token).status_code == 200  # the old ones go on
+
+
+def test_points_and_bytes_have_per_job_limits(job, settings):
+    token = ingest.issue_token(job)
+    settings.PORTAL_METRICS_MAX_POINTS = 15
+    assert post(job.pk, records(5), token).status_code == 200  # 10 points
+    response = post(job.pk, records(5, start=5), token)
+    assert response.status_code == 413 and "at most 15 metric points" in response.content.decode()
+    settings.PORTAL_METRICS_MAX_POINTS = 10**9
+    settings.PORTAL_METRICS_MAX_BYTES = 5000
+    assert post(job.pk, records(5, start=5), token).status_code == 200
+    response = post(job.pk, records(50, start=10), token)
+    assert response.status_code == 413 and "5000 bytes" in response.content.decode()
+    assert len(stored(job)) == 20
+
+
+def test_ranks_are_bounded(settings):
+    settings.PORTAL_METRICS_MAX_RANKS = 8
+    assert ingest.parse_record({"seq": 0, "time": 1, "metrics": {"a": 1}, "rank": 7}).rank == 7
+    with pytest.raises(ingest.BadRecord, match="'rank' must be a whole number from 0 to 7"):
+        ingest.parse_record({"seq": 0, "time": 1, "metrics": {"a": 1}, "rank": 8})
+
+
+def test_uploads_are_throttled_per_job_not_per_address(job, owner, cluster, settings):
+    from jobs.api.views import JobIngestThrottle
+
+    # The throttle's keys carry the job's random uid: no other test's counts are seen.
+    JobIngestThrottle.THROTTLE_RATES = {**JobIngestThrottle.THROTTLE_RATES, "ingest": "3/min"}
+    try:
+        token = ingest.issue_token(job)
+        codes = [post(job.pk, records(1, start=i), token).status_code for i in range(5)]
+        assert codes == [200, 200, 200, 429, 429]
+        refused = post(job.pk, records(1, start=9), token)
+        assert refused.json()["error"]["code"] == "throttled" and refused.has_header("Retry-After")
+        other = make_job(owner, cluster)  # another job, same address: its own budget
+        assert post(other.pk, records(1), ingest.issue_token(other)).status_code == 200
+    finally:
+        JobIngestThrottle.THROTTLE_RATES = {
+            **JobIngestThrottle.THROTTLE_RATES,
+            "ingest": settings.PORTAL_METRICS_INGEST_RATE,
+        }
+
+
+@pytest.mark.parametrize("depth", [10_000, 200_000])
+def test_json_nested_to_any_depth_is_a_400(job, depth):
+    token = ingest.issue_token(job)
+    response = Client().post(
+        f"/api/v1/jobs/{job.pk}/metrics/ingest/",
+        "[" * depth + "]" * depth,
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
+    assert response.status_code == 400, response.content[:200]
+    parsed, _ = ingest.parse_lines(b"[" * depth + b"\n")
+    assert parsed.errors and not parsed.records

@@ -1,0 +1,116 @@
+"""Files in a job's work directory are data, never pointers (real sshd, SFTP and Slurm).
+
+A job can turn any file the portal reads into a FIFO (an open() that never returns), a
+symbolic link (to /dev/zero, to a file the job could not show otherwise) or a sparse file
+of any size that costs it nothing.
+"""
+
+import time
+import tracemalloc
+
+import pytest
+
+from jobs import tasks
+from jobs.metrics.models import MetricPoint
+from jobs.models import ContainerImage, Job, Partition
+from jobs.slurm import operations, ssh
+
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
+
+
+def run_job(owner, cluster, command: str) -> Job:
+    image, _ = ContainerImage.objects.get_or_create(
+        slug="host", defaults={"name": "Host", "runtime": "none"}
+    )
+    job = Job.objects.create(
+        owner=owner,
+        cluster=cluster,
+        image=image,
+        partition=Partition.objects.get(cluster=cluster, name="cpu"),
+        kind=Job.Kind.BATCH,
+        command=command,
+        cpus=1,
+        memory_gb=1,
+        time_limit_minutes=5,
+    )
+    tasks.submit_job.apply(args=[job.pk])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        tasks.sync_jobs(Job.objects.filter(pk=job.pk))
+        job.refresh_from_db()
+        if job.is_final:
+            assert job.state == "completed", job.message
+            return job
+        time.sleep(0.5)
+    raise AssertionError(f"job {job.pk} is still {job.state}")
+
+
+def timed(call):
+    start = time.monotonic()
+    try:
+        return call(), time.monotonic() - start
+    except Exception as exc:  # noqa: BLE001 - the test looks at what it was
+        return exc, time.monotonic() - start
+
+
+def test_a_fifo_or_a_link_in_place_of_a_log_is_refused_at_once(devcluster, owner):
+    """Before: SFTP opened the FIFO and the read never returned (a web thread per log
+    request, with its database connection); the link was followed."""
+    job = run_job(
+        owner,
+        devcluster,
+        "exec >/dev/null 2>&1; rm -f stdout.log stderr.log; mkfifo stdout.log; "
+        "ln -s /etc/passwd stderr.log",
+    )
+    for stream, kind in (("stdout", "a FIFO"), ("stderr", "a symbolic link")):
+        outcome, seconds = timed(lambda s=stream: operations.read_job_log(job, s))
+        assert isinstance(outcome, operations.NotARegularFile), outcome
+        assert f"{stream}.log is {kind}" in str(outcome) and seconds < 5
+
+
+def test_an_sftp_open_that_blocks_times_out(devcluster, owner):
+    """The lstat check can lose a race with a job that swaps a file for a FIFO; then the
+    timeout on the SFTP channel is what frees the worker."""
+    job = run_job(owner, devcluster, "mkfifo trap")
+    conn = ssh.connect_account(job.cluster_account)
+    conn.command_timeout = 2
+    try:
+
+        def open_fifo():
+            with conn.sftp_session() as sftp:
+                sftp.open(f"{job.work_dir}/trap", "rb")
+
+        outcome, seconds = timed(open_fifo)
+        assert isinstance(outcome, ssh.ClusterUnreachable) and 1.5 < seconds < 10, outcome
+        assert not conn.is_open  # the stuck session is dropped, not reused
+    finally:
+        conn.close()
+
+
+def test_hostile_metrics_files_are_skipped_and_sparse_ones_cannot_fill_a_worker(
+    devcluster, owner, settings
+):
+    """Sixteen sparse 64 MiB files, a FIFO and a link to /dev/zero beside one honest file.
+    Before: one pass loaded every file's read (16 x the per-file bound) into the worker,
+    and the FIFO blocked it for ever."""
+    settings.PORTAL_METRICS_TAIL_BYTES = 1024 * 1024
+    job = run_job(
+        owner,
+        devcluster,
+        "mkdir -p metrics && cd metrics && "
+        "for i in $(seq 10 25); do truncate -s 64M rank-$i.jsonl; done; "
+        "mkfifo rank-1.jsonl; ln -s /dev/zero rank-2.jsonl; "
+        'for s in 0 1 2; do echo "{\\"seq\\": $s, \\"time\\": 1, \\"metrics\\": {\\"loss\\": $s}}"; '
+        "done > rank-0.jsonl",
+    )
+    tracemalloc.start()
+    try:
+        start = time.monotonic()
+        tasks.tail_job(job, max_passes=3)
+        seconds = time.monotonic() - start
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert MetricPoint.objects.filter(series__job=job).count() == 3
+    assert peak < 4 * settings.PORTAL_METRICS_TAIL_BYTES, f"peak {peak / 2**20:.1f} MiB"
+    assert seconds < 30
