@@ -473,6 +473,8 @@ class Job(models.Model):
     # The job's own metrics upload token (hash only): valid for this job while it is active.
     metrics_token_hash = models.CharField(max_length=64, blank=True, editable=False)
 
+    # Slurm's restart count: a requeued job runs again as attempt 1, 2, ...
+    attempt = models.PositiveIntegerField(default=0)
     # Bytes of metric records received (uploads and files), for the per-job quota.
     metrics_bytes = models.BigIntegerField(default=0, editable=False)
     # Since when the scheduler has not reported this job (under its name); None while it does.
@@ -647,6 +649,18 @@ class Job(models.Model):
         self.submit_claimed_at = None
 
     # -- scheduler status ----------------------------------------------------------
+    def restarted_since(self, state: str, node: str, attempt: int) -> bool:
+        """Whether the job runs anew compared with (state, node, attempt) seen before:
+        requeued, back to pending after running, or on another node."""
+        return (
+            self.attempt != attempt
+            or (
+                state in (self.State.RUNNING, self.State.COMPLETING)
+                and self.state == self.State.PENDING
+            )
+            or bool(node and self.node and node != self.node)
+        )
+
     def mark_unseen(self, grace: float) -> bool:
         """The scheduler did not report this job. After ``grace`` seconds of that, the job
         has ended as far as anyone can tell: it fails with a message saying so."""
@@ -679,11 +693,20 @@ class Job(models.Model):
         new_state = status.state
         reason = reason_text(status.reason) if new_state == self.State.PENDING else ""
         node = status.node if new_state != self.State.PENDING else ""
+        attempt = self.attempt if status.restarts is None else status.restarts
         if new_state == self.state:
-            return self.update_details(pending_reason=reason[:100], node=node[:253])
+            return self.update_details(
+                pending_reason=reason[:100], node=node[:253], attempt=attempt
+            )
         key = status.slurm_state.split()[0] if status.slurm_state else ""
         message = STATE_MESSAGES.get(key, "")
-        fields = {"pending_reason": reason[:100], "node": node[:253] or self.node}
+        fields = {
+            "pending_reason": reason[:100],
+            "node": node[:253] or (self.node if new_state != self.State.PENDING else ""),
+            "attempt": attempt,
+        }
+        if attempt != self.attempt and not message:
+            message = f"Requeued by the scheduler: attempt {attempt + 1}."
         if new_state in self.FINAL_STATES:
             fields["exit_code"] = status.exit_code
             if new_state == self.State.FAILED and not message:

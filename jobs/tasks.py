@@ -189,12 +189,17 @@ def _sync_account(group: list[Job]) -> int:
             # grace period that is its final word.
             changed += job.mark_unseen(settings.PORTAL_LOST_JOB_GRACE)
             continue
+        before = (job.state, job.node, job.attempt)
         try:
             moved = job.apply_scheduler_status(status)
         except ValueError as exc:  # an unknown Slurm state
             log.error("job %s: %s", job.pk, exc)
             continue
         changed += moved
+        if job.kind == Job.Kind.NOTEBOOK and job.restarted_since(*before):
+            from proxy.models import Session
+
+            Session.restart_for(job)
         if moved and job.is_final:
             # Whatever the uploads missed is in the job's files: read them to the end.
             _enqueue_tail(job.pk, final=True)

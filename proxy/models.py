@@ -67,8 +67,14 @@ class Session(models.Model):
 
     @property
     def is_open(self) -> bool:
-        """Usable now: registered, not revoked, and the job still running."""
-        return self.state == self.State.READY and self.job.state == Job.State.RUNNING
+        """Usable now: registered, not revoked, and the job still running on the node it
+        registered from (after a requeue elsewhere the old node:port is someone else's)."""
+        return (
+            self.state == self.State.READY
+            and self.job.state == Job.State.RUNNING
+            and bool(self.host)
+            and self.host == self.job.node
+        )
 
     @property
     def display_state(self) -> str:
@@ -91,19 +97,34 @@ class Session(models.Model):
         )
 
     def mark_ready(self, host: str, port: int, token: str) -> bool:
-        """Record where the notebook listens. Once only: a second registration is refused."""
+        """Record where the notebook listens. Once per run of the job: a second
+        registration is refused until a requeue resets the session."""
         now = timezone.now()
         updated = Session.objects.filter(pk=self.pk, state=self.State.STARTING).update(
             state=self.State.READY,
             host=host,
             port=port,
             upstream_token_encrypted=crypto.encrypt(token),
-            register_secret_hash="",
             ready_at=now,
         )
         if updated:
             self.refresh_from_db()
             publish_job(self.job)
+        return bool(updated)
+
+    @classmethod
+    def restart_for(cls, job: Job) -> bool:
+        """The job was requeued or moved: forget where its notebook was (node, port,
+        token) and wait for the new run to register; the old route is never used again."""
+        updated = cls.objects.filter(job=job, state=cls.State.READY).update(
+            state=cls.State.STARTING,
+            host="",
+            port=None,
+            upstream_token_encrypted="",
+            ready_at=None,
+        )
+        if updated:
+            publish_job(job)
         return bool(updated)
 
     def close(self) -> None:

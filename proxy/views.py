@@ -17,10 +17,6 @@ from proxy.models import Session
 _TOKEN = re.compile(r"^[A-Za-z0-9_.~-]{16,256}$")
 
 
-def client_address(request) -> str:
-    return request.META.get("REMOTE_ADDR", "")
-
-
 @csrf_exempt
 @require_POST
 def register(request, public_id: str):
@@ -32,8 +28,20 @@ def register(request, public_id: str):
         return JsonResponse({"error": "this session is already registered or closed"}, status=409)
     if session is None or not session.check_register_secret(secret):
         return JsonResponse({"error": "unknown session or wrong secret"}, status=403)
-    if session.job.state not in Job.ACTIVE_STATES:
-        return JsonResponse({"error": "the job is not running"}, status=409)
+    job = session.job
+    if job.state in (Job.State.QUEUED, Job.State.PENDING) and job.scheduler_job_id:
+        # The job calls as soon as Jupyter listens, often before the periodic sync has
+        # seen it start: ask the scheduler now rather than keep the user waiting.
+        from jobs.tasks import sync_jobs
+
+        sync_jobs(Job.objects.filter(pk=job.pk))
+        job.refresh_from_db()
+    if job.state != Job.State.RUNNING or not job.node:
+        response = JsonResponse(
+            {"error": "the scheduler does not report this job running on a node yet"}, status=409
+        )
+        response["Retry-After"] = "2"
+        return response
     try:
         body = json.loads(request.body)
         port, token = int(body["port"]), str(body["token"])
@@ -43,10 +51,9 @@ def register(request, public_id: str):
         )
     if not (1024 <= port <= 65535) or not _TOKEN.match(token):
         return JsonResponse({"error": "port must be 1024-65535 and token URL-safe"}, status=400)
-    # Where to connect: the node the scheduler reports, else the caller's own
-    # address. Never a host named in the request, so a job cannot aim the proxy elsewhere.
-    host = session.job.node or client_address(request)
-    if not session.mark_ready(host, port, token):
+    # Where to connect: the node the scheduler reports, never a host named in the
+    # request or the caller's address, so a job cannot aim the proxy anywhere else.
+    if not session.mark_ready(job.node, port, token):
         return JsonResponse({"error": "this session is already registered"}, status=409)
     return HttpResponse(status=204)
 

@@ -106,6 +106,7 @@ def running_notebook(owner, cluster):
         image=image,
         kind="notebook",
         state="running",
+        node="127.0.0.1",  # where the tests' stand-in notebooks listen
     )
 
 

@@ -37,32 +37,59 @@ def register(client, session, secret, body, **extra):
     )
 
 
-def test_registration_needs_the_one_time_secret(client, session):
+def test_registration_needs_the_jobs_secret(client, session):
     secret = session.issue_register_secret()
     assert register(client, session, "wrong", {"port": 8888, "token": "t" * 32}).status_code == 403
     assert register(client, session, secret, {"port": 8888, "token": "t" * 32}).status_code == 204
     session.refresh_from_db()
     assert (session.state, session.port, session.upstream_token()) == ("ready", 8888, "t" * 32)
-    # Used up: a second registration (even with the right secret) cannot move the session.
+    # Once per run: a second registration (even with the right secret) cannot move it.
     assert register(client, session, secret, {"port": 9999, "token": "u" * 32}).status_code == 409
     session.refresh_from_db()
     assert session.port == 8888
 
 
 def test_registration_cannot_choose_the_host(client, session):
+    Job.objects.filter(pk=session.job_id).update(node="gpu07")
     secret = session.issue_register_secret()
     body = {"port": 8888, "token": "t" * 32, "host": "evil.example.org", "node": "169.254.169.254"}
     assert register(client, session, secret, body, REMOTE_ADDR="10.1.2.3").status_code == 204
     session.refresh_from_db()
-    assert session.host == "10.1.2.3"  # the caller's own address
+    assert session.host == "gpu07"  # the node the scheduler reports, nothing the caller says
 
 
-def test_registration_prefers_the_node_the_scheduler_reports(client, session):
-    Job.objects.filter(pk=session.job_id).update(node="gpu07")
+@pytest.mark.parametrize("state, node", [("running", ""), ("pending", ""), ("queued", "")])
+def test_registration_before_the_scheduler_reports_a_node_is_refused(client, session, state, node):
+    """Before: accepted while pending, with the caller's address as the host (the owner
+    chose where the proxy connects)."""
+    Job.objects.filter(pk=session.job_id).update(state=state, node=node)
     secret = session.issue_register_secret()
-    register(client, session, secret, {"port": 8888, "token": "t" * 32}, REMOTE_ADDR="10.1.2.3")
+    response = register(client, session, secret, {"port": 8888, "token": "t" * 32})
+    assert response.status_code == 409 and response["Retry-After"] == "2"
     session.refresh_from_db()
-    assert session.host == "gpu07"
+    assert session.state == "starting" and session.host == ""
+
+
+def test_a_requeue_resets_the_session_and_the_old_route_is_never_open(client, session):
+    secret = session.issue_register_secret()
+    register(client, session, secret, {"port": 8888, "token": "t" * 32})
+    session.refresh_from_db()
+    assert session.is_open
+    Job.objects.filter(pk=session.job_id).update(node="gpu09")  # requeued onto another node
+    session.refresh_from_db()
+    assert not session.is_open  # never the old node:port, even before the reset
+    assert Session.restart_for(session.job)
+    session.refresh_from_db()
+    assert (session.state, session.host, session.port, session.upstream_token()) == (
+        "starting",
+        "",
+        None,
+        "",
+    )
+    # The new run registers with the same job secret, on the new node and port.
+    assert register(client, session, secret, {"port": 9999, "token": "u" * 32}).status_code == 204
+    session.refresh_from_db()
+    assert (session.host, session.port, session.is_open) == ("gpu09", 9999, True)
 
 
 @pytest.mark.parametrize(

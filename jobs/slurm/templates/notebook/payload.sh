@@ -1,6 +1,8 @@
 # Notebook: JupyterLab on a port chosen free on this node, with a secret made
 # here. The secret reaches Jupyter through the environment and the portal
 # through a private file or the registration call, never a command line.
+# A requeued job runs this again: the last run's connection file points at a dead port.
+rm -f connection.json connection.json.tmp
 _portal_port=$$(python3 -c 'import socket; s=socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])') \
     || { echo "portal: python3 is needed on the node to pick a free port" >&2; exit 1; }
 _portal_secret=$$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')
@@ -12,7 +14,7 @@ _portal_child=$$!
 # workers read it over SFTP when the portal cannot be reached from here) and
 # tell the portal directly.
 python3 - "$$_portal_port" <<'PORTAL_REGISTER' &
-import json, os, socket, sys, time, urllib.request
+import json, os, socket, sys, time, urllib.error, urllib.request
 
 port = int(sys.argv[1])
 deadline = time.time() + 900
@@ -38,14 +40,24 @@ request = urllib.request.Request(
     url, data=body, method="POST",
     headers={"Content-Type": "application/json", "Authorization": "Bearer " + secret},
 )
-for attempt in range(5):
+# 409 until the portal sees the job running here (it asks the scheduler at once);
+# anything else is retried a few times, then the portal reads connection.json itself.
+for attempt in range(30):
     try:
         urllib.request.urlopen(request, timeout=5).close()
         print("portal: session registered")
         break
+    except urllib.error.HTTPError as exc:
+        if exc.code == 409 and b"already registered" in exc.read():
+            break
+        if exc.code != 409 or attempt == 29:
+            print(f"portal: registering the session failed: {exc}", file=sys.stderr)
+            if exc.code in (403, 410):
+                break
+        time.sleep(2)
     except Exception as exc:
         print(f"portal: registering the session failed: {exc}", file=sys.stderr)
-        time.sleep(1 + attempt)
+        time.sleep(1 + min(attempt, 4))
 PORTAL_REGISTER
 wait "$$_portal_child"
 exit $$?
