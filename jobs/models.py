@@ -621,18 +621,22 @@ class Job(models.Model):
         return True
 
     # -- submission ----------------------------------------------------------
-    SUBMIT_CLAIM_STALE_AFTER = timedelta(minutes=10)
+    @staticmethod
+    def submit_claim_stale_before():
+        """Claims older than this were made by a worker that is gone: no submit task runs
+        longer than PORTAL_TASK_TIME_LIMIT (Celery kills it)."""
+        return timezone.now() - timedelta(seconds=settings.PORTAL_TASK_TIME_LIMIT + 10)
 
     def claim_submit(self) -> bool:
         """Take the right to submit this queued job; False if another worker holds it.
 
-        A conditional UPDATE, so two workers running the same submit task
-        cannot both pass. A claim older than SUBMIT_CLAIM_STALE_AFTER (its
-        worker died) can be taken over; the remote submit step then adopts a
-        job the dead worker already submitted instead of submitting again.
+        A conditional UPDATE, so two workers running the same submit task cannot both
+        pass. A claim older than the task time limit (its worker died) can be taken
+        over; the remote submit step then adopts a job the dead worker already
+        submitted instead of submitting again.
         """
         now = timezone.now()
-        stale = now - self.SUBMIT_CLAIM_STALE_AFTER
+        stale = self.submit_claim_stale_before()
         taken = (
             Job.objects.filter(pk=self.pk, state=self.State.QUEUED)
             .filter(Q(submit_claimed_at__isnull=True) | Q(submit_claimed_at__lt=stale))
@@ -727,7 +731,8 @@ class Job(models.Model):
 
     # -- queueing work for the workers ------------------------------------------------
     def enqueue_submission(self) -> None:
-        """Queue the submit task after commit; if the broker refuses, end the job with a message."""
+        """Queue the submit task after commit. If the broker is away the job stays queued
+        and the recovery sweep (jobs.tasks.recover_jobs) queues it once it is back."""
         from jobs.tasks import submit_job
 
         def send() -> None:
@@ -735,23 +740,25 @@ class Job(models.Model):
             try:
                 submit_job.delay(self.pk)
             except Exception as exc:  # noqa: BLE001 - any broker failure
-                self.transition(
-                    self.State.SUBMIT_FAILED,
-                    expect=(self.State.QUEUED,),
-                    message=f"The portal could not queue the job ({exc}). Please try again.",
+                self.update_details(
+                    message=f"Waiting for the portal's task queue ({exc}); it will be "
+                    "submitted when the queue is back."
                 )
 
         transaction.on_commit(send)
 
     def enqueue_cancel(self) -> None:
+        """Queue the cancel task after commit; the recovery sweep sends it again if it is
+        lost (the request stays recorded in cancel_requested_at)."""
         from jobs.tasks import cancel_job
 
         def send() -> None:
             try:
                 cancel_job.delay(self.pk)
             except Exception as exc:  # noqa: BLE001 - any broker failure
-                Job.objects.filter(pk=self.pk).update(cancel_requested_at=None)
-                self.update_details(message=f"The portal could not queue the cancellation ({exc}).")
+                self.update_details(
+                    message=f"Waiting for the portal's task queue to cancel ({exc})."
+                )
 
         transaction.on_commit(send)
 

@@ -7,11 +7,13 @@ import logging
 import random
 from collections import defaultdict
 from contextlib import contextmanager
+from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
 from django.db import close_old_connections
+from django.db.models import Q
 from django.utils import timezone
 
 from jobs.metrics.tail import tail_job
@@ -40,7 +42,14 @@ def _backoff(retries: int) -> float:
     return min(2 ** (retries + 1), settings.PORTAL_RETRY_BACKOFF_MAX) * random.uniform(0.8, 1.2)
 
 
-@shared_task(bind=True, acks_late=True, max_retries=None)
+def _limits() -> dict:
+    """Celery time limits for tasks that talk to clusters (read at import: Celery's own
+    options are per task); a hung cluster can hold a worker this long at most."""
+    hard = settings.PORTAL_TASK_TIME_LIMIT
+    return {"time_limit": hard, "soft_time_limit": max(1.0, hard - 15)}
+
+
+@shared_task(bind=True, acks_late=True, max_retries=None, **_limits())
 def submit_job(self, job_id: int) -> None:
     job = (
         Job.objects.select_related("cluster", "partition", "image", "owner")
@@ -133,7 +142,7 @@ def sync_clusters() -> None:
         sync_cluster.apply_async((cluster_id,), countdown=random.uniform(0, spread))
 
 
-@shared_task
+@shared_task(**_limits())
 def sync_cluster(cluster_id: int) -> None:
     # One sync per cluster at a time, across all workers.
     timeout = max(60, int(settings.PORTAL_SYNC_INTERVAL * 4))
@@ -235,7 +244,7 @@ def discover_sessions(account, running_jobs) -> None:
             session.mark_ready(session.job.node, info["port"], info["secret"])
 
 
-@shared_task(bind=True, acks_late=True, max_retries=None)
+@shared_task(bind=True, acks_late=True, max_retries=None, **_limits())
 def cancel_job(self, job_id: int) -> None:
     job = Job.objects.select_related("cluster_account__cluster").filter(pk=job_id).first()
     if job is None or job.is_final:
@@ -260,6 +269,37 @@ def cancel_job(self, job_id: int) -> None:
     sync_jobs(Job.objects.filter(pk=job.pk))
 
 
+@shared_task
+def recover_jobs() -> dict[str, int]:
+    """Periodic (beat): find work whose queue message was lost — a worker killed while it
+    held it, the broker restarted empty, a task that died on a database error — and queue
+    it again. Safe to repeat: the submit is idempotent (a job that reached Slurm is
+    adopted by its name) and scancel of an ended job is a no-op."""
+    since = timezone.now() - timedelta(seconds=settings.PORTAL_RECOVER_AFTER)
+    lost_submits = list(
+        Job.objects.filter(state=Job.State.QUEUED, created_at__lt=since)
+        .filter(
+            Q(submit_claimed_at__isnull=True)
+            | Q(submit_claimed_at__lt=Job.submit_claim_stale_before())
+        )
+        .values_list("pk", flat=True)[:500]
+    )
+    lost_cancels = list(
+        Job.objects.filter(state__in=SCHEDULED_STATES, cancel_requested_at__lt=since)
+        .exclude(scheduler_job_id="")
+        .values_list("pk", flat=True)[:500]
+    )
+    for job_id in lost_submits:
+        submit_job.delay(job_id)
+    for job_id in lost_cancels:
+        cancel_job.delay(job_id)
+    if lost_submits or lost_cancels:
+        log.warning(
+            "recovered %d submissions and %d cancellations", len(lost_submits), len(lost_cancels)
+        )
+    return {"submits": len(lost_submits), "cancels": len(lost_cancels)}
+
+
 def _enqueue_tail(job_id: int, final: bool = False) -> None:
     try:
         tail_metrics.delay(job_id, final=final)
@@ -267,7 +307,7 @@ def _enqueue_tail(job_id: int, final: bool = False) -> None:
         log.exception("could not queue the metrics read of job %s", job_id)
 
 
-@shared_task(bind=True, acks_late=True, max_retries=30)
+@shared_task(bind=True, acks_late=True, max_retries=30, **_limits())
 def tail_metrics(self, job_id: int, final: bool = False) -> None:
     """Read new lines of a job's metrics files over SFTP (one reader per job at a time)."""
     with single_flight(f"metrics-tail:{job_id}", 300) as mine:

@@ -156,6 +156,14 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# A task whose worker process is killed goes back to the queue at once; tasks that talk
+# to clusters are killed after PORTAL_TASK_TIME_LIMIT seconds; a message a dead worker
+# had reserved comes back after the visibility timeout (the recovery sweep finds lost
+# submissions and cancellations sooner). It must exceed the longest retry countdown.
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+PORTAL_TASK_TIME_LIMIT = env_float("PORTAL_TASK_TIME_LIMIT", 180.0, minimum=10)
+# Seconds after which a queued job or a cancellation that made no progress is queued again.
+PORTAL_RECOVER_AFTER = env_float("PORTAL_RECOVER_AFTER", 60.0, minimum=2)
 # Queue name, so that several portals (or a test run) can share one Redis.
 CELERY_TASK_DEFAULT_QUEUE = env_str("PORTAL_CELERY_QUEUE", "celery")
 
@@ -186,6 +194,11 @@ PORTAL_SYNC_JITTER = env_float("PORTAL_SYNC_JITTER", 0.5, minimum=0)
 # Transient failures (cluster unreachable, slurmctld busy) are retried this often.
 PORTAL_SUBMIT_MAX_RETRIES = env_int("PORTAL_SUBMIT_MAX_RETRIES", 6, minimum=0)
 PORTAL_RETRY_BACKOFF_MAX = env_float("PORTAL_RETRY_BACKOFF_MAX", 120.0, minimum=1)
+# Redis redelivers a message a dead worker had reserved after this many seconds (Celery's
+# default is an hour); longer than any task may run or any retry may wait.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": int(max(PORTAL_TASK_TIME_LIMIT, PORTAL_RETRY_BACKOFF_MAX * 1.2) * 2)
+}
 # The most `squeue --json` may print (bytes). Slurm 22.05 ignores -u with --json and lists
 # every user's jobs (about 3.5 KB each); later versions list only the account's.
 PORTAL_SQUEUE_MAX_BYTES = env_int("PORTAL_SQUEUE_MAX_BYTES", 64 * 1024 * 1024, minimum=65536)
@@ -226,6 +239,7 @@ TLS_DIR = Path(env_str("PORTAL_TLS_DIR", str(DATA_DIR / "tls")))
 
 CELERY_BEAT_SCHEDULE = {
     "sync-clusters": {"task": "jobs.tasks.sync_clusters", "schedule": PORTAL_SYNC_INTERVAL},
+    "recover-jobs": {"task": "jobs.tasks.recover_jobs", "schedule": PORTAL_RECOVER_AFTER / 2},
 }
 
 # --- Static files -------------------------------------------------------------------

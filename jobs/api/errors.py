@@ -6,6 +6,9 @@
 from __future__ import annotations
 
 from django.core.exceptions import RequestDataTooBig
+from kombu.exceptions import OperationalError as KombuOperationalError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from rest_framework import status
 from rest_framework.exceptions import APIException
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -15,6 +18,19 @@ class TooLarge(APIException):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
     default_code = "too_large"
     default_detail = "The request body is larger than this portal accepts; send less per request."
+
+
+class ServiceUnavailable(APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "unavailable"
+    default_detail = (
+        "The portal's queue and cache (Redis) cannot be reached just now; nothing was "
+        "changed. Try again in a few seconds."
+    )
+
+
+# What Redis (cache, throttling, broker) raises while it is down or restarting.
+_REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, KombuOperationalError)
 
 
 def _flatten(value) -> list[str]:
@@ -28,9 +44,13 @@ def _flatten(value) -> list[str]:
 def exception_handler(exc, context):
     if isinstance(exc, RequestDataTooBig):  # Django's DATA_UPLOAD_MAX_MEMORY_SIZE
         exc = TooLarge()
+    if isinstance(exc, _REDIS_DOWN):
+        exc = ServiceUnavailable()
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
+    if isinstance(exc, ServiceUnavailable):
+        response["Retry-After"] = "5"
     data = response.data
     fields: dict[str, list[str]] = {}
     message = ""

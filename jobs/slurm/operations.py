@@ -162,6 +162,8 @@ def cancel(conn: ssh.Connection, scheduler_id: str, job_name: str) -> None:
     """scancel the job, only while ``scheduler_id`` still carries ``job_name``: after a
     controller crash the id may belong to someone else's job now."""
     result = run(conn, ["scancel", f"--name={job_name}", scheduler_id], check=False)
+    if result.exit_status != 0 and parsers.is_transient(result.stderr):
+        raise SchedulerUnavailable(result.stderr.strip(), stderr=result.stderr)
     if (
         result.exit_status != 0
         and "already completing or completed" not in result.stderr

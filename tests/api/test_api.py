@@ -283,3 +283,18 @@ def test_schema_and_offline_docs(api, capsys):
     assert "offset" in str(paths["/api/v1/jobs/{id}/logs/"])
     page = client.get("/api/docs/").content.decode()
     assert "drf_spectacular_sidecar" in page and "cdn" not in page.lower()
+
+
+def test_redis_down_is_a_503_with_retry_after_not_a_500(api, settings):
+    """Throttling (and the broker) live in Redis; while it is down nothing is changed and
+    the client is told to come back. A real refused connection, not a mock."""
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:9/0",  # discard port: nothing listens
+        }
+    }
+    response = api.get("/api/v1/jobs/")
+    assert response.status_code == 503 and response["Retry-After"] == "5"
+    assert error(response)["code"] == "unavailable"
+    assert api.post("/api/v1/jobs/", {}, format="json").status_code == 503

@@ -1,6 +1,7 @@
 """Pages through Django's test client: access rules, validation messages, queueing."""
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.urls import reverse
@@ -220,7 +221,7 @@ def test_cancel_running_job_queues_the_cancel_task(
     assert Job.objects.get(pk=job.pk).cancel_requested_at is not None
 
 
-def test_broker_failure_ends_the_job_with_a_message(
+def test_broker_failure_keeps_the_job_queued_for_the_recovery_sweep(
     signed_in, cluster, host_image, monkeypatch, django_capture_on_commit_callbacks
 ):
     from jobs import tasks
@@ -232,7 +233,12 @@ def test_broker_failure_ends_the_job_with_a_message(
     with django_capture_on_commit_callbacks(execute=True):
         signed_in.post("/launch/", launch_data(cluster))
     job = Job.objects.get()
-    assert job.state == "submit_failed" and "could not queue the job (Redis is down)" in job.message
+    assert job.state == "queued" and "Waiting for the portal's task queue" in job.message
+    # Once the broker is back, the sweep queues it (after PORTAL_RECOVER_AFTER).
+    sent = []
+    monkeypatch.setattr(tasks.submit_job, "delay", lambda pk: sent.append(pk))
+    Job.objects.filter(pk=job.pk).update(created_at=job.created_at - timedelta(minutes=5))
+    assert tasks.recover_jobs() == {"submits": 1, "cancels": 0} and sent == [job.pk]
 
 
 def test_account_page_creates_a_key_pair(client, outsider, cluster):

@@ -26,6 +26,8 @@ class FakeConnection:
             answer = answer.pop(0)
         if isinstance(answer, Exception):
             raise answer
+        if isinstance(answer, ssh.Result):
+            return answer
         return ssh.Result(answer or "", "", 0)
 
 
@@ -228,3 +230,34 @@ def test_final_metrics_read_waits_for_a_read_in_progress_instead_of_being_droppe
         cache.delete(f"metrics-tail:{job.pk}")
     tasks.tail_metrics.run(job.pk, final=True)
     assert reads == [50]
+
+
+def test_recovery_sweep_queues_lost_submissions_and_cancellations(job, monkeypatch, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    sent = []
+    monkeypatch.setattr(tasks.submit_job, "delay", lambda pk: sent.append(("submit", pk)))
+    monkeypatch.setattr(tasks.cancel_job, "delay", lambda pk: sent.append(("cancel", pk)))
+    settings.PORTAL_RECOVER_AFTER = 60
+    assert tasks.recover_jobs() == {"submits": 0, "cancels": 0}  # too young to be lost
+    old = timezone.now() - timedelta(minutes=5)
+    Job.objects.filter(pk=job.pk).update(created_at=old, submit_claimed_at=timezone.now())
+    assert tasks.recover_jobs()["submits"] == 0  # a live worker holds the claim
+    dead = timezone.now() - timedelta(seconds=settings.PORTAL_TASK_TIME_LIMIT + 60)
+    Job.objects.filter(pk=job.pk).update(submit_claimed_at=dead)
+    assert tasks.recover_jobs()["submits"] == 1  # its worker was killed: queued again
+    Job.objects.filter(pk=job.pk).update(
+        state="running", scheduler_job_id="55", cancel_requested_at=old
+    )
+    assert tasks.recover_jobs() == {"submits": 0, "cancels": 1}
+    assert sent == [("submit", job.pk), ("cancel", job.pk)]
+
+
+def test_a_cancel_that_meets_an_unreachable_controller_is_retried(fake, job):
+    fake.answers["scancel"] = ssh.Result(
+        "", "scancel: error: Kill job error on job id 55: Unable to contact slurm controller", 1
+    )
+    with pytest.raises(operations.SchedulerUnavailable):
+        operations.cancel(fake, "55", job.slurm_name)
