@@ -40,7 +40,7 @@ def _listening(port: int) -> bool:
 
 
 class LiveStack:
-    def __init__(self, tmp: Path, sync_interval: float = 1.0):
+    def __init__(self, tmp: Path, sync_interval: float = 1.0, env: dict | None = None):
         self.tmp = tmp
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -56,13 +56,47 @@ class LiveStack:
             "STATIC_ROOT": str(tmp / "static"),
             "PORTAL_URL": self.url,
             "SESSION_PUBLIC_PORT": str(self.proxy_port),
+            **(env or {}),
         }
         self.procs: list[tuple[str, subprocess.Popen]] = []
+        self.argv: dict[str, list[str]] = {}
 
     def _spawn(self, name: str, argv: list[str]) -> None:
-        log = open(self.tmp / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        log = open(self.tmp / f"{name}.log", "a")  # noqa: SIM115 - closed with the process
+        # Its own process group, so kill() reaches a worker's pool processes too.
+        proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.procs.append((name, proc))
+        self.argv[name] = argv
+
+    def kill(self, name: str) -> None:
+        """SIGKILL a process and everything it started, as the OOM killer or a crash would."""
+        import signal
+
+        for entry in [p for p in self.procs if p[0] == name]:
+            try:
+                os.killpg(entry[1].pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            entry[1].wait(timeout=30)
+            self.procs.remove(entry)
+
+    def restart(self, name: str, *, hard: bool = False) -> None:
+        """Stop a process (SIGTERM and wait, or kill()) and start it again as it was."""
+        if hard:
+            self.kill(name)
+        else:
+            for entry in [p for p in self.procs if p[0] == name]:
+                entry[1].terminate()
+                entry[1].wait(timeout=30)
+                self.procs.remove(entry)
+        self._spawn(name, self.argv[name])
 
     def start(self) -> LiveStack:
         subprocess.run(
