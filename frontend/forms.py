@@ -1,6 +1,8 @@
 from django import forms
+from django.contrib.auth.forms import AuthenticationForm
 
 from jobs.models import Cluster, ClusterAccount, ContainerImage, Job, Partition
+from portal import signin
 
 
 class LaunchForm(forms.ModelForm):
@@ -151,3 +153,12 @@ class ClusterAccountForm(forms.ModelForm):
             enabled=True, login_mode=Cluster.LoginMode.PER_USER
         ).exclude(accounts__user=user)
         self.fields["cluster"].empty_label = None
+
+
+class SignInForm(AuthenticationForm):
+    """Django's sign-in form, saying plainly when sign-ins are throttled."""
+
+    def clean(self):
+        if signin.is_locked(self.request, self.cleaned_data.get("username")):
+            raise forms.ValidationError(signin.locked_message(), code="locked")
+        return super().clean()

@@ -6,6 +6,7 @@ from django.core.paginator import Paginator
 from django.db import transaction
 from django.http import Http404, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from frontend.forms import ClusterAccountForm, LaunchForm, launch_initial, partition_limits
@@ -154,7 +155,12 @@ def job_cancel(request, pk: int):
     if wants_json(request):
         return JsonResponse({"message": message})
     messages.info(request, message)
-    return redirect(request.POST.get("next") or "dashboard")
+    next_url = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(
+        next_url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ) or not next_url.startswith("/"):
+        next_url = "dashboard"
+    return redirect(next_url)
 
 
 @login_required

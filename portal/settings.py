@@ -101,9 +101,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Auth -----------------------------------------------------------------------
-AUTHENTICATION_BACKENDS = env_list(
-    "AUTHENTICATION_BACKENDS", ["django.contrib.auth.backends.ModelBackend"]
-)
+# Sign-in throttling comes first, in front of whatever backends are configured.
+AUTHENTICATION_BACKENDS = [
+    "portal.signin.SignInThrottle",
+    *env_list("AUTHENTICATION_BACKENDS", ["django.contrib.auth.backends.ModelBackend"]),
+]
+# Failed sign-ins per user name (x5 per client address) within the window (seconds).
+PORTAL_SIGNIN_FAILURES = env_int("PORTAL_SIGNIN_FAILURES", 10, minimum=1)
+PORTAL_SIGNIN_WINDOW = env_int("PORTAL_SIGNIN_WINDOW", 900, minimum=10)
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -3,6 +3,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from frontend.forms import SignInForm
+
 admin.site.site_header = "HPC portal administration"
 admin.site.site_title = "HPC portal admin"
 admin.site.index_title = "Catalog, clusters and jobs"
@@ -12,7 +14,9 @@ urlpatterns = [
     path(
         "accounts/login/",
         auth_views.LoginView.as_view(
-            template_name="frontend/login.html", redirect_authenticated_user=True
+            template_name="frontend/login.html",
+            redirect_authenticated_user=True,
+            authentication_form=SignInForm,
         ),
         name="login",
     ),

@@ -26,7 +26,7 @@ from django.conf import settings
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from proxy.codes import COOKIE_NAME, make_cookie, read_cookie, redeem_code
+from proxy.codes import COOKIE_NAME, make_cookie, read_cookie, redeem_code, safe_path
 from proxy.models import session_origin
 
 log = logging.getLogger(__name__)
@@ -307,9 +307,7 @@ class ProxyApp:
     async def _login(self, scope, send, public_id: str) -> None:
         query = parse_qs(scope["query_string"].decode())
         code = (query.get("code") or [""])[0]
-        next_path = (query.get("next") or ["/lab"])[0]
-        if not next_path.startswith("/") or next_path.startswith("//"):
-            next_path = "/lab"
+        next_path = safe_path((query.get("next") or ["/lab"])[0])
         user_id = await _db(redeem_code, code, public_id)
         if user_id is None:
             await _respond(

@@ -2,16 +2,16 @@
 
 import json
 import re
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from jobs.models import Job
-from proxy.codes import issue_code
+from proxy.codes import issue_code, safe_path
 from proxy.models import Session
 
 _TOKEN = re.compile(r"^[A-Za-z0-9_.~-]{16,256}$")
@@ -72,13 +72,10 @@ def open_session(request, public_id: str):
         return render(request, "proxy/closed.html", context, status=410)
     if not session.is_open:
         return render(request, "proxy/starting.html", context)
-    next_path = request.GET.get("next", "/lab")
-    if not next_path.startswith("/") or not url_has_allowed_host_and_scheme(
-        next_path, allowed_hosts=None
-    ):
-        next_path = "/lab"
+    next_path = safe_path(request.GET.get("next", "/lab"))
     code = issue_code(session.public_id, request.user.pk)
-    return redirect(f"{session.origin}/_portal/login?code={code}&next={next_path}")
+    query = urlencode({"code": code, "next": next_path}, safe="/")
+    return redirect(f"{session.origin}/_portal/login?{query}")
 
 
 @login_required

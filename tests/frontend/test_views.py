@@ -255,3 +255,39 @@ def test_account_test_of_someone_elses_account_is_404(client, outsider, owner, c
     account = ClusterAccount.objects.create(cluster=cluster, user=owner, username="alice")
     client.force_login(outsider)
     assert client.post(reverse("account-test", args=[account.pk])).status_code == 404
+
+
+@pytest.mark.parametrize(
+    "next_url, goes_to",
+    [
+        ("/jobs/", "/jobs/"),
+        ("https://evil.example.org/", "/"),
+        ("//evil.example.org/", "/"),
+        ("/\\evil.example.org/", "/"),
+    ],
+)
+def test_cancel_goes_back_only_to_a_page_of_the_portal(signed_in, job, next_url, goes_to):
+    """Before: any "next" was followed, an open redirect from a portal form."""
+    response = signed_in.post(f"/jobs/{job.pk}/cancel/", {"next": next_url})
+    assert response.status_code == 302 and response["Location"] == goes_to
+
+
+def test_sign_in_is_throttled_per_user_name_and_says_so(client, owner, settings):
+    """Before: unlimited password guesses. After PORTAL_SIGNIN_FAILURES failures even the
+    right password is refused for the window, on the portal's page and the admin's."""
+    import uuid
+
+    settings.PORTAL_SIGNIN_FAILURES = 3
+    owner.username = f"guessed-{uuid.uuid4().hex[:8]}"  # counts live in Redis
+    owner.set_password("right-pass-123")
+    owner.save()
+    for _ in range(3):
+        page = client.post("/accounts/login/", {"username": owner.username, "password": "no"})
+        assert "correct username and password" in page.content.decode()
+    page = client.post(
+        "/accounts/login/", {"username": owner.username, "password": "right-pass-123"}
+    )
+    assert page.status_code == 200 and "Too many failed sign-ins" in page.content.decode()
+    assert not client.login(username=owner.username, password="right-pass-123")
+    admin = client.post("/admin/login/", {"username": owner.username, "password": "right-pass-123"})
+    assert admin.status_code == 200  # refused, not redirected in

@@ -329,3 +329,36 @@ def test_guessed_ids_do_not_grow_the_route_cache_without_bound(monkeypatch):
 
     async_to_sync(guess_many)()
     assert len(app._routes) <= 50
+
+
+@pytest.mark.parametrize(
+    "value, safe",
+    [
+        ("/lab/tree/a%20b.ipynb?x=1", True),
+        ("/%5Cevil.com", True),  # an encoded backslash stays a path on the session's origin
+        ("//evil.com", False),
+        ("/\\evil.com", False),  # browsers read "/\" as "//"
+        ("/\tevil.com", False),
+        ("https://evil.com/", False),
+        ("", False),
+    ],
+)
+def test_next_paths_are_paths_on_the_same_origin(value, safe):
+    from proxy.codes import safe_path
+
+    assert safe_path(value) == (value if safe else "/lab")
+
+
+@override_settings(SESSION_PUBLIC_PORT="8443")
+def test_a_double_encoded_backslash_never_becomes_an_offsite_redirect(client, owner, ready):
+    """Before: /open/?next=/%255Cevil.com was put into the proxy's login link unencoded, the
+    proxy decoded it to /\\evil.com and answered Location: /\\evil.com (= //evil.com)."""
+    from urllib.parse import urlsplit
+
+    client.force_login(owner)
+    response = client.get(f"/sessions/{ready.public_id}/open/?next=/%255Cevil.com")
+    link = urlsplit(response["Location"])
+    login = proxy_get(ready.public_id, f"{link.path}?{link.query}")
+    assert login.status_code == 302
+    location = login.headers["location"]
+    assert location == "/%5Cevil.com" and "\\" not in location
