@@ -10,6 +10,7 @@ urlpatterns = [
     path("jobs/<int:pk>/metrics/", views.job_metrics, name="job-metrics"),
     path("jobs/<int:pk>/metrics/export/", views.job_metrics_export, name="job-metrics-export"),
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job-cancel"),
+    path("jobs/<int:pk>/release/", views.job_release, name="job-release"),
     path("jobs/<int:pk>/logs/<str:stream>/", views.job_logs, name="job-logs"),
     path("account/", views.account, name="account"),
     path("account/tokens/", views.token_create, name="token-create"),

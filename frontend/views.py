@@ -143,6 +143,19 @@ def job_metrics_export(request, pk: int):
 
 @login_required
 @require_POST
+def job_release(request, pk: int):
+    job = get_job_for_user(request, pk)
+    if job.is_held:
+        with transaction.atomic():
+            job.enqueue_release()
+        messages.info(request, f"Releasing job {job.pk}.")
+    else:
+        messages.info(request, f"Job {job.pk} is not held.")
+    return redirect("job-detail", pk=job.pk)
+
+
+@login_required
+@require_POST
 def job_cancel(request, pk: int):
     job = get_job_for_user(request, pk)
     if job.is_final:

@@ -510,6 +510,16 @@ class Job(models.Model):
         return f"portal-job-{self.pk}-{self.uid}"
 
     @property
+    def is_held(self) -> bool:
+        """Pending and held (by the user, an administrator, or Slurm after a failed
+        launch): it waits until released."""
+        from jobs.slurm.parsers import HELD_REASONS, reason_text
+
+        return self.state == self.State.PENDING and self.pending_reason in {
+            reason_text(r)[:100] for r in HELD_REASONS
+        }
+
+    @property
     def is_active(self) -> bool:
         return self.state in self.ACTIVE_STATES
 
@@ -744,6 +754,17 @@ class Job(models.Model):
                     message=f"Waiting for the portal's task queue ({exc}); it will be "
                     "submitted when the queue is back."
                 )
+
+        transaction.on_commit(send)
+
+    def enqueue_release(self) -> None:
+        from jobs.tasks import release_job
+
+        def send() -> None:
+            try:
+                release_job.delay(self.pk)
+            except Exception as exc:  # noqa: BLE001 - any broker failure
+                self.update_details(message=f"The portal could not queue the release ({exc}).")
 
         transaction.on_commit(send)
 

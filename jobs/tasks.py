@@ -269,6 +269,28 @@ def cancel_job(self, job_id: int) -> None:
     sync_jobs(Job.objects.filter(pk=job.pk))
 
 
+@shared_task(bind=True, acks_late=True, max_retries=None, **_limits())
+def release_job(self, job_id: int) -> None:
+    """Release a held job (after a failed launch, or held by its owner)."""
+    job = Job.objects.select_related("cluster_account__cluster").filter(pk=job_id).first()
+    if job is None or not job.is_held or job.cluster_account is None:
+        return
+    account = job.cluster_account
+    try:
+        operations.on_account(
+            account,
+            lambda conn: operations.release(
+                conn, account.username, job.scheduler_job_id, job.slurm_name
+            ),
+        )
+    except ssh.SlurmError as exc:
+        if exc.transient and self.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
+            raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from None
+        job.update_details(message=f"Releasing failed: {exc}")
+        return
+    sync_jobs(Job.objects.filter(pk=job.pk))
+
+
 @shared_task
 def recover_jobs() -> dict[str, int]:
     """Periodic (beat): find work whose queue message was lost — a worker killed while it

@@ -192,6 +192,20 @@ class JobViewSet(
             JobSerializer(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED
         )
 
+    @extend_schema(request=None, responses={202: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def release(self, request, pk=None):
+        """Release a held job (202), e.g. one Slurm holds after its node failed to start it;
+        409 if it is not held."""
+        job = self.get_object()
+        if not job.is_held:
+            raise Conflict(f"Job {job.pk} is not held.")
+        with transaction.atomic():
+            job.enqueue_release()
+        return Response(
+            JobSerializer(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED
+        )
+
     @extend_schema(
         parameters=[
             OpenApiParameter("stream", str, enum=[*operations.LOG_STREAMS]),
@@ -260,6 +274,11 @@ class JobViewSet(
 class Gone(APIException):
     status_code = status.HTTP_410_GONE
     default_code = "gone"
+
+
+class Conflict(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
 
 
 class QuotaExceeded(APIException):

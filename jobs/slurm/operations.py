@@ -176,6 +176,14 @@ def cancel(conn: ssh.Connection, scheduler_id: str, job_name: str) -> None:
         )
 
 
+def release(conn: ssh.Connection, username: str, scheduler_id: str, job_name: str) -> None:
+    """``scontrol release`` the held job, only while ``scheduler_id`` still carries
+    ``job_name`` (scontrol has no name filter of its own, so squeue is asked first)."""
+    if not query(conn, username, {scheduler_id: job_name}):
+        raise ssh.CommandFailed(f"Slurm job {scheduler_id} is no longer this job; not released.")
+    run(conn, ["scontrol", "release", scheduler_id])
+
+
 @dataclass(frozen=True)
 class LogTail:
     text: str

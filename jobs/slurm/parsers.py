@@ -91,8 +91,12 @@ REASON_TEXT = {
     "BadConstraints": "no node satisfies the requested constraints",
     "InvalidAccount": "the account is not valid",
     "InvalidQOS": "the QOS is not valid",
-    "launch failed requeued held": "launch failed; the job was requeued and held",
+    "launch failed requeued held": "the node could not start it and Slurm holds it: "
+    "release it to try again, or cancel it",
 }
+
+# Pending reasons that mean "held": nothing happens until the job is released.
+HELD_REASONS = ("JobHeldUser", "JobHeldAdmin", "launch failed requeued held")
 
 
 def reason_text(reason: str) -> str:

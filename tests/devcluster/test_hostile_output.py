@@ -104,3 +104,30 @@ def test_another_users_text_never_speaks_for_a_job(devcluster, owner, hostile_jo
     hostile_jobs("hpcuser2", "--hold", "-J", forged, f"--comment={forged}", "--wrap", "true")
     victim = sync_until(victim, {"completed", "failed"})
     assert (victim.state, victim.exit_code, victim.node) == ("completed", 0, "vm")
+
+
+def test_a_held_job_says_so_and_is_released_through_the_api(devcluster, owner, monkeypatch):
+    """Slurm holds a job whose node could not start it ('launch failed requeued held');
+    the page and the API say so and offer release. Here the hold is the owner's own
+    (scontrol hold), which takes the same path through the portal."""
+    from rest_framework.test import APIClient
+
+    from jobs.api.models import ApiToken
+
+    job = portal_job(owner, devcluster, "echo released")
+    as_user("hpcuser", "scontrol", "hold", job.scheduler_job_id)
+    job = sync_until(job, {"pending"})
+    sync_until(job, {"pending"})
+    assert job.is_held and job.pending_reason == "held by you", job.pending_reason
+    _, token = ApiToken.issue(owner, "t")
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    from django.test import TestCase
+
+    # No worker here: the task runs in this process, over the real SSH connection.
+    monkeypatch.setattr(tasks.release_job, "delay", lambda pk: tasks.release_job.apply(args=[pk]))
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        assert api.post(f"/api/v1/jobs/{job.pk}/release/").status_code == 202
+    job = sync_until(job, {"completed", "failed"})
+    assert job.state == "completed", job.message
+    assert api.post(f"/api/v1/jobs/{job.pk}/release/").status_code == 409

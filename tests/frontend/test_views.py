@@ -45,6 +45,7 @@ def queued_tasks(monkeypatch):
     sent = []
     monkeypatch.setattr(tasks.submit_job, "delay", lambda pk: sent.append(("submit", pk)))
     monkeypatch.setattr(tasks.cancel_job, "delay", lambda pk: sent.append(("cancel", pk)))
+    monkeypatch.setattr(tasks.release_job, "delay", lambda pk: sent.append(("release", pk)))
     return sent
 
 
@@ -291,3 +292,19 @@ def test_sign_in_is_throttled_per_user_name_and_says_so(client, owner, settings)
     assert not client.login(username=owner.username, password="right-pass-123")
     admin = client.post("/admin/login/", {"username": owner.username, "password": "right-pass-123"})
     assert admin.status_code == 200  # refused, not redirected in
+
+
+def test_a_job_slurm_holds_after_a_failed_launch_offers_release(
+    signed_in, job, queued_tasks, django_capture_on_commit_callbacks
+):
+    from jobs.slurm.parsers import reason_text
+
+    held = reason_text("launch failed requeued held")
+    Job.objects.filter(pk=job.pk).update(state="pending", scheduler_job_id="7", pending_reason=held)
+    page = signed_in.get(f"/jobs/{job.pk}/").content.decode()
+    assert "could not start it and Slurm holds it" in page and "Release job" in page
+    with django_capture_on_commit_callbacks(execute=True):
+        signed_in.post(f"/jobs/{job.pk}/release/")
+    assert queued_tasks == [("release", job.pk)]
+    Job.objects.filter(pk=job.pk).update(pending_reason="waiting for free resources")
+    assert "Release job" not in signed_in.get(f"/jobs/{job.pk}/").content.decode()
