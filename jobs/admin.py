@@ -36,7 +36,7 @@ class ClusterAdmin(admin.ModelAdmin):
     list_display = (
         "name",
         "ssh_endpoint",
-        "login_mode",
+        "trust",
         "default_account",
         "partition_count",
         "enabled",
@@ -56,6 +56,23 @@ class ClusterAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(_partitions=Count("partitions"))
+
+    @admin.display(description="login", ordering="login_mode")
+    def trust(self, cluster) -> str:
+        if cluster.is_one_trust_domain:
+            return "service account: ONE TRUST DOMAIN (users' jobs can reach each other's)"
+        return "per-user accounts"
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if obj.is_one_trust_domain:
+            self.message_user(
+                request,
+                f"{obj.name} runs every user's jobs as one service account: it is one trust "
+                "domain, where any job can read, change or cancel every other user's jobs "
+                "and files.",
+                messages.WARNING,
+            )
 
     actions = ("pin_presented_host_key",)
 

@@ -79,7 +79,13 @@ class Cluster(models.Model):
         "Connections presenting any other key are refused.",
     )
     login_mode = models.CharField(
-        max_length=16, choices=LoginMode.choices, default=LoginMode.PER_USER
+        max_length=16,
+        choices=LoginMode.choices,
+        default=LoginMode.PER_USER,
+        help_text="A service account makes the cluster ONE TRUST DOMAIN: every portal user's "
+        "jobs run as the same cluster user, so any job can read, change or cancel the files "
+        "and jobs of every other user there. Use it only for users who trust each other "
+        "(one group, one project); otherwise give each user their own cluster account.",
     )
     default_account = models.CharField(
         max_length=64,
@@ -118,6 +124,11 @@ class Cluster(models.Model):
     def host_key_fingerprint(self) -> str:
         key = self.host_key.strip()
         return key if key.startswith("SHA256:") else host_key_fingerprint(key)
+
+    @property
+    def is_one_trust_domain(self) -> bool:
+        """All users' jobs run as one cluster user: they can reach each other's work."""
+        return self.login_mode == self.LoginMode.SERVICE
 
     def workdir_root(self, kind: str, cluster_username: str) -> str:
         template = self.scratch_root if kind == Job.Workdir.SCRATCH else self.home_root

@@ -119,6 +119,14 @@ def test_cluster_admin_shows_partitions_and_fingerprint(admin_client, cluster):
     assert "login.example.org:22" in response.content.decode()
 
 
+def test_a_service_account_cluster_is_marked_one_trust_domain(admin_client, cluster):
+    Cluster.objects.filter(pk=cluster.pk).update(login_mode="service")
+    listing = admin_client.get(reverse("admin:jobs_cluster_changelist")).content.decode()
+    assert "ONE TRUST DOMAIN" in listing
+    form = admin_client.get(reverse("admin:jobs_cluster_change", args=[cluster.pk]))
+    assert "ONE TRUST DOMAIN" in form.content.decode()  # the field's help text
+
+
 def test_cluster_admin_rejects_inconsistent_partition_limits(admin_client):
     data = {
         "name": "new",
