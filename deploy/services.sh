@@ -4,9 +4,9 @@
 # missing from Debian's packages. Writes var/services.env for the test runner.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p var
+mkdir -p var && chmod 700 var
 ENV_FILE=var/services.env
-: > "$ENV_FILE"
+(umask 077 && : > "$ENV_FILE") && chmod 600 "$ENV_FILE"
 ROOT=0; [ "$(id -u)" = 0 ] && ROOT=1
 log() { printf 'services: %s\n' "$*"; }
 
@@ -16,22 +16,32 @@ apt_install() {
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
-# --- Redis (broker, channel layer, cache) ----------------------------------------
-redis_up() { python3 - <<'PY'
-import socket, sys
-try:
-    s = socket.create_connection(("127.0.0.1", 6379), timeout=1); s.sendall(b"PING\r\n")
-    sys.exit(0 if s.recv(16).startswith(b"+PONG") else 1)
-except OSError:
-    sys.exit(1)
-PY
-}
+# --- Redis (broker, channel layer, cache): the portal's own, with a password --------
+# Not the machine's shared Redis: jobs of the dev cluster run on this machine, and
+# whoever can write to the portal's Redis can queue tasks and forge cache entries.
+# The password lives in var/ (0700), in the config file (0600), never on a command line.
+REDIS_PORT=${PORTAL_REDIS_PORT:-6390}
+if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
+    apt_install redis-server || { log "redis-server is missing and cannot be installed without root"; exit 1; }
+fi
+mkdir -p var/redis && chmod 700 var/redis
+[ -s var/redis.password ] || (umask 077 && python3 -c 'import secrets; print(secrets.token_hex(24))' > var/redis.password)
+REDIS_PASSWORD=$(cat var/redis.password)
+(
+    umask 077
+    printf '%s\n' "bind 127.0.0.1" "port $REDIS_PORT" "requirepass $REDIS_PASSWORD" 'save ""' \
+        "appendonly no" "dir $PWD/var/redis" "pidfile $PWD/var/redis/redis.pid" \
+        "logfile $PWD/var/redis/redis.log" "daemonize yes" > var/redis/redis.conf.tmp
+    mv -f var/redis/redis.conf.tmp var/redis/redis.conf
+    echo "redis://:$REDIS_PASSWORD@127.0.0.1:$REDIS_PORT/0" > var/redis.url
+)
+redis_up() { REDISCLI_AUTH=$REDIS_PASSWORD redis-cli -p "$REDIS_PORT" ping 2>/dev/null | grep -q PONG; }
 if ! redis_up; then
-    command -v redis-server >/dev/null || apt_install redis-server || { log "Redis is not running and cannot be installed without root"; exit 1; }
-    log "starting redis-server on 127.0.0.1:6379"
-    mkdir -p var/redis
-    redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
-        --dir "$PWD/var/redis" --logfile "$PWD/var/redis/redis.log" --pidfile "$PWD/var/redis/redis.pid"
+    if [ -s var/redis/redis.pid ] && kill -0 "$(cat var/redis/redis.pid)" 2>/dev/null; then
+        kill "$(cat var/redis/redis.pid)"; sleep 0.5  # ours, with an old password
+    fi
+    log "starting the portal's redis-server on 127.0.0.1:$REDIS_PORT (password in var/redis.password)"
+    redis-server var/redis/redis.conf
     for _ in $(seq 50); do redis_up && break; sleep 0.1; done
     redis_up || { log "redis-server did not come up; see var/redis/redis.log"; exit 1; }
 fi
@@ -72,4 +82,4 @@ SQL
 else
     log "PostgreSQL not available; tests use SQLite"
 fi
-log "Redis up at 127.0.0.1:6379"
+log "Redis up at 127.0.0.1:$REDIS_PORT (password-protected; URL in var/redis.url)"

@@ -79,3 +79,27 @@ def env_secret(name: str, default: str | None = None) -> str | None:
         except OSError as exc:
             raise ImproperlyConfigured(f"{name}_FILE={file_name!r} cannot be read: {exc}") from None
     return default if value is None else value
+
+
+def local_secret(path: Path, nbytes: int = 48) -> str:
+    """A random secret kept in ``path`` (mode 0600), made on first use. Several processes
+    starting at once agree: the file appears whole (written aside, then linked into place,
+    which fails if another process won) and everyone reads the one that is there."""
+    import secrets
+
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(secrets.token_urlsafe(nbytes) + "\n")
+    try:
+        os.link(tmp, path)  # atomic, and never replaces a file another process made
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path.read_text().strip()

@@ -6,12 +6,13 @@ The README's settings table documents each variable. Code reads
 
 import base64
 import hashlib
+import os
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import env_bool, env_float, env_int, env_list, env_secret, env_str
+from portal.env import env_bool, env_float, env_int, env_list, env_secret, env_str, local_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -20,13 +21,22 @@ DEBUG = env_bool("DEBUG", False)
 DEMO_MODE = env_bool("PORTAL_DEMO", False)
 INSECURE_DEFAULTS_ALLOWED = DEBUG or DEMO_MODE
 
+# Private state of this install (SQLite file, TLS keys, demo secrets): readable by the
+# portal's user only, never by the dev cluster's users whose jobs run on this machine.
+DATA_DIR = Path(env_str("PORTAL_DATA_DIR", str(BASE_DIR / "var")))
+if INSECURE_DEFAULTS_ALLOWED:
+    DATA_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if DATA_DIR.stat().st_uid == os.getuid():
+        DATA_DIR.chmod(0o700)
+
 SECRET_KEY = env_secret("SECRET_KEY")
 if not SECRET_KEY:
     if not INSECURE_DEFAULTS_ALLOWED:
         raise ImproperlyConfigured(
             "SECRET_KEY (or SECRET_KEY_FILE) is required unless DEBUG=1 or PORTAL_DEMO=1"
         )
-    SECRET_KEY = "insecure-dev-only-key-do-not-use-in-production"
+    # Demo and tests: a random key per install, made once (never a constant in the code).
+    SECRET_KEY = local_secret(DATA_DIR / "secret_key")
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
@@ -84,11 +94,10 @@ TEMPLATES = [
 # The embedded default is a SQLite file in WAL mode with a busy timeout, so the
 # web server and the Celery workers can write at the same time. Set
 # DATABASE_URL=postgres://... for PostgreSQL.
-DATA_DIR = Path(env_str("PORTAL_DATA_DIR", str(BASE_DIR / "var")))
 DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'portal.sqlite3'}")
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    DATA_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
     DATABASES["default"]["OPTIONS"] = {
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         # Take the write lock at BEGIN so concurrent writers wait (busy timeout)
@@ -150,7 +159,15 @@ if not PORTAL_ENCRYPTION_KEYS:
         )
 
 # --- Redis, Celery, Channels ----------------------------------------------------
-REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+# REDIS_URL (or REDIS_URL_FILE) carries the password. `make demo`/`make test` run a Redis
+# of their own with a random password and leave its URL in var/redis.url (0600).
+REDIS_URL = env_secret("REDIS_URL")
+if not REDIS_URL:
+    _local_redis = DATA_DIR / "redis.url"
+    if INSECURE_DEFAULTS_ALLOWED and _local_redis.exists():
+        REDIS_URL = _local_redis.read_text().strip()
+    else:
+        REDIS_URL = "redis://127.0.0.1:6379/0"
 
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = None
@@ -185,6 +202,8 @@ CACHES = {
         "LOCATION": REDIS_URL,
         # Locks and throttle counts; a test run uses its own prefix on a shared Redis.
         "KEY_PREFIX": env_str("PORTAL_CACHE_PREFIX", "portal"),
+        # JSON, not pickle: reading the cache never runs code, whoever wrote to Redis.
+        "OPTIONS": {"serializer": "portal.cache.JSONSerializer"},
     }
 }
 

@@ -126,3 +126,74 @@ def test_concurrent_writers_on_sqlite_wait_instead_of_failing(sqlite_dir):
         sqlite_dir,
     ).stdout.strip()
     assert count == "600"
+
+
+def test_demo_mode_makes_a_private_random_secret_key_once_per_install(tmp_path):
+    """Before: a constant in the code, so every demo install (and the encryption key
+    derived from it) had the same secret."""
+    data = tmp_path / "var"
+    code = """
+        import django; django.setup()
+        from django.conf import settings
+        print(settings.SECRET_KEY)
+    """
+    env = {"PORTAL_DEMO": "1", "PORTAL_DATA_DIR": str(data)}
+    first, second = run_python(code, env), run_python(code, env)
+    assert first.returncode == 0, first.stderr
+    key = first.stdout.strip()
+    assert len(key) >= 50 and key == second.stdout.strip()
+    assert "insecure" not in key
+    assert (data / "secret_key").stat().st_mode & 0o777 == 0o600
+    assert data.stat().st_mode & 0o777 == 0o700  # var/: the portal's user only
+    other = run_python(code, {"PORTAL_DEMO": "1", "PORTAL_DATA_DIR": str(tmp_path / "other")})
+    assert other.stdout.strip() != key  # another install, another key
+
+
+def test_processes_starting_together_agree_on_the_secret_key(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    code = """
+        import django; django.setup()
+        from django.conf import settings
+        print(settings.SECRET_KEY)
+    """
+    env = {"PORTAL_DEMO": "1", "PORTAL_DATA_DIR": str(tmp_path / "var")}
+    with ThreadPoolExecutor(6) as pool:
+        keys = {r.stdout.strip() for r in pool.map(lambda _: run_python(code, env), range(6))}
+    assert len(keys) == 1 and "" not in keys
+
+
+def test_the_cache_never_unpickles_what_it_reads():
+    """A job that could write to Redis must not be able to run code in the portal: a
+    pickle stored under a cache key reads as a miss (the real cache on the real Redis)."""
+    import pickle
+
+    import redis
+    from django.conf import settings
+    from django.core.cache import cache
+
+    class Boom:
+        def __reduce__(self):
+            return (os.system, ("touch /tmp/portal-pickle-ran",))
+
+    key = cache.make_and_validate_key("pickle-probe")
+    redis.Redis.from_url(settings.REDIS_URL).set(key, pickle.dumps(Boom()), ex=60)
+    assert cache.get("pickle-probe") is None
+    assert not Path("/tmp/portal-pickle-ran").exists()
+    cache.set("json-probe", {"a": [1, 2.5]}, 60)
+    assert cache.get("json-probe") == {"a": [1, 2.5]}
+    cache.add("json-probe-n", 1, 60)
+    assert cache.incr("json-probe-n") == 2  # counters stay raw integers
+
+
+def test_the_portals_redis_refuses_commands_without_its_password():
+    """`make demo`/`make test` run their own Redis with a random password (var/)."""
+    import redis
+    from django.conf import settings
+
+    url = redis.connection.parse_url(settings.REDIS_URL)
+    if not url.get("password"):
+        pytest.skip("REDIS_URL has no password here (set outside make)")
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis(host=url["host"], port=url["port"]).ping()
+    assert redis.Redis.from_url(settings.REDIS_URL).ping()
