@@ -18,6 +18,8 @@ stop() {  # stop NAME PIDFILE
 }
 stop slurmd "$STATE/run/slurmd.pid"
 stop slurmctld "$STATE/run/slurmctld.pid"
+stop slurmdbd "$STATE/run/slurmdbd.pid"
+stop mariadbd "$STATE/run/mariadbd.pid"  # only when up.sh started it
 stop sshd "$STATE/run/sshd.pid"
 stop munged "$STATE/run/munged.pid"
 echo "devcluster: down (state kept in $STATE)"

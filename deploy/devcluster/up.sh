@@ -23,7 +23,7 @@ die() { printf 'devcluster: error: %s\n' "$*" >&2; exit 1; }
 
 # --- packages -------------------------------------------------------------------
 need=()
-for pair in slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client munged:munge sshd:openssh-server ssh-keygen:openssh-client python3:python3; do
+for pair in slurmctld:slurmctld slurmd:slurmd slurmdbd:slurmdbd sbatch:slurm-client munged:munge sshd:openssh-server ssh-keygen:openssh-client python3:python3; do
     cmd=${pair%%:*}; pkg=${pair#*:}
     command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || need+=("$pkg")
 done
@@ -143,7 +143,10 @@ SlurmdPort=6818
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
+# Real accounting (slurmdbd + MariaDB, below): sacct knows every job, attempts included.
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort=6819
 JobCompType=jobcomp/none
 MpiDefault=none
 SelectType=select/cons_tres
@@ -154,8 +157,7 @@ SchedulerParameters=bf_interval=5
 SlurmdParameters=config_overrides
 ReturnToService=2
 GresTypes=gpu
-# Finished jobs stay visible to squeue/scontrol for an hour so the portal can
-# settle their final state without accounting (no slurmdbd here).
+# Finished jobs stay visible to squeue for an hour (after that, sacct has them).
 MinJobAge=3600
 KillWait=5
 OverTimeLimit=0
@@ -173,6 +175,71 @@ $MARK
 AutoDetect=off
 NodeName=$HOST Name=gpu Type=$GPU_TYPE File=/dev/tty[0-3]
 EOF
+
+# --- accounting: MariaDB and slurmdbd, so sacct answers as on a real cluster ---------------
+# A database and a user of our own with a random password (kept in $STATE, 0600); root's
+# socket login is used only for this set-up.
+mysql_up() { mariadb-admin --protocol=socket ping >/dev/null 2>&1; }
+if ! mysql_up; then
+    command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || {
+        log "installing mariadb-server"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mariadb-server >/dev/null
+    }
+    log "starting MariaDB"
+    install -d -m 755 -o mysql -g mysql /run/mysqld
+    start-stop-daemon --start --oknodo --background --make-pidfile \
+        --pidfile "$STATE/run/mariadbd.pid" --exec /usr/sbin/mariadbd -- --user=mysql
+    for _ in $(seq 100); do mysql_up && break; sleep 0.2; done
+    mysql_up || die "MariaDB did not start"
+fi
+[ -s "$STATE/slurmdbd.password" ] || (umask 077 && python3 -c 'import secrets; print(secrets.token_hex(16))' > "$STATE/slurmdbd.password")
+DBD_PASSWORD=$(cat "$STATE/slurmdbd.password")
+mariadb --protocol=socket -u root <<EOF
+CREATE DATABASE IF NOT EXISTS portal_slurm_acct;
+CREATE USER IF NOT EXISTS 'portal_slurm'@'localhost' IDENTIFIED BY '$DBD_PASSWORD';
+ALTER USER 'portal_slurm'@'localhost' IDENTIFIED BY '$DBD_PASSWORD';
+GRANT ALL ON portal_slurm_acct.* TO 'portal_slurm'@'localhost';
+EOF
+DBD_CONF=$(mktemp)
+cat > "$DBD_CONF" <<EOF
+$MARK
+AuthType=auth/munge
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort=6819
+SlurmUser=root
+PidFile=$STATE/run/slurmdbd.pid
+LogFile=$STATE/log/slurmdbd.log
+StorageType=accounting_storage/mysql
+StorageHost=localhost
+StorageLoc=portal_slurm_acct
+StorageUser=portal_slurm
+StoragePass=$DBD_PASSWORD
+EOF
+if [ -f /etc/slurm/slurmdbd.conf ] && ! grep -qF "$MARK" /etc/slurm/slurmdbd.conf; then
+    rm -f "$DBD_CONF"; die "/etc/slurm/slurmdbd.conf was not written by the devcluster; refusing to overwrite it"
+fi
+if ! cmp -s "$DBD_CONF" /etc/slurm/slurmdbd.conf; then
+    install -m 600 -o root -g root "$DBD_CONF" /etc/slurm/slurmdbd.conf
+    alive "$STATE/run/slurmdbd.pid" && kill "$(cat "$STATE/run/slurmdbd.pid")" && sleep 1
+fi
+rm -f "$DBD_CONF"
+if ! alive "$STATE/run/slurmdbd.pid"; then
+    log "starting slurmdbd"
+    /usr/sbin/slurmdbd
+fi
+for _ in $(seq 100); do sacctmgr -n -P list cluster format=cluster >/dev/null 2>&1 && break; sleep 0.2; done
+sacctmgr -n -P list cluster format=cluster 2>/dev/null | grep -qx devcluster \
+    || sacctmgr -i add cluster devcluster >/dev/null \
+    || die "slurmdbd does not answer; see $STATE/log/slurmdbd.log"
+# Associations, so accounting records who ran each job (no limits are enforced).
+sacctmgr -n -P list account format=account 2>/dev/null | grep -qx portal \
+    || sacctmgr -i add account portal Description=portal-devcluster Organization=dev >/dev/null
+for user in "$CLUSTER_USER" "$SECOND_USER"; do
+    sacctmgr -n -P list user "$user" format=user 2>/dev/null | grep -qx "$user" \
+        || sacctmgr -i add user "$user" account=portal >/dev/null
+done
 
 # --- slurmctld and slurmd -------------------------------------------------------------------
 if [ "$CONF_CHANGED" = 1 ] && alive "$STATE/run/slurmctld.pid"; then

@@ -272,6 +272,72 @@ def parse_squeue_json(output: str, username: str) -> list[JobStatus]:
     return statuses
 
 
+def parse_sacct_json(output: str, username: str) -> list[JobStatus]:
+    """``sacct --json -X -j IDS`` -> statuses of ``username``'s jobs, every field by key.
+
+    Slurm 22.05's JSON gets plain exit codes wrong (``exit 3`` reads as return code 0;
+    signals are right), so exit codes are taken from ``sacct -P`` by exit_codes() and
+    merged in by the caller; here they are left unknown unless a signal is reported.
+    A job recorded before its user had an association has no user: the name check of
+    match_jobs() is then the guard.
+    """
+    statuses = []
+    for entry in _load(output, "sacct"):
+        try:
+            if not isinstance(entry, dict):
+                continue
+            association = entry.get("association")
+            owner = _text(entry.get("user")) or (
+                _text(association.get("user")) if isinstance(association, dict) else ""
+            )
+            if owner and owner != username:
+                continue
+            job_id = _number(entry.get("job_id"))
+            state_info = entry.get("state")
+            state = _text(state_info.get("current")) if isinstance(state_info, dict) else ""
+            if job_id is None:
+                raise ValueError("no job_id")
+            map_state(state)
+            times = entry.get("time") if isinstance(entry.get("time"), dict) else {}
+            exit_info = entry.get("exit_code")
+            signal = None
+            if isinstance(exit_info, dict) and _text(exit_info.get("status")) == "SIGNALED":
+                sig = exit_info.get("signal")
+                signal = _number(sig.get("signal_id")) if isinstance(sig, dict) else None
+            statuses.append(
+                JobStatus(
+                    scheduler_id=str(job_id),
+                    slurm_state=state,
+                    reason=_none_if_null(_text(state_info.get("reason"))),
+                    node=_none_if_null(_text(entry.get("nodes")).replace("None assigned", "")),
+                    start=_epoch(times.get("start")),
+                    end=_epoch(times.get("end")),
+                    name=_text(entry.get("name")),
+                    exit_code=0 if signal else None,
+                    signal=signal,
+                    user=owner or username,
+                )
+            )
+        except ValueError as exc:
+            log.warning("sacct: skipped a job entry (%s)", exc)
+    return statuses
+
+
+def exit_codes(output: str, username: str, settled: dict[str, JobStatus]) -> dict[str, tuple]:
+    """Exit codes from ``sacct -P`` output for the jobs of ``settled`` (already read from
+    JSON): an id's line counts only if it is the one line for that id and agrees with the
+    JSON on name and state, so a newline in a job name cannot forge another job's code."""
+    lines: dict[str, list[JobStatus]] = {}
+    for status in parse_sacct(output, username):
+        lines.setdefault(status.scheduler_id, []).append(status)
+    codes = {}
+    for job_id, known in settled.items():
+        found = lines.get(job_id, [])
+        if len(found) == 1 and (found[0].name, found[0].state) == (known.name, known.state):
+            codes[job_id] = (found[0].exit_code, found[0].signal)
+    return codes
+
+
 def parse_sacct(output: str, username: str) -> list[JobStatus]:
     """``sacct -n -P -X --delimiter=FIELD_SEP -o SACCT_FIELDS`` -> statuses of ``username``'s
     jobs. The job name is the last field and takes the rest of the line, separators and

@@ -140,7 +140,7 @@ NO_JOBS = '{"jobs": []}'
 
 
 def test_job_unknown_to_every_source_is_left_alone_for_the_grace_period(fake, job):
-    fake.answers.update(squeue=NO_JOBS, sacct="")
+    fake.answers.update(squeue=NO_JOBS, sacct=NO_JOBS)
     with override_settings(PORTAL_LOST_JOB_GRACE=600):
         assert tasks.sync_jobs(pending(job)) == 0
         assert tasks.sync_jobs(pending(job)) == 0
@@ -148,7 +148,7 @@ def test_job_unknown_to_every_source_is_left_alone_for_the_grace_period(fake, jo
 
 
 def test_job_unknown_to_every_source_after_the_grace_period_fails_with_a_message(fake, job):
-    fake.answers.update(squeue=NO_JOBS, sacct="")
+    fake.answers.update(squeue=NO_JOBS, sacct=NO_JOBS)
     with override_settings(PORTAL_LOST_JOB_GRACE=0):
         assert tasks.sync_jobs(pending(job)) == 0  # first unseen: noted
         assert tasks.sync_jobs(pending(job)) == 1
@@ -157,7 +157,7 @@ def test_job_unknown_to_every_source_after_the_grace_period_fails_with_a_message
 
 
 def test_a_job_seen_again_starts_its_grace_period_over(fake, job):
-    fake.answers.update(squeue=NO_JOBS, sacct="")
+    fake.answers.update(squeue=NO_JOBS, sacct=NO_JOBS)
     tasks.sync_jobs(pending(job))
     assert Job.objects.get(pk=job.pk).scheduler_unseen_since is not None
     seen = {"job_id": 55, "user_name": "alice", "name": job.slurm_name, "job_state": "RUNNING"}
@@ -168,7 +168,7 @@ def test_a_job_seen_again_starts_its_grace_period_over(fake, job):
 
 def test_a_reissued_id_under_another_name_is_not_this_job(fake, job):
     other = {"job_id": 55, "user_name": "alice", "name": "someone-else", "job_state": "COMPLETED"}
-    fake.answers.update(squeue=json.dumps({"jobs": [other]}), sacct="")
+    fake.answers.update(squeue=json.dumps({"jobs": [other]}), sacct=NO_JOBS)
     tasks.sync_jobs(pending(job))
     assert Job.objects.get(pk=job.pk).state == "running"
 

@@ -1,0 +1,113 @@
+"""Real accounting on the dev cluster (slurmdbd + MariaDB): sacct answers, and the portal
+reads final states and exit codes from it when the controller no longer holds a job."""
+
+import subprocess
+import time
+
+import pytest
+
+from jobs import tasks
+from jobs.models import ContainerImage, Job, Partition
+from jobs.slurm import operations, parsers
+
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
+
+
+def submitted(owner, cluster, command: str) -> Job:
+    image, _ = ContainerImage.objects.get_or_create(
+        slug="host", defaults={"name": "Host", "runtime": "none"}
+    )
+    job = Job.objects.create(
+        owner=owner,
+        cluster=cluster,
+        image=image,
+        partition=Partition.objects.get(cluster=cluster, name="cpu"),
+        kind=Job.Kind.BATCH,
+        command=command,
+        cpus=1,
+        memory_gb=1,
+        time_limit_minutes=5,
+    )
+    tasks.submit_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert job.scheduler_job_id, job.message
+    return job
+
+
+def from_accounting(job: Job, timeout: float = 30) -> parsers.JobStatus:
+    """Ask accounting only (as the sync does once the controller has let the job go)."""
+    account = job.cluster_account
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = operations.on_account(
+            account,
+            lambda conn: operations.accounting(
+                conn, account.username, {job.scheduler_job_id: job.slurm_name}
+            ),
+        )
+        status = found.get(job.scheduler_job_id)
+        if status is not None and status.is_final:
+            return status
+        time.sleep(0.5)
+    raise AssertionError(f"accounting has no final word on job {job.pk}")
+
+
+def test_sacct_gives_the_final_state_and_exit_code(devcluster, owner):
+    failed = submitted(owner, devcluster, "echo bye; exit 3")
+    killed = submitted(owner, devcluster, "kill -9 $$")
+    status = from_accounting(failed)
+    assert (status.state, status.exit_code, status.signal) == ("failed", 3, 0)
+    assert status.node == "vm" and status.start is not None
+    status = from_accounting(killed)
+    # Accounting says what the controller says (it still holds the job: MinJobAge).
+    out = subprocess.run(["squeue", "--json"], capture_output=True, text=True).stdout
+    live = {j.scheduler_id: j for j in parsers.parse_squeue_json(out, "hpcuser")}
+    controller = live[killed.scheduler_job_id]
+    # (sacct prints exit codes of 128 and more less 128: the wrapper's 137 is its 9.)
+    assert controller.exit_code == 137 and status.exit_code == 137 - 128
+    assert status.state == controller.state == "failed"
+    # Under another name the same id is not this job (ids are reissued after a crash).
+    account = failed.cluster_account
+    other = operations.on_account(
+        account,
+        lambda conn: operations.accounting(
+            conn, account.username, {failed.scheduler_job_id: "portal-0-someone"}
+        ),
+    )
+    assert other == {}
+
+
+def test_sacct_lists_every_attempt_of_a_requeued_job(devcluster, owner):
+    job = submitted(owner, devcluster, "sleep 60")
+    sid = job.scheduler_job_id
+    for _ in range(60):
+        state = subprocess.run(
+            ["squeue", "-h", "-j", sid, "-o", "%T"], capture_output=True, text=True
+        ).stdout.strip()
+        if state == "RUNNING":
+            break
+        time.sleep(0.5)
+    subprocess.run(["scontrol", "requeue", sid], check=True)
+    time.sleep(2)
+    subprocess.run(["scancel", sid], check=True)
+    time.sleep(2)
+    text = subprocess.run(
+        [
+            "sacct",
+            "-n",
+            "-P",
+            "-X",
+            "-D",
+            f"--delimiter={parsers.FIELD_SEP}",
+            "-j",
+            sid,
+            "-o",
+            ",".join(parsers.SACCT_FIELDS),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    attempts = [s for s in parsers.parse_sacct(text, "hpcuser") if s.scheduler_id == sid]
+    assert [a.slurm_state.split()[0] for a in attempts] == ["REQUEUED", "CANCELLED"]
+    assert all(a.name == job.slurm_name for a in attempts)
