@@ -255,18 +255,12 @@ def cancel_job(self, job_id: int) -> None:
             # or it reaches pending and we scancel it on the next try.
             raise self.retry(countdown=_backoff(self.request.retries))
         return
-    account = job.cluster_account
-    try:
-        operations.on_account(
-            account, lambda conn: operations.cancel(conn, job.scheduler_job_id, job.slurm_name)
-        )
-    except ssh.SlurmError as exc:
-        if exc.transient and self.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
-            raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from None
-        job.update_details(message=f"Cancelling failed: {exc}")
-        return
-    # Record the outcome now instead of waiting for the next periodic sync.
-    sync_jobs(Job.objects.filter(pk=job.pk))
+    _act_on_job(
+        self,
+        job,
+        "Cancelling",
+        lambda conn: operations.cancel(conn, job.scheduler_job_id, job.slurm_name),
+    )
 
 
 @shared_task(bind=True, acks_late=True, max_retries=None, **_limits())
@@ -275,18 +269,25 @@ def release_job(self, job_id: int) -> None:
     job = Job.objects.select_related("cluster_account__cluster").filter(pk=job_id).first()
     if job is None or not job.is_held or job.cluster_account is None:
         return
-    account = job.cluster_account
+    username = job.cluster_account.username
+    _act_on_job(
+        self,
+        job,
+        "Releasing",
+        lambda conn: operations.release(conn, username, job.scheduler_job_id, job.slurm_name),
+    )
+
+
+def _act_on_job(task, job: Job, doing: str, operation) -> None:
+    """Run a scheduler ``operation`` on the job's account: transient errors retry the task,
+    others are recorded on the job; then the outcome is synced at once rather than at
+    the next periodic sync."""
     try:
-        operations.on_account(
-            account,
-            lambda conn: operations.release(
-                conn, account.username, job.scheduler_job_id, job.slurm_name
-            ),
-        )
+        operations.on_account(job.cluster_account, operation)
     except ssh.SlurmError as exc:
-        if exc.transient and self.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
-            raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from None
-        job.update_details(message=f"Releasing failed: {exc}")
+        if exc.transient and task.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
+            raise task.retry(exc=exc, countdown=_backoff(task.request.retries)) from None
+        job.update_details(message=f"{doing} failed: {exc}")
         return
     sync_jobs(Job.objects.filter(pk=job.pk))
 

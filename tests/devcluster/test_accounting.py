@@ -6,32 +6,11 @@ import time
 
 import pytest
 
-from jobs import tasks
-from jobs.models import ContainerImage, Job, Partition
+from jobs.models import Job
 from jobs.slurm import operations, parsers
+from tests import factories
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
-
-
-def submitted(owner, cluster, command: str) -> Job:
-    image, _ = ContainerImage.objects.get_or_create(
-        slug="host", defaults={"name": "Host", "runtime": "none"}
-    )
-    job = Job.objects.create(
-        owner=owner,
-        cluster=cluster,
-        image=image,
-        partition=Partition.objects.get(cluster=cluster, name="cpu"),
-        kind=Job.Kind.BATCH,
-        command=command,
-        cpus=1,
-        memory_gb=1,
-        time_limit_minutes=5,
-    )
-    tasks.submit_job.apply(args=[job.pk])
-    job.refresh_from_db()
-    assert job.scheduler_job_id, job.message
-    return job
 
 
 def from_accounting(job: Job, timeout: float = 30) -> parsers.JobStatus:
@@ -53,8 +32,8 @@ def from_accounting(job: Job, timeout: float = 30) -> parsers.JobStatus:
 
 
 def test_sacct_gives_the_final_state_and_exit_code(devcluster, owner):
-    failed = submitted(owner, devcluster, "echo bye; exit 3")
-    killed = submitted(owner, devcluster, "kill -9 $$")
+    failed = factories.submitted_job(owner, devcluster, "echo bye; exit 3")
+    killed = factories.submitted_job(owner, devcluster, "kill -9 $$")
     status = from_accounting(failed)
     assert (status.state, status.exit_code, status.signal) == ("failed", 3, 0)
     assert status.node == "vm" and status.start is not None
@@ -78,7 +57,7 @@ def test_sacct_gives_the_final_state_and_exit_code(devcluster, owner):
 
 
 def test_sacct_lists_every_attempt_of_a_requeued_job(devcluster, owner):
-    job = submitted(owner, devcluster, "sleep 60")
+    job = factories.submitted_job(owner, devcluster, "sleep 60")
     sid = job.scheduler_job_id
     for _ in range(60):
         state = subprocess.run(

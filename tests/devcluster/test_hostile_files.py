@@ -12,28 +12,15 @@ import pytest
 
 from jobs import tasks
 from jobs.metrics.models import MetricPoint
-from jobs.models import ContainerImage, Job, Partition
+from jobs.models import Job
 from jobs.slurm import operations, ssh
+from tests import factories
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 
 
 def run_job(owner, cluster, command: str) -> Job:
-    image, _ = ContainerImage.objects.get_or_create(
-        slug="host", defaults={"name": "Host", "runtime": "none"}
-    )
-    job = Job.objects.create(
-        owner=owner,
-        cluster=cluster,
-        image=image,
-        partition=Partition.objects.get(cluster=cluster, name="cpu"),
-        kind=Job.Kind.BATCH,
-        command=command,
-        cpus=1,
-        memory_gb=1,
-        time_limit_minutes=5,
-    )
-    tasks.submit_job.apply(args=[job.pk])
+    job = factories.submitted_job(owner, cluster, command)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         tasks.sync_jobs(Job.objects.filter(pk=job.pk))

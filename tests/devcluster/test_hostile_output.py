@@ -10,7 +10,8 @@ import subprocess
 import pytest
 
 from jobs import tasks
-from jobs.models import ContainerImage, Job, Partition
+from jobs.models import Job
+from tests import factories
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 
@@ -39,22 +40,7 @@ def hostile_jobs():
 
 
 def portal_job(owner, cluster, command: str) -> Job:
-    image, _ = ContainerImage.objects.get_or_create(
-        slug="host", defaults={"name": "Host", "runtime": "none"}
-    )
-    job = Job.objects.create(
-        owner=owner,
-        cluster=cluster,
-        image=image,
-        partition=Partition.objects.get(cluster=cluster, name="cpu"),
-        kind=Job.Kind.BATCH,
-        command=command,
-        cpus=1,
-        memory_gb=1,
-        time_limit_minutes=5,
-    )
-    tasks.submit_job.apply(args=[job.pk])
-    job.refresh_from_db()
+    job = factories.submitted_job(owner, cluster, command)
     assert job.state == Job.State.PENDING, job.message
     return job
 

@@ -7,8 +7,9 @@ import time
 import pytest
 
 from jobs import tasks
-from jobs.models import ContainerImage, Job, Partition
+from jobs.models import Job
 from proxy.models import Session
+from tests import factories
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 
@@ -28,19 +29,7 @@ def sync_until(job: Job, done, timeout: float = 120, seen=None):
 
 
 def test_a_requeued_notebook_registers_anew_and_the_old_port_is_never_routed(devcluster, owner):
-    image = ContainerImage.objects.create(
-        name="Python (host)", slug="py-host", runtime="none", offers_notebook=True
-    )
-    job = Job.objects.create(
-        owner=owner,
-        cluster=devcluster,
-        image=image,
-        partition=Partition.objects.get(cluster=devcluster, name="cpu"),
-        kind=Job.Kind.NOTEBOOK,
-        cpus=1,
-        memory_gb=1,
-        time_limit_minutes=10,
-    )
+    job = factories.job(owner, devcluster, "", kind=Job.Kind.NOTEBOOK, time_limit_minutes=10)
     tasks.submit_job.apply(args=[job.pk])
     first = sync_until(job, lambda j, s: s.state == "ready")
     old = (first.host, first.port, first.upstream_token())
@@ -71,3 +60,53 @@ def test_a_requeued_notebook_registers_anew_and_the_old_port_is_never_routed(dev
     # Once Slurm reported the requeue, the session never pointed at the old port again.
     assert not [s for s in seen if s[0] == 1 and s[2] == old[1] and s[3]]
     assert "Requeued by the scheduler: attempt 2." in [e.message for e in job.events.all()]
+
+
+def test_registration_of_a_job_slurm_reports_pending_is_refused(devcluster, owner, client):
+    """The job's own registration call while Slurm has it pending (held here): the
+    endpoint asks Slurm, hears 'pending', and refuses; the session stays unrouted.
+    Before: accepted while pending, with the caller's address as the host."""
+    import json
+
+    job = factories.job(owner, devcluster, "", kind=Job.Kind.NOTEBOOK)
+    held = subprocess.run(
+        [
+            "runuser",
+            "-u",
+            "hpcuser",
+            "--",
+            "sbatch",
+            "--parsable",
+            "--hold",
+            "-p",
+            "cpu",
+            "-J",
+            job.slurm_name,
+            "--wrap",
+            "sleep 60",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    try:
+        account = devcluster.accounts.get(user=owner)
+        Job.objects.filter(pk=job.pk).update(
+            state="pending", scheduler_job_id=held, cluster_account=account
+        )
+        session = Session.for_job(job)
+        secret = session.issue_register_secret()
+        response = client.post(
+            f"/sessions/register/{session.public_id}/",
+            json.dumps({"port": 8888, "token": "t" * 32}),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {secret}",
+            REMOTE_ADDR="10.9.8.7",
+        )
+        assert response.status_code == 409 and response["Retry-After"]
+        session.refresh_from_db()
+        assert (session.state, session.host, session.port) == ("starting", "", None)
+        job.refresh_from_db()
+        assert job.state == "pending" and job.pending_reason == "held by you"  # asked Slurm
+    finally:
+        subprocess.run(["scancel", held], capture_output=True)
