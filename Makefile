@@ -9,13 +9,14 @@ SESSION_PORT ?= 8443
 
 # Chromium for the end-to-end tests: Debian's package (Playwright's own download
 # is not possible on machines without internet access).
-.PHONY: help venv services browser devcluster devcluster-down demo-setup demo test bench lint format clean
+.PHONY: help venv services services-down browser devcluster devcluster-down demo-setup demo test bench lint format clean
 
 help:
 	@echo "make demo            set everything up and run the portal at http://localhost:$(PORT)/"
 	@echo "make test            set everything up and run the whole test suite"
 	@echo "make devcluster      start the local Slurm + sshd dev cluster (root)"
 	@echo "make devcluster-down stop it"
+	@echo "make services-down   stop the portal's own Redis (make clean does too)"
 	@echo "make bench           benchmarks in bench/ (dev cluster)"
 	@echo "make lint            ruff"
 
@@ -24,6 +25,10 @@ venv:
 
 services:
 	@bash deploy/services.sh
+
+# The portal's own Redis (deploy/redis.sh) keeps running after `make demo`/`make test`.
+services-down:
+	@bash deploy/redis.sh stop
 
 browser:
 ifeq ($(IS_ROOT),yes)
@@ -80,5 +85,5 @@ format: venv
 	@.venv/bin/ruff format .
 	@.venv/bin/ruff check --fix .
 
-clean:
+clean: services-down
 	rm -rf .venv var

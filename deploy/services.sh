@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Make sure Redis (required) and PostgreSQL (optional, used by the tests when
-# present) run on 127.0.0.1. Starts what is stopped; as root, installs what is
-# missing from Debian's packages. Writes var/services.env for the test runner.
+# Make sure the portal's own Redis (required; deploy/redis.sh) and PostgreSQL
+# (optional, used by the tests when present) run on 127.0.0.1. Starts what is
+# stopped; as root, installs what is missing from Debian's packages. Writes
+# var/services.env for the test runner.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p var && chmod 700 var
@@ -17,43 +18,7 @@ apt_install() {
 }
 
 # --- Redis (broker, channel layer, cache): the portal's own, with a password --------
-# Not the machine's shared Redis: jobs of the dev cluster run on this machine, and
-# whoever can write to the portal's Redis can queue tasks and forge cache entries.
-# The password lives in var/ (0700), in the config file (0600), never on a command line.
-if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
-    apt_install redis-server || { log "redis-server is missing and cannot be installed without root"; exit 1; }
-fi
-mkdir -p var/redis && chmod 700 var/redis
-[ -s var/redis.password ] || (umask 077 && python3 -c 'import secrets; print(secrets.token_hex(24))' > var/redis.password)
-REDIS_PASSWORD=$(cat var/redis.password)
-redis_up() { REDISCLI_AUTH=$REDIS_PASSWORD redis-cli -p "$1" ping 2>/dev/null | grep -q PONG; }
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-# Ours if it answers our password; another checkout's Redis may hold the first port.
-BASE_PORT=${PORTAL_REDIS_PORT:-6390}
-REDIS_PORT=
-for port in $(seq "$BASE_PORT" $((BASE_PORT + 20))); do
-    if redis_up "$port"; then REDIS_PORT=$port; break; fi
-done
-if [ -z "$REDIS_PORT" ]; then
-    if [ -s var/redis/redis.pid ] && kill -0 "$(cat var/redis/redis.pid)" 2>/dev/null; then
-        kill "$(cat var/redis/redis.pid)"; sleep 0.5  # ours, with an old password
-    fi
-    for port in $(seq "$BASE_PORT" $((BASE_PORT + 20))); do
-        if port_free "$port"; then REDIS_PORT=$port; break; fi
-    done
-    [ -n "$REDIS_PORT" ] || { log "no free port for Redis in $BASE_PORT-$((BASE_PORT + 20))"; exit 1; }
-    (
-        umask 077
-        printf '%s\n' "bind 127.0.0.1" "port $REDIS_PORT" "requirepass $REDIS_PASSWORD" 'save ""' \
-            "appendonly no" "dir $PWD/var/redis" "pidfile $PWD/var/redis/redis.pid" \
-            "logfile $PWD/var/redis/redis.log" "daemonize yes" > var/redis/redis.conf
-    )
-    log "starting the portal's redis-server on 127.0.0.1:$REDIS_PORT (password in var/redis.password)"
-    redis-server var/redis/redis.conf
-    for _ in $(seq 50); do redis_up "$REDIS_PORT" && break; sleep 0.1; done
-    redis_up "$REDIS_PORT" || { log "redis-server did not come up; see var/redis/redis.log"; exit 1; }
-fi
-(umask 077 && echo "redis://:$REDIS_PASSWORD@127.0.0.1:$REDIS_PORT/0" > var/redis.url)
+bash deploy/redis.sh
 
 # --- PostgreSQL (optional) ---------------------------------------------------------
 pg_up() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
@@ -91,4 +56,3 @@ SQL
 else
     log "PostgreSQL not available; tests use SQLite"
 fi
-log "Redis up at 127.0.0.1:$REDIS_PORT (password-protected; URL in var/redis.url)"

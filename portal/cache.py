@@ -28,5 +28,5 @@ class JSONSerializer:
             pass
         try:
             return json.loads(data)
-        except ValueError:  # not ours (a pickle, garbage): a miss, never code
+        except (ValueError, RecursionError):  # not ours (a pickle, garbage): a miss, never code
             return None

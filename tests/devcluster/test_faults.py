@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -35,17 +36,27 @@ STATE = Path(os.environ.get("PORTAL_DEVCLUSTER_DIR", "/var/lib/portal-devcluster
 
 
 class Redis:
-    """A Redis of the test's own that can be killed and come back empty."""
+    """A Redis of the test's own that can be killed and come back empty. With a password,
+    like the portal's: the dev cluster's jobs run on this machine (its config is read from
+    stdin, so the password is on no command line)."""
 
     def __init__(self, tmp: Path):
         self.port, self.tmp, self.proc = free_port(), tmp, None
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.password = secrets.token_hex(16)
+        self.url = f"redis://:{self.password}@127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
-        argv = [shutil.which("redis-server") or "/usr/bin/redis-server", "--port", str(self.port)]
-        argv += ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(self.tmp)]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.5)
+        config = [f"port {self.port}", "bind 127.0.0.1", f"requirepass {self.password}"]
+        config += ['save ""', "appendonly no", f'dir "{self.tmp}"']
+        self.proc = subprocess.Popen(
+            [shutil.which("redis-server") or "/usr/bin/redis-server", "-"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.proc.stdin.write("\n".join(config).encode() + b"\n")
+        self.proc.stdin.close()
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5)
         for _ in range(100):
             try:
                 client.ping()

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 
 import pytest
@@ -149,6 +150,19 @@ def test_demo_mode_makes_a_private_random_secret_key_once_per_install(tmp_path):
     assert other.stdout.strip() != key  # another install, another key
 
 
+def test_demo_mode_makes_an_existing_data_dir_private(tmp_path):
+    """An install from before (var/ made 755, SQLite file 644 inside) is closed on start-up."""
+    data = tmp_path / "var"
+    data.mkdir(mode=0o755)
+    data.chmod(0o755)
+    (data / "portal.sqlite3").write_bytes(b"")
+    result = run_python(
+        "import django; django.setup()", {"PORTAL_DEMO": "1", "PORTAL_DATA_DIR": str(data)}
+    )
+    assert result.returncode == 0, result.stderr
+    assert data.stat().st_mode & 0o777 == 0o700
+
+
 def test_processes_starting_together_agree_on_the_secret_key(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
@@ -180,10 +194,15 @@ def test_the_cache_never_unpickles_what_it_reads():
     redis.Redis.from_url(settings.REDIS_URL).set(key, pickle.dumps(Boom()), ex=60)
     assert cache.get("pickle-probe") is None
     assert not Path("/tmp/portal-pickle-ran").exists()
+    # Nor can a foreign value make reading fail (JSON nested too deep for the parser).
+    key = cache.make_and_validate_key("deep-probe")
+    redis.Redis.from_url(settings.REDIS_URL).set(key, b"[" * 100_000, ex=60)
+    assert cache.get("deep-probe") is None
     cache.set("json-probe", {"a": [1, 2.5]}, 60)
     assert cache.get("json-probe") == {"a": [1, 2.5]}
-    cache.add("json-probe-n", 1, 60)
-    assert cache.incr("json-probe-n") == 2  # counters stay raw integers
+    counter = f"json-probe-n-{uuid.uuid4().hex}"  # not one a run a minute ago left behind
+    assert cache.add(counter, 1, 60)
+    assert cache.incr(counter) == 2  # counters stay raw integers
 
 
 def test_the_portals_redis_refuses_commands_without_its_password():

@@ -21,7 +21,7 @@ class Command(BaseCommand):
             password = password_file.read_text().strip()
         else:
             password = secrets.token_urlsafe(12)
-            password_file.parent.mkdir(parents=True, exist_ok=True)
+            password_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             password_file.touch(mode=0o600)
             password_file.write_text(password + "\n")
         User = get_user_model()

@@ -47,7 +47,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         tls = Path(settings.TLS_DIR)
-        tls.mkdir(parents=True, exist_ok=True)
+        tls.mkdir(mode=0o700, parents=True, exist_ok=True)  # holds the proxy's private key
         cert_path, key_path, ca_path = (
             tls / "sessions.pem",
             tls / "sessions-key.pem",

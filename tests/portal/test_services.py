@@ -1,0 +1,105 @@
+"""deploy/redis.sh, the portal's own Redis for `make demo`/`make test`, run for real in a
+copy of the checkout: dev-cluster jobs run on the same machine, so it must refuse anyone
+without its password, keep that password private, and never take over a Redis that has none."""
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.livestack import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.skipif(
+    not (shutil.which("redis-server") and shutil.which("redis-cli")),
+    reason="redis-server is not installed (deploy/services.sh installs it as root)",
+)
+
+
+def mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    (tmp_path / "deploy").mkdir()
+    shutil.copy(ROOT / "deploy" / "redis.sh", tmp_path / "deploy" / "redis.sh")
+    yield tmp_path
+    subprocess.run(["bash", str(tmp_path / "deploy" / "redis.sh"), "stop"], timeout=30)
+
+
+@pytest.fixture
+def stranger(tmp_path):
+    """A Redis without a password (like the machine's shared one) on the first port tried."""
+    port = free_port()
+    proc = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
+        + ["--appendonly", "no", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+    )
+    client = redis.Redis(port=port, socket_connect_timeout=0.5)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    yield port
+    proc.kill()
+    proc.wait(timeout=10)
+
+
+def run_script(checkout: Path, port: int) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        ["bash", str(checkout / "deploy" / "redis.sh")],
+        env={**os.environ, "PORTAL_REDIS_PORT": str(port)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def test_the_portals_redis_is_its_own_private_and_refuses_strangers(checkout, stranger):
+    run_script(checkout, stranger)
+    var = checkout / "var"
+    password = (var / "redis.password").read_text().strip()
+    url = (var / "redis.url").read_text().strip()
+    parsed = redis.connection.parse_url(url)
+    # Not the passwordless Redis on the first port (a password "opens" that one too).
+    assert parsed["port"] != stranger and parsed["password"] == password
+    assert len(password) >= 32
+    assert redis.Redis(port=stranger).config_get("requirepass")["requirepass"] == ""
+
+    # Anyone on the machine (a job) reaches the port, but nothing works without the password.
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis(host="127.0.0.1", port=parsed["port"]).ping()
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis(host="127.0.0.1", port=parsed["port"]).set("portal:x", b"forged")
+    assert redis.Redis.from_url(url).ping()
+
+    # The password is in private files only, never on a command line (`ps` shows those).
+    assert mode(var) == 0o700 and mode(var / "redis") == 0o700
+    for name in ("redis.password", "redis.url", "redis/redis.conf"):
+        assert mode(var / name) == 0o600, name
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            assert password.encode() not in cmdline.read_bytes(), cmdline
+        except OSError:  # the process has gone
+            pass
+
+    # Idempotent: a second run finds its Redis (the password opens it) and starts nothing.
+    pid = (var / "redis" / "redis.pid").read_text().strip()
+    again = run_script(checkout, stranger)
+    assert "starting" not in again.stdout
+    assert (var / "redis.url").read_text().strip() == url
+    assert (var / "redis" / "redis.pid").read_text().strip() == pid
+
+    subprocess.run(["bash", str(checkout / "deploy" / "redis.sh"), "stop"], timeout=30, check=True)
+    assert not Path(f"/proc/{pid}").exists()
