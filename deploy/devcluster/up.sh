@@ -64,6 +64,14 @@ make_user "$SECOND_USER"
 
 # --- sshd on 127.0.0.1:$SSH_PORT ------------------------------------------------------
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+stop_recorded() {  # stop_recorded PIDFILE...: TERM what they name, wait until it has exited
+    local f pids=()
+    for f in "$@"; do alive "$f" && pids+=("$(cat "$f")"); done
+    [ ${#pids[@]} -gt 0 ] || return 0
+    kill "${pids[@]}" 2>/dev/null || true
+    for _ in $(seq 150); do kill -0 "${pids[@]}" 2>/dev/null || return 0; sleep 0.1; done
+    kill -9 "${pids[@]}" 2>/dev/null || true
+}
 
 [ -f "$STATE/ssh_host_ed25519_key" ] || ssh-keygen -q -t ed25519 -N '' -f "$STATE/ssh_host_ed25519_key"
 cat > "$STATE/sshd_config" <<EOF
@@ -186,8 +194,11 @@ if ! mysql_up; then
         apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mariadb-server >/dev/null
     }
+fi
+if ! mysql_up; then  # (the package's own scripts may have started it just now)
     log "starting MariaDB"
     install -d -m 755 -o mysql -g mysql /run/mysqld
+    # mariadbd does not fork: the pid written here is the server's, for down.sh.
     start-stop-daemon --start --oknodo --background --make-pidfile \
         --pidfile "$STATE/run/mariadbd.pid" --exec /usr/sbin/mariadbd -- --user=mysql
     for _ in $(seq 100); do mysql_up && break; sleep 0.2; done
@@ -195,7 +206,9 @@ if ! mysql_up; then
 fi
 [ -s "$STATE/slurmdbd.password" ] || (umask 077 && python3 -c 'import secrets; print(secrets.token_hex(16))' > "$STATE/slurmdbd.password")
 DBD_PASSWORD=$(cat "$STATE/slurmdbd.password")
-mariadb --protocol=socket -u root <<EOF
+# root only while our user cannot log in yet (first run, or a new password).
+MYSQL_PWD=$DBD_PASSWORD mariadb --protocol=socket -u portal_slurm -e 'SELECT 1' portal_slurm_acct >/dev/null 2>&1 \
+    || mariadb --protocol=socket -u root <<EOF
 CREATE DATABASE IF NOT EXISTS portal_slurm_acct;
 CREATE USER IF NOT EXISTS 'portal_slurm'@'localhost' IDENTIFIED BY '$DBD_PASSWORD';
 ALTER USER 'portal_slurm'@'localhost' IDENTIFIED BY '$DBD_PASSWORD';
@@ -222,7 +235,7 @@ if [ -f /etc/slurm/slurmdbd.conf ] && ! grep -qF "$MARK" /etc/slurm/slurmdbd.con
 fi
 if ! cmp -s "$DBD_CONF" /etc/slurm/slurmdbd.conf; then
     install -m 600 -o root -g root "$DBD_CONF" /etc/slurm/slurmdbd.conf
-    alive "$STATE/run/slurmdbd.pid" && kill "$(cat "$STATE/run/slurmdbd.pid")" && sleep 1
+    stop_recorded "$STATE/run/slurmdbd.pid"
 fi
 rm -f "$DBD_CONF"
 if ! alive "$STATE/run/slurmdbd.pid"; then
@@ -242,10 +255,10 @@ for user in "$CLUSTER_USER" "$SECOND_USER"; do
 done
 
 # --- slurmctld and slurmd -------------------------------------------------------------------
-if [ "$CONF_CHANGED" = 1 ] && alive "$STATE/run/slurmctld.pid"; then
+# (slurmdbd reads only slurmdbd.conf, handled above; slurmctld re-registers with it.)
+if [ "$CONF_CHANGED" = 1 ] && { alive "$STATE/run/slurmctld.pid" || alive "$STATE/run/slurmd.pid"; }; then
     log "configuration changed; restarting slurm daemons"
-    kill "$(cat "$STATE/run/slurmd.pid" 2>/dev/null)" "$(cat "$STATE/run/slurmctld.pid")" 2>/dev/null || true
-    sleep 2
+    stop_recorded "$STATE/run/slurmd.pid" "$STATE/run/slurmctld.pid"
 fi
 if ! alive "$STATE/run/slurmctld.pid"; then
     log "starting slurmctld"
