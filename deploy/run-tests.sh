@@ -15,6 +15,8 @@ fi
 export PORTAL_DEMO=1
 # Cache keys (job locks, API throttling) apart from a `make demo` on the same Redis.
 export PORTAL_CACHE_PREFIX=portal-test-$$
+# A test database of its own, so runs started together do not drop each other's.
+export PORTAL_TEST_DB_SUFFIX=$$
 .venv/bin/python -m pytest "$@"
 status=$?
 if [ "$status" = 5 ]; then

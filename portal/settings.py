@@ -106,6 +106,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": env_float("SQLITE_BUSY_TIMEOUT", 20.0, minimum=0),
     }
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test.sqlite3")}
+# Test runs started together (two checkouts, or two `make test`s) each get their own
+# test database; deploy/run-tests.sh sets the suffix.
+if _suffix := env_str("PORTAL_TEST_DB_SUFFIX", ""):
+    _db = DATABASES["default"]
+    _base = _db.get("TEST", {}).get("NAME") or f"test_{_db['NAME']}"
+    _db["TEST"] = {"NAME": f"{_base}_{_suffix}"}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -216,3 +216,24 @@ def test_the_portals_redis_refuses_commands_without_its_password():
     with pytest.raises(redis.AuthenticationError):
         redis.Redis(host=url["host"], port=url["port"]).ping()
     assert redis.Redis.from_url(settings.REDIS_URL).ping()
+
+
+def test_test_runs_started_together_get_their_own_test_database(tmp_path):
+    code = "from django.conf import settings; print(settings.DATABASES['default']['TEST']['NAME'])"
+    names = set()
+    for suffix in ("101", "202"):
+        env = {
+            "PORTAL_DEMO": "1",
+            "PORTAL_DATA_DIR": str(tmp_path),
+            "PORTAL_TEST_DB_SUFFIX": suffix,
+        }
+        for url in ("postgres://u@127.0.0.1:5432/portal", ""):
+            result = run_python(code, {**env, "DATABASE_URL": url} if url else env)
+            assert result.returncode == 0, result.stderr
+            names.add(result.stdout.strip())
+    assert names == {
+        "test_portal_101",
+        "test_portal_202",
+        f"{tmp_path}/test.sqlite3_101",
+        f"{tmp_path}/test.sqlite3_202",
+    }
