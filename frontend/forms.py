@@ -67,6 +67,9 @@ class LaunchForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
+        if not cleaned.get("gpus"):
+            # A GPU type means nothing without GPUs (the page's list keeps one selected).
+            cleaned["gpu_type"] = ""
         cluster = cleaned.get("cluster")
         if cluster is not None and ClusterAccount.for_user(cluster, self.user) is None:
             self.add_error(
@@ -104,15 +107,8 @@ def launch_initial(user, source: Job | None = None) -> dict:
     if image and not image.offers_notebook:
         initial["kind"] = "batch"
     if cluster and partition:
-        gpu = bool(partition.max_gpus_per_job and image and image.supports_gpu)
         initial.update(
-            cluster=cluster.name,
-            partition=partition.pk,
-            gpus=1 if gpu else 0,
-            gpu_type=partition.gpu_type_list[0] if gpu else "",
-            cpus=min(4, partition.max_cpus_per_job),
-            memory_gb=min(16, partition.max_memory_gb),
-            time_limit_minutes=partition.default_time_minutes,
+            cluster=cluster.name, partition=partition.pk, **partition.job_defaults(image)
         )
     return initial
 
@@ -135,6 +131,9 @@ def partition_limits() -> dict:
                 "max_memory_gb": p.max_memory_gb,
                 "max_minutes": p.max_time_minutes,
                 "default_minutes": p.default_time_minutes,
+                "default_gpus": p.default_gpus,
+                "default_cpus": p.default_cpus,
+                "default_memory_gb": p.default_memory_gb,
             }
         )
     return clusters

@@ -160,6 +160,13 @@ class Partition(models.Model):
     default_time_minutes = models.PositiveIntegerField(
         default=60, validators=[MinValueValidator(1)]
     )
+    # What a job asks for when the user does not say (form, API and CLI alike): modest, so
+    # that several default jobs share a node instead of queueing behind each other.
+    default_gpus = models.PositiveSmallIntegerField(
+        default=1, help_text="GPUs for an image that supports them (capped by max GPUs)."
+    )
+    default_cpus = models.PositiveIntegerField(default=2, validators=[MinValueValidator(1)])
+    default_memory_gb = models.PositiveIntegerField(default=4, validators=[MinValueValidator(1)])
     gpu_type_as_constraint = models.BooleanField(
         default=False,
         help_text="Request the GPU type as a node feature (--gres=gpu:N --constraint=TYPE) "
@@ -183,6 +190,20 @@ class Partition(models.Model):
     def gpu_type_list(self) -> list[str]:
         return split_list(self.gpu_types)
 
+    def job_defaults(self, image: ContainerImage | None = None) -> dict:
+        """What a job on this partition asks for unless the user says otherwise. GPUs only
+        for an image that supports them (and a GPU type only with GPUs)."""
+        gpus = 0
+        if self.max_gpus_per_job and (image is None or image.supports_gpu):
+            gpus = min(self.default_gpus, self.max_gpus_per_job)
+        return {
+            "gpus": gpus,
+            "gpu_type": self.gpu_type_list[0] if gpus and self.gpu_type_list else "",
+            "cpus": min(self.default_cpus, self.max_cpus_per_job),
+            "memory_gb": min(self.default_memory_gb, self.max_memory_gb),
+            "time_limit_minutes": min(self.default_time_minutes, self.max_time_minutes),
+        }
+
     def clean(self) -> None:
         errors = {}
         if self.default_time_minutes and self.max_time_minutes:
@@ -190,6 +211,16 @@ class Partition(models.Model):
                 errors["default_time_minutes"] = (
                     f"The default walltime ({self.default_time_minutes} min) is longer than the "
                     f"maximum ({self.max_time_minutes} min)."
+                )
+        for field, limit, unit in (
+            ("default_cpus", "max_cpus_per_job", "CPUs"),
+            ("default_memory_gb", "max_memory_gb", "GB"),
+            ("default_gpus", "max_gpus_per_job", "GPUs"),
+        ):
+            default, maximum = getattr(self, field), getattr(self, limit)
+            if default and maximum and default > maximum:
+                errors[field] = (
+                    f"The default ({default} {unit}) is more than the maximum ({maximum})."
                 )
         if self.max_gpus_per_job and not self.gpu_type_list:
             errors["gpu_types"] = "List the GPU types this partition offers, or set max GPUs to 0."

@@ -164,17 +164,17 @@ class JobCreateSerializer(serializers.Serializer):
         "time_limit": "time_limit_minutes",
         "workdir": "workdir_kind",
     }
+    FORM_TO_API = {v: k for k, v in FORM_FIELDS.items()}
 
     def validate(self, attrs):
         from frontend.forms import LaunchForm, launch_initial
 
         user = self.context["request"].user
         data = {k: v for k, v in launch_initial(user).items() if v is not None}
-        if "container" in attrs and "gpus" not in attrs:
-            data["gpus"] = 0  # the defaults' GPU may not suit the chosen image
-            data["gpu_type"] = ""
+        partition = Partition.objects.filter(pk=data.get("partition")).first()
         for key, value in attrs.items():
             data[self.FORM_FIELDS.get(key, key)] = value
+        image = ContainerImage.objects.offered().filter(slug=data.get("image")).first()
         if "partition" in attrs or "cluster" in attrs:
             cluster = Cluster.objects.filter(name=data.get("cluster"), enabled=True).first()
             if "partition" in attrs:
@@ -191,19 +191,28 @@ class JobCreateSerializer(serializers.Serializer):
             else:
                 partition = cluster.default_partition() if cluster else None
             data["partition"] = partition.pk if partition else None
-            if partition and "time_limit" not in attrs:
-                data["time_limit_minutes"] = partition.default_time_minutes
+        if partition is not None:
+            # Resources the request leaves out: the partition's defaults for this image,
+            # exactly as the launch page fills them in.
+            defaults = partition.job_defaults(image)
+            if attrs.get("gpu_type") and "gpus" not in attrs:
+                defaults["gpus"] = defaults["gpus"] or 1  # a GPU type asks for a GPU
+            if "gpus" in attrs and "gpu_type" not in attrs:
+                defaults["gpu_type"] = (partition.gpu_type_list or [""])[0] if attrs["gpus"] else ""
+            for key, value in defaults.items():
+                if self.FORM_TO_API.get(key, key) not in attrs:
+                    data[key] = value
         if data.get("kind") == Job.Kind.BATCH and "command" not in attrs:
             # As on the launch page, which starts from the image's own command.
-            image = ContainerImage.objects.offered().filter(slug=data.get("image")).first()
             if image is not None and image.default_command:
                 data["command"] = image.default_command
         form = LaunchForm(data=data, user=user)
         if not form.is_valid():
-            back = {v: k for k, v in self.FORM_FIELDS.items()}
             errors = {}
             for field, messages in form.errors.items():
-                key = "non_field_errors" if field == "__all__" else back.get(field, field)
+                key = (
+                    "non_field_errors" if field == "__all__" else self.FORM_TO_API.get(field, field)
+                )
                 errors[key] = list(messages)
             raise serializers.ValidationError(errors)
         attrs["form"] = form

@@ -268,11 +268,15 @@ const Portal = (() => {
       input.min = min;
       input.max = max;
       const hint = form.querySelector(`[data-limit-for="${key}"]`);
-      if (hint) hint.textContent = `${min}–${max}${unit}`;
+      if (hint) hint.textContent = max === min ? `${max}${unit}` : `${min}–${max}${unit}`;
       if (Number(input.value) > max) input.value = max;
       if (input.value === "" || Number(input.value) < min) input.value = min;
     }
-    function onCluster() {
+    // Fields the user set by hand keep their value; the others follow the image and
+    // partition (the partition's defaults, as the API and CLI use them).
+    const touched = new Set();
+    [gpus, gpuType, cpus, memory, minutes].forEach((input) => input.addEventListener("input", () => touched.add(input)));
+    function onCluster(reset = true) {
       const c = limits[cluster.value];
       const ids = c ? c.partitions.map((p) => String(p.id)) : [];
       const keep = partition.value;
@@ -284,25 +288,30 @@ const Portal = (() => {
         r.disabled = !(c && c.scratch);
         if (r.disabled && r.checked) form.querySelector("input[name=workdir_kind][value=home]").checked = true;
       });
-      onPartition(false);
+      onPartition(reset);
     }
-    function onPartition(keepTime = true) {
+    function onPartition(reset = true) {
       const p = currentPartition();
       if (!p) return;
       const gpuCapable = gpuImages.includes(selectedImage());
       const maxGpus = gpuCapable ? p.max_gpus : 0;
-      setLimit(gpus, "gpus", maxGpus, 0, maxGpus ? "" : " (no GPUs here)");
+      const why = maxGpus ? "" : p.max_gpus ? " (this image runs on CPUs only)" : " (no GPUs on this partition)";
+      const fill = (input, value) => { if (reset && !touched.has(input)) input.value = value; };
+      fill(gpus, Math.min(p.default_gpus, maxGpus));
+      fill(cpus, Math.min(p.default_cpus, p.max_cpus));
+      fill(memory, Math.min(p.default_memory_gb, p.max_memory_gb));
+      fill(minutes, Math.min(p.default_minutes, p.max_minutes));
+      setLimit(gpus, "gpus", maxGpus, 0, why);
       gpus.disabled = maxGpus === 0;
       const wanted = gpuType.value || gpuType.dataset.initial;
       gpuType.innerHTML = "";
       gpuType.add(new Option("any", ""));
       p.gpu_types.forEach((t) => gpuType.add(new Option(t, t)));
       gpuType.value = p.gpu_types.includes(wanted) ? wanted : (p.gpu_types[0] || "");
-      gpuType.disabled = maxGpus === 0;
       setLimit(cpus, "cpus", p.max_cpus, 1, "");
       setLimit(memory, "memory", p.max_memory_gb, 1, " GB");
-      if (!keepTime || !minutes.value) minutes.value = p.default_minutes;
       setLimit(minutes, "minutes", p.max_minutes, 1, " min");
+      onGpus();
     }
     function onGpus() {
       if (Number(gpus.value) === 0) gpuType.value = "";
@@ -315,7 +324,7 @@ const Portal = (() => {
       $("id_command").required = batch;
     }
     let lastDefaultCommand = null;
-    function onImage() {
+    function onImage(reset = true) {
       const slug = selectedImage();
       const kinds = imageKinds[slug] || [];
       // The image's suggested command, unless the user typed their own.
@@ -334,7 +343,7 @@ const Portal = (() => {
       });
       form.querySelectorAll(".image-card").forEach((c) => c.classList.toggle("selected", c.querySelector("input").checked));
       onKind();
-      onPartition();
+      onPartition(reset);
     }
     // Search and tag filter on the catalog cards.
     const search = $("image-search");
@@ -357,11 +366,11 @@ const Portal = (() => {
       if (on) activeTags.add(b.dataset.tag); else activeTags.delete(b.dataset.tag);
       filterCards();
     }));
-    cluster.addEventListener("change", onCluster);
-    partition.addEventListener("change", () => onPartition(false));
+    cluster.addEventListener("change", () => onCluster());
+    partition.addEventListener("change", () => onPartition());
     gpus.addEventListener("input", onGpus);
     form.querySelectorAll("input[name=kind]").forEach((r) => r.addEventListener("change", onKind));
-    form.querySelectorAll("input[name=image]").forEach((r) => r.addEventListener("change", onImage));
+    form.querySelectorAll("input[name=image]").forEach((r) => r.addEventListener("change", () => onImage()));
     form.addEventListener("submit", (event) => {
       // The browser checks the limits first; the server checks them again.
       form.querySelectorAll(".client-error").forEach((n) => n.remove());
@@ -380,14 +389,15 @@ const Portal = (() => {
       if (!selectedImage()) { ok = false; alert("Choose a container image first."); }
       if (!ok) { event.preventDefault(); return; }
       if (gpus.disabled) { gpus.disabled = false; gpus.value = 0; } // disabled inputs are not sent
+      if (Number(gpus.value) === 0) gpuType.value = ""; // a GPU type means nothing without GPUs
       gpuType.disabled = false;
       const button = $("launch-button");
       button.disabled = true;
       button.textContent = "Launching…";
     });
-    onCluster();
-    onImage();
-    onGpus();
+    // On load the server's values stand (the defaults, or a job launched again).
+    onCluster(false);
+    onImage(false);
   }
 
   function accountPage() {
