@@ -3,6 +3,7 @@ stack (gunicorn + uvicorn, Celery worker and beat) which submits to the dev clus
 real Slurm over SSH."""
 
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -126,3 +127,60 @@ def test_cancel_ends_a_waited_on_job_and_the_wait_exits_143(portal):
         waiting.kill()
     states = re.findall(rf"^job {job_id}: (\w+)", waiting.stderr.read(), re.M)
     assert states[-1] == "Cancelled" and "Running" in states
+
+
+def test_a_cpu_job_needs_nothing_but_its_partition_and_command(portal):
+    """`portal submit --partition cpu -- 'echo hi'`: the partition's defaults (no GPU)."""
+    done = portal("submit", "--partition", "cpu", "--wait", "--", "echo hi")
+    assert done.returncode == 0, done.stderr
+    job = Job.objects.get(pk=int(done.stdout.strip()))
+    assert (job.state, job.gpus, job.gpu_type, job.cpus, job.memory_gb) == (
+        "completed",
+        0,
+        "",
+        2,
+        4,
+    )
+    assert "hi" in portal("logs", str(job.pk)).stdout.splitlines()
+
+
+def test_three_default_jobs_run_side_by_side(portal):
+    """Defaults are the partition's (1 GPU, 2 CPUs, 4 GB on the dev cluster's gpu
+    partition), so three jobs share the one node instead of queueing behind each other."""
+    ids = []
+    for _ in range(3):
+        submitted = portal("submit", "--", "sleep 120")
+        assert submitted.returncode == 0, submitted.stderr
+        ids.append(int(submitted.stdout.strip()))
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            states = list(Job.objects.filter(pk__in=ids).values_list("state", flat=True))
+            if states == ["running"] * 3:
+                break
+            time.sleep(1)
+        jobs = Job.objects.filter(pk__in=ids)
+        assert [j.state for j in jobs] == ["running"] * 3, [(j.state, j.message) for j in jobs]
+        assert {(j.image.slug, j.partition.name, j.gpus, j.cpus, j.memory_gb) for j in jobs} == {
+            ("python-host", "gpu", 1, 2, 4)
+        }
+    finally:
+        for job_id in ids:
+            portal("cancel", str(job_id))
+
+
+def test_a_python_jobs_output_is_in_the_log_while_it_runs(portal):
+    """Batch jobs run Python unbuffered: the log tail follows a training as it prints."""
+    code = "import time\nprint('epoch 1 loss 0.9')\ntime.sleep(120)\nprint('epoch 2')"
+    submitted = portal("submit", "--partition", "cpu", "--", f"python3 -c {shlex.quote(code)}")
+    job_id = submitted.stdout.strip()
+    assert submitted.returncode == 0, submitted.stderr
+    try:
+        deadline, out = time.monotonic() + 90, ""
+        while time.monotonic() < deadline and "epoch 1 loss 0.9" not in out:
+            time.sleep(1)
+            out = portal("logs", job_id).stdout
+        assert "epoch 1 loss 0.9" in out.splitlines(), out
+        assert "epoch 2" not in out and Job.objects.get(pk=int(job_id)).state == "running"
+    finally:
+        portal("cancel", job_id)

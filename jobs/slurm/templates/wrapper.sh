@@ -21,6 +21,9 @@ export PORTAL_METRICS_DIR="$$PORTAL_WORK_DIR/metrics"
 export PORTAL_METRICS_URL=${metrics_url}
 export PORTAL_METRICS_TOKEN_FILE="$$PORTAL_WORK_DIR/.portal_metrics_token"
 export PORTAL_SYSTEM_METRICS_INTERVAL=${system_interval}
+# Output reaches the log as it is printed (Python buffers a file in 8 KiB blocks
+# otherwise, and the live log would stay empty until the end). Export 0 to buffer.
+export PYTHONUNBUFFERED=$${PYTHONUNBUFFERED:-1}
 # The payload runs in the background so that scancel and the time limit (TERM)
 # reach this shell at once; on any exit, its child processes are stopped too.
 _portal_child=
