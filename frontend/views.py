@@ -100,9 +100,10 @@ def launch(request):
 @login_required
 def job_detail(request, pk: int):
     job = get_job_for_user(request, pk)
+    # ?fragment=live: the parts of the page that follow the job (portal.js refreshes them).
     template = (
-        "frontend/_timeline.html"
-        if request.GET.get("fragment") == "timeline"
+        "frontend/_job_live.html"
+        if request.GET.get("fragment") == "live"
         else "frontend/job_detail.html"
     )
     context = {"job": job, "events": job.events.all()}

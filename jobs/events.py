@@ -47,6 +47,7 @@ def job_payload(job) -> dict:
         "pending_reason": job.pending_reason,
         "scheduler_job_id": job.scheduler_job_id,
         "node": job.node,
+        "work_dir": job.work_dir,
         "exit_code": job.exit_code,
         "message": job.message,
         "time_limit_minutes": job.time_limit_minutes,

@@ -66,6 +66,10 @@ def test_researcher_launches_watches_reads_logs_cancels_and_others_see_nothing(
     stack.stop_worker()
     job_id = launch_batch(page, stack, "sleep 4; echo e2e-done")
     screenshot(page, "03-job-page")
+    # The job page follows the job too: nothing on it needs a reload.
+    page.evaluate("() => { window.__noReload = true; }")
+    assert page.locator("[data-work-dir]").inner_text() == "—"
+    assert page.locator(".messages").is_visible()  # "Job … queued"
 
     badge = dashboard.locator(f'tr[data-job-id="{job_id}"] [data-badge]', has_text="Queued")
     badge.wait_for(timeout=20_000)  # row inserted live
@@ -75,6 +79,11 @@ def test_researcher_launches_watches_reads_logs_cancels_and_others_see_nothing(
         f"() => document.querySelector('tr[data-job-id=\"{job_id}\"] [data-badge]').textContent.trim() === 'Completed'",
         timeout=90_000,
     )
+    page.locator("[data-work-dir]", has_text="/.portal/jobs/").wait_for(timeout=20_000)
+    page.locator("[data-live-part=script] pre", has_text="#SBATCH").wait_for(timeout=20_000)
+    page.locator("#timeline", has_text="Completed").wait_for(timeout=20_000)
+    assert page.locator(".messages").count() == 0  # the launch's message is old news
+    assert page.evaluate("() => window.__noReload") is True, "the job page reloaded"
     seen = dashboard.evaluate(f"() => window.__seen['{job_id}']")
     assert dashboard.evaluate("() => window.__noReload") is True, "the dashboard reloaded"
     assert seen[0] == "Queued" and seen[-1] == "Completed", seen

@@ -308,3 +308,23 @@ def test_a_job_slurm_holds_after_a_failed_launch_offers_release(
     assert queued_tasks == [("release", job.pk)]
     Job.objects.filter(pk=job.pk).update(pending_reason="waiting for free resources")
     assert "Release job" not in signed_in.get(f"/jobs/{job.pk}/").content.decode()
+
+
+def test_the_live_parts_of_the_job_page_follow_the_job(signed_in, job):
+    """portal.js swaps in ?fragment=live when the job changes: timeline and script."""
+    live = signed_in.get(f"/jobs/{job.pk}/?fragment=live").content.decode()
+    assert 'data-live-part="script"' in live and "Rendered when the job is submitted" in live
+    job.script, job.work_dir = (
+        "#!/bin/bash\n#SBATCH --job-name=x <b>",
+        "/home/alice/.portal/jobs/1-x",
+    )
+    job.save()
+    job.transition("pending", message="submitted as Slurm job 7")
+    live = signed_in.get(f"/jobs/{job.pk}/?fragment=live").content.decode()
+    assert "#SBATCH --job-name=x &lt;b&gt;" in live and "submitted as Slurm job 7" in live
+    page = signed_in.get(f"/jobs/{job.pk}/").content.decode()
+    for part in ('data-live-part="timeline"', 'data-live-part="script"', "data-work-dir"):
+        assert part in page
+    from jobs.events import job_payload
+
+    assert job_payload(job)["work_dir"] == "/home/alice/.portal/jobs/1-x"

@@ -91,6 +91,7 @@ const Portal = (() => {
       set("[data-node]", job.node || "—");
       set("[data-scheduler-id]", job.scheduler_job_id || "not submitted yet");
       set("[data-exit-code]", job.exit_code === null ? "—" : job.exit_code);
+      set("[data-work-dir]", job.work_dir || "—");
       set("[data-message]", job.message || "");
     }
   }
@@ -230,15 +231,25 @@ const Portal = (() => {
       loadLog();
     }));
     document.querySelector("[data-refresh-logs]").addEventListener("click", loadLog);
-    async function refreshTimeline() {
-      const response = await fetch(`/jobs/${jobId}/?fragment=timeline`);
-      if (response.ok) document.getElementById("timeline").innerHTML = await response.text();
+    // The parts that change with the job but are not in its update (timeline, script).
+    async function refreshParts() {
+      const response = await fetch(`/jobs/${jobId}/?fragment=live`);
+      if (!response.ok) return;
+      const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
+      fresh.querySelectorAll("[data-live-part]").forEach((part) => {
+        const here = document.querySelector(`#main [data-live-part="${part.dataset.livePart}"]`);
+        if (here) here.innerHTML = part.innerHTML;
+      });
     }
     live(`/ws/jobs/${jobId}/`, (job) => {
       const before = el.dataset.state;
       applyJob(el, job);
-      if (before !== job.state) { refreshTimeline(); loadLog(); schedule(); tick(); }
-    }, refreshTimeline);
+      if (before !== job.state) {
+        // The launch's "queued" message is old news once the job moves on.
+        document.querySelectorAll(".messages").forEach((m) => m.remove());
+        refreshParts(); loadLog(); schedule(); tick();
+      }
+    }, refreshParts);
     wireCancel(document.getElementById("main"));
     loadLog();
     schedule();
