@@ -35,10 +35,23 @@ def _directive(option: str, value: object) -> str:
     return f"#SBATCH --{option}={text}"
 
 
+WORK_DIRS = "/.portal/jobs/"
+
+
 def job_work_dir(job: Job, cluster_username: str) -> str:
     """``<root>/.portal/jobs/<job id>-<uid>`` under the cluster user's home or scratch."""
     root = job.cluster.workdir_root(job.workdir_kind, cluster_username)
-    return f"{root.rstrip('/')}/.portal/jobs/{job.pk}-{job.uid}"
+    return f"{root.rstrip('/')}{WORK_DIRS}{job.pk}-{job.uid}"
+
+
+def work_root(work_dir: str) -> str:
+    """The home or scratch directory a job's work directory is in: where a notebook
+    opens, so that what the user saves is there in the next session too (the portal's
+    own files stay in the hidden .portal directory)."""
+    root, sep, _ = work_dir.rpartition(WORK_DIRS)
+    if not sep or not root:
+        raise ScriptError(f"not a portal work directory: {work_dir!r}")
+    return root
 
 
 def gres_options(job: Job) -> list[tuple[str, str]]:
@@ -75,8 +88,12 @@ def directives(job: Job, work_dir: str) -> list[str]:
     return [_directive(option, value) for option, value in options]
 
 
-def container_launch(image: ContainerImage, gpus: int, work_dir: str) -> list[str]:
-    """The argv prefix that runs a command inside the image (empty for the host)."""
+def container_launch(
+    image: ContainerImage, gpus: int, work_dir: str, bind: str | None = None
+) -> list[str]:
+    """The argv prefix that runs a command inside the image (empty for the host), in
+    ``work_dir``, with ``bind`` (default: the work directory) mounted."""
+    bind = bind or work_dir
     runtime = image.runtime
     if runtime == ContainerImage.Runtime.NONE:
         return []
@@ -84,7 +101,7 @@ def container_launch(image: ContainerImage, gpus: int, work_dir: str) -> list[st
         argv = [runtime, "exec"]
         if gpus:
             argv.append("--nv")
-        return argv + ["--bind", work_dir, "--pwd", work_dir, image.location]
+        return argv + ["--bind", bind, "--pwd", work_dir, image.location]
     if runtime == ContainerImage.Runtime.PODMAN:
         argv = ["podman", "run", "--rm", "--network=host"]
         if gpus:
@@ -104,7 +121,7 @@ def container_launch(image: ContainerImage, gpus: int, work_dir: str) -> list[st
             "SLURM_RESTART_COUNT",
         ):
             argv += ["--env", name]
-        return argv + ["--volume", f"{work_dir}:{work_dir}", "--workdir", work_dir, image.location]
+        return argv + ["--volume", f"{bind}:{bind}", "--workdir", work_dir, image.location]
     raise ScriptError(f"unknown container runtime {runtime!r}")
 
 
@@ -141,16 +158,20 @@ def render(
     where the metrics client uploads (empty: the portal finds both through the
     job's files instead).
     """
-    launch = " ".join(shlex.quote(a) for a in container_launch(job.image, job.gpus, work_dir))
     if job.kind == Job.Kind.BATCH:
+        launch = " ".join(shlex.quote(a) for a in container_launch(job.image, job.gpus, work_dir))
         if not job.command.strip():
             raise ScriptError("a batch job needs a command")
         payload = _template("batch/payload.sh").substitute(
             launch=launch, command=shlex.quote(job.command)
         )
     elif job.kind == Job.Kind.NOTEBOOK:
+        root = work_root(work_dir)
+        argv = container_launch(job.image, job.gpus, work_dir, bind=root)
         payload = _template("notebook/payload.sh").substitute(
-            launch=launch, register_url=shlex.quote(register_url)
+            launch=" ".join(shlex.quote(a) for a in argv),
+            register_url=shlex.quote(register_url),
+            notebook_root=shlex.quote(root),
         )
     else:
         raise ScriptError(f"unknown job kind {job.kind!r}")

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from jobs.models import ContainerImage, Job
+from jobs.models import ClusterAccount, ContainerImage, Job
 from jobs.slurm import operations
 from proxy.management.commands.make_dev_certs import spki_hash
 from proxy.models import Session
@@ -61,6 +61,9 @@ def test_owner_opens_jupyterlab_over_https_and_runs_a_cell(
     delay = (session.ready_at - listening).total_seconds()
     assert delay < 2.0, f"the portal learned of the notebook {delay:.2f}s after Jupyter listened"
     print(f"\nsession registered {delay:.2f}s after Jupyter listened")
+    # The page says what the link already knows: running, and where.
+    assert page.locator("#job [data-badge]").inner_text() == "Running"
+    assert page.locator("[data-node]").inner_text() == job.node != ""
     screenshot(page, "20-notebook-ready")
 
     with page.context.expect_page() as new_tab:
@@ -84,7 +87,7 @@ def test_owner_opens_jupyterlab_over_https_and_runs_a_cell(
         timeout=60_000
     )  # kernel connected via the proxy
     cell.click()
-    lab.keyboard.type("print(6*7)")
+    lab.keyboard.type("import os; print(6*7, os.getcwd())")
     lab.keyboard.press("Shift+Enter")
     try:
         lab.locator(".jp-OutputArea-output", has_text="42").first.wait_for(timeout=60_000)
@@ -92,6 +95,16 @@ def test_owner_opens_jupyterlab_over_https_and_runs_a_cell(
         screenshot(lab, "22-cell-failed")
         raise
     screenshot(lab, "22-cell-42")
+    # It opened in the user's home, not in the portal's hidden work directory.
+    account = ClusterAccount.for_user(job.cluster, job.owner)
+    home = job.cluster.workdir_root("home", account.username)
+    assert lab.locator(".jp-OutputArea-output").first.inner_text().strip() == f"42 {home}"
+    lab.keyboard.press("Control+s")
+    notebook = lab.locator(".jp-mod-current .lm-TabBar-tabLabel").inner_text().strip()
+    assert re.fullmatch(r"Untitled\d*\.ipynb", notebook), notebook
+    listing = lab.locator(".jp-DirListing-content")
+    listing.get_by_text(notebook, exact=True).wait_for(timeout=20_000)
+    assert listing.get_by_text("connection.json").count() == 0
 
     # Another signed-in user is refused, by the portal and by the proxy.
     other = sign_in(tls_browser, stack, "outsider", "outsider-pass-123")
@@ -114,3 +127,20 @@ def test_owner_opens_jupyterlab_over_https_and_runs_a_cell(
     lab.reload()
     lab.get_by_text("This session has ended").wait_for(timeout=20_000)
     screenshot(lab, "23-session-closed")
+
+    # The next session, launched again: the notebook saved in the first one is there.
+    page.goto(f"{stack.url}/jobs/{job.pk}/")
+    page.get_by_role("link", name="Launch again").click()
+    page.get_by_role("button", name="Launch").click()
+    page.wait_for_url(f"{stack.url}/jobs/*/")
+    try:
+        page.locator("#session [data-open-session]").wait_for(state="visible", timeout=120_000)
+        with page.context.expect_page() as new_tab:
+            page.locator("#session [data-open-session]").click()
+        again = new_tab.value
+        again.locator(".jp-DirListing-content").get_by_text(notebook, exact=True).wait_for(
+            timeout=60_000
+        )
+        screenshot(again, "24-next-session-sees-the-notebook")
+    finally:
+        operations.on_account(account, lambda conn: conn.run(["rm", "-f", f"{home}/{notebook}"]))

@@ -134,6 +134,25 @@ def test_podman_runs_with_the_work_dir_and_gpus(owner, cluster):
     assert argv[-3:] == ["bash", "-c", "python train.py --epochs 3"]
 
 
+@pytest.mark.parametrize("runtime", ["none", "apptainer", "podman"])
+def test_a_notebook_opens_in_the_home_or_scratch_root_with_it_mounted(owner, cluster, runtime):
+    image = ContainerImage.objects.create(
+        name="N", slug="n", runtime=runtime, location="/img/n.sif", offers_notebook=True
+    )
+    script = scripts.render(job_with(owner, cluster, image, kind="notebook", command=""), WORK)
+    line = next(line for line in script.splitlines() if "jupyter lab" in line)
+    argv = shlex.split(line.rstrip(" &"))
+    assert argv[-1] == "--ServerApp.root_dir=/scratch/alice"
+    if runtime == "apptainer":
+        assert argv[argv.index("--bind") + 1] == "/scratch/alice"
+        assert argv[argv.index("--pwd") + 1] == WORK  # connection.json is written there
+    if runtime == "podman":
+        assert argv[argv.index("--volume") + 1] == "/scratch/alice:/scratch/alice"
+    assert scripts.work_root("/home/o'brien/.portal/jobs/1-x") == "/home/o'brien"
+    with pytest.raises(scripts.ScriptError):
+        scripts.work_root("/tmp/elsewhere")
+
+
 def test_runtime_none_runs_on_the_host(owner, cluster):
     image = ContainerImage.objects.create(name="H", slug="h", runtime="none")
     assert launch_line(scripts.render(job_with(owner, cluster, image), WORK)) == [

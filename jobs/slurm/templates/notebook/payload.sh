@@ -8,7 +8,9 @@ _portal_port=$$(python3 -c 'import socket; s=socket.socket(); s.bind(("", 0)); p
 _portal_secret=$$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')
 export JUPYTER_PORT=$$_portal_port JUPYTER_TOKEN=$$_portal_secret
 export PORTAL_REGISTER_URL=${register_url}
-${launch} jupyter lab --no-browser --ip=0.0.0.0 --ServerApp.root_dir="$$PORTAL_WORK_DIR" &
+# JupyterLab opens in the user's home (or scratch): what they save there is there in the
+# next session; this job's own files stay in the hidden .portal directory.
+${launch} jupyter lab --no-browser --ip=0.0.0.0 --ServerApp.root_dir=${notebook_root} &
 _portal_child=$$!
 # The moment Jupyter listens: write connection.json (private; the portal's
 # workers read it over SFTP when the portal cannot be reached from here) and
