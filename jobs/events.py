@@ -45,6 +45,7 @@ def job_payload(job) -> dict:
         "state": job.state,
         "state_label": job.get_state_display(),
         "pending_reason": job.pending_reason,
+        "pending_text": job.pending_text,
         "scheduler_job_id": job.scheduler_job_id,
         "node": job.node,
         "work_dir": job.work_dir,

@@ -427,6 +427,12 @@ class ClusterAccount(models.Model):
 # ---------------------------------------------------------------------------
 
 
+def ordinal(n: int) -> str:
+    """1 -> '1st', 2 -> '2nd', 11 -> '11th', 23 -> '23rd'."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def new_job_uid() -> str:
     return secrets.token_hex(5)
 
@@ -507,6 +513,9 @@ class Job(models.Model):
     )
     scheduler_job_id = models.CharField(max_length=32, blank=True, db_index=True)
     pending_reason = models.CharField(max_length=100, blank=True)
+    # While pending: place in the partition's queue (1 = next) and Slurm's estimated start.
+    queue_position = models.PositiveIntegerField(null=True, blank=True)
+    estimated_start = models.DateTimeField(null=True, blank=True)
     node = models.CharField(max_length=253, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     message = models.TextField(blank=True, help_text="The scheduler's or the portal's explanation.")
@@ -550,6 +559,25 @@ class Job(models.Model):
     @property
     def slurm_comment(self) -> str:
         return f"portal-job-{self.pk}-{self.uid}"
+
+    @property
+    def pending_text(self) -> str:
+        """Why a pending job waits, where it is in the queue and when Slurm expects it to
+        start, in words ('' unless pending)."""
+        if self.state != self.State.PENDING:
+            return ""
+        parts = [self.pending_reason or "waiting for the scheduler"]
+        if self.queue_position and not self.is_held:
+            parts.append(
+                "next in the queue"
+                if self.queue_position == 1
+                else f"{ordinal(self.queue_position)} in the queue"
+            )
+        if self.estimated_start and not self.is_held:
+            at = timezone.localtime(self.estimated_start)
+            day = "" if at.date() == timezone.localdate() else at.strftime("%Y-%m-%d ")
+            parts.append(f"Slurm expects it to start at {day}{at:%H:%M}")
+        return "; ".join(parts)
 
     @property
     def is_held(self) -> bool:
@@ -747,19 +775,25 @@ class Job(models.Model):
             self.scheduler_unseen_since = None
 
         new_state = status.state
-        reason = reason_text(status.reason) if new_state == self.State.PENDING else ""
-        node = status.node if new_state != self.State.PENDING else ""
+        pending = new_state == self.State.PENDING
+        reason = reason_text(status.reason) if pending else ""
+        node = status.node if not pending else ""
         attempt = self.attempt if status.restarts is None else status.restarts
+        queue = {
+            "queue_position": status.queue_position if pending else None,
+            "estimated_start": status.estimated_start if pending else None,
+        }
         if new_state == self.state:
             return self.update_details(
-                pending_reason=reason[:100], node=node[:253], attempt=attempt
+                pending_reason=reason[:100], node=node[:253], attempt=attempt, **queue
             )
         key = status.slurm_state.split()[0] if status.slurm_state else ""
         message = STATE_MESSAGES.get(key, "")
         fields = {
             "pending_reason": reason[:100],
-            "node": node[:253] or (self.node if new_state != self.State.PENDING else ""),
+            "node": node[:253] or (self.node if not pending else ""),
             "attempt": attempt,
+            **queue,
         }
         if attempt != self.attempt and not message:
             message = f"Requeued by the scheduler: attempt {attempt + 1}."

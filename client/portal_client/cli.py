@@ -92,7 +92,8 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 def _state(job: dict) -> str:
     label = job.get("state_label") or job["state"]
     if job["state"] == "pending" and job.get("pending_reason"):
-        label += f" ({job['pending_reason']})"
+        place = f"; #{job['queue_position']} in the queue" if job.get("queue_position") else ""
+        label += f" ({job['pending_reason']}{place})"
     return label
 
 

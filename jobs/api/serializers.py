@@ -92,6 +92,8 @@ class JobSerializer(serializers.ModelSerializer):
             "state",
             "state_label",
             "pending_reason",
+            "queue_position",
+            "estimated_start",
             "scheduler_job_id",
             "node",
             "exit_code",

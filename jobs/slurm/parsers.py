@@ -93,6 +93,19 @@ REASON_TEXT = {
     "InvalidQOS": "the QOS is not valid",
     "launch failed requeued held": "the node could not start it and Slurm holds it: "
     "release it to try again, or cancel it",
+    "JobArrayTaskLimit": "waiting for other tasks of its array to finish",
+    "Licenses": "waiting for a free license",
+    "Cleaning": "waiting while Slurm cleans up after its previous run",
+    "Prolog": "its node is running the prolog",
+    "QOSMaxWallDurationPerJobLimit": "its walltime is longer than your QOS allows",
+    "AssocMaxWallDurationPerJobLimit": "its walltime is longer than your account allows",
+    "QOSGrpGRES": "your QOS is at its GPU limit",
+    "QOSGrpCpuLimit": "your QOS is at its CPU limit",
+    "AssocMaxJobsLimit": "your account is at its job limit",
+    "AssocGrpJobsLimit": "your group is at its job limit",
+    "FrontEndDown": "the front-end node is down",
+    "SystemFailure": "a Slurm, file system or network failure",
+    "JobLaunchFailure": "the job could not be launched",
 }
 
 # Pending reasons that mean "held": nothing happens until the job is released.
@@ -100,10 +113,18 @@ HELD_REASONS = ("JobHeldUser", "JobHeldAdmin", "launch failed requeued held")
 
 
 def reason_text(reason: str) -> str:
-    """A pending reason in plain words ('' for none)."""
+    """A pending reason in plain words ('' for none); one Slurm has no words for here is
+    still said as a reason, never shown bare."""
     if not reason or reason in {"None", "(null)"}:
         return ""
-    return REASON_TEXT.get(reason, reason)
+    if reason in REASON_TEXT:
+        return REASON_TEXT[reason]
+    code = reason if re.fullmatch(r"[A-Za-z][A-Za-z0-9_ ,:()-]{0,60}", reason) else "unknown"
+    if reason.startswith("QOS"):
+        return f"a limit of your quality of service holds it (Slurm: {code})"
+    if reason.startswith("Assoc") or reason.startswith("MaxGRESPer"):
+        return f"a limit of your account holds it (Slurm: {code})"
+    return f"waiting (Slurm: {code})"
 
 
 @dataclass(frozen=True)
@@ -122,6 +143,9 @@ class JobStatus:
     signal: int | None = None
     restarts: int | None = None
     user: str = ""
+    # Pending jobs: place among the partition's pending jobs (1 = next), Slurm's estimate.
+    queue_position: int | None = None
+    estimated_start: datetime | None = None
 
     @property
     def state(self) -> str:
@@ -240,8 +264,10 @@ def parse_squeue_json(output: str, username: str) -> list[JobStatus]:
     with ``--json`` and lists every user's jobs: the owner is checked here. A job entry
     that is not what it should be is logged and skipped; the others still count.
     """
+    entries = _load(output, "squeue")
+    positions = queue_positions(entries)
     statuses = []
-    for entry in _load(output, "squeue"):
+    for entry in entries:
         try:
             if not isinstance(entry, dict) or _text(entry.get("user_name")) != username:
                 continue
@@ -265,11 +291,33 @@ def parse_squeue_json(output: str, username: str) -> list[JobStatus]:
                     signal=signal,
                     restarts=_number(entry.get("restart_cnt")),
                     user=username,
+                    queue_position=positions.get(job_id),
+                    estimated_start=_epoch(entry.get("start_time")) if state == "PENDING" else None,
                 )
             )
         except ValueError as exc:
             log.warning("squeue: skipped a job entry (%s)", exc)
     return statuses
+
+
+def queue_positions(entries: list) -> dict[int, int]:
+    """Job id -> place in its partition's queue (1 = next), from every user's pending jobs
+    that ``squeue --json`` lists: higher priority first, then the older job. Held jobs
+    (priority 0) wait at the back. A job pending in several partitions counts in its first."""
+    queues: dict[str, list[tuple[int, int]]] = {}
+    for entry in entries:
+        if not isinstance(entry, dict):
+            continue
+        job_id = _number(entry.get("job_id"))
+        if job_id is None or _json_state(entry.get("job_state")) != "PENDING":
+            continue
+        partition = _text(entry.get("partition")).split(",")[0]
+        queues.setdefault(partition, []).append((-(_number(entry.get("priority")) or 0), job_id))
+    positions = {}
+    for queue in queues.values():
+        for place, (_, job_id) in enumerate(sorted(queue), start=1):
+            positions[job_id] = place
+    return positions
 
 
 def parse_sacct_json(output: str, username: str) -> list[JobStatus]:

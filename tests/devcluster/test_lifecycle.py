@@ -4,6 +4,7 @@ import re
 import subprocess
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -156,6 +157,18 @@ def test_cancelling_a_pending_job_ends_cancelled(devcluster, owner, host_image):
         time.sleep(0.5)
     assert job.state == "pending"
     assert job.pending_reason == "waiting for free resources (a free GPU or node)"
+    assert job.queue_position == 1  # next in the gpu partition's queue
+    for _ in range(30):  # the backfill scheduler's estimate (every 5 s on the dev cluster)
+        if job.estimated_start:
+            break
+        time.sleep(0.5)
+        tasks.sync_jobs(Job.objects.filter(pk=job.pk))
+        job.refresh_from_db()
+    # It starts when the blocker reaches its walltime, at the latest.
+    blocker.refresh_from_db()
+    limit = blocker.started_at + timedelta(minutes=blocker.time_limit_minutes, seconds=5)
+    assert job.estimated_start and job.estimated_start <= limit, (job.estimated_start, limit)
+    assert "next in the queue; Slurm expects it to start at" in job.pending_text
     assert job.request_cancel()
     tasks.cancel_job.apply(args=[job.pk])
     assert run_until(job, {"cancelled"}, timeout=30).state == "cancelled"

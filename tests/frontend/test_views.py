@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from jobs.models import ClusterAccount, ContainerImage, Job
 
@@ -90,10 +91,19 @@ def test_dashboard_filters_by_state_and_paginates(signed_in, owner, cluster, hos
 
 
 def test_pending_reason_is_shown_in_plain_words(signed_in, job):
+    start = timezone.now() + timedelta(minutes=30)
     Job.objects.filter(pk=job.pk).update(
-        state="pending", pending_reason="waiting for free resources (a free GPU or node)"
+        state="pending",
+        pending_reason="waiting for free resources (a free GPU or node)",
+        queue_position=3,
+        estimated_start=start,
     )
-    assert "waiting for free resources" in signed_in.get("/").content.decode()
+    text = (
+        "waiting for free resources (a free GPU or node); 3rd in the queue; "
+        "Slurm expects it to start at "
+    )
+    assert text in signed_in.get("/").content.decode()
+    assert text in signed_in.get(f"/jobs/{job.pk}/").content.decode()
 
 
 def test_outsider_gets_404_for_every_job_url(client, outsider, job):

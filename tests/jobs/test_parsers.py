@@ -34,6 +34,37 @@ def test_parse_squeue_json_reads_every_state_on_captured_output():
     assert jobs["8"].user == "hpcuser"
 
 
+def test_a_pending_job_knows_its_place_in_the_partitions_queue_and_slurms_estimate():
+    """Captured: gpu has 11 (Resources) and 12 (Priority) pending behind nobody, and 9 held
+    (priority 0); cpu has hpcuser2's 10. Another user's job counts in the queue."""
+    jobs = {
+        j.scheduler_id: j for j in parsers.parse_squeue_json(captured("squeue_all.json"), "hpcuser")
+    }
+    assert [jobs[i].queue_position for i in ("11", "12", "9")] == [1, 2, 3]
+    assert jobs["11"].estimated_start.timestamp() == 1795347960
+    assert jobs["9"].estimated_start is None  # held: Slurm has no estimate (0)
+    assert jobs["8"].queue_position is None and jobs["8"].estimated_start is None  # running
+    assert parsers.queue_positions(json.loads(captured("squeue_all.json"))["jobs"])[10] == 1
+
+
+@pytest.mark.parametrize(
+    ("reason", "text"),
+    [
+        ("Resources", "waiting for free resources (a free GPU or node)"),
+        (
+            "QOSMaxNodePerUserLimit",
+            "a limit of your quality of service holds it (Slurm: QOSMaxNodePerUserLimit)",
+        ),
+        ("AssocGrpMemLimit", "a limit of your account holds it (Slurm: AssocGrpMemLimit)"),
+        ("SomethingNew", "waiting (Slurm: SomethingNew)"),
+        ("<script>\n", "waiting (Slurm: unknown)"),
+        ("None", ""),
+    ],
+)
+def test_every_pending_reason_is_said_in_words(reason, text):
+    assert parsers.reason_text(reason) == text
+
+
 def test_parse_squeue_json_keeps_hostile_names_and_comments_as_data():
     """Job 9 holds a newline, \\x1f and 'JobId=8 JobState=RUNNING' in its name and comment;
     hpcuser2's job 10 names job 8 with 'JobState=COMPLETED'. Neither moves a field."""
@@ -195,12 +226,6 @@ def test_sbatch_output():
     assert parsers.parse_sbatch("1234;cluster2\n") == "1234"
     with pytest.raises(ValueError):
         parsers.parse_sbatch("sbatch: error: nope")
-
-
-def test_reason_text_in_plain_words():
-    assert parsers.reason_text("Resources") == "waiting for free resources (a free GPU or node)"
-    assert parsers.reason_text("None") == ""
-    assert parsers.reason_text("SomethingNew") == "SomethingNew"
 
 
 @pytest.mark.parametrize(

@@ -60,7 +60,7 @@ const Portal = (() => {
     }
     const reason = el.querySelector("[data-reason]");
     if (reason) {
-      reason.textContent = job.state === "pending" ? job.pending_reason
+      reason.textContent = job.state === "pending" ? job.pending_text
         : (job.cancel_requested && ACTIVE.includes(job.state) ? "cancelling…" : "");
     }
     const active = ACTIVE.includes(job.state);
