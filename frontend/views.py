@@ -1,12 +1,13 @@
 """Page views: short; logic lives on the models and in jobs.slurm."""
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db import transaction
 from django.http import Http404, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.http import content_disposition_header, url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from frontend.forms import ClusterAccountForm, LaunchForm, launch_initial, partition_limits
@@ -189,6 +190,94 @@ def job_logs(request, pk: int, stream: str):
             {"error": f"Could not read the log from {job.cluster.name}: {exc}"}, status=502
         )
     return JsonResponse({"text": tail.text, "size": tail.size, "truncated": tail.truncated})
+
+
+def _work_dir_failure(request, job, message: str, status: int):
+    return render(request, "frontend/job_files.html", {"job": job, "error": message}, status=status)
+
+
+@login_required
+def job_files(request, pk: int):
+    """A directory of the job's work directory: outputs, checkpoints, logs (over SFTP;
+    links and FIFOs shown for what they are, never followed; the portal's secrets hidden)."""
+    job = get_job_for_user(request, pk)
+    rel = request.GET.get("path", "")
+    if not job.work_dir or job.cluster_account is None:
+        return _work_dir_failure(request, job, "The job has no work directory yet.", 404)
+    try:
+        parts = operations.work_path_parts(rel)
+        entries, total = operations.on_account(
+            job.cluster_account, lambda conn: operations.list_work_dir(conn, job.work_dir, rel)
+        )
+    except operations.BadPath as exc:
+        return _work_dir_failure(request, job, str(exc), 400)
+    except FileNotFoundError:
+        return _work_dir_failure(request, job, "No such directory (any more).", 404)
+    except (ssh.SlurmError, OSError) as exc:
+        return _work_dir_failure(
+            request, job, f"Could not list it on {job.cluster.name}: {exc}", 502
+        )
+    crumbs = [("/".join(parts[: i + 1]), part) for i, part in enumerate(parts)]
+    return render(
+        request,
+        "frontend/job_files.html",
+        {
+            "job": job,
+            "rel": "/".join(parts),
+            "crumbs": crumbs,
+            "entries": entries,
+            "hidden": total - len(entries),
+        },
+    )
+
+
+@login_required
+def job_file_download(request, pk: int):
+    """One regular file of the job's work directory, streamed in bounded SFTP reads."""
+    job = get_job_for_user(request, pk)
+    rel = request.GET.get("path", "")
+    account = job.cluster_account
+    if not job.work_dir or account is None:
+        raise Http404("no work directory")
+    try:
+        path, size = operations.on_account(
+            account, lambda conn: operations.work_file_size(conn, job.work_dir, rel)
+        )
+    except (operations.BadPath, operations.NotARegularFile) as exc:
+        return _work_dir_failure(request, job, str(exc), 400)
+    except FileNotFoundError:
+        return _work_dir_failure(request, job, "No such file (any more).", 404)
+    except (ssh.SlurmError, OSError) as exc:
+        return _work_dir_failure(
+            request, job, f"Could not read it on {job.cluster.name}: {exc}", 502
+        )
+    if size > settings.PORTAL_DOWNLOAD_MAX_BYTES:
+        return _work_dir_failure(
+            request,
+            job,
+            f"{rel} is {size:,} bytes, more than the portal serves "
+            f"({settings.PORTAL_DOWNLOAD_MAX_BYTES:,}); copy it with scp or rsync from "
+            f"{job.cluster.ssh_host}:{path}",
+            413,
+        )
+    chunk = settings.PORTAL_DOWNLOAD_CHUNK_BYTES
+
+    def chunks():
+        sent = 0
+        while sent < size:
+            want = min(chunk, size - sent)
+            data = operations.on_account(
+                account, lambda conn, at=sent, n=want: operations.read_chunk(conn, path, at, n)
+            )
+            if not data:
+                return  # shorter now than when the download began
+            sent += len(data)
+            yield data
+
+    response = StreamingHttpResponse(chunks(), content_type="application/octet-stream")
+    response["Content-Length"] = str(size)
+    response["Content-Disposition"] = content_disposition_header(True, path.rsplit("/", 1)[-1])
+    return response
 
 
 @login_required

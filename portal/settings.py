@@ -237,6 +237,10 @@ PORTAL_SQUEUE_MAX_BYTES = env_int("PORTAL_SQUEUE_MAX_BYTES", 64 * 1024 * 1024, m
 PORTAL_LOST_JOB_GRACE = env_float("PORTAL_LOST_JOB_GRACE", 600.0, minimum=0)
 # Largest part of a job's stdout/stderr read at once (bytes, from the end).
 PORTAL_LOG_TAIL_BYTES = env_int("PORTAL_LOG_TAIL_BYTES", 64 * 1024, minimum=1024)
+# Downloads from a job's work directory: the largest file served (bigger ones: scp/rsync),
+# read over SFTP this many bytes at a time.
+PORTAL_DOWNLOAD_MAX_BYTES = env_int("PORTAL_DOWNLOAD_MAX_BYTES", 2 * 1024**3, minimum=0)
+PORTAL_DOWNLOAD_CHUNK_BYTES = env_int("PORTAL_DOWNLOAD_CHUNK_BYTES", 1024**2, minimum=4096)
 # Training metrics: how often the in-job client samples CPU/GPU/memory (seconds, 0 = off),
 # and the most of a metrics file the SSH tail reads per file and pass (bytes).
 PORTAL_SYSTEM_METRICS_INTERVAL = env_float("PORTAL_SYSTEM_METRICS_INTERVAL", 5.0, minimum=0)

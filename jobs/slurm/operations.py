@@ -12,6 +12,7 @@ import re
 import stat
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
 from jobs.slurm import parsers, pool, ssh
 
@@ -374,3 +375,88 @@ def read_chunk(conn: ssh.Connection, path: str, start: int, max_bytes: int) -> b
             if _missing(exc):
                 return b""
             raise
+
+
+# --- a job's work directory, browsed and downloaded from the job page --------------------
+
+# The portal's own files in a work directory: secrets (registration, metrics token, the
+# notebook's connection) are never listed or served, even to the owner.
+PRIVATE_FILES = frozenset({".portal_secret", ".portal_metrics_token", "connection.json"})
+MAX_LISTED = 1000
+
+
+class BadPath(ValueError):
+    """A path that does not name something inside a job's work directory."""
+
+
+@dataclass(frozen=True)
+class DirEntry:
+    name: str
+    kind: str  # "dir", "file" or what else it is ("a symbolic link", "a FIFO", ...)
+    size: int
+    modified: datetime | None
+
+
+def work_path_parts(rel: str) -> list[str]:
+    """'a/b' -> ['a', 'b']; refuses anything that could leave the directory or is not a
+    plain name ('..', absolute, NUL, over-long), and the portal's private files."""
+    parts = [p for p in (rel or "").split("/") if p not in ("", ".")]
+    if len(parts) > 32 or len(rel or "") > 4096:
+        raise BadPath("That path is too deep.")
+    for part in parts:
+        if part == ".." or "\x00" in part or len(part.encode()) > 255:
+            raise BadPath("Not a path inside the job's work directory.")
+    if parts and parts[0] in PRIVATE_FILES:
+        raise BadPath("That is one of the portal's private files.")
+    return parts
+
+
+def _walk_to(sftp, work_dir: str, parts: list[str]) -> str:
+    """The path of ``parts`` under ``work_dir``, every directory on the way lstat'd: a link
+    anywhere (the job's to make) could lead out of the work directory."""
+    path = work_dir
+    for part in parts[:-1]:
+        path = f"{path}/{part}"
+        if not stat.S_ISDIR(sftp.lstat(path).st_mode or 0):
+            raise BadPath(f"{part} is not a directory.")
+    return f"{path}/{parts[-1]}" if parts else path
+
+
+def list_work_dir(conn: ssh.Connection, work_dir: str, rel: str) -> tuple[list[DirEntry], int]:
+    """The entries of a directory in a job's work directory (links and FIFOs are shown for
+    what they are, never followed), directories first, by name, at most MAX_LISTED; and
+    how many there are in all."""
+    parts = work_path_parts(rel)
+    with conn.sftp_session() as sftp:
+        path = _walk_to(sftp, work_dir, parts)
+        if parts and not stat.S_ISDIR(sftp.lstat(path).st_mode or 0):
+            raise BadPath(f"{parts[-1]} is not a directory.")
+        attrs = sftp.listdir_attr(path)  # OpenSSH's sftp-server reports lstat() here
+    entries = []
+    for a in attrs:
+        if not parts and a.filename in PRIVATE_FILES:
+            continue
+        mode = a.st_mode or 0
+        kind = (
+            "dir"
+            if stat.S_ISDIR(mode)
+            else "file"
+            if stat.S_ISREG(mode)
+            else _FILE_KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        )
+        modified = datetime.fromtimestamp(a.st_mtime, tz=UTC) if a.st_mtime else None
+        entries.append(DirEntry(a.filename, kind, a.st_size or 0, modified))
+    entries.sort(key=lambda e: (e.kind != "dir", e.name))
+    return entries[:MAX_LISTED], len(entries)
+
+
+def work_file_size(conn: ssh.Connection, work_dir: str, rel: str) -> tuple[str, int]:
+    """(path, size) of a regular file in a job's work directory, for a download."""
+    parts = work_path_parts(rel)
+    if not parts:
+        raise BadPath("Choose a file.")
+    with conn.sftp_session() as sftp:
+        path = _walk_to(sftp, work_dir, parts)
+        attrs = sftp.lstat(path)
+    _check_regular(path, attrs)
+    return path, attrs.st_size or 0

@@ -1,0 +1,87 @@
+"""A job's work directory, browsed and downloaded from its page (real sshd, SFTP, Slurm):
+outputs are one click away, and nothing the job makes there leads the portal elsewhere."""
+
+import pytest
+
+from jobs.slurm import operations
+from tests.devcluster.test_hostile_files import run_job
+
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
+
+MAKE_OUTPUTS = (
+    "mkdir -p outputs/ckpt && seq 1 3000 > outputs/ckpt/model.txt && echo done > outputs/a.txt; "
+    "ln -s /etc/passwd outputs/passwd; ln -s /etc escape; mkfifo outputs/pipe"
+)
+
+
+@pytest.fixture
+def job(devcluster, owner):
+    return run_job(owner, devcluster, MAKE_OUTPUTS)
+
+
+def test_the_owner_browses_and_downloads_outputs(client, owner, job, settings):
+    client.force_login(owner)
+    root = client.get(f"/jobs/{job.pk}/files/")
+    assert root.status_code == 200
+    names = [e.name for e in root.context["entries"]]
+    assert {"outputs", "escape", "job.sh", "stdout.log"} <= set(names)
+    # The portal's secrets are not shown, nor served, to anyone.
+    assert not {".portal_secret", ".portal_metrics_token"} & set(names)
+    assert client.get(f"/jobs/{job.pk}/files/download/?path=.portal_secret").status_code == 400
+
+    outputs = client.get(f"/jobs/{job.pk}/files/?path=outputs")
+    kinds = {e.name: e.kind for e in outputs.context["entries"]}
+    assert kinds == {
+        "ckpt": "dir",
+        "a.txt": "file",
+        "passwd": "a symbolic link",
+        "pipe": "a FIFO",
+    }
+    assert "(a FIFO; not served)" in outputs.content.decode()
+
+    settings.PORTAL_DOWNLOAD_CHUNK_BYTES = 4096  # 14 kB in several SFTP reads
+    got = client.get(f"/jobs/{job.pk}/files/download/?path=outputs/ckpt/model.txt")
+    assert got.status_code == 200 and got["Content-Disposition"].endswith('"model.txt"')
+    body = b"".join(got.streaming_content)
+    assert body == "".join(f"{i}\n" for i in range(1, 3001)).encode()
+    assert int(got["Content-Length"]) == len(body)
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "text"),
+    [
+        ("outputs/passwd", 400, "passwd is a symbolic link"),
+        ("outputs/pipe", 400, "pipe is a FIFO"),
+        ("escape/passwd", 400, "escape is not a directory"),  # a link on the way
+        ("../../../etc/passwd", 400, "Not a path inside"),
+        ("outputs/none.txt", 404, "No such file"),
+    ],
+)
+def test_links_fifos_and_paths_out_are_refused(client, owner, job, path, status, text):
+    client.force_login(owner)
+    response = client.get(f"/jobs/{job.pk}/files/download/", {"path": path})
+    assert response.status_code == status and text in response.content.decode()
+
+
+def test_a_file_too_big_to_serve_says_how_to_copy_it(client, owner, job, settings):
+    settings.PORTAL_DOWNLOAD_MAX_BYTES = 1000
+    client.force_login(owner)
+    response = client.get(f"/jobs/{job.pk}/files/download/?path=outputs/ckpt/model.txt")
+    assert response.status_code == 413
+    assert f"scp or rsync from 127.0.0.1:{job.work_dir}/outputs/ckpt/model.txt" in (
+        response.content.decode()
+    )
+
+
+def test_another_user_sees_nothing(client, outsider, job):
+    client.force_login(outsider)
+    assert client.get(f"/jobs/{job.pk}/files/").status_code == 404
+    assert client.get(f"/jobs/{job.pk}/files/download/?path=job.sh").status_code == 404
+
+
+def test_path_parts_are_plain_names_inside_the_directory():
+    assert operations.work_path_parts("a//b/./c") == ["a", "b", "c"]
+    assert operations.work_path_parts("") == []
+    for bad in ("..", "a/../..", "a\x00b", "x" * 256, "/".join("a" * 33)):
+        with pytest.raises(operations.BadPath):
+            operations.work_path_parts(bad)
