@@ -196,27 +196,46 @@ def _work_dir_failure(request, job, message: str, status: int):
     return render(request, "frontend/job_files.html", {"job": job, "error": message}, status=status)
 
 
+class _WorkDirFailure(Exception):
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
+
+
+def _on_work_dir(job, operation, missing: str):
+    """``operation(conn, work_dir)`` on the job's account; what can go wrong becomes a
+    _WorkDirFailure with the message and status the page shows."""
+    if not job.work_dir or job.cluster_account is None:
+        raise _WorkDirFailure("The job has no work directory yet.", 404)
+    try:
+        return operations.on_account(
+            job.cluster_account, lambda conn: operation(conn, job.work_dir)
+        )
+    except (operations.BadPath, operations.NotARegularFile) as exc:
+        raise _WorkDirFailure(str(exc), 400) from None
+    except FileNotFoundError:
+        raise _WorkDirFailure(missing, 404) from None
+    except (ssh.SlurmError, OSError) as exc:
+        raise _WorkDirFailure(f"Could not reach it on {job.cluster.name}: {exc}", 502) from None
+
+
 @login_required
 def job_files(request, pk: int):
     """A directory of the job's work directory: outputs, checkpoints, logs (over SFTP;
     links and FIFOs shown for what they are, never followed; the portal's secrets hidden)."""
     job = get_job_for_user(request, pk)
     rel = request.GET.get("path", "")
-    if not job.work_dir or job.cluster_account is None:
-        return _work_dir_failure(request, job, "The job has no work directory yet.", 404)
     try:
         parts = operations.work_path_parts(rel)
-        entries, total = operations.on_account(
-            job.cluster_account, lambda conn: operations.list_work_dir(conn, job.work_dir, rel)
+        entries, total = _on_work_dir(
+            job,
+            lambda conn, work_dir: operations.list_work_dir(conn, work_dir, rel),
+            "No such directory (any more).",
         )
     except operations.BadPath as exc:
         return _work_dir_failure(request, job, str(exc), 400)
-    except FileNotFoundError:
-        return _work_dir_failure(request, job, "No such directory (any more).", 404)
-    except (ssh.SlurmError, OSError) as exc:
-        return _work_dir_failure(
-            request, job, f"Could not list it on {job.cluster.name}: {exc}", 502
-        )
+    except _WorkDirFailure as exc:
+        return _work_dir_failure(request, job, str(exc), exc.status)
     crumbs = [("/".join(parts[: i + 1]), part) for i, part in enumerate(parts)]
     return render(
         request,
@@ -237,20 +256,14 @@ def job_file_download(request, pk: int):
     job = get_job_for_user(request, pk)
     rel = request.GET.get("path", "")
     account = job.cluster_account
-    if not job.work_dir or account is None:
-        raise Http404("no work directory")
     try:
-        path, size = operations.on_account(
-            account, lambda conn: operations.work_file_size(conn, job.work_dir, rel)
+        path, size = _on_work_dir(
+            job,
+            lambda conn, work_dir: operations.work_file_size(conn, work_dir, rel),
+            "No such file (any more).",
         )
-    except (operations.BadPath, operations.NotARegularFile) as exc:
-        return _work_dir_failure(request, job, str(exc), 400)
-    except FileNotFoundError:
-        return _work_dir_failure(request, job, "No such file (any more).", 404)
-    except (ssh.SlurmError, OSError) as exc:
-        return _work_dir_failure(
-            request, job, f"Could not read it on {job.cluster.name}: {exc}", 502
-        )
+    except _WorkDirFailure as exc:
+        return _work_dir_failure(request, job, str(exc), exc.status)
     if size > settings.PORTAL_DOWNLOAD_MAX_BYTES:
         return _work_dir_failure(
             request,
