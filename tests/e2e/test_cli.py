@@ -181,6 +181,8 @@ def test_a_python_jobs_output_is_in_the_log_while_it_runs(portal):
             time.sleep(1)
             out = portal("logs", job_id).stdout
         assert "epoch 1 loss 0.9" in out.splitlines(), out
-        assert "epoch 2" not in out and Job.objects.get(pk=int(job_id)).state == "running"
+        # Still in its sleep: the portal's own state may lag behind Slurm by a sync.
+        assert "epoch 2" not in out
+        assert Job.objects.get(pk=int(job_id)).state in ("pending", "running")
     finally:
         portal("cancel", job_id)
