@@ -60,9 +60,11 @@ const PortalMetrics = (() => {
       return opts().layout === "overlay" ? "all" : meta.key;
     }
 
+    // A copy: Plotly keeps the arrays it is given, and a live batch pushed onto entry.step
+    // would then be in the trace already when extendTraces adds it (drawn twice).
     function xs(entry) {
       if (opts().x === "time") return entry.time.map((t) => new Date(t * 1000));
-      return entry.step;
+      return entry.step.slice();
     }
 
     function traceFor(entry, index, smoothed, glOk) {
@@ -76,7 +78,7 @@ const PortalMetrics = (() => {
         mode: "lines",
         name,
         x: xs(entry),
-        y: smoothed ? smooth(entry.value, o.smoothing) : entry.value,
+        y: smoothed ? smooth(entry.value, o.smoothing) : entry.value.slice(),
         line: { color: COLORS[index % COLORS.length], width: raw && o.smoothing ? 1 : 2, dash: own ? "solid" : "dash" },
         opacity: raw && o.smoothing ? 0.3 : 1,
         meta: { series: entry.meta.id, smoothed },
