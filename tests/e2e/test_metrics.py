@@ -65,9 +65,16 @@ def test_demo_training_job_charts_grow_live(browser, stack, owner, screenshot):
 
     # The page holds every point it was sent exactly once (no double-plotted batch).
     page.wait_for_function(
-        f"() => ({PLOTTED})() >= {sum(s.points for s in MetricSeries.objects.filter(job=job))}",
+        f"() => ({PLOTTED})() === {sum(s.points for s in MetricSeries.objects.filter(job=job))}",
         timeout=20_000,
     )
+    # The portal's own CPU/memory samples: in the System panel, against time.
+    system = page.locator("[data-system] .chart").first
+    system.locator(".main-svg").first.wait_for()
+    assert system.get_attribute("data-figure").startswith("system:sys/")
+    assert system.locator(".g-xtitle").text_content().startswith("relative time")
+    screenshot(page, "21b-metrics-system")
+
     csv = page.request.get(f"{stack.url}/jobs/{job_id}/metrics/export/?format=csv").text()
     assert len(csv.splitlines()) == 1 + MetricPoint.objects.filter(series__job=job).count()
     assert errors == []

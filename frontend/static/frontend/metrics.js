@@ -1,11 +1,35 @@
-/* Live training-metric charts for a job page (Plotly, bundled; no CDN). */
+/* Live training-metric charts for a job page (Plotly, bundled; no CDN).
+
+One chart per metric, sorted by name (or all of them overlaid, one y-axis per metric
+family); system metrics (CPU, memory, GPU) in their own panel, always against time,
+linear and unsmoothed (readings of a machine, not a noisy training signal).
+Compared runs keep one colour each across every chart, named in the legends. */
 "use strict";
 
 const PortalMetrics = (() => {
   const TRACE_BUDGET = 3000; // points per trace before a fresh downsampled copy is fetched
   const WEBGL_MIN_POINTS = 5000; // SVG below this; WebGL only for long series…
   const WEBGL_MAX_FIGURES = 8; // …and few figures (browsers cap WebGL contexts near 16)
-  const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+  const MARKERS_BELOW = 20; // a short series shows its points: a lone point draws no line
+  const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"];
+  const DASHES = ["solid", "dot", "dash", "dashdot", "longdash"];
+  const SPLIT = /^(train|training|val|valid|validation|test|eval|epoch|batch)[_/.-]/;
+  const UNITS = [[180, 1, "s"], [3 * 3600, 60, "min"], [Infinity, 3600, "h"]]; // [up to s, per, name]
+
+  // The portal's sampler logs system metrics as "sys/…" (system=true); any "sys/" key counts.
+  const isSystem = (meta) => meta.system || meta.key.startsWith("sys/");
+
+  // "loss", "val_loss" and "train/loss" are one family and share a y-axis when overlaid.
+  function family(key) {
+    let name = key;
+    while (SPLIT.test(name)) name = name.replace(SPLIT, "");
+    return name === "acc" ? "accuracy" : name;
+  }
+
+  function unitOf(key) {
+    const m = /_(percent|gb|mib)(@|$)/.exec(key);
+    return m ? { percent: "%", gb: "GB", mib: "MiB" }[m[1]] : "";
+  }
 
   function chartWidth(el) {
     return Math.max(300, Math.min(1500, Math.round(el.clientWidth || 1000)));
@@ -25,78 +49,40 @@ const PortalMetrics = (() => {
   }
 
   function start(root, jobId) {
-    const charts = root.querySelector("[data-charts]");
-    const empty = root.querySelector("[data-metrics-empty]");
-    const status = root.querySelector("[data-metrics-status]");
-    const controls = {
-      layout: root.querySelector("[data-layout]"),
-      xaxis: root.querySelector("[data-xaxis]"),
-      logy: root.querySelector("[data-logy]"),
-      smoothing: root.querySelector("[data-smoothing]"),
-      compare: root.querySelector("[data-compare]"),
-    };
-    const series = new Map(); // id -> {meta, step, value, time, seq:Set, run}
-    const compared = new Map(); // job id -> [series]
-    let figures = new Map(); // figure key -> {div, traces:[{id, smoothed}]}
+    const $ = (selector) => root.querySelector(selector);
+    const boxes = { metrics: $("[data-charts]"), system: $("[data-system-charts]") };
+    const empty = $("[data-metrics-empty]");
+    const status = $("[data-metrics-status]");
+    const controls = { layout: $("[data-layout]"), xaxis: $("[data-xaxis]"), logy: $("[data-logy]"), smoothing: $("[data-smoothing]") };
+    const picks = [...root.querySelectorAll("[data-compare] input[type=checkbox]")];
+    const series = new Map(); // this job's series: id -> {meta, run, step, value, time, seq:Set, t0, t1}
+    const compared = new Map(); // job id -> [entries]
+    const runs = new Map([[jobId, { name: root.dataset.runName || `#${jobId}`, color: COLORS[0] }]]); // in legend order
+    let figures = new Map(); // figure key -> {box, div, mode, traces:[{id, run, smoothed}]}
+    let starts = new Map(); // run -> time of its first point (relative-time origin)
+    let unit = UNITS[0];
 
     const opts = () => ({
       layout: controls.layout.value,
-      x: controls.xaxis.value,
+      x: controls.xaxis.value, // step | relative | time
       logy: controls.logy.checked,
       smoothing: Number(controls.smoothing.value),
     });
 
+    function push(entry, step, value, time, seq) {
+      entry.step.push(step); entry.value.push(value); entry.time.push(time);
+      if (seq !== null) entry.seq.add(seq);
+      entry.t0 = Math.min(entry.t0, time);
+      entry.t1 = Math.max(entry.t1, time);
+    }
+
     function store(meta, data, run) {
-      return {
-        meta, run,
-        step: data.step.slice(), value: data.value.slice(), time: data.time.slice(),
-        seq: new Set(data.seq), downsampled: data.downsampled,
-        maxSeq: data.max_seq === undefined ? null : data.max_seq,
+      const entry = {
+        meta, run, step: [], value: [], time: [], seq: new Set(), t0: Infinity, t1: -Infinity,
+        downsampled: data.downsampled, maxSeq: data.max_seq === undefined ? null : data.max_seq,
       };
-    }
-
-    function figureKey(meta) {
-      if (meta.system) return "system:" + meta.key;
-      return opts().layout === "overlay" ? "all" : meta.key;
-    }
-
-    // A copy: Plotly keeps the arrays it is given, and a live batch pushed onto entry.step
-    // would then be in the trace already when extendTraces adds it (drawn twice).
-    function xs(entry) {
-      if (opts().x === "time") return entry.time.map((t) => new Date(t * 1000));
-      return entry.step.slice();
-    }
-
-    function traceFor(entry, index, smoothed, glOk) {
-      const o = opts();
-      const raw = !smoothed;
-      const own = entry.run === jobId;
-      const name = (own ? "" : `#${entry.run} `) + entry.meta.label + (smoothed ? " (smoothed)" : "");
-      const long = entry.step.length > WEBGL_MIN_POINTS;
-      return {
-        type: long && glOk ? "scattergl" : "scatter",
-        mode: "lines",
-        name,
-        x: xs(entry),
-        y: smoothed ? smooth(entry.value, o.smoothing) : entry.value.slice(),
-        line: { color: COLORS[index % COLORS.length], width: raw && o.smoothing ? 1 : 2, dash: own ? "solid" : "dash" },
-        opacity: raw && o.smoothing ? 0.3 : 1,
-        meta: { series: entry.meta.id, smoothed },
-        showlegend: !(raw && o.smoothing),
-      };
-    }
-
-    function layoutFor(title) {
-      const o = opts();
-      return {
-        title: { text: title, font: { size: 14 } },
-        margin: { l: 50, r: 10, t: 30, b: 40 },
-        height: 280,
-        xaxis: { title: { text: o.x === "time" ? "wall time" : "step" }, type: o.x === "time" ? "date" : "linear" },
-        yaxis: { type: o.logy ? "log" : "linear" },
-        legend: { orientation: "h", y: -0.25 },
-        uirevision: `${o.x}-${o.logy}-${o.layout}`,
-      };
+      data.step.forEach((step, i) => push(entry, step, data.value[i], data.time[i], data.seq[i]));
+      return entry;
     }
 
     function allEntries() {
@@ -105,46 +91,143 @@ const PortalMetrics = (() => {
       return list;
     }
 
-    // Full redraw: after the history, a layout change or a re-read series.
-    function render() {
-      const groups = new Map();
-      allEntries().forEach((entry) => {
-        const key = figureKey(entry.meta);
-        if (!groups.has(key)) groups.set(key, []);
-        groups.get(key).push(entry);
+    const cmp = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
+    const runOrder = (run) => [...runs.keys()].indexOf(run);
+    const byRunThenName = (a, b) => runOrder(a.run) - runOrder(b.run) || cmp(a.meta.key, b.meta.key)
+      || a.meta.rank - b.meta.rank || a.meta.attempt - b.meta.attempt;
+    const byName = (a, b) => (a.startsWith("system:") - b.startsWith("system:")) || cmp(a, b); // system last
+
+    // System charts are always against time: relative when the others are against step.
+    const modeFor = (system) => (system && opts().x === "step" ? "relative" : opts().x);
+
+    // Always new arrays: Plotly keeps the ones it is given, and push() must not grow them
+    // behind its back (extendTraces would then add the same points a second time).
+    function xOf(mode, run, steps, times) {
+      if (mode === "step") return steps.slice();
+      if (mode === "time") return times.map((t) => new Date(t * 1000));
+      const t0 = starts.get(run);
+      return times.map((t) => (t - t0) / unit[1]);
+    }
+
+    function traceFor(entry, style, smoothed, mode, glOk) {
+      const o = opts();
+      const weight = isSystem(entry.meta) ? 0 : o.smoothing;
+      const faint = !smoothed && weight > 0;
+      const n = entry.step.length;
+      return {
+        type: n > WEBGL_MIN_POINTS && glOk ? "scattergl" : "scatter",
+        mode: n < MARKERS_BELOW ? "lines+markers" : "lines",
+        name: style.name,
+        legendgroup: `${entry.run}:${entry.meta.id}`, // the legend toggles raw and smoothed together
+        x: xOf(mode, entry.run, entry.step, entry.time),
+        y: smoothed ? smooth(entry.value, weight) : entry.value.slice(),
+        yaxis: style.yaxis,
+        line: { color: style.color, dash: style.dash, width: faint ? 1 : 2 },
+        marker: { size: n === 1 ? 8 : 5 },
+        cliponaxis: false, // a point on the axis (a run's first, at 0) is drawn whole
+        opacity: faint ? 0.3 : 1,
+        showlegend: !faint,
+      };
+    }
+
+    function layoutFor(key, mode, families, legend) {
+      const o = opts();
+      const system = key.startsWith("system:");
+      const type = o.logy && !system ? "log" : "linear";
+      const xtitle = { step: "step", time: "wall time", relative: `relative time (${unit[2]})` }[mode];
+      const layout = {
+        height: 300,
+        margin: { l: 50, r: 15, t: 10, b: 40 },
+        // Relative time starts at 0; system values (%, GB) are never negative.
+        xaxis: { title: { text: xtitle }, type: mode === "time" ? "date" : "linear", automargin: true, rangemode: mode === "relative" ? "tozero" : "normal" },
+        yaxis: { type, title: { text: system ? unitOf(key) : "" }, automargin: true, rangemode: system ? "tozero" : "normal" },
+        // Above the plot: never on the x-axis title (Plotly grows the top margin to fit).
+        showlegend: legend,
+        legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
+        uirevision: `${mode}-${unit[2]}-${o.logy}-${o.layout}`,
+      };
+      // Overlaid: one y-axis per family, alternating sides; Plotly shifts the outer ones.
+      (families || []).forEach((name, i) => {
+        const axis = { type, title: { text: name }, automargin: true };
+        if (i > 0) Object.assign(axis, { overlaying: "y", side: i % 2 ? "right" : "left", tickmode: "auto", showgrid: false });
+        if (i > 1) Object.assign(axis, { anchor: "free", autoshift: true, position: i % 2 ? 1 : 0 });
+        layout[i ? `yaxis${i + 1}` : "yaxis"] = axis;
       });
-      empty.hidden = groups.size > 0;
+      return layout;
+    }
+
+    function newFigure(key) {
+      const box = document.createElement("figure");
+      box.className = "chart";
+      box.dataset.figure = key;
+      const caption = document.createElement("figcaption");
+      caption.textContent = key === "all" ? "all metrics" : key.replace(/^system:(sys\/)?/, "");
+      const div = document.createElement("div");
+      box.append(caption, div);
+      // Plotly's own "responsive" follows the window only; the grid also resizes a
+      // chart when charts are added or removed.
+      if (window.ResizeObserver) new ResizeObserver(() => { if (div.data) Plotly.Plots.resize(div); }).observe(div);
+      return { box, div };
+    }
+
+    // Full redraw: after the history, a control change, a new series or run.
+    function render() {
+      const o = opts();
+      const entries = allEntries();
+      starts = new Map();
+      entries.forEach((e) => starts.set(e.run, Math.min(starts.get(e.run) ?? Infinity, e.t0)));
+      const span = Math.max(0, ...entries.filter((e) => e.time.length).map((e) => e.t1 - starts.get(e.run)));
+      unit = UNITS.find(([limit]) => span <= limit);
+      const groups = new Map();
+      entries.forEach((e) => {
+        const key = isSystem(e.meta) ? `system:${e.meta.key}` : o.layout === "overlay" ? "all" : e.meta.key;
+        if (!groups.has(key)) groups.set(key, []);
+        groups.get(key).push(e);
+      });
+      const byRun = compared.size > 0; // comparing: colour by run, dash by metric
       const glOk = groups.size <= WEBGL_MAX_FIGURES;
       const next = new Map();
-      groups.forEach((entries, key) => {
-        let fig = figures.get(key);
-        if (!fig) {
-          const div = document.createElement("div");
-          div.className = "chart";
-          div.dataset.figure = key;
-          charts.appendChild(div);
-          fig = { div };
-          // Plotly's own "responsive" follows the window only; the grid also
-          // resizes a chart when charts are added or removed.
-          if (window.ResizeObserver) new ResizeObserver(() => { if (div.data) Plotly.Plots.resize(div); }).observe(div);
-        }
-        const traces = [];
+      const placed = { metrics: 0, system: 0 };
+      [...groups.keys()].sort(byName).forEach((key) => {
+        const members = groups.get(key).sort(byRunThenName);
+        const system = key.startsWith("system:");
+        const fig = figures.get(key) || newFigure(key);
+        fig.mode = modeFor(system);
         fig.traces = [];
-        entries.forEach((entry, i) => {
-          traces.push(traceFor(entry, i, false, glOk));
-          fig.traces.push({ id: entry.meta.id, smoothed: false, run: entry.run });
-          if (opts().smoothing) {
-            traces.push(traceFor(entry, i, true, glOk));
-            fig.traces.push({ id: entry.meta.id, smoothed: true, run: entry.run });
-          }
+        const families = key === "all" ? [...new Set(members.map((e) => family(e.meta.key)))].sort() : null;
+        const traces = [];
+        members.forEach((e, i) => {
+          const own = members.filter((m) => m.run === e.run);
+          const run = runs.get(e.run);
+          const style = byRun
+            ? { color: run.color, dash: DASHES[own.indexOf(e) % DASHES.length], name: run.name + (own.length > 1 ? ` · ${e.meta.label}` : "") }
+            : { color: COLORS[i % COLORS.length], dash: "solid", name: e.meta.label };
+          const axis = families ? families.indexOf(family(e.meta.key)) : 0;
+          style.yaxis = axis ? `y${axis + 1}` : "y";
+          (o.smoothing && !system ? [false, true] : [false]).forEach((smoothed) => {
+            traces.push(traceFor(e, style, smoothed, fig.mode, glOk));
+            fig.traces.push({ id: e.meta.id, run: e.run, smoothed });
+          });
         });
-        const title = key === "all" ? "metrics" : key.replace(/^system:/, "");
-        Plotly.react(fig.div, traces, layoutFor(title), { responsive: true, displaylogo: false });
+        Plotly.react(fig.div, traces, layoutFor(key, fig.mode, families, byRun || members.length > 1),
+          { responsive: true, displaylogo: false });
         if (!fig.wired) wireZoom(fig);
+        // In name order, live or after a reload (a new metric does not go last).
+        const box = boxes[system ? "system" : "metrics"];
+        const index = placed[system ? "system" : "metrics"]++;
+        if (box.children[index] !== fig.box) box.insertBefore(fig.box, box.children[index] || null);
         next.set(key, fig);
       });
-      figures.forEach((fig, key) => { if (!next.has(key)) { Plotly.purge(fig.div); fig.div.remove(); } });
+      figures.forEach((fig, key) => { if (!next.has(key)) { Plotly.purge(fig.div); fig.box.remove(); } });
       figures = next;
+      empty.hidden = figures.size > 0;
+      $("[data-system]").hidden = placed.system === 0;
+      picks.forEach((pick) => {
+        const run = pick.checked && runs.get(Number(pick.value));
+        pick.parentElement.querySelector("[data-swatch]").style.background = run ? run.color : "";
+      });
+      const count = $("[data-compare-count]");
+      if (count) count.textContent = compared.size ? `(${compared.size})` : "";
       countPoints();
     }
 
@@ -156,7 +239,8 @@ const PortalMetrics = (() => {
       root.dataset.plottedPoints = String(n);
     }
 
-    // Live batch: append with extendTraces; a new series or an over-budget one redraws.
+    // Live batch: append with extendTraces; a new series, an over-budget one or one that
+    // outgrows its markers or the time unit redraws.
     function appendPoints(message) {
       let redraw = false;
       const refetch = [];
@@ -166,14 +250,19 @@ const PortalMetrics = (() => {
         else known.meta = meta;
       });
       const added = new Map();
+      const t0 = starts.get(jobId);
       Object.entries(message.points).forEach(([id, rows]) => {
         const entry = series.get(Number(id));
         if (!entry) return;
         // A point may come twice (history and stream overlap at connect time).
         const fresh = rows.filter((r) => !entry.seq.has(r[3]) && !(entry.downsampled && entry.maxSeq !== null && r[3] <= entry.maxSeq));
         fresh.sort((a, b) => a[0] - b[0] || a[3] - b[3]);
-        fresh.forEach((r) => { entry.step.push(r[0]); entry.value.push(r[1]); entry.time.push(r[2]); entry.seq.add(r[3]); });
-        if (fresh.length) added.set(entry.meta.id, fresh);
+        const before = entry.step.length;
+        fresh.forEach((r) => push(entry, r[0], r[1], r[2], r[3]));
+        if (!fresh.length) return;
+        added.set(entry.meta.id, fresh);
+        if (before < MARKERS_BELOW && entry.step.length >= MARKERS_BELOW) redraw = true;
+        if (!(entry.t0 >= t0) || entry.t1 - t0 > unit[0]) redraw = true;
         if (entry.step.length > TRACE_BUDGET) refetch.push(entry.meta.id);
       });
       if (message.reload) { loadHistory(); return; }
@@ -186,7 +275,7 @@ const PortalMetrics = (() => {
             const rows = t.run === jobId && added.get(t.id);
             if (!rows) return;
             const entry = series.get(t.id);
-            update.x.push(rows.map((r) => (o.x === "time" ? new Date(r[2] * 1000) : r[0])));
+            update.x.push(xOf(fig.mode, jobId, rows.map((r) => r[0]), rows.map((r) => r[2])));
             update.y.push(t.smoothed ? smooth(entry.value, o.smoothing).slice(-rows.length) : rows.map((r) => r[1]));
             indices.push(i);
           });
@@ -205,45 +294,46 @@ const PortalMetrics = (() => {
     }
 
     async function reread(ids) {
-      const data = await fetchJson(`/jobs/${jobId}/metrics/?series=${ids.join(",")}&width=${chartWidth(charts)}`);
+      const data = await fetchJson(`/jobs/${jobId}/metrics/?series=${ids.join(",")}&width=${chartWidth(boxes.metrics)}`);
       data.series.forEach((s) => series.set(s.id, store(s, s, jobId)));
       render();
     }
 
     async function loadHistory() {
-      const data = await fetchJson(`/jobs/${jobId}/metrics/?width=${chartWidth(charts)}`);
+      const data = await fetchJson(`/jobs/${jobId}/metrics/?width=${chartWidth(boxes.metrics)}`);
       series.clear();
       data.series.forEach((s) => series.set(s.id, store(s, s, jobId)));
       render();
     }
 
-    // Zoom: fetch the visible step range at full resolution (or downsampled to the
-    // chart's width if even that is too much); a double-click goes back.
+    // Zoom: fetch the visible range at full resolution (or downsampled to the chart's
+    // width if even that is too much), by step, run by run; a double-click goes back.
     function wireZoom(fig) {
       fig.wired = true;
       fig.div.on("plotly_relayout", async (ev) => {
         if (ev["xaxis.autorange"]) { render(); return; }
         const lo = ev["xaxis.range[0]"], hi = ev["xaxis.range[1]"];
         if (lo === undefined || hi === undefined) return;
-        const range = opts().x === "time" ? stepRange(fig, new Date(lo).getTime() / 1000, new Date(hi).getTime() / 1000) : [Math.floor(lo), Math.ceil(hi)];
-        if (!range) return;
         const byRun = new Map();
-        fig.traces.forEach((t) => { if (!t.smoothed) { if (!byRun.has(t.run)) byRun.set(t.run, []); byRun.get(t.run).push(t.id); } });
+        fig.traces.forEach((t) => {
+          if (t.smoothed) return;
+          if (!byRun.has(t.run)) byRun.set(t.run, []);
+          byRun.get(t.run).push(t.run === jobId ? series.get(t.id) : compared.get(t.run).find((e) => e.meta.id === t.id));
+        });
         status.textContent = "loading the zoomed range…";
         try {
-          for (const [run, ids] of byRun) {
-            const data = await fetchJson(`/jobs/${run}/metrics/?series=${ids.join(",")}&lo=${range[0]}&hi=${range[1]}&width=${chartWidth(fig.div)}`);
-            data.series.forEach((s) => {
-              const entry = { meta: s, step: s.step, value: s.value, time: s.time };
-              const o = opts();
-              fig.traces.forEach((t, i) => {
-                if (t.id !== s.id || t.run !== run) return;
-                Plotly.restyle(fig.div, {
-                  x: [o.x === "time" ? entry.time.map((v) => new Date(v * 1000)) : entry.step],
-                  y: [t.smoothed ? smooth(entry.value, o.smoothing) : entry.value],
-                }, [i]);
-              });
-            });
+          for (const [run, entries] of byRun) {
+            const range = stepRange(fig.mode, run, entries, lo, hi);
+            if (!range) continue;
+            const ids = entries.map((e) => e.meta.id).join(",");
+            const data = await fetchJson(`/jobs/${run}/metrics/?series=${ids}&lo=${range[0]}&hi=${range[1]}&width=${chartWidth(fig.div)}`);
+            data.series.forEach((s) => fig.traces.forEach((t, i) => {
+              if (t.id !== s.id || t.run !== run) return;
+              Plotly.restyle(fig.div, {
+                x: [xOf(fig.mode, run, s.step, s.time)],
+                y: [t.smoothed ? smooth(s.value, opts().smoothing) : s.value],
+              }, [i]);
+            }));
           }
           status.textContent = "";
         } catch (err) {
@@ -252,26 +342,38 @@ const PortalMetrics = (() => {
       });
     }
 
-    function stepRange(fig, lo, hi) {
+    // The steps a run logged inside the visible x range (the server reads by step).
+    function stepRange(mode, run, entries, lo, hi) {
+      if (mode === "step") return [Math.floor(lo), Math.ceil(hi)];
+      const seconds = mode === "time" ? (v) => new Date(v).getTime() / 1000 : (v) => starts.get(run) + v * unit[1];
+      const from = seconds(lo), to = seconds(hi);
       let a = Infinity, b = -Infinity;
-      fig.traces.forEach((t) => {
-        const entry = t.run === jobId ? series.get(t.id) : null;
-        if (!entry) return;
-        entry.time.forEach((when, i) => { if (when >= lo && when <= hi) { a = Math.min(a, entry.step[i]); b = Math.max(b, entry.step[i]); } });
-      });
+      entries.forEach((e) => e.time.forEach((when, i) => {
+        if (when >= from && when <= to) { a = Math.min(a, e.step[i]); b = Math.max(b, e.step[i]); }
+      }));
       return a <= b ? [a, b] : null;
     }
 
-    // Other runs for comparison, drawn dashed.
-    async function addComparison(run) {
-      if (!run || compared.has(Number(run))) return;
-      const data = await fetchJson(`/jobs/${run}/metrics/?width=${chartWidth(charts)}`);
-      compared.set(Number(run), data.series.filter((s) => !s.system).map((s) => store(s, s, Number(run))));
-      render();
+    // Other runs of the same owner, one colour each (the first one no shown run has).
+    async function compare(pick) {
+      const run = Number(pick.value);
+      if (!pick.checked) { compared.delete(run); runs.delete(run); render(); return; }
+      const taken = new Set([...runs.values()].map((r) => r.color));
+      runs.set(run, { name: pick.dataset.runName, color: COLORS.find((c) => !taken.has(c)) || COLORS[run % COLORS.length] });
+      try {
+        const data = await fetchJson(`/jobs/${run}/metrics/?width=${chartWidth(boxes.metrics)}`);
+        if (!pick.checked) return; // unticked while loading
+        compared.set(run, data.series.map((s) => store(s, s, run)));
+        render();
+      } catch (err) {
+        pick.checked = false;
+        runs.delete(run);
+        status.textContent = "could not load run: " + err.message;
+      }
     }
 
     function connect() {
-      Portal.socket(`/ws/jobs/${jobId}/metrics/?width=${chartWidth(charts)}`, {
+      Portal.socket(`/ws/jobs/${jobId}/metrics/?width=${chartWidth(boxes.metrics)}`, {
         onMessage: (message) => {
           if (message.type === "history") {
             series.clear();
@@ -288,20 +390,20 @@ const PortalMetrics = (() => {
 
     [controls.layout, controls.xaxis, controls.logy].forEach((c) => c.addEventListener("change", render));
     controls.smoothing.addEventListener("input", () => {
-      root.querySelector("[data-smoothing-value]").textContent = controls.smoothing.value;
+      $("[data-smoothing-value]").textContent = controls.smoothing.value;
       render();
     });
-    if (controls.compare) {
-      controls.compare.addEventListener("change", async () => {
-        const run = controls.compare.value;
-        controls.compare.value = "";
-        try { await addComparison(run); } catch (err) { status.textContent = "could not load run: " + err.message; }
+    picks.forEach((pick) => pick.addEventListener("change", () => compare(pick)));
+    const clear = $("[data-compare-clear]");
+    if (clear) {
+      clear.addEventListener("click", () => {
+        picks.forEach((pick) => { pick.checked = false; runs.delete(Number(pick.value)); });
+        compared.clear();
+        render();
       });
     }
-    const clear = root.querySelector("[data-compare-clear]");
-    if (clear) clear.addEventListener("click", () => { compared.clear(); render(); });
     connect();
   }
 
-  return { start, smooth };
+  return { start, smooth, family };
 })();
