@@ -14,7 +14,8 @@ class LaunchForm(forms.ModelForm):
         widget=forms.RadioSelect,
         empty_label=None,
         error_messages={
-            "invalid_choice": "Choose an image from the catalog (deprecated images are not offered)."
+            "invalid_choice": "Choose an image from the catalog (a disabled image is no longer "
+            "offered)."
         },
     )
     cluster = forms.ModelChoiceField(
@@ -65,6 +66,12 @@ class LaunchForm(forms.ModelForm):
         self.instance.owner = user
         self.fields["account"].widget.attrs["placeholder"] = "cluster default"
 
+    image_notice = ""
+
+    def add_initial_notice(self, text: str) -> None:
+        """A word about the image shown before the user submits (a disabled one)."""
+        self.image_notice = text
+
     def clean(self):
         cleaned = super().clean()
         if not cleaned.get("gpus"):
@@ -102,7 +109,7 @@ def launch_initial(user, source: Job | None = None) -> dict:
         (c for c in clusters if ClusterAccount.for_user(c, user)), clusters[0] if clusters else None
     )
     partition = cluster.default_partition() if cluster else None
-    image = ContainerImage.objects.offered().first()
+    image = ContainerImage.objects.offered().filter(deprecated=False).first()
     initial = {"image": image.slug if image else None, "kind": "notebook", "workdir_kind": "home"}
     if image and not image.offers_notebook:
         initial["kind"] = "batch"

@@ -77,12 +77,20 @@ def launch(request):
             messages.success(
                 request, f"Job {job.pk} is queued; it will be submitted to {job.cluster.name} now."
             )
+            if job.image.deprecated:
+                messages.warning(request, job.image.deprecation_text)
             return redirect("job-detail", pk=job.pk)
     else:
         source = None
         if request.GET.get("from"):
             source = get_job_for_user(request, _int_or_404(request.GET["from"]))
         form = LaunchForm(initial=launch_initial(request.user, source), user=request.user)
+        if source is not None and not source.image.enabled:
+            # Said where the image is chosen, instead of a silently empty choice.
+            form.add_initial_notice(
+                f"Job {source.pk} ran {source.image}, which the administrators have disabled: "
+                "choose another image; everything else is as it was."
+            )
     images = ContainerImage.objects.offered().prefetch_related("tags")
     return render(
         request,
@@ -91,7 +99,7 @@ def launch(request):
             "form": form,
             "images": images,
             "limits": partition_limits(),
-            "tags": Tag.objects.filter(images__enabled=True, images__deprecated=False).distinct(),
+            "tags": Tag.objects.filter(images__enabled=True).distinct(),
             "gpu_images": [i.slug for i in images if i.supports_gpu],
             "image_kinds": {i.slug: i.kinds for i in images},
         },

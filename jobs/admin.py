@@ -3,11 +3,13 @@
 from django.contrib import admin, messages
 from django.db.models import Count
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from jobs.models import (
     Cluster,
     ClusterAccount,
     ContainerImage,
+    ImageCheck,
     Job,
     JobEvent,
     Partition,
@@ -123,19 +125,31 @@ class TagAdmin(admin.ModelAdmin):
         return obj._images
 
 
+class ImageCheckInline(admin.TabularInline):
+    model = ImageCheck
+    extra = 0
+    can_delete = False
+    fields = ("cluster", "ok", "checked_at", "checked_as", "report")
+    readonly_fields = fields
+    verbose_name_plural = "Checks on the clusters (the admin action “Check on the clusters”)"
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
 @admin.register(ContainerImage)
 class ContainerImageAdmin(admin.ModelAdmin):
+    # Availability and the last cluster check come first: at a laptop's width the last
+    # columns are the ones that scroll out of sight.
     list_display = (
         "name",
         "version",
-        "slug",
+        "availability",
+        "cluster_checks",
         "runtime",
         "short_location",
-        "supports_gpu",
         "session_kinds",
         "tag_list",
-        "enabled",
-        "deprecated",
         "sort_order",
     )
     list_display_links = ("name",)
@@ -154,17 +168,50 @@ class ContainerImageAdmin(admin.ModelAdmin):
     filter_horizontal = ("tags",)
     list_per_page = 50
     ordering = ("sort_order", "name", "version")
-    actions = ("enable", "disable", "deprecate", "undeprecate", "duplicate")
+
+    class Media:
+        css = {"all": ["frontend/admin.css"]}
+
+    actions = ("check_on_clusters", "enable", "disable", "deprecate", "undeprecate", "duplicate")
+    inlines = (ImageCheckInline,)
     readonly_fields = ("created_at", "updated_at")
     fieldsets = (
         (None, {"fields": ("name", "version", "slug", "description", "tags", "sort_order")}),
         ("Runtime", {"fields": ("runtime", "location", "modules", "supports_gpu")}),
         ("Offered for", {"fields": ("offers_notebook", "offers_batch", "default_command")}),
-        ("Availability", {"fields": ("enabled", "deprecated", "created_at", "updated_at")}),
+        (
+            "Availability",
+            {"fields": ("enabled", "deprecated", "deprecation_note", "created_at", "updated_at")},
+        ),
     )
 
     def get_queryset(self, request):
-        return super().get_queryset(request).prefetch_related("tags")
+        return super().get_queryset(request).prefetch_related("tags", "checks__cluster")
+
+    @admin.display(description="availability", ordering="enabled")
+    def availability(self, obj: ContainerImage) -> str:
+        if not obj.enabled:
+            return mark_safe('<span class="portal-state off">disabled</span>')
+        if obj.deprecated:
+            return format_html(
+                '<span class="portal-state deprecated" title="{}">deprecated</span>',
+                obj.deprecation_note,
+            )
+        return mark_safe('<span class="portal-state on">offered</span>')
+
+    @admin.display(description="on clusters")
+    def cluster_checks(self, obj: ContainerImage) -> str:
+        checks = list(obj.checks.all())
+        if not checks:
+            return "not checked"
+        return format_html_join(
+            " ",
+            '<span class="portal-check {}" title="{}">{} {}</span>',
+            (
+                ("ok" if c.ok else "bad", c.report, "✔" if c.ok else "✘", c.cluster.name)
+                for c in checks
+            ),
+        )
 
     @admin.display(description="location")
     def short_location(self, obj: ContainerImage) -> str:
@@ -180,6 +227,25 @@ class ContainerImageAdmin(admin.ModelAdmin):
         return format_html_join(
             " ", '<span class="portal-tag">{}</span>', ((t.name,) for t in obj.tags.all())
         )
+
+    @admin.action(description="Check on the clusters (runtime, image file, modules)")
+    def check_on_clusters(self, request, queryset):
+        images = list(queryset)
+        for cluster in Cluster.objects.filter(enabled=True):
+            checks = ImageCheck.run(images, cluster, request.user)
+            bad = [c for c in checks if not c.ok]
+            if not bad:
+                self.message_user(
+                    request,
+                    f"All {len(checks)} image(s) are ready on {cluster.name}.",
+                    messages.SUCCESS,
+                )
+            for check in bad:
+                self.message_user(
+                    request,
+                    f"{check.image} on {cluster.name}: " + "; ".join(check.problems),
+                    messages.ERROR,
+                )
 
     @admin.action(description="Enable selected images")
     def enable(self, request, queryset):

@@ -51,6 +51,7 @@ def job_payload(job) -> dict:
         "work_dir": job.work_dir,
         "exit_code": job.exit_code,
         "message": job.message,
+        "stderr_tail": job.stderr_tail,
         "time_limit_minutes": job.time_limit_minutes,
         "cancel_requested": bool(job.cancel_requested_at),
         "started_at": job.started_at.isoformat() if job.started_at else None,

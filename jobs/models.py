@@ -249,8 +249,9 @@ class Tag(models.Model):
 
 class ContainerImageQuerySet(models.QuerySet):
     def offered(self) -> ContainerImageQuerySet:
-        """Images a user may choose for a new job."""
-        return self.filter(enabled=True, deprecated=False)
+        """Images a user may choose for a new job: the enabled ones, deprecated ones last
+        (they still run, marked as deprecated, so old experiments can be repeated)."""
+        return self.filter(enabled=True).order_by("deprecated", *ContainerImage._meta.ordering)
 
 
 class ContainerImage(models.Model):
@@ -288,7 +289,15 @@ class ContainerImage(models.Model):
     offers_batch = models.BooleanField("batch jobs", default=True)
     enabled = models.BooleanField(default=True)
     deprecated = models.BooleanField(
-        default=False, help_text="Shown as deprecated and not offered for new jobs."
+        default=False,
+        help_text="Still offered (an old experiment can be launched again), but marked as "
+        "deprecated, listed last and warned about, with the note below. To stop new jobs, "
+        "disable the image.",
+    )
+    deprecation_note = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Shown with a deprecated image: why, and what to use instead.",
     )
     sort_order = models.IntegerField(default=100, help_text="Lower numbers are listed first.")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -305,6 +314,15 @@ class ContainerImage(models.Model):
     @property
     def module_list(self) -> list[str]:
         return split_list(self.modules)
+
+    @property
+    def deprecation_text(self) -> str:
+        """What a user is told about a deprecated image ('' when it is not)."""
+        if not self.deprecated:
+            return ""
+        return f"{self} is deprecated: " + (
+            self.deprecation_note or "it still runs, but may be removed; prefer a newer image."
+        )
 
     @property
     def kinds(self) -> list[str]:
@@ -422,6 +440,74 @@ class ClusterAccount(models.Model):
         return cls.objects.filter(cluster=cluster, user=user).first()
 
 
+class ImageCheck(models.Model):
+    """The last check, on one cluster's login node, that what an image needs is there:
+    its runtime command, its .sif file, its environment modules."""
+
+    image = models.ForeignKey(ContainerImage, on_delete=models.CASCADE, related_name="checks")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="image_checks")
+    checked_at = models.DateTimeField()
+    checked_as = models.CharField(max_length=32, blank=True, help_text="The cluster user.")
+    ok = models.BooleanField()
+    report = models.TextField(help_text="One finding per line.")
+
+    class Meta:
+        ordering = ["cluster__name"]
+        constraints = [
+            models.UniqueConstraint(fields=["image", "cluster"], name="one_check_per_cluster")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.image} on {self.cluster}: {'ok' if self.ok else 'problems'}"
+
+    @property
+    def problems(self) -> list[str]:
+        return [line[2:] for line in self.report.splitlines() if line.startswith("✘ ")]
+
+    @classmethod
+    def run(cls, images, cluster: Cluster, user) -> list[ImageCheck]:
+        """Check ``images`` on ``cluster`` in one SSH command, as the user's own cluster
+        account (else the service account, else any account: what a login node offers
+        is the same for all), and record the outcome per image."""
+        from jobs.slurm import operations, ssh
+
+        images = list(images)
+        account = (
+            ClusterAccount.for_user(cluster, user)
+            or ClusterAccount.objects.filter(cluster=cluster, user__isnull=True).first()
+            or ClusterAccount.objects.filter(cluster=cluster)
+            .exclude(private_key_encrypted="")
+            .first()
+        )
+        if account is None:
+            findings = [[f"✘ no cluster account on {cluster.name} to log in with"]] * len(images)
+        else:
+            try:
+                found = operations.on_account(
+                    account, lambda conn: operations.check_images(conn, images)
+                )
+                mark = {True: "✔", False: "✘", None: "·"}
+                findings = [[f"{mark[f.ok]} {f.text}" for f in each] for each in found]
+            except (ssh.SlurmError, ValidationError) as exc:
+                findings = [[f"✘ could not check on {cluster.name}: {exc}"]] * len(images)
+        now = timezone.now()
+        checks = []
+        for image, lines in zip(images, findings, strict=True):
+            lines = lines or ["✔ nothing to check (the host's own environment)"]
+            check, _ = cls.objects.update_or_create(
+                image=image,
+                cluster=cluster,
+                defaults={
+                    "checked_at": now,
+                    "checked_as": account.username if account else "",
+                    "ok": not any(line.startswith("✘") for line in lines),
+                    "report": "\n".join(lines),
+                },
+            )
+            checks.append(check)
+        return checks
+
+
 # ---------------------------------------------------------------------------
 # Jobs
 # ---------------------------------------------------------------------------
@@ -512,7 +598,7 @@ class Job(models.Model):
         max_length=16, choices=State.choices, default=State.QUEUED, db_index=True
     )
     scheduler_job_id = models.CharField(max_length=32, blank=True, db_index=True)
-    pending_reason = models.CharField(max_length=100, blank=True)
+    pending_reason = models.CharField(max_length=200, blank=True)
     # While pending: place in the partition's queue (1 = next) and Slurm's estimated start.
     queue_position = models.PositiveIntegerField(null=True, blank=True)
     estimated_start = models.DateTimeField(null=True, blank=True)
@@ -521,6 +607,8 @@ class Job(models.Model):
     message = models.TextField(blank=True, help_text="The scheduler's or the portal's explanation.")
     work_dir = models.CharField(max_length=500, blank=True)
     script = models.TextField(blank=True, help_text="The job script as submitted.")
+    # A failed job's last lines of stderr (plain text, bounded), read once when it ends.
+    stderr_tail = models.TextField(blank=True, editable=False)
     # The job's own metrics upload token (hash only): valid for this job while it is active.
     metrics_token_hash = models.CharField(max_length=64, blank=True, editable=False)
 
@@ -586,7 +674,7 @@ class Job(models.Model):
         from jobs.slurm.parsers import HELD_REASONS, reason_text
 
         return self.state == self.State.PENDING and self.pending_reason in {
-            reason_text(r)[:100] for r in HELD_REASONS
+            reason_text(r)[:200] for r in HELD_REASONS
         }
 
     @property
@@ -607,7 +695,7 @@ class Job(models.Model):
                 f"Partition {partition.name} is not on cluster {self.cluster.name}."
             )
         if image is not None:
-            if self._state.adding and (not image.enabled or image.deprecated):
+            if self._state.adding and not image.enabled:
                 errors["image"] = f"{image} is no longer offered for new jobs."
             if self.kind not in image.kinds:
                 errors["kind"] = f"{image} does not offer {self.get_kind_display().lower()}s."
@@ -685,6 +773,21 @@ class Job(models.Model):
                 setattr(self, key, value)
             transaction.on_commit(lambda: publish_job(self))
         return True
+
+    @property
+    def ended_badly(self) -> bool:
+        """Failed or timed out on the cluster: its stderr likely says why."""
+        return self.state in (self.State.FAILED, self.State.TIMEOUT)
+
+    def record_error_tail(self, stderr: str) -> None:
+        """Keep the last lines of a failed job's stderr (as plain, bounded text)."""
+        from jobs.slurm.parsers import error_tail
+
+        tail = error_tail(stderr)
+        if tail != self.stderr_tail:
+            Job.objects.filter(pk=self.pk).update(stderr_tail=tail)
+            self.stderr_tail = tail
+            transaction.on_commit(lambda: publish_job(self))
 
     def update_details(self, **fields) -> bool:
         """Change fields that are not the state (pending reason, node); publish if any changed."""
@@ -768,7 +871,7 @@ class Job(models.Model):
 
     def apply_scheduler_status(self, status) -> bool:
         """Record what the scheduler says (a parsers.JobStatus). True if anything changed."""
-        from jobs.slurm.parsers import STATE_MESSAGES, reason_text
+        from jobs.slurm.parsers import STATE_MESSAGES, reason_text, waiting_for
 
         if self.scheduler_unseen_since is not None:
             Job.objects.filter(pk=self.pk).update(scheduler_unseen_since=None)
@@ -777,6 +880,8 @@ class Job(models.Model):
         new_state = status.state
         pending = new_state == self.State.PENDING
         reason = reason_text(status.reason) if pending else ""
+        if pending and status.free is not None:
+            reason = waiting_for(status.free, self.cpus, self.memory_gb, self.gpus, self.gpu_type)
         node = status.node if not pending else ""
         attempt = self.attempt if status.restarts is None else status.restarts
         queue = {
@@ -785,12 +890,12 @@ class Job(models.Model):
         }
         if new_state == self.state:
             return self.update_details(
-                pending_reason=reason[:100], node=node[:253], attempt=attempt, **queue
+                pending_reason=reason[:200], node=node[:253], attempt=attempt, **queue
             )
         key = status.slurm_state.split()[0] if status.slurm_state else ""
         message = STATE_MESSAGES.get(key, "")
         fields = {
-            "pending_reason": reason[:100],
+            "pending_reason": reason[:200],
             "node": node[:253] or (self.node if not pending else ""),
             "attempt": attempt,
             **queue,

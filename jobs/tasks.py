@@ -212,6 +212,8 @@ def _sync_account(group: list[Job]) -> int:
         if moved and job.is_final:
             # Whatever the uploads missed is in the job's files: read them to the end.
             _enqueue_tail(job.pk, final=True)
+            if job.ended_badly:
+                _enqueue(read_error_tail, job.pk)
     running = [job for job in group if job.state == Job.State.RUNNING]
     discover_sessions(account, running)
     if account.cluster.metrics_over_ssh:
@@ -321,6 +323,34 @@ def recover_jobs() -> dict[str, int]:
             "recovered %d submissions and %d cancellations", len(lost_submits), len(lost_cancels)
         )
     return {"submits": len(lost_submits), "cancels": len(lost_cancels)}
+
+
+def _enqueue(task, *args) -> None:
+    try:
+        task.delay(*args)
+    except Exception:  # noqa: BLE001 - a broker outage must not stop the sync
+        log.exception("could not queue %s%r", task.name, args)
+
+
+# Enough for a traceback's end; error_tail() keeps its last 20 lines.
+ERROR_TAIL_BYTES = 8192
+
+
+@shared_task(bind=True, acks_late=True, max_retries=5, **_limits())
+def read_error_tail(self, job_id: int) -> None:
+    """Keep the end of a failed job's stderr with the job: the cause is usually there
+    ('module: command not found', a Python traceback)."""
+    job = Job.objects.select_related("cluster_account__cluster").filter(pk=job_id).first()
+    if job is None or not job.ended_badly:
+        return
+    try:
+        tail = operations.read_job_log(job, "stderr", max_bytes=ERROR_TAIL_BYTES)
+    except ssh.SlurmError as exc:
+        if exc.transient:
+            raise self.retry(countdown=_backoff(self.request.retries)) from None
+        log.warning("stderr of job %s not read: %s", job_id, exc)
+        return
+    job.record_error_tail(tail.text)
 
 
 def _enqueue_tail(job_id: int, final: bool = False) -> None:

@@ -68,8 +68,9 @@ def cluster(db):
 
 @pytest.fixture
 def catalog(cluster, owner):
-    """An API-ready portal: a launchable image (with its own command), a deprecated one,
-    and the owner's account on the cluster. Returns the cluster."""
+    """An API-ready portal: a launchable image (with its own command), a deprecated one
+    (still offered), a disabled one (not offered), and the owner's account on the cluster.
+    Returns the cluster."""
     from jobs.models import ClusterAccount
 
     ContainerImage.objects.create(
@@ -79,7 +80,15 @@ def catalog(cluster, owner):
         sort_order=1,
         default_command="python train.py",
     )
-    ContainerImage.objects.create(name="Old", slug="old", runtime="none", deprecated=True)
+    ContainerImage.objects.create(
+        name="Legacy",
+        slug="legacy",
+        runtime="none",
+        sort_order=0,
+        deprecated=True,
+        deprecation_note="Use Python.",
+    )
+    ContainerImage.objects.create(name="Old", slug="old", runtime="none", enabled=False)
     ClusterAccount.objects.create(cluster=cluster, user=owner, username="alice")
     return cluster
 

@@ -27,6 +27,7 @@ class ContainerSerializer(serializers.ModelSerializer):
             "kinds",
             "default_command",
             "deprecated",
+            "deprecation_note",
         ]
 
 
@@ -135,7 +136,7 @@ class JobDetailSerializer(JobSerializer):
     events = JobEventSerializer(many=True, read_only=True)
 
     class Meta(JobSerializer.Meta):
-        fields = [*JobSerializer.Meta.fields, "events"]
+        fields = [*JobSerializer.Meta.fields, "stderr_tail", "events"]
         read_only_fields = fields
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import logging
 import re
+import secrets
 import stat
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -134,10 +135,28 @@ def query(
     except parsers.Unparsable as exc:
         raise SchedulerUnavailable(str(exc)) from None
     found = parsers.match_jobs(live, expected)
+    short = [i for i, st in found.items() if st.state == "pending" and st.reason == "Resources"]
+    if short:
+        nodes = free_on_nodes(conn)
+        if nodes is not None:
+            for i in short:
+                part = found[i].partition
+                found[i] = replace(found[i], free=tuple(n for n in nodes if part in n.partitions))
     missing = {i: expected[i] for i in sorted(expected) if i not in found}
     if missing:
         found.update(accounting(conn, username, missing))
     return found
+
+
+def free_on_nodes(conn: ssh.Connection) -> list[parsers.NodeFree] | None:
+    """What every node has free (one ``sinfo --json``); None when sinfo cannot say: a
+    pending job then keeps the general 'waiting for free resources'."""
+    try:
+        out = run(conn, ["sinfo", "--json"], max_bytes=16 * 1024 * 1024).stdout
+        return parsers.parse_sinfo_json(out)
+    except (ssh.CommandFailed, parsers.Unparsable) as exc:
+        log.warning("sinfo: free resources unknown (%s)", exc)
+        return None
 
 
 def accounting(
@@ -460,3 +479,80 @@ def work_file_size(conn: ssh.Connection, work_dir: str, rel: str) -> tuple[str, 
         attrs = sftp.lstat(path)
     _check_regular(path, attrs)
     return path, attrs.st_size or 0
+
+
+# Checks that what a catalog image needs is on the cluster's login node. Arguments: a
+# nonce that marks the answer lines, then three per image: the runtime's command ('' for
+# the host), the image location, and its modules one per line.
+_CHECK_IMAGES = r"""
+nonce=$1; shift
+i=0
+modules_ready=
+say() { printf '%s %s %s %s\n' "$nonce" "$i" "$1" "$2"; }
+while [ $# -ge 3 ]; do
+    runtime=$1 location=$2 modules=$3
+    shift 3
+    if [ -n "$runtime" ]; then
+        if found=$(command -v -- "$runtime" 2>/dev/null); then
+            say ok "$runtime is installed ($found)"
+        else
+            say fail "$runtime is not installed on the login node (not on PATH)"
+        fi
+    fi
+    case $location in
+        /*)
+            if [ -f "$location" ] && [ -r "$location" ]; then
+                say ok "image file $location is there ($(stat -L -c %s -- "$location") bytes)"
+            elif [ -e "$location" ]; then
+                say fail "$location is there but is not a readable file"
+            else
+                say fail "image file $location is missing"
+            fi ;;
+        '') ;;
+        *) say note "$location is pulled when a job starts; not checked here" ;;
+    esac
+    if [ -n "$modules" ]; then
+        if [ -z "$modules_ready" ]; then
+__MODULE_INIT__
+            modules_ready=yes
+        fi
+        if ! command -v module >/dev/null 2>&1; then
+            say fail "the module command is not available (neither Lmod nor Environment Modules is set up)"
+        else
+            while IFS= read -r m; do
+                if module is-avail "$m" >/dev/null 2>&1; then
+                    say ok "module $m is available"
+                else
+                    say fail "module $m is not available"
+                fi
+            done <<< "$modules"
+        fi
+    fi
+    i=$((i + 1))
+done
+"""
+
+RUNTIME_COMMANDS = {"apptainer": "apptainer", "singularity": "singularity", "podman": "podman"}
+
+
+def check_images(conn: ssh.Connection, images) -> list[list[parsers.CheckFinding]]:
+    """What each image needs (runtime, image file, modules), checked on the login node
+    in one command; findings per image, in order."""
+    from jobs.slurm.scripts import MODULE_INIT  # scripts needs the models; this module not
+
+    nonce = secrets.token_hex(8)
+    script = _CHECK_IMAGES.replace("__MODULE_INIT__", MODULE_INIT)
+    argv = ["bash", "-c", script, "portal-check", nonce]
+    for image in images:
+        argv += [
+            RUNTIME_COMMANDS.get(image.runtime, ""),
+            image.location,
+            "\n".join(image.module_list),
+        ]
+    result = conn.run(argv, check=False, max_bytes=256 * 1024)
+    found = parsers.parse_image_check(result.stdout, nonce, len(images))
+    if result.exit_status != 0 and not any(found):
+        raise ssh.CommandFailed(
+            result.stderr.strip()[-500:] or f"the check stopped with status {result.exit_status}"
+        )
+    return found

@@ -146,6 +146,9 @@ class JobStatus:
     # Pending jobs: place among the partition's pending jobs (1 = next), Slurm's estimate.
     queue_position: int | None = None
     estimated_start: datetime | None = None
+    partition: str = ""
+    # Pending for Resources: what the partition's nodes have free (from sinfo), if known.
+    free: tuple[NodeFree, ...] | None = None
 
     @property
     def state(self) -> str:
@@ -293,6 +296,7 @@ def parse_squeue_json(output: str, username: str) -> list[JobStatus]:
                     user=username,
                     queue_position=positions.get(job_id),
                     estimated_start=_epoch(entry.get("start_time")) if state == "PENDING" else None,
+                    partition=_text(entry.get("partition")).split(",")[0],
                 )
             )
         except ValueError as exc:
@@ -476,3 +480,179 @@ def is_transient(stderr: str) -> bool:
 
 def accounting_disabled(stderr: str) -> bool:
     return "accounting storage is disabled" in stderr.lower()
+
+
+# -- text written by jobs ------------------------------------------------------
+
+# Terminal escape sequences (colours, cursor moves) and other control characters.
+_ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def plain_line(line: str) -> str:
+    """One line of program output as plain text: what a terminal would finally show after
+    carriage returns (progress bars), without escape sequences or control characters."""
+    line = line.rsplit("\r", 1)[-1] if "\r" in line.rstrip("\r") else line.rstrip("\r")
+    return _CONTROL.sub("", _ANSI.sub("", line))
+
+
+def error_tail(text: str, max_lines: int = 20, max_chars: int = 2000) -> str:
+    """The last lines of a failed job's stderr, as plain text of at most ``max_lines``
+    lines and ``max_chars`` characters (a line longer than that keeps its end)."""
+    lines = [plain_line(line) for line in text.split("\n")]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    kept: list[str] = []
+    used = 0
+    for line in reversed(lines[-max_lines:]):
+        room = max_chars - used
+        if room <= 0:
+            break
+        if len(line) > room:
+            line = "…" + line[-(room - 1) :] if room > 1 else "…"
+        kept.append(line)
+        used += len(line) + 1
+    return "\n".join(reversed(kept))
+
+
+@dataclass(frozen=True)
+class CheckFinding:
+    ok: bool | None  # None: noted, not checked (a registry image is pulled when a job starts)
+    text: str
+
+
+def parse_image_check(stdout: str, nonce: str, count: int) -> list[list[CheckFinding]]:
+    """Findings per checked image from the check script's ``<nonce> <index> ok|fail|note
+    <text>`` lines; anything else on stdout (a login banner) is ignored."""
+    found: list[list[CheckFinding]] = [[] for _ in range(count)]
+    for line in stdout.splitlines()[:1000]:
+        parts = line.split(" ", 3)
+        if len(parts) != 4 or parts[0] != nonce or not parts[1].isdigit():
+            continue
+        index, status, text = int(parts[1]), parts[2], plain_line(parts[3])[:300]
+        if index < count and status in ("ok", "fail", "note") and len(found[index]) < 50:
+            ok = {"ok": True, "fail": False, "note": None}[status]
+            found[index].append(CheckFinding(ok, text))
+    return found
+
+
+# -- what the nodes have free ----------------------------------------------------
+
+# Node states and flags under which Slurm starts nothing new on a node.
+_UNUSABLE = {
+    "DOWN",
+    "DRAIN",
+    "DRAINED",
+    "DRAINING",
+    "FAIL",
+    "FAILING",
+    "MAINTENANCE",
+    "POWERED_DOWN",
+    "POWER_DOWN",
+    "NOT_RESPONDING",
+    "RESERVED",
+    "FUTURE",
+    "UNKNOWN",
+}
+
+
+@dataclass(frozen=True)
+class NodeFree:
+    """What one node could still give a job."""
+
+    name: str
+    partitions: tuple[str, ...]
+    usable: bool
+    cpus: int
+    memory_mb: int
+    gpus: tuple[tuple[str, int], ...]  # (type or '', free count)
+    features: tuple[str, ...] = ()
+
+    def free_gpus(self, gpu_type: str = "") -> int:
+        if not gpu_type:
+            return sum(n for _, n in self.gpus)
+        if gpu_type in self.features:
+            return sum(n for _, n in self.gpus)
+        return sum(n for t, n in self.gpus if t == gpu_type)
+
+
+def _gres_counts(value: str) -> dict[str, int]:
+    """'gpu:v100:4(S:0-1),gpu:a100:2' -> {'v100': 4, 'a100': 2}; 'gpu:2' -> {'': 2}."""
+    counts: dict[str, int] = {}
+    for item in value.split(","):
+        parts = item.split("(")[0].split(":")
+        if parts[0] != "gpu" or len(parts) < 2:
+            continue
+        kind, count = (parts[1], parts[2]) if len(parts) >= 3 else ("", parts[1])
+        if count.isdigit():
+            counts[kind] = counts.get(kind, 0) + int(count)
+    return counts
+
+
+def parse_sinfo_json(output: str) -> list[NodeFree]:
+    """``sinfo --json`` -> what each node has free (CPUs, memory, GPUs by type). Read by
+    key, like the job lists; a node entry that is not what it should be is skipped."""
+    try:
+        document = json.loads(output)
+    except (ValueError, RecursionError) as exc:
+        raise Unparsable(f"sinfo --json printed no JSON document: {exc}") from None
+    entries = document.get("nodes") if isinstance(document, dict) else None
+    if not isinstance(entries, list):
+        raise Unparsable("sinfo --json has no node list")
+    nodes = []
+    for entry in entries[:10000]:
+        if not isinstance(entry, dict):
+            continue
+        cpus, alloc = _number(entry.get("cpus")), _number(entry.get("alloc_cpus")) or 0
+        memory, used = _number(entry.get("real_memory")), _number(entry.get("alloc_memory")) or 0
+        if cpus is None or memory is None:
+            continue
+        flags = entry.get("state_flags") if isinstance(entry.get("state_flags"), list) else []
+        states = {_json_state(entry.get("state")).upper(), *(_text(f).upper() for f in flags)}
+        total, in_use = (
+            _gres_counts(_text(entry.get("gres"))),
+            _gres_counts(_text(entry.get("gres_used"))),
+        )
+        partitions = entry.get("partitions") if isinstance(entry.get("partitions"), list) else []
+        nodes.append(
+            NodeFree(
+                name=_text(entry.get("name")),
+                partitions=tuple(_text(p) for p in partitions),
+                usable=not (states & _UNUSABLE),
+                cpus=max(cpus - alloc, 0),
+                memory_mb=max(memory - used, 0),
+                gpus=tuple((t, max(n - in_use.get(t, 0), 0)) for t, n in sorted(total.items())),
+                features=tuple(f for f in _text(entry.get("active_features")).split(",") if f),
+            )
+        )
+    return nodes
+
+
+def waiting_for(
+    nodes: tuple[NodeFree, ...], cpus: int, memory_gb: int, gpus: int, gpu_type: str = ""
+) -> str:
+    """Which resource a job pending for 'Resources' waits for, in words, from what the
+    partition's nodes have free now (Slurm places a job on one node)."""
+    usable = [n for n in nodes if n.usable]
+    if not usable:
+        return "waiting for a node: every node of its partition is down, drained or reserved"
+    best_cpus = max(n.cpus for n in usable)
+    best_mb = max(n.memory_mb for n in usable)
+    best_gpus = max(n.free_gpus(gpu_type) for n in usable)
+    short = []
+    if gpus > best_gpus:
+        kind = f"{gpu_type} GPUs" if gpu_type else "GPUs"
+        short.append(f"{kind}: {gpus} asked, {best_gpus} free")
+    if cpus > best_cpus:
+        short.append(f"CPUs: {cpus} asked, {best_cpus} free")
+    if memory_gb * 1024 > best_mb:
+        short.append(f"memory: {memory_gb} GB asked, {best_mb / 1024:.3g} GB free")
+    if short:
+        return "waiting for " + "; ".join(short) + " (at most, on one node)"
+    fits = any(
+        n.cpus >= cpus and n.memory_mb >= memory_gb * 1024 and n.free_gpus(gpu_type) >= gpus
+        for n in usable
+    )
+    if not fits:
+        return "waiting for one node with the CPUs, memory and GPUs it asks all free at once"
+    return "waiting for the scheduler: what it asks is free now"

@@ -125,18 +125,20 @@ def container_launch(
     raise ScriptError(f"unknown container runtime {runtime!r}")
 
 
+# Defines `module` in a non-interactive shell (batch scripts and the image check do not
+# read the login profile): Lmod's or Environment Modules' bash init, whichever is there.
+MODULE_INIT = """if ! command -v module >/dev/null 2>&1; then
+    for f in /etc/profile.d/lmod.sh /etc/profile.d/modules.sh /usr/share/lmod/lmod/init/bash; do
+        [ -r "$f" ] && . "$f" && break
+    done
+fi"""
+
+
 def module_lines(image: ContainerImage) -> str:
     modules = image.module_list
     if not modules:
         return ""
-    lines = [
-        "# Environment modules for this image.",
-        "if ! command -v module >/dev/null 2>&1; then",
-        "    for f in /etc/profile.d/lmod.sh /etc/profile.d/modules.sh /usr/share/lmod/lmod/init/bash; do",
-        '        [ -r "$f" ] && . "$f" && break',
-        "    done",
-        "fi",
-    ]
+    lines = ["# Environment modules for this image.", MODULE_INIT]
     for module in modules:
         quoted = shlex.quote(module)
         lines.append(

@@ -116,7 +116,10 @@ def test_account_page_creates_shows_once_and_revokes_tokens(owner):
 
 def test_containers_and_clusters(api):
     containers = api.get("/api/v1/containers/").json()
-    assert [c["slug"] for c in containers] == ["python"]  # deprecated not offered
+    # Disabled: not offered. Deprecated: offered last, marked, with the admins' note.
+    assert [c["slug"] for c in containers] == ["python", "legacy"]
+    assert [c["deprecated"] for c in containers] == [False, True]
+    assert containers[1]["deprecation_note"] == "Use Python."
     assert containers[0]["default_command"] == "python train.py"
     clusters = api.get("/api/v1/clusters/").json()
     gpu = next(p for p in clusters[0]["partitions"] if p["name"] == "gpu")

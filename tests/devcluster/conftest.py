@@ -19,3 +19,13 @@ def queued_metric_reads(monkeypatch):
     calls = []
     monkeypatch.setattr(tasks.tail_metrics, "delay", lambda *a, **k: calls.append((a, k)))
     return calls
+
+
+@pytest.fixture(autouse=True)
+def queued_error_tails(monkeypatch):
+    """Likewise the stderr reads a sync queues for jobs that failed."""
+    from jobs import tasks
+
+    calls = []
+    monkeypatch.setattr(tasks.read_error_tail, "delay", lambda *a, **k: calls.append(a))
+    return calls

@@ -156,7 +156,10 @@ def test_cancelling_a_pending_job_ends_cancelled(devcluster, owner, host_image):
             break
         time.sleep(0.5)
     assert job.state == "pending"
-    assert job.pending_reason == "waiting for free resources (a free GPU or node)"
+    # Which resource is short, from what sinfo says the node has free.
+    assert job.pending_reason.startswith("waiting for v100 GPUs: 4 asked, 0 free"), (
+        job.pending_reason
+    )
     assert job.queue_position == 1  # next in the gpu partition's queue
     for _ in range(30):  # the backfill scheduler's estimate (every 5 s on the dev cluster)
         if job.estimated_start:

@@ -60,7 +60,13 @@ def test_researcher_launches_watches_reads_logs_cancels_and_others_see_nothing(
     dashboard.evaluate(WATCH_BADGES)
 
     page.goto(f"{stack.url}/launch/")
-    assert page.get_by_text("Retired stack").count() == 0  # deprecated: not offered
+    # Deprecated: still offered, last and marked; chosen, it is warned about.
+    retired = page.locator(".image-card", has_text="Retired stack")
+    assert retired.locator(".tag.deprecated").inner_text() == "deprecated"
+    retired.click()
+    page.get_by_text("Retired stack is deprecated: it still runs").wait_for()
+    page.get_by_text("Python (host)").click()
+    assert page.locator("[data-deprecation-warning]").is_hidden()
     screenshot(page, "02-launch")
     # With the workers busy elsewhere (stopped here), the job waits as queued.
     stack.stop_worker()
@@ -134,6 +140,16 @@ def test_launch_form_prevents_impossible_requests_in_the_browser(
     page.get_by_text("At most 1440 here.").wait_for()
     assert page.url.endswith("/launch/") and not Job.objects.exists()
     screenshot(page, "09-launch-limits")
+    # What the server refuses stays as typed, beside its message (before: clamped to 4,
+    # so "at most 4" sat next to a 4). form.submit() skips the page's own checks.
+    page.get_by_label("Walltime (minutes)").fill("60")
+    page.evaluate(
+        "() => { document.getElementById('id_gpus').value = '9';"
+        " document.getElementById('launch-form').submit(); }"
+    )
+    page.get_by_text("Partition gpu allows at most 4 GPU(s) per job.").wait_for()
+    assert page.get_by_label("GPUs").input_value() == "9"
+    assert not Job.objects.exists()
     # Tag filter and search narrow the catalog.
     page.get_by_label("Search").fill("no-such-image")
     page.get_by_text("No image matches your search.").wait_for()

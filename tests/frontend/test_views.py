@@ -188,10 +188,52 @@ def test_launch_without_a_cluster_account_says_where_to_get_one(
     assert "no account on testcluster yet" in " ".join(response.context["form"].errors["cluster"])
 
 
-def test_deprecated_images_are_not_offered(signed_in, cluster, host_image):
-    ContainerImage.objects.create(name="Old stack", slug="old", runtime="none", deprecated=True)
-    body = signed_in.get("/launch/").content.decode()
-    assert "Host Python" in body and "Old stack" not in body
+def test_deprecated_images_are_offered_marked_and_last_disabled_ones_not(
+    signed_in, cluster, host_image
+):
+    ContainerImage.objects.create(
+        name="Old stack",
+        slug="old",
+        runtime="none",
+        deprecated=True,
+        sort_order=0,
+        deprecation_note="Use Host Python.",
+    )
+    ContainerImage.objects.create(name="Gone", slug="gone", runtime="none", enabled=False)
+    response = signed_in.get("/launch/")
+    body = response.content.decode()
+    assert "Gone" not in body
+    assert body.index("Host Python") < body.index("Old stack")
+    assert '<span class="tag deprecated">deprecated</span>' in body
+    assert 'data-deprecation="Old stack is deprecated: Use Host Python."' in body
+    # The default image is never a deprecated one, even when it sorts first.
+    assert response.context["form"].initial["image"] == "host"
+
+
+def test_launching_a_deprecated_image_works_with_a_warning(signed_in, cluster, host_image):
+    host_image.deprecated = True
+    host_image.save()
+    response = signed_in.post("/launch/", launch_data(cluster), follow=True)
+    job = Job.objects.get()
+    assert job.image == host_image
+    texts = [str(m) for m in response.context["messages"]]
+    assert (
+        "Host Python is deprecated: it still runs, but may be removed; prefer a newer image."
+        in texts
+    )
+
+
+def test_launch_again_of_a_disabled_image_says_so_where_the_image_is_chosen(
+    signed_in, job, host_image
+):
+    host_image.enabled = False
+    host_image.save()
+    body = signed_in.get(f"/launch/?from={job.pk}").content.decode()
+    assert (
+        f"Job {job.pk} ran Host Python, which the administrators have disabled: choose another "
+        "image; everything else is as it was." in body
+    )
+    assert "alert(" not in body
 
 
 def test_launch_defaults_work_without_changes(signed_in, cluster, host_image):
@@ -338,3 +380,23 @@ def test_the_live_parts_of_the_job_page_follow_the_job(signed_in, job):
     from jobs.events import job_payload
 
     assert job_payload(job)["work_dir"] == "/home/alice/.portal/jobs/1-x"
+
+
+def test_a_batch_jobs_page_has_no_session_card_and_no_idle_chart_controls(signed_in, job):
+    body = signed_in.get(f"/jobs/{job.pk}/").content.decode()
+    assert 'id="session"' not in body
+    assert '<div class="metrics-toolbar" hidden>' in body  # metrics.js shows it with a chart
+    job.kind = "notebook"
+    job.save()
+    assert 'id="session"' in signed_in.get(f"/jobs/{job.pk}/").content.decode()
+
+
+def test_a_failed_jobs_page_shows_the_end_of_its_stderr_escaped(signed_in, job):
+    page = signed_in.get(f"/jobs/{job.pk}/").content.decode()
+    assert "data-error-tail-box hidden" in page
+    Job.objects.filter(pk=job.pk).update(state="failed")
+    job.refresh_from_db()
+    job.record_error_tail("ok\n<script>alert(1)</script>\nImportError: no module named torch\n")
+    page = signed_in.get(f"/jobs/{job.pk}/").content.decode()
+    assert "data-error-tail-box hidden" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;\nImportError: no module named torch</pre>" in page

@@ -89,11 +89,12 @@ def test_image_must_offer_at_least_one_kind():
     assert "offers_batch" in errors_of(image)
 
 
-def test_offered_excludes_disabled_and_deprecated():
-    ContainerImage.objects.create(name="A", slug="a", runtime="none")
+def test_offered_excludes_disabled_and_lists_deprecated_last():
+    ContainerImage.objects.create(name="A", slug="a", runtime="none", sort_order=5)
     ContainerImage.objects.create(name="B", slug="b", runtime="none", enabled=False)
-    ContainerImage.objects.create(name="C", slug="c", runtime="none", deprecated=True)
-    assert [i.slug for i in ContainerImage.objects.offered()] == ["a"]
+    ContainerImage.objects.create(name="C", slug="c", runtime="none", deprecated=True, sort_order=1)
+    ContainerImage.objects.create(name="D", slug="d", runtime="none", sort_order=9)
+    assert [i.slug for i in ContainerImage.objects.offered()] == ["a", "d", "c"]
 
 
 def test_duplicate_makes_a_disabled_copy_with_tags_and_a_free_slug(image):
@@ -281,8 +282,14 @@ def test_job_on_cpu_partition_cannot_ask_for_gpus(owner, cluster, image):
     assert "has no GPUs" in errors_of(job)["gpus"][0]
 
 
-def test_job_cannot_use_a_deprecated_image(owner, cluster, image):
+def test_job_cannot_use_a_disabled_image_but_may_use_a_deprecated_one(owner, cluster, image):
     image.deprecated = True
+    image.save()
+    new_job(owner, cluster, image).full_clean()  # still runs
+    assert image.deprecation_text.endswith(
+        "is deprecated: it still runs, but may be removed; prefer a newer image."
+    )
+    image.enabled = False
     image.save()
     assert "no longer offered" in errors_of(new_job(owner, cluster, image))["image"][0]
 

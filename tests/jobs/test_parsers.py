@@ -245,3 +245,75 @@ def test_sbatch_output():
 )
 def test_transient_scheduler_errors(stderr, transient):
     assert parsers.is_transient(stderr) is transient
+
+
+# --- which resource a pending job waits for (sinfo --json) -----------------------------
+
+
+def sinfo_with(**node_fields) -> str:
+    """The dev cluster's captured sinfo answer with the node's fields changed."""
+    document = json.loads(captured("sinfo.json"))
+    document["nodes"][0].update(node_fields)
+    return json.dumps(document)
+
+
+def test_parse_sinfo_json_reads_what_the_node_has_free():
+    (node,) = parsers.parse_sinfo_json(captured("sinfo.json"))
+    assert node.name == "vm" and set(node.partitions) == {"gpu", "cpu"} and node.usable
+    assert (node.cpus, node.memory_mb, node.gpus) == (16, 32000, (("v100", 4),))
+    busy = parsers.parse_sinfo_json(
+        sinfo_with(alloc_cpus=12, alloc_memory=24000, gres_used="gpu:v100:3(IDX:0-2)")
+    )[0]
+    assert (busy.cpus, busy.memory_mb, busy.free_gpus("v100"), busy.free_gpus("a100")) == (
+        4,
+        8000,
+        1,
+        0,
+    )
+    drained = parsers.parse_sinfo_json(sinfo_with(state="idle", state_flags=["DRAIN"]))[0]
+    assert not drained.usable
+
+
+@pytest.mark.parametrize(
+    ("fields", "ask", "text"),
+    [
+        (
+            {"alloc_memory": 24000},
+            (2, 16, 1, "v100"),
+            "waiting for memory: 16 GB asked, 7.81 GB free (at most, on one node)",
+        ),
+        (
+            {"gres_used": "gpu:v100:4(IDX:0-3)", "alloc_cpus": 15},
+            (4, 4, 1, ""),
+            "waiting for GPUs: 1 asked, 0 free; CPUs: 4 asked, 1 free (at most, on one node)",
+        ),
+        ({}, (2, 4, 1, "a100"), "waiting for a100 GPUs: 1 asked, 0 free (at most, on one node)"),
+        (
+            {"state": "down", "state_flags": []},
+            (1, 1, 0, ""),
+            "waiting for a node: every node of its partition is down, drained or reserved",
+        ),
+        ({}, (1, 1, 0, ""), "waiting for the scheduler: what it asks is free now"),
+    ],
+)
+def test_waiting_for_names_the_short_resource(fields, ask, text):
+    nodes = tuple(parsers.parse_sinfo_json(sinfo_with(**fields)))
+    assert parsers.waiting_for(nodes, *ask) == text
+
+
+def test_waiting_for_one_node_with_everything_free_at_once():
+    document = json.loads(captured("sinfo.json"))
+    a, b = dict(document["nodes"][0]), dict(document["nodes"][0])
+    a.update(name="a", alloc_cpus=16)  # GPUs free, no CPUs
+    b.update(name="b", gres_used="gpu:v100:4(IDX:0-3)")  # CPUs free, no GPUs
+    nodes = tuple(parsers.parse_sinfo_json(json.dumps({"nodes": [a, b]})))
+    assert parsers.waiting_for(nodes, 2, 2, 1, "v100") == (
+        "waiting for one node with the CPUs, memory and GPUs it asks all free at once"
+    )
+
+
+def test_sinfo_that_is_not_json_is_unparsable_and_odd_nodes_are_skipped():
+    with pytest.raises(parsers.Unparsable):
+        parsers.parse_sinfo_json("sinfo: error: ...")
+    nodes = parsers.parse_sinfo_json(json.dumps({"nodes": [1, {"name": "x"}, {"cpus": "many"}]}))
+    assert nodes == []

@@ -221,6 +221,8 @@ const PortalMetrics = (() => {
       figures.forEach((fig, key) => { if (!next.has(key)) { Plotly.purge(fig.div); fig.box.remove(); } });
       figures = next;
       empty.hidden = figures.size > 0;
+      // The chart controls only once there is a chart to control.
+      $(".metrics-toolbar").hidden = figures.size === 0;
       $("[data-system]").hidden = placed.system === 0;
       picks.forEach((pick) => {
         const run = pick.checked && runs.get(Number(pick.value));

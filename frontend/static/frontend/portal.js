@@ -94,6 +94,8 @@ const Portal = (() => {
       set("[data-work-dir]", job.work_dir || "—");
       document.querySelectorAll("[data-files-link]").forEach((a) => { a.hidden = !job.work_dir; });
       set("[data-message]", job.message || "");
+      set("[data-error-tail]", job.stderr_tail || "");
+      document.querySelectorAll("[data-error-tail-box]").forEach((box) => { box.hidden = !job.stderr_tail; });
     }
   }
 
@@ -232,6 +234,9 @@ const Portal = (() => {
       loadLog();
     }));
     document.querySelector("[data-refresh-logs]").addEventListener("click", loadLog);
+    document.querySelectorAll("[data-show-stderr]").forEach((link) => link.addEventListener("click", () => {
+      document.querySelector('[data-stream="stderr"]').click();
+    }));
     // The parts that change with the job but are not in its update (timeline, script).
     async function refreshParts() {
       const response = await fetch(`/jobs/${jobId}/?fragment=live`);
@@ -281,6 +286,9 @@ const Portal = (() => {
       input.max = max;
       const hint = form.querySelector(`[data-limit-for="${key}"]`);
       if (hint) hint.textContent = max === min ? `${max}${unit}` : `${min}–${max}${unit}`;
+      // A value the server refused stays as typed, next to its message ("at most 4" beside
+      // a 9), until the user changes it or the partition.
+      if (input.closest(".invalid") && !touched.has(input) && !input.dataset.moved) return;
       if (Number(input.value) > max) input.value = max;
       if (input.value === "" || Number(input.value) < min) input.value = min;
     }
@@ -305,6 +313,7 @@ const Portal = (() => {
     function onPartition(reset = true) {
       const p = currentPartition();
       if (!p) return;
+      if (reset) [gpus, cpus, memory, minutes].forEach((input) => { input.dataset.moved = "1"; });
       const gpuCapable = gpuImages.includes(selectedImage());
       const maxGpus = gpuCapable ? p.max_gpus : 0;
       const why = maxGpus ? "" : p.max_gpus ? " (this image runs on CPUs only)" : " (no GPUs on this partition)";
@@ -354,6 +363,11 @@ const Portal = (() => {
         }
       });
       form.querySelectorAll(".image-card").forEach((c) => c.classList.toggle("selected", c.querySelector("input").checked));
+      // A deprecated image still runs; say so where it is chosen.
+      const warning = form.querySelector("[data-deprecation-warning]");
+      warning.textContent = (checked && checked.dataset.deprecation) || "";
+      warning.hidden = !warning.textContent;
+      if (checked) form.querySelectorAll("[data-image-required], [data-image-notice]").forEach((n) => { n.hidden = true; });
       onKind();
       onPartition(reset);
     }
@@ -398,7 +412,12 @@ const Portal = (() => {
           input.closest(".field").appendChild(p);
         }
       });
-      if (!selectedImage()) { ok = false; alert("Choose a container image first."); }
+      if (!selectedImage()) {
+        ok = false;
+        const required = form.querySelector("[data-image-required]");
+        required.hidden = false;
+        required.closest("fieldset").scrollIntoView({ block: "start" });
+      }
       if (!ok) { event.preventDefault(); return; }
       if (gpus.disabled) { gpus.disabled = false; gpus.value = 0; } // disabled inputs are not sent
       if (Number(gpus.value) === 0) gpuType.value = ""; // a GPU type means nothing without GPUs
