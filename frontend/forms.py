@@ -39,6 +39,7 @@ class LaunchForm(forms.ModelForm):
             "time_limit_minutes",
             "account",
             "workdir_kind",
+            "notebook_dir",
             "command",
             "name",
         ]
@@ -50,6 +51,7 @@ class LaunchForm(forms.ModelForm):
             "time_limit_minutes": "Walltime (minutes)",
             "account": "Slurm account",
             "workdir_kind": "Work directory",
+            "notebook_dir": "Notebook folder",
             "name": "Name (optional)",
         }
         widgets = {
@@ -65,6 +67,7 @@ class LaunchForm(forms.ModelForm):
         self.user = user
         self.instance.owner = user
         self.fields["account"].widget.attrs["placeholder"] = "cluster default"
+        self.fields["notebook_dir"].widget.attrs["placeholder"] = "e.g. projects/mnist"
 
     image_notice = ""
 
@@ -86,6 +89,12 @@ class LaunchForm(forms.ModelForm):
         return cleaned
 
 
+def last_notebook_dir(user) -> str:
+    """The folder the user's last notebook opened in: the form remembers it."""
+    last = Job.objects.filter(owner=user, kind=Job.Kind.NOTEBOOK).order_by("-created_at").first()
+    return last.notebook_dir if last else ""
+
+
 def launch_initial(user, source: Job | None = None) -> dict:
     """Defaults that make "choose an image, press Launch" work; or a copy of ``source``."""
     if source is not None:
@@ -101,6 +110,7 @@ def launch_initial(user, source: Job | None = None) -> dict:
             "time_limit_minutes": source.time_limit_minutes,
             "account": source.account,
             "workdir_kind": source.workdir_kind,
+            "notebook_dir": source.notebook_dir or last_notebook_dir(user),
             "command": source.command,
             "name": source.name,
         }
@@ -110,7 +120,12 @@ def launch_initial(user, source: Job | None = None) -> dict:
     )
     partition = cluster.default_partition() if cluster else None
     image = ContainerImage.objects.offered().filter(deprecated=False).first()
-    initial = {"image": image.slug if image else None, "kind": "notebook", "workdir_kind": "home"}
+    initial = {
+        "image": image.slug if image else None,
+        "kind": "notebook",
+        "workdir_kind": "home",
+        "notebook_dir": last_notebook_dir(user),
+    }
     if image and not image.offers_notebook:
         initial["kind"] = "batch"
     if cluster and partition:

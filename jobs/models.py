@@ -585,6 +585,14 @@ class Job(models.Model):
     time_limit_minutes = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)])
     account = models.CharField(max_length=64, blank=True, validators=[validators.slurm_name])
     workdir_kind = models.CharField(max_length=16, choices=Workdir.choices, default=Workdir.HOME)
+    notebook_dir = models.CharField(
+        "notebook folder",
+        max_length=255,
+        blank=True,
+        validators=[validators.relative_folder],
+        help_text="Where a notebook opens, inside the home (or scratch) directory, e.g. "
+        "projects/mnist (made if missing); empty: the directory itself.",
+    )
 
     cluster_account = models.ForeignKey(
         "ClusterAccount",
@@ -688,6 +696,10 @@ class Job(models.Model):
     def clean(self) -> None:
         """The request must fit the partition and the image; messages name the limit."""
         errors: dict[str, str] = {}
+        # 'projects/mnist/' and '/projects/mnist' both mean the folder; batch jobs have none.
+        self.notebook_dir = (
+            self.notebook_dir.strip().strip("/") if self.kind == self.Kind.NOTEBOOK else ""
+        )
         partition = self.partition if self.partition_id else None
         image = self.image if self.image_id else None
         if partition and self.cluster_id and partition.cluster_id != self.cluster_id:

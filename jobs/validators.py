@@ -42,6 +42,23 @@ _IMAGE_URI = re.compile(r"^(docker|oras|library)://[A-Za-z0-9][A-Za-z0-9_.+@=:/-
 IMAGE_SCHEMES = ("docker://", "oras://", "library://")
 
 
+_FOLDER_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_. +@=,-]{0,99}$")
+
+
+def relative_folder(value: str) -> None:
+    """A folder inside the user's home or scratch directory: names of letters, digits,
+    spaces and _ . + @ = , - between slashes; none starts with a dot (so neither '..'
+    nor the portal's own .portal directory), at most 10 deep."""
+    parts = value.strip("/").split("/")
+    if len(parts) > 10 or not all(_FOLDER_PART.match(p) and p == p.strip() for p in parts):
+        raise ValidationError(
+            "Enter a folder inside your home directory such as projects/mnist: names of "
+            "letters, digits, spaces and _ . + @ = , - separated by /, none starting with a "
+            "dot, at most 10 deep.",
+            code="invalid_folder",
+        )
+
+
 def absolute_path(value: str) -> None:
     if not _SAFE_PATH.match(value) or "/../" in f"{value}/" or "//" in value:
         raise ValidationError(

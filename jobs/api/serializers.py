@@ -90,6 +90,7 @@ class JobSerializer(serializers.ModelSerializer):
             "time_limit",
             "account",
             "workdir",
+            "notebook_dir",
             "state",
             "state_label",
             "pending_reason",
@@ -159,6 +160,13 @@ class JobCreateSerializer(serializers.Serializer):
     )
     account = serializers.CharField(required=False, allow_blank=True)
     workdir = serializers.ChoiceField(choices=Job.Workdir.choices, required=False)
+    notebook_dir = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=255,
+        help_text="Notebook: the folder it opens in, inside the home or scratch directory "
+        "(made if missing); omitted, the folder of the user's last notebook.",
+    )
     name = serializers.CharField(required=False, allow_blank=True, max_length=100)
 
     # API name -> launch form field

@@ -170,10 +170,11 @@ def render(
     elif job.kind == Job.Kind.NOTEBOOK:
         root = work_root(work_dir)
         argv = container_launch(job.image, job.gpus, work_dir, bind=root)
+        opens_in = f"{root}/{job.notebook_dir}" if job.notebook_dir else root
         payload = _template("notebook/payload.sh").substitute(
             launch=" ".join(shlex.quote(a) for a in argv),
             register_url=shlex.quote(register_url),
-            notebook_root=shlex.quote(root),
+            notebook_root=shlex.quote(opens_in),
         )
     else:
         raise ScriptError(f"unknown job kind {job.kind!r}")

@@ -400,3 +400,17 @@ def test_a_failed_jobs_page_shows_the_end_of_its_stderr_escaped(signed_in, job):
     page = signed_in.get(f"/jobs/{job.pk}/").content.decode()
     assert "data-error-tail-box hidden" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;\nImportError: no module named torch</pre>" in page
+
+
+def test_the_notebook_folder_is_chosen_on_the_form_and_remembered(
+    signed_in, owner, cluster, host_image, queued_tasks
+):
+    assert signed_in.get("/launch/").context["form"].initial["notebook_dir"] == ""
+    data = launch_data(cluster, kind="notebook", command="", notebook_dir="/projects/mnist/")
+    response = signed_in.post("/launch/", data)
+    assert response.status_code == 302, response.context["form"].errors
+    assert Job.objects.get().notebook_dir == "projects/mnist"
+    # The next launch (and the API's default) starts from it.
+    assert signed_in.get("/launch/").context["form"].initial["notebook_dir"] == "projects/mnist"
+    refused = signed_in.post("/launch/", {**data, "notebook_dir": "../other-user"})
+    assert "none starting with a dot" in " ".join(refused.context["form"].errors["notebook_dir"])

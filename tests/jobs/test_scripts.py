@@ -153,6 +153,47 @@ def test_a_notebook_opens_in_the_home_or_scratch_root_with_it_mounted(owner, clu
         scripts.work_root("/tmp/elsewhere")
 
 
+def test_a_notebook_opens_in_the_folder_chosen_with_the_whole_root_mounted(owner, cluster):
+    image = ContainerImage.objects.create(
+        name="N", slug="n", runtime="apptainer", location="/img/n.sif", offers_notebook=True
+    )
+    job = job_with(owner, cluster, image, kind="notebook", command="", notebook_dir="My work/a'b")
+    script = scripts.render(job, WORK)
+    assert "mkdir -p -- '/scratch/alice/My work/a'\"'\"'b'\n" in script
+    line = next(line for line in script.splitlines() if "jupyter lab" in line)
+    argv = shlex.split(line.rstrip(" &"))
+    assert argv[-1] == "--ServerApp.root_dir=/scratch/alice/My work/a'b"
+    assert argv[argv.index("--bind") + 1] == "/scratch/alice"
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("projects/mnist", True),
+        ("/projects/mnist/", True),
+        ("My Project, v2/run-1", True),
+        ("../etc", False),
+        ("projects/../../etc", False),
+        (".portal/jobs", False),
+        ("a/.hidden", False),
+        ("a//b", False),
+        ("$(reboot)", False),
+        ("a;b", False),
+        ("/".join(["d"] * 11), False),
+    ],
+)
+def test_a_notebook_folder_stays_inside_the_directory(value, ok):
+    from django.core.exceptions import ValidationError
+
+    from jobs import validators
+
+    if ok:
+        validators.relative_folder(value)
+    else:
+        with pytest.raises(ValidationError):
+            validators.relative_folder(value)
+
+
 def test_runtime_none_runs_on_the_host(owner, cluster):
     image = ContainerImage.objects.create(name="H", slug="h", runtime="none")
     assert launch_line(scripts.render(job_with(owner, cluster, image), WORK)) == [

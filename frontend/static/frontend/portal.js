@@ -342,6 +342,7 @@ const Portal = (() => {
       const kind = form.querySelector("input[name=kind]:checked");
       const batch = kind && kind.value === "batch";
       $("command-field").hidden = !batch;
+      $("notebook-field").hidden = batch;
       $("id_command").required = batch;
     }
     let lastDefaultCommand = null;

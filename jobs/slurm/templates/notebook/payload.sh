@@ -8,8 +8,10 @@ _portal_port=$$(python3 -c 'import socket; s=socket.socket(); s.bind(("", 0)); p
 _portal_secret=$$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')
 export JUPYTER_PORT=$$_portal_port JUPYTER_TOKEN=$$_portal_secret
 export PORTAL_REGISTER_URL=${register_url}
-# JupyterLab opens in the user's home (or scratch): what they save there is there in the
-# next session; this job's own files stay in the hidden .portal directory.
+# JupyterLab opens in the user's home (or scratch), or the folder they chose in it: what
+# they save there is there in the next session; this job's own files stay in the hidden
+# .portal directory.
+mkdir -p -- ${notebook_root}
 ${launch} jupyter lab --no-browser --ip=0.0.0.0 --ServerApp.root_dir=${notebook_root} &
 _portal_child=$$!
 # The moment Jupyter listens: write connection.json (private; the portal's
