@@ -112,6 +112,7 @@ def container_launch(
             "PORTAL_WORK_DIR",
             "JUPYTER_PORT",
             "JUPYTER_TOKEN",
+            "JUPYTER_CONFIG_PATH",
             "PYTHONPATH",
             "PORTAL_METRICS_DIR",
             "PORTAL_METRICS_URL",

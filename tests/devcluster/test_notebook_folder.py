@@ -1,9 +1,12 @@
-"""A notebook opens in the folder the user chose inside their home, made if missing
-(real Slurm, sshd and the dev cluster's JupyterLab)."""
+"""A notebook opens in the folder the user chose inside their home, made if missing, and
+without JupyterLab's news pop-up (real Slurm, sshd and the dev cluster's JupyterLab)."""
 
+import json
+import re
 import secrets
 import time
 
+import httpx
 import pytest
 
 from jobs import tasks
@@ -28,6 +31,23 @@ def test_a_notebook_opens_in_the_folder_chosen_and_makes_it(devcluster, owner):
             time.sleep(1)
             log = operations.read_job_log(job, "stderr").text
         assert f"Serving notebooks from local directory: {home}/{folder}" in log, log[-3000:]
+
+        # JupyterLab does not ask about (or fetch) Jupyter news: the page it serves has the
+        # announcements plugin disabled by the job's own page_config.json.
+        info = operations.on_account(
+            account, lambda conn: operations.read_connection_file(conn, job.work_dir)
+        )
+        page = httpx.get(
+            f"http://127.0.0.1:{info['port']}/lab",
+            headers={"Authorization": f"token {info['secret']}"},
+            timeout=30,
+        ).text
+        config = json.loads(
+            re.search(r'id="jupyter-config-data"[^>]*>\s*(\{.*?\})\s*</script>', page, re.S).group(
+                1
+            )
+        )
+        assert "@jupyterlab/apputils-extension:announcements" in config["disabledExtensions"]
     finally:
         job.request_cancel()
         tasks.cancel_job.apply(args=[job.pk])

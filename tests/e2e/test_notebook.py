@@ -94,6 +94,10 @@ def test_owner_opens_jupyterlab_over_https_and_runs_a_cell(
     except Exception:
         screenshot(lab, "22-cell-failed")
         raise
+    # No news pop-up (the job disables JupyterLab's announcements plugin).
+    assert (
+        lab.get_by_text("Would you like to get notified about official Jupyter news?").count() == 0
+    )
     screenshot(lab, "22-cell-42")
     # It opened in the user's home, not in the portal's hidden work directory.
     account = ClusterAccount.for_user(job.cluster, job.owner)

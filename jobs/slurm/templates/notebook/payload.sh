@@ -12,6 +12,14 @@ export PORTAL_REGISTER_URL=${register_url}
 # they save there is there in the next session; this job's own files stay in the hidden
 # .portal directory.
 mkdir -p -- ${notebook_root}
+# No "Would you like to get notified about official Jupyter news?" on every session, and no
+# calls to the internet for news or updates: the announcements plugin is disabled in a
+# page_config.json of this job's own (JUPYTER_CONFIG_PATH adds to the user's ~/.jupyter
+# and the image's settings, it hides neither).
+mkdir -p jupyter-config/labconfig
+echo '{"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": true}}' \
+    > jupyter-config/labconfig/page_config.json
+export JUPYTER_CONFIG_PATH="$$PORTAL_WORK_DIR/jupyter-config$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}"
 ${launch} jupyter lab --no-browser --ip=0.0.0.0 --ServerApp.root_dir=${notebook_root} &
 _portal_child=$$!
 # The moment Jupyter listens: write connection.json (private; the portal's
