@@ -9,12 +9,19 @@ from django.http import StreamingHttpResponse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    inline_serializer,
+)
 from rest_framework import (
     generics,
     mixins,
     pagination,
     permissions,
+    serializers,
     status,
     throttling,
     viewsets,
@@ -113,6 +120,39 @@ def _utc(name: str, text: str) -> datetime:
     raise ValidationError({name: ["Use an ISO 8601 date and time, e.g. 2026-01-31T12:00:00Z."]})
 
 
+# The one error format (jobs.api.errors), for the schema.
+ERROR = inline_serializer(
+    "Error",
+    {
+        "error": inline_serializer(
+            "ErrorBody",
+            {
+                "status": serializers.IntegerField(),
+                "code": serializers.CharField(),
+                "message": serializers.CharField(),
+                "fields": serializers.DictField(child=serializers.ListField()),
+            },
+        )
+    },
+)
+
+CREATE_DESCRIPTION = """Launch a batch job or a notebook session, as the launch page does.
+
+Every field is optional. What a request leaves out is filled in exactly as on the launch
+page: the first offered image, the first cluster you have an account on and its default
+partition; GPUs, CPUs, memory and walltime from the partition's defaults for that image
+(no GPU for an image without GPU support or a partition without GPUs; a `gpu_type` alone
+asks for one GPU; `gpus` alone takes the partition's first GPU type, none for 0); a batch
+job without `command` runs the image's own default command; a notebook opens in the folder
+of your last notebook. The request is then checked against the partition's limits and the
+image (the same `Job.clean()` as the page), field by field.
+
+Answers `201` with the job in state `queued`; it is submitted to the cluster at once
+(follow it with `GET /api/v1/jobs/{id}/`, whose `state` moves through `pending`, `running`
+and a final state). A refused request is a `400` that names each field and says what would
+be accepted; nothing is created."""
+
+
 class JobViewSet(
     RefuseNul,
     mixins.ListModelMixin,
@@ -160,14 +200,54 @@ class JobViewSet(
                 jobs = jobs.filter(**{f"created_at__{lookup}": _utc(name, params[name])})
         return jobs
 
-    @extend_schema(parameters=JOB_FILTERS)
+    @extend_schema(
+        summary="List your jobs",
+        description="Your jobs, newest first (staff: everyone's), 20 per page, filtered by "
+        "state, image and creation time.",
+        parameters=JOB_FILTERS,
+    )
     def list(self, request, *args, **kwargs):
         return super().list(request, *args, **kwargs)
 
     def get_serializer_class(self):
         return JobDetailSerializer if self.action == "retrieve" else JobSerializer
 
-    @extend_schema(request=JobCreateSerializer, responses={201: JobSerializer})
+    @extend_schema(
+        summary="Launch a job",
+        description=CREATE_DESCRIPTION,
+        request=JobCreateSerializer,
+        responses={
+            201: JobSerializer,
+            400: OpenApiResponse(
+                ERROR, description="Refused: each field that is wrong, and why. Nothing created."
+            ),
+        },
+        examples=[
+            OpenApiExample(
+                "A CPU job with the partition's defaults",
+                value={"partition": "cpu", "command": "python train.py --epochs 10"},
+                request_only=True,
+            ),
+            OpenApiExample(
+                "A notebook with two GPUs",
+                value={"kind": "notebook", "container": "pytorch", "gpus": 2, "time_limit": 120},
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Too many GPUs",
+                value={
+                    "error": {
+                        "status": 400,
+                        "code": "invalid",
+                        "message": "Please correct: gpus.",
+                        "fields": {"gpus": ["Partition gpu allows at most 4 GPU(s) per job."]},
+                    }
+                },
+                response_only=True,
+                status_codes=["400"],
+            ),
+        ],
+    )
     def create(self, request, *args, **kwargs):
         incoming = JobCreateSerializer(data=request.data, context={"request": request})
         incoming.is_valid(raise_exception=True)

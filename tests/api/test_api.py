@@ -299,3 +299,17 @@ def test_redis_down_is_a_503_with_retry_after_not_a_500(api, settings):
     assert response.status_code == 503 and response["Retry-After"] == "5"
     assert error(response)["code"] == "unavailable"
     assert api.post("/api/v1/jobs/", {}, format="json").status_code == 503
+
+
+def test_the_schema_documents_launching_apart_from_listing(api, capsys):
+    schema = yaml.safe_load(APIClient().get("/api/schema/").content)
+    assert "Error" not in capsys.readouterr().err
+    jobs = schema["paths"]["/api/v1/jobs/"]
+    assert jobs["get"]["summary"] == "List your jobs"
+    assert jobs["post"]["summary"] == "Launch a job"
+    assert jobs["get"]["description"] != jobs["post"]["description"]
+    assert "partition's defaults" in jobs["post"]["description"]
+    refused = jobs["post"]["responses"]["400"]
+    assert refused["content"]["application/json"]["schema"]["$ref"].endswith("/Error")
+    example = next(iter(refused["content"]["application/json"]["examples"].values()))
+    assert example["value"]["error"]["fields"]["gpus"]
