@@ -127,6 +127,8 @@ def cmd_submit(client: Client, args, out: Output) -> int:
         "workdir": args.workdir,
         "name": args.name,
     }
+    if args.logs and not args.wait:
+        raise PortalError("--logs prints the output when the job ends: use it with --wait.")
     if args.command:
         if args.notebook:
             raise PortalError("A notebook session runs no command; drop what follows `--`.")
@@ -135,7 +137,29 @@ def cmd_submit(client: Client, args, out: Output) -> int:
     out.data(job, str(job["id"]))
     if not args.wait:
         return 0
-    return follow(client, job, args.interval, out)
+    status = follow(client, job, args.interval, out)
+    if args.logs and status != 130:
+        print_output(client, job["id"], failed=status != 0, out=out)
+    return status
+
+
+def print_output(client: Client, job_id: int, failed: bool, out: Output) -> None:
+    """The job's stdout on stdout and, when it failed, its stderr on stderr: the end of
+    each, as much as the portal serves at once."""
+    streams = [("stdout", sys.stdout)] + ([("stderr", sys.stderr)] if failed else [])
+    for stream, target in streams:
+        chunk = client.logs(job_id, stream)
+        if chunk["truncated"]:
+            out.note(
+                f"job {job_id}: {stream}, the last {len(chunk['text'].encode())} of "
+                f"{chunk['size']} bytes (`portal logs {job_id}` for the rest):"
+            )
+        else:
+            out.note(f"job {job_id}: {stream}:")
+        target.write(chunk["text"])
+        if chunk["text"] and not chunk["text"].endswith("\n"):
+            target.write("\n")
+        target.flush()
 
 
 def follow(client: Client, job: dict, interval: float, out: Output) -> int:
@@ -241,7 +265,12 @@ def cmd_show(client: Client, args, out: Output) -> int:
         ("Session", job["session_url"] or "-"),
         ("Page", job["url"]),
     ]
-    out.data(job, "\n".join(f"{k + ':':<11} {v}" for k, v in fields))
+    text = "\n".join(f"{k + ':':<11} {v}" for k, v in fields)
+    if job.get("stderr_tail"):  # a failed job: where the cause usually is
+        text += "\nLast lines of stderr:\n" + "\n".join(
+            "  " + line for line in job["stderr_tail"].splitlines()
+        )
+    out.data(job, text)
     return 0
 
 
@@ -393,6 +422,12 @@ def build_parser() -> argparse.ArgumentParser:
         "-w",
         action="store_true",
         help="follow the job to its end and exit with its exit code",
+    )
+    submit.add_argument(
+        "--logs",
+        "-l",
+        action="store_true",
+        help="with --wait: print the job's output at the end (and stderr if it failed)",
     )
     submit.add_argument("--interval", type=float, default=3, help=argparse.SUPPRESS)
     submit.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")

@@ -150,3 +150,13 @@ def test_the_client_installs_alone_with_pip(tmp_path):
         env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
     )
     assert unset.returncode == 1 and "set PORTAL_URL" in unset.stderr
+
+
+def test_logs_without_wait_is_refused_before_anything_is_submitted(capsys):
+    class NoPortal:
+        def submit(self, **fields):
+            raise AssertionError("nothing may be submitted")
+
+    args = cli.parse_args(["submit", "--logs", "--", "echo hi"])
+    with pytest.raises(cli.PortalError, match="use it with --wait"):
+        cli.cmd_submit(NoPortal(), args, cli.Output(as_json=False))

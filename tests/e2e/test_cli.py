@@ -55,11 +55,15 @@ def test_submit_wait_returns_the_jobs_exit_code_and_its_logs(portal):
         "--name",
         "cli e2e",
         "--wait",
+        "--logs",
         "--",
         script,
     )
-    job_id = int(done.stdout.strip())
+    job_id = int(done.stdout.splitlines()[0])
     assert done.returncode == 3, done.stderr
+    # --logs: the output after the job id, and stderr too since it failed.
+    assert re.search(r"^hello from \S+ gpus=\d,\d$", done.stdout, re.M), done.stdout
+    assert f"job {job_id}: stderr:" in done.stderr and "oops" in done.stderr.splitlines()
     states = re.findall(
         rf"^job {job_id}: (Queued|Pending|Running|Completing|Failed)", done.stderr, re.M
     )
@@ -79,6 +83,12 @@ def test_submit_wait_returns_the_jobs_exit_code_and_its_logs(portal):
     assert "oops" in err.stdout.splitlines()
     show = portal("show", str(job_id))
     assert re.search(r"^Exit code: +3$", show.stdout, re.M), show.stdout
+    for _ in range(20):  # the worker reads the failed job's stderr just after it ends
+        if "Last lines of stderr:" in show.stdout:
+            break
+        time.sleep(0.5)
+        show = portal("show", str(job_id))
+    assert "Last lines of stderr:\n  oops" in show.stdout, show.stdout
 
 
 def test_logs_follow_prints_a_running_jobs_output_once_and_stops_at_its_end(portal):
