@@ -246,17 +246,18 @@ def _json_exit(value) -> tuple[int | None, int | None]:
     return (raw >> 8) & 0xFF, 0
 
 
-def _load(output: str, command: str) -> list:
-    """The ``jobs`` list of a ``--json`` answer. Slurm escapes every string it writes, so a
-    job's name or comment cannot change the structure; a damaged document is Unparsable."""
+def _load(output: str, command: str, key: str = "jobs") -> list:
+    """The ``jobs`` (or ``nodes``) list of a ``--json`` answer. Slurm escapes every string
+    it writes, so a job's name or comment cannot change the structure; a damaged document
+    is Unparsable."""
     try:
         document = json.loads(output)
     except (ValueError, RecursionError) as exc:
         raise Unparsable(f"{command} --json printed no JSON document: {exc}") from None
-    jobs = document.get("jobs") if isinstance(document, dict) else None
-    if not isinstance(jobs, list):
-        raise Unparsable(f"{command} --json printed no list of jobs")
-    return jobs
+    entries = document.get(key) if isinstance(document, dict) else None
+    if not isinstance(entries, list):
+        raise Unparsable(f"{command} --json printed no list of {key}")
+    return entries
 
 
 def parse_squeue_json(output: str, username: str) -> list[JobStatus]:
@@ -592,13 +593,7 @@ def _gres_counts(value: str) -> dict[str, int]:
 def parse_sinfo_json(output: str) -> list[NodeFree]:
     """``sinfo --json`` -> what each node has free (CPUs, memory, GPUs by type). Read by
     key, like the job lists; a node entry that is not what it should be is skipped."""
-    try:
-        document = json.loads(output)
-    except (ValueError, RecursionError) as exc:
-        raise Unparsable(f"sinfo --json printed no JSON document: {exc}") from None
-    entries = document.get("nodes") if isinstance(document, dict) else None
-    if not isinstance(entries, list):
-        raise Unparsable("sinfo --json has no node list")
+    entries = _load(output, "sinfo", "nodes")
     nodes = []
     for entry in entries[:10000]:
         if not isinstance(entry, dict):
