@@ -139,20 +139,29 @@ def cmd_submit(client: Client, args, out: Output) -> int:
         return 0
     status = follow(client, job, args.interval, out)
     if args.logs and status != 130:
-        print_output(client, job["id"], failed=status != 0, out=out)
+        print_output(client, job, failed=status != 0, out=out)
     return status
 
 
-def print_output(client: Client, job_id: int, failed: bool, out: Output) -> None:
+def print_output(client: Client, job: dict, failed: bool, out: Output) -> None:
     """The job's stdout on stdout and, when it failed, its stderr on stderr: the end of
-    each, as much as the portal serves at once."""
+    each, as much as the portal serves at once. A log that cannot be read is said on
+    stderr and skipped: the exit status stays the job's."""
+    job_id = job["id"]
     streams = [("stdout", sys.stdout)] + ([("stderr", sys.stderr)] if failed else [])
     for stream, target in streams:
-        chunk = client.logs(job_id, stream)
+        try:
+            chunk = client.logs(job_id, stream)
+        except PortalError as exc:
+            out.note(
+                f"job {job_id}: its {stream} could not be read ({exc}); "
+                f"`portal logs {job_id}{' --stderr' if stream == 'stderr' else ''}` tries again."
+            )
+            continue
         if chunk["truncated"]:
             out.note(
-                f"job {job_id}: {stream}, the last {len(chunk['text'].encode())} of "
-                f"{chunk['size']} bytes (`portal logs {job_id}` for the rest):"
+                f"job {job_id}: {stream}, the last {chunk['size'] - chunk['offset']} of "
+                f"{chunk['size']} bytes (the whole file: {job['url'].rstrip('/')}/files/):"
             )
         else:
             out.note(f"job {job_id}: {stream}:")

@@ -158,6 +158,90 @@ def test_wait_streams_state_changes_and_exits_with_the_jobs_code(portal_env, mon
     ]
 
 
+def finish_in_a_thread(final_state, **fields):
+    """Plays the scheduler for `submit --wait`: the job runs, then ends as a sync would
+    record it."""
+
+    def scheduler(job_id):
+        def go():
+            import time
+
+            for state, more in [("running", {"node": "node1"}), (final_state, fields)]:
+                time.sleep(0.2)
+                Job.objects.get(pk=job_id).transition(state, **more)
+            connection.close()
+
+        threading.Thread(target=go, daemon=True).start()
+
+    return scheduler
+
+
+@pytest.mark.parametrize(("state", "exit_code", "status"), [("failed", 3, 3), ("completed", 0, 0)])
+def test_wait_logs_prints_the_output_and_a_failed_jobs_stderr(
+    portal_env, monkeypatch, capsys, state, exit_code, status
+):
+    """--logs after --wait: the end of stdout on stdout (after the id) and, when the job
+    failed, the end of stderr on stderr, each through the API's bounded log read (the SFTP
+    read under it is stood in for; the real one is in tests/e2e/test_cli.py)."""
+    from jobs import tasks
+
+    logs = {
+        "stdout": b"".join(f"epoch {n} loss 0.{n}\n".encode() for n in range(100)),
+        "stderr": b"Traceback (most recent call last):\nValueError: oops\n",
+    }
+    read = []
+
+    def read_job_log(job, stream, max_bytes=None, offset=None):
+        read.append(stream)
+        data = logs[stream]
+        start = max(0, len(data) - 64)  # the portal's size bound, made small
+        return operations.log_slice(data[start:], start, len(data), whole_lines=True)
+
+    monkeypatch.setattr(operations, "read_job_log", read_job_log)
+    monkeypatch.setattr(tasks.submit_job, "delay", finish_in_a_thread(state, exit_code=exit_code))
+    code, out, err = run(
+        capsys, "submit", "--wait", "--logs", "--interval", "0.2", "--", "python train.py"
+    )
+    job = Job.objects.get()
+    assert code == status, err
+    assert out.splitlines() == [
+        str(job.pk),
+        "epoch 97 loss 0.97",
+        "epoch 98 loss 0.98",
+        "epoch 99 loss 0.99",
+    ]
+    tail = len("epoch 97 loss 0.97\nepoch 98 loss 0.98\nepoch 99 loss 0.99\n")
+    assert (
+        f"job {job.pk}: stdout, the last {tail} of {len(logs['stdout'])} bytes "
+        f"(the whole file: {portal_env['url']}/jobs/{job.pk}/files/):"
+    ) in err
+    if state == "failed":
+        assert read == ["stdout", "stderr"]
+        assert err.endswith(
+            f"job {job.pk}: stderr:\nTraceback (most recent call last):\nValueError: oops\n"
+        )
+    else:
+        assert read == ["stdout"] and "stderr" not in err
+
+
+def test_wait_logs_keeps_the_jobs_exit_code_when_its_log_cannot_be_read(
+    portal_env, monkeypatch, capsys
+):
+    from jobs import tasks
+    from jobs.slurm import ssh
+
+    def read_job_log(job, stream, max_bytes=None, offset=None):
+        raise ssh.ClusterUnreachable("connection reset")
+
+    monkeypatch.setattr(operations, "read_job_log", read_job_log)
+    monkeypatch.setattr(tasks.submit_job, "delay", finish_in_a_thread("failed", exit_code=3))
+    code, out, err = run(capsys, "submit", "--wait", "--logs", "--interval", "0.2", "--", "x")
+    job = Job.objects.get()
+    assert code == 3 and out.strip() == str(job.pk)
+    assert f"job {job.pk}: its stdout could not be read (" in err and "connection reset" in err
+    assert f"`portal logs {job.pk} --stderr` tries again." in err
+
+
 def test_logs_follow_prints_each_byte_once_until_the_job_ends(
     portal_env, owner, catalog, monkeypatch, capsys
 ):

@@ -91,6 +91,18 @@ def test_submit_wait_returns_the_jobs_exit_code_and_its_logs(portal):
     assert "Last lines of stderr:\n  oops" in show.stdout, show.stdout
 
 
+def test_submit_wait_logs_of_a_job_that_succeeds_prints_its_stdout_only(portal):
+    # The README's example: the cpu partition's defaults, no image named.
+    done = portal(
+        "submit", "--wait", "--logs", "-p", "cpu", "--", "echo result=42; echo warning >&2"
+    )
+    assert done.returncode == 0, done.stderr
+    job_id = int(done.stdout.splitlines()[0])
+    assert "result=42" in done.stdout.splitlines()[1:], done.stdout  # after the id
+    assert f"job {job_id}: stdout:" in done.stderr
+    assert "stderr:" not in done.stderr and "warning" not in done.stderr.splitlines()
+
+
 def test_logs_follow_prints_a_running_jobs_output_once_and_stops_at_its_end(portal):
     script = "for i in $(seq 1 6); do echo line $i; sleep 1; done"
     submitted = portal("submit", "--container", "shell-host", "--partition", "cpu", "--", script)
