@@ -1,8 +1,6 @@
 """A notebook opens in the folder the user chose inside their home, made if missing, and
 without JupyterLab's news pop-up (real Slurm, sshd and the dev cluster's JupyterLab)."""
 
-import json
-import re
 import secrets
 import time
 
@@ -32,22 +30,22 @@ def test_a_notebook_opens_in_the_folder_chosen_and_makes_it(devcluster, owner):
             log = operations.read_job_log(job, "stderr").text
         assert f"Serving notebooks from local directory: {home}/{folder}" in log, log[-3000:]
 
-        # JupyterLab does not ask about (or fetch) Jupyter news: the page it serves has the
-        # announcements plugin disabled by the job's own page_config.json.
+        # JupyterLab does not ask about (or fetch) Jupyter news or updates: the job's own
+        # default_setting_overrides.json makes "never" the default of both settings, as the
+        # settings API of the JupyterLab it started says (what the user saved still wins).
         info = operations.on_account(
             account, lambda conn: operations.read_connection_file(conn, job.work_dir)
         )
-        page = httpx.get(
-            f"http://127.0.0.1:{info['port']}/lab",
+        answer = httpx.get(
+            f"http://127.0.0.1:{info['port']}/lab/api/settings/"
+            "@jupyterlab/apputils-extension:notification",
             headers={"Authorization": f"token {info['secret']}"},
             timeout=30,
-        ).text
-        config = json.loads(
-            re.search(r'id="jupyter-config-data"[^>]*>\s*(\{.*?\})\s*</script>', page, re.S).group(
-                1
-            )
         )
-        assert "@jupyterlab/apputils-extension:announcements" in config["disabledExtensions"]
+        assert answer.status_code == 200, answer.text
+        defaults = answer.json()["schema"]["properties"]
+        assert defaults["fetchNews"]["default"] == "false"
+        assert defaults["checkForUpdates"]["default"] is False
     finally:
         job.request_cancel()
         tasks.cancel_job.apply(args=[job.pk])

@@ -94,7 +94,7 @@ def test_owner_opens_jupyterlab_over_https_and_runs_a_cell(
     except Exception:
         screenshot(lab, "22-cell-failed")
         raise
-    # No news pop-up (the job disables JupyterLab's announcements plugin).
+    # No news pop-up (the job makes "never" the default of JupyterLab's fetchNews setting).
     assert (
         lab.get_by_text("Would you like to get notified about official Jupyter news?").count() == 0
     )

@@ -1,5 +1,6 @@
 """Job scripts rendered from a Job, its image, partition and cluster."""
 
+import json
 import shlex
 import subprocess
 
@@ -164,6 +165,56 @@ def test_a_notebook_opens_in_the_folder_chosen_with_the_whole_root_mounted(owner
     argv = shlex.split(line.rstrip(" &"))
     assert argv[-1] == "--ServerApp.root_dir=/scratch/alice/My work/a'b"
     assert argv[argv.index("--bind") + 1] == "/scratch/alice"
+
+
+NEWS_OFF = {
+    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}
+}
+
+
+@pytest.mark.parametrize("image_path", ["", "/opt/image/etc/jupyter"])
+def test_a_notebook_defaults_jupyter_news_and_update_checks_to_off_in_its_own_config(
+    owner, cluster, tmp_path, image_path
+):
+    """JupyterLab's "notified about official Jupyter news?" pop-up: the job sets the
+    settings' defaults in a config directory of its own, put in front of the image's
+    JUPYTER_CONFIG_PATH; the user's ~/.jupyter is neither written nor hidden."""
+    image = ContainerImage.objects.create(
+        name="N", slug="n", runtime="podman", location="img", offers_notebook=True
+    )
+    script = scripts.render(job_with(owner, cluster, image, kind="notebook", command=""), WORK)
+    lines = script.splitlines()
+    start = lines.index("mkdir -p jupyter-config/labconfig")
+    end = next(i for i, line in enumerate(lines) if line.startswith("export JUPYTER_CONFIG_PATH="))
+    assert end < next(i for i, line in enumerate(lines) if "jupyter lab" in line)
+    env = {"PATH": "/usr/bin:/bin", "PORTAL_WORK_DIR": str(tmp_path)}
+    if image_path:
+        env["JUPYTER_CONFIG_PATH"] = image_path
+    shown = subprocess.run(
+        ["bash", "-c", "\n".join(lines[start : end + 1]) + '\nprintf %s "$JUPYTER_CONFIG_PATH"'],
+        cwd=tmp_path,  # the job's work directory
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert shown == ":".join(filter(None, [f"{tmp_path}/jupyter-config", image_path]))
+    # The types are the schema's: fetchNews is a string ("true"/"false"/"none").
+    written = tmp_path / "jupyter-config/labconfig/default_setting_overrides.json"
+    assert json.loads(written.read_text()) == NEWS_OFF
+    assert sorted(p.name for p in tmp_path.rglob("*")) == [
+        "default_setting_overrides.json",
+        "jupyter-config",
+        "labconfig",
+    ]
+    code = "\n".join(line for line in lines if not line.lstrip().startswith("#"))
+    for name in ("JUPYTER_CONFIG_DIR", "JUPYTERLAB_SETTINGS_DIR", "JUPYTER_NO_CONFIG", ".jupyter"):
+        assert name not in code
+    # Podman passes the variable into the container (Apptainer keeps the environment).
+    argv = shlex.split(next(line for line in lines if "jupyter lab" in line).rstrip(" &"))
+    assert argv[argv.index("JUPYTER_CONFIG_PATH") - 1] == "--env"
+    batch = scripts.render(job_with(owner, cluster, image), WORK)
+    assert "jupyter-config" not in batch
 
 
 @pytest.mark.parametrize(

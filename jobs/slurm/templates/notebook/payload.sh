@@ -13,12 +13,13 @@ export PORTAL_REGISTER_URL=${register_url}
 # .portal directory.
 mkdir -p -- ${notebook_root}
 # No "Would you like to get notified about official Jupyter news?" on every session, and no
-# calls to the internet for news or updates: the announcements plugin is disabled in a
-# page_config.json of this job's own (JUPYTER_CONFIG_PATH adds to the user's ~/.jupyter
-# and the image's settings, it hides neither).
+# calls to the internet for news or updates: JupyterLab's own settings say "never" by
+# default, through a default_setting_overrides.json of this job's own. JUPYTER_CONFIG_PATH
+# adds it in front of the user's ~/.jupyter and the image's settings and hides neither;
+# what the user chose in Settings > Notifications still wins.
 mkdir -p jupyter-config/labconfig
-echo '{"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": true}}' \
-    > jupyter-config/labconfig/page_config.json
+echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' \
+    > jupyter-config/labconfig/default_setting_overrides.json
 export JUPYTER_CONFIG_PATH="$$PORTAL_WORK_DIR/jupyter-config$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}"
 ${launch} jupyter lab --no-browser --ip=0.0.0.0 --ServerApp.root_dir=${notebook_root} &
 _portal_child=$$!
