@@ -138,9 +138,10 @@ ERROR = inline_serializer(
 
 CREATE_DESCRIPTION = """Launch a batch job or a notebook session, as the launch page does.
 
-Every field is optional. What a request leaves out is filled in exactly as on the launch
-page: the first offered image, the first cluster you have an account on and its default
-partition; GPUs, CPUs, memory and walltime from the partition's defaults for that image
+Every field is optional. `kind` is `batch` unless you ask for a `notebook`; everything else a
+request leaves out is filled in exactly as on the launch page: the first image of the
+catalog that is not deprecated, the first cluster you have an account on and its default
+partition, your home directory (`workdir`); GPUs, CPUs, memory and walltime from the partition's defaults for that image
 (no GPU for an image without GPU support or a partition without GPUs; a `gpu_type` alone
 asks for one GPU; `gpus` alone takes the partition's first GPU type, none for 0); a batch
 job without `command` runs the image's own default command; a notebook opens in the folder

@@ -313,3 +313,15 @@ def test_the_schema_documents_launching_apart_from_listing(api, capsys):
     assert refused["content"]["application/json"]["schema"]["$ref"].endswith("/Error")
     example = next(iter(refused["content"]["application/json"]["examples"].values()))
     assert example["value"]["error"]["fields"]["gpus"]
+
+
+def test_the_documented_refusal_is_what_the_api_answers(api, no_broker):
+    """The schema's 400 example is not made up: the same request gets exactly that answer,
+    and nothing is created or queued."""
+    schema = yaml.safe_load(APIClient().get("/api/schema/").content)
+    refused = schema["paths"]["/api/v1/jobs/"]["post"]["responses"]["400"]
+    documented = next(iter(refused["content"]["application/json"]["examples"].values()))
+    response = api.post("/api/v1/jobs/", {"partition": "gpu", "gpus": 5}, format="json")
+    assert response.status_code == 400
+    assert response.json() == documented["value"]
+    assert not Job.objects.exists() and not no_broker
