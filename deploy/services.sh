@@ -20,6 +20,11 @@ apt_install() {
 # --- Redis (broker, channel layer, cache): the portal's own, with a password --------
 bash deploy/redis.sh
 
+# --- HAProxy: the session data path (proxy/haproxy.py); the portal runs its own instance.
+if ! command -v haproxy >/dev/null 2>&1 && ! [ -x /usr/sbin/haproxy ]; then
+    apt_install haproxy || log "haproxy is missing (apt-get install haproxy); its tests will be skipped"
+fi
+
 # --- PostgreSQL (optional) ---------------------------------------------------------
 pg_up() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
 if ! pg_up && [ "$ROOT" = 1 ]; then

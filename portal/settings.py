@@ -268,6 +268,11 @@ SESSION_CODE_TTL = env_int("SESSION_CODE_TTL", 60, minimum=5)
 # Upstream (compute node) timeouts for the proxy, in seconds.
 PROXY_CONNECT_TIMEOUT = env_float("PROXY_CONNECT_TIMEOUT", 10.0, minimum=0.1)
 PROXY_READ_TIMEOUT = env_float("PROXY_READ_TIMEOUT", 300.0, minimum=1)
+# HAProxy in the session data path (proxy/haproxy.py): its admin socket (unix:PATH or
+# tcp:HOST:PORT), the token map it reads (the same path on every instance), its maxconn.
+PROXY_ADMIN_SOCKET = env_str("PROXY_ADMIN_SOCKET", f"unix:{DATA_DIR / 'proxy' / 'admin.sock'}")
+PROXY_MAP_PATH = env_str("PROXY_MAP_PATH", str(DATA_DIR / "proxy" / "tokens.map"))
+PROXY_MAXCONN = env_int("PROXY_MAXCONN", 4000, minimum=100)
 # Where the TLS certificate for the session proxy lives (make demo / make test create a dev one).
 TLS_DIR = Path(env_str("PORTAL_TLS_DIR", str(DATA_DIR / "tls")))
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import json
 import re
 import secrets
+import time
 
 from django.conf import settings
-from django.core import signing
 from django.core.cache import cache
 
 COOKIE_NAME = "portal_session"
-_SALT = "proxy.session-cookie"
 
 
 def issue_code(public_id: str, user_id: int) -> str:
@@ -30,17 +33,49 @@ def redeem_code(code: str, public_id: str) -> int | None:
     return value["user"] if value["session"] == public_id else None
 
 
-def make_cookie(public_id: str, user_id: int) -> str:
-    return signing.dumps({"s": public_id, "u": user_id}, salt=_SALT, compress=True)
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+_JWT_HEADER = _b64(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
+
+
+def _sign(signing_input: str) -> str:
+    from proxy.haproxy import cookie_secret
+
+    return _b64(hmac.new(cookie_secret().encode(), signing_input.encode(), hashlib.sha256).digest())
+
+
+def make_cookie(public_id: str, user_id: int, max_age: int | None = None) -> str:
+    """The session cookie: a JWT (HS256) bound to the session, the user and an expiry,
+    which the proxy verifies by itself on every request (no portal call)."""
+    expires = int(time.time()) + (settings.SESSION_COOKIE_MAX_AGE if max_age is None else max_age)
+    payload = {"sid": public_id, "uid": user_id, "exp": expires}
+    body = f"{_JWT_HEADER}.{_b64(json.dumps(payload, separators=(',', ':')).encode())}"
+    return f"{body}.{_sign(body)}"
 
 
 def read_cookie(value: str, public_id: str) -> int | None:
     """The user id in a valid, unexpired cookie for this session; None otherwise."""
-    try:
-        data = signing.loads(value, salt=_SALT, max_age=settings.SESSION_COOKIE_MAX_AGE)
-    except signing.BadSignature:
+    parts = value.split(".")
+    if len(parts) != 3 or parts[0] != _JWT_HEADER:
         return None
-    return data.get("u") if data.get("s") == public_id else None
+    if not hmac.compare_digest(_sign(f"{parts[0]}.{parts[1]}"), parts[2]):
+        return None
+    try:
+        data = json.loads(_unb64(parts[1]))
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("sid") != public_id:
+        return None
+    if not isinstance(data.get("exp"), int) or data["exp"] <= time.time():
+        return None
+    uid = data.get("uid")
+    return uid if isinstance(uid, int) else None
 
 
 _UNSAFE_PATH = re.compile(r"[\\\x00-\x20\x7f]")

@@ -1,0 +1,174 @@
+"""HAProxy in the session data path: its configuration, rendered from the portal's
+settings, and its runtime API, through which the portal keeps one dynamic server and
+one token-map entry per open session (docs/design/session-data-path.md).
+
+Every value sent is checked first (a session id is 32 hex digits, an address an IP
+literal, a token URL-safe): the runtime API separates commands with ';' and newlines,
+so nothing else may reach it. Answers are bounded in size and time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import re
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+from django.conf import settings
+
+BACKEND = "be_sessions"
+_SID = re.compile(r"^[0-9a-f]{32}$")
+_TOKEN = re.compile(r"^[A-Za-z0-9_.~-]{16,256}$")
+MAX_ANSWER = 4 * 1024 * 1024
+
+
+TEMPLATE = Path(__file__).parent / "templates" / "proxy" / "haproxy.cfg"
+
+
+def cookie_secret() -> str:
+    """The key of the session cookie (HS256), derived from SECRET_KEY: nothing more to
+    keep secret, and a new SECRET_KEY signs everyone out of their sessions too."""
+    return hmac.new(
+        settings.SECRET_KEY.encode(), b"portal-session-cookie", hashlib.sha256
+    ).hexdigest()
+
+
+def render_config(*, bind: str, tls_pem: str | None, portal_upstream: str) -> str:
+    """HAProxy's configuration for this portal: ``bind`` (host:port) with TLS from
+    ``tls_pem`` (certificate and key in one file; None: plain HTTP, for tests),
+    handing ``/_portal/`` on session hosts to the portal at ``portal_upstream``."""
+    from proxy.codes import COOKIE_NAME
+
+    secret = cookie_secret()
+    if not re.fullmatch(r"[0-9a-f]{64}", secret):
+        raise ValueError("unexpected cookie secret")
+    return Template(TEMPLATE.read_text()).substitute(
+        admin_socket=settings.PROXY_ADMIN_SOCKET.removeprefix("unix:"),
+        maxconn=settings.PROXY_MAXCONN,
+        connect_timeout=f"{settings.PROXY_CONNECT_TIMEOUT:g}",
+        read_timeout=f"{settings.PROXY_READ_TIMEOUT:g}",
+        bind=bind,
+        tls=f"ssl crt {tls_pem} alpn http/1.1" if tls_pem else "",
+        session_domain=settings.SESSION_DOMAIN,
+        domain_regex=re.escape(settings.SESSION_DOMAIN.lower()),
+        cookie_name=COOKIE_NAME,
+        cookie_secret=secret,
+        map_path=settings.PROXY_MAP_PATH,
+        portal_url=settings.PORTAL_URL,
+        portal_upstream=portal_upstream,
+        scheme=settings.SESSION_SCHEME,
+    )
+
+
+class HAProxyError(Exception):
+    """HAProxy could not be reached, or refused a command."""
+
+
+@dataclass(frozen=True)
+class Route:
+    sid: str
+    address: str  # an IP literal
+    port: int
+    token: str
+
+    def __post_init__(self) -> None:
+        if not _SID.match(self.sid):
+            raise ValueError(f"not a session id: {self.sid!r}")
+        ipaddress.ip_address(self.address)  # ValueError for anything but an IP literal
+        if not 1 <= self.port <= 65535:
+            raise ValueError(f"not a port: {self.port!r}")
+        if not _TOKEN.match(self.token):
+            raise ValueError("the upstream token is not URL-safe")
+
+
+def resolve(host: str) -> str:
+    """The IP address HAProxy connects to for a compute node's name (HAProxy resolves
+    names only when it reads its configuration)."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        return socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)[0][4][0]
+
+
+class RuntimeAPI:
+    """One HAProxy instance's admin socket: ``unix:/path`` (or a bare path) or
+    ``tcp:host:port``."""
+
+    def __init__(self, address: str, map_path: str, timeout: float = 2.0) -> None:
+        self.address = address
+        self.map_path = map_path
+        self.timeout = timeout
+
+    def command(self, line: str) -> str:
+        if "\n" in line or ";" in line:
+            raise ValueError("one runtime command at a time")
+        if self.address.startswith("tcp:"):
+            host, _, port = self.address[4:].rpartition(":")
+            family, target = socket.AF_INET, (host, int(port))
+        else:
+            family, target = socket.AF_UNIX, self.address.removeprefix("unix:")
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as sock:
+                sock.settimeout(self.timeout)
+                sock.connect(target)
+                sock.sendall(line.encode() + b"\n")
+                answer = bytearray()
+                while chunk := sock.recv(65536):
+                    answer += chunk
+                    if len(answer) > MAX_ANSWER:
+                        raise HAProxyError(f"HAProxy's answer to {line.split()[0]!r} is too long")
+        except OSError as exc:
+            raise HAProxyError(f"HAProxy at {self.address}: {exc}") from None
+        return answer.decode(errors="replace").strip()
+
+    # -- routes -----------------------------------------------------------------------
+    def add(self, route: Route) -> None:
+        """Route the session's host to its notebook (replacing an older route)."""
+        self.remove(route.sid)
+        answer = self.command(f"add server {BACKEND}/{route.sid} {route.address}:{route.port}")
+        if "New server registered" not in answer:
+            raise HAProxyError(f"add server {route.sid}: {answer}")
+        self.command(f"enable server {BACKEND}/{route.sid}")
+        self.command(f"add map {self.map_path} {route.sid} {route.token}")
+
+    def remove(self, sid: str) -> None:
+        """No new request reaches the session, and its open connections (WebSockets
+        included) are closed."""
+        if not _SID.match(sid):
+            raise ValueError(f"not a session id: {sid!r}")
+        self.command(f"del map {self.map_path} {sid}")
+        server = f"{BACKEND}/{sid}"
+        if "No such server" in self.command(f"set server {server} state maint"):
+            return
+        self.command(f"shutdown sessions server {server}")
+        self.command(f"del server {server}")
+
+    def routes(self) -> dict[str, tuple[str, int]]:
+        """The sessions HAProxy routes now: id -> (address, port)."""
+        found = {}
+        for line in self.command(f"show servers conn {BACKEND}").splitlines():
+            parts = line.split()
+            if len(parts) >= 4 and parts[0].startswith(f"{BACKEND}/") and parts[3].isdigit():
+                sid = parts[0].split("/", 1)[1]
+                if _SID.match(sid):
+                    found[sid] = (parts[2], int(parts[3]))
+        return found
+
+    def reconcile(self, wanted: list[Route]) -> tuple[int, int]:
+        """Make HAProxy route exactly ``wanted`` (after a restart it routes nothing).
+        Returns (added, removed)."""
+        have = self.routes()
+        wanted_by_sid = {r.sid: r for r in wanted}
+        removed = [sid for sid in have if sid not in wanted_by_sid]
+        for sid in removed:
+            self.remove(sid)
+        added = 0
+        for route in wanted:
+            if have.get(route.sid) != (route.address, route.port):
+                self.add(route)
+                added += 1
+        return added, len(removed)

@@ -1,0 +1,269 @@
+"""The HAProxy data path (issue #14), with Debian's HAProxy and stand-in notebooks.
+
+The portal pushes a route per session over HAProxy's admin socket; the cookie is checked
+by HAProxy itself on every request; revoking a session closes its open WebSockets.
+"""
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from proxy import haproxy
+from proxy.codes import COOKIE_NAME, make_cookie
+from tests.livestack import free_port
+
+HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
+ECHO = Path(__file__).with_name("echo_upstream.py")
+A, B = "a" * 32, "b" * 32
+DOMAIN = "sessions.localhost"
+
+
+def _wait_listening(port: int) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+@pytest.fixture
+def upstreams():
+    """Two stand-in notebooks: port by name."""
+    procs, ports = [], {}
+    for name in ("A", "B"):
+        port = free_port()
+        procs.append(subprocess.Popen([sys.executable, str(ECHO), str(port)]))
+        ports[name] = port
+    try:
+        for port in ports.values():
+            _wait_listening(port)
+        yield ports
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(10)
+
+
+class Proxy:
+    def __init__(self, tmp: Path, settings):
+        self.tmp = tmp
+        self.port = free_port()
+        self.portal_port = free_port()
+        settings.PROXY_ADMIN_SOCKET = f"unix:{tmp / 'admin.sock'}"
+        settings.PROXY_MAP_PATH = str(tmp / "tokens.map")
+        settings.SESSION_DOMAIN = DOMAIN
+        settings.SESSION_SCHEME = "http"
+        settings.PORTAL_URL = "http://portal.localhost:8000"
+        (tmp / "tokens.map").write_text("")
+        self.config = tmp / "haproxy.cfg"
+        self.config.write_text(
+            haproxy.render_config(
+                bind=f"127.0.0.1:{self.port}",
+                tls_pem=None,
+                portal_upstream=f"127.0.0.1:{self.portal_port}",
+            )
+        )
+        self.api = haproxy.RuntimeAPI(settings.PROXY_ADMIN_SOCKET, settings.PROXY_MAP_PATH)
+        self.proc = None
+
+    def start(self) -> "Proxy":
+        check = subprocess.run([HAPROXY, "-c", "-q", "-f", str(self.config)], capture_output=True)
+        assert check.returncode == 0, check.stderr.decode()
+        self.proc = subprocess.Popen([HAPROXY, "-W", "-db", "-f", str(self.config)])
+        deadline = time.monotonic() + 10
+        while not (self.tmp / "admin.sock").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        _wait_listening(self.port)
+        return self
+
+    def stop(self) -> None:
+        if self.proc:
+            self.proc.terminate()
+            self.proc.wait(10)
+            (self.tmp / "admin.sock").unlink(missing_ok=True)
+
+    def get(self, sid: str, path: str = "/api/status", cookie: str | None = None, **headers):
+        if cookie is not None:
+            headers["Cookie"] = cookie
+        return httpx.get(
+            f"http://127.0.0.1:{self.port}{path}",
+            headers={"Host": f"{sid}.{DOMAIN}", **headers},
+            follow_redirects=False,
+            timeout=10,
+        )
+
+
+@pytest.fixture
+def proxy(tmp_path, settings):
+    if not os.path.exists(HAPROXY):
+        if os.environ.get("PORTAL_REQUIRE_DEVCLUSTER") == "1":
+            pytest.fail("haproxy is missing: `make test` installs Debian's haproxy")
+        pytest.skip("haproxy is missing")
+    started = Proxy(tmp_path, settings).start()
+    yield started
+    started.stop()
+
+
+def route(sid: str, port: int, token: str = "") -> haproxy.Route:
+    return haproxy.Route(sid, "127.0.0.1", port, token or f"jupyter-token-{sid[0]}-0123456789")
+
+
+def cookie_for(sid: str, **kwargs) -> str:
+    return f"{COOKIE_NAME}={make_cookie(sid, 7, **kwargs)}"
+
+
+def test_each_session_host_reaches_its_own_notebook_with_its_token_added(proxy, upstreams):
+    proxy.api.add(route(A, upstreams["A"]))
+    proxy.api.add(route(B, upstreams["B"]))
+    for sid, name in ((A, "A"), (B, "B")):
+        seen = proxy.get(sid, cookie=f"{cookie_for(sid)}; _xsrf=abc; sessionid=portal").json()
+        assert seen["port"] == upstreams[name]
+        assert seen["authorization"] == f"token jupyter-token-{sid[0]}-0123456789"
+        assert seen["cookie"] == "_xsrf=abc"  # the portal's cookies stay behind
+    assert proxy.api.routes() == {
+        A: ("127.0.0.1", upstreams["A"]),
+        B: ("127.0.0.1", upstreams["B"]),
+    }
+
+
+def test_a_notebook_cannot_set_a_cookie_beyond_its_own_host(proxy, upstreams):
+    proxy.api.add(route(A, upstreams["A"]))
+    response = proxy.get(A, cookie=cookie_for(A))
+    assert response.headers.get_list("set-cookie") == ["tossed=1; Path=/"]
+
+
+@pytest.mark.parametrize(
+    "cookie",
+    [
+        None,
+        cookie_for(B),  # another session's
+        cookie_for(A, max_age=-1),  # expired
+        cookie_for(A)[:-3] + "abc",  # tampered
+        f"{COOKIE_NAME}=garbage",
+    ],
+    ids=["none", "other-session", "expired", "tampered", "garbage"],
+)
+def test_without_a_valid_cookie_for_this_session_the_portal_decides(proxy, upstreams, cookie):
+    proxy.api.add(route(A, upstreams["A"]))
+    response = proxy.get(A, "/lab/tree?x=1", cookie=cookie)
+    assert response.status_code == 302
+    assert response.headers["location"] == (
+        f"http://portal.localhost:8000/sessions/{A}/open/?next=%2Flab%2Ftree%3Fx%3D1"
+    )
+
+
+def test_no_route_sends_the_browser_to_the_portal_and_other_hosts_are_unknown(proxy):
+    assert proxy.get(A, cookie=cookie_for(A)).status_code == 302  # starting, ended, revoked
+    assert proxy.get("not-a-session", cookie=cookie_for(A)).status_code == 404
+    response = httpx.get(
+        f"http://127.0.0.1:{proxy.port}/", headers={"Host": f"{A}.evil.example"}, timeout=5
+    )
+    assert response.status_code == 404
+
+
+def test_another_site_cannot_drive_a_session(proxy, upstreams):
+    proxy.api.add(route(A, upstreams["A"]))
+    ok = proxy.get(A, cookie=cookie_for(A), Origin=f"http://{A}.{DOMAIN}")
+    assert ok.status_code == 200
+    for origin in (f"http://{B}.{DOMAIN}", f"https://{A}.evil.example", "null"):
+        assert proxy.get(A, cookie=cookie_for(A), Origin=origin).status_code == 403, origin
+
+
+def test_revoking_closes_the_sessions_open_websockets_and_only_those(proxy, upstreams):
+    proxy.api.add(route(A, upstreams["A"]))
+    proxy.api.add(route(B, upstreams["B"]))
+
+    async def scenario():
+        async def open_ws(sid):
+            return await connect(
+                f"ws://{sid}.{DOMAIN}:{proxy.port}/api/kernels/k/channels",
+                host="127.0.0.1",
+                port=proxy.port,
+                additional_headers={"Cookie": cookie_for(sid)},
+            )
+
+        ws_a, ws_b = await open_ws(A), await open_ws(B)
+        for ws in (ws_a, ws_b):
+            await ws.send("ping")
+            assert await ws.recv() == "ping"
+        started = time.monotonic()
+        await asyncio.to_thread(proxy.api.remove, A)
+        with pytest.raises(ConnectionClosed):
+            await asyncio.wait_for(ws_a.recv(), 2)
+        closed_after = time.monotonic() - started
+        await ws_b.send("still here")
+        assert await ws_b.recv() == "still here"
+        await ws_b.close()
+        return closed_after
+
+    closed_after = asyncio.run(scenario())
+    assert closed_after < 2
+    print(f"\nrevoked session's WebSocket closed {closed_after * 1000:.0f} ms after the revocation")
+    assert proxy.get(A, cookie=cookie_for(A)).status_code == 302  # no new requests either
+    assert proxy.get(B, cookie=cookie_for(B)).status_code == 200
+
+
+def test_a_websocket_without_a_valid_cookie_is_refused(proxy, upstreams):
+    proxy.api.add(route(A, upstreams["A"]))
+
+    async def attempt(cookie):
+        async with connect(
+            f"ws://{A}.{DOMAIN}:{proxy.port}/api/kernels/k/channels",
+            host="127.0.0.1",
+            port=proxy.port,
+            additional_headers={"Cookie": cookie},
+        ):
+            pass
+
+    for cookie in (cookie_for(B), cookie_for(A, max_age=-1)):
+        with pytest.raises(Exception, match="403"):
+            asyncio.run(attempt(cookie))
+
+
+def test_a_restarted_haproxy_gets_every_route_back_from_reconcile(proxy, upstreams):
+    wanted = [route(A, upstreams["A"]), route(B, upstreams["B"])]
+    assert proxy.api.reconcile(wanted) == (2, 0)
+    assert proxy.api.reconcile(wanted) == (0, 0)
+    proxy.stop()
+    proxy.start()  # routes live in HAProxy's memory: gone after a restart
+    assert proxy.api.routes() == {}
+    assert proxy.api.reconcile(wanted) == (2, 0)
+    assert proxy.get(B, cookie=cookie_for(B)).json()["port"] == upstreams["B"]
+    assert proxy.api.reconcile(wanted[:1]) == (0, 1)  # B closed meanwhile
+    assert proxy.get(B, cookie=cookie_for(B)).status_code == 302
+
+
+def test_nothing_but_checked_values_reaches_the_admin_socket(proxy):
+    for bad in (
+        lambda: haproxy.Route("a" * 31 + ";", "127.0.0.1", 1, "t" * 20),
+        lambda: haproxy.Route(A, "node1; del server x", 1, "t" * 20),
+        lambda: haproxy.Route(A, "127.0.0.1", 70000, "t" * 20),
+        lambda: haproxy.Route(A, "127.0.0.1", 8888, "token with spaces and\nnewline"),
+        lambda: proxy.api.remove("x\nshow info"),
+        lambda: proxy.api.command("show info; show sess"),
+    ):
+        with pytest.raises(ValueError):
+            bad()
+
+
+def test_the_config_is_rendered_from_settings(settings, tmp_path):
+    settings.SESSION_DOMAIN = "sessions.hpc.example.org"
+    text = haproxy.render_config(
+        bind=":443", tls_pem="/etc/portal/sessions.pem", portal_upstream="10.0.0.2:8000"
+    )
+    assert "bind :443 ssl crt /etc/portal/sessions.pem alpn http/1.1" in text
+    assert r"^[0-9a-f]{32}\.sessions\.hpc\.example\.org$" in text
+    assert "server portal 10.0.0.2:8000" in text
+    assert haproxy.cookie_secret() in text and settings.SECRET_KEY not in text
