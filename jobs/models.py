@@ -466,21 +466,23 @@ class ImageCheck(models.Model):
 
     @classmethod
     def run(cls, images, cluster: Cluster, user) -> list[ImageCheck]:
-        """Check ``images`` on ``cluster`` in one SSH command, as the user's own cluster
-        account (else the service account, else any account: what a login node offers
-        is the same for all), and record the outcome per image."""
+        """Check ``images`` on ``cluster`` in one SSH command, as the admin's own cluster
+        account or else the cluster's service account (never as another user), and record
+        the outcome per image."""
         from jobs.slurm import operations, ssh
 
         images = list(images)
         account = (
             ClusterAccount.for_user(cluster, user)
             or ClusterAccount.objects.filter(cluster=cluster, user__isnull=True).first()
-            or ClusterAccount.objects.filter(cluster=cluster)
-            .exclude(private_key_encrypted="")
-            .first()
         )
         if account is None:
-            findings = [[f"✘ no cluster account on {cluster.name} to log in with"]] * len(images)
+            findings = [
+                [
+                    f"✘ not checked: you have no account on {cluster.name} and it has no "
+                    "service account (add one on the Account page or in the admin)"
+                ]
+            ] * len(images)
         else:
             try:
                 found = operations.on_account(

@@ -40,7 +40,7 @@ def image(slug: str, runtime: str, location: str = "", modules: str = "") -> Con
 
 
 def test_the_admin_check_finds_a_missing_sif_a_missing_runtime_and_modules(
-    client, staff, devcluster, devcluster_info, shared_dir
+    client, owner, staff, devcluster, devcluster_info, shared_dir
 ):
     present = shared_dir / "present.sif"
     present.write_bytes(b"SIF!\n")
@@ -53,7 +53,10 @@ def test_the_admin_check_finds_a_missing_sif_a_missing_runtime_and_modules(
         image("registry", "podman", "docker://python:3.12"),
         image("host", "none"),
     ]
-    client.force_login(staff)  # staff has no cluster account: any account's login will do
+    # Checked as the admin's own cluster account (never as another user's).
+    owner.is_staff = owner.is_superuser = True
+    owner.save()
+    client.force_login(owner)
     response = client.post(
         CHANGELIST,
         {"action": "check_on_clusters", "_selected_action": [i.pk for i in images]},
@@ -98,9 +101,15 @@ def test_the_admin_check_finds_a_missing_sif_a_missing_runtime_and_modules(
     # Checked again after the file appears: the record is replaced, not added to.
     missing.write_bytes(b"now here")
     missing.chmod(0o644)
-    (check,) = ImageCheck.run([images[0]], devcluster, staff)
+    (check,) = ImageCheck.run([images[0]], devcluster, owner)
     assert ImageCheck.objects.filter(image=images[0]).count() == 1
     assert f"image file {missing} is there (8 bytes)" in check.report
+    # An admin without an account there (and no service account) is told so; nobody
+    # else's login is borrowed.
+    devcluster.accounts.filter(user__isnull=True).delete()
+    (check,) = ImageCheck.run([images[0]], devcluster, staff)
+    assert not check.ok and check.checked_as == ""
+    assert "not checked: you have no account on" in check.report
 
 
 def wait_final(job: Job, seconds: float = 60) -> Job:
