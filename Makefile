@@ -73,6 +73,10 @@ test: venv services browser devcluster
 	@bash deploy/run-tests.sh
 
 bench: venv services devcluster
+ifeq ($(IS_ROOT),yes)
+	@command -v wrk >/dev/null || { echo "installing Debian's wrk (the load generator)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends wrk >/dev/null; }
+endif
 	@$(DEMO_ENV) $(PY) bench/ssh_reuse.py
 	@$(DEMO_ENV) $(PY) bench/proxy.py
 	@$(DEMO_ENV) $(PY) bench/metrics.py
