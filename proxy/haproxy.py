@@ -14,6 +14,7 @@ import hmac
 import ipaddress
 import re
 import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
@@ -129,7 +130,14 @@ class RuntimeAPI:
     def add(self, route: Route) -> None:
         """Route the session's host to its notebook (replacing an older route)."""
         self.remove(route.sid)
-        answer = self.command(f"add server {BACKEND}/{route.sid} {route.address}:{route.port}")
+        # weight 0: a session without a server must never be load-balanced onto another
+        # session's server (use-server falls back to balancing when the name is unknown).
+        # pool-*: dynamic servers start without an idle-connection pool in 2.6, so every
+        # request would open a new connection to the notebook.
+        answer = self.command(
+            f"add server {BACKEND}/{route.sid} {route.address}:{route.port}"
+            " weight 0 pool-max-conn -1 pool-purge-delay 5s"
+        )
         if "New server registered" not in answer:
             raise HAProxyError(f"add server {route.sid}: {answer}")
         self.command(f"enable server {BACKEND}/{route.sid}")
@@ -145,7 +153,12 @@ class RuntimeAPI:
         if "No such server" in self.command(f"set server {server} state maint"):
             return
         self.command(f"shutdown sessions server {server}")
-        self.command(f"del server {server}")
+        # Just after the shutdown HAProxy may still see the connections attached.
+        deadline = time.monotonic() + 2
+        while "still has connections" in (answer := self.command(f"del server {server}")):
+            if time.monotonic() > deadline:
+                raise HAProxyError(f"del server {sid}: {answer}")
+            time.sleep(0.02)
 
     def routes(self) -> dict[str, tuple[str, int]]:
         """The sessions HAProxy routes now: id -> (address, port)."""

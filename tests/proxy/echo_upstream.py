@@ -1,7 +1,7 @@
 """A stand-in notebook for the proxy tests: `python echo_upstream.py PORT`.
 
-HTTP: answers with the request's path, Authorization and Cookie headers as JSON, and a
-Set-Cookie that tries to reach the parent domain. WebSocket: echoes every message.
+HTTP: answers with the request's path, Authorization and Cookie headers as JSON, and
+Set-Cookies: one host-only, two that try to reach the parent domain. WebSocket: echoes every message.
 """
 
 import asyncio
@@ -30,11 +30,14 @@ def process_request(connection, request):
         }
     ).encode()
     headers = Headers(
-        {
-            "Content-Type": "application/json",
-            "Content-Length": str(len(body)),
-            "Set-Cookie": "tossed=1; Domain=sessions.localhost; Path=/",
-        }
+        [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(body))),
+            ("Set-Cookie", "kept=1; Path=/; HttpOnly"),
+            ("Set-Cookie", "tossed=1; Domain=sessions.localhost; Path=/"),
+            # Browsers use the last Domain attribute: removing the first is not enough.
+            ("Set-Cookie", "sly=1; Domain=other.localhost; Path=/; DOMAIN=sessions.localhost"),
+        ]
     )
     return Response(200, "OK", headers, body)
 

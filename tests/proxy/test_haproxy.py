@@ -141,7 +141,30 @@ def test_each_session_host_reaches_its_own_notebook_with_its_token_added(proxy, 
 def test_a_notebook_cannot_set_a_cookie_beyond_its_own_host(proxy, upstreams):
     proxy.api.add(route(A, upstreams["A"]))
     response = proxy.get(A, cookie=cookie_for(A))
-    assert response.headers.get_list("set-cookie") == ["tossed=1; Path=/"]
+    assert response.headers.get_list("set-cookie") == [
+        "kept=1; Path=/; HttpOnly",
+        "__dropped=; Max-Age=0; Path=/",
+        "__dropped=; Max-Age=0; Path=/",
+    ]
+
+
+def test_a_session_without_its_own_server_never_reaches_another_sessions_notebook(proxy, upstreams):
+    """use-server falls back to load balancing for an unknown name; session servers have
+    weight 0, so that finds nothing (found by a review: with the default weight, B's
+    request reached A's notebook)."""
+    proxy.api.add(route(A, upstreams["A"]))
+    proxy.api.command(f"add map {proxy.api.map_path} {B} token-of-b-0123456789")  # no server
+    response = proxy.get(B, cookie=cookie_for(B))
+    assert response.status_code == 503, response.text
+
+
+def test_a_session_can_be_routed_again_right_after_its_removal(proxy, upstreams):
+    proxy.api.add(route(A, upstreams["A"]))
+    for _ in range(3):
+        assert proxy.get(A, cookie=cookie_for(A)).status_code == 200
+        proxy.api.remove(A)
+        proxy.api.add(route(A, upstreams["B"]))  # a requeued notebook, elsewhere
+    assert proxy.get(A, cookie=cookie_for(A)).json()["port"] == upstreams["B"]
 
 
 @pytest.mark.parametrize(
