@@ -69,11 +69,8 @@ class LaunchForm(forms.ModelForm):
         self.fields["account"].widget.attrs["placeholder"] = "cluster default"
         self.fields["notebook_dir"].widget.attrs["placeholder"] = "e.g. projects/mnist"
 
+    # A word about the image shown before the user submits (a disabled one).
     image_notice = ""
-
-    def add_initial_notice(self, text: str) -> None:
-        """A word about the image shown before the user submits (a disabled one)."""
-        self.image_notice = text
 
     def clean(self):
         cleaned = super().clean()

@@ -87,7 +87,7 @@ def launch(request):
         form = LaunchForm(initial=launch_initial(request.user, source), user=request.user)
         if source is not None and not source.image.enabled:
             # Said where the image is chosen, instead of a silently empty choice.
-            form.add_initial_notice(
+            form.image_notice = (
                 f"Job {source.pk} ran {source.image}, which the administrators have disabled: "
                 "choose another image; everything else is as it was."
             )

@@ -211,14 +211,14 @@ def _sync_account(group: list[Job]) -> int:
             Session.restart_for(job)
         if moved and job.is_final:
             # Whatever the uploads missed is in the job's files: read them to the end.
-            _enqueue_tail(job.pk, final=True)
+            _enqueue(tail_metrics, job.pk, final=True)
             if job.ended_badly:
                 _enqueue(read_error_tail, job.pk)
     running = [job for job in group if job.state == Job.State.RUNNING]
     discover_sessions(account, running)
     if account.cluster.metrics_over_ssh:
         for job in running:
-            _enqueue_tail(job.pk)
+            _enqueue(tail_metrics, job.pk)
     return changed
 
 
@@ -325,9 +325,10 @@ def recover_jobs() -> dict[str, int]:
     return {"submits": len(lost_submits), "cancels": len(lost_cancels)}
 
 
-def _enqueue(task, *args) -> None:
+def _enqueue(task, *args, **kwargs) -> None:
+    """Queue ``task``; a broker outage is logged and must not stop the sync."""
     try:
-        task.delay(*args)
+        task.delay(*args, **kwargs)
     except Exception:  # noqa: BLE001 - a broker outage must not stop the sync
         log.exception("could not queue %s%r", task.name, args)
 
@@ -351,13 +352,6 @@ def read_error_tail(self, job_id: int) -> None:
         log.warning("stderr of job %s not read: %s", job_id, exc)
         return
     job.record_error_tail(tail.text)
-
-
-def _enqueue_tail(job_id: int, final: bool = False) -> None:
-    try:
-        tail_metrics.delay(job_id, final=final)
-    except Exception:  # noqa: BLE001 - a broker outage must not stop the sync
-        log.exception("could not queue the metrics read of job %s", job_id)
 
 
 @shared_task(bind=True, acks_late=True, max_retries=30, **_limits())

@@ -44,9 +44,16 @@ def _unb64(text: str) -> bytes:
 _JWT_HEADER = _b64(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
 
 
-def _sign(signing_input: str) -> str:
-    from proxy.haproxy import cookie_secret
+def cookie_secret() -> str:
+    """The key of the session cookie (HS256), derived from SECRET_KEY: nothing more to
+    keep secret, and a new SECRET_KEY signs everyone out of their sessions too. The
+    proxy's configuration carries it to verify the cookie (proxy/haproxy.py)."""
+    return hmac.new(
+        settings.SECRET_KEY.encode(), b"portal-session-cookie", hashlib.sha256
+    ).hexdigest()
 
+
+def _sign(signing_input: str) -> str:
     return _b64(hmac.new(cookie_secret().encode(), signing_input.encode(), hashlib.sha256).digest())
 
 

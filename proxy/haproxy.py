@@ -9,8 +9,6 @@ so nothing else may reach it. Answers are bounded in size and time.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import ipaddress
 import re
 import socket
@@ -21,6 +19,8 @@ from string import Template
 
 from django.conf import settings
 
+from proxy.codes import COOKIE_NAME, cookie_secret
+
 BACKEND = "be_sessions"
 _SID = re.compile(r"^[0-9a-f]{32}$")
 _TOKEN = re.compile(r"^[A-Za-z0-9_.~-]{16,256}$")
@@ -30,23 +30,10 @@ MAX_ANSWER = 4 * 1024 * 1024
 TEMPLATE = Path(__file__).parent / "templates" / "proxy" / "haproxy.cfg"
 
 
-def cookie_secret() -> str:
-    """The key of the session cookie (HS256), derived from SECRET_KEY: nothing more to
-    keep secret, and a new SECRET_KEY signs everyone out of their sessions too."""
-    return hmac.new(
-        settings.SECRET_KEY.encode(), b"portal-session-cookie", hashlib.sha256
-    ).hexdigest()
-
-
 def render_config(*, bind: str, tls_pem: str | None, portal_upstream: str) -> str:
     """HAProxy's configuration for this portal: ``bind`` (host:port) with TLS from
     ``tls_pem`` (certificate and key in one file; None: plain HTTP, for tests),
     handing ``/_portal/`` on session hosts to the portal at ``portal_upstream``."""
-    from proxy.codes import COOKIE_NAME
-
-    secret = cookie_secret()
-    if not re.fullmatch(r"[0-9a-f]{64}", secret):
-        raise ValueError("unexpected cookie secret")
     return Template(TEMPLATE.read_text()).substitute(
         admin_socket=settings.PROXY_ADMIN_SOCKET.removeprefix("unix:"),
         maxconn=settings.PROXY_MAXCONN,
@@ -57,7 +44,7 @@ def render_config(*, bind: str, tls_pem: str | None, portal_upstream: str) -> st
         session_domain=settings.SESSION_DOMAIN,
         domain_regex=re.escape(settings.SESSION_DOMAIN.lower()),
         cookie_name=COOKIE_NAME,
-        cookie_secret=secret,
+        cookie_secret=cookie_secret(),
         map_path=settings.PROXY_MAP_PATH,
         portal_url=settings.PORTAL_URL,
         portal_upstream=portal_upstream,
@@ -84,15 +71,6 @@ class Route:
             raise ValueError(f"not a port: {self.port!r}")
         if not _TOKEN.match(self.token):
             raise ValueError("the upstream token is not URL-safe")
-
-
-def resolve(host: str) -> str:
-    """The IP address HAProxy connects to for a compute node's name (HAProxy resolves
-    names only when it reads its configuration)."""
-    try:
-        return str(ipaddress.ip_address(host))
-    except ValueError:
-        return socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)[0][4][0]
 
 
 class RuntimeAPI:

@@ -532,8 +532,6 @@ __MODULE_INIT__
 done
 """
 
-RUNTIME_COMMANDS = {"apptainer": "apptainer", "singularity": "singularity", "podman": "podman"}
-
 
 def check_images(conn: ssh.Connection, images) -> list[list[parsers.CheckFinding]]:
     """What each image needs (runtime, image file, modules), checked on the login node
@@ -545,7 +543,7 @@ def check_images(conn: ssh.Connection, images) -> list[list[parsers.CheckFinding
     argv = ["bash", "-c", script, "portal-check", nonce]
     for image in images:
         argv += [
-            RUNTIME_COMMANDS.get(image.runtime, ""),
+            "" if image.runtime == "none" else image.runtime,  # runtimes are named by their command
             image.location,
             "\n".join(image.module_list),
         ]

@@ -297,12 +297,17 @@ def parse_squeue_json(output: str, username: str) -> list[JobStatus]:
                     user=username,
                     queue_position=positions.get(job_id),
                     estimated_start=_epoch(entry.get("start_time")) if state == "PENDING" else None,
-                    partition=_text(entry.get("partition")).split(",")[0],
+                    partition=_partition(entry),
                 )
             )
         except ValueError as exc:
             log.warning("squeue: skipped a job entry (%s)", exc)
     return statuses
+
+
+def _partition(entry: dict) -> str:
+    """The partition a job waits in: the first, when it may run in several."""
+    return _text(entry.get("partition")).split(",")[0]
 
 
 def queue_positions(entries: list) -> dict[int, int]:
@@ -316,7 +321,7 @@ def queue_positions(entries: list) -> dict[int, int]:
         job_id = _number(entry.get("job_id"))
         if job_id is None or _json_state(entry.get("job_state")) != "PENDING":
             continue
-        partition = _text(entry.get("partition")).split(",")[0]
+        partition = _partition(entry)
         queues.setdefault(partition, []).append((-(_number(entry.get("priority")) or 0), job_id))
     positions = {}
     for queue in queues.values():

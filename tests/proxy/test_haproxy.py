@@ -18,7 +18,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from proxy import haproxy
-from proxy.codes import COOKIE_NAME, make_cookie
+from proxy.codes import COOKIE_NAME, cookie_secret, make_cookie
 from tests.livestack import free_port
 
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
@@ -289,4 +289,4 @@ def test_the_config_is_rendered_from_settings(settings, tmp_path):
     assert "bind :443 ssl crt /etc/portal/sessions.pem alpn http/1.1" in text
     assert r"^[0-9a-f]{32}\.sessions\.hpc\.example\.org$" in text
     assert "server portal 10.0.0.2:8000" in text
-    assert haproxy.cookie_secret() in text and settings.SECRET_KEY not in text
+    assert cookie_secret() in text and settings.SECRET_KEY not in text
