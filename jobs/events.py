@@ -8,9 +8,14 @@ import logging
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.core.exceptions import ObjectDoesNotExist
+from django.dispatch import Signal
 
 log = logging.getLogger(__name__)
 
+
+# Sent with every publish_job(job=...): other parts of the portal that follow jobs
+# (the session data path's routes) listen here instead of being called by jobs/.
+job_changed = Signal()
 
 # Staff dashboards see every job.
 STAFF_GROUP = "jobs-staff"
@@ -66,6 +71,7 @@ def publish_job(job) -> None:
     A channel-layer outage must not undo or block a state change that is
     already committed: it is logged, and pages catch up on their next load.
     """
+    job_changed.send(sender=type(job), job=job)
     layer = get_channel_layer()
     if layer is None:
         return

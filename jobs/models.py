@@ -1007,7 +1007,10 @@ class Job(models.Model):
         self.refresh_from_db()
         if self.is_final:
             return False
-        Job.objects.filter(pk=self.pk).update(cancel_requested_at=timezone.now())
+        self.cancel_requested_at = timezone.now()
+        Job.objects.filter(pk=self.pk).update(cancel_requested_at=self.cancel_requested_at)
+        # Pages show the request, and a notebook's link closes now, not when Slurm ends it.
+        transaction.on_commit(lambda: publish_job(self))
         return True
 
 

@@ -61,6 +61,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: on session hosts only the proxy's login handshake answers.
+    "proxy.middleware.SessionHostMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -268,17 +270,26 @@ SESSION_CODE_TTL = env_int("SESSION_CODE_TTL", 60, minimum=5)
 # Upstream (compute node) timeouts for the proxy, in seconds.
 PROXY_CONNECT_TIMEOUT = env_float("PROXY_CONNECT_TIMEOUT", 10.0, minimum=0.1)
 PROXY_READ_TIMEOUT = env_float("PROXY_READ_TIMEOUT", 300.0, minimum=1)
-# HAProxy in the session data path (proxy/haproxy.py): its admin socket (unix:PATH or
-# tcp:HOST:PORT), the token map it reads (the same path on every instance), its maxconn.
-PROXY_ADMIN_SOCKET = env_str("PROXY_ADMIN_SOCKET", f"unix:{DATA_DIR / 'proxy' / 'admin.sock'}")
+# HAProxy in the session data path (proxy/haproxy.py, proxy/routes.py): the admin socket
+# of every instance behind SESSION_DOMAIN (unix:PATH or tcp:HOST:PORT, comma-separated;
+# the first is the one `manage.py run_proxy` starts), the token map each reads (the same
+# path on every instance), maxconn, and how often routes are reconciled (seconds).
+PROXY_INSTANCES = env_list("PROXY_INSTANCES", [f"unix:{DATA_DIR / 'proxy' / 'admin.sock'}"])
 PROXY_MAP_PATH = env_str("PROXY_MAP_PATH", str(DATA_DIR / "proxy" / "tokens.map"))
 PROXY_MAXCONN = env_int("PROXY_MAXCONN", 4000, minimum=100)
+# Connections (WebSockets included) one session may hold open at once; more wait.
+PROXY_SESSION_MAXCONN = env_int("PROXY_SESSION_MAXCONN", 256, minimum=8)
+PROXY_RECONCILE_INTERVAL = env_float("PROXY_RECONCILE_INTERVAL", 5.0, minimum=0.5)
 # Where the TLS certificate for the session proxy lives (make demo / make test create a dev one).
 TLS_DIR = Path(env_str("PORTAL_TLS_DIR", str(DATA_DIR / "tls")))
 
 CELERY_BEAT_SCHEDULE = {
     "sync-clusters": {"task": "jobs.tasks.sync_clusters", "schedule": PORTAL_SYNC_INTERVAL},
     "recover-jobs": {"task": "jobs.tasks.recover_jobs", "schedule": PORTAL_RECOVER_AFTER / 2},
+    "reconcile-session-routes": {
+        "task": "proxy.tasks.reconcile_routes",
+        "schedule": PROXY_RECONCILE_INTERVAL,
+    },
 }
 
 # --- Static files -------------------------------------------------------------------

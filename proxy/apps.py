@@ -4,3 +4,9 @@ from django.apps import AppConfig
 class ProxyConfig(AppConfig):
     name = "proxy"
     verbose_name = "Session links"
+
+    def ready(self) -> None:
+        from jobs.events import job_changed
+        from proxy import routes
+
+        job_changed.connect(routes.on_job_changed, dispatch_uid="proxy-routes")

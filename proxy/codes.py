@@ -13,7 +13,11 @@ import time
 from django.conf import settings
 from django.core.cache import cache
 
-COOKIE_NAME = "portal_session"
+
+def cookie_name() -> str:
+    """The session cookie's name: with the ``__Host-`` prefix on HTTPS, so browsers
+    accept it only if it is Secure, for Path=/ and bound to the session's own host."""
+    return "__Host-portal_session" if settings.SESSION_SCHEME == "https" else "portal_session"
 
 
 def issue_code(public_id: str, user_id: int) -> str:

@@ -16,10 +16,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
+from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from proxy.codes import COOKIE_NAME, cookie_secret
+from proxy.codes import cookie_name, cookie_secret
 
 BACKEND = "be_sessions"
 _SID = re.compile(r"^[0-9a-f]{32}$")
@@ -30,12 +31,40 @@ MAX_ANSWER = 4 * 1024 * 1024
 TEMPLATE = Path(__file__).parent / "templates" / "proxy" / "haproxy.cfg"
 
 
-def render_config(*, bind: str, tls_pem: str | None, portal_upstream: str) -> str:
+def render_config(
+    *,
+    bind: str,
+    tls_pem: str | None,
+    portal_upstream: str,
+    admin_socket: str | None = None,
+    run_as: tuple[str, str] | None = None,
+    redirect_bind: str | None = None,
+) -> str:
     """HAProxy's configuration for this portal: ``bind`` (host:port) with TLS from
     ``tls_pem`` (certificate and key in one file; None: plain HTTP, for tests),
-    handing ``/_portal/`` on session hosts to the portal at ``portal_upstream``."""
+    handing the portal's own host (PORTAL_URL) and ``/_portal/`` on session hosts to
+    the portal at ``portal_upstream``, with its runtime API on ``admin_socket``
+    (default: the first of PROXY_INSTANCES). Production: ``run_as`` (user, group)
+    drops root and lets that group (the portal's) use the admin socket;
+    ``redirect_bind`` (e.g. ":80") sends plain HTTP to HTTPS."""
+    admin = admin_socket or settings.PROXY_INSTANCES[0]
+    extra_binds = ""
+    if redirect_bind:
+        extra_binds = (
+            f"\n    bind {redirect_bind}\n    http-request redirect scheme https code 301"
+            " unless { ssl_fc }"
+        )
     return Template(TEMPLATE.read_text()).substitute(
-        admin_socket=settings.PROXY_ADMIN_SOCKET.removeprefix("unix:"),
+        admin_socket=admin.removeprefix("unix:").removeprefix("tcp:"),
+        socket_access=f"mode 660 group {run_as[1]}" if run_as else "mode 600",
+        run_as=f"\n    user {run_as[0]}\n    group {run_as[1]}" if run_as else "",
+        extra_binds=extra_binds,
+        hsts=(
+            '\n    http-response set-header Strict-Transport-Security "max-age=31536000"'
+            if tls_pem
+            else ""
+        ),
+        portal_host=(urlsplit(settings.PORTAL_URL).hostname or "").lower() or "-",
         maxconn=settings.PROXY_MAXCONN,
         connect_timeout=f"{settings.PROXY_CONNECT_TIMEOUT:g}",
         read_timeout=f"{settings.PROXY_READ_TIMEOUT:g}",
@@ -43,7 +72,7 @@ def render_config(*, bind: str, tls_pem: str | None, portal_upstream: str) -> st
         tls=f"ssl crt {tls_pem} alpn http/1.1" if tls_pem else "",
         session_domain=settings.SESSION_DOMAIN,
         domain_regex=re.escape(settings.SESSION_DOMAIN.lower()),
-        cookie_name=COOKIE_NAME,
+        cookie_name=cookie_name(),
         cookie_secret=cookie_secret(),
         map_path=settings.PROXY_MAP_PATH,
         portal_url=settings.PORTAL_URL,
@@ -110,16 +139,24 @@ class RuntimeAPI:
         self.remove(route.sid)
         # weight 0: a session without a server must never be load-balanced onto another
         # session's server (use-server falls back to balancing when the name is unknown).
+        # maxconn: one session's share of HAProxy's connections (more wait in its queue).
         # pool-*: dynamic servers start without an idle-connection pool in 2.6, so every
         # request would open a new connection to the notebook.
         answer = self.command(
             f"add server {BACKEND}/{route.sid} {route.address}:{route.port}"
-            " weight 0 pool-max-conn -1 pool-purge-delay 5s"
+            f" weight 0 maxconn {settings.PROXY_SESSION_MAXCONN}"
+            " pool-max-conn -1 pool-purge-delay 5s"
         )
         if "New server registered" not in answer:
             raise HAProxyError(f"add server {route.sid}: {answer}")
         self.command(f"enable server {BACKEND}/{route.sid}")
         self.command(f"add map {self.map_path} {route.sid} {route.token}")
+
+    def ensure(self, route: Route) -> None:
+        """Route the session as ``route`` says, leaving an identical route (and the
+        connections on it) alone."""
+        if self.routes().get(route.sid) != (route.address, route.port, route.token):
+            self.add(route)
 
     def remove(self, sid: str) -> None:
         """No new request reaches the session, and its open connections (WebSockets
@@ -138,15 +175,20 @@ class RuntimeAPI:
                 raise HAProxyError(f"del server {sid}: {answer}")
             time.sleep(0.02)
 
-    def routes(self) -> dict[str, tuple[str, int]]:
-        """The sessions HAProxy routes now: id -> (address, port)."""
+    def routes(self) -> dict[str, tuple[str, int, str]]:
+        """The sessions HAProxy routes now: id -> (address, port, token)."""
+        tokens = {}
+        for line in self.command(f"show map {self.map_path}").splitlines():
+            parts = line.split()  # "<entry id> <session id> <token>"
+            if len(parts) == 3 and _SID.match(parts[1]):
+                tokens[parts[1]] = parts[2]
         found = {}
         for line in self.command(f"show servers conn {BACKEND}").splitlines():
             parts = line.split()
             if len(parts) >= 4 and parts[0].startswith(f"{BACKEND}/") and parts[3].isdigit():
                 sid = parts[0].split("/", 1)[1]
                 if _SID.match(sid):
-                    found[sid] = (parts[2], int(parts[3]))
+                    found[sid] = (parts[2], int(parts[3]), tokens.get(sid, ""))
         return found
 
     def reconcile(self, wanted: list[Route]) -> tuple[int, int]:
@@ -159,7 +201,7 @@ class RuntimeAPI:
             self.remove(sid)
         added = 0
         for route in wanted:
-            if have.get(route.sid) != (route.address, route.port):
+            if have.get(route.sid) != (route.address, route.port, route.token):
                 self.add(route)
                 added += 1
         return added, len(removed)

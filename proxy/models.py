@@ -67,18 +67,20 @@ class Session(models.Model):
 
     @property
     def is_open(self) -> bool:
-        """Usable now: registered, not revoked, and the job still running on the node it
-        registered from (after a requeue elsewhere the old node:port is someone else's)."""
+        """Usable now: registered, not revoked, and the job still running (its cancel not
+        asked for) on the node it registered from (after a requeue elsewhere the old
+        node:port is someone else's). HAProxy routes exactly the open sessions."""
         return (
             self.state == self.State.READY
             and self.job.state == Job.State.RUNNING
+            and self.job.cancel_requested_at is None
             and bool(self.host)
             and self.host == self.job.node
         )
 
     @property
     def display_state(self) -> str:
-        if self.state == self.State.CLOSED or self.job.is_final:
+        if self.state == self.State.CLOSED or self.job.is_final or self.job.cancel_requested_at:
             return "closed"
         return self.state
 

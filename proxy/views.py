@@ -4,6 +4,7 @@ import json
 import re
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -11,7 +12,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from jobs.models import Job
-from proxy.codes import issue_code, safe_path
+from proxy.codes import cookie_name, issue_code, make_cookie, redeem_code, safe_path
 from proxy.models import Session
 
 _TOKEN = re.compile(r"^[A-Za-z0-9_.~-]{16,256}$")
@@ -90,3 +91,30 @@ def revoke(request, public_id: str):
     session = get_session_for_user(request, public_id)
     session.close()
     return redirect("job-detail", pk=session.job_id)
+
+
+def session_login(request, public_id: str):
+    """On the session's own host (through HAProxy): trade the one-time code from
+    open_session for the session cookie, then go to the page asked for. The code was
+    issued to the owner or staff only, so a cookie is proof of both."""
+    user_id = redeem_code(request.GET.get("code", ""), public_id)
+    if user_id is None:
+        response = render(
+            request,
+            "proxy/expired.html",
+            {"portal_url": settings.PORTAL_URL},
+            status=403,
+        )
+    else:
+        response = redirect(safe_path(request.GET.get("next", "/lab")))
+        response.set_cookie(
+            cookie_name(),
+            make_cookie(public_id, user_id),
+            max_age=settings.SESSION_COOKIE_MAX_AGE,
+            path="/",
+            secure=settings.SESSION_SCHEME == "https",
+            httponly=True,
+            samesite="Lax",
+        )
+    response["Cache-Control"] = "no-store"
+    return response

@@ -20,6 +20,14 @@ def _plain_static_storage(settings):
     }
 
 
+@pytest.fixture(autouse=True)
+def _no_shared_proxy(settings, tmp_path_factory):
+    """Routes pushed by in-process tests go to no HAProxy (tests that want one start
+    their own), never to a `make demo` HAProxy on this machine."""
+    settings.PROXY_INSTANCES = [f"unix:{tmp_path_factory.getbasetemp()}/no-proxy.sock"]
+    settings.PROXY_MAP_PATH = str(tmp_path_factory.getbasetemp() / "no-proxy.map")
+
+
 @pytest.fixture
 def owner(django_user_model):
     return django_user_model.objects.create_user("owner", password="owner-pass-123")

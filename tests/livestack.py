@@ -56,6 +56,8 @@ class LiveStack:
             "STATIC_ROOT": str(tmp / "static"),
             "PORTAL_URL": self.url,
             "SESSION_PUBLIC_PORT": str(self.proxy_port),
+            "PROXY_INSTANCES": f"unix:{tmp / 'proxy' / 'admin.sock'}",
+            "PROXY_MAP_PATH": str(tmp / "proxy" / "tokens.map"),
             **(env or {}),
         }
         self.procs: list[tuple[str, subprocess.Popen]] = []
@@ -133,19 +135,18 @@ class LiveStack:
         )
         tls = Path(settings.TLS_DIR)
         self.cert = tls / "sessions.pem"
+        # Debian's HAProxy with the portal's configuration, routes pushed by the web
+        # and worker processes over its admin socket (proxy/routes.py).
         self._spawn(
             "proxy",
             [
-                str(bin_dir / "uvicorn"),
-                "proxy.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.proxy_port),
-                "--ssl-keyfile",
-                str(tls / "sessions-key.pem"),
-                "--ssl-certfile",
-                str(self.cert),
+                sys.executable,
+                "manage.py",
+                "run_proxy",
+                "--workdir",
+                str(self.tmp / "proxy"),
+                "--portal",
+                f"127.0.0.1:{self.port}",
             ],
         )
         self._spawn(

@@ -69,6 +69,8 @@ def test_owner_opens_jupyterlab_over_https_and_runs_a_cell(
     with page.context.expect_page() as new_tab:
         open_link.click()
     lab = new_tab.value
+    kernel_sockets = []
+    lab.on("websocket", lambda ws: kernel_sockets.append(ws) if "/channels" in ws.url else None)
     lab.wait_for_url(
         f"https://{session.public_id}.sessions.localhost:{stack.proxy_port}/lab**", timeout=60_000
     )
@@ -122,12 +124,24 @@ def test_owner_opens_jupyterlab_over_https_and_runs_a_cell(
     anonymous.goto(lab_url)
     assert "/accounts/login/" in anonymous.url
 
-    # After cancelling, the link shows the closed page.
+    # Cancelling closes the kernel's open WebSocket within two seconds, then the link
+    # shows the closed page.
     page.goto(f"{stack.url}/jobs/{job.pk}/")
     page.get_by_role("button", name="Cancel job").click()
+    open_sockets = [ws for ws in kernel_sockets if not ws.is_closed()]
+    assert open_sockets, "JupyterLab holds no kernel WebSocket"
+    closed_at: list[float] = []
+    for ws in open_sockets:
+        ws.on("close", lambda _ws: closed_at.append(time.monotonic()))
     page.locator("#cancel-dialog").get_by_role("button", name="Cancel job").click()
+    cancelled_at = time.monotonic()
+    while len(closed_at) < len(open_sockets) and time.monotonic() - cancelled_at < 5:
+        lab.wait_for_timeout(50)  # lets Playwright deliver the events
+    assert len(closed_at) == len(open_sockets), "the kernel WebSocket stayed open"
+    delay = max(closed_at) - cancelled_at
+    print(f"kernel WebSocket closed {delay:.2f}s after Cancel")
+    assert delay < 2.0
     page.locator("#job [data-badge]", has_text="Cancelled").wait_for(timeout=60_000)
-    time.sleep(2.5)  # the proxy caches routes for two seconds
     lab.reload()
     lab.get_by_text("This session has ended").wait_for(timeout=20_000)
     screenshot(lab, "23-session-closed")

@@ -6,11 +6,8 @@ by HAProxy itself on every request; revoking a session closes its open WebSocket
 
 import asyncio
 import os
-import shutil
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -18,102 +15,11 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from proxy import haproxy
-from proxy.codes import COOKIE_NAME, cookie_secret, make_cookie
+from proxy.codes import cookie_name, cookie_secret, make_cookie
 from tests.livestack import free_port
+from tests.proxystack import DOMAIN, HAPROXY
 
-HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
-ECHO = Path(__file__).with_name("echo_upstream.py")
 A, B = "a" * 32, "b" * 32
-DOMAIN = "sessions.localhost"
-
-
-def _wait_listening(port: int) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
-            return
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on {port}")
-
-
-@pytest.fixture
-def upstreams():
-    """Two stand-in notebooks: port by name."""
-    procs, ports = [], {}
-    for name in ("A", "B"):
-        port = free_port()
-        procs.append(subprocess.Popen([sys.executable, str(ECHO), str(port)]))
-        ports[name] = port
-    try:
-        for port in ports.values():
-            _wait_listening(port)
-        yield ports
-    finally:
-        for proc in procs:
-            proc.terminate()
-            proc.wait(10)
-
-
-class Proxy:
-    def __init__(self, tmp: Path, settings):
-        self.tmp = tmp
-        self.port = free_port()
-        self.portal_port = free_port()
-        settings.PROXY_ADMIN_SOCKET = f"unix:{tmp / 'admin.sock'}"
-        settings.PROXY_MAP_PATH = str(tmp / "tokens.map")
-        settings.SESSION_DOMAIN = DOMAIN
-        settings.SESSION_SCHEME = "http"
-        settings.PORTAL_URL = "http://portal.localhost:8000"
-        (tmp / "tokens.map").write_text("")
-        self.config = tmp / "haproxy.cfg"
-        self.config.write_text(
-            haproxy.render_config(
-                bind=f"127.0.0.1:{self.port}",
-                tls_pem=None,
-                portal_upstream=f"127.0.0.1:{self.portal_port}",
-            )
-        )
-        self.api = haproxy.RuntimeAPI(settings.PROXY_ADMIN_SOCKET, settings.PROXY_MAP_PATH)
-        self.proc = None
-
-    def start(self) -> "Proxy":
-        check = subprocess.run([HAPROXY, "-c", "-q", "-f", str(self.config)], capture_output=True)
-        assert check.returncode == 0, check.stderr.decode()
-        self.proc = subprocess.Popen([HAPROXY, "-W", "-db", "-f", str(self.config)])
-        deadline = time.monotonic() + 10
-        while not (self.tmp / "admin.sock").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        _wait_listening(self.port)
-        return self
-
-    def stop(self) -> None:
-        if self.proc:
-            self.proc.terminate()
-            self.proc.wait(10)
-            (self.tmp / "admin.sock").unlink(missing_ok=True)
-
-    def get(self, sid: str, path: str = "/api/status", cookie: str | None = None, **headers):
-        if cookie is not None:
-            headers["Cookie"] = cookie
-        return httpx.get(
-            f"http://127.0.0.1:{self.port}{path}",
-            headers={"Host": f"{sid}.{DOMAIN}", **headers},
-            follow_redirects=False,
-            timeout=10,
-        )
-
-
-@pytest.fixture
-def proxy(tmp_path, settings):
-    if not os.path.exists(HAPROXY):
-        if os.environ.get("PORTAL_REQUIRE_DEVCLUSTER") == "1":
-            pytest.fail("haproxy is missing: `make test` installs Debian's haproxy")
-        pytest.skip("haproxy is missing")
-    started = Proxy(tmp_path, settings).start()
-    yield started
-    started.stop()
 
 
 def route(sid: str, port: int, token: str = "") -> haproxy.Route:
@@ -121,7 +27,7 @@ def route(sid: str, port: int, token: str = "") -> haproxy.Route:
 
 
 def cookie_for(sid: str, **kwargs) -> str:
-    return f"{COOKIE_NAME}={make_cookie(sid, 7, **kwargs)}"
+    return f"{cookie_name()}={make_cookie(sid, 7, **kwargs)}"
 
 
 def test_each_session_host_reaches_its_own_notebook_with_its_token_added(proxy, upstreams):
@@ -133,8 +39,8 @@ def test_each_session_host_reaches_its_own_notebook_with_its_token_added(proxy, 
         assert seen["authorization"] == f"token jupyter-token-{sid[0]}-0123456789"
         assert seen["cookie"] == "_xsrf=abc"  # the portal's cookies stay behind
     assert proxy.api.routes() == {
-        A: ("127.0.0.1", upstreams["A"]),
-        B: ("127.0.0.1", upstreams["B"]),
+        A: ("127.0.0.1", upstreams["A"], "jupyter-token-a-0123456789"),
+        B: ("127.0.0.1", upstreams["B"], "jupyter-token-b-0123456789"),
     }
 
 
@@ -174,7 +80,7 @@ def test_a_session_can_be_routed_again_right_after_its_removal(proxy, upstreams)
         cookie_for(B),  # another session's
         cookie_for(A, max_age=-1),  # expired
         cookie_for(A)[:-3] + "abc",  # tampered
-        f"{COOKIE_NAME}=garbage",
+        f"{cookie_name()}=garbage",
     ],
     ids=["none", "other-session", "expired", "tampered", "garbage"],
 )
@@ -283,10 +189,47 @@ def test_nothing_but_checked_values_reaches_the_admin_socket(proxy):
 
 def test_the_config_is_rendered_from_settings(settings, tmp_path):
     settings.SESSION_DOMAIN = "sessions.hpc.example.org"
+    settings.PORTAL_URL = "https://Portal.HPC.example.org"
     text = haproxy.render_config(
         bind=":443", tls_pem="/etc/portal/sessions.pem", portal_upstream="10.0.0.2:8000"
     )
     assert "bind :443 ssl crt /etc/portal/sessions.pem alpn http/1.1" in text
     assert r"^[0-9a-f]{32}\.sessions\.hpc\.example\.org$" in text
+    assert "-m str portal.hpc.example.org" in text
     assert "server portal 10.0.0.2:8000" in text
+    assert "Strict-Transport-Security" in text and "\n    user " not in text
     assert cookie_secret() in text and settings.SECRET_KEY not in text
+
+
+def test_the_production_config_is_one_haproxy_accepts(settings, tmp_path):
+    """Production: TLS for the portal and every session host, plain HTTP redirected, root
+    dropped, the admin socket usable by the portal's group. `haproxy -c` checks it (with
+    the dev certificate standing in for the wildcard one)."""
+    from django.core.management import call_command
+
+    from proxy.management.commands.run_proxy import combined_pem
+
+    if not os.path.exists(HAPROXY):
+        pytest.skip("haproxy is missing")
+    settings.TLS_DIR = str(tmp_path / "tls")
+    settings.PROXY_MAP_PATH = str(tmp_path / "tokens.map")
+    (tmp_path / "tokens.map").touch()
+    call_command("make_dev_certs", stdout=open(os.devnull, "w"))
+    pem = combined_pem(tmp_path / "tls", tmp_path)
+    out = tmp_path / "haproxy.cfg"
+    call_command(
+        "render_proxy_config",
+        bind=f"127.0.0.1:{free_port()}",
+        tls_pem=str(pem),
+        portal="127.0.0.1:8000",
+        admin_socket=f"unix:{tmp_path / 'admin.sock'}",
+        run_as="nobody:nogroup",
+        redirect_http=f"127.0.0.1:{free_port()}",
+        output=str(out),
+    )
+    text = out.read_text()
+    assert "user nobody" in text and "mode 660 group nogroup" in text
+    assert "redirect scheme https code 301 unless { ssl_fc }" in text
+    check = subprocess.run([HAPROXY, "-c", "-f", str(out)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "WARNING" not in check.stdout + check.stderr, check.stdout + check.stderr

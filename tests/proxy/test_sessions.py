@@ -1,18 +1,20 @@
-"""Session registration, opening a link, and the proxy app in front of a real upstream."""
+"""Session registration, opening a link, and the data path: Debian's HAProxy in front of
+stand-in notebooks, driven by the portal's control plane, with the live portal behind it."""
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import socket
+import time
 
 import httpx
 import pytest
-from asgiref.sync import async_to_sync
-from django.test import override_settings
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
 
 from jobs.models import Job
-from proxy.app import ProxyApp
-from proxy.codes import COOKIE_NAME, issue_code, make_cookie
+from proxy.codes import cookie_name, issue_code
 from proxy.models import Session
+from tests.livestack import free_port
+from tests.proxystack import start_echo
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -149,186 +151,216 @@ def test_session_ids_carry_128_random_bits(notebook_job):
     assert len(ids) == 20 and all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
 
 
-# --- the proxy app ---------------------------------------------------------------
-
-
-class Upstream(BaseHTTPRequestHandler):
-    """Stands in for Jupyter: echoes what it received."""
-
-    def do_GET(self):  # noqa: N802
-        body = json.dumps(
-            {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}}
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+# --- through HAProxy, routes pushed by the portal -----------------------------------
+# The portal (pytest-django's live server) answers /_portal/login behind HAProxy; every
+# route below is pushed by the control plane (proxy/routes.py), never added by hand.
 
 
 @pytest.fixture
-def upstream():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
+def data_path(tmp_path, settings, live_server):
+    """HAProxy in front of the live portal; the portal's control plane drives it."""
+    from tests.proxy.conftest import _need_haproxy
+    from tests.proxystack import Proxy
+
+    _need_haproxy()
+    port = live_server.url.rsplit(":", 1)[1]
+    proxy = Proxy(
+        tmp_path, settings, portal=f"127.0.0.1:{port}", portal_url=live_server.url
+    ).start()
+    settings.PROXY_INSTANCES = [proxy.admin]
+    yield proxy
+    proxy.stop()
 
 
 @pytest.fixture
-def ready(session, upstream):
-    session.mark_ready("127.0.0.1", upstream, "jupyter-token-" + "x" * 20)
+def echo():
+    port = free_port()
+    proc = start_echo(port)
+    yield port
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture
+def ready(session, echo, data_path):
+    assert session.mark_ready("127.0.0.1", echo, TOKEN)
     return session
 
 
-def proxy_get(session_id: str, path: str, cookies=None, headers=None, host=None) -> httpx.Response:
-    async def go():
-        transport = httpx.ASGITransport(app=ProxyApp())
-        async with httpx.AsyncClient(transport=transport, base_url="https://proxy") as client:
-            return await client.get(
-                path,
-                headers={
-                    "host": host or f"{session_id}.sessions.localhost:8443",
-                    **(headers or {}),
-                },
-                cookies=cookies,
-            )
-
-    return async_to_sync(go)()
+TOKEN = "jupyter-token-" + "x" * 20
 
 
-@override_settings(SESSION_PUBLIC_PORT="8443", PORTAL_URL="http://portal.test")
-def test_without_a_cookie_the_browser_goes_through_the_portal(ready):
-    response = proxy_get(ready.public_id, "/lab?x=1")
-    assert response.status_code == 302
-    assert (
-        response.headers["location"]
-        == f"http://portal.test/sessions/{ready.public_id}/open/?next=/lab%3Fx%3D1"
-    )
-
-
-@override_settings(SESSION_PUBLIC_PORT="8443")
-def test_code_becomes_a_host_only_secure_cookie_once(ready, owner):
-    code = issue_code(ready.public_id, owner.pk)
-    response = proxy_get(ready.public_id, f"/_portal/login?code={code}&next=/lab")
+def sign_in(data_path, session, user) -> str:
+    """The handshake a browser makes: a code from the portal, traded on the session's host."""
+    code = issue_code(session.public_id, user.pk)
+    response = data_path.get(session.public_id, f"/_portal/login?code={code}&next=/lab")
     assert response.status_code == 302 and response.headers["location"] == "/lab"
-    cookie = response.headers["set-cookie"]
-    assert cookie.startswith(f"{COOKIE_NAME}=") and "HttpOnly" in cookie and "Secure" in cookie
-    assert "Domain" not in cookie
-    assert (
-        proxy_get(ready.public_id, f"/_portal/login?code={code}&next=/lab").status_code == 403
-    )  # used
+    return response.headers["set-cookie"].split(";")[0]
 
 
-@override_settings(SESSION_PUBLIC_PORT="8443")
-def test_owner_reaches_the_upstream_with_the_token_added_and_cookies_stripped(ready, owner):
-    cookies = {
-        COOKIE_NAME: make_cookie(ready.public_id, owner.pk),
-        "sessionid": "portal-secret",
-        "_xsrf": "x1",
-    }
-    response = proxy_get(
-        ready.public_id,
-        "/api/status",
-        cookies=cookies,
-        headers={"origin": f"https://{ready.public_id}.sessions.localhost:8443"},
-    )
-    assert response.status_code == 200
-    seen = response.json()["headers"]
-    assert seen["authorization"] == "token jupyter-token-" + "x" * 20
-    assert "portal-secret" not in seen.get("cookie", "") and COOKIE_NAME not in seen.get(
-        "cookie", ""
-    )
-    assert "_xsrf=x1" in seen["cookie"]
-    assert seen["origin"].startswith("http://127.0.0.1:")
+def test_an_open_session_is_routed_and_nothing_else_is(ready, data_path, echo):
+    assert data_path.api.routes() == {ready.public_id: ("127.0.0.1", echo, TOKEN)}
+    ready.close()
+    assert data_path.api.routes() == {}
 
 
-@override_settings(SESSION_PUBLIC_PORT="8443")
-def test_another_user_is_refused(ready, outsider):
-    response = proxy_get(
-        ready.public_id, "/lab", cookies={COOKIE_NAME: make_cookie(ready.public_id, outsider.pk)}
-    )
-    assert response.status_code == 403 and "another user" in response.text
+def test_the_owner_signs_in_on_the_sessions_host_and_reaches_the_notebook(ready, data_path, owner):
+    cookie = sign_in(data_path, ready, owner)
+    assert cookie.startswith(f"{cookie_name()}=")
+    seen = data_path.get(ready.public_id, cookie=f"{cookie}; _xsrf=x1; sessionid=portal-secret")
+    assert seen.status_code == 200
+    body = seen.json()
+    assert body["authorization"] == f"token {TOKEN}"  # added by HAProxy, never the browser's
+    assert body["cookie"] == "_xsrf=x1"  # the portal's cookies stay behind
 
 
-@override_settings(SESSION_PUBLIC_PORT="8443")
-def test_staff_may_help(ready, staff):
-    assert (
-        proxy_get(
-            ready.public_id, "/lab", cookies={COOKIE_NAME: make_cookie(ready.public_id, staff.pk)}
-        ).status_code
-        == 200
-    )
-
-
-@override_settings(SESSION_PUBLIC_PORT="8443")
-def test_a_cookie_for_one_session_does_not_open_another(ready, owner, notebook_job):
-    other = Session.objects.create(
-        job=Job.objects.create(
+def test_a_login_code_works_once_and_only_on_its_own_sessions_host(
+    ready, data_path, owner, echo, notebook_job
+):
+    code = issue_code(ready.public_id, owner.pk)
+    other = Session.for_job(
+        Job.objects.create(
             owner=owner,
             cluster=notebook_job.cluster,
             partition=notebook_job.partition,
             image=notebook_job.image,
             kind="notebook",
             state="running",
+            node="127.0.0.1",
         )
     )
-    other.mark_ready("127.0.0.1", ready.port, "t" * 32)
-    response = proxy_get(
-        other.public_id, "/lab", cookies={COOKIE_NAME: make_cookie(ready.public_id, owner.pk)}
-    )
-    assert response.status_code == 302  # back to the portal for that session's own code
+    other.mark_ready("127.0.0.1", echo, "t" * 32)
+    assert data_path.get(other.public_id, f"/_portal/login?code={code}").status_code == 403
+    # A code is used up by any attempt to redeem it, the wrong host's too.
+    response = data_path.get(ready.public_id, f"/_portal/login?code={code}")
+    assert response.status_code == 403 and "has expired" in response.text
+    assert "set-cookie" not in response.headers
 
 
-@override_settings(SESSION_PUBLIC_PORT="8443")
-def test_guessed_ids_and_forged_hosts_are_refused(ready, owner):
-    cookie = {COOKIE_NAME: make_cookie(ready.public_id, owner.pk)}
-    assert proxy_get("0" * 32, "/lab", cookies=cookie).status_code == 404
-    assert (
-        proxy_get(ready.public_id, "/lab", cookies=cookie, host="evil.example.org").status_code
-        == 404
-    )
-    assert (
-        proxy_get(
-            ready.public_id, "/lab", cookies=cookie, host=f"{ready.public_id}.evil.example"
-        ).status_code
-        == 404
+def test_without_a_cookie_the_browser_goes_through_the_portal(ready, data_path, live_server):
+    response = data_path.get(ready.public_id, "/lab?x=1")
+    assert response.status_code == 302
+    assert response.headers["location"] == (
+        f"{live_server.url}/sessions/{ready.public_id}/open/?next=%2Flab%3Fx%3D1"
     )
 
 
-@override_settings(SESSION_PUBLIC_PORT="8443")
-def test_cross_origin_requests_are_refused(ready, owner):
-    response = proxy_get(
-        ready.public_id,
-        "/api/contents",
-        cookies={COOKIE_NAME: make_cookie(ready.public_id, owner.pk)},
-        headers={"origin": "https://evil.example.org"},
+def test_a_cookie_for_one_session_does_not_open_another(
+    ready, data_path, owner, notebook_job, echo
+):
+    other = Session.for_job(
+        Job.objects.create(
+            owner=owner,
+            cluster=notebook_job.cluster,
+            partition=notebook_job.partition,
+            image=notebook_job.image,
+            kind="notebook",
+            state="running",
+            node="127.0.0.1",
+        )
     )
-    assert response.status_code == 403
+    other.mark_ready("127.0.0.1", echo, "t" * 32)
+    cookie = sign_in(data_path, ready, owner)
+    assert data_path.get(other.public_id, cookie=cookie).status_code == 302  # its own code first
 
 
-@override_settings(SESSION_PUBLIC_PORT="8443")
-def test_ended_or_revoked_sessions_show_a_closed_page(ready, owner):
-    cookie = {COOKIE_NAME: make_cookie(ready.public_id, owner.pk)}
-    ready.close()
-    response = proxy_get(ready.public_id, "/lab", cookies=cookie)
-    assert response.status_code == 410 and "This session has ended" in response.text
+@pytest.mark.parametrize("end", ["revoke", "cancel", "job-ends", "requeue"])
+def test_a_session_stops_being_routed_the_moment_it_closes(
+    ready, data_path, owner, client, live_server, end
+):
+    cookie = sign_in(data_path, ready, owner)
+    assert data_path.get(ready.public_id, cookie=cookie).status_code == 200
+    kernel = connect(  # a kernel's WebSocket, open while the session ends
+        f"ws://{ready.public_id}.sessions.localhost:{data_path.port}/api/kernels/k/channels",
+        sock=socket.create_connection(("127.0.0.1", data_path.port)),
+        additional_headers={"Cookie": cookie},
+    )
+    kernel.send("ping")
+    assert kernel.recv(timeout=5) == "ping"
+    started = time.monotonic()
+    job = ready.job
+    if end == "revoke":
+        client.force_login(owner)
+        client.post(f"/sessions/{ready.public_id}/revoke/")
+    elif end == "cancel":
+        client.force_login(owner)
+        client.post(f"/jobs/{job.pk}/cancel/")  # before Slurm has even been asked
+    elif end == "job-ends":
+        job.transition(Job.State.COMPLETED)
+    else:
+        Session.restart_for(job)
+    with pytest.raises(ConnectionClosed):
+        kernel.recv(timeout=2)
+    assert time.monotonic() - started < 2
+    assert data_path.api.routes() == {}
+    response = data_path.get(ready.public_id, "/lab", cookie=cookie)
+    assert response.status_code == 302  # to the portal, which says why
+    client.force_login(owner)
+    page = client.get(f"/sessions/{ready.public_id}/open/")
+    assert page.status_code == (200 if end == "requeue" else 410)  # requeue: starting again
 
 
-def test_guessed_ids_do_not_grow_the_route_cache_without_bound(monkeypatch):
-    import proxy.app
+def test_routes_missed_while_haproxy_was_down_come_back_by_reconcile(ready, data_path, echo):
+    from proxy.tasks import reconcile_routes
 
-    monkeypatch.setattr(proxy.app, "ROUTE_CACHE_MAX", 50)
-    app = ProxyApp()
+    data_path.stop()
+    data_path.start()  # HAProxy keeps routes in memory: a restart has none
+    assert data_path.api.routes() == {}
+    outcome = reconcile_routes()
+    assert outcome == {data_path.admin: (1, 0)}
+    assert data_path.api.routes() == {ready.public_id: ("127.0.0.1", echo, TOKEN)}
+    data_path.stop()
+    ready.close()  # HAProxy down: the close still succeeds, and is logged
+    data_path.start()
+    assert reconcile_routes() == {data_path.admin: (0, 0)}
+    assert data_path.api.routes() == {}
 
-    async def guess_many():
-        for n in range(200):
-            await app.route(f"{n:032x}")
 
-    async_to_sync(guess_many)()
-    assert len(app._routes) <= 50
+def test_two_proxy_instances_serve_the_same_session(ready, data_path, owner, tmp_path, settings):
+    from tests.proxystack import Proxy
+
+    port = data_path.portal
+    second = Proxy(tmp_path, settings, portal=port, portal_url=settings.PORTAL_URL, name="second")
+    second.start()
+    try:
+        settings.PROXY_INSTANCES = [data_path.admin, second.admin]
+        assert reconcile_routes_now() == {data_path.admin: (0, 0), second.admin: (1, 0)}
+        cookie = sign_in(data_path, ready, owner)  # signed in through the first
+        for instance in (data_path, second):
+            assert instance.get(ready.public_id, cookie=cookie).status_code == 200
+        ready.close()
+        for instance in (data_path, second):
+            assert instance.api.routes() == {}
+            assert instance.get(ready.public_id, cookie=cookie).status_code == 302
+    finally:
+        second.stop()
+
+
+def reconcile_routes_now():
+    from proxy import routes
+
+    return routes.reconcile()
+
+
+def test_on_a_sessions_host_the_portal_answers_nothing_but_the_login(client, session):
+    host = f"{session.public_id}.sessions.localhost:8443"
+    for path in ("/", "/admin/", "/accounts/login/", f"/sessions/{session.public_id}/open/"):
+        response = client.get(path, HTTP_HOST=host)
+        assert response.status_code == 404 and "set-cookie" not in response.headers
+
+
+def test_over_https_the_cookie_is_host_only_secure_and_prefixed(client, settings, session, owner):
+    settings.SESSION_SCHEME = "https"
+    code = issue_code(session.public_id, owner.pk)
+    response = client.get(
+        f"/_portal/login?code={code}&next=/lab/tree",
+        HTTP_HOST=f"{session.public_id}.sessions.localhost:8443",
+    )
+    assert response.status_code == 302 and response["Location"] == "/lab/tree"
+    cookie = response.cookies["__Host-portal_session"]
+    assert cookie["secure"] and cookie["httponly"] and cookie["path"] == "/"
+    assert not cookie["domain"] and cookie["samesite"] == "Lax"
+    assert response["Cache-Control"] == "no-store"
 
 
 @pytest.mark.parametrize(
@@ -349,8 +381,9 @@ def test_next_paths_are_paths_on_the_same_origin(value, safe):
     assert safe_path(value) == (value if safe else "/lab")
 
 
-@override_settings(SESSION_PUBLIC_PORT="8443")
-def test_a_double_encoded_backslash_never_becomes_an_offsite_redirect(client, owner, ready):
+def test_a_double_encoded_backslash_never_becomes_an_offsite_redirect(
+    client, owner, ready, data_path
+):
     """Before: /open/?next=/%255Cevil.com was put into the proxy's login link unencoded, the
     proxy decoded it to /\\evil.com and answered Location: /\\evil.com (= //evil.com)."""
     from urllib.parse import urlsplit
@@ -358,7 +391,16 @@ def test_a_double_encoded_backslash_never_becomes_an_offsite_redirect(client, ow
     client.force_login(owner)
     response = client.get(f"/sessions/{ready.public_id}/open/?next=/%255Cevil.com")
     link = urlsplit(response["Location"])
-    login = proxy_get(ready.public_id, f"{link.path}?{link.query}")
+    login = data_path.get(ready.public_id, f"{link.path}?{link.query}")
     assert login.status_code == 302
     location = login.headers["location"]
     assert location == "/%5Cevil.com" and "\\" not in location
+
+
+def test_the_portals_own_host_is_served_whole_by_the_same_haproxy(data_path, live_server):
+    host = live_server.url.split("://", 1)[1]
+    response = httpx.get(
+        f"http://127.0.0.1:{data_path.port}/accounts/login/", headers={"Host": host}, timeout=10
+    )
+    assert response.status_code == 200 and "Sign in" in response.text
+    assert "x-forwarded-for" not in response.headers

@@ -1,18 +1,15 @@
-"""A large download passes through the proxy process without being held whole in memory."""
+"""Large bodies stream through HAProxy in both directions without being held whole."""
 
-import os
-import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import httpx
 import pytest
 
-from proxy.codes import COOKIE_NAME, make_cookie
+from proxy.codes import cookie_name, make_cookie
 from proxy.models import Session
-from tests.livestack import ROOT, _listening, database_url, free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -20,7 +17,9 @@ SIZE = 256 * 1024 * 1024
 CHUNK = b"x" * (1024 * 1024)
 
 
-class BigFile(BaseHTTPRequestHandler):
+class BigFiles(BaseHTTPRequestHandler):
+    """GET: SIZE bytes; PUT: counts the body it receives and answers the count."""
+
     def do_GET(self):  # noqa: N802
         self.send_response(200)
         self.send_header("Content-Type", "application/octet-stream")
@@ -29,76 +28,95 @@ class BigFile(BaseHTTPRequestHandler):
         for _ in range(SIZE // len(CHUNK)):
             self.wfile.write(CHUNK)
 
+    def do_PUT(self):  # noqa: N802
+        left, seen = int(self.headers["Content-Length"]), 0
+        while left:
+            chunk = self.rfile.read(min(left, 1 << 20))
+            if not chunk:
+                break
+            seen += len(chunk)
+            left -= len(chunk)
+        body = str(seen).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def log_message(self, *args):
         pass
 
 
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as fh:
-        return next(int(line.split()[1]) for line in fh if line.startswith("VmRSS:"))
+def rss_kib(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/status") as fh:
+            total += next(int(line.split()[1]) for line in fh if line.startswith("VmRSS:"))
+    return total
 
 
-def test_a_256_mib_download_streams_through_the_proxy(owner, running_notebook, tmp_path):
-    upstream = ThreadingHTTPServer(("127.0.0.1", 0), BigFile)
+def haproxy_pids(master: int) -> list[int]:
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    return [master, *map(int, children)]
+
+
+class Peak:
+    """HAProxy's resident memory (master and worker), sampled while a transfer runs."""
+
+    def __init__(self, pids: list[int]):
+        self.pids = pids
+        self.baseline = self.peak = rss_kib(pids)
+        self.done = threading.Event()
+        threading.Thread(target=self._sample, daemon=True).start()
+
+    def _sample(self) -> None:
+        while not self.done.is_set():
+            self.peak = max(self.peak, rss_kib(self.pids))
+            time.sleep(0.05)
+
+    def growth_mib(self) -> float:
+        self.done.set()
+        return (self.peak - self.baseline) / 1024
+
+
+@pytest.fixture
+def big_files(owner, running_notebook, proxy):
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), BigFiles)
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     session = Session.for_job(running_notebook)
-    session.mark_ready("127.0.0.1", upstream.server_address[1], "t" * 32)
-
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url(),
-        "PORTAL_DEMO": "1",
-        "SESSION_SCHEME": "http",
-        "SESSION_PUBLIC_PORT": str(port),
+    session.mark_ready("127.0.0.1", upstream.server_address[1], "t" * 32)  # pushed to HAProxy
+    headers = {
+        "host": f"{session.public_id}.sessions.localhost:{proxy.port}",
+        "cookie": f"{cookie_name()}={make_cookie(session.public_id, owner.pk)}",
     }
-    proxy = subprocess.Popen(
-        [
-            os.path.join(os.path.dirname(sys.executable), "uvicorn"),
-            "proxy.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=open(tmp_path / "proxy.log", "w"),
-        stderr=subprocess.STDOUT,
+    yield f"http://127.0.0.1:{proxy.port}/files/big.bin", headers
+    upstream.shutdown()
+
+
+def test_a_256_mib_download_streams_through_haproxy(proxy, big_files):
+    url, headers = big_files
+    memory = Peak(haproxy_pids(proxy.proc.pid))
+    received = 0
+    with httpx.stream("GET", url, headers=headers, timeout=60) as response:
+        assert response.status_code == 200
+        for chunk in response.iter_raw():
+            received += len(chunk)
+            time.sleep(0.0005 * (received < 32 * 1024 * 1024))  # a slow reader at first
+    growth = memory.growth_mib()
+    assert received == SIZE
+    assert growth < 16, f"HAProxy grew by {growth:.0f} MiB while passing 256 MiB"
+
+
+def test_a_256_mib_upload_streams_through_haproxy(proxy, big_files):
+    url, headers = big_files
+    memory = Peak(haproxy_pids(proxy.proc.pid))
+
+    def body():
+        for _ in range(SIZE // len(CHUNK)):
+            yield CHUNK
+
+    response = httpx.put(
+        url, content=body(), headers={**headers, "content-length": str(SIZE)}, timeout=60
     )
-    try:
-        deadline = time.monotonic() + 30
-        while not _listening(port) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        baseline = rss_kib(proxy.pid)
-        peak = [baseline]
-        done = threading.Event()
-
-        def sample():
-            while not done.is_set():
-                peak[0] = max(peak[0], rss_kib(proxy.pid))
-                time.sleep(0.05)
-
-        threading.Thread(target=sample, daemon=True).start()
-        received = 0
-        headers = {
-            "host": f"{session.public_id}.sessions.localhost:{port}",
-            "cookie": f"{COOKIE_NAME}={make_cookie(session.public_id, owner.pk)}",
-        }
-        with httpx.stream(
-            "GET", f"http://127.0.0.1:{port}/files/big.bin", headers=headers, timeout=60
-        ) as response:
-            assert response.status_code == 200
-            for chunk in response.iter_raw():
-                received += len(chunk)
-                time.sleep(0.0005 * (received < 32 * 1024 * 1024))  # a slow reader at first
-        done.set()
-        assert received == SIZE
-        growth_mib = (peak[0] - baseline) / 1024
-        assert growth_mib < 48, f"the proxy grew by {growth_mib:.0f} MiB while passing 256 MiB"
-    finally:
-        proxy.terminate()
-        proxy.wait(timeout=10)
-        upstream.shutdown()
+    growth = memory.growth_mib()
+    assert response.status_code == 200 and response.text == str(SIZE)
+    assert growth < 16, f"HAProxy grew by {growth:.0f} MiB while passing 256 MiB"

@@ -1,0 +1,104 @@
+"""Run HAProxy for session links in the foreground (make demo, the live test stack).
+
+Renders the configuration from the settings into DATA_DIR/proxy/, starts Debian's
+haproxy as a child (master-worker, no daemon), gives it every open session's route as
+soon as its admin socket answers, and stops it on SIGTERM/SIGINT. In production HAProxy
+runs under systemd with a config from ``render_proxy_config`` (deploy/haproxy/).
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from proxy import routes
+from proxy.haproxy import HAProxyError, RuntimeAPI, render_config
+
+
+def combined_pem(tls_dir: Path, into: Path) -> Path:
+    """HAProxy wants the chain and the key in one file (readable by the portal only)."""
+    pem = into / "sessions-combined.pem"
+    pem.touch(mode=0o600)
+    pem.write_bytes(
+        (tls_dir / "sessions.pem").read_bytes() + (tls_dir / "sessions-key.pem").read_bytes()
+    )
+    return pem
+
+
+class Command(BaseCommand):
+    help = "Run HAProxy for session links in the foreground (dev and tests)."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--bind",
+            default=None,
+            help="address:port (default 127.0.0.1:SESSION_PUBLIC_PORT)",
+        )
+        parser.add_argument(
+            "--workdir",
+            default=None,
+            help="where its config, PID and TLS file go (default DATA_DIR/proxy)",
+        )
+        parser.add_argument(
+            "--portal",
+            default=None,
+            help="host:port of the portal's web server (default: PORTAL_URL's)",
+        )
+
+    def handle(self, *args, **options):
+        haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
+        if not Path(haproxy).exists():
+            raise CommandError("haproxy is missing: `make services` installs Debian's haproxy")
+        work = Path(options["workdir"] or Path(settings.DATA_DIR) / "proxy")
+        work.mkdir(mode=0o700, parents=True, exist_ok=True)
+        Path(settings.PROXY_MAP_PATH).parent.mkdir(parents=True, exist_ok=True)
+        Path(settings.PROXY_MAP_PATH).write_text("")  # routes come over the admin socket
+        bind = options["bind"] or f"127.0.0.1:{settings.SESSION_PUBLIC_PORT or 443}"
+        portal = options["portal"]
+        if not portal:
+            # PORTAL_URL's host as an address: "localhost" may resolve to ::1 first,
+            # where the web server (bound to 127.0.0.1) does not listen.
+            url = urlsplit(settings.PORTAL_URL)
+            portal = f"{routes.resolve(url.hostname or 'localhost')}:{url.port or 80}"
+        tls = None
+        if settings.SESSION_SCHEME == "https":
+            tls = str(combined_pem(Path(settings.TLS_DIR), work))
+        config = work / "haproxy.cfg"
+        config.write_text(render_config(bind=bind, tls_pem=tls, portal_upstream=portal))
+        # Arguments are a fixed binary and a file this command wrote: no user input.
+        check = subprocess.run(  # noqa: S603
+            [haproxy, "-c", "-q", "-f", str(config)], capture_output=True
+        )
+        if check.returncode:
+            raise CommandError(f"HAProxy refuses {config}: {check.stderr.decode().strip()}")
+        admin = settings.PROXY_INSTANCES[0]
+        if admin.startswith("unix:"):
+            Path(admin[5:]).unlink(missing_ok=True)
+        proc = subprocess.Popen([haproxy, "-W", "-db", "-f", str(config)])  # noqa: S603
+        (work / "haproxy.pid").write_text(f"{proc.pid}\n")
+
+        def stop(signum, frame):
+            proc.send_signal(signal.SIGTERM)
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        self.stdout.write(f"HAProxy {proc.pid} on {bind} ({settings.SESSION_SCHEME})")
+        api = RuntimeAPI(admin, settings.PROXY_MAP_PATH)
+        deadline = time.monotonic() + 15
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                api.command("show info")
+                break
+            except HAProxyError:
+                time.sleep(0.1)
+        if proc.poll() is None:
+            self.stdout.write(f"routes reconciled: {routes.reconcile()}")
+        sys.exit(proc.wait())

@@ -1,0 +1,38 @@
+"""Fixtures of the session data path: HAProxy instances and stand-in notebooks."""
+
+import os
+
+import pytest
+
+from tests.livestack import free_port
+from tests.proxystack import HAPROXY, Proxy, start_echo
+
+
+def _need_haproxy() -> None:
+    if not os.path.exists(HAPROXY):
+        if os.environ.get("PORTAL_REQUIRE_DEVCLUSTER") == "1":
+            pytest.fail("haproxy is missing: `make test` installs Debian's haproxy")
+        pytest.skip("haproxy is missing")
+
+
+@pytest.fixture
+def upstreams():
+    """Two stand-in notebooks: port by name."""
+    ports = {"A": free_port(), "B": free_port()}
+    procs = [start_echo(port) for port in ports.values()]
+    try:
+        yield ports
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(10)
+
+
+@pytest.fixture
+def proxy(tmp_path, settings):
+    """One HAProxy instance; the portal's control plane pushes its routes to it."""
+    _need_haproxy()
+    started = Proxy(tmp_path, settings).start()
+    settings.PROXY_INSTANCES = [started.admin]
+    yield started
+    started.stop()

@@ -1,0 +1,103 @@
+"""Debian's HAProxy with the portal's configuration, and stand-in notebooks, for tests.
+
+``Proxy(tmp, settings, portal=...)`` renders the config from the (test) settings, points
+the portal's control plane (settings.PROXY_INSTANCES) at this instance, and starts it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from proxy import haproxy
+from tests.livestack import free_port
+
+HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
+ECHO = Path(__file__).parent / "proxy" / "echo_upstream.py"
+DOMAIN = "sessions.localhost"
+
+
+def wait_listening(port: int) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def start_echo(port: int) -> subprocess.Popen:
+    """A stand-in notebook (tests/proxy/echo_upstream.py) on ``port``."""
+    proc = subprocess.Popen([sys.executable, str(ECHO), str(port)])
+    wait_listening(port)
+    return proc
+
+
+class Proxy:
+    def __init__(
+        self,
+        tmp: Path,
+        settings,
+        portal: str | None = None,
+        portal_url: str = "http://portal.localhost:8000",
+        name: str = "proxy",
+    ):
+        self.dir = tmp / name
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.portal = portal or f"127.0.0.1:{free_port()}"
+        self.admin = f"unix:{self.dir / 'admin.sock'}"
+        settings.PORTAL_URL = portal_url
+        settings.SESSION_DOMAIN = DOMAIN
+        settings.SESSION_SCHEME = "http"
+        settings.SESSION_PUBLIC_PORT = str(self.port)
+        settings.PROXY_MAP_PATH = str(tmp / "tokens.map")
+        Path(settings.PROXY_MAP_PATH).touch()
+        self.config = self.dir / "haproxy.cfg"
+        self.config.write_text(
+            haproxy.render_config(
+                bind=f"127.0.0.1:{self.port}",
+                tls_pem=None,
+                portal_upstream=self.portal,
+                admin_socket=self.admin,
+            )
+        )
+        self.api = haproxy.RuntimeAPI(self.admin, settings.PROXY_MAP_PATH)
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> Proxy:
+        check = subprocess.run([HAPROXY, "-c", "-q", "-f", str(self.config)], capture_output=True)
+        assert check.returncode == 0, check.stderr.decode()
+        self.proc = subprocess.Popen([HAPROXY, "-W", "-db", "-f", str(self.config)])
+        deadline = time.monotonic() + 10
+        while not (self.dir / "admin.sock").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        wait_listening(self.port)
+        return self
+
+    def stop(self) -> None:
+        if self.proc:
+            self.proc.terminate()
+            self.proc.wait(10)
+            (self.dir / "admin.sock").unlink(missing_ok=True)
+
+    def url(self, sid: str, path: str = "/") -> str:
+        return f"http://{sid}.{DOMAIN}:{self.port}{path}"
+
+    def get(self, sid: str, path: str = "/api/status", cookie: str | None = None, **headers):
+        """A request to session ``sid``'s host (connecting to 127.0.0.1)."""
+        if cookie is not None:
+            headers["Cookie"] = cookie
+        return httpx.get(
+            f"http://127.0.0.1:{self.port}{path}",
+            headers={"Host": f"{sid}.{DOMAIN}:{self.port}", **headers},
+            follow_redirects=False,
+            timeout=10,
+        )
