@@ -46,7 +46,7 @@ def render_config(
     the portal at ``portal_upstream``, with its runtime API on ``admin_socket``
     (default: the first of PROXY_INSTANCES). Production: ``run_as`` (user, group)
     drops root and lets that group (the portal's) use the admin socket;
-    ``redirect_bind`` (e.g. ":80") sends plain HTTP to HTTPS."""
+    ``redirect_bind`` (e.g. ":80") sends plain HTTP to HTTPS and adds HSTS."""
     admin = admin_socket or settings.PROXY_INSTANCES[0]
     extra_binds = ""
     if redirect_bind:
@@ -61,8 +61,8 @@ def render_config(
         extra_binds=extra_binds,
         hsts=(
             '\n    http-response set-header Strict-Transport-Security "max-age=31536000"'
-            if tls_pem
-            else ""
+            if tls_pem and redirect_bind  # HTTPS only (not the dev set-up: HSTS on
+            else ""  # localhost would send the portal's plain-HTTP port to HTTPS too)
         ),
         portal_host=(urlsplit(settings.PORTAL_URL).hostname or "").lower() or "-",
         maxconn=settings.PROXY_MAXCONN,

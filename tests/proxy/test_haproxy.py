@@ -197,7 +197,7 @@ def test_the_config_is_rendered_from_settings(settings, tmp_path):
     assert r"^[0-9a-f]{32}\.sessions\.hpc\.example\.org$" in text
     assert "-m str portal.hpc.example.org" in text
     assert "server portal 10.0.0.2:8000" in text
-    assert "Strict-Transport-Security" in text and "\n    user " not in text
+    assert "Strict-Transport-Security" not in text and "\n    user " not in text
     assert cookie_secret() in text and settings.SECRET_KEY not in text
 
 
@@ -230,6 +230,7 @@ def test_the_production_config_is_one_haproxy_accepts(settings, tmp_path):
     text = out.read_text()
     assert "user nobody" in text and "mode 660 group nogroup" in text
     assert "redirect scheme https code 301 unless { ssl_fc }" in text
+    assert "Strict-Transport-Security" in text
     check = subprocess.run([HAPROXY, "-c", "-f", str(out)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
     assert "WARNING" not in check.stdout + check.stderr, check.stdout + check.stderr
