@@ -51,7 +51,7 @@ class LaunchForm(forms.ModelForm):
             "time_limit_minutes": "Walltime (minutes)",
             "account": "Slurm account",
             "workdir_kind": "Work directory",
-            "notebook_dir": "Notebook folder",
+            "notebook_dir": "Folder",
             "name": "Name (optional)",
         }
         widgets = {
@@ -90,6 +90,22 @@ def last_notebook_dir(user) -> str:
     """The folder the user's last notebook opened in: the form remembers it."""
     last = Job.objects.filter(owner=user, kind=Job.Kind.NOTEBOOK).order_by("-created_at").first()
     return last.notebook_dir if last else ""
+
+
+def tensorboard_initial(job: Job) -> dict:
+    """A TensorBoard session on ``job``'s runs: its work directory as the folder, on its
+    cluster, in its image if that has TensorBoard (else the first image that has)."""
+    from jobs.slurm.scripts import work_root
+
+    initial: dict = {"kind": Job.Kind.TENSORBOARD, "gpus": 0, "gpu_type": ""}
+    if job.work_dir:
+        initial["notebook_dir"] = job.work_dir.removeprefix(work_root(job.work_dir)).strip("/")
+        initial["workdir_kind"] = job.workdir_kind
+    image = job.image if job.image.offers_tensorboard and job.image.enabled else None
+    image = image or ContainerImage.objects.offered().filter(offers_tensorboard=True).first()
+    if image is not None:
+        initial["image"] = image.slug
+    return initial
 
 
 def launch_initial(user, source: Job | None = None) -> dict:

@@ -10,7 +10,13 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import content_disposition_header, url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from frontend.forms import ClusterAccountForm, LaunchForm, launch_initial, partition_limits
+from frontend.forms import (
+    ClusterAccountForm,
+    LaunchForm,
+    launch_initial,
+    partition_limits,
+    tensorboard_initial,
+)
 from jobs.api.models import ApiToken
 from jobs.metrics import query as metrics_query
 from jobs.models import ClusterAccount, ContainerImage, Job, Tag
@@ -84,7 +90,11 @@ def launch(request):
         source = None
         if request.GET.get("from"):
             source = get_job_for_user(request, _int_or_404(request.GET["from"]))
-        form = LaunchForm(initial=launch_initial(request.user, source), user=request.user)
+        initial = launch_initial(request.user, source)
+        if request.GET.get("tensorboard_for"):
+            runs_of = get_job_for_user(request, _int_or_404(request.GET["tensorboard_for"]))
+            initial.update(tensorboard_initial(runs_of))
+        form = LaunchForm(initial=initial, user=request.user)
         if source is not None and not source.image.enabled:
             # Said where the image is chosen, instead of a silently empty choice.
             form.image_notice = (

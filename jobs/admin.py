@@ -161,6 +161,7 @@ class ContainerImageAdmin(admin.ModelAdmin):
         "supports_gpu",
         "offers_notebook",
         "offers_batch",
+        "offers_tensorboard",
         "tags",
     )
     search_fields = ("name", "slug", "version", "description", "location", "tags__name")
@@ -178,7 +179,17 @@ class ContainerImageAdmin(admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("name", "version", "slug", "description", "tags", "sort_order")}),
         ("Runtime", {"fields": ("runtime", "location", "modules", "supports_gpu")}),
-        ("Offered for", {"fields": ("offers_notebook", "offers_batch", "default_command")}),
+        (
+            "Offered for",
+            {
+                "fields": (
+                    "offers_notebook",
+                    "offers_batch",
+                    "offers_tensorboard",
+                    "default_command",
+                )
+            },
+        ),
         (
             "Availability",
             {"fields": ("enabled", "deprecated", "deprecation_note", "created_at", "updated_at")},

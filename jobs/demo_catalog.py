@@ -17,6 +17,7 @@ DEMO_IMAGES = [
         "supports_gpu": True,
         "offers_notebook": True,
         "offers_batch": True,
+        "offers_tensorboard": True,
         "enabled": True,
         "sort_order": 10,
         "tags": ["python", "cpu", "gpu"],

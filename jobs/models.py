@@ -287,6 +287,11 @@ class ContainerImage(models.Model):
     supports_gpu = models.BooleanField(default=True)
     offers_notebook = models.BooleanField("notebook sessions", default=True)
     offers_batch = models.BooleanField("batch jobs", default=True)
+    offers_tensorboard = models.BooleanField(
+        "TensorBoard sessions",
+        default=False,
+        help_text="The image has TensorBoard (the `tensorboard` command on its PATH).",
+    )
     enabled = models.BooleanField(default=True)
     deprecated = models.BooleanField(
         default=False,
@@ -331,6 +336,7 @@ class ContainerImage(models.Model):
             for k, on in (
                 (Job.Kind.NOTEBOOK, self.offers_notebook),
                 (Job.Kind.BATCH, self.offers_batch),
+                (Job.Kind.TENSORBOARD, self.offers_tensorboard),
             )
             if on
         ]
@@ -344,8 +350,10 @@ class ContainerImage(models.Model):
             errors["location"] = f"Runtime '{self.runtime}' needs an image location."
         elif self.runtime == self.Runtime.PODMAN and not self.location.startswith("docker://"):
             errors["location"] = "Podman runs OCI images: use a docker:// URI."
-        if not (self.offers_notebook or self.offers_batch):
-            errors["offers_batch"] = "Offer at least one kind of session (notebook or batch)."
+        if not (self.offers_notebook or self.offers_batch or self.offers_tensorboard):
+            errors["offers_batch"] = (
+                "Offer at least one kind of session (notebook, batch or TensorBoard)."
+            )
         if errors:
             raise ValidationError(errors)
 
@@ -551,11 +559,14 @@ class Job(models.Model):
     class Kind(models.TextChoices):
         NOTEBOOK = "notebook", "Notebook session"
         BATCH = "batch", "Batch command"
+        TENSORBOARD = "tensorboard", "TensorBoard session"
 
     class Workdir(models.TextChoices):
         HOME = "home", "Home"
         SCRATCH = "scratch", "Scratch"
 
+    # Kinds that open through a session link (a web app on the node, proxy/).
+    SESSION_KINDS = (Kind.NOTEBOOK, Kind.TENSORBOARD)
     ACTIVE_STATES = (State.QUEUED, State.PENDING, State.RUNNING, State.COMPLETING)
     FINAL_STATES = (
         State.COMPLETED,
@@ -592,8 +603,9 @@ class Job(models.Model):
         max_length=255,
         blank=True,
         validators=[validators.relative_folder],
-        help_text="Where a notebook opens, inside the home (or scratch) directory, e.g. "
-        "projects/mnist (made if missing); empty: the directory itself.",
+        help_text="Where a notebook opens, or the folder TensorBoard reads its runs from, "
+        "inside the home (or scratch) directory, e.g. projects/mnist (made if missing); "
+        "empty: the directory itself.",
     )
 
     cluster_account = models.ForeignKey(
@@ -692,6 +704,11 @@ class Job(models.Model):
         return self.state in self.ACTIVE_STATES
 
     @property
+    def has_session(self) -> bool:
+        """Opens through a session link (a notebook, TensorBoard)."""
+        return self.kind in self.SESSION_KINDS
+
+    @property
     def is_final(self) -> bool:
         return self.state in self.FINAL_STATES
 
@@ -700,7 +717,7 @@ class Job(models.Model):
         errors: dict[str, str] = {}
         # 'projects/mnist/' and '/projects/mnist' both mean the folder; batch jobs have none.
         self.notebook_dir = (
-            self.notebook_dir.strip().strip("/") if self.kind == self.Kind.NOTEBOOK else ""
+            self.notebook_dir.strip().strip("/") if self.kind in self.SESSION_KINDS else ""
         )
         partition = self.partition if self.partition_id else None
         image = self.image if self.image_id else None
@@ -715,6 +732,17 @@ class Job(models.Model):
                 errors["kind"] = f"{image} does not offer {self.get_kind_display().lower()}s."
             if self.gpus and not image.supports_gpu:
                 errors["gpus"] = f"{image} does not support GPUs."
+        if self.kind == self.Kind.TENSORBOARD and self.gpus:
+            errors["gpus"] = "TensorBoard needs no GPU: choose 0 GPUs."
+        if validators.JOB_FOLDER.match(self.notebook_dir):
+            if self.kind != self.Kind.TENSORBOARD:
+                errors["notebook_dir"] = "Only TensorBoard sessions may read a job's own directory."
+            elif not Job.objects.filter(
+                owner_id=self.owner_id,
+                pk=int(self.notebook_dir.split("/")[2].split("-")[0]),
+                uid=self.notebook_dir.split("/")[2].split("-")[1],
+            ).exists():
+                errors["notebook_dir"] = "That is not the directory of one of your jobs."
         if self.kind == self.Kind.BATCH and not self.command.strip():
             errors["command"] = "A batch job needs a command to run."
         if partition is not None:

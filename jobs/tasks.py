@@ -72,7 +72,7 @@ def submit_job(self, job_id: int) -> None:
     try:
         work_dir = scripts.job_work_dir(job, account.username)
         secret, register_url = "", ""
-        if job.kind == Job.Kind.NOTEBOOK:
+        if job.has_session:
             from proxy.models import Session
 
             session = Session.for_job(job)
@@ -205,7 +205,7 @@ def _sync_account(group: list[Job]) -> int:
             log.error("job %s: %s", job.pk, exc)
             continue
         changed += moved
-        if job.kind == Job.Kind.NOTEBOOK and job.restarted_since(*before):
+        if job.has_session and job.restarted_since(*before):
             from proxy.models import Session
 
             Session.restart_for(job)
@@ -224,7 +224,7 @@ def _sync_account(group: list[Job]) -> int:
 
 def discover_sessions(account, running_jobs) -> None:
     """Notebooks that have not called back: read their connection file over SFTP."""
-    notebooks = [j for j in running_jobs if j.kind == Job.Kind.NOTEBOOK]
+    notebooks = [j for j in running_jobs if j.has_session]
     if not notebooks:
         return  # every sync passes here: no query when there is nothing to find
     from proxy.models import Session

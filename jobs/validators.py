@@ -45,11 +45,20 @@ IMAGE_SCHEMES = ("docker://", "oras://", "library://")
 _FOLDER_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_. +@=,-]{0,99}$")
 
 
+# A job's own work directory (<id>-<uid>), which a TensorBoard session may read.
+JOB_FOLDER = re.compile(r"^\.portal/jobs/[0-9]{1,12}-[0-9a-f]{10}(/|$)")
+
+
 def relative_folder(value: str) -> None:
     """A folder inside the user's home or scratch directory: names of letters, digits,
     spaces and _ . + @ = , - between slashes; none starts with a dot (so neither '..'
-    nor the portal's own .portal directory), at most 10 deep."""
-    parts = value.strip("/").split("/")
+    nor the portal's own .portal directory), at most 10 deep. The one exception is a
+    job's work directory, .portal/jobs/<id>-<uid>[/...], which only TensorBoard
+    sessions may use (Job.clean)."""
+    value = value.strip("/")
+    if JOB_FOLDER.match(value):
+        value = value.split("/", 3)[3] if value.count("/") >= 3 else "jobs"
+    parts = value.split("/")
     if len(parts) > 10 or not all(_FOLDER_PART.match(p) and p == p.strip() for p in parts):
         raise ValidationError(
             "Enter a folder inside your home directory such as projects/mnist: names of "

@@ -95,7 +95,7 @@ def reconcile() -> dict[str, tuple[int, int] | str]:
 def on_job_changed(sender, job, **kwargs) -> None:
     """A job changed (state, node, cancel request, its session): push its session's route
     once the change is committed. Batch jobs cost nothing here."""
-    if job.kind != "notebook":
+    if not job.has_session:
         return
     job_id = job.pk
 

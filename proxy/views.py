@@ -73,7 +73,8 @@ def open_session(request, public_id: str):
         return render(request, "proxy/closed.html", context, status=410)
     if not session.is_open:
         return render(request, "proxy/starting.html", context)
-    next_path = safe_path(request.GET.get("next", "/lab"))
+    home = "/lab" if session.job.kind == Job.Kind.NOTEBOOK else "/"  # the app's own start page
+    next_path = safe_path(request.GET.get("next", home), default=home)
     code = issue_code(session.public_id, request.user.pk)
     query = urlencode({"code": code, "next": next_path}, safe="/")
     return redirect(f"{session.origin}/_portal/login?{query}")

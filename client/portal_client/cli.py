@@ -117,7 +117,7 @@ def cmd_submit(client: Client, args, out: Output) -> int:
         "container": args.container,
         "cluster": args.cluster,
         "partition": args.partition,
-        "kind": "notebook" if args.notebook else "batch",
+        "kind": "notebook" if args.notebook else "tensorboard" if args.tensorboard else "batch",
         "gpus": args.gpus,
         "gpu_type": args.gpu_type,
         "cpus": args.cpus,
@@ -129,9 +129,13 @@ def cmd_submit(client: Client, args, out: Output) -> int:
     }
     if args.logs and not args.wait:
         raise PortalError("--logs prints the output when the job ends: use it with --wait.")
-    if args.command:
+    if args.tensorboard is not None:
         if args.notebook:
-            raise PortalError("A notebook session runs no command; drop what follows `--`.")
+            raise PortalError("Choose --notebook or --tensorboard, not both.")
+        fields["notebook_dir"] = args.tensorboard
+    if args.command:
+        if args.notebook or args.tensorboard is not None:
+            raise PortalError("A session runs no command; drop what follows `--`.")
         fields["command"] = command_text(args.command)
     job = client.submit(**fields)
     out.data(job, str(job["id"]))
@@ -318,14 +322,16 @@ def cmd_cancel(client: Client, args, out: Output) -> int:
 
 def cmd_open(client: Client, args, out: Output) -> int:
     job = client.job(args.id)
-    if job["kind"] != "notebook":
-        raise PortalError(f"Job {job['id']} is a batch job; only notebook sessions have a link.")
+    if job["kind"] not in ("notebook", "tensorboard"):
+        raise PortalError(
+            f"Job {job['id']} is a batch job; only notebook and TensorBoard sessions have a link."
+        )
     url = job.get("session_url")
     if not url:
         if job["state"] in FINAL_STATES:
             raise PortalError(f"Job {job['id']} has ended ({_state(job)}); its session is gone.")
         raise PortalError(
-            f"Job {job['id']} is {_state(job)}; its session link appears once the notebook runs."
+            f"Job {job['id']} is {_state(job)}; its session link appears once the session runs."
         )
     out.data({"id": job["id"], "session_url": url}, url)
     if args.browser:
@@ -426,6 +432,11 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--workdir", choices=["home", "scratch"])
     submit.add_argument("--name", "-n")
     submit.add_argument("--notebook", action="store_true", help="a notebook session, no command")
+    submit.add_argument(
+        "--tensorboard",
+        metavar="FOLDER",
+        help="a TensorBoard session on the runs under FOLDER (in your home; '' for all of it)",
+    )
     submit.add_argument(
         "--wait",
         "-w",

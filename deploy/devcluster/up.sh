@@ -295,6 +295,7 @@ if ! cmp -s "$HERE/jupyter.lock" "$JUPYTER_ENV/.installed" 2>/dev/null; then
     cp "$HERE/jupyter.lock" "$JUPYTER_ENV/.installed"
 fi
 ln -sf "$JUPYTER_ENV/bin/jupyter" /usr/local/bin/jupyter
+ln -sf "$JUPYTER_ENV/bin/tensorboard" /usr/local/bin/tensorboard
 # The demo training job (catalog entry "Digits classifier"): `train-digits` on every PATH.
 install -d -m 0755 /opt/portal-devcluster/examples
 install -m 0644 "$HERE/examples/train_digits.py" /opt/portal-devcluster/examples/train_digits.py

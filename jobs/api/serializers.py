@@ -165,7 +165,9 @@ class JobCreateSerializer(serializers.Serializer):
         allow_blank=True,
         max_length=255,
         help_text="Notebook: the folder it opens in, inside the home or scratch directory "
-        "(made if missing); omitted, the folder of the user's last notebook.",
+        "(made if missing); omitted, the folder of the user's last notebook. TensorBoard: "
+        "the folder whose runs it shows (a job's own work directory, "
+        "`.portal/jobs/<id>-<uid>`, is allowed too).",
     )
     name = serializers.CharField(required=False, allow_blank=True, max_length=100)
 
@@ -206,6 +208,8 @@ class JobCreateSerializer(serializers.Serializer):
             # Resources the request leaves out: the partition's defaults for this image,
             # exactly as the launch page fills them in.
             defaults = partition.job_defaults(image)
+            if data.get("kind") == Job.Kind.TENSORBOARD:
+                defaults["gpus"], defaults["gpu_type"] = 0, ""  # it needs none
             if attrs.get("gpu_type") and "gpus" not in attrs:
                 defaults["gpus"] = defaults["gpus"] or 1  # a GPU type asks for a GPU
             if "gpus" in attrs and "gpu_type" not in attrs:

@@ -112,6 +112,8 @@ def container_launch(
             "PORTAL_WORK_DIR",
             "JUPYTER_PORT",
             "JUPYTER_TOKEN",
+            "PORTAL_SESSION_PORT",
+            "PORTAL_SESSION_TOKEN",
             "JUPYTER_CONFIG_PATH",
             "PYTHONPATH",
             "PORTAL_METRICS_DIR",
@@ -168,15 +170,22 @@ def render(
         payload = _template("batch/payload.sh").substitute(
             launch=launch, command=shlex.quote(job.command)
         )
-    elif job.kind == Job.Kind.NOTEBOOK:
+    elif job.kind in Job.SESSION_KINDS:
         root = work_root(work_dir)
         argv = container_launch(job.image, job.gpus, work_dir, bind=root)
-        opens_in = f"{root}/{job.notebook_dir}" if job.notebook_dir else root
-        payload = _template("notebook/payload.sh").substitute(
-            launch=" ".join(shlex.quote(a) for a in argv),
-            register_url=shlex.quote(register_url),
-            notebook_root=shlex.quote(opens_in),
-        )
+        folder = shlex.quote(f"{root}/{job.notebook_dir}" if job.notebook_dir else root)
+        common = {
+            "launch": " ".join(shlex.quote(a) for a in argv),
+            "register_url": shlex.quote(register_url),
+            "register": _template("session_register.sh").substitute(),
+        }
+        if job.kind == Job.Kind.NOTEBOOK:
+            payload = _template("notebook/payload.sh").substitute(notebook_root=folder, **common)
+        else:
+            serve = (TEMPLATES / "tensorboard" / "serve_tensorboard.py").read_text()
+            payload = _template("tensorboard/payload.sh").substitute(
+                logdir=folder, serve_script=serve, **common
+            )
     else:
         raise ScriptError(f"unknown job kind {job.kind!r}")
     return _template("wrapper.sh").substitute(

@@ -325,3 +325,46 @@ def test_the_documented_refusal_is_what_the_api_answers(api, no_broker):
     assert response.status_code == 400
     assert response.json() == documented["value"]
     assert not Job.objects.exists() and not no_broker
+
+
+def test_a_tensorboard_session_reads_a_folder_or_one_of_the_users_own_job_directories(
+    api, owner, outsider, catalog
+):
+    ContainerImage.objects.filter(slug="python").update(supports_gpu=True, offers_tensorboard=True)
+    mine = Job.objects.create(
+        owner=owner,
+        cluster=catalog,
+        partition=catalog.partitions.get(name="gpu"),
+        image=ContainerImage.objects.get(slug="python"),
+        kind="batch",
+        command="train",
+    )
+    theirs = Job.objects.create(
+        owner=outsider,
+        cluster=catalog,
+        partition=catalog.partitions.get(name="gpu"),
+        image=ContainerImage.objects.get(slug="python"),
+        kind="batch",
+        command="train",
+    )
+
+    def create(**fields):
+        body = {"container": "python", "partition": "gpu", **fields}
+        return api.post("/api/v1/jobs/", body, format="json")
+
+    response = create(kind="tensorboard", notebook_dir="runs/mnist")
+    assert response.status_code == 201, response.json()
+    job = Job.objects.get(pk=response.json()["id"])
+    assert (job.kind, job.notebook_dir, job.gpus) == ("tensorboard", "runs/mnist", 0)  # no GPU
+    response = create(kind="tensorboard", notebook_dir=f".portal/jobs/{mine.pk}-{mine.uid}")
+    assert response.status_code == 201, response.json()
+    for kind, folder, message in [
+        ("tensorboard", f".portal/jobs/{theirs.pk}-{theirs.uid}", "not the directory of one"),
+        ("tensorboard", f".portal/jobs/{mine.pk}-{'0' * 10}", "not the directory of one"),
+        ("notebook", f".portal/jobs/{mine.pk}-{mine.uid}", "Only TensorBoard sessions"),
+    ]:
+        response = create(kind=kind, notebook_dir=folder)
+        assert response.status_code == 400
+        assert message in error(response)["fields"]["notebook_dir"][0]
+    response = create(kind="tensorboard", notebook_dir="runs", gpus=1)
+    assert "TensorBoard needs no GPU" in error(response)["fields"]["gpus"][0]

@@ -270,7 +270,10 @@ def test_logs_follow_prints_each_byte_once_until_the_job_ends(
 
 def test_open_prints_the_session_link_of_a_running_notebook(portal_env, owner, catalog, capsys):
     batch = make_job(owner, catalog)
-    assert "only notebook sessions have a link" in run(capsys, "open", str(batch.pk))[2]
+    assert (
+        "only notebook and TensorBoard sessions have a link"
+        in run(capsys, "open", str(batch.pk))[2]
+    )
     notebook = make_job(owner, catalog)
     Job.objects.filter(pk=notebook.pk).update(kind="notebook")
     session = Session.for_job(notebook)

@@ -55,6 +55,17 @@ def stack(devcluster, tmp_path):
 
 
 @pytest.fixture
+def tls_browser(playwright, stack):
+    """Chromium that trusts exactly the proxy's dev certificate key (no blanket ignore of TLS errors)."""
+    from proxy.management.commands.make_dev_certs import spki_hash
+
+    args = CHROMIUM_ARGS + [f"--ignore-certificate-errors-spki-list={spki_hash(stack.cert)}"]
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=args)
+    yield browser
+    browser.close()
+
+
+@pytest.fixture
 def screenshot():
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
 

@@ -8,20 +8,10 @@ import pytest
 
 from jobs.models import ClusterAccount, ContainerImage, Job
 from jobs.slurm import operations
-from proxy.management.commands.make_dev_certs import spki_hash
 from proxy.models import Session
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, sign_in
+from tests.e2e.conftest import sign_in
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def tls_browser(playwright, stack):
-    """Chromium that trusts exactly the proxy's dev certificate key (no blanket ignore of TLS errors)."""
-    args = CHROMIUM_ARGS + [f"--ignore-certificate-errors-spki-list={spki_hash(stack.cert)}"]
-    browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=args)
-    yield browser
-    browser.close()
 
 
 @pytest.fixture

@@ -414,3 +414,24 @@ def test_the_notebook_folder_is_chosen_on_the_form_and_remembered(
     assert signed_in.get("/launch/").context["form"].initial["notebook_dir"] == "projects/mnist"
     refused = signed_in.post("/launch/", {**data, "notebook_dir": "../other-user"})
     assert "none starting with a dot" in " ".join(refused.context["form"].errors["notebook_dir"])
+
+
+def test_tensorboard_for_a_job_starts_from_its_work_directory(
+    signed_in, owner, cluster, host_image
+):
+    ContainerImage.objects.filter(pk=host_image.pk).update(offers_tensorboard=True)
+    job = Job.objects.create(
+        owner=owner,
+        cluster=cluster,
+        partition=cluster.partitions.first(),
+        image=host_image,
+        kind="batch",
+        command="train",
+        work_dir=f"/home/alice/.portal/jobs/7-{'a' * 10}",
+    )
+    page = signed_in.get(f"/jobs/{job.pk}/")
+    assert f'href="/launch/?tensorboard_for={job.pk}"' in page.content.decode()
+    form = signed_in.get(f"/launch/?tensorboard_for={job.pk}").context["form"]
+    assert form.initial["kind"] == "tensorboard"
+    assert form.initial["notebook_dir"] == f".portal/jobs/7-{'a' * 10}"
+    assert form.initial["gpus"] == 0 and form.initial["image"] == host_image.slug

@@ -226,6 +226,11 @@ def test_a_notebook_defaults_jupyter_news_and_update_checks_to_off_in_its_own_co
         ("../etc", False),
         ("projects/../../etc", False),
         (".portal/jobs", False),
+        (".portal/jobs/12-abcdef0123", True),  # a job's own directory (TensorBoard only)
+        (".portal/jobs/12-abcdef0123/runs", True),
+        (".portal/jobs/12-abcdef0123/../x", False),
+        (".portal/jobs/12-abcdef012", False),
+        (".portal/x/12-abcdef0123", False),
         ("a/.hidden", False),
         ("a//b", False),
         ("$(reboot)", False),
@@ -306,3 +311,62 @@ def test_hostile_values_elsewhere_stay_single_quoted_words(owner, cluster, tmp_p
     assert not marker.exists() and not (tmp_path / "x").exists()
     # Module lists split on blanks and commas; each word arrives literally.
     assert (tmp_path / "module.args").read_text().splitlines() == ["load", "x;"]
+
+
+@pytest.mark.parametrize("runtime", ["none", "apptainer", "podman"])
+def test_a_tensorboard_session_serves_the_folder_behind_the_sessions_secret(
+    owner, cluster, runtime
+):
+    image = ContainerImage.objects.create(
+        name="T", slug="t", runtime=runtime, location="/img/t.sif", offers_tensorboard=True
+    )
+    job = job_with(owner, cluster, image, kind="tensorboard", command="", notebook_dir="runs/a b")
+    script = scripts.render(job, WORK, register_url="https://portal.example.org/r/1/")
+    assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+    line = next(line for line in script.splitlines() if line.endswith('"$_portal_port" &'))
+    argv = shlex.split(line.rstrip(" &"))
+    assert argv[-3:] == ["serve_tensorboard.py", "/scratch/alice/runs/a b", "$_portal_port"]
+    # The server script is written from the template, whole, and checks the secret.
+    served = script.split("<<'PORTAL_TENSORBOARD'\n", 1)[1].split("PORTAL_TENSORBOARD\n", 1)[0]
+    assert served == (scripts.TEMPLATES / "tensorboard" / "serve_tensorboard.py").read_text()
+    assert "hmac.compare_digest" in served and '"--load_fast", "false"' in served
+    # It registers like a notebook, with the same secret the server checks.
+    assert "export PORTAL_SESSION_PORT=$_portal_port PORTAL_SESSION_TOKEN=$_portal_secret" in script
+    assert 'os.environ["PORTAL_SESSION_TOKEN"]' in script
+    assert "PORTAL_REGISTER_URL=https://portal.example.org/r/1/" in script
+    assert "$$" not in script.replace("$$(", "").replace("$$ ", "")  # templates fully rendered
+    if runtime == "podman":
+        assert argv[argv.index("PORTAL_SESSION_TOKEN") - 1] == "--env"
+    assert "jupyter lab" not in script
+
+
+def test_the_tensorboard_server_refuses_requests_without_the_secret():
+    """serve_tensorboard.py's guard, run as WSGI without TensorBoard."""
+    import importlib.util
+    import os
+    import sys
+    import types
+
+    fake = types.ModuleType("tensorboard")
+    fake.program = types.SimpleNamespace(WerkzeugServer=object, TensorBoard=None)
+    sys.modules["tensorboard"] = fake
+    try:
+        os.environ["PORTAL_SESSION_TOKEN"] = "s3cret-" + "x" * 20
+        spec = importlib.util.spec_from_file_location(
+            "serve_tensorboard", scripts.TEMPLATES / "tensorboard" / "serve_tensorboard.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules["tensorboard"]
+    assert "PORTAL_SESSION_TOKEN" not in os.environ  # not passed on to TensorBoard's children
+    app = module.guard(lambda environ, start: (start("200 OK", []), [b"runs"])[1])
+    for given, status in [
+        ("", "403"),
+        ("token wrong", "403"),
+        ("token s3cret-" + "x" * 19, "403"),
+        ("token s3cret-" + "x" * 20, "200"),
+    ]:
+        seen = []
+        app({"HTTP_AUTHORIZATION": given}, lambda s, h, seen=seen: seen.append(s))
+        assert seen[0].startswith(status), given

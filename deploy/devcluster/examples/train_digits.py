@@ -2,7 +2,9 @@
 
 Nothing is downloaded: the 8x8 digit images ship inside scikit-learn. Every step
 logs the training loss; every few steps the validation loss and accuracy, through
-the portal's metrics module (on PYTHONPATH in every portal job).
+the portal's metrics module (on PYTHONPATH in every portal job), and, where
+TensorBoard is installed, as TensorBoard event files in ./tensorboard (TensorBoard's
+own writer, no TensorFlow), for a TensorBoard session on this job.
 
     train-digits --epochs 30 --delay 0.05
 """
@@ -21,6 +23,45 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.preprocessing import StandardScaler
 
 
+class EventFiles:
+    """Scalars as TensorBoard event files, written with TensorBoard's own writer."""
+
+    def __init__(self, logdir: str) -> None:
+        from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.compat.proto.summary_pb2 import Summary
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+        self.event, self.summary = Event, Summary
+        self.writer = EventFileWriter(logdir)
+
+    def scalars(self, step: int, **values: float) -> None:
+        summary = self.summary(
+            value=[self.summary.Value(tag=k, simple_value=float(v)) for k, v in values.items()]
+        )
+        self.writer.add_event(self.event(wall_time=time.time(), step=step, summary=summary))
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class NoEventFiles:
+    def scalars(self, step: int, **values: float) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def event_files(logdir: str) -> EventFiles | NoEventFiles:
+    if not logdir:
+        return NoEventFiles()
+    try:
+        return EventFiles(logdir)
+    except ImportError:
+        print("TensorBoard is not installed here: no event files")
+        return NoEventFiles()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=30)
@@ -28,7 +69,11 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.05, help="seconds per step, to watch it")
     parser.add_argument("--eval-every", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--tensorboard", default="tensorboard", help="event files here ('' for none)"
+    )
     args = parser.parse_args()
+    board = event_files(args.tensorboard)
 
     x, y = load_digits(return_X_y=True)
     x_train, x_val, y_train, y_val = train_test_split(
@@ -47,13 +92,15 @@ def main() -> None:
             batch = order[start : start + args.batch_size]
             model.partial_fit(x_train[batch], y_train[batch], classes=classes)
             pm.log(step=step, loss=model.loss_)
+            board.scalars(step, loss=model.loss_)
             if step % args.eval_every == 0:
                 proba = model.predict_proba(x_val)
-                pm.log(
-                    step=step,
-                    val_loss=log_loss(y_val, proba, labels=classes),
-                    val_accuracy=accuracy_score(y_val, classes[proba.argmax(axis=1)]),
-                )
+                validation = {
+                    "val_loss": log_loss(y_val, proba, labels=classes),
+                    "val_accuracy": accuracy_score(y_val, classes[proba.argmax(axis=1)]),
+                }
+                pm.log(step=step, **validation)
+                board.scalars(step, **validation)
             step += 1
             time.sleep(args.delay)
         accuracy = accuracy_score(y_val, model.predict(x_val))
@@ -62,6 +109,7 @@ def main() -> None:
             f"epoch {epoch + 1}/{args.epochs}: loss {model.loss_:.4f}, val accuracy {accuracy:.3f}"
         )
     pm.close()
+    board.close()
 
 
 if __name__ == "__main__":

@@ -115,7 +115,7 @@ const Portal = (() => {
       const left = Number(el.dataset.limitMinutes) * 60 - elapsed;
       if (elapsedEl) elapsedEl.textContent = `ran ${duration(elapsed)}`;
       if (remainingEl) remainingEl.textContent = `· ${duration(left)} left`;
-      if (left <= WARN_SECONDS && el.dataset.kind === "notebook") { // interactive sessions only
+      if (left <= WARN_SECONDS && (el.dataset.kind === "notebook" || el.dataset.kind === "tensorboard")) { // sessions only
         warnings.push(el.dataset.jobId);
         notifyOnce(el.dataset.jobId, left);
       }
@@ -344,6 +344,10 @@ const Portal = (() => {
       $("command-field").hidden = !batch;
       $("notebook-field").hidden = batch;
       $("id_command").required = batch;
+      if (kind && kind.value === "tensorboard" && Number(gpus.value) > 0) { // it needs none
+        gpus.value = 0;
+        onGpus();
+      }
     }
     let lastDefaultCommand = null;
     function onImage(reset = true) {

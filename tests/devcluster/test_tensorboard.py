@@ -1,0 +1,74 @@
+"""A TensorBoard session on the dev cluster (real Slurm, sshd and the node's TensorBoard):
+it serves the user's runs only to requests that carry the session's secret, which the
+portal's proxy adds; anyone else on the node who finds the port gets a 403."""
+
+import secrets
+import time
+
+import httpx
+import pytest
+
+from jobs import tasks
+from jobs.models import ClusterAccount
+from jobs.slurm import operations
+from tests import factories
+
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
+
+PYTHON = "/opt/portal-devcluster/jupyter/bin/python"
+WRITE_EVENTS = """
+import sys
+from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.compat.proto.summary_pb2 import Summary
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
+writer = EventFileWriter(sys.argv[1])
+for step in range(20):
+    value = Summary.Value(tag="loss", simple_value=1.0 / (step + 1))
+    writer.add_event(Event(step=step, summary=Summary(value=[value])))
+writer.close()
+"""
+
+
+def test_tensorboard_serves_the_runs_to_the_sessions_secret_only(devcluster, owner):
+    folder = f"portal-test-{secrets.token_hex(3)}"
+    account = ClusterAccount.for_user(devcluster, owner)
+    home = devcluster.workdir_root("home", account.username)
+    operations.on_account(
+        account, lambda conn: conn.run([PYTHON, "-c", WRITE_EVENTS, f"{home}/{folder}/run1"])
+    )
+    image = factories.host_image("tb-host", offers_tensorboard=True, offers_notebook=False)
+    job = factories.submitted_job(
+        owner, devcluster, "", kind="tensorboard", image=image, notebook_dir=folder
+    )
+    try:
+        deadline, info = time.monotonic() + 120, None
+        while time.monotonic() < deadline and info is None:
+            time.sleep(1)
+            info = operations.on_account(
+                account, lambda conn: operations.read_connection_file(conn, job.work_dir)
+            )
+        assert info is not None, operations.read_job_log(job, "stderr").text[-3000:]
+        url = f"http://127.0.0.1:{info['port']}/data/plugin/scalars/tags"
+        deadline = time.monotonic() + 60
+        while True:  # connection.json is written the moment it listens; TB loads the runs
+            answer = httpx.get(url, headers={"Authorization": f"token {info['secret']}"})
+            if answer.status_code == 200 and answer.json() or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert answer.status_code == 200 and "loss" in answer.json()["run1"], answer.text
+        print("tensorboard tags:", answer.json(), "port", info["port"])
+        # Another user of the node who finds the port: nothing without the secret.
+        for headers in ({}, {"Authorization": "token guessed"}):
+            refused = httpx.get(url, headers=headers)
+            assert refused.status_code == 403 and "loss" not in refused.text
+        assert httpx.get(f"http://127.0.0.1:{info['port']}/").status_code == 403
+        # One port only: no TensorBoard data server listening elsewhere for the job.
+        listening = operations.on_account(account, lambda conn: conn.run(["ss", "-Hltnp"]).stdout)
+        ours = [line for line in listening.splitlines() if "python" in line and "LISTEN" in line]
+        assert sum(f":{info['port']} " in line for line in ours) == 1
+    finally:
+        job.request_cancel()
+        tasks.cancel_job.apply(args=[job.pk])
+        operations.on_account(
+            account, lambda conn: conn.run(["rm", "-rf", "--", f"{home}/{folder}"])
+        )
