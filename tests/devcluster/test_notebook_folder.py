@@ -1,11 +1,14 @@
 """A notebook opens in the folder the user chose inside their home, made if missing, and
 without JupyterLab's news pop-up (real Slurm, sshd and the dev cluster's JupyterLab)."""
 
+import json
 import secrets
 import time
 
 import httpx
 import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
 
 from jobs import tasks
 from jobs.models import ClusterAccount
@@ -13,6 +16,15 @@ from jobs.slurm import operations
 from tests import factories
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
+
+
+def kernel_info_request(pad: int) -> str:
+    """A kernel_info_request (Jupyter's JSON WebSocket protocol) padded to ``pad`` bytes."""
+    header = {"msg_id": secrets.token_hex(8), "msg_type": "kernel_info_request"}
+    header.update(username="", session="s", date="", version="5.3")
+    message = {"header": header, "parent_header": {}, "content": {}, "channel": "shell"}
+    message["metadata"] = {"pad": "x" * pad}
+    return json.dumps(message)
 
 
 def test_a_notebook_opens_in_the_folder_chosen_and_makes_it(devcluster, owner):
@@ -46,6 +58,25 @@ def test_a_notebook_opens_in_the_folder_chosen_and_makes_it(devcluster, owner):
         defaults = answer.json()["schema"]["properties"]
         assert defaults["fetchNews"]["default"] == "false"
         assert defaults["checkForUpdates"]["default"] is False
+
+        # Kernel WebSocket messages have a size bound (Tornado's 10 MiB default, which
+        # Jupyter keeps): a bigger one closes the socket (1009) instead of being buffered.
+        base = f"127.0.0.1:{info['port']}"
+        auth = {"Authorization": f"token {info['secret']}"}
+        kernel = httpx.post(f"http://{base}/api/kernels", headers=auth, json={}, timeout=60)
+        assert kernel.status_code == 201, kernel.text
+        with connect(
+            f"ws://{base}/api/kernels/{kernel.json()['id']}/channels",
+            additional_headers=auth,
+            max_size=None,
+        ) as socket:
+            socket.send(kernel_info_request(pad=1024 * 1024))  # 1 MiB: answered
+            assert json.loads(socket.recv(timeout=30))["channel"] in ("iopub", "shell")
+            with pytest.raises(ConnectionClosed) as closed:
+                socket.send(kernel_info_request(pad=10 * 1024 * 1024))
+                socket.recv(timeout=30)
+        # "message too big", or the reset of a socket closed while the message was sent
+        assert closed.value.rcvd is None or closed.value.rcvd.code == 1009
     finally:
         job.request_cancel()
         tasks.cancel_job.apply(args=[job.pk])
