@@ -234,3 +234,42 @@ def test_the_production_config_is_one_haproxy_accepts(settings, tmp_path):
     check = subprocess.run([HAPROXY, "-c", "-f", str(out)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
     assert "WARNING" not in check.stdout + check.stderr, check.stdout + check.stderr
+
+
+def test_a_stalled_notebook_holds_only_its_own_share_and_others_still_answer(
+    proxy, upstreams, settings
+):
+    """Session A's notebook accepts connections and never answers; 40 browser requests
+    wait on it. A holds at most PROXY_SESSION_MAXCONN connections to it (the rest wait in
+    its queue) and session B answers as before."""
+    import socket
+
+    settings.PROXY_SESSION_MAXCONN = 8
+    stalled = socket.socket()
+    stalled.bind(("127.0.0.1", 0))
+    stalled.listen(100)  # accepts (the kernel does), never reads or answers
+    proxy.api.add(route(A, stalled.getsockname()[1]))
+    proxy.api.add(route(B, upstreams["B"]))
+    waiting = []
+    try:
+        for _ in range(40):
+            client = socket.create_connection(("127.0.0.1", proxy.port))
+            client.sendall(
+                f"GET /api/status HTTP/1.1\r\nHost: {A}.{DOMAIN}\r\n"
+                f"Cookie: {cookie_for(A)}\r\n\r\n".encode()
+            )
+            waiting.append(client)
+        time.sleep(0.5)
+        started = time.monotonic()
+        assert proxy.get(B, cookie=cookie_for(B)).json()["port"] == upstreams["B"]
+        assert time.monotonic() - started < 1
+        stats = proxy.api.command(f"show stat {haproxy.BACKEND} 4 -1")  # servers of it
+        header, *rows = stats.lstrip("# ").splitlines()
+        columns = header.split(",")
+        row = next(r.split(",") for r in rows if r.split(",")[1] == A)
+        current, queued = (int(row[columns.index(c)]) for c in ("scur", "qcur"))
+        assert current <= 8 and queued >= 30, (current, queued)
+    finally:
+        for client in waiting:
+            client.close()
+        stalled.close()
