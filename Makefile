@@ -74,11 +74,13 @@ test: venv services browser devcluster
 
 bench: venv services devcluster
 ifeq ($(IS_ROOT),yes)
-	@command -v wrk >/dev/null || { echo "installing Debian's wrk (the load generator)"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends wrk >/dev/null; }
+	@command -v wrk >/dev/null && command -v curl >/dev/null && command -v gcc >/dev/null || { \
+		echo "installing Debian's wrk, curl and gcc (load generators; gcc builds bench/wsbench.c)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends wrk curl gcc libc6-dev >/dev/null; }
 endif
 	@$(DEMO_ENV) $(PY) bench/ssh_reuse.py
 	@$(DEMO_ENV) $(PY) bench/proxy.py
+	@$(DEMO_ENV) $(PY) bench/proxy_ws.py
 	@$(DEMO_ENV) $(PY) bench/metrics.py
 
 lint: venv
