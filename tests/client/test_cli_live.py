@@ -278,7 +278,7 @@ def test_open_prints_the_session_link_of_a_running_notebook(portal_env, owner, c
     Job.objects.filter(pk=notebook.pk).update(kind="notebook")
     session = Session.for_job(notebook)
     code, _, err = run(capsys, "open", str(notebook.pk))
-    assert code == 1 and "appears once the notebook runs" in err
+    assert code == 1 and "appears once the session runs" in err
     Session.objects.filter(pk=session.pk).update(state="ready")
     code, out, _ = run(capsys, "open", str(notebook.pk))
     assert code == 0 and out.strip() == f"{portal_env['url']}/sessions/{session.public_id}/open/"
