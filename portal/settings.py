@@ -140,6 +140,12 @@ LOGOUT_REDIRECT_URL = "login"
 SECURE_COOKIES = env_bool("PORTAL_SECURE_COOKIES", not INSECURE_DEFAULTS_ALLOWED)
 SESSION_COOKIE_SECURE = SECURE_COOKIES
 CSRF_COOKIE_SECURE = SECURE_COOKIES
+if SECURE_COOKIES:
+    # __Host-: browsers accept these only from the portal's own host, Secure and without
+    # a Domain, so no page on another subdomain (a notebook on a session host included)
+    # can set or overwrite them.
+    SESSION_COOKIE_NAME = "__Host-sessionid"
+    CSRF_COOKIE_NAME = "__Host-csrftoken"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 if env_bool("PORTAL_BEHIND_TLS_PROXY", False):
@@ -289,6 +295,8 @@ CELERY_BEAT_SCHEDULE = {
     "reconcile-session-routes": {
         "task": "proxy.tasks.reconcile_routes",
         "schedule": PROXY_RECONCILE_INTERVAL,
+        # A backlog of reconciles is worth one: the next one does it all.
+        "options": {"expires": PROXY_RECONCILE_INTERVAL},
     },
 }
 

@@ -20,21 +20,44 @@ def cookie_name() -> str:
     return "__Host-portal_session" if settings.SESSION_SCHEME == "https" else "portal_session"
 
 
-def issue_code(public_id: str, user_id: int) -> str:
+# The browser's half of the handshake: a random value the session host sets before it
+# sends the browser to the portal; the code the portal issues is bound to it, so a
+# login link works only in the browser that asked for it (not in one it is sent to).
+STATE_NAME = "portal_state"
+
+
+def state_cookie_name() -> str:
+    return f"__Host-{STATE_NAME}" if settings.SESSION_SCHEME == "https" else STATE_NAME
+
+
+def new_state() -> str:
+    return secrets.token_urlsafe(24)
+
+
+def _state_hash(state: str) -> str:
+    return hashlib.sha256(state.encode()).hexdigest()
+
+
+def issue_code(public_id: str, user_id: int, state: str) -> str:
     code = secrets.token_urlsafe(32)
     cache.set(
-        f"session-code:{code}", {"session": public_id, "user": user_id}, settings.SESSION_CODE_TTL
+        f"session-code:{code}",
+        {"session": public_id, "user": user_id, "state": _state_hash(state)},
+        settings.SESSION_CODE_TTL,
     )
     return code
 
 
-def redeem_code(code: str, public_id: str) -> int | None:
-    """The user id, once: a code is deleted on first use and only valid for its session."""
+def redeem_code(code: str, public_id: str, state: str) -> int | None:
+    """The user id, once: a code is deleted on first use and only valid for its session
+    and in the browser that holds its state."""
     key = f"session-code:{code}"
     value = cache.get(key)
     if not value or not cache.delete(key):  # only one of two racing redeemers deletes it
         return None
-    return value["user"] if value["session"] == public_id else None
+    if value["session"] != public_id or not state:
+        return None
+    return value["user"] if hmac.compare_digest(value["state"], _state_hash(state)) else None
 
 
 def _b64(data: bytes) -> str:

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from proxy.codes import cookie_name, cookie_secret
+from proxy.codes import cookie_name, cookie_secret, state_cookie_name
 
 BACKEND = "be_sessions"
 _SID = re.compile(r"^[0-9a-f]{32}$")
@@ -73,6 +73,14 @@ def render_config(
         session_domain=settings.SESSION_DOMAIN,
         domain_regex=re.escape(settings.SESSION_DOMAIN.lower()),
         cookie_name=cookie_name(),
+        portal_cookies="|".join(
+            re.escape(name)
+            for name in (
+                settings.SESSION_COOKIE_NAME,
+                settings.CSRF_COOKIE_NAME,
+                state_cookie_name(),
+            )
+        ),
         cookie_secret=cookie_secret(),
         map_path=settings.PROXY_MAP_PATH,
         portal_url=settings.PORTAL_URL,
@@ -96,6 +104,8 @@ class Route:
         if not _SID.match(self.sid):
             raise ValueError(f"not a session id: {self.sid!r}")
         ipaddress.ip_address(self.address)  # ValueError for anything but an IP literal
+        if "%" in self.address or " " in self.address:  # an IPv6 scope id may hold anything
+            raise ValueError(f"not a plain IP address: {self.address!r}")
         if not 1 <= self.port <= 65535:
             raise ValueError(f"not a port: {self.port!r}")
         if not _TOKEN.match(self.token):
@@ -191,12 +201,12 @@ class RuntimeAPI:
                     found[sid] = (parts[2], int(parts[3]), tokens.get(sid, ""))
         return found
 
-    def reconcile(self, wanted: list[Route]) -> tuple[int, int]:
-        """Make HAProxy route exactly ``wanted`` (after a restart it routes nothing).
-        Returns (added, removed)."""
+    def reconcile(self, wanted: list[Route], keep: set[str] = frozenset()) -> tuple[int, int]:
+        """Make HAProxy route exactly ``wanted`` (after a restart it routes nothing),
+        leaving the routes of ``keep`` as they are. Returns (added, removed)."""
         have = self.routes()
         wanted_by_sid = {r.sid: r for r in wanted}
-        removed = [sid for sid in have if sid not in wanted_by_sid]
+        removed = [sid for sid in have if sid not in wanted_by_sid and sid not in keep]
         for sid in removed:
             self.remove(sid)
         added = 0

@@ -20,7 +20,7 @@ def session_id_of(host: str) -> str | None:
     """The session id if ``host`` (a Host header) is a session host, else None."""
     name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
     suffix = "." + settings.SESSION_DOMAIN.lower()
-    name = name.lower()
+    name = name.lower().removesuffix(".")
     if not name.endswith(suffix):
         return None
     label = name[: -len(suffix)]
@@ -35,6 +35,8 @@ class SessionHostMiddleware:
         public_id = session_id_of(request.META.get("HTTP_HOST", ""))
         if public_id is None:
             return self.get_response(request)
-        if request.path == "/_portal/login" and request.method == "GET":
+        if request.method == "GET" and request.path == "/_portal/start":
+            return views.session_start(request, public_id)
+        if request.method == "GET" and request.path == "/_portal/login":
             return views.session_login(request, public_id)
         return HttpResponseNotFound(b"Not found", content_type="text/plain")

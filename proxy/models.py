@@ -82,7 +82,7 @@ class Session(models.Model):
     def display_state(self) -> str:
         if self.state == self.State.CLOSED or self.job.is_final or self.job.cancel_requested_at:
             return "closed"
-        return self.state
+        return "ready" if self.is_open else "starting"  # ready: what HAProxy routes
 
     def issue_register_secret(self) -> str:
         secret = secrets.token_urlsafe(32)

@@ -5,25 +5,50 @@ to every HAProxy instance when it opens, and taken away (its open WebSockets clo
 when it is revoked, its job is cancelled or leaves the node. Pushes follow every job
 change (``jobs.events.job_changed``) once the transaction commits; a periodic
 reconcile (Celery beat) repairs whatever a push missed: an instance that was down or
-restarted with no routes, a worker killed between commit and push.
+restarted with no routes, a worker killed between commit and push. Pushes and
+reconciles take one lock and read the database inside it, so a reconcile that started
+before a revocation cannot put the revoked route back after the revocation's push.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import socket
+import time
+from contextlib import contextmanager
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 
 from proxy.haproxy import HAProxyError, Route, RuntimeAPI
 
 log = logging.getLogger(__name__)
 
+LOCK = "proxy-routes-lock"
+LOCK_TTL = 30  # seconds; a holder killed mid-way frees it by then
+
 
 def instances() -> list[RuntimeAPI]:
     """One runtime API per HAProxy instance behind the session domain."""
     return [RuntimeAPI(address, settings.PROXY_MAP_PATH) for address in settings.PROXY_INSTANCES]
+
+
+@contextmanager
+def _locked(wait: float):
+    """The routes lock, waiting up to ``wait`` s; yields whether it was taken."""
+    token = secrets.token_hex(8)
+    deadline = time.monotonic() + wait
+    taken = cache.add(LOCK, token, timeout=LOCK_TTL)
+    while not taken and time.monotonic() < deadline:
+        time.sleep(0.02)
+        taken = cache.add(LOCK, token, timeout=LOCK_TTL)
+    try:
+        yield taken
+    finally:
+        if taken and cache.get(LOCK) == token:
+            cache.delete(LOCK)
 
 
 def resolve(host: str) -> str | None:
@@ -37,14 +62,18 @@ def resolve(host: str) -> str | None:
     return str(infos[0][4][0]) if infos else None
 
 
+class Unresolved(Exception):
+    """An open session whose node name does not resolve right now (DNS trouble): its
+    existing route, if any, is left as it is rather than cut."""
+
+
 def route_of(session) -> Route | None:
     """The route an open session should have; None when it should have none."""
     if not session.is_open:
         return None
     address = resolve(session.host)
     if address is None:
-        log.warning("session %s: node %r does not resolve", session.public_id, session.host)
-        return None
+        raise Unresolved(session.host)
     try:
         return Route(session.public_id, address, session.port, session.upstream_token())
     except ValueError as exc:  # stored values HAProxy must not receive
@@ -52,44 +81,68 @@ def route_of(session) -> Route | None:
         return None
 
 
-def _each_instance(action, what: str) -> None:
-    for api in instances():
-        try:
-            action(api)
-        except HAProxyError as exc:  # that instance is down: the reconcile catches up
-            log.warning("%s on %s: %s", what, api.address, exc)
-
-
-def push(session) -> None:
-    """Make every instance route ``session`` as it is now (or not at all)."""
-    route = route_of(session)
-    if route is None:
-        _each_instance(lambda api: api.remove(session.public_id), f"unroute {session.public_id}")
-    else:
-        _each_instance(lambda api: api.ensure(route), f"route {session.public_id}")
-
-
-def open_routes() -> list[Route]:
+def _fresh(session):
     from proxy.models import Session
 
-    sessions = Session.objects.filter(
-        state=Session.State.READY, job__state="running", job__cancel_requested_at=None
-    ).select_related("job")
-    return [route for route in map(route_of, sessions) if route is not None]
+    return Session.objects.select_related("job").filter(pk=session.pk).first()
+
+
+def push(session) -> bool:
+    """Make every instance route ``session`` as it is now in the database (or not at
+    all). True when it is routed on every instance."""
+    with _locked(wait=5) as taken:
+        if not taken:
+            log.warning("routes lock busy: pushing session %s without it", session.public_id)
+        current = _fresh(session)
+        try:
+            route = route_of(current) if current is not None else None
+        except Unresolved as exc:
+            log.warning("session %s: node %s does not resolve", session.public_id, exc)
+            return False
+        done = True
+        for api in instances():
+            try:
+                if route is None:
+                    api.remove(session.public_id)
+                else:
+                    api.ensure(route)
+            except HAProxyError as exc:  # that instance is down: the reconcile catches up
+                log.warning("route %s on %s: %s", session.public_id, api.address, exc)
+                done = False
+        return done and route is not None
 
 
 def reconcile() -> dict[str, tuple[int, int] | str]:
     """Every instance routes exactly the open sessions: address -> (added, removed), or
-    the error that kept it from being reconciled."""
-    wanted = open_routes()
-    outcome: dict[str, tuple[int, int] | str] = {}
-    for api in instances():
-        try:
-            outcome[api.address] = api.reconcile(wanted)
-        except HAProxyError as exc:
-            log.warning("reconcile %s: %s", api.address, exc)
-            outcome[api.address] = str(exc)
-    return outcome
+    why it was not reconciled (another reconcile running, the instance unreachable)."""
+    from proxy.models import Session
+
+    with _locked(wait=0) as taken:
+        if not taken:
+            return {"*": "another push or reconcile holds the lock"}
+        sessions = Session.objects.filter(
+            state=Session.State.READY, job__state="running", job__cancel_requested_at=None
+        ).select_related("job")
+        wanted, keep = [], set()
+        for session in sessions:
+            try:
+                route = route_of(session)
+            except Unresolved:
+                keep.add(session.public_id)
+                continue
+            except Exception:  # noqa: BLE001 - one damaged session must not stop the rest
+                log.exception("session %s: no route", session.public_id)
+                continue
+            if route is not None:
+                wanted.append(route)
+        outcome: dict[str, tuple[int, int] | str] = {}
+        for api in instances():
+            try:
+                outcome[api.address] = api.reconcile(wanted, keep=keep)
+            except HAProxyError as exc:
+                log.warning("reconcile %s: %s", api.address, exc)
+                outcome[api.address] = str(exc)
+        return outcome
 
 
 def on_job_changed(sender, job, **kwargs) -> None:
@@ -102,8 +155,13 @@ def on_job_changed(sender, job, **kwargs) -> None:
     def after_commit() -> None:
         from proxy.models import Session
 
-        session = Session.objects.select_related("job").filter(job_id=job_id).first()
-        if session is not None:
-            push(session)
+        # A failing push must not stop the job's own update (its publishing, the sync
+        # of other jobs): it is logged, and the next reconcile repairs the route.
+        try:
+            session = Session.objects.filter(job_id=job_id).first()
+            if session is not None:
+                push(session)
+        except Exception:  # noqa: BLE001
+            log.exception("route of job %s not pushed", job_id)
 
     transaction.on_commit(after_commit)

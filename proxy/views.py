@@ -12,7 +12,16 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from jobs.models import Job
-from proxy.codes import cookie_name, issue_code, make_cookie, redeem_code, safe_path
+from proxy import routes
+from proxy.codes import (
+    cookie_name,
+    issue_code,
+    make_cookie,
+    new_state,
+    redeem_code,
+    safe_path,
+    state_cookie_name,
+)
 from proxy.models import Session
 
 _TOKEN = re.compile(r"^[A-Za-z0-9_.~-]{16,256}$")
@@ -66,16 +75,21 @@ def get_session_for_user(request, public_id: str) -> Session:
 
 @login_required
 def open_session(request, public_id: str):
-    """Hand the signed-in owner to the proxy with a one-time code; or say why not."""
+    """Hand the signed-in owner to the proxy with a one-time code bound to the browser's
+    state (set on the session host by session_start); or say why not."""
     session = get_session_for_user(request, public_id)
     context = {"session": session, "job": session.job}
     if session.display_state == "closed":
         return render(request, "proxy/closed.html", context, status=410)
-    if not session.is_open:
+    if not session.is_open or not routes.push(session):
+        # Not running yet, or HAProxy cannot route it right now: a page that retries.
         return render(request, "proxy/starting.html", context)
     home = "/lab" if session.job.kind == Job.Kind.NOTEBOOK else "/"  # the app's own start page
     next_path = safe_path(request.GET.get("next", home), default=home)
-    code = issue_code(session.public_id, request.user.pk)
+    state = request.GET.get("state", "")
+    if not state:  # from the portal's own pages: the session host sets the state first
+        return redirect(f"{session.origin}/_portal/start?{urlencode({'next': next_path})}")
+    code = issue_code(session.public_id, request.user.pk, state)
     query = urlencode({"code": code, "next": next_path}, safe="/")
     return redirect(f"{session.origin}/_portal/login?{query}")
 
@@ -94,11 +108,32 @@ def revoke(request, public_id: str):
     return redirect("job-detail", pk=session.job_id)
 
 
+def session_start(request, public_id: str):
+    """On the session's host, for a browser without a valid cookie (HAProxy sends it
+    here): a fresh state in a host-only cookie, then the portal, which checks who it is."""
+    state = new_state()
+    next_path = safe_path(request.GET.get("next", "/"), default="/")
+    query = urlencode({"next": next_path, "state": state})
+    response = redirect(f"{settings.PORTAL_URL}/sessions/{public_id}/open/?{query}")
+    response.set_cookie(
+        state_cookie_name(),
+        state,
+        max_age=max(settings.SESSION_CODE_TTL, 300),
+        path="/",
+        secure=settings.SESSION_SCHEME == "https",
+        httponly=True,
+        samesite="Lax",
+    )
+    response["Cache-Control"] = "no-store"
+    return response
+
+
 def session_login(request, public_id: str):
     """On the session's own host (through HAProxy): trade the one-time code from
     open_session for the session cookie, then go to the page asked for. The code was
     issued to the owner or staff only, so a cookie is proof of both."""
-    user_id = redeem_code(request.GET.get("code", ""), public_id)
+    state = request.COOKIES.get(state_cookie_name(), "")
+    user_id = redeem_code(request.GET.get("code", ""), public_id, state)
     if user_id is None:
         response = render(
             request,
@@ -117,5 +152,6 @@ def session_login(request, public_id: str):
             httponly=True,
             samesite="Lax",
         )
+    response.delete_cookie(state_cookie_name(), path="/", samesite="Lax")
     response["Cache-Control"] = "no-store"
     return response

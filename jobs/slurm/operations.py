@@ -359,7 +359,7 @@ def read_connection_file(conn: ssh.Connection, work_dir: str) -> dict | None:
         secret = str(info["secret"])
     except (ValueError, KeyError, TypeError):
         return None
-    if not (1024 <= port <= 65535) or not secret:
+    if not (1024 <= port <= 65535) or not re.fullmatch(r"[A-Za-z0-9_.~-]{16,256}", secret):
         return None
     return {"port": port, "secret": secret}
 

@@ -37,6 +37,8 @@ def process_request(connection, request):
             ("Set-Cookie", "tossed=1; Domain=sessions.localhost; Path=/"),
             # Browsers use the last Domain attribute: removing the first is not enough.
             ("Set-Cookie", "sly=1; Domain=other.localhost; Path=/; DOMAIN=sessions.localhost"),
+            # Would wipe the cookies of the whole site, the portal's included.
+            ("Clear-Site-Data", '"cookies"'),
         ]
     )
     return Response(200, "OK", headers, body)

@@ -4,6 +4,7 @@ stand-in notebooks, driven by the portal's control plane, with the live portal b
 import json
 import socket
 import time
+from urllib.parse import quote, urlsplit
 
 import httpx
 import pytest
@@ -114,25 +115,40 @@ def test_registration_for_an_ended_job_is_refused(client, session):
     assert register(client, session, secret, {"port": 8888, "token": "t" * 32}).status_code == 409
 
 
-def test_open_link_is_owner_only_and_explains_starting_and_closed(client, owner, outsider, session):
+def test_open_link_is_owner_only_and_explains_starting_and_closed(
+    client, owner, outsider, session, echo, data_path
+):
     client.force_login(outsider)
     assert client.get(f"/sessions/{session.public_id}/open/").status_code == 404
     client.force_login(owner)
     assert "is starting" in client.get(f"/sessions/{session.public_id}/open/").content.decode()
-    session.mark_ready("127.0.0.1", 8888, "t" * 32)
+    session.mark_ready("127.0.0.1", echo, "t" * 32)
+    # From the portal's page: to the session host first, for the browser's state.
     response = client.get(f"/sessions/{session.public_id}/open/?next=/lab/tree")
     assert response.status_code == 302
+    assert response["Location"] == f"{session.origin}/_portal/start?next=%2Flab%2Ftree"
+    # Back with it: a code for that state.
+    response = client.get(f"/sessions/{session.public_id}/open/?next=/lab/tree&state=s1")
     assert response["Location"].startswith(f"{session.origin}/_portal/login?code=")
     assert response["Location"].endswith("&next=/lab/tree")
     session.close()
     assert client.get(f"/sessions/{session.public_id}/open/").status_code == 410
 
 
-def test_open_link_refuses_an_offsite_next(client, owner, session):
+def test_open_link_refuses_an_offsite_next(client, owner, session, echo, data_path):
+    session.mark_ready("127.0.0.1", echo, "t" * 32)
+    client.force_login(owner)
+    response = client.get(f"/sessions/{session.public_id}/open/?next=//evil.example.org/&state=s")
+    assert response["Location"].endswith("&next=/lab")
+
+
+def test_an_open_session_that_haproxy_cannot_route_waits_instead_of_looping(client, owner, session):
+    """The database says open, but no HAProxy answers (restarting): the portal must not
+    hand out a code that would only bring the browser back here."""
     session.mark_ready("127.0.0.1", 8888, "t" * 32)
     client.force_login(owner)
-    response = client.get(f"/sessions/{session.public_id}/open/?next=//evil.example.org/")
-    assert response["Location"].endswith("&next=/lab")
+    response = client.get(f"/sessions/{session.public_id}/open/?state=s")
+    assert response.status_code == 200 and "is starting" in response.content.decode()
 
 
 def test_session_ids_carry_128_random_bits(notebook_job):
@@ -190,12 +206,60 @@ def ready(session, echo, data_path):
 TOKEN = "jupyter-token-" + "x" * 20
 
 
+def portal_cookie(user) -> str:
+    """The portal's session cookie of ``user`` signed in (for the live portal)."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}"
+
+
+def handshake(data_path, session, user, path: str = "/lab") -> tuple[str, str, str]:
+    """A browser's way in, step by step: HAProxy sends it to /_portal/start on the
+    session host (a state cookie), that to the portal (signed in as ``user``), the
+    portal back to /_portal/login with a code. Returns (state cookie, login path, where
+    the portal sent it)."""
+    sid = session.public_id
+    first = data_path.get(sid, path)
+    assert first.status_code == 302
+    assert first.headers["location"] == f"/_portal/start?next={quote(path, safe='')}"
+    start = data_path.get(sid, first.headers["location"])
+    state = start.headers["set-cookie"].split(";")[0]
+    assert state.startswith("portal_state=") and "HttpOnly" in start.headers["set-cookie"]
+    portal = httpx.get(
+        start.headers["location"], headers={"Cookie": portal_cookie(user)}, timeout=10
+    )
+    where = portal.headers.get("location", "")
+    login = urlsplit(where)
+    return state, f"{login.path}?{login.query}", where
+
+
 def sign_in(data_path, session, user) -> str:
-    """The handshake a browser makes: a code from the portal, traded on the session's host."""
-    code = issue_code(session.public_id, user.pk)
-    response = data_path.get(session.public_id, f"/_portal/login?code={code}&next=/lab")
+    """The whole handshake; returns the session cookie."""
+    state, login, _ = handshake(data_path, session, user)
+    response = data_path.get(session.public_id, login, cookie=state)
     assert response.status_code == 302 and response.headers["location"] == "/lab"
-    return response.headers["set-cookie"].split(";")[0]
+    cookies = response.headers.get_list("set-cookie")
+    assert any(c.startswith('portal_state=""; ') for c in cookies)  # the state is used up
+    return next(c for c in cookies if c.startswith(cookie_name())).split(";")[0]
+
+
+def test_a_login_link_works_only_in_the_browser_that_asked_for_it(ready, data_path, owner, staff):
+    """Before: the code alone was enough, so a user could send their own session's login
+    link to someone else, whose browser then ran the sender's notebook pages."""
+    _, login, _ = handshake(data_path, ready, owner)
+    for cookie in (None, "portal_state=another-browsers-state"):
+        response = data_path.get(ready.public_id, login, cookie=cookie)
+        assert response.status_code == 403 and "has expired" in response.text
+        assert cookie_name() not in response.headers.get("set-cookie", "")
+    # Staff may help: their own handshake works.
+    assert sign_in(data_path, ready, staff).startswith(cookie_name())
+
+
+def test_another_user_gets_no_code(ready, data_path, outsider):
+    _, _, where = handshake(data_path, ready, outsider)
+    assert where == ""  # the portal answered 404: no redirect, no code
 
 
 def test_an_open_session_is_routed_and_nothing_else_is(ready, data_path, echo):
@@ -217,7 +281,8 @@ def test_the_owner_signs_in_on_the_sessions_host_and_reaches_the_notebook(ready,
 def test_a_login_code_works_once_and_only_on_its_own_sessions_host(
     ready, data_path, owner, echo, notebook_job
 ):
-    code = issue_code(ready.public_id, owner.pk)
+    state = "the-browsers-state"
+    code = issue_code(ready.public_id, owner.pk, state)
     other = Session.for_job(
         Job.objects.create(
             owner=owner,
@@ -230,19 +295,21 @@ def test_a_login_code_works_once_and_only_on_its_own_sessions_host(
         )
     )
     other.mark_ready("127.0.0.1", echo, "t" * 32)
-    assert data_path.get(other.public_id, f"/_portal/login?code={code}").status_code == 403
-    # A code is used up by any attempt to redeem it, the wrong host's too.
-    response = data_path.get(ready.public_id, f"/_portal/login?code={code}")
-    assert response.status_code == 403 and "has expired" in response.text
-    assert "set-cookie" not in response.headers
-
-
-def test_without_a_cookie_the_browser_goes_through_the_portal(ready, data_path, live_server):
-    response = data_path.get(ready.public_id, "/lab?x=1")
-    assert response.status_code == 302
-    assert response.headers["location"] == (
-        f"{live_server.url}/sessions/{ready.public_id}/open/?next=%2Flab%3Fx%3D1"
+    cookie = f"portal_state={state}"
+    assert (
+        data_path.get(other.public_id, f"/_portal/login?code={code}", cookie=cookie).status_code
+        == 403
     )
+    # A code is used up by any attempt to redeem it, the wrong host's too.
+    response = data_path.get(ready.public_id, f"/_portal/login?code={code}", cookie=cookie)
+    assert response.status_code == 403 and "has expired" in response.text
+    assert cookie_name() not in response.headers.get("set-cookie", "")
+
+
+def test_without_a_cookie_the_browser_goes_through_the_portal(ready, data_path, live_server, owner):
+    state, login, where = handshake(data_path, ready, owner, "/lab?x=1")
+    assert where.startswith(f"{ready.origin}/_portal/login?code=")
+    assert where.endswith("&next=/lab%3Fx%3D1")
 
 
 def test_a_cookie_for_one_session_does_not_open_another(
@@ -300,6 +367,17 @@ def test_a_session_stops_being_routed_the_moment_it_closes(
     assert page.status_code == (200 if end == "requeue" else 410)  # requeue: starting again
 
 
+def test_a_node_name_that_stops_resolving_does_not_cut_an_open_session(ready, data_path, echo):
+    """DNS trouble is not the end of a session: its route stays as it was."""
+    from proxy import routes
+
+    Job.objects.filter(pk=ready.job_id).update(node="no-such-node.invalid")
+    Session.objects.filter(pk=ready.pk).update(host="no-such-node.invalid")
+    assert routes.reconcile() == {data_path.admin: (0, 0)}
+    assert routes.push(ready) is False
+    assert data_path.api.routes() == {ready.public_id: ("127.0.0.1", echo, TOKEN)}
+
+
 def test_routes_missed_while_haproxy_was_down_come_back_by_reconcile(ready, data_path, echo):
     from proxy.tasks import reconcile_routes
 
@@ -346,16 +424,17 @@ def test_on_a_sessions_host_the_portal_answers_nothing_but_the_login(client, ses
     host = f"{session.public_id}.sessions.localhost:8443"
     for path in ("/", "/admin/", "/accounts/login/", f"/sessions/{session.public_id}/open/"):
         response = client.get(path, HTTP_HOST=host)
-        assert response.status_code == 404 and "set-cookie" not in response.headers
+        assert response.status_code == 404 and not response.cookies
 
 
 def test_over_https_the_cookie_is_host_only_secure_and_prefixed(client, settings, session, owner):
     settings.SESSION_SCHEME = "https"
-    code = issue_code(session.public_id, owner.pk)
-    response = client.get(
-        f"/_portal/login?code={code}&next=/lab/tree",
-        HTTP_HOST=f"{session.public_id}.sessions.localhost:8443",
-    )
+    host = f"{session.public_id}.sessions.localhost:8443"
+    start = client.get("/_portal/start?next=/lab/tree", HTTP_HOST=host)
+    state = start.cookies["__Host-portal_state"]
+    assert state["secure"] and state["httponly"] and state["path"] == "/" and not state["domain"]
+    code = issue_code(session.public_id, owner.pk, state.value)
+    response = client.get(f"/_portal/login?code={code}&next=/lab/tree", HTTP_HOST=host)
     assert response.status_code == 302 and response["Location"] == "/lab/tree"
     cookie = response.cookies["__Host-portal_session"]
     assert cookie["secure"] and cookie["httponly"] and cookie["path"] == "/"
@@ -386,12 +465,10 @@ def test_a_double_encoded_backslash_never_becomes_an_offsite_redirect(
 ):
     """Before: /open/?next=/%255Cevil.com was put into the proxy's login link unencoded, the
     proxy decoded it to /\\evil.com and answered Location: /\\evil.com (= //evil.com)."""
-    from urllib.parse import urlsplit
-
     client.force_login(owner)
-    response = client.get(f"/sessions/{ready.public_id}/open/?next=/%255Cevil.com")
+    response = client.get(f"/sessions/{ready.public_id}/open/?next=/%255Cevil.com&state=s")
     link = urlsplit(response["Location"])
-    login = data_path.get(ready.public_id, f"{link.path}?{link.query}")
+    login = data_path.get(ready.public_id, f"{link.path}?{link.query}", cookie="portal_state=s")
     assert login.status_code == 302
     location = login.headers["location"]
     assert location == "/%5Cevil.com" and "\\" not in location
@@ -403,4 +480,3 @@ def test_the_portals_own_host_is_served_whole_by_the_same_haproxy(data_path, liv
         f"http://127.0.0.1:{data_path.port}/accounts/login/", headers={"Host": host}, timeout=10
     )
     assert response.status_code == 200 and "Sign in" in response.text
-    assert "x-forwarded-for" not in response.headers

@@ -42,6 +42,10 @@ class Command(BaseCommand):
             redirect_bind=options["redirect_http"],
         )
         if options["output"]:
-            Path(options["output"]).write_text(text)
+            # It holds the session cookie's key: readable by root and HAProxy's group only.
+            out = Path(options["output"])
+            out.touch(mode=0o640)
+            out.chmod(0o640)
+            out.write_text(text)
         else:
             self.stdout.write(text, ending="")
