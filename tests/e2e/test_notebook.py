@@ -71,6 +71,10 @@ def test_owner_opens_jupyterlab_over_https_and_runs_a_cell(
         print(stack.logs())
         raise
     screenshot(lab, "21-jupyterlab")
+    # The Jupyter token is HAProxy's to add: the page does not carry it.
+    token = Session.objects.get(pk=session.pk).upstream_token()
+    assert len(token) > 16 and token not in lab.content()
+    assert token not in lab.evaluate("document.documentElement.outerHTML")
     # A new notebook, one cell, run through the kernel websocket behind the proxy.
     lab.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
     cell = lab.locator(".jp-Cell .cm-content").first

@@ -205,8 +205,12 @@ def test_a_notebook_defaults_jupyter_news_and_update_checks_to_off_in_its_own_co
     assert sorted(p.name for p in tmp_path.rglob("*")) == [
         "default_setting_overrides.json",
         "jupyter-config",
+        "jupyter_server_config.py",  # pages without the Jupyter token (the proxy adds it)
         "labconfig",
     ]
+    server_config = (tmp_path / "jupyter-config/jupyter_server_config.py").read_text()
+    assert 'page_config["token"] = ""' in server_config
+    assert "c.ServerApp.tornado_settings.update(" in server_config  # merged, not replaced
     code = "\n".join(line for line in lines if not line.lstrip().startswith("#"))
     for name in ("JUPYTER_CONFIG_DIR", "JUPYTERLAB_SETTINGS_DIR", "JUPYTER_NO_CONFIG", ".jupyter"):
         assert name not in code

@@ -21,8 +21,20 @@ mkdir -p -- ${notebook_root}
 mkdir -p jupyter-config/labconfig
 echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' \
     > jupyter-config/labconfig/default_setting_overrides.json
+# JupyterLab writes the server's token into every page it serves; behind the portal's
+# proxy, which adds it to every request, the browser needs none, so pages carry none
+# (the token would otherwise work on this node's port, around the proxy, until the end).
+cat > jupyter-config/jupyter_server_config.py <<'PORTAL_JUPYTER_CONFIG'
+def _portal_no_token(handler, page_config):
+    page_config["token"] = ""
+    return page_config
+
+
+c.ServerApp.tornado_settings.update({"page_config_hook": _portal_no_token})
+PORTAL_JUPYTER_CONFIG
 export JUPYTER_CONFIG_PATH="$$PORTAL_WORK_DIR/jupyter-config$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}"
-${launch} jupyter lab --no-browser --ip=0.0.0.0 --ServerApp.root_dir=${notebook_root} &
+# port_retries=0: on the port chosen, or not at all (never on one someone else picked).
+${launch} jupyter lab --no-browser --ip=0.0.0.0 --ServerApp.port_retries=0 --ServerApp.root_dir=${notebook_root} &
 _portal_child=$$!
 ${register}wait "$$_portal_child"
 exit $$?
