@@ -97,7 +97,14 @@ def tensorboard_initial(job: Job) -> dict:
     cluster, in its image if that has TensorBoard (else the first image that has)."""
     from jobs.slurm.scripts import work_root
 
-    initial: dict = {"kind": Job.Kind.TENSORBOARD, "gpus": 0, "gpu_type": ""}
+    initial: dict = {
+        "kind": Job.Kind.TENSORBOARD,
+        "gpus": 0,
+        "gpu_type": "",
+        "cluster": job.cluster.name,
+    }
+    if job.cluster.default_partition() is not None:
+        initial["partition"] = job.cluster.default_partition().pk
     if job.work_dir:
         initial["notebook_dir"] = job.work_dir.removeprefix(work_root(job.work_dir)).strip("/")
         initial["workdir_kind"] = job.workdir_kind

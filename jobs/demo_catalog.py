@@ -51,6 +51,7 @@ DEMO_IMAGES = [
         "supports_gpu": False,
         "offers_notebook": False,
         "offers_batch": True,
+        "offers_tensorboard": True,  # its runs, in a TensorBoard session
         "enabled": True,
         "sort_order": 15,
         "tags": ["python", "cpu", "demo", "scikit-learn"],

@@ -737,12 +737,19 @@ class Job(models.Model):
         if validators.JOB_FOLDER.match(self.notebook_dir):
             if self.kind != self.Kind.TENSORBOARD:
                 errors["notebook_dir"] = "Only TensorBoard sessions may read a job's own directory."
-            elif not Job.objects.filter(
-                owner_id=self.owner_id,
-                pk=int(self.notebook_dir.split("/")[2].split("-")[0]),
-                uid=self.notebook_dir.split("/")[2].split("-")[1],
-            ).exists():
-                errors["notebook_dir"] = "That is not the directory of one of your jobs."
+            else:
+                job_id, uid = self.notebook_dir.split("/")[2].split("-")
+                runs_of = Job.objects.filter(owner_id=self.owner_id, pk=job_id, uid=uid).first()
+                if runs_of is None:
+                    errors["notebook_dir"] = "That is not the directory of one of your jobs."
+                elif (runs_of.cluster_id, runs_of.workdir_kind) != (
+                    self.cluster_id,
+                    self.workdir_kind,
+                ):
+                    errors["notebook_dir"] = (
+                        f"Job {runs_of.pk} ran in the {runs_of.get_workdir_kind_display().lower()}"
+                        f" directory on {runs_of.cluster.name}: choose those for its runs."
+                    )
         if self.kind == self.Kind.BATCH and not self.command.strip():
             errors["command"] = "A batch job needs a command to run."
         if partition is not None:

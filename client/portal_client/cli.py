@@ -117,7 +117,13 @@ def cmd_submit(client: Client, args, out: Output) -> int:
         "container": args.container,
         "cluster": args.cluster,
         "partition": args.partition,
-        "kind": "notebook" if args.notebook else "tensorboard" if args.tensorboard else "batch",
+        "kind": (
+            "notebook"
+            if args.notebook
+            else "tensorboard"
+            if args.tensorboard is not None
+            else "batch"
+        ),
         "gpus": args.gpus,
         "gpu_type": args.gpu_type,
         "cpus": args.cpus,

@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 
 from jobs.api.models import ApiToken
-from jobs.models import Job
+from jobs.models import ContainerImage, Job
 from jobs.slurm import operations
 from portal_client import cli
 from proxy.models import Session
@@ -81,6 +81,16 @@ def test_submit_prints_the_id_and_takes_the_catalogs_defaults(portal_env, submit
 def test_submit_without_a_command_runs_the_images_own(portal_env, submitted, capsys):
     assert run(capsys, "submit")[0] == 0
     assert Job.objects.get().command == "python train.py"
+
+
+@pytest.mark.parametrize("folder", ["runs/mnist", ""])
+def test_submit_tensorboard_starts_a_session_on_the_folder(portal_env, submitted, capsys, folder):
+    ContainerImage.objects.filter(slug="python").update(offers_tensorboard=True)
+    assert run(capsys, "submit", "--tensorboard", folder)[0] == 0
+    job = Job.objects.get()
+    assert (job.kind, job.notebook_dir, job.gpus, job.command) == ("tensorboard", folder, 0, "")
+    code, _, err = run(capsys, "submit", "--tensorboard", "runs", "--", "python", "x.py")
+    assert code == 1 and "runs no command" in err
 
 
 def test_refused_submission_shows_each_fields_message_and_creates_nothing(
@@ -279,7 +289,9 @@ def test_open_prints_the_session_link_of_a_running_notebook(portal_env, owner, c
     session = Session.for_job(notebook)
     code, _, err = run(capsys, "open", str(notebook.pk))
     assert code == 1 and "appears once the session runs" in err
-    Session.objects.filter(pk=session.pk).update(state="ready")
+    # Ready: registered from the node the job runs on.
+    Job.objects.filter(pk=notebook.pk).update(state="running", node="n1")
+    Session.objects.filter(pk=session.pk).update(state="ready", host="n1", port=8888)
     code, out, _ = run(capsys, "open", str(notebook.pk))
     assert code == 0 and out.strip() == f"{portal_env['url']}/sessions/{session.public_id}/open/"
 

@@ -62,10 +62,20 @@ def test_tensorboard_serves_the_runs_to_the_sessions_secret_only(devcluster, own
             refused = httpx.get(url, headers=headers)
             assert refused.status_code == 403 and "loss" not in refused.text
         assert httpx.get(f"http://127.0.0.1:{info['port']}/").status_code == 403
-        # One port only: no TensorBoard data server listening elsewhere for the job.
+        # One port only: TensorBoard's process listens on nothing but the session's port
+        # (with --load_fast=false it starts no data server of its own either).
+        pids = operations.on_account(
+            account,
+            lambda conn: conn.run(["pgrep", "-f", f"serve_tensorboard.py .*{folder}"]).stdout,
+        ).split()
+        assert pids
         listening = operations.on_account(account, lambda conn: conn.run(["ss", "-Hltnp"]).stdout)
-        ours = [line for line in listening.splitlines() if "python" in line and "LISTEN" in line]
-        assert sum(f":{info['port']} " in line for line in ours) == 1
+        ports = {
+            line.split()[3].rsplit(":", 1)[1]
+            for line in listening.splitlines()
+            if any(f"pid={pid}," in line for pid in pids)
+        }
+        assert ports == {str(info["port"])}, listening
     finally:
         job.request_cancel()
         tasks.cancel_job.apply(args=[job.pk])

@@ -92,7 +92,7 @@ const Portal = (() => {
       set("[data-scheduler-id]", job.scheduler_job_id || "not submitted yet");
       set("[data-exit-code]", job.exit_code === null ? "—" : job.exit_code);
       set("[data-work-dir]", job.work_dir || "—");
-      document.querySelectorAll("[data-files-link]").forEach((a) => { a.hidden = !job.work_dir; });
+      document.querySelectorAll("[data-files-link], [data-tensorboard-link]").forEach((a) => { a.hidden = !job.work_dir; });
       set("[data-message]", job.message || "");
       set("[data-error-tail]", job.stderr_tail || "");
       document.querySelectorAll("[data-error-tail-box]").forEach((box) => { box.hidden = !job.stderr_tail; });
