@@ -136,9 +136,10 @@ ERROR = inline_serializer(
     },
 )
 
-CREATE_DESCRIPTION = """Launch a batch job or a notebook session, as the launch page does.
+CREATE_DESCRIPTION = """Launch a batch job, a notebook or a TensorBoard session, as the launch page does.
 
-Every field is optional. `kind` is `batch` unless you ask for a `notebook`; everything else a
+Every field is optional. `kind` is `batch` unless you ask for a `notebook` or `tensorboard`
+(the runs under `notebook_dir`; no GPU); everything else a
 request leaves out is filled in exactly as on the launch page: the first image of the
 catalog that is not deprecated, the first cluster you have an account on and its default
 partition, your home directory (`workdir`); GPUs, CPUs, memory and walltime from the partition's defaults for that image
