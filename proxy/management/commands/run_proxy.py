@@ -67,7 +67,10 @@ class Command(BaseCommand):
             # PORTAL_URL's host as an address: "localhost" may resolve to ::1 first,
             # where the web server (bound to 127.0.0.1) does not listen.
             url = urlsplit(settings.PORTAL_URL)
-            portal = f"{routes.resolve(url.hostname or 'localhost')}:{url.port or 80}"
+            address = routes.resolve(url.hostname or "localhost")
+            if address is None:
+                raise CommandError(f"{url.hostname} (PORTAL_URL) does not resolve: give --portal")
+            portal = f"{address}:{url.port or (443 if url.scheme == 'https' else 80)}"
         tls = None
         if settings.SESSION_SCHEME == "https":
             tls = str(combined_pem(Path(settings.TLS_DIR), work))
@@ -82,14 +85,21 @@ class Command(BaseCommand):
         admin = settings.PROXY_INSTANCES[0]
         if admin.startswith("unix:"):
             Path(admin[5:]).unlink(missing_ok=True)
-        proc = subprocess.Popen([haproxy, "-W", "-db", "-f", str(config)])  # noqa: S603
-        (work / "haproxy.pid").write_text(f"{proc.pid}\n")
+        stopping = []
+        proc = None
 
         def stop(signum, frame):
-            proc.send_signal(signal.SIGTERM)
+            stopping.append(signum)
+            if proc is not None:
+                proc.send_signal(signal.SIGTERM)
 
+        # Before HAProxy starts, so a stop that comes early still reaches it.
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
+        proc = subprocess.Popen([haproxy, "-W", "-db", "-f", str(config)])  # noqa: S603
+        if stopping:
+            proc.send_signal(signal.SIGTERM)
+        (work / "haproxy.pid").write_text(f"{proc.pid}\n")
         self.stdout.write(f"HAProxy {proc.pid} on {bind} ({settings.SESSION_SCHEME})")
         api = RuntimeAPI(admin, settings.PROXY_MAP_PATH)
         deadline = time.monotonic() + 15
@@ -100,5 +110,8 @@ class Command(BaseCommand):
             except HAProxyError:
                 time.sleep(0.1)
         if proc.poll() is None:
-            self.stdout.write(f"routes reconciled: {routes.reconcile()}")
+            try:
+                self.stdout.write(f"routes reconciled: {routes.reconcile()}")
+            except Exception as exc:  # noqa: BLE001 - beat's next reconcile does it
+                self.stderr.write(f"routes not reconciled yet ({exc}); beat will")
         sys.exit(proc.wait())
