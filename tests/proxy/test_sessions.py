@@ -337,28 +337,28 @@ def test_a_session_stops_being_routed_the_moment_it_closes(
 ):
     cookie = sign_in(data_path, ready, owner)
     assert data_path.get(ready.public_id, cookie=cookie).status_code == 200
-    kernel = connect(  # a kernel's WebSocket, open while the session ends
+    with connect(  # a kernel's WebSocket, open while the session ends
         f"ws://{ready.public_id}.sessions.localhost:{data_path.port}/api/kernels/k/channels",
         sock=socket.create_connection(("127.0.0.1", data_path.port)),
         additional_headers={"Cookie": cookie},
-    )
-    kernel.send("ping")
-    assert kernel.recv(timeout=5) == "ping"
-    started = time.monotonic()
-    job = ready.job
-    if end == "revoke":
-        client.force_login(owner)
-        client.post(f"/sessions/{ready.public_id}/revoke/")
-    elif end == "cancel":
-        client.force_login(owner)
-        client.post(f"/jobs/{job.pk}/cancel/")  # before Slurm has even been asked
-    elif end == "job-ends":
-        job.transition(Job.State.COMPLETED)
-    else:
-        Session.restart_for(job)
-    with pytest.raises(ConnectionClosed):
-        kernel.recv(timeout=2)
-    assert time.monotonic() - started < 2
+    ) as kernel:
+        kernel.send("ping")
+        assert kernel.recv(timeout=5) == "ping"
+        started = time.monotonic()
+        job = ready.job
+        if end == "revoke":
+            client.force_login(owner)
+            client.post(f"/sessions/{ready.public_id}/revoke/")
+        elif end == "cancel":
+            client.force_login(owner)
+            client.post(f"/jobs/{job.pk}/cancel/")  # before Slurm has even been asked
+        elif end == "job-ends":
+            job.transition(Job.State.COMPLETED)
+        else:
+            Session.restart_for(job)
+        with pytest.raises(ConnectionClosed):
+            kernel.recv(timeout=2)
+        assert time.monotonic() - started < 2
     assert data_path.api.routes() == {}
     response = data_path.get(ready.public_id, "/lab", cookie=cookie)
     assert response.status_code == 302  # to the portal, which says why
