@@ -215,6 +215,9 @@ def main() -> None:
     parser.add_argument("--http-conns", type=int, default=1000)
     parser.add_argument("--http-sessions", type=int, default=10, help="sessions wrk rotates")
     parser.add_argument("--hold-seconds", type=float, default=10, help="wrk's run in 3.")
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="how often 3. loads HAProxy (memory round by round)"
+    )
     parser.add_argument("--no-chp", action="store_true", help="skip configurable-http-proxy")
     parser.add_argument(
         "--extra-global",
@@ -424,30 +427,35 @@ def main() -> None:
         proxied_ws = [h for session in echoes for h in ["--", *ws_headers(session)]][1:]
         phases = [
             ("direct", echo_port, [], f"http://127.0.0.1:{up_port}/x", [{}] * len(https)),
-            (HAPROXY_LABEL, hp_port, proxied_ws, f"http://127.0.0.1:{hp_port}/x", https),
         ]
+        # The proxied load again and again: memory that keeps growing round after round
+        # would be a leak; memory taken once and reused is HAProxy's pools.
+        for n in range(1, args.rounds + 1):
+            label = HAPROXY_LABEL if n == 1 else f"HAProxy, round {n}"
+            phases.append((label, hp_port, proxied_ws, f"http://127.0.0.1:{hp_port}/x", https))
         load_rps = {}
         for label, ws_port, ws_hdrs, url, targets in phases:
-            proxied = label == HAPROXY_LABEL
+            proxied = label != "direct"
+            suffix = f" ({label.split(', ')[1]})" if label.startswith("HAProxy, ") else ""
             counters = backend_counters(stack)
 
-            def opened(_line: str, proxied: bool = proxied) -> None:
+            def opened(_line: str, proxied: bool = proxied, suffix: str = suffix) -> None:
                 if proxied:
-                    rss["WebSockets open"] = rss_kib(hp_pids)
+                    rss[f"WebSockets open{suffix}"] = rss_kib(hp_pids)
 
             with RssSampler(hp_pids) as sampler:
                 ws, (rps, p50, http_errors) = hold_and_load(
                     wsbench, ws_port, ws_hdrs, url, targets, args, opened
                 )
-            load_rps[label] = rps
+            load_rps.setdefault(label if not proxied else HAPROXY_LABEL, rps)
             ws_errors = int(ws.get("failed", 1) + ws.get("bad", 1) + ws.get("closed", 1))
             ws_errors += int(ws.get("open", 0) - ws.get("still_open", 0))
             if http_errors or ws_errors:
                 errors.append(f"{label}: {http_errors} HTTP, {ws_errors} WebSocket errors")
             if proxied:
-                rss["peak during"] = sampler.peak
+                rss[f"peak during{suffix}"] = sampler.peak
                 time.sleep(1)
-                rss["after (all closed)"] = rss_kib(hp_pids)
+                rss[f"after (all closed){suffix}"] = rss_kib(hp_pids)
                 stat = haproxy_stat(stack)
                 frontend = next(r for r in stat if r["svname"] == "FRONTEND")
                 queued = max(int(r["qmax"] or 0) for r in session_servers(stack))
