@@ -13,6 +13,7 @@ from jobs.api.auth import TokenRateThrottle
 from jobs.api.models import ApiToken
 from jobs.metrics import ingest
 from jobs.models import ContainerImage, Job
+from tests import factories
 from tests.metrics.conftest import make_job, records
 
 pytestmark = pytest.mark.django_db
@@ -331,21 +332,10 @@ def test_a_tensorboard_session_reads_a_folder_or_one_of_the_users_own_job_direct
     api, owner, outsider, catalog
 ):
     ContainerImage.objects.filter(slug="python").update(supports_gpu=True, offers_tensorboard=True)
-    mine = Job.objects.create(
-        owner=owner,
-        cluster=catalog,
-        partition=catalog.partitions.get(name="gpu"),
-        image=ContainerImage.objects.get(slug="python"),
-        kind="batch",
-        command="train",
-    )
-    theirs = Job.objects.create(
-        owner=outsider,
-        cluster=catalog,
-        partition=catalog.partitions.get(name="gpu"),
-        image=ContainerImage.objects.get(slug="python"),
-        kind="batch",
-        command="train",
+    python = ContainerImage.objects.get(slug="python")
+    mine, theirs = (
+        factories.job(user, catalog, "train", partition="gpu", image=python)
+        for user in (owner, outsider)
     )
 
     def create(**fields):

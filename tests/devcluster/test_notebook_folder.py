@@ -45,9 +45,14 @@ def test_a_notebook_opens_in_the_folder_chosen_and_makes_it(devcluster, owner):
         # JupyterLab does not ask about (or fetch) Jupyter news or updates: the job's own
         # default_setting_overrides.json makes "never" the default of both settings, as the
         # settings API of the JupyterLab it started says (what the user saved still wins).
-        info = operations.on_account(
-            account, lambda conn: operations.read_connection_file(conn, job.work_dir)
-        )
+        # connection.json follows Jupyter's "is running at" by up to a moment.
+        deadline, info = time.monotonic() + 30, None
+        while info is None and time.monotonic() < deadline:
+            info = operations.on_account(
+                account, lambda conn: operations.read_connection_file(conn, job.work_dir)
+            )
+            time.sleep(0.2 if info is None else 0)
+        assert info is not None, "no connection.json 30 s after Jupyter listened"
         answer = httpx.get(
             f"http://127.0.0.1:{info['port']}/lab/api/settings/"
             "@jupyterlab/apputils-extension:notification",

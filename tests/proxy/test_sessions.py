@@ -278,11 +278,8 @@ def test_the_owner_signs_in_on_the_sessions_host_and_reaches_the_notebook(ready,
     assert body["cookie"] == "_xsrf=x1"  # the portal's cookies stay behind
 
 
-def test_a_login_code_works_once_and_only_on_its_own_sessions_host(
-    ready, data_path, owner, echo, notebook_job
-):
-    state = "the-browsers-state"
-    code = issue_code(ready.public_id, owner.pk, state)
+def second_session(owner, notebook_job, echo) -> Session:
+    """Another open session of the owner's, on the same stand-in notebook."""
     other = Session.for_job(
         Job.objects.create(
             owner=owner,
@@ -294,7 +291,16 @@ def test_a_login_code_works_once_and_only_on_its_own_sessions_host(
             node="127.0.0.1",
         )
     )
-    other.mark_ready("127.0.0.1", echo, "t" * 32)
+    assert other.mark_ready("127.0.0.1", echo, "t" * 32)
+    return other
+
+
+def test_a_login_code_works_once_and_only_on_its_own_sessions_host(
+    ready, data_path, owner, echo, notebook_job
+):
+    state = "the-browsers-state"
+    code = issue_code(ready.public_id, owner.pk, state)
+    other = second_session(owner, notebook_job, echo)
     cookie = f"portal_state={state}"
     assert (
         data_path.get(other.public_id, f"/_portal/login?code={code}", cookie=cookie).status_code
@@ -315,18 +321,7 @@ def test_without_a_cookie_the_browser_goes_through_the_portal(ready, data_path, 
 def test_a_cookie_for_one_session_does_not_open_another(
     ready, data_path, owner, notebook_job, echo
 ):
-    other = Session.for_job(
-        Job.objects.create(
-            owner=owner,
-            cluster=notebook_job.cluster,
-            partition=notebook_job.partition,
-            image=notebook_job.image,
-            kind="notebook",
-            state="running",
-            node="127.0.0.1",
-        )
-    )
-    other.mark_ready("127.0.0.1", echo, "t" * 32)
+    other = second_session(owner, notebook_job, echo)
     cookie = sign_in(data_path, ready, owner)
     assert data_path.get(other.public_id, cookie=cookie).status_code == 302  # its own code first
 
