@@ -66,20 +66,27 @@ for port in $PORTS; do
 done
 if [ -z "$REDIS_PORT" ]; then
     stop_ours  # ours, answering an old password or on a port no longer tried
-    # The next free port: another checkout's Redis (or any other server) may hold the first.
+    # The next free port: another checkout's Redis (or any other server) may hold the first,
+    # and a port nothing listens on may still be some connection's local end (a bind then
+    # fails with "Address already in use"): then the next one.
     for port in $PORTS; do
-        if port_free "$port"; then REDIS_PORT=$port; break; fi
+        port_free "$port" || continue
+        printf '%s\n' "bind 127.0.0.1" "protected-mode yes" "port $port" \
+            "requirepass $REDIS_PASSWORD" 'save ""' "appendonly no" "dir $PWD/var/redis" \
+            "pidfile $PWD/var/redis/redis.pid" "logfile $PWD/var/redis/redis.log" \
+            "daemonize yes" > var/redis/redis.conf
+        chmod 600 var/redis/redis.conf
+        log "starting the portal's redis-server on 127.0.0.1:$port (password in var/redis.password)"
+        redis-server var/redis/redis.conf || true
+        for _ in $(seq 50); do is_ours "$port" && break; sleep 0.1; done
+        if is_ours "$port"; then REDIS_PORT=$port; break; fi
+        if ! tail -n 3 var/redis/redis.log 2>/dev/null | grep -q "Address already in use"; then
+            log "redis-server did not come up; see var/redis/redis.log"
+            exit 1
+        fi
+        log "127.0.0.1:$port is in use after all; trying the next port"
     done
     [ -n "$REDIS_PORT" ] || { log "no free port for Redis in $BASE_PORT-$((BASE_PORT + 20))"; exit 1; }
-    printf '%s\n' "bind 127.0.0.1" "protected-mode yes" "port $REDIS_PORT" \
-        "requirepass $REDIS_PASSWORD" 'save ""' "appendonly no" "dir $PWD/var/redis" \
-        "pidfile $PWD/var/redis/redis.pid" "logfile $PWD/var/redis/redis.log" \
-        "daemonize yes" > var/redis/redis.conf
-    chmod 600 var/redis/redis.conf
-    log "starting the portal's redis-server on 127.0.0.1:$REDIS_PORT (password in var/redis.password)"
-    redis-server var/redis/redis.conf
-    for _ in $(seq 50); do is_ours "$REDIS_PORT" && break; sleep 0.1; done
-    is_ours "$REDIS_PORT" || { log "redis-server did not come up; see var/redis/redis.log"; exit 1; }
 fi
 echo "redis://:$REDIS_PASSWORD@127.0.0.1:$REDIS_PORT/0" > var/redis.url
 chmod 600 var/redis.url

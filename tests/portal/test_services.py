@@ -103,3 +103,22 @@ def test_the_portals_redis_is_its_own_private_and_refuses_strangers(checkout, st
 
     subprocess.run(["bash", str(checkout / "deploy" / "redis.sh"), "stop"], timeout=30, check=True)
     assert not Path(f"/proc/{pid}").exists()
+
+
+def test_a_port_that_is_some_connections_local_end_is_skipped(checkout):
+    """Nothing listens on it, so it looks free, but a socket holds it (as an outgoing
+    connection's local port does) and Redis cannot bind it: the next port is taken.
+    Before, the script stopped with 'did not come up' (seen in CI)."""
+    import socket
+
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))  # bound, not listening
+    port = held.getsockname()[1]
+    try:
+        result = run_script(checkout, port)
+        assert f"127.0.0.1:{port} is in use after all" in result.stdout
+        url = (checkout / "var" / "redis.url").read_text().strip()
+        assert redis.connection.parse_url(url)["port"] > port
+        assert redis.Redis.from_url(url).ping()
+    finally:
+        held.close()
