@@ -174,9 +174,12 @@ def render(
         root = work_root(work_dir)
         argv = container_launch(job.image, job.gpus, work_dir, bind=root)
         folder = shlex.quote(f"{root}/{job.notebook_dir}" if job.notebook_dir else root)
+        # What every session kind shares: its port and secret, then its registration.
         common = {
             "launch": " ".join(shlex.quote(a) for a in argv),
-            "register_url": shlex.quote(register_url),
+            "session_start": _template("session_start.sh").substitute(
+                register_url=shlex.quote(register_url)
+            ),
             "register": _template("session_register.sh").substitute(),
         }
         if job.kind == Job.Kind.NOTEBOOK:
