@@ -734,12 +734,14 @@ class Job(models.Model):
                 errors["gpus"] = f"{image} does not support GPUs."
         if self.kind == self.Kind.TENSORBOARD and self.gpus:
             errors["gpus"] = "TensorBoard needs no GPU: choose 0 GPUs."
-        if validators.JOB_FOLDER.match(self.notebook_dir):
+        job_folder = validators.JOB_FOLDER.match(self.notebook_dir)
+        if job_folder:
             if self.kind != self.Kind.TENSORBOARD:
                 errors["notebook_dir"] = "Only TensorBoard sessions may read a job's own directory."
             else:
-                job_id, uid = self.notebook_dir.split("/")[2].split("-")
-                runs_of = Job.objects.filter(owner_id=self.owner_id, pk=job_id, uid=uid).first()
+                runs_of = Job.objects.filter(
+                    owner_id=self.owner_id, pk=job_folder["id"], uid=job_folder["uid"]
+                ).first()
                 if runs_of is None:
                     errors["notebook_dir"] = "That is not the directory of one of your jobs."
                 elif (runs_of.cluster_id, runs_of.workdir_kind) != (

@@ -46,7 +46,10 @@ _FOLDER_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_. +@=,-]{0,99}$")
 
 
 # A job's own work directory (<id>-<uid>), which a TensorBoard session may read.
-JOB_FOLDER = re.compile(r"^\.portal/jobs/[0-9]{1,12}-[0-9a-f]{10}(/|$)")
+JOB_FOLDER = re.compile(r"^\.portal/jobs/(?P<id>[0-9]{1,12})-(?P<uid>[0-9a-f]{10})(/|$)")
+# A session's upstream secret (Jupyter's token, TensorBoard's wrapper secret), from the
+# job's registration or connection.json: URL-safe, so it can reach HAProxy's runtime API.
+SESSION_TOKEN = re.compile(r"^[A-Za-z0-9_.~-]{16,256}$")
 
 
 def relative_folder(value: str) -> None:
@@ -56,8 +59,11 @@ def relative_folder(value: str) -> None:
     job's work directory, .portal/jobs/<id>-<uid>[/...], which only TensorBoard
     sessions may use (Job.clean)."""
     value = value.strip("/")
-    if JOB_FOLDER.match(value):
-        value = value.split("/", 3)[3] if value.count("/") >= 3 else "jobs"
+    job_folder = JOB_FOLDER.match(value)
+    if job_folder:  # the rest, if any, is checked as any folder is
+        value = value[job_folder.end() :]
+        if not value:
+            return
     parts = value.split("/")
     if len(parts) > 10 or not all(_FOLDER_PART.match(p) and p == p.strip() for p in parts):
         raise ValidationError(

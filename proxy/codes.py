@@ -64,10 +64,6 @@ def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
 _JWT_HEADER = _b64(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
 
 
@@ -91,25 +87,6 @@ def make_cookie(public_id: str, user_id: int, max_age: int | None = None) -> str
     payload = {"sid": public_id, "uid": user_id, "exp": expires}
     body = f"{_JWT_HEADER}.{_b64(json.dumps(payload, separators=(',', ':')).encode())}"
     return f"{body}.{_sign(body)}"
-
-
-def read_cookie(value: str, public_id: str) -> int | None:
-    """The user id in a valid, unexpired cookie for this session; None otherwise."""
-    parts = value.split(".")
-    if len(parts) != 3 or parts[0] != _JWT_HEADER:
-        return None
-    if not hmac.compare_digest(_sign(f"{parts[0]}.{parts[1]}"), parts[2]):
-        return None
-    try:
-        data = json.loads(_unb64(parts[1]))
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or data.get("sid") != public_id:
-        return None
-    if not isinstance(data.get("exp"), int) or data["exp"] <= time.time():
-        return None
-    uid = data.get("uid")
-    return uid if isinstance(uid, int) else None
 
 
 _UNSAFE_PATH = re.compile(r"[\\\x00-\x20\x7f]")

@@ -20,11 +20,11 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from jobs import validators
 from proxy.codes import cookie_name, cookie_secret, state_cookie_name
+from proxy.models import SESSION_ID
 
 BACKEND = "be_sessions"
-_SID = re.compile(r"^[0-9a-f]{32}$")
-_TOKEN = re.compile(r"^[A-Za-z0-9_.~-]{16,256}$")
 MAX_ANSWER = 4 * 1024 * 1024
 
 
@@ -101,14 +101,14 @@ class Route:
     token: str
 
     def __post_init__(self) -> None:
-        if not _SID.match(self.sid):
+        if not SESSION_ID.match(self.sid):
             raise ValueError(f"not a session id: {self.sid!r}")
         ipaddress.ip_address(self.address)  # ValueError for anything but an IP literal
         if "%" in self.address or " " in self.address:  # an IPv6 scope id may hold anything
             raise ValueError(f"not a plain IP address: {self.address!r}")
         if not 1 <= self.port <= 65535:
             raise ValueError(f"not a port: {self.port!r}")
-        if not _TOKEN.match(self.token):
+        if not validators.SESSION_TOKEN.match(self.token):
             raise ValueError("the upstream token is not URL-safe")
 
 
@@ -171,7 +171,7 @@ class RuntimeAPI:
     def remove(self, sid: str) -> None:
         """No new request reaches the session, and its open connections (WebSockets
         included) are closed."""
-        if not _SID.match(sid):
+        if not SESSION_ID.match(sid):
             raise ValueError(f"not a session id: {sid!r}")
         self.command(f"del map {self.map_path} {sid}")
         server = f"{BACKEND}/{sid}"
@@ -190,14 +190,14 @@ class RuntimeAPI:
         tokens = {}
         for line in self.command(f"show map {self.map_path}").splitlines():
             parts = line.split()  # "<entry id> <session id> <token>"
-            if len(parts) == 3 and _SID.match(parts[1]):
+            if len(parts) == 3 and SESSION_ID.match(parts[1]):
                 tokens[parts[1]] = parts[2]
         found = {}
         for line in self.command(f"show servers conn {BACKEND}").splitlines():
             parts = line.split()
             if len(parts) >= 4 and parts[0].startswith(f"{BACKEND}/") and parts[3].isdigit():
                 sid = parts[0].split("/", 1)[1]
-                if _SID.match(sid):
+                if SESSION_ID.match(sid):
                     found[sid] = (parts[2], int(parts[3]), tokens.get(sid, ""))
         return found
 

@@ -8,12 +8,11 @@ any middleware that could read the host against ALLOWED_HOSTS or set a cookie.
 
 from __future__ import annotations
 
-import re
-
 from django.conf import settings
 from django.http import HttpResponseNotFound
 
 from proxy import views
+from proxy.models import SESSION_ID
 
 
 def session_id_of(host: str) -> str | None:
@@ -24,7 +23,7 @@ def session_id_of(host: str) -> str | None:
     if not name.endswith(suffix):
         return None
     label = name[: -len(suffix)]
-    return label if re.fullmatch(r"[0-9a-f]{32}", label) else None
+    return label if SESSION_ID.match(label) else None
 
 
 class SessionHostMiddleware:

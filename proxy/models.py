@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 
 from django.conf import settings
@@ -18,6 +19,9 @@ def new_public_id() -> str:
     return secrets.token_hex(16)
 
 
+SESSION_ID = re.compile(r"^[0-9a-f]{32}$")  # what new_public_id() makes
+
+
 def session_origin(public_id: str) -> str:
     """The session's own origin: <scheme>://<id>.<SESSION_DOMAIN>[:port]."""
     port = f":{settings.SESSION_PUBLIC_PORT}" if settings.SESSION_PUBLIC_PORT else ""
@@ -27,6 +31,12 @@ def session_origin(public_id: str) -> str:
 class SessionQuerySet(models.QuerySet):
     def for_user(self, user) -> SessionQuerySet:
         return self if user.is_staff else self.filter(job__owner=user)
+
+    def maybe_open(self) -> SessionQuerySet:
+        """What the database can tell of is_open (which still decides, per session)."""
+        return self.filter(
+            state=Session.State.READY, job__state=Job.State.RUNNING, job__cancel_requested_at=None
+        ).select_related("job")
 
 
 class Session(models.Model):

@@ -120,11 +120,8 @@ def reconcile() -> dict[str, tuple[int, int] | str]:
     with _locked(wait=0) as taken:
         if not taken:
             return {"*": "another push or reconcile holds the lock"}
-        sessions = Session.objects.filter(
-            state=Session.State.READY, job__state="running", job__cancel_requested_at=None
-        ).select_related("job")
         wanted, keep = [], set()
-        for session in sessions:
+        for session in Session.objects.maybe_open():
             try:
                 route = route_of(session)
             except Unresolved:

@@ -1,7 +1,6 @@
 """Portal-side session endpoints: registration by the job, and opening a link."""
 
 import json
-import re
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -11,6 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from jobs import validators
 from jobs.models import Job
 from proxy import routes
 from proxy.codes import (
@@ -23,8 +23,6 @@ from proxy.codes import (
     state_cookie_name,
 )
 from proxy.models import Session
-
-_TOKEN = re.compile(r"^[A-Za-z0-9_.~-]{16,256}$")
 
 
 @csrf_exempt
@@ -59,7 +57,7 @@ def register(request, public_id: str):
         return JsonResponse(
             {"error": 'send JSON {"port": <int>, "token": "<jupyter token>"}'}, status=400
         )
-    if not (1024 <= port <= 65535) or not _TOKEN.match(token):
+    if not (1024 <= port <= 65535) or not validators.SESSION_TOKEN.match(token):
         return JsonResponse({"error": "port must be 1024-65535 and token URL-safe"}, status=400)
     # Where to connect: the node the scheduler reports, never a host named in the
     # request or the caller's address, so a job cannot aim the proxy anywhere else.
@@ -115,17 +113,23 @@ def session_start(request, public_id: str):
     next_path = safe_path(request.GET.get("next", "/"), default="/")
     query = urlencode({"next": next_path, "state": state})
     response = redirect(f"{settings.PORTAL_URL}/sessions/{public_id}/open/?{query}")
+    _set_host_cookie(response, state_cookie_name(), state, max(settings.SESSION_CODE_TTL, 300))
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _set_host_cookie(response, name: str, value: str, max_age: int) -> None:
+    """A cookie of the session's own host: no Domain, Path=/, HttpOnly, Lax, and Secure
+    over HTTPS (the __Host- names need it)."""
     response.set_cookie(
-        state_cookie_name(),
-        state,
-        max_age=max(settings.SESSION_CODE_TTL, 300),
+        name,
+        value,
+        max_age=max_age,
         path="/",
         secure=settings.SESSION_SCHEME == "https",
         httponly=True,
         samesite="Lax",
     )
-    response["Cache-Control"] = "no-store"
-    return response
 
 
 def session_login(request, public_id: str):
@@ -143,14 +147,11 @@ def session_login(request, public_id: str):
         )
     else:
         response = redirect(safe_path(request.GET.get("next", "/lab")))
-        response.set_cookie(
+        _set_host_cookie(
+            response,
             cookie_name(),
             make_cookie(public_id, user_id),
-            max_age=settings.SESSION_COOKIE_MAX_AGE,
-            path="/",
-            secure=settings.SESSION_SCHEME == "https",
-            httponly=True,
-            samesite="Lax",
+            settings.SESSION_COOKIE_MAX_AGE,
         )
     response.delete_cookie(state_cookie_name(), path="/", samesite="Lax")
     response["Cache-Control"] = "no-store"

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from jobs import validators
 from jobs.slurm import parsers, pool, ssh
 
 log = logging.getLogger(__name__)
@@ -359,7 +360,7 @@ def read_connection_file(conn: ssh.Connection, work_dir: str) -> dict | None:
         secret = str(info["secret"])
     except (ValueError, KeyError, TypeError):
         return None
-    if not (1024 <= port <= 65535) or not re.fullmatch(r"[A-Za-z0-9_.~-]{16,256}", secret):
+    if not (1024 <= port <= 65535) or not validators.SESSION_TOKEN.match(secret):
         return None
     return {"port": port, "secret": secret}
 
