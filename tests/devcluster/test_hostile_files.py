@@ -103,3 +103,43 @@ def test_hostile_metrics_files_are_skipped_and_sparse_ones_cannot_fill_a_worker(
     # 1 MiB budget. The old code held every file's read at once, 16 MiB before any copy.
     assert peak < 8 * settings.PORTAL_METRICS_TAIL_BYTES, f"peak {peak / 2**20:.1f} MiB"
     assert seconds < 30
+
+
+def test_a_hostile_connection_file_never_becomes_a_route(devcluster, owner):
+    """connection.json is written by the job: its secret goes to HAProxy's runtime API
+    (commands are split at ';' and newlines) and its port to a route. Only a URL-safe
+    secret and a user port pass; a FIFO or a link in its place is refused at once."""
+    from jobs.models import ClusterAccount
+
+    job = run_job(owner, devcluster, "true")
+    account = ClusterAccount.for_user(devcluster, owner)
+    path = f"{job.work_dir}/connection.json"
+
+    def read_with(content: str | None, make: list[str] | None = None):
+        def go(conn):
+            conn.run(["rm", "-f", "--", path])
+            if make is not None:
+                conn.run([*make, path])
+            else:
+                conn.run(["sh", "-c", 'printf %s "$1" > "$2"', "sh", content, path])
+            return operations.read_connection_file(conn, job.work_dir)
+
+        return timed(lambda: operations.on_account(account, go))
+
+    good = "A" * 32
+    assert read_with(f'{{"port": 8888, "secret": "{good}"}}')[0] == {"port": 8888, "secret": good}
+    for content in (
+        '{"port": 8888, "secret": "aaaaaaaaaaaaaaaa; del server be_sessions/x"}',
+        '{"port": 8888, "secret": "aaaaaaaaaaaaaaaa\\nshow info"}',
+        '{"port": 8888, "secret": "short"}',
+        f'{{"port": 80, "secret": "{good}"}}',
+        f'{{"port": "8888; x", "secret": "{good}"}}',
+        "not json",
+        " " * 100_000 + f'{{"port": 8888, "secret": "{good}"',  # cut: never whole JSON
+    ):
+        outcome, seconds = read_with(content)
+        assert outcome is None and seconds < 5, (content[:60], outcome)
+    for make, kind in ((["mkfifo"], "a FIFO"), (["ln", "-s", "/etc/passwd"], "a symbolic link")):
+        outcome, seconds = read_with(None, make)
+        assert isinstance(outcome, operations.NotARegularFile), outcome
+        assert kind in str(outcome) and seconds < 5
