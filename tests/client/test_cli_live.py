@@ -20,7 +20,7 @@ from jobs.slurm import operations
 from portal_client import cli
 from proxy.models import Session
 from tests.livestack import free_port
-from tests.metrics.conftest import make_job
+from tests.jobs.metrics.conftest import make_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

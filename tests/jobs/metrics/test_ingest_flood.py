@@ -11,7 +11,7 @@ import pytest
 
 from jobs.metrics import ingest
 from jobs.metrics.models import MetricPoint, MetricSeries
-from tests.metrics.conftest import make_job, records
+from tests.jobs.metrics.conftest import make_job, records
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,4 +1,4 @@
-"""Parsers on output captured from the dev cluster's Slurm 22.05 (tests/jobs/slurm_output/)."""
+"""Parsers on output captured from the dev cluster's Slurm 22.05 (tests/jobs/slurm/slurm_output/)."""
 
 import json
 from pathlib import Path

@@ -7,7 +7,7 @@ from django.test import Client
 
 from jobs.metrics import ingest
 from jobs.metrics.models import MetricPoint, MetricSeries
-from tests.metrics.conftest import make_job, records
+from tests.jobs.metrics.conftest import make_job, records
 
 pytestmark = pytest.mark.django_db
 

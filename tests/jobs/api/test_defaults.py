@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError
 
 from frontend.forms import launch_initial
 from jobs.models import ContainerImage, Job, Partition
-from tests.api.test_api import client_for
+from tests.jobs.api.test_api import client_for
 
 pytestmark = pytest.mark.django_db
 

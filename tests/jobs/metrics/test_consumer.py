@@ -8,7 +8,7 @@ from channels.db import database_sync_to_async
 from jobs.consumers import MetricsConsumer
 from jobs.metrics import ingest
 from tests.jobs.test_consumers import connect, run, session_cookie
-from tests.metrics.conftest import records
+from tests.jobs.metrics.conftest import records
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -65,7 +65,7 @@ def loss_id(history):
 
 
 def test_another_jobs_points_do_not_reach_this_socket(job, owner, cluster):
-    from tests.metrics.conftest import make_job
+    from tests.jobs.metrics.conftest import make_job
 
     other = make_job(owner, cluster)
     cookie = session_cookie(owner)

@@ -12,7 +12,7 @@ from jobs.api.models import ApiToken
 from jobs.api.views import MetricIngestView
 from jobs.metrics import ingest
 from jobs.models import ContainerImage, Job
-from tests.metrics.conftest import make_job
+from tests.jobs.metrics.conftest import make_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

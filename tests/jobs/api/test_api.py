@@ -14,7 +14,7 @@ from jobs.api.models import ApiToken
 from jobs.metrics import ingest
 from jobs.models import ContainerImage, Job
 from tests import factories
-from tests.metrics.conftest import make_job, records
+from tests.jobs.metrics.conftest import make_job, records
 
 pytestmark = pytest.mark.django_db
 
