@@ -9,7 +9,7 @@ SESSION_PORT ?= 8443
 
 # Chromium for the end-to-end tests: Debian's package (Playwright's own download
 # is not possible on machines without internet access).
-.PHONY: help venv services services-down browser devcluster devcluster-down demo-setup demo test bench lint format clean
+.PHONY: help venv services services-down browser devcluster devcluster-down demo-setup demo test bench lint typecheck format clean
 
 help:
 	@echo "make demo            set everything up and run the portal at http://localhost:$(PORT)/"
@@ -18,7 +18,8 @@ help:
 	@echo "make devcluster-down stop it"
 	@echo "make services-down   stop the portal's own Redis (make clean does too)"
 	@echo "make bench           benchmarks in bench/ (dev cluster)"
-	@echo "make lint            ruff"
+	@echo "make lint            ruff and mypy"
+	@echo "make typecheck       mypy (also run by make lint and make test)"
 
 venv:
 	@bash deploy/bootstrap.sh
@@ -68,7 +69,8 @@ demo: demo-setup
 	@$(DEMO_ENV) PORT=$(PORT) SESSION_PUBLIC_PORT=$(SESSION_PORT) PORTAL_URL=http://localhost:$(PORT) \
 		exec .venv/bin/honcho -d . -f deploy/Procfile.demo start
 
-test: venv services browser devcluster
+# Type errors fail the run before anything is set up.
+test: venv typecheck services browser devcluster
 	@PORTAL_DEMO=1 $(PY) manage.py collectstatic --noinput -v0
 	@bash deploy/run-tests.sh
 
@@ -83,9 +85,18 @@ endif
 	@$(DEMO_ENV) $(PY) bench/proxy_ws.py
 	@$(DEMO_ENV) $(PY) bench/metrics.py
 
-lint: venv
+lint: venv typecheck
 	@.venv/bin/ruff check .
 	@.venv/bin/ruff format --check .
+
+# mypy with django-stubs ([tool.mypy] in pyproject.toml); its plugin imports the settings.
+# The cache (var/mypy_cache) does not notice when the type of a setting changes (the
+# plugin reads them from portal/settings.py), so it starts afresh after an edit there.
+typecheck: venv
+	@[ var/mypy_cache/.settings -nt portal/settings.py ] && [ var/mypy_cache/.settings -nt portal/env.py ] \
+		|| rm -rf var/mypy_cache
+	@PORTAL_DEMO=1 .venv/bin/mypy
+	@touch var/mypy_cache/.settings
 
 format: venv
 	@.venv/bin/ruff format .

@@ -13,7 +13,16 @@ PREFIX = "plotly"
 
 
 def bundle_dir() -> Path:
-    return Path(importlib.util.find_spec("plotly").origin).parent / "package_data"
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or spec.origin is None:  # a dependency of the portal: only when broken
+        raise ImportError("plotly is not installed")
+    return Path(spec.origin).parent / "package_data"
+
+
+class BundleStorage(FileSystemStorage):
+    # collectstatic copies its files under this prefix, as it does a prefixed
+    # STATICFILES_DIRS entry's.
+    prefix = PREFIX
 
 
 class PlotlyFinder(BaseFinder):
@@ -27,6 +36,5 @@ class PlotlyFinder(BaseFinder):
         return [] if (find_all or kwargs.get("all")) else None
 
     def list(self, ignore_patterns):
-        storage = FileSystemStorage(location=bundle_dir())
-        storage.prefix = PREFIX
+        storage = BundleStorage(location=bundle_dir())
         yield NAME, storage

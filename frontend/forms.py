@@ -1,3 +1,5 @@
+from typing import Any, cast
+
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm
 
@@ -73,7 +75,8 @@ class LaunchForm(forms.ModelForm):
     image_notice = ""
 
     def clean(self):
-        cleaned = super().clean()
+        super().clean()  # ModelForm's returns cleaned_data (its stubs allow None)
+        cleaned = self.cleaned_data
         if not cleaned.get("gpus"):
             # A GPU type means nothing without GPUs (the page's list keeps one selected).
             cleaned["gpu_type"] = ""
@@ -103,8 +106,9 @@ def tensorboard_initial(job: Job) -> dict:
         "gpu_type": "",
         "cluster": job.cluster.name,
     }
-    if job.cluster.default_partition() is not None:
-        initial["partition"] = job.cluster.default_partition().pk
+    partition = job.cluster.default_partition()
+    if partition is not None:
+        initial["partition"] = partition.pk
     if job.work_dir:
         initial["notebook_dir"] = job.work_dir.removeprefix(work_root(job.work_dir)).strip("/")
         initial["workdir_kind"] = job.workdir_kind
@@ -157,7 +161,7 @@ def launch_initial(user, source: Job | None = None) -> dict:
 
 def partition_limits() -> dict:
     """What the browser needs to show limits and prevent impossible requests."""
-    clusters = {}
+    clusters: dict[str, dict[str, Any]] = {}
     for p in Partition.objects.filter(cluster__enabled=True).select_related("cluster"):
         c = clusters.setdefault(
             p.cluster.name, {"scratch": bool(p.cluster.scratch_root), "partitions": []}
@@ -190,10 +194,12 @@ class ClusterAccountForm(forms.ModelForm):
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
         self.instance.user = user
-        self.fields["cluster"].queryset = Cluster.objects.filter(
+        # A ForeignKey's form field: a ModelChoiceField.
+        cluster = cast(forms.ModelChoiceField, self.fields["cluster"])
+        cluster.queryset = Cluster.objects.filter(
             enabled=True, login_mode=Cluster.LoginMode.PER_USER
         ).exclude(accounts__user=user)
-        self.fields["cluster"].empty_label = None
+        cluster.empty_label = None
 
 
 class SignInForm(AuthenticationForm):

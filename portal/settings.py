@@ -29,7 +29,7 @@ if INSECURE_DEFAULTS_ALLOWED:
     if DATA_DIR.stat().st_uid == os.getuid():
         DATA_DIR.chmod(0o700)
 
-SECRET_KEY = env_secret("SECRET_KEY")
+SECRET_KEY = env_secret("SECRET_KEY") or ""
 if not SECRET_KEY:
     if not INSECURE_DEFAULTS_ALLOWED:
         raise ImproperlyConfigured(

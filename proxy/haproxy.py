@@ -13,6 +13,7 @@ import ipaddress
 import re
 import socket
 import time
+from collections.abc import Set
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
@@ -124,6 +125,7 @@ class RuntimeAPI:
     def command(self, line: str) -> str:
         if "\n" in line or ";" in line:
             raise ValueError("one runtime command at a time")
+        target: tuple[str, int] | str
         if self.address.startswith("tcp:"):
             host, _, port = self.address[4:].rpartition(":")
             family, target = socket.AF_INET, (host, int(port))
@@ -201,7 +203,7 @@ class RuntimeAPI:
                     found[sid] = (parts[2], int(parts[3]), tokens.get(sid, ""))
         return found
 
-    def reconcile(self, wanted: list[Route], keep: set[str] = frozenset()) -> tuple[int, int]:
+    def reconcile(self, wanted: list[Route], keep: Set[str] = frozenset()) -> tuple[int, int]:
         """Make HAProxy route exactly ``wanted`` (after a restart it routes nothing),
         leaving the routes of ``keep`` as they are. Returns (added, removed)."""
         have = self.routes()
