@@ -1,14 +1,15 @@
 from django.urls import path
 
 from frontend import views
+from jobs.metrics import views as metrics
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("launch/", views.launch, name="launch"),
     path("jobs/<int:pk>/", views.job_detail, name="job-detail"),
     path("jobs/<int:pk>/row/", views.job_row, name="job-row"),
-    path("jobs/<int:pk>/metrics/", views.job_metrics, name="job-metrics"),
-    path("jobs/<int:pk>/metrics/export/", views.job_metrics_export, name="job-metrics-export"),
+    path("jobs/<int:pk>/metrics/", metrics.job_metrics, name="job-metrics"),
+    path("jobs/<int:pk>/metrics/export/", metrics.job_metrics_export, name="job-metrics-export"),
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job-cancel"),
     path("jobs/<int:pk>/release/", views.job_release, name="job-release"),
     path("jobs/<int:pk>/logs/<str:stream>/", views.job_logs, name="job-logs"),

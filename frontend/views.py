@@ -17,9 +17,7 @@ from frontend.forms import (
     partition_limits,
     tensorboard_initial,
 )
-from jobs.api.models import ApiToken
-from jobs.metrics import query as metrics_query
-from jobs.models import ClusterAccount, ContainerImage, Job, Tag
+from jobs.models import ApiToken, ClusterAccount, ContainerImage, Job, Tag
 from jobs.slurm import operations, ssh
 
 PAGE_SIZE = 20
@@ -134,31 +132,6 @@ def job_detail(request, pk: int):
             .select_related("image")[:50]
         )
     return render(request, template, context)
-
-
-@login_required
-def job_metrics(request, pk: int):
-    """Series of a job as JSON: all, or ``?series=1,2``; downsampled to ``width`` unless
-    ``full=1``; ``lo``/``hi`` restrict the step range (zooming in)."""
-    job = get_job_for_user(request, pk)
-    try:
-        query = metrics_query.SeriesQuery.parse(request.GET)
-    except metrics_query.BadQuery as exc:
-        return JsonResponse({"error": str(exc)}, status=400)
-    return JsonResponse({"job": job.pk, "series": metrics_query.job_series(job.pk, query)})
-
-
-@login_required
-def job_metrics_export(request, pk: int):
-    """Every point of every series, as CSV (default) or JSON lines, streamed."""
-    job = get_job_for_user(request, pk)
-    fmt = request.GET.get("format", "csv")
-    if fmt not in ("csv", "json"):
-        return JsonResponse({"error": "format must be csv or json"}, status=400)
-    body, content_type, filename = metrics_query.export(job, fmt)
-    response = StreamingHttpResponse(body, content_type=content_type)
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
 
 
 @login_required

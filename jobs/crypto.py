@@ -1,6 +1,7 @@
 """Encryption at rest for cluster private keys (Fernet, rotatable), and the hashes
 kept in place of bearer secrets (session registration, metrics and API tokens)."""
 
+import base64
 import hashlib
 import hmac
 
@@ -49,3 +50,28 @@ def secret_hash(secret: str) -> str:
 def secret_matches(stored_hash: str, secret: str) -> bool:
     """True if ``secret`` hashes to ``stored_hash`` (constant time; an empty hash never matches)."""
     return bool(stored_hash) and hmac.compare_digest(stored_hash, secret_hash(secret))
+
+
+def ssh_fingerprint(key_blob: bytes) -> str:
+    """SHA256 fingerprint of an SSH public key's wire bytes, as `ssh-keygen -lf` prints it."""
+    digest = hashlib.sha256(key_blob).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def new_ssh_key_pair(comment: str) -> tuple[str, str]:
+    """A new Ed25519 key pair: (OpenSSH private key, public key line ending in ``comment``)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.generate()
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.OpenSSH,
+        serialization.NoEncryption(),
+    ).decode()
+    public = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        .decode()
+    )
+    return private, f"{public} {comment}"

@@ -6,50 +6,25 @@ from __future__ import annotations
 import logging
 import random
 from collections import defaultdict
-from contextlib import contextmanager
 from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
-from django.core.cache import cache
 from django.db import close_old_connections
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs.metrics.tail import tail_job
-from jobs.models import Cluster, ClusterAccount, Job
+from jobs.metrics.tasks import tail_metrics
+from jobs.models import Cluster, ClusterAccount, Job, choices
 from jobs.slurm import operations, scripts, ssh
+from jobs.task_helpers import backoff, limits, single_flight
 
 log = logging.getLogger(__name__)
 
-SCHEDULED_STATES = (Job.State.PENDING, Job.State.RUNNING, Job.State.COMPLETING)
+SCHEDULED_STATES = choices.SCHEDULED_STATES
 
 
-@contextmanager
-def single_flight(key: str, timeout: int):
-    """Yields True in the one worker holding ``key`` (a cache lock), False in the others."""
-    if not cache.add(key, 1, timeout=timeout):
-        yield False
-        return
-    try:
-        yield True
-    finally:
-        cache.delete(key)
-
-
-def _backoff(retries: int) -> float:
-    """2, 4, 8 … seconds (capped), with jitter so retries do not arrive together."""
-    return min(2 ** (retries + 1), settings.PORTAL_RETRY_BACKOFF_MAX) * random.uniform(0.8, 1.2)
-
-
-def _limits() -> dict:
-    """Celery time limits for tasks that talk to clusters (read at import: Celery's own
-    options are per task); a hung cluster can hold a worker this long at most."""
-    hard = settings.PORTAL_TASK_TIME_LIMIT
-    return {"time_limit": hard, "soft_time_limit": max(1.0, hard - 15)}
-
-
-@shared_task(bind=True, acks_late=True, max_retries=None, **_limits())
+@shared_task(bind=True, acks_late=True, max_retries=None, **limits())
 def submit_job(self, job_id: int) -> None:
     job = (
         Job.objects.select_related("cluster", "partition", "image", "owner")
@@ -99,7 +74,7 @@ def submit_job(self, job_id: int) -> None:
         if exc.transient and self.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
             job.release_submit_claim()
             log.warning("submit of job %s failed (%s); retrying", job_id, exc)
-            raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from None
+            raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from None
         prefix = "The cluster could not be reached: " if exc.transient else ""
         job.transition(
             Job.State.SUBMIT_FAILED, expect=(Job.State.QUEUED,), message=f"{prefix}{exc}"
@@ -142,7 +117,7 @@ def sync_clusters() -> None:
         sync_cluster.apply_async((cluster_id,), countdown=random.uniform(0, spread))
 
 
-@shared_task(**_limits())
+@shared_task(**limits())
 def sync_cluster(cluster_id: int) -> None:
     # One sync per cluster at a time, across all workers.
     timeout = max(60, int(settings.PORTAL_SYNC_INTERVAL * 4))
@@ -246,7 +221,7 @@ def discover_sessions(account, running_jobs) -> None:
             session.mark_ready(session.job.node, info["port"], info["secret"])
 
 
-@shared_task(bind=True, acks_late=True, max_retries=None, **_limits())
+@shared_task(bind=True, acks_late=True, max_retries=None, **limits())
 def cancel_job(self, job_id: int) -> None:
     job = Job.objects.select_related("cluster_account__cluster").filter(pk=job_id).first()
     if job is None or job.is_final:
@@ -255,7 +230,7 @@ def cancel_job(self, job_id: int) -> None:
         if job.request_cancel() and self.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
             # It is being submitted right now; the submit task cancels it when done,
             # or it reaches pending and we scancel it on the next try.
-            raise self.retry(countdown=_backoff(self.request.retries))
+            raise self.retry(countdown=backoff(self.request.retries))
         return
     _act_on_job(
         self,
@@ -265,7 +240,7 @@ def cancel_job(self, job_id: int) -> None:
     )
 
 
-@shared_task(bind=True, acks_late=True, max_retries=None, **_limits())
+@shared_task(bind=True, acks_late=True, max_retries=None, **limits())
 def release_job(self, job_id: int) -> None:
     """Release a held job (after a failed launch, or held by its owner)."""
     job = Job.objects.select_related("cluster_account__cluster").filter(pk=job_id).first()
@@ -288,7 +263,7 @@ def _act_on_job(task, job: Job, doing: str, operation) -> None:
         operations.on_account(job.cluster_account, operation)
     except ssh.SlurmError as exc:
         if exc.transient and task.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
-            raise task.retry(exc=exc, countdown=_backoff(task.request.retries)) from None
+            raise task.retry(exc=exc, countdown=backoff(task.request.retries)) from None
         job.update_details(message=f"{doing} failed: {exc}")
         return
     sync_jobs(Job.objects.filter(pk=job.pk))
@@ -337,7 +312,7 @@ def _enqueue(task, *args, **kwargs) -> None:
 ERROR_TAIL_BYTES = 8192
 
 
-@shared_task(bind=True, acks_late=True, max_retries=5, **_limits())
+@shared_task(bind=True, acks_late=True, max_retries=5, **limits())
 def read_error_tail(self, job_id: int) -> None:
     """Keep the end of a failed job's stderr with the job: the cause is usually there
     ('module: command not found', a Python traceback)."""
@@ -348,26 +323,7 @@ def read_error_tail(self, job_id: int) -> None:
         tail = operations.read_job_log(job, "stderr", max_bytes=ERROR_TAIL_BYTES)
     except ssh.SlurmError as exc:
         if exc.transient:
-            raise self.retry(countdown=_backoff(self.request.retries)) from None
+            raise self.retry(countdown=backoff(self.request.retries)) from None
         log.warning("stderr of job %s not read: %s", job_id, exc)
         return
     job.record_error_tail(tail.text)
-
-
-@shared_task(bind=True, acks_late=True, max_retries=30, **_limits())
-def tail_metrics(self, job_id: int, final: bool = False) -> None:
-    """Read new lines of a job's metrics files over SFTP (one reader per job at a time)."""
-    with single_flight(f"metrics-tail:{job_id}", 300) as mine:
-        if not mine:
-            if final:
-                # A read in progress may have started before the last lines were
-                # written: the final read must still happen, after it.
-                raise self.retry(countdown=5)
-            return
-        job = Job.objects.select_related("cluster_account__cluster").filter(pk=job_id).first()
-        if job is None:
-            return
-        try:
-            tail_job(job, max_passes=50 if final else 1)
-        except ssh.SlurmError as exc:
-            log.warning("metrics of job %s not read: %s", job_id, exc)

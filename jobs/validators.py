@@ -5,11 +5,14 @@ Values are also shell-quoted when they are rendered; these patterns catch
 mistakes early, with a message that says what is allowed.
 """
 
+import base64
 import re
 
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.utils.deconstruct import deconstructible
+
+from jobs import crypto
 
 # Slurm partition, account, GRES type and feature names.
 slurm_name = RegexValidator(
@@ -128,3 +131,40 @@ class EachItem:
 
 def split_list(value: str) -> list[str]:
     return [item.strip() for item in re.split(r"[,\s]+", value or "") if item.strip()]
+
+
+def host_key_fingerprint(public_key_line: str) -> str:
+    """SHA256 fingerprint, as `ssh-keygen -lf` prints it, of an OpenSSH public key line."""
+    return crypto.ssh_fingerprint(base64.b64decode(public_key_line.split()[1], validate=True))
+
+
+_HOST_KEY_TYPES = (
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "ssh-rsa",
+)
+
+
+def host_key(value: str) -> None:
+    """A pinned SSH host key: an OpenSSH public key line or its SHA256 fingerprint."""
+    value = value.strip()
+    if value.startswith("SHA256:"):
+        if len(value) != 50:
+            raise ValidationError(
+                "A SHA256 fingerprint is 'SHA256:' followed by 43 base64 characters, as "
+                "`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` prints it."
+            )
+        return
+    parts = value.split()
+    if len(parts) < 2 or parts[0] not in _HOST_KEY_TYPES:
+        raise ValidationError(
+            "Paste the cluster's public host key (a line such as 'ssh-ed25519 AAAA…', from "
+            "`ssh-keyscan -t ed25519 HOST` or /etc/ssh/ssh_host_ed25519_key.pub) or its "
+            "SHA256 fingerprint."
+        )
+    try:
+        base64.b64decode(parts[1], validate=True)
+    except ValueError:
+        raise ValidationError("The host key's base64 part is damaged.") from None

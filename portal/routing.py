@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, cast
 
 from django.urls import path
 
-from jobs.consumers import JobUpdatesConsumer, MetricsConsumer
+from jobs.consumers import JobUpdatesConsumer
+from jobs.metrics.consumers import MetricsConsumer
 
 if TYPE_CHECKING:
     from channels.consumer import _ASGIApplicationProtocol

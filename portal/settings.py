@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "jobs",
+    "jobs.metrics",
     "proxy",
     "frontend",
 ]
@@ -364,5 +365,5 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.models.Job.State"},
+    "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.models.choices.State"},
 }

@@ -6,7 +6,7 @@ class ProxyConfig(AppConfig):
     verbose_name = "Session links"
 
     def ready(self) -> None:
-        from jobs.events import job_changed
+        from jobs.broadcast import job_changed
         from proxy import routes
 
         job_changed.connect(routes.on_job_changed, dispatch_uid="proxy-routes")

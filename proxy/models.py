@@ -10,7 +10,8 @@ from django.db import models
 from django.utils import timezone
 
 from jobs import crypto
-from jobs.events import publish_job
+from jobs.access import sees_every_job
+from jobs.broadcast import publish_job
 from jobs.models import Job
 
 
@@ -30,7 +31,8 @@ def session_origin(public_id: str) -> str:
 
 class SessionQuerySet(models.QuerySet):
     def for_user(self, user) -> SessionQuerySet:
-        return self if user.is_staff else self.filter(job__owner=user)
+        """Sessions of the jobs a user may see (jobs/access.py)."""
+        return self if sees_every_job(user) else self.filter(job__owner=user)
 
     def maybe_open(self) -> SessionQuerySet:
         """What the database can tell of is_open (which still decides, per session)."""

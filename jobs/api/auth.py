@@ -5,7 +5,7 @@ from __future__ import annotations
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, throttling
 
-from jobs.api.models import ApiToken
+from jobs.models import ApiToken
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):

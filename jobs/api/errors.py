@@ -10,7 +10,7 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from rest_framework import status
-from rest_framework.exceptions import APIException
+from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.views import exception_handler as drf_exception_handler
 
 
@@ -77,3 +77,15 @@ def exception_handler(exc, context):
         }
     }
     return response
+
+
+class RefuseNul:
+    """NUL characters cannot be stored or compared by PostgreSQL: such a path or query
+    value is bad input (400), not a database error (500)."""
+
+    def initial(self, request, *args, **kwargs):
+        if "\x00" in request.path or any(
+            "\x00" in key or "\x00" in value for key, value in request.query_params.items()
+        ):
+            raise ValidationError({"non_field_errors": ["NUL characters are not allowed."]})
+        super().initial(request, *args, **kwargs)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.urls import reverse
 from rest_framework import serializers
 
-from jobs.events import session_payload
+from jobs.broadcast import session_payload
 from jobs.models import Cluster, ContainerImage, Job, JobEvent, Partition
 
 
@@ -159,7 +159,7 @@ class JobCreateSerializer(serializers.Serializer):
         required=False, min_value=1, max_value=525_600, help_text="Minutes."
     )
     account = serializers.CharField(required=False, allow_blank=True)
-    workdir = serializers.ChoiceField(choices=Job.Workdir.choices, required=False)
+    workdir = serializers.ChoiceField(choices=Job.WorkDir.choices, required=False)
     notebook_dir = serializers.CharField(
         required=False,
         allow_blank=True,

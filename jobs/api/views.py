@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from django.db import transaction
-from django.http import StreamingHttpResponse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
@@ -17,51 +16,30 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import (
-    generics,
     mixins,
     pagination,
-    permissions,
     serializers,
     status,
-    throttling,
     viewsets,
 )
 from rest_framework.decorators import action
 from rest_framework.exceptions import (
     APIException,
-    NotAuthenticated,
-    ParseError,
     ValidationError,
 )
 from rest_framework.response import Response
 
-from jobs.api.auth import JobTokenAuthentication
-from jobs.api.parsers import MetricsJSONParser
+from jobs.api.errors import RefuseNul
 from jobs.api.serializers import (
     ClusterSerializer,
     ContainerSerializer,
-    IngestResultSerializer,
     JobCreateSerializer,
     JobDetailSerializer,
     JobSerializer,
-    MetricRecordSerializer,
 )
-from jobs.metrics import ingest
-from jobs.metrics import query as metrics_query
+from jobs.metrics.views import MetricsActions
 from jobs.models import Cluster, ContainerImage, Job
 from jobs.slurm import operations, ssh
-
-
-class RefuseNul:
-    """NUL characters cannot be stored or compared by PostgreSQL: such a path or query
-    value is bad input (400), not a database error (500)."""
-
-    def initial(self, request, *args, **kwargs):
-        if "\x00" in request.path or any(
-            "\x00" in key or "\x00" in value for key, value in request.query_params.items()
-        ):
-            raise ValidationError({"non_field_errors": ["NUL characters are not allowed."]})
-        super().initial(request, *args, **kwargs)
 
 
 class ClusterError(APIException):
@@ -157,6 +135,7 @@ be accepted; nothing is created."""
 
 class JobViewSet(
     RefuseNul,
+    MetricsActions,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
     mixins.CreateModelMixin,
@@ -327,100 +306,7 @@ class JobViewSet(
             }
         )
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("format", str, enum=["json", "csv"], description="csv: every point"),
-            OpenApiParameter("series", str, description="Comma-separated series ids."),
-            OpenApiParameter("lo", int),
-            OpenApiParameter("hi", int),
-            OpenApiParameter("width", int, description="Downsample to this many buckets."),
-            OpenApiParameter("full", bool),
-        ]
-    )
-    @action(detail=True, methods=["get"], url_path="metrics")
-    def metrics(self, request, pk=None):
-        """Metric series: downsampled to ``width``, or at full resolution for a step range."""
-        job = self.get_object()
-        if request.query_params.get("format") == "csv":
-            body, content_type, filename = metrics_query.export(job, "csv")
-            response = StreamingHttpResponse(body, content_type=content_type)
-            response["Content-Disposition"] = f'attachment; filename="{filename}"'
-            return response
-        try:
-            query = metrics_query.SeriesQuery.parse(request.query_params)
-        except metrics_query.BadQuery as exc:
-            raise ValidationError({exc.field: [exc.message]}) from None
-        return Response({"job": job.pk, "series": metrics_query.job_series(job.pk, query)})
-
-
-class Gone(APIException):
-    status_code = status.HTTP_410_GONE
-    default_code = "gone"
-
 
 class Conflict(APIException):
     status_code = status.HTTP_409_CONFLICT
     default_code = "conflict"
-
-
-class QuotaExceeded(APIException):
-    status_code = 413
-    default_code = "quota_exceeded"
-
-
-class JobIngestThrottle(throttling.SimpleRateThrottle):
-    """Upload requests per job (PORTAL_METRICS_INGEST_RATE), whatever the caller's address."""
-
-    scope = "ingest"
-
-    def get_cache_key(self, request, view):
-        job = request.auth
-        return self.cache_format % {"scope": self.scope, "ident": f"job-{job.pk}-{job.uid}"}
-
-
-class IsJobToken(permissions.BasePermission):
-    message = "Send the job's metrics token as 'Authorization: Bearer <token>'."
-
-    def has_permission(self, request, view):
-        return isinstance(request.auth, Job)
-
-
-class MetricIngestView(RefuseNul, generics.GenericAPIView):
-    """Metric records from the in-job client, with the job's own token (not a user's).
-
-    The body is a JSON array of ``{"seq", "time", "step", "metrics": {...}, "rank",
-    "attempt", "system", "node"}`` records; records already stored (same series and seq)
-    are counted as duplicates, so a retried batch adds nothing."""
-
-    authentication_classes = [JobTokenAuthentication]
-    permission_classes = [IsJobToken]
-    throttle_classes = [JobIngestThrottle]
-    parser_classes = [MetricsJSONParser]
-    serializer_class = IngestResultSerializer  # the answer; requests are parsed by ingest
-
-    def permission_denied(self, request, message=None, code=None):
-        if request.auth is None:
-            raise NotAuthenticated(IsJobToken.message)
-        super().permission_denied(request, message, code)
-
-    @extend_schema(request=MetricRecordSerializer(many=True), responses=IngestResultSerializer)
-    def post(self, request, pk: int):
-        job = request.auth
-        if job.is_final:
-            raise Gone(f"Job {pk} has ended; its metrics files are read by the portal.")
-        if not isinstance(request.data, list):
-            raise ParseError("The body must be a JSON array of metric records.")
-        parsed = ingest.parse_batch(request.data)
-        if parsed.errors and not parsed.records:
-            raise ValidationError({"records": ["No valid records.", *parsed.errors[:20]]})
-        try:
-            result = ingest.ingest(job, parsed.records, nbytes=len(request.body))
-        except ingest.QuotaExceeded as exc:
-            raise QuotaExceeded(f"{exc} Nothing of this batch was stored.") from None
-        return Response(
-            {
-                "inserted": result.inserted,
-                "duplicates": result.duplicates,
-                "rejected": parsed.errors[:20],
-            }
-        )

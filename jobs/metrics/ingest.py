@@ -284,7 +284,7 @@ def _insert(rows: list[tuple]) -> None:
 
 
 def publish_points(job: Job, result: IngestResult) -> None:
-    from jobs.events import publish_metrics
+    from jobs.metrics.broadcast import publish_metrics
 
     publish_metrics(
         job.pk,

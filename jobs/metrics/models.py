@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from django.db import models
 
-from jobs.models import Job
-
 
 class MetricSeries(models.Model):
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="metric_series")
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="metric_series")
     key = models.CharField(max_length=100)
     rank = models.PositiveIntegerField(default=0)
     attempt = models.PositiveIntegerField(
@@ -28,7 +26,7 @@ class MetricSeries(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        app_label = "jobs"
+        db_table = "jobs_metricseries"  # made when metrics were part of the jobs app
         ordering = ["system", "key", "rank", "attempt"]
         constraints = [
             models.UniqueConstraint(
@@ -71,7 +69,7 @@ class MetricPoint(models.Model):
     time = models.FloatField(help_text="Unix time the job logged it.")
 
     class Meta:
-        app_label = "jobs"
+        db_table = "jobs_metricpoint"  # made when metrics were part of the jobs app
         indexes = [models.Index(fields=["series", "step"], name="metric_point_step")]
 
     def __str__(self) -> str:
@@ -81,13 +79,13 @@ class MetricPoint(models.Model):
 class MetricFile(models.Model):
     """How far the SSH tail has read one of a job's metrics files."""
 
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="metric_files")
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="metric_files")
     name = models.CharField(max_length=100)
     offset = models.PositiveBigIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        app_label = "jobs"
+        db_table = "jobs_metricfile"  # made when metrics were part of the jobs app
         constraints = [models.UniqueConstraint(fields=["job", "name"], name="metric_file_unique")]
 
     def __str__(self) -> str:

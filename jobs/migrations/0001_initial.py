@@ -3,7 +3,6 @@
 import django.core.validators
 import django.db.models.deletion
 import django.utils.timezone
-import jobs.models
 import jobs.validators
 from django.conf import settings
 from django.db import migrations, models
@@ -26,7 +25,7 @@ class Migration(migrations.Migration):
                 ('description', models.CharField(blank=True, max_length=200)),
                 ('ssh_host', models.CharField(max_length=253, validators=[django.core.validators.RegexValidator('^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$|^\\d{1,3}(\\.\\d{1,3}){3}$|^\\[?[0-9A-Fa-f:]+\\]?$', 'Enter a host name (login.cluster.example.org) or an IP address.')])),
                 ('ssh_port', models.PositiveIntegerField(default=22, validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(65535)])),
-                ('host_key', models.TextField(help_text='Pinned SSH host key: the public key line or its SHA256 fingerprint. Connections presenting any other key are refused.', validators=[jobs.models.validate_host_key])),
+                ('host_key', models.TextField(help_text='Pinned SSH host key: the public key line or its SHA256 fingerprint. Connections presenting any other key are refused.', validators=[jobs.validators.host_key])),
                 ('login_mode', models.CharField(choices=[('per_user', 'Each portal user logs in with their own cluster account'), ('service', "One service account runs every user's jobs")], default='per_user', max_length=16)),
                 ('default_account', models.CharField(blank=True, help_text='Slurm account (--account) used when the user does not choose one.', max_length=64, validators=[django.core.validators.RegexValidator('^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$', "Use letters, digits, '_', '.' and '-' (up to 64 characters, starting with a letter or digit).")])),
                 ('home_root', models.CharField(default='/home/{user}', help_text='Home directory of a cluster user; {user} is replaced by the cluster user name.', max_length=255, validators=[jobs.validators.workdir_root])),

@@ -7,8 +7,6 @@ shell. The server's host key must match the key pinned on the Cluster.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import io
 import logging
 import select
@@ -20,6 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import paramiko
+
+from jobs import crypto
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +87,7 @@ def load_private_key(text: str) -> paramiko.PKey:
 
 
 def key_fingerprint(key: paramiko.PKey) -> str:
-    digest = hashlib.sha256(key.asbytes()).digest()
-    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+    return crypto.ssh_fingerprint(key.asbytes())
 
 
 def host_key_matches(pinned: str, presented: paramiko.PKey) -> bool:

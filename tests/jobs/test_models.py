@@ -1,3 +1,5 @@
+from functools import partial
+
 import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError
@@ -12,8 +14,9 @@ from jobs.models import (
     JobEvent,
     Partition,
     Tag,
-    host_key_fingerprint,
 )
+from jobs.validators import host_key_fingerprint
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -90,10 +93,10 @@ def test_image_must_offer_at_least_one_kind():
 
 
 def test_offered_excludes_disabled_and_lists_deprecated_last():
-    ContainerImage.objects.create(name="A", slug="a", runtime="none", sort_order=5)
-    ContainerImage.objects.create(name="B", slug="b", runtime="none", enabled=False)
-    ContainerImage.objects.create(name="C", slug="c", runtime="none", deprecated=True, sort_order=1)
-    ContainerImage.objects.create(name="D", slug="d", runtime="none", sort_order=9)
+    factories.image("a", "A", sort_order=5)
+    factories.image("b", "B", enabled=False)
+    factories.image("c", "C", deprecated=True, sort_order=1)
+    factories.image("d", "D", sort_order=9)
     assert [i.slug for i in ContainerImage.objects.offered()] == ["a", "d", "c"]
 
 
@@ -110,53 +113,46 @@ def test_duplicate_makes_a_disabled_copy_with_tags_and_a_free_slug(image):
 # --- Cluster and Partition ----------------------------------------------------------
 
 
-def make_cluster(**overrides) -> Cluster:
-    fields = dict(
-        name="c1",
-        ssh_host="login.example.org",
-        host_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOqmCr0ke0UTgwV9vPwNDnqf4mr8v07WgMJOuFbxZuBs",
-    )
-    fields.update(overrides)
-    return Cluster(**fields)
+unsaved_cluster = partial(factories.cluster, "c1", save=False)
 
 
 def test_cluster_accepts_public_key_or_fingerprint():
-    make_cluster().full_clean()
-    make_cluster(host_key="SHA256:" + "A" * 43).full_clean()
+    unsaved_cluster().full_clean()
+    unsaved_cluster(host_key="SHA256:" + "A" * 43).full_clean()
 
 
 @pytest.mark.parametrize("key", ["AAAA", "ssh-foo AAAA", "SHA256:short", "ssh-ed25519 not*base64"])
 def test_cluster_rejects_a_malformed_host_key(key):
-    assert "host_key" in errors_of(make_cluster(host_key=key))
+    assert "host_key" in errors_of(unsaved_cluster(host_key=key))
 
 
 def test_host_key_fingerprint_matches_ssh_keygen():
     # ssh-keygen -lf on this key prints this fingerprint.
     key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOqmCr0ke0UTgwV9vPwNDnqf4mr8v07WgMJOuFbxZuBs"
-    assert host_key_fingerprint(key) == make_cluster(host_key=key).host_key_fingerprint
+    assert host_key_fingerprint(key) == unsaved_cluster(host_key=key).host_key_fingerprint
     assert host_key_fingerprint(key).startswith("SHA256:") and len(host_key_fingerprint(key)) == 50
 
 
 @pytest.mark.parametrize("host", ["login;id", "a b", "$(id)", "-oProxyCommand=x"])
 def test_cluster_rejects_unsafe_hosts(host):
-    assert "ssh_host" in errors_of(make_cluster(ssh_host=host))
+    assert "ssh_host" in errors_of(unsaved_cluster(ssh_host=host))
 
 
 @pytest.mark.parametrize("root", ["/home/{user}", "/scratch/{user}/work", "/data"])
 def test_workdir_roots_accept_absolute_templates(root):
-    make_cluster(home_root=root, scratch_root=root).full_clean()
+    unsaved_cluster(home_root=root, scratch_root=root).full_clean()
 
 
 @pytest.mark.parametrize(
     "root", ["~/x", "home/{user}", "/x/{uid}", "/x/$USER", "/x/{user};id", "/x/../y"]
 )
 def test_workdir_roots_reject_relative_unknown_placeholders_and_shell(root):
-    assert "home_root" in errors_of(make_cluster(home_root=root))
+    assert "home_root" in errors_of(unsaved_cluster(home_root=root))
 
 
 @pytest.mark.parametrize("account", ["proj;id", "a b", "$(id)", "-x"])
 def test_default_account_is_a_slurm_name(account):
-    assert "default_account" in errors_of(make_cluster(default_account=account))
+    assert "default_account" in errors_of(unsaved_cluster(default_account=account))
 
 
 def test_workdir_root_substitutes_the_cluster_user(cluster):
@@ -217,8 +213,8 @@ def test_encryption_keys_rotate(cluster, owner):
 
 
 def test_account_for_user_follows_the_cluster_login_mode(cluster, owner, outsider):
-    service = ClusterAccount.objects.create(cluster=cluster, user=None, username="svc")
-    personal = ClusterAccount.objects.create(cluster=cluster, user=owner, username="alice")
+    service = factories.account(cluster, None, "svc")
+    personal = factories.account(cluster, owner, "alice")
     assert ClusterAccount.for_user(cluster, owner) == personal
     assert ClusterAccount.for_user(cluster, outsider) is None
     cluster.login_mode = Cluster.LoginMode.SERVICE
@@ -226,7 +222,7 @@ def test_account_for_user_follows_the_cluster_login_mode(cluster, owner, outside
 
 
 def test_one_service_account_per_cluster(cluster):
-    ClusterAccount.objects.create(cluster=cluster, user=None, username="svc")
+    factories.account(cluster, None, "svc")
     with pytest.raises(IntegrityError):
         ClusterAccount.objects.create(cluster=cluster, user=None, username="svc2")
 
@@ -239,23 +235,21 @@ def test_cluster_username_is_a_posix_name(cluster, name):
 # --- Job -------------------------------------------------------------------------------
 
 
-def new_job(owner, cluster, image, **overrides) -> Job:
-    fields = dict(
-        owner=owner,
-        cluster=cluster,
-        partition=cluster.partitions.get(name="gpu"),
-        image=image,
-        kind=Job.Kind.BATCH,
-        command="python train.py",
-        gpus=1,
-        gpu_type="v100",
-    )
-    fields.update(overrides)
-    return Job(**fields)
+# Within the gpu partition's limits; each test changes one thing.
+unsaved_job = partial(
+    factories.job,
+    command="python train.py",
+    partition="gpu",
+    gpus=1,
+    gpu_type="v100",
+    memory_gb=4,
+    time_limit_minutes=60,
+    save=False,
+)
 
 
 def test_job_within_limits_is_valid(owner, cluster, image):
-    new_job(owner, cluster, image).full_clean()
+    unsaved_job(owner, cluster, image=image).full_clean()
 
 
 @pytest.mark.parametrize(
@@ -273,44 +267,46 @@ def test_job_within_limits_is_valid(owner, cluster, image):
 def test_job_outside_partition_limits_gets_a_field_message(
     owner, cluster, image, overrides, field, words
 ):
-    errors = errors_of(new_job(owner, cluster, image, **overrides))
+    errors = errors_of(unsaved_job(owner, cluster, image=image, **overrides))
     assert words in " ".join(errors[field])
 
 
 def test_job_on_cpu_partition_cannot_ask_for_gpus(owner, cluster, image):
-    job = new_job(owner, cluster, image, partition=cluster.partitions.get(name="cpu"), gpu_type="")
+    job = unsaved_job(
+        owner, cluster, image=image, partition=cluster.partitions.get(name="cpu"), gpu_type=""
+    )
     assert "has no GPUs" in errors_of(job)["gpus"][0]
 
 
 def test_job_cannot_use_a_disabled_image_but_may_use_a_deprecated_one(owner, cluster, image):
     image.deprecated = True
     image.save()
-    new_job(owner, cluster, image).full_clean()  # still runs
+    unsaved_job(owner, cluster, image=image).full_clean()  # still runs
     assert image.deprecation_text.endswith(
         "is deprecated: it still runs, but may be removed; prefer a newer image."
     )
     image.enabled = False
     image.save()
-    assert "no longer offered" in errors_of(new_job(owner, cluster, image))["image"][0]
+    assert "no longer offered" in errors_of(unsaved_job(owner, cluster, image=image))["image"][0]
 
 
 def test_job_kind_must_be_offered_by_the_image(owner, cluster, image):
     image.offers_notebook = False
     image.save()
-    errors = errors_of(new_job(owner, cluster, image, kind=Job.Kind.NOTEBOOK))
+    errors = errors_of(unsaved_job(owner, cluster, image=image, kind=Job.Kind.NOTEBOOK))
     assert "does not offer notebook" in errors["kind"][0]
 
 
 def test_job_partition_must_belong_to_the_cluster(owner, cluster, image):
-    other = Cluster.objects.create(name="other", ssh_host="h", host_key="SHA256:" + "B" * 43)
-    job = new_job(owner, cluster, image, gpus=0, gpu_type="")
+    other = factories.cluster("other", ssh_host="h", host_key="SHA256:" + "B" * 43)
+    job = unsaved_job(owner, cluster, image=image, gpus=0, gpu_type="")
     job.cluster = other
     errors = errors_of(job)
     assert "is not on cluster other" in errors["partition"][0]
 
 
 def test_transition_writes_an_event_and_sets_timestamps(owner, cluster, image):
-    job = new_job(owner, cluster, image)
+    job = unsaved_job(owner, cluster, image=image)
     job.save()
     assert job.transition(Job.State.PENDING, scheduler_job_id="42")
     assert job.transition(Job.State.RUNNING, node="gpu01")
@@ -331,7 +327,7 @@ def test_transition_writes_an_event_and_sets_timestamps(owner, cluster, image):
 
 
 def test_transition_refuses_when_another_worker_moved_the_job_first(owner, cluster, image):
-    job = new_job(owner, cluster, image)
+    job = unsaved_job(owner, cluster, image=image)
     job.save()
     stale = Job.objects.get(pk=job.pk)
     assert job.transition(Job.State.CANCELLED)
@@ -342,14 +338,14 @@ def test_transition_refuses_when_another_worker_moved_the_job_first(owner, clust
 
 
 def test_final_states_are_final_by_default(owner, cluster, image):
-    job = new_job(owner, cluster, image)
+    job = unsaved_job(owner, cluster, image=image)
     job.save()
     job.transition(Job.State.FAILED, exit_code=3)
     assert not job.transition(Job.State.RUNNING)
 
 
 def test_for_user_shows_own_jobs_and_everything_to_staff(owner, outsider, staff, cluster, image):
-    mine = new_job(owner, cluster, image)
+    mine = unsaved_job(owner, cluster, image=image)
     mine.save()
     assert list(Job.objects.for_user(owner)) == [mine]
     assert list(Job.objects.for_user(outsider)) == []

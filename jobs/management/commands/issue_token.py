@@ -3,7 +3,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from jobs.api.models import ApiToken
+from jobs.models import ApiToken
 
 
 class Command(BaseCommand):

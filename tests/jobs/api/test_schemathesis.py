@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 
 from jobs.api.auth import TokenRateThrottle
-from jobs.api.models import ApiToken
-from jobs.api.views import MetricIngestView
 from jobs.metrics import ingest
-from jobs.models import ContainerImage, Job
-from tests.jobs.metrics.conftest import make_job
+from jobs.metrics.views import MetricIngestView
+from jobs.models import ApiToken, ContainerImage, Job
+from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,9 +52,9 @@ def portal(live_server, owner, outsider, catalog, monkeypatch):
     monkeypatch.setattr(tasks.cancel_job, "delay", lambda *a: None)
     monkeypatch.setattr(TokenRateThrottle, "THROTTLE_RATES", {"api": "1000000/min"})
     cluster, image = catalog, ContainerImage.objects.get(slug="python")
-    running = make_job(owner, cluster, "running", image)
-    ended = make_job(owner, cluster, "completed", image)
-    theirs = make_job(outsider, cluster, "running", image)
+    running = factories.training_job(owner, cluster, "running", image=image)
+    ended = factories.training_job(owner, cluster, "completed", image=image)
+    theirs = factories.training_job(outsider, cluster, "running", image=image)
     job_token = ingest.issue_token(running)
     reached = {"ingest": 0}
     real_post = MetricIngestView.post

@@ -7,7 +7,7 @@ from django.test import Client
 
 from jobs.metrics import ingest
 from jobs.metrics.models import MetricPoint, MetricSeries
-from tests.jobs.metrics.conftest import make_job, records
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -17,10 +17,12 @@ def stored(job):
 
 
 def test_ingest_twice_stores_each_point_once(job, django_capture_on_commit_callbacks):
-    parsed = ingest.parse_batch(records(100))
+    parsed = ingest.parse_batch(factories.metric_records(100))
     first = ingest.ingest(job, parsed.records)
     again = ingest.ingest(job, parsed.records)
-    overlap = ingest.ingest(job, ingest.parse_batch(records(100, start=50)).records)
+    overlap = ingest.ingest(
+        job, ingest.parse_batch(factories.metric_records(100, start=50)).records
+    )
     assert (first.inserted, again.inserted, overlap.inserted) == (200, 0, 100)
     assert again.duplicates == 200 and overlap.duplicates == 100
     assert len(stored(job)) == 300
@@ -32,7 +34,12 @@ def test_ingest_twice_stores_each_point_once(job, django_capture_on_commit_callb
 
 def test_a_requeued_attempt_and_another_rank_are_separate_series(job):
     ingest.ingest(
-        job, ingest.parse_batch(records(10) + records(10, attempt=1) + records(10, rank=1)).records
+        job,
+        ingest.parse_batch(
+            factories.metric_records(10)
+            + factories.metric_records(10, attempt=1)
+            + factories.metric_records(10, rank=1)
+        ).records,
     )
     labels = sorted(s.label for s in MetricSeries.objects.filter(job=job, key="loss"))
     assert labels == ["loss", "loss (attempt 2)", "loss [rank 1]"]
@@ -40,7 +47,7 @@ def test_a_requeued_attempt_and_another_rank_are_separate_series(job):
 
 
 def test_parse_lines_leaves_a_partial_last_line_for_the_next_read():
-    lines = "\n".join(json.dumps(r) for r in records(3)).encode()
+    lines = "\n".join(json.dumps(r) for r in factories.metric_records(3)).encode()
     parsed, used = ingest.parse_lines(lines + b"\n" + b'{"seq": 3, "att')
     assert [r.seq for r in parsed.records] == [0, 1, 2] and used == len(lines) + 1
 
@@ -91,10 +98,10 @@ def post(job_id, body, token=None):
 
 def test_upload_with_the_jobs_token_stores_points(job):
     token = ingest.issue_token(job)
-    response = post(job.pk, records(20), token)
+    response = post(job.pk, factories.metric_records(20), token)
     assert response.status_code == 200, response.content
     assert response.json() == {"inserted": 40, "duplicates": 0, "rejected": []}
-    assert post(job.pk, records(20), token).json()["duplicates"] == 40
+    assert post(job.pk, factories.metric_records(20), token).json()["duplicates"] == 40
     assert len(stored(job)) == 40
 
 
@@ -105,22 +112,24 @@ def test_only_the_tokens_hash_is_stored(job):
 
 
 def test_a_token_for_job_a_cannot_write_to_job_b(job, owner, cluster):
-    other = make_job(owner, cluster)
+    other = factories.training_job(owner, cluster)
     token_a = ingest.issue_token(job)
     ingest.issue_token(other)
-    response = post(other.pk, records(5), token_a)
+    response = post(other.pk, factories.metric_records(5), token_a)
     assert (
         response.status_code == 403 and "not valid for job" in response.json()["error"]["message"]
     )
     assert stored(other) == []
-    assert post(999999, records(5), token_a).status_code == 403  # unknown id: same answer
+    assert (
+        post(999999, factories.metric_records(5), token_a).status_code == 403
+    )  # unknown id: same answer
 
 
 def test_the_token_stops_working_when_the_job_ends(job):
     token = ingest.issue_token(job)
-    assert post(job.pk, records(5), token).status_code == 200
+    assert post(job.pk, factories.metric_records(5), token).status_code == 200
     job.transition("completed")
-    response = post(job.pk, records(5, start=5), token)
+    response = post(job.pk, factories.metric_records(5, start=5), token)
     assert response.status_code == 410 and "ended" in response.json()["error"]["message"]
     assert len(stored(job)) == 10
 
@@ -128,8 +137,8 @@ def test_the_token_stops_working_when_the_job_ends(job):
 def test_a_new_token_replaces_the_old_one(job):
     old = ingest.issue_token(job)
     new = ingest.issue_token(job)
-    assert post(job.pk, records(1), old).status_code == 403
-    assert post(job.pk, records(1), new).status_code == 200
+    assert post(job.pk, factories.metric_records(1), old).status_code == 403
+    assert post(job.pk, factories.metric_records(1), new).status_code == 200
 
 
 @pytest.mark.parametrize(
@@ -150,14 +159,14 @@ def test_bad_uploads_are_refused_with_a_message(job, body, status, text):
 def test_body_size_follows_djangos_setting(job, settings):
     token = ingest.issue_token(job)
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 200
-    too_big = post(job.pk, records(20), token)
+    too_big = post(job.pk, factories.metric_records(20), token)
     assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "too_large"
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = None  # no bound
-    assert post(job.pk, records(20), token).status_code == 200
+    assert post(job.pk, factories.metric_records(20), token).status_code == 200
 
 
 def test_missing_token_is_401_and_get_is_405(job):
-    assert post(job.pk, records(1)).status_code == 401
+    assert post(job.pk, factories.metric_records(1)).status_code == 401
     token = ingest.issue_token(job)
     get = Client().get(
         f"/api/v1/jobs/{job.pk}/metrics/ingest/", HTTP_AUTHORIZATION=f"Bearer {token}"
@@ -167,7 +176,9 @@ def test_missing_token_is_401_and_get_is_405(job):
 
 def test_good_records_are_kept_when_some_are_bad(job):
     token = ingest.issue_token(job)
-    response = post(job.pk, records(2) + [{"seq": 9, "time": 1, "metrics": {"x": None}}], token)
+    response = post(
+        job.pk, factories.metric_records(2) + [{"seq": 9, "time": 1, "metrics": {"x": None}}], token
+    )
     body = response.json()
     assert (
         response.status_code == 200 and body["inserted"] == 4 and "record 2" in body["rejected"][0]
@@ -180,26 +191,28 @@ def test_good_records_are_kept_when_some_are_bad(job):
 def test_too_many_series_is_a_413_and_stores_nothing(job, settings):
     settings.PORTAL_METRICS_MAX_SERIES = 3
     token = ingest.issue_token(job)
-    assert post(job.pk, records(5), token).status_code == 200  # loss, acc
+    assert post(job.pk, factories.metric_records(5), token).status_code == 200  # loss, acc
     flood = [{"seq": 0, "time": 1, "metrics": {f"m{i}": 1 for i in range(50)}}]
     response = post(job.pk, flood, token)
     assert response.status_code == 413
     error = response.json()["error"]
     assert error["code"] == "quota_exceeded" and "at most 3 metric series" in error["message"]
     assert MetricSeries.objects.filter(job=job).count() == 2
-    assert post(job.pk, records(5, start=5), token).status_code == 200  # the old ones go on
+    assert (
+        post(job.pk, factories.metric_records(5, start=5), token).status_code == 200
+    )  # the old ones go on
 
 
 def test_points_and_bytes_have_per_job_limits(job, settings):
     token = ingest.issue_token(job)
     settings.PORTAL_METRICS_MAX_POINTS = 15
-    assert post(job.pk, records(5), token).status_code == 200  # 10 points
-    response = post(job.pk, records(5, start=5), token)
+    assert post(job.pk, factories.metric_records(5), token).status_code == 200  # 10 points
+    response = post(job.pk, factories.metric_records(5, start=5), token)
     assert response.status_code == 413 and "at most 15 metric points" in response.content.decode()
     settings.PORTAL_METRICS_MAX_POINTS = 10**9
     settings.PORTAL_METRICS_MAX_BYTES = 5000
-    assert post(job.pk, records(5, start=5), token).status_code == 200
-    response = post(job.pk, records(50, start=10), token)
+    assert post(job.pk, factories.metric_records(5, start=5), token).status_code == 200
+    response = post(job.pk, factories.metric_records(50, start=10), token)
     assert response.status_code == 413 and "5000 bytes" in response.content.decode()
     assert len(stored(job)) == 20
 
@@ -212,18 +225,23 @@ def test_ranks_are_bounded(settings):
 
 
 def test_uploads_are_throttled_per_job_not_per_address(job, owner, cluster, settings):
-    from jobs.api.views import JobIngestThrottle
+    from jobs.metrics.views import JobIngestThrottle
 
     # The throttle's keys carry the job's random uid: no other test's counts are seen.
     JobIngestThrottle.THROTTLE_RATES = {**JobIngestThrottle.THROTTLE_RATES, "ingest": "3/min"}
     try:
         token = ingest.issue_token(job)
-        codes = [post(job.pk, records(1, start=i), token).status_code for i in range(5)]
+        codes = [
+            post(job.pk, factories.metric_records(1, start=i), token).status_code for i in range(5)
+        ]
         assert codes == [200, 200, 200, 429, 429]
-        refused = post(job.pk, records(1, start=9), token)
+        refused = post(job.pk, factories.metric_records(1, start=9), token)
         assert refused.json()["error"]["code"] == "throttled" and refused.has_header("Retry-After")
-        other = make_job(owner, cluster)  # another job, same address: its own budget
-        assert post(other.pk, records(1), ingest.issue_token(other)).status_code == 200
+        other = factories.training_job(owner, cluster)  # another job, same address: its own budget
+        assert (
+            post(other.pk, factories.metric_records(1), ingest.issue_token(other)).status_code
+            == 200
+        )
     finally:
         JobIngestThrottle.THROTTLE_RATES = {
             **JobIngestThrottle.THROTTLE_RATES,

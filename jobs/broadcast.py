@@ -1,5 +1,6 @@
-"""Publishing job changes on the channel layer. State-changing code calls
-``publish_job``; only consumers talk to sockets, and they check access again."""
+"""Broadcasting job changes on the channel layer (to pages) and as a signal (to other
+apps). State-changing code calls ``publish_job``; only consumers talk to sockets, and
+they check access again. Metric points have their own: jobs/metrics/broadcast.py."""
 
 from __future__ import annotations
 
@@ -82,27 +83,3 @@ def publish_job(job) -> None:
         async_to_sync(layer.group_send)(STAFF_GROUP, message)
     except Exception:  # noqa: BLE001 - any layer failure is logged, never raised
         log.exception("could not publish job %s on the channel layer", job.pk)
-
-
-def metrics_group(job_id: int) -> str:
-    return f"metrics-{job_id}"
-
-
-# A live message carries at most this many points; past it the page re-reads
-# the downsampled series instead (one big batch must not flood the socket).
-LIVE_POINTS_LIMIT = 5000
-
-
-def publish_metrics(job_id: int, update: dict) -> None:
-    """New points of a job to its metrics sockets ({"series": [...], "points": {id: rows}})."""
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    if sum(len(rows) for rows in update["points"].values()) > LIVE_POINTS_LIMIT:
-        update = {"series": update["series"], "points": {}, "reload": True}
-    try:
-        async_to_sync(layer.group_send)(
-            metrics_group(job_id), {"type": "metrics.points", "update": update}
-        )
-    except Exception:  # noqa: BLE001 - the points are stored; pages re-read them
-        log.exception("could not publish metrics of job %s", job_id)

@@ -2,6 +2,7 @@ from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
 from jobs.api import views as api
+from jobs.metrics import views as metrics
 
 router = DefaultRouter()
 router.register("containers", api.ContainerViewSet, basename="api-container")
@@ -11,7 +12,7 @@ router.register("jobs", api.JobViewSet, basename="api-job")
 urlpatterns = [
     path(
         "jobs/<int:pk>/metrics/ingest/",
-        api.MetricIngestView.as_view(),
+        metrics.MetricIngestView.as_view(),
         name="metrics-upload",
     ),
     path("", include(router.urls)),

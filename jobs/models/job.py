@@ -1,526 +1,21 @@
-"""Clusters, the container catalog, cluster accounts, jobs and their audit trail."""
+"""A job: what was asked, where it stands on the scheduler, and its audit trail."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import secrets
 from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MinValueValidator
 from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs import crypto, validators
-from jobs.events import publish_job
-from jobs.validators import split_list
-
-# ---------------------------------------------------------------------------
-# Clusters and partitions
-# ---------------------------------------------------------------------------
-
-
-def host_key_fingerprint(public_key_line: str) -> str:
-    """SHA256 fingerprint, as `ssh-keygen -lf` prints it, of an OpenSSH public key line."""
-    parts = public_key_line.split()
-    blob = base64.b64decode(parts[1], validate=True)
-    digest = hashlib.sha256(blob).digest()
-    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
-
-
-_HOST_KEY_TYPES = (
-    "ssh-ed25519",
-    "ecdsa-sha2-nistp256",
-    "ecdsa-sha2-nistp384",
-    "ecdsa-sha2-nistp521",
-    "ssh-rsa",
-)
-
-
-def validate_host_key(value: str) -> None:
-    value = value.strip()
-    if value.startswith("SHA256:"):
-        if len(value) != 50:
-            raise ValidationError(
-                "A SHA256 fingerprint is 'SHA256:' followed by 43 base64 characters, as "
-                "`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` prints it."
-            )
-        return
-    parts = value.split()
-    if len(parts) < 2 or parts[0] not in _HOST_KEY_TYPES:
-        raise ValidationError(
-            "Paste the cluster's public host key (a line such as 'ssh-ed25519 AAAA…', from "
-            "`ssh-keyscan -t ed25519 HOST` or /etc/ssh/ssh_host_ed25519_key.pub) or its "
-            "SHA256 fingerprint."
-        )
-    try:
-        base64.b64decode(parts[1], validate=True)
-    except ValueError:
-        raise ValidationError("The host key's base64 part is damaged.") from None
-
-
-class Cluster(models.Model):
-    class LoginMode(models.TextChoices):
-        PER_USER = "per_user", "Each portal user logs in with their own cluster account"
-        SERVICE = "service", "One service account runs every user's jobs"
-
-    name = models.SlugField(max_length=64, unique=True)
-    description = models.CharField(max_length=200, blank=True)
-    ssh_host = models.CharField(max_length=253, validators=[validators.hostname])
-    ssh_port = models.PositiveIntegerField(
-        default=22, validators=[MinValueValidator(1), MaxValueValidator(65535)]
-    )
-    host_key = models.TextField(
-        validators=[validate_host_key],
-        help_text="Pinned SSH host key: the public key line or its SHA256 fingerprint. "
-        "Connections presenting any other key are refused.",
-    )
-    login_mode = models.CharField(
-        max_length=16,
-        choices=LoginMode.choices,
-        default=LoginMode.PER_USER,
-        help_text="A service account makes the cluster ONE TRUST DOMAIN: every portal user's "
-        "jobs run as the same cluster user, so any job can read, change or cancel the files "
-        "and jobs of every other user there. Use it only for users who trust each other "
-        "(one group, one project); otherwise give each user their own cluster account.",
-    )
-    default_account = models.CharField(
-        max_length=64,
-        blank=True,
-        validators=[validators.slurm_name],
-        help_text="Slurm account (--account) used when the user does not choose one.",
-    )
-    home_root = models.CharField(
-        max_length=255,
-        default="/home/{user}",
-        validators=[validators.workdir_root],
-        help_text="Home directory of a cluster user; {user} is replaced by the cluster user name.",
-    )
-    scratch_root = models.CharField(
-        max_length=255,
-        blank=True,
-        validators=[validators.workdir_root],
-        help_text="Scratch directory, e.g. /scratch/{user}. Leave empty if the cluster has none.",
-    )
-    metrics_over_ssh = models.BooleanField(
-        "read metrics over SSH",
-        default=False,
-        help_text="Compute nodes cannot reach the portal: read running jobs' metrics files "
-        "over SSH on every sync instead of waiting for uploads. (Files are always read "
-        "once more when a job ends.)",
-    )
-    enabled = models.BooleanField(default=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-    @property
-    def host_key_fingerprint(self) -> str:
-        key = self.host_key.strip()
-        return key if key.startswith("SHA256:") else host_key_fingerprint(key)
-
-    @property
-    def is_one_trust_domain(self) -> bool:
-        """All users' jobs run as one cluster user: they can reach each other's work."""
-        return self.login_mode == self.LoginMode.SERVICE
-
-    def workdir_root(self, kind: str, cluster_username: str) -> str:
-        template = self.scratch_root if kind == Job.Workdir.SCRATCH else self.home_root
-        if not template:
-            raise ValidationError(f"Cluster {self.name} has no {kind} directory.")
-        return template.replace("{user}", cluster_username)
-
-    def default_partition(self) -> Partition | None:
-        return self.partitions.filter(is_default=True).first() or self.partitions.first()
-
-
-class Partition(models.Model):
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="partitions")
-    name = models.CharField(max_length=64, validators=[validators.slurm_name])
-    description = models.CharField(max_length=200, blank=True)
-    gpu_types = models.CharField(
-        max_length=200,
-        blank=True,
-        validators=[validators.EachItem(validators.slurm_name)],
-        help_text="GRES GPU types offered, comma-separated (e.g. v100, a100). "
-        "Empty for a CPU-only partition.",
-    )
-    max_gpus_per_job = models.PositiveSmallIntegerField(default=0)
-    max_cpus_per_job = models.PositiveIntegerField(default=8, validators=[MinValueValidator(1)])
-    max_memory_gb = models.PositiveIntegerField(default=32, validators=[MinValueValidator(1)])
-    max_time_minutes = models.PositiveIntegerField(
-        default=24 * 60, validators=[MinValueValidator(1)]
-    )
-    default_time_minutes = models.PositiveIntegerField(
-        default=60, validators=[MinValueValidator(1)]
-    )
-    # What a job asks for when the user does not say (form, API and CLI alike): modest, so
-    # that several default jobs share a node instead of queueing behind each other.
-    default_gpus = models.PositiveSmallIntegerField(
-        default=1, help_text="GPUs for an image that supports them (capped by max GPUs)."
-    )
-    default_cpus = models.PositiveIntegerField(default=2, validators=[MinValueValidator(1)])
-    default_memory_gb = models.PositiveIntegerField(default=4, validators=[MinValueValidator(1)])
-    gpu_type_as_constraint = models.BooleanField(
-        default=False,
-        help_text="Request the GPU type as a node feature (--gres=gpu:N --constraint=TYPE) "
-        "instead of a typed GRES (--gres=gpu:TYPE:N).",
-    )
-    is_default = models.BooleanField(default=False, help_text="Offered first for this cluster.")
-
-    class Meta:
-        ordering = ["cluster__name", "-is_default", "name"]
-        constraints = [
-            models.UniqueConstraint(fields=["cluster", "name"], name="partition_unique_name"),
-            models.UniqueConstraint(
-                fields=["cluster"], condition=Q(is_default=True), name="one_default_partition"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.cluster.name}/{self.name}"
-
-    @property
-    def gpu_type_list(self) -> list[str]:
-        return split_list(self.gpu_types)
-
-    def job_defaults(self, image: ContainerImage | None = None) -> dict:
-        """What a job on this partition asks for unless the user says otherwise. GPUs only
-        for an image that supports them (and a GPU type only with GPUs)."""
-        gpus = 0
-        if self.max_gpus_per_job and (image is None or image.supports_gpu):
-            gpus = min(self.default_gpus, self.max_gpus_per_job)
-        return {
-            "gpus": gpus,
-            "gpu_type": self.gpu_type_list[0] if gpus and self.gpu_type_list else "",
-            "cpus": min(self.default_cpus, self.max_cpus_per_job),
-            "memory_gb": min(self.default_memory_gb, self.max_memory_gb),
-            "time_limit_minutes": min(self.default_time_minutes, self.max_time_minutes),
-        }
-
-    def clean(self) -> None:
-        errors = {}
-        if self.default_time_minutes and self.max_time_minutes:
-            if self.default_time_minutes > self.max_time_minutes:
-                errors["default_time_minutes"] = (
-                    f"The default walltime ({self.default_time_minutes} min) is longer than the "
-                    f"maximum ({self.max_time_minutes} min)."
-                )
-        for field, limit, unit in (
-            ("default_cpus", "max_cpus_per_job", "CPUs"),
-            ("default_memory_gb", "max_memory_gb", "GB"),
-            ("default_gpus", "max_gpus_per_job", "GPUs"),
-        ):
-            default, maximum = getattr(self, field), getattr(self, limit)
-            if default and maximum and default > maximum:
-                errors[field] = (
-                    f"The default ({default} {unit}) is more than the maximum ({maximum})."
-                )
-        if self.max_gpus_per_job and not self.gpu_type_list:
-            errors["gpu_types"] = "List the GPU types this partition offers, or set max GPUs to 0."
-        if self.gpu_type_list and not self.max_gpus_per_job:
-            errors["max_gpus_per_job"] = (
-                "A partition offering GPU types needs max GPUs of 1 or more."
-            )
-        if errors:
-            raise ValidationError(errors)
-
-
-# ---------------------------------------------------------------------------
-# Container catalog
-# ---------------------------------------------------------------------------
-
-
-class Tag(models.Model):
-    name = models.SlugField(max_length=40, unique=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class ContainerImageQuerySet(models.QuerySet):
-    def offered(self) -> ContainerImageQuerySet:
-        """Images a user may choose for a new job: the enabled ones, deprecated ones last
-        (they still run, marked as deprecated, so old experiments can be repeated)."""
-        return self.filter(enabled=True).order_by("deprecated", *ContainerImage._meta.ordering)
-
-
-class ContainerImage(models.Model):
-    class Runtime(models.TextChoices):
-        APPTAINER = "apptainer", "Apptainer"
-        SINGULARITY = "singularity", "SingularityCE"
-        PODMAN = "podman", "Podman"
-        NONE = "none", "None (host environment)"
-
-    name = models.CharField(max_length=100)
-    slug = models.SlugField(max_length=100, unique=True)
-    version = models.CharField(max_length=50, blank=True)
-    description = models.TextField(blank=True)
-    tags = models.ManyToManyField(Tag, blank=True, related_name="images")
-    runtime = models.CharField(max_length=16, choices=Runtime.choices, default=Runtime.APPTAINER)
-    location = models.CharField(
-        max_length=500,
-        blank=True,
-        validators=[validators.image_location],
-        help_text="Absolute .sif path or a docker://, oras:// or library:// URI. "
-        "Empty for runtime 'none'.",
-    )
-    modules = models.TextField(
-        blank=True,
-        validators=[validators.EachItem(validators.module_name)],
-        help_text="Environment modules loaded before the container starts, one per line "
-        "(e.g. cuda/12.4).",
-    )
-    default_command = models.TextField(
-        blank=True,
-        help_text="Batch jobs: the command the launch form starts with (the user may edit it).",
-    )
-    supports_gpu = models.BooleanField(default=True)
-    offers_notebook = models.BooleanField("notebook sessions", default=True)
-    offers_batch = models.BooleanField("batch jobs", default=True)
-    offers_tensorboard = models.BooleanField(
-        "TensorBoard sessions",
-        default=False,
-        help_text="The image has TensorBoard (the `tensorboard` command on its PATH).",
-    )
-    enabled = models.BooleanField(default=True)
-    deprecated = models.BooleanField(
-        default=False,
-        help_text="Still offered (an old experiment can be launched again), but marked as "
-        "deprecated, listed last and warned about, with the note below. To stop new jobs, "
-        "disable the image.",
-    )
-    deprecation_note = models.CharField(
-        max_length=200,
-        blank=True,
-        help_text="Shown with a deprecated image: why, and what to use instead.",
-    )
-    sort_order = models.IntegerField(default=100, help_text="Lower numbers are listed first.")
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    objects = ContainerImageQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["sort_order", "name", "version"]
-
-    def __str__(self) -> str:
-        return f"{self.name} {self.version}".strip()
-
-    @property
-    def module_list(self) -> list[str]:
-        return split_list(self.modules)
-
-    @property
-    def deprecation_text(self) -> str:
-        """What a user is told about a deprecated image ('' when it is not)."""
-        if not self.deprecated:
-            return ""
-        return f"{self} is deprecated: " + (
-            self.deprecation_note or "it still runs, but may be removed; prefer a newer image."
-        )
-
-    @property
-    def kinds(self) -> list[str]:
-        return [
-            k
-            for k, on in (
-                (Job.Kind.NOTEBOOK, self.offers_notebook),
-                (Job.Kind.BATCH, self.offers_batch),
-                (Job.Kind.TENSORBOARD, self.offers_tensorboard),
-            )
-            if on
-        ]
-
-    def clean(self) -> None:
-        errors = {}
-        if self.runtime == self.Runtime.NONE:
-            if self.location:
-                errors["location"] = "Runtime 'none' runs on the host: leave the location empty."
-        elif not self.location:
-            errors["location"] = f"Runtime '{self.runtime}' needs an image location."
-        elif self.runtime == self.Runtime.PODMAN and not self.location.startswith("docker://"):
-            errors["location"] = "Podman runs OCI images: use a docker:// URI."
-        if not (self.offers_notebook or self.offers_batch or self.offers_tensorboard):
-            errors["offers_batch"] = (
-                "Offer at least one kind of session (notebook, batch or TensorBoard)."
-            )
-        if errors:
-            raise ValidationError(errors)
-
-    @transaction.atomic
-    def duplicate(self) -> ContainerImage:
-        """A disabled copy with a free slug, for preparing the next version."""
-        tags = list(self.tags.all())
-        base = f"{self.slug}-copy"
-        slug, n = base, 1
-        while ContainerImage.objects.filter(slug=slug).exists():
-            n += 1
-            slug = f"{base}-{n}"
-        copy = ContainerImage.objects.get(pk=self.pk)
-        copy.pk = None
-        copy.slug = slug
-        copy.name = f"{self.name} (copy)"[:100]
-        copy.enabled = False
-        copy.save()
-        copy.tags.set(tags)
-        return copy
-
-
-# ---------------------------------------------------------------------------
-# Cluster accounts
-# ---------------------------------------------------------------------------
-
-
-class ClusterAccount(models.Model):
-    """How a portal user (or, with user=None, the cluster's service account) logs in."""
-
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="accounts")
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        on_delete=models.CASCADE,
-        null=True,
-        blank=True,
-        related_name="cluster_accounts",
-        help_text="Empty for the cluster's service account.",
-    )
-    username = models.CharField(max_length=32, validators=[validators.posix_username])
-    public_key = models.TextField(blank=True)
-    private_key_encrypted = models.TextField(blank=True, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["cluster__name", "username"]
-        constraints = [
-            models.UniqueConstraint(fields=["cluster", "user"], name="one_account_per_user"),
-            models.UniqueConstraint(
-                fields=["cluster"], condition=Q(user__isnull=True), name="one_service_account"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        who = self.user.get_username() if self.user_id else "service account"
-        return f"{self.username}@{self.cluster.name} ({who})"
-
-    def set_private_key(self, openssh_private_key: str) -> None:
-        self.private_key_encrypted = crypto.encrypt(openssh_private_key)
-
-    def generate_key_pair(self) -> str:
-        """Make a new Ed25519 key pair; keep the private key encrypted, return the public key line."""
-        from cryptography.hazmat.primitives import serialization
-        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-        key = Ed25519PrivateKey.generate()
-        private = key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.OpenSSH,
-            serialization.NoEncryption(),
-        ).decode()
-        public = (
-            key.public_key()
-            .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
-            .decode()
-        )
-        comment = f"hpc-portal:{self.user.get_username() if self.user_id else 'service'}@{self.cluster.name}"
-        self.set_private_key(private)
-        self.public_key = f"{public} {comment}"
-        return self.public_key
-
-    def private_key(self) -> str:
-        if not self.private_key_encrypted:
-            raise ValidationError(f"Cluster account {self} has no private key yet.")
-        return crypto.decrypt(self.private_key_encrypted)
-
-    @classmethod
-    def for_user(cls, cluster: Cluster, user) -> ClusterAccount | None:
-        """The account a portal user's jobs run under on ``cluster``."""
-        if cluster.login_mode == Cluster.LoginMode.SERVICE:
-            return cls.objects.filter(cluster=cluster, user__isnull=True).first()
-        return cls.objects.filter(cluster=cluster, user=user).first()
-
-
-class ImageCheck(models.Model):
-    """The last check, on one cluster's login node, that what an image needs is there:
-    its runtime command, its .sif file, its environment modules."""
-
-    image = models.ForeignKey(ContainerImage, on_delete=models.CASCADE, related_name="checks")
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="image_checks")
-    checked_at = models.DateTimeField()
-    checked_as = models.CharField(max_length=32, blank=True, help_text="The cluster user.")
-    ok = models.BooleanField()
-    report = models.TextField(help_text="One finding per line.")
-
-    class Meta:
-        ordering = ["cluster__name"]
-        constraints = [
-            models.UniqueConstraint(fields=["image", "cluster"], name="one_check_per_cluster")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.image} on {self.cluster}: {'ok' if self.ok else 'problems'}"
-
-    @property
-    def problems(self) -> list[str]:
-        return [line[2:] for line in self.report.splitlines() if line.startswith("✘ ")]
-
-    @classmethod
-    def run(cls, images, cluster: Cluster, user) -> list[ImageCheck]:
-        """Check ``images`` on ``cluster`` in one SSH command, as the admin's own cluster
-        account or else the cluster's service account (never as another user), and record
-        the outcome per image."""
-        from jobs.slurm import operations, ssh
-
-        images = list(images)
-        account = (
-            ClusterAccount.for_user(cluster, user)
-            or ClusterAccount.objects.filter(cluster=cluster, user__isnull=True).first()
-        )
-        if account is None:
-            findings = [
-                [
-                    f"✘ not checked: you have no account on {cluster.name} and it has no "
-                    "service account (add one on the Account page or in the admin)"
-                ]
-            ] * len(images)
-        else:
-            try:
-                found = operations.on_account(
-                    account, lambda conn: operations.check_images(conn, images)
-                )
-                mark = {True: "✔", False: "✘", None: "·"}
-                findings = [[f"{mark[f.ok]} {f.text}" for f in each] for each in found]
-            except (ssh.SlurmError, ValidationError) as exc:
-                findings = [[f"✘ could not check on {cluster.name}: {exc}"]] * len(images)
-        now = timezone.now()
-        checks = []
-        for image, lines in zip(images, findings, strict=True):
-            lines = lines or ["✔ nothing to check (the host's own environment)"]
-            check, _ = cls.objects.update_or_create(
-                image=image,
-                cluster=cluster,
-                defaults={
-                    "checked_at": now,
-                    "checked_as": account.username if account else "",
-                    "ok": not any(line.startswith("✘") for line in lines),
-                    "report": "\n".join(lines),
-                },
-            )
-            checks.append(check)
-        return checks
-
-
-# ---------------------------------------------------------------------------
-# Jobs
-# ---------------------------------------------------------------------------
+from jobs import validators
+from jobs.access import sees_every_job
+from jobs.broadcast import publish_job
+from jobs.models import choices
 
 
 def ordinal(n: int) -> str:
@@ -535,46 +30,20 @@ def new_job_uid() -> str:
 
 class JobQuerySet(models.QuerySet):
     def for_user(self, user) -> JobQuerySet:
-        """Jobs a user may see: their own, or every job for staff."""
-        if user.is_staff:
-            return self
-        return self.filter(owner=user)
+        """Jobs a user may see (jobs/access.py): their own, or every job for staff."""
+        return self if sees_every_job(user) else self.filter(owner=user)
 
     def active(self) -> JobQuerySet:
         return self.filter(state__in=Job.ACTIVE_STATES)
 
 
 class Job(models.Model):
-    class State(models.TextChoices):
-        QUEUED = "queued", "Queued"  # accepted by the portal, not yet at the scheduler
-        PENDING = "pending", "Pending"
-        RUNNING = "running", "Running"
-        COMPLETING = "completing", "Completing"
-        COMPLETED = "completed", "Completed"
-        FAILED = "failed", "Failed"
-        CANCELLED = "cancelled", "Cancelled"
-        TIMEOUT = "timeout", "Timed out"
-        SUBMIT_FAILED = "submit_failed", "Submission failed"
-
-    class Kind(models.TextChoices):
-        NOTEBOOK = "notebook", "Notebook session"
-        BATCH = "batch", "Batch command"
-        TENSORBOARD = "tensorboard", "TensorBoard session"
-
-    class Workdir(models.TextChoices):
-        HOME = "home", "Home"
-        SCRATCH = "scratch", "Scratch"
-
-    # Kinds that open through a session link (a web app on the node, proxy/).
-    SESSION_KINDS = (Kind.NOTEBOOK, Kind.TENSORBOARD)
-    ACTIVE_STATES = (State.QUEUED, State.PENDING, State.RUNNING, State.COMPLETING)
-    FINAL_STATES = (
-        State.COMPLETED,
-        State.FAILED,
-        State.CANCELLED,
-        State.TIMEOUT,
-        State.SUBMIT_FAILED,
-    )
+    State = choices.State
+    Kind = choices.Kind
+    WorkDir = choices.WorkDir
+    SESSION_KINDS = choices.SESSION_KINDS
+    ACTIVE_STATES = choices.ACTIVE_STATES
+    FINAL_STATES = choices.FINAL_STATES
 
     # Random part of the job's name on the cluster and of its work directory:
     # database ids repeat across installs and resets, these do not.
@@ -582,9 +51,9 @@ class Job(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jobs"
     )
-    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="jobs")
-    partition = models.ForeignKey(Partition, on_delete=models.PROTECT, related_name="jobs")
-    image = models.ForeignKey(ContainerImage, on_delete=models.PROTECT, related_name="jobs")
+    cluster = models.ForeignKey("Cluster", on_delete=models.PROTECT, related_name="jobs")
+    partition = models.ForeignKey("Partition", on_delete=models.PROTECT, related_name="jobs")
+    image = models.ForeignKey("ContainerImage", on_delete=models.PROTECT, related_name="jobs")
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.NOTEBOOK)
     name = models.CharField(max_length=100, blank=True)
     command = models.TextField(
@@ -597,7 +66,7 @@ class Job(models.Model):
     memory_gb = models.PositiveIntegerField(default=4, validators=[MinValueValidator(1)])
     time_limit_minutes = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)])
     account = models.CharField(max_length=64, blank=True, validators=[validators.slurm_name])
-    workdir_kind = models.CharField(max_length=16, choices=Workdir.choices, default=Workdir.HOME)
+    workdir_kind = models.CharField(max_length=16, choices=WorkDir.choices, default=WorkDir.HOME)
     notebook_dir = models.CharField(
         "notebook folder",
         max_length=255,
@@ -780,7 +249,7 @@ class Job(models.Model):
         if self.gpu_type and not self.gpus:
             errors.setdefault("gpu_type", "Choose a GPU count, or no GPU type.")
         if (
-            self.workdir_kind == self.Workdir.SCRATCH
+            self.workdir_kind == self.WorkDir.SCRATCH
             and self.cluster_id
             and not self.cluster.scratch_root
         ):
@@ -1065,8 +534,3 @@ class JobEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id}: {self.from_state or '-'} → {self.to_state}"
-
-
-# Metric storage lives in its own module; importing it here registers the models.
-from jobs.api.models import ApiToken  # noqa: E402, F401
-from jobs.metrics.models import MetricFile, MetricPoint, MetricSeries  # noqa: E402, F401

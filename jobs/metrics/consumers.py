@@ -1,0 +1,77 @@
+"""``/ws/jobs/<id>/metrics/``: a job's chart data, history first, then live points."""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from jobs.consumers import can_see
+from jobs.metrics.broadcast import metrics_group
+from jobs.metrics.query import history
+
+
+class MetricsConsumer(AsyncJsonWebsocketConsumer):
+    """``/ws/jobs/<id>/metrics/?width=N``: the downsampled history, then new points
+    in batches, at most one message per ``FLUSH_SECONDS``."""
+
+    FLUSH_SECONDS = 1.0
+
+    async def connect(self):
+        user = self.scope["user"]
+        if not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        self.job_id = self.scope["url_route"]["kwargs"]["job_id"]
+        if not await can_see(user, self.job_id):
+            await self.close(code=4404)
+            return
+        self.pending: dict = {"series": {}, "points": {}, "reload": False}
+        self.flusher = None
+        self.last_sent = 0.0
+        self.group = metrics_group(self.job_id)
+        # Join before reading the history: a point stored in between arrives twice
+        # at worst, and the page drops repeats by sequence number.
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        await self.send_json({"type": "history", "series": await self._history()})
+
+    async def disconnect(self, code):
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+        if getattr(self, "flusher", None):
+            self.flusher.cancel()
+
+    async def metrics_points(self, event):
+        update = event["update"]
+        for s in update["series"]:
+            self.pending["series"][s["id"]] = s
+        for sid, rows in update["points"].items():
+            self.pending["points"].setdefault(sid, []).extend(rows)
+        self.pending["reload"] |= bool(update.get("reload"))
+        if self.flusher is None:
+            # The first points after a quiet second go out at once; then at most
+            # one message per FLUSH_SECONDS.
+            wait = self.last_sent + self.FLUSH_SECONDS - asyncio.get_running_loop().time()
+            self.flusher = asyncio.create_task(self._flush_later(max(0.0, wait)))
+
+    async def _flush_later(self, wait: float):
+        await asyncio.sleep(wait)
+        self.flusher = None
+        self.last_sent = asyncio.get_running_loop().time()
+        batch, self.pending = self.pending, {"series": {}, "points": {}, "reload": False}
+        await self.send_json(
+            {
+                "type": "points",
+                "series": list(batch["series"].values()),
+                "points": batch["points"],
+                "reload": batch["reload"],
+            }
+        )
+
+    @database_sync_to_async
+    def _history(self) -> list[dict]:
+        width = parse_qs(self.scope.get("query_string", b"").decode()).get("width", [""])[0]
+        return history(self.job_id, width)

@@ -1,0 +1,151 @@
+"""Metric endpoints, all in one place: the charts' JSON and CSV for the pages (session
+login), the API's ``/api/v1/jobs/<id>/metrics/`` (mixed into the job viewset) and the
+in-job client's upload (the job's own token). Storage and queries: ingest.py, query.py."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import JsonResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, permissions, status, throttling
+from rest_framework.decorators import action
+from rest_framework.exceptions import APIException, NotAuthenticated, ParseError, ValidationError
+from rest_framework.response import Response
+
+from jobs.api.auth import JobTokenAuthentication
+from jobs.api.errors import RefuseNul
+from jobs.api.parsers import MetricsJSONParser
+from jobs.api.serializers import IngestResultSerializer, MetricRecordSerializer
+from jobs.metrics import ingest
+from jobs.metrics import query as metrics_query
+from jobs.models import Job
+
+
+def _csv_download(job: Job, fmt: str) -> StreamingHttpResponse:
+    body, content_type, filename = metrics_query.export(job, fmt)
+    response = StreamingHttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+# -- pages (the job page's charts) ------------------------------------------------------
+
+
+@login_required
+def job_metrics(request, pk: int):
+    """Series of a job as JSON: all, or ``?series=1,2``; downsampled to ``width`` unless
+    ``full=1``; ``lo``/``hi`` restrict the step range (zooming in)."""
+    job = get_object_or_404(Job.objects.for_user(request.user), pk=pk)
+    try:
+        query = metrics_query.SeriesQuery.parse(request.GET)
+    except metrics_query.BadQuery as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
+    return JsonResponse({"job": job.pk, "series": metrics_query.job_series(job.pk, query)})
+
+
+@login_required
+def job_metrics_export(request, pk: int):
+    """Every point of every series, as CSV (default) or JSON lines, streamed."""
+    job = get_object_or_404(Job.objects.for_user(request.user), pk=pk)
+    fmt = request.GET.get("format", "csv")
+    if fmt not in ("csv", "json"):
+        return JsonResponse({"error": "format must be csv or json"}, status=400)
+    return _csv_download(job, fmt)
+
+
+# -- REST API -------------------------------------------------------------------------
+
+
+class MetricsActions:
+    """``GET /api/v1/jobs/<id>/metrics/``, mixed into jobs.api.views.JobViewSet."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("format", str, enum=["json", "csv"], description="csv: every point"),
+            OpenApiParameter("series", str, description="Comma-separated series ids."),
+            OpenApiParameter("lo", int),
+            OpenApiParameter("hi", int),
+            OpenApiParameter("width", int, description="Downsample to this many buckets."),
+            OpenApiParameter("full", bool),
+        ]
+    )
+    @action(detail=True, methods=["get"], url_path="metrics")
+    def metrics(self, request, pk=None):
+        """Metric series: downsampled to ``width``, or at full resolution for a step range."""
+        job = self.get_object()
+        if request.query_params.get("format") == "csv":
+            return _csv_download(job, "csv")
+        try:
+            query = metrics_query.SeriesQuery.parse(request.query_params)
+        except metrics_query.BadQuery as exc:
+            raise ValidationError({exc.field: [exc.message]}) from None
+        return Response({"job": job.pk, "series": metrics_query.job_series(job.pk, query)})
+
+
+class Gone(APIException):
+    status_code = status.HTTP_410_GONE
+    default_code = "gone"
+
+
+class QuotaExceeded(APIException):
+    status_code = 413
+    default_code = "quota_exceeded"
+
+
+class JobIngestThrottle(throttling.SimpleRateThrottle):
+    """Upload requests per job (PORTAL_METRICS_INGEST_RATE), whatever the caller's address."""
+
+    scope = "ingest"
+
+    def get_cache_key(self, request, view):
+        job = request.auth
+        return self.cache_format % {"scope": self.scope, "ident": f"job-{job.pk}-{job.uid}"}
+
+
+class IsJobToken(permissions.BasePermission):
+    message = "Send the job's metrics token as 'Authorization: Bearer <token>'."
+
+    def has_permission(self, request, view):
+        return isinstance(request.auth, Job)
+
+
+class MetricIngestView(RefuseNul, generics.GenericAPIView):
+    """Metric records from the in-job client, with the job's own token (not a user's).
+
+    The body is a JSON array of ``{"seq", "time", "step", "metrics": {...}, "rank",
+    "attempt", "system", "node"}`` records; records already stored (same series and seq)
+    are counted as duplicates, so a retried batch adds nothing."""
+
+    authentication_classes = [JobTokenAuthentication]
+    permission_classes = [IsJobToken]
+    throttle_classes = [JobIngestThrottle]
+    parser_classes = [MetricsJSONParser]
+    serializer_class = IngestResultSerializer  # the answer; requests are parsed by ingest
+
+    def permission_denied(self, request, message=None, code=None):
+        if request.auth is None:
+            raise NotAuthenticated(IsJobToken.message)
+        super().permission_denied(request, message, code)
+
+    @extend_schema(request=MetricRecordSerializer(many=True), responses=IngestResultSerializer)
+    def post(self, request, pk: int):
+        job = request.auth
+        if job.is_final:
+            raise Gone(f"Job {pk} has ended; its metrics files are read by the portal.")
+        if not isinstance(request.data, list):
+            raise ParseError("The body must be a JSON array of metric records.")
+        parsed = ingest.parse_batch(request.data)
+        if parsed.errors and not parsed.records:
+            raise ValidationError({"records": ["No valid records.", *parsed.errors[:20]]})
+        try:
+            result = ingest.ingest(job, parsed.records, nbytes=len(request.body))
+        except ingest.QuotaExceeded as exc:
+            raise QuotaExceeded(f"{exc} Nothing of this batch was stored.") from None
+        return Response(
+            {
+                "inserted": result.inserted,
+                "duplicates": result.duplicates,
+                "rejected": parsed.errors[:20],
+            }
+        )

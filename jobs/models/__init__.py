@@ -1,0 +1,25 @@
+"""The jobs app's models, one module per domain; metrics live in their own app (jobs.metrics).
+
+- choices: the job vocabulary (states, kinds, work directories), written once
+- clusters: Cluster, Partition, ClusterAccount
+- catalog: Tag, ContainerImage, ImageCheck
+- job: Job, JobEvent
+- tokens: ApiToken
+"""
+
+from jobs.models.catalog import ContainerImage, ImageCheck, Tag
+from jobs.models.clusters import Cluster, ClusterAccount, Partition
+from jobs.models.job import Job, JobEvent
+from jobs.models.tokens import ApiToken
+
+__all__ = [
+    "ApiToken",
+    "Cluster",
+    "ClusterAccount",
+    "ContainerImage",
+    "ImageCheck",
+    "Job",
+    "JobEvent",
+    "Partition",
+    "Tag",
+]

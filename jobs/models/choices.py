@@ -1,0 +1,46 @@
+"""The portal's vocabulary for jobs, written once: states, kinds, work directories.
+
+The scheduler adapters (jobs/slurm/status.py) map their own states onto ``State``; the
+API sends ``is_active``/``is_final`` with every job so its clients need no copy.
+"""
+
+from django.db import models
+
+
+class State(models.TextChoices):
+    QUEUED = "queued", "Queued"  # accepted by the portal, not yet at the scheduler
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    COMPLETING = "completing", "Completing"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+    TIMEOUT = "timeout", "Timed out"
+    SUBMIT_FAILED = "submit_failed", "Submission failed"
+
+
+class Kind(models.TextChoices):
+    NOTEBOOK = "notebook", "Notebook session"
+    BATCH = "batch", "Batch command"
+    TENSORBOARD = "tensorboard", "TensorBoard session"
+
+
+class WorkDir(models.TextChoices):
+    """Where a job's work directory is made: under the cluster's home or scratch root."""
+
+    HOME = "home", "Home"
+    SCRATCH = "scratch", "Scratch"
+
+
+ACTIVE_STATES = (State.QUEUED, State.PENDING, State.RUNNING, State.COMPLETING)
+FINAL_STATES = (
+    State.COMPLETED,
+    State.FAILED,
+    State.CANCELLED,
+    State.TIMEOUT,
+    State.SUBMIT_FAILED,
+)
+# At the scheduler: what a sync asks about.
+SCHEDULED_STATES = (State.PENDING, State.RUNNING, State.COMPLETING)
+# Kinds that open through a session link (a web app on the node, proxy/).
+SESSION_KINDS = (Kind.NOTEBOOK, Kind.TENSORBOARD)

@@ -1,0 +1,241 @@
+"""Clusters, their partitions (what a job may ask for) and the accounts jobs run under."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from jobs import crypto, validators
+from jobs.models.choices import WorkDir
+from jobs.validators import split_list
+
+if TYPE_CHECKING:
+    from jobs.models.catalog import ContainerImage
+
+
+class Cluster(models.Model):
+    class LoginMode(models.TextChoices):
+        PER_USER = "per_user", "Each portal user logs in with their own cluster account"
+        SERVICE = "service", "One service account runs every user's jobs"
+
+    name = models.SlugField(max_length=64, unique=True)
+    description = models.CharField(max_length=200, blank=True)
+    ssh_host = models.CharField(max_length=253, validators=[validators.hostname])
+    ssh_port = models.PositiveIntegerField(
+        default=22, validators=[MinValueValidator(1), MaxValueValidator(65535)]
+    )
+    host_key = models.TextField(
+        validators=[validators.host_key],
+        help_text="Pinned SSH host key: the public key line or its SHA256 fingerprint. "
+        "Connections presenting any other key are refused.",
+    )
+    login_mode = models.CharField(
+        max_length=16,
+        choices=LoginMode.choices,
+        default=LoginMode.PER_USER,
+        help_text="A service account makes the cluster ONE TRUST DOMAIN: every portal user's "
+        "jobs run as the same cluster user, so any job can read, change or cancel the files "
+        "and jobs of every other user there. Use it only for users who trust each other "
+        "(one group, one project); otherwise give each user their own cluster account.",
+    )
+    default_account = models.CharField(
+        max_length=64,
+        blank=True,
+        validators=[validators.slurm_name],
+        help_text="Slurm account (--account) used when the user does not choose one.",
+    )
+    home_root = models.CharField(
+        max_length=255,
+        default="/home/{user}",
+        validators=[validators.workdir_root],
+        help_text="Home directory of a cluster user; {user} is replaced by the cluster user name.",
+    )
+    scratch_root = models.CharField(
+        max_length=255,
+        blank=True,
+        validators=[validators.workdir_root],
+        help_text="Scratch directory, e.g. /scratch/{user}. Leave empty if the cluster has none.",
+    )
+    metrics_over_ssh = models.BooleanField(
+        "read metrics over SSH",
+        default=False,
+        help_text="Compute nodes cannot reach the portal: read running jobs' metrics files "
+        "over SSH on every sync instead of waiting for uploads. (Files are always read "
+        "once more when a job ends.)",
+    )
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def host_key_fingerprint(self) -> str:
+        key = self.host_key.strip()
+        return key if key.startswith("SHA256:") else validators.host_key_fingerprint(key)
+
+    @property
+    def is_one_trust_domain(self) -> bool:
+        """All users' jobs run as one cluster user: they can reach each other's work."""
+        return self.login_mode == self.LoginMode.SERVICE
+
+    def workdir_root(self, kind: str, cluster_username: str) -> str:
+        template = self.scratch_root if kind == WorkDir.SCRATCH else self.home_root
+        if not template:
+            raise ValidationError(f"Cluster {self.name} has no {kind} directory.")
+        return template.replace("{user}", cluster_username)
+
+    def default_partition(self) -> Partition | None:
+        return self.partitions.filter(is_default=True).first() or self.partitions.first()
+
+
+class Partition(models.Model):
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="partitions")
+    name = models.CharField(max_length=64, validators=[validators.slurm_name])
+    description = models.CharField(max_length=200, blank=True)
+    gpu_types = models.CharField(
+        max_length=200,
+        blank=True,
+        validators=[validators.EachItem(validators.slurm_name)],
+        help_text="GRES GPU types offered, comma-separated (e.g. v100, a100). "
+        "Empty for a CPU-only partition.",
+    )
+    max_gpus_per_job = models.PositiveSmallIntegerField(default=0)
+    max_cpus_per_job = models.PositiveIntegerField(default=8, validators=[MinValueValidator(1)])
+    max_memory_gb = models.PositiveIntegerField(default=32, validators=[MinValueValidator(1)])
+    max_time_minutes = models.PositiveIntegerField(
+        default=24 * 60, validators=[MinValueValidator(1)]
+    )
+    default_time_minutes = models.PositiveIntegerField(
+        default=60, validators=[MinValueValidator(1)]
+    )
+    # What a job asks for when the user does not say (form, API and CLI alike): modest, so
+    # that several default jobs share a node instead of queueing behind each other.
+    default_gpus = models.PositiveSmallIntegerField(
+        default=1, help_text="GPUs for an image that supports them (capped by max GPUs)."
+    )
+    default_cpus = models.PositiveIntegerField(default=2, validators=[MinValueValidator(1)])
+    default_memory_gb = models.PositiveIntegerField(default=4, validators=[MinValueValidator(1)])
+    gpu_type_as_constraint = models.BooleanField(
+        default=False,
+        help_text="Request the GPU type as a node feature (--gres=gpu:N --constraint=TYPE) "
+        "instead of a typed GRES (--gres=gpu:TYPE:N).",
+    )
+    is_default = models.BooleanField(default=False, help_text="Offered first for this cluster.")
+
+    class Meta:
+        ordering = ["cluster__name", "-is_default", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="partition_unique_name"),
+            models.UniqueConstraint(
+                fields=["cluster"], condition=Q(is_default=True), name="one_default_partition"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster.name}/{self.name}"
+
+    @property
+    def gpu_type_list(self) -> list[str]:
+        return split_list(self.gpu_types)
+
+    def job_defaults(self, image: ContainerImage | None = None) -> dict:
+        """What a job on this partition asks for unless the user says otherwise. GPUs only
+        for an image that supports them (and a GPU type only with GPUs)."""
+        gpus = 0
+        if self.max_gpus_per_job and (image is None or image.supports_gpu):
+            gpus = min(self.default_gpus, self.max_gpus_per_job)
+        return {
+            "gpus": gpus,
+            "gpu_type": self.gpu_type_list[0] if gpus and self.gpu_type_list else "",
+            "cpus": min(self.default_cpus, self.max_cpus_per_job),
+            "memory_gb": min(self.default_memory_gb, self.max_memory_gb),
+            "time_limit_minutes": min(self.default_time_minutes, self.max_time_minutes),
+        }
+
+    def clean(self) -> None:
+        errors = {}
+        if self.default_time_minutes and self.max_time_minutes:
+            if self.default_time_minutes > self.max_time_minutes:
+                errors["default_time_minutes"] = (
+                    f"The default walltime ({self.default_time_minutes} min) is longer than the "
+                    f"maximum ({self.max_time_minutes} min)."
+                )
+        for field, limit, unit in (
+            ("default_cpus", "max_cpus_per_job", "CPUs"),
+            ("default_memory_gb", "max_memory_gb", "GB"),
+            ("default_gpus", "max_gpus_per_job", "GPUs"),
+        ):
+            default, maximum = getattr(self, field), getattr(self, limit)
+            if default and maximum and default > maximum:
+                errors[field] = (
+                    f"The default ({default} {unit}) is more than the maximum ({maximum})."
+                )
+        if self.max_gpus_per_job and not self.gpu_type_list:
+            errors["gpu_types"] = "List the GPU types this partition offers, or set max GPUs to 0."
+        if self.gpu_type_list and not self.max_gpus_per_job:
+            errors["max_gpus_per_job"] = (
+                "A partition offering GPU types needs max GPUs of 1 or more."
+            )
+        if errors:
+            raise ValidationError(errors)
+
+
+class ClusterAccount(models.Model):
+    """How a portal user (or, with user=None, the cluster's service account) logs in."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="accounts")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="cluster_accounts",
+        help_text="Empty for the cluster's service account.",
+    )
+    username = models.CharField(max_length=32, validators=[validators.posix_username])
+    public_key = models.TextField(blank=True)
+    private_key_encrypted = models.TextField(blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["cluster__name", "username"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "user"], name="one_account_per_user"),
+            models.UniqueConstraint(
+                fields=["cluster"], condition=Q(user__isnull=True), name="one_service_account"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        who = self.user.get_username() if self.user_id else "service account"
+        return f"{self.username}@{self.cluster.name} ({who})"
+
+    def set_private_key(self, openssh_private_key: str) -> None:
+        self.private_key_encrypted = crypto.encrypt(openssh_private_key)
+
+    def generate_key_pair(self) -> str:
+        """Make a new Ed25519 key pair; keep the private key encrypted, return the public key line."""
+        who = self.user.get_username() if self.user_id else "service"
+        private, self.public_key = crypto.new_ssh_key_pair(f"hpc-portal:{who}@{self.cluster.name}")
+        self.set_private_key(private)
+        return self.public_key
+
+    def private_key(self) -> str:
+        if not self.private_key_encrypted:
+            raise ValidationError(f"Cluster account {self} has no private key yet.")
+        return crypto.decrypt(self.private_key_encrypted)
+
+    @classmethod
+    def for_user(cls, cluster: Cluster, user) -> ClusterAccount | None:
+        """The account a portal user's jobs run under on ``cluster``."""
+        if cluster.login_mode == Cluster.LoginMode.SERVICE:
+            return cls.objects.filter(cluster=cluster, user__isnull=True).first()
+        return cls.objects.filter(cluster=cluster, user=user).first()
