@@ -14,6 +14,7 @@ from django.db import close_old_connections
 from django.db.models import Q
 from django.utils import timezone
 
+from jobs import schedulers
 from jobs.metrics.tasks import tail_metrics
 from jobs.models import Cluster, ClusterAccount, Job, choices
 from jobs.slurm import operations, scripts, ssh
@@ -66,7 +67,7 @@ def submit_job(self, job_id: int) -> None:
         )
         submission = operations.on_account(
             account,
-            lambda conn: operations.submit(
+            lambda conn: schedulers.for_cluster(job.cluster).submit(
                 conn, work_dir, job.slurm_name, script, secret, metrics_token
             ),
         )
@@ -99,7 +100,9 @@ def submit_job(self, job_id: int) -> None:
         if job.state == Job.State.CANCELLED:
             operations.on_account(
                 account,
-                lambda conn: operations.cancel(conn, submission.scheduler_id, job.slurm_name),
+                lambda conn: schedulers.for_cluster(job.cluster).cancel(
+                    conn, submission.scheduler_id, job.slurm_name
+                ),
             )
             Job.objects.filter(pk=job.pk).update(scheduler_job_id=submission.scheduler_id)
 
@@ -156,11 +159,10 @@ def sync_jobs(jobs) -> int:
 
 def _sync_account(group: list[Job]) -> int:
     account = group[0].cluster_account
-    expected = {job.scheduler_job_id: job.slurm_name for job in group}
+    scheduler = schedulers.for_cluster(account.cluster)
     try:
         statuses = operations.on_account(
-            account,
-            lambda conn: operations.query(conn, account.username, expected),
+            account, lambda conn: scheduler.statuses(conn, account.username, group)
         )
     except ssh.SlurmError as exc:
         log.warning("sync of %s skipped, states unchanged: %s", account, exc)
@@ -173,12 +175,11 @@ def _sync_account(group: list[Job]) -> int:
             # grace period that is its final word.
             changed += job.mark_unseen(settings.PORTAL_LOST_JOB_GRACE)
             continue
-        before = (job.state, job.node, job.attempt)
-        try:
-            moved = job.apply_scheduler_status(status)
-        except ValueError as exc:  # an unknown Slurm state
-            log.error("job %s: %s", job.pk, exc)
+        if status.unreadable:  # e.g. a state this portal does not know: left as it was
+            log.error("job %s: %s", job.pk, status.unreadable)
             continue
+        before = (job.state, job.node, job.attempt)
+        moved = job.apply_scheduler_status(status)
         changed += moved
         if job.has_session and job.restarted_since(*before):
             from proxy.models import Session
@@ -236,7 +237,9 @@ def cancel_job(self, job_id: int) -> None:
         self,
         job,
         "Cancelling",
-        lambda conn: operations.cancel(conn, job.scheduler_job_id, job.slurm_name),
+        lambda conn: schedulers.for_cluster(job.cluster).cancel(
+            conn, job.scheduler_job_id, job.slurm_name
+        ),
     )
 
 
@@ -251,7 +254,9 @@ def release_job(self, job_id: int) -> None:
         self,
         job,
         "Releasing",
-        lambda conn: operations.release(conn, username, job.scheduler_job_id, job.slurm_name),
+        lambda conn: schedulers.for_cluster(job.cluster).release(
+            conn, username, job.scheduler_job_id, job.slurm_name
+        ),
     )
 
 

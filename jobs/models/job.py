@@ -16,6 +16,8 @@ from jobs import validators
 from jobs.access import sees_every_job
 from jobs.broadcast import publish_job
 from jobs.models import choices
+from jobs.schedulers import REASON_MAX_LENGTH, Status, held_reasons
+from jobs.text import error_tail
 
 
 def ordinal(n: int) -> str:
@@ -89,7 +91,7 @@ class Job(models.Model):
         max_length=16, choices=State.choices, default=State.QUEUED, db_index=True
     )
     scheduler_job_id = models.CharField(max_length=32, blank=True, db_index=True)
-    pending_reason = models.CharField(max_length=200, blank=True)
+    pending_reason = models.CharField(max_length=REASON_MAX_LENGTH, blank=True)
     # While pending: place in the partition's queue (1 = next) and Slurm's estimated start.
     queue_position = models.PositiveIntegerField(null=True, blank=True)
     estimated_start = models.DateTimeField(null=True, blank=True)
@@ -160,13 +162,9 @@ class Job(models.Model):
 
     @property
     def is_held(self) -> bool:
-        """Pending and held (by the user, an administrator, or Slurm after a failed
+        """Pending and held (by the user, an administrator, or the scheduler after a failed
         launch): it waits until released."""
-        from jobs.slurm.parsers import HELD_REASONS, reason_text
-
-        return self.state == self.State.PENDING and self.pending_reason in {
-            reason_text(r)[:200] for r in HELD_REASONS
-        }
+        return self.state == self.State.PENDING and self.pending_reason in held_reasons()
 
     @property
     def is_active(self) -> bool:
@@ -301,8 +299,6 @@ class Job(models.Model):
 
     def record_error_tail(self, stderr: str) -> None:
         """Keep the last lines of a failed job's stderr (as plain, bounded text)."""
-        from jobs.slurm.parsers import error_tail
-
         tail = error_tail(stderr)
         if tail != self.stderr_tail:
             Job.objects.filter(pk=self.pk).update(stderr_tail=tail)
@@ -389,34 +385,25 @@ class Job(models.Model):
             "are still in its work directory.",
         )
 
-    def apply_scheduler_status(self, status) -> bool:
-        """Record what the scheduler says (a parsers.JobStatus). True if anything changed."""
-        from jobs.slurm.parsers import STATE_MESSAGES, reason_text, waiting_for
-
+    def apply_scheduler_status(self, status: Status) -> bool:
+        """Record what the scheduler says (neutral values from its adapter, jobs/schedulers.py).
+        True if anything changed."""
         if self.scheduler_unseen_since is not None:
             Job.objects.filter(pk=self.pk).update(scheduler_unseen_since=None)
             self.scheduler_unseen_since = None
 
         new_state = status.state
         pending = new_state == self.State.PENDING
-        reason = reason_text(status.reason) if pending else ""
-        if pending and status.free is not None:
-            reason = waiting_for(status.free, self.cpus, self.memory_gb, self.gpus, self.gpu_type)
-        node = status.node if not pending else ""
-        attempt = self.attempt if status.restarts is None else status.restarts
-        queue = {
-            "queue_position": status.queue_position if pending else None,
-            "estimated_start": status.estimated_start if pending else None,
-        }
+        reason = status.reason[:REASON_MAX_LENGTH]
+        node = status.node[:253]
+        attempt = self.attempt if status.attempt is None else status.attempt
+        queue = {"queue_position": status.queue_position, "estimated_start": status.estimated_start}
         if new_state == self.state:
-            return self.update_details(
-                pending_reason=reason[:200], node=node[:253], attempt=attempt, **queue
-            )
-        key = status.slurm_state.split()[0] if status.slurm_state else ""
-        message = STATE_MESSAGES.get(key, "")
+            return self.update_details(pending_reason=reason, node=node, attempt=attempt, **queue)
+        message = status.message
         fields = {
-            "pending_reason": reason[:200],
-            "node": node[:253] or (self.node if not pending else ""),
+            "pending_reason": reason,
+            "node": node or (self.node if not pending else ""),
             "attempt": attempt,
             **queue,
         }
@@ -433,9 +420,10 @@ class Job(models.Model):
                 message = f"The job reached its time limit of {self.time_limit_minutes} minutes."
             elif new_state == self.State.CANCELLED and not message:
                 message = "Cancelled."
-        if (
-            status.start
-            and new_state in (self.State.RUNNING, self.State.COMPLETING) + self.FINAL_STATES
+        if status.started and new_state in (
+            self.State.RUNNING,
+            self.State.COMPLETING,
+            *self.FINAL_STATES,
         ):
             fields.setdefault("started_at", self.started_at or timezone.now())
         return self.transition(new_state, expect=(self.state,), message=message, **fields)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from jobs import validators
+from jobs.schedulers import Submission
 from jobs.slurm import parsers, pool, ssh
 
 log = logging.getLogger(__name__)
@@ -85,12 +86,6 @@ echo "submitted $id"
 """
 
 
-@dataclass(frozen=True)
-class Submission:
-    scheduler_id: str
-    adopted: bool  # True when an earlier attempt had already submitted it
-
-
 def submit(
     conn: ssh.Connection,
     work_dir: str,
@@ -113,7 +108,7 @@ def submit(
 
 def query(
     conn: ssh.Connection, username: str, expected: dict[str, str]
-) -> dict[str, parsers.JobStatus]:
+) -> dict[str, parsers.SlurmJob]:
     """Status of the given jobs ({scheduler id: the portal's job name}) in at most three
     commands, however many jobs.
 
@@ -162,7 +157,7 @@ def free_on_nodes(conn: ssh.Connection) -> list[parsers.NodeFree] | None:
 
 def accounting(
     conn: ssh.Connection, username: str, expected: dict[str, str]
-) -> dict[str, parsers.JobStatus]:
+) -> dict[str, parsers.SlurmJob]:
     """What accounting (slurmdbd) says of jobs the controller no longer holds: states from
     ``sacct --json`` (structure no name can change), exit codes from ``sacct -P`` where its
     one line for the id agrees (22.05's JSON misreports them). {} without accounting."""

@@ -8,6 +8,10 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from jobs.models.choices import FINAL_STATES
+from jobs.slurm.status import map_state
+from jobs.text import plain_line
+
 log = logging.getLogger(__name__)
 
 # Separator for sacct's -P fields: free text (the job name) comes last and may hold it.
@@ -27,109 +31,10 @@ SACCT_FIELDS = (
     "JobName",
 )
 
-# Every Slurm job state, mapped onto the portal's vocabulary.
-STATE_MAP = {
-    "PENDING": "pending",
-    "CONFIGURING": "pending",
-    "REQUEUED": "pending",
-    "REQUEUE_FED": "pending",
-    "REQUEUE_HOLD": "pending",
-    "SUSPENDED": "pending",  # not running now; the reason says why
-    "RESV_DEL_HOLD": "pending",
-    "RUNNING": "running",
-    "RESIZING": "running",
-    "SIGNALING": "running",
-    "STOPPED": "running",
-    "COMPLETING": "completing",
-    "STAGE_OUT": "completing",
-    "COMPLETED": "completed",
-    "FAILED": "failed",
-    "NODE_FAIL": "failed",
-    "BOOT_FAIL": "failed",
-    "OUT_OF_MEMORY": "failed",
-    "PREEMPTED": "failed",
-    "SPECIAL_EXIT": "failed",
-    "REVOKED": "cancelled",
-    "CANCELLED": "cancelled",
-    "TIMEOUT": "timeout",
-    "DEADLINE": "timeout",
-}
-
-# Why a job ended in a portal state that does not say it by itself.
-STATE_MESSAGES = {
-    "NODE_FAIL": "The compute node failed while the job ran.",
-    "BOOT_FAIL": "The compute node failed to boot for the job.",
-    "OUT_OF_MEMORY": "The job ran out of memory; ask for more memory.",
-    "PREEMPTED": "The job was preempted by a higher-priority job.",
-    "DEADLINE": "The job reached its deadline.",
-    "SUSPENDED": "Suspended by the scheduler.",
-    "REVOKED": "The job was revoked (it ran on another cluster of a federation).",
-}
-
-# Pending reasons in plain words.
-REASON_TEXT = {
-    "Resources": "waiting for free resources (a free GPU or node)",
-    "Priority": "waiting behind higher-priority jobs",
-    "Dependency": "waiting for another job to finish",
-    "DependencyNeverSatisfied": "its dependency can never be satisfied",
-    "BeginTime": "waiting for its start time",
-    "JobHeldUser": "held by you",
-    "JobHeldAdmin": "held by an administrator",
-    "ReqNodeNotAvail": "the requested nodes are not available (maintenance?)",
-    "PartitionDown": "the partition is down",
-    "PartitionInactive": "the partition is inactive",
-    "PartitionTimeLimit": "the time limit exceeds the partition's limit",
-    "PartitionNodeLimit": "the request exceeds the partition's node limit",
-    "QOSMaxGRESPerUser": "you are at your GPU limit; waiting for your other jobs",
-    "QOSMaxCpuPerUserLimit": "you are at your CPU limit; waiting for your other jobs",
-    "QOSMaxJobsPerUserLimit": "you are at your job limit; waiting for your other jobs",
-    "AssocGrpGRES": "your group is at its GPU limit",
-    "AssocGrpCpuLimit": "your group is at its CPU limit",
-    "AssociationJobLimit": "your account is at its job limit",
-    "Reservation": "waiting for its reservation",
-    "NodeDown": "a required node is down",
-    "BadConstraints": "no node satisfies the requested constraints",
-    "InvalidAccount": "the account is not valid",
-    "InvalidQOS": "the QOS is not valid",
-    "launch failed requeued held": "the node could not start it and Slurm holds it: "
-    "release it to try again, or cancel it",
-    "JobArrayTaskLimit": "waiting for other tasks of its array to finish",
-    "Licenses": "waiting for a free license",
-    "Cleaning": "waiting while Slurm cleans up after its previous run",
-    "Prolog": "its node is running the prolog",
-    "QOSMaxWallDurationPerJobLimit": "its walltime is longer than your QOS allows",
-    "AssocMaxWallDurationPerJobLimit": "its walltime is longer than your account allows",
-    "QOSGrpGRES": "your QOS is at its GPU limit",
-    "QOSGrpCpuLimit": "your QOS is at its CPU limit",
-    "AssocMaxJobsLimit": "your account is at its job limit",
-    "AssocGrpJobsLimit": "your group is at its job limit",
-    "FrontEndDown": "the front-end node is down",
-    "SystemFailure": "a Slurm, file system or network failure",
-    "JobLaunchFailure": "the job could not be launched",
-}
-
-# Pending reasons that mean "held": nothing happens until the job is released.
-HELD_REASONS = ("JobHeldUser", "JobHeldAdmin", "launch failed requeued held")
-
-
-def reason_text(reason: str) -> str:
-    """A pending reason in plain words ('' for none); one Slurm has no words for here is
-    still said as a reason, never shown bare."""
-    if not reason or reason in {"None", "(null)"}:
-        return ""
-    if reason in REASON_TEXT:
-        return REASON_TEXT[reason]
-    code = reason if re.fullmatch(r"[A-Za-z][A-Za-z0-9_ ,:()-]{0,60}", reason) else "unknown"
-    if reason.startswith("QOS"):
-        return f"a limit of your quality of service holds it (Slurm: {code})"
-    if reason.startswith("Assoc") or reason.startswith("MaxGRESPer"):
-        return f"a limit of your account holds it (Slurm: {code})"
-    return f"waiting (Slurm: {code})"
-
 
 @dataclass(frozen=True)
-class JobStatus:
-    """One job as the scheduler reports it."""
+class SlurmJob:
+    """One job as Slurm reports it, in Slurm's words (status.py turns it into the portal's)."""
 
     scheduler_id: str
     slurm_state: str
@@ -157,16 +62,7 @@ class JobStatus:
 
     @property
     def is_final(self) -> bool:
-        return self.state in {"completed", "failed", "cancelled", "timeout"}
-
-
-def map_state(slurm_state: str) -> str:
-    """'CANCELLED by 1001' -> 'cancelled'. Unknown states raise ValueError."""
-    key = slurm_state.split()[0].rstrip("+") if slurm_state else ""
-    try:
-        return STATE_MAP[key]
-    except KeyError:
-        raise ValueError(f"unknown Slurm job state {slurm_state!r}") from None
+        return self.state in FINAL_STATES
 
 
 def parse_time(value: str) -> datetime | None:
@@ -260,7 +156,7 @@ def _load(output: str, command: str, key: str = "jobs") -> list:
     return entries
 
 
-def parse_squeue_json(output: str, username: str) -> list[JobStatus]:
+def parse_squeue_json(output: str, username: str) -> list[SlurmJob]:
     """``squeue --json`` -> the statuses of ``username``'s jobs.
 
     Every field is read by its key from a JSON object, so nothing a user writes into a
@@ -282,7 +178,7 @@ def parse_squeue_json(output: str, username: str) -> list[JobStatus]:
             map_state(state)  # an unknown state is skipped with the entry
             code, signal = _json_exit(entry.get("exit_code"))
             statuses.append(
-                JobStatus(
+                SlurmJob(
                     scheduler_id=str(job_id),
                     slurm_state=state,
                     reason=_none_if_null(_text(entry.get("state_reason"))),
@@ -330,7 +226,7 @@ def queue_positions(entries: list) -> dict[int, int]:
     return positions
 
 
-def parse_sacct_json(output: str, username: str) -> list[JobStatus]:
+def parse_sacct_json(output: str, username: str) -> list[SlurmJob]:
     """``sacct --json -X -j IDS`` -> statuses of ``username``'s jobs, every field by key.
 
     Slurm 22.05's JSON gets plain exit codes wrong (``exit 3`` reads as return code 0;
@@ -363,7 +259,7 @@ def parse_sacct_json(output: str, username: str) -> list[JobStatus]:
                 sig = exit_info.get("signal")
                 signal = _number(sig.get("signal_id")) if isinstance(sig, dict) else None
             statuses.append(
-                JobStatus(
+                SlurmJob(
                     scheduler_id=str(job_id),
                     slurm_state=state,
                     reason=_none_if_null(_text(state_info.get("reason"))),
@@ -381,11 +277,11 @@ def parse_sacct_json(output: str, username: str) -> list[JobStatus]:
     return statuses
 
 
-def exit_codes(output: str, username: str, settled: dict[str, JobStatus]) -> dict[str, tuple]:
+def exit_codes(output: str, username: str, settled: dict[str, SlurmJob]) -> dict[str, tuple]:
     """Exit codes from ``sacct -P`` output for the jobs of ``settled`` (already read from
     JSON): an id's line counts only if it is the one line for that id and agrees with the
     JSON on name and state, so a newline in a job name cannot forge another job's code."""
-    lines: dict[str, list[JobStatus]] = {}
+    lines: dict[str, list[SlurmJob]] = {}
     for status in parse_sacct(output, username):
         lines.setdefault(status.scheduler_id, []).append(status)
     codes = {}
@@ -396,7 +292,7 @@ def exit_codes(output: str, username: str, settled: dict[str, JobStatus]) -> dic
     return codes
 
 
-def parse_sacct(output: str, username: str) -> list[JobStatus]:
+def parse_sacct(output: str, username: str) -> list[SlurmJob]:
     """``sacct -n -P -X --delimiter=FIELD_SEP -o SACCT_FIELDS`` -> statuses of ``username``'s
     jobs. The job name is the last field and takes the rest of the line, separators and
     all; a line broken by a newline in a name has the wrong shape (or a foreign owner) and
@@ -419,7 +315,7 @@ def parse_sacct(output: str, username: str) -> list[JobStatus]:
             continue
         code, signal = parse_exit_code(exit_code)
         statuses.append(
-            JobStatus(
+            SlurmJob(
                 scheduler_id=job_id,
                 slurm_state=state,
                 reason=_none_if_null(reason),
@@ -435,12 +331,12 @@ def parse_sacct(output: str, username: str) -> list[JobStatus]:
     return statuses
 
 
-def match_jobs(statuses: list[JobStatus], expected: dict[str, str]) -> dict[str, JobStatus]:
+def match_jobs(statuses: list[SlurmJob], expected: dict[str, str]) -> dict[str, SlurmJob]:
     """{scheduler id: status} for the ids in ``expected`` ({id: the portal's job name}),
     trusting an id only where the scheduler reports that very name for it: ids are
     reissued after a controller crash. An id reported twice with the name is ambiguous
     and left out (a later copy never overrides an earlier one)."""
-    found: dict[str, JobStatus] = {}
+    found: dict[str, SlurmJob] = {}
     ambiguous: set[str] = set()
     for status in statuses:
         job_id = status.scheduler_id
@@ -490,37 +386,8 @@ def accounting_disabled(stderr: str) -> bool:
 
 # -- text written by jobs ------------------------------------------------------
 
+
 # Terminal escape sequences (colours, cursor moves) and other control characters.
-_ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def plain_line(line: str) -> str:
-    """One line of program output as plain text: what a terminal would finally show after
-    carriage returns (progress bars), without escape sequences or control characters."""
-    line = line.rsplit("\r", 1)[-1] if "\r" in line.rstrip("\r") else line.rstrip("\r")
-    return _CONTROL.sub("", _ANSI.sub("", line))
-
-
-def error_tail(text: str, max_lines: int = 20, max_chars: int = 2000) -> str:
-    """The last lines of a failed job's stderr, as plain text of at most ``max_lines``
-    lines and ``max_chars`` characters (a line longer than that keeps its end)."""
-    lines = [plain_line(line) for line in text.split("\n")]
-    while lines and not lines[-1].strip():
-        lines.pop()
-    kept: list[str] = []
-    used = 0
-    for line in reversed(lines[-max_lines:]):
-        room = max_chars - used
-        if room <= 0:
-            break
-        if len(line) > room:
-            line = "…" + line[-(room - 1) :] if room > 1 else "…"
-        kept.append(line)
-        used += len(line) + 1
-    return "\n".join(reversed(kept))
-
-
 @dataclass(frozen=True)
 class CheckFinding:
     ok: bool | None  # None: noted, not checked (a registry image is pulled when a job starts)
@@ -626,33 +493,3 @@ def parse_sinfo_json(output: str) -> list[NodeFree]:
             )
         )
     return nodes
-
-
-def waiting_for(
-    nodes: tuple[NodeFree, ...], cpus: int, memory_gb: int, gpus: int, gpu_type: str = ""
-) -> str:
-    """Which resource a job pending for 'Resources' waits for, in words, from what the
-    partition's nodes have free now (Slurm places a job on one node)."""
-    usable = [n for n in nodes if n.usable]
-    if not usable:
-        return "waiting for a node: every node of its partition is down, drained or reserved"
-    best_cpus = max(n.cpus for n in usable)
-    best_mb = max(n.memory_mb for n in usable)
-    best_gpus = max(n.free_gpus(gpu_type) for n in usable)
-    short = []
-    if gpus > best_gpus:
-        kind = f"{gpu_type} GPUs" if gpu_type else "GPUs"
-        short.append(f"{kind}: {gpus} asked, {best_gpus} free")
-    if cpus > best_cpus:
-        short.append(f"CPUs: {cpus} asked, {best_cpus} free")
-    if memory_gb * 1024 > best_mb:
-        short.append(f"memory: {memory_gb} GB asked, {best_mb / 1024:.3g} GB free")
-    if short:
-        return "waiting for " + "; ".join(short) + " (at most, on one node)"
-    fits = any(
-        n.cpus >= cpus and n.memory_mb >= memory_gb * 1024 and n.free_gpus(gpu_type) >= gpus
-        for n in usable
-    )
-    if not fits:
-        return "waiting for one node with the CPUs, memory and GPUs it asks all free at once"
-    return "waiting for the scheduler: what it asks is free now"

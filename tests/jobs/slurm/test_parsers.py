@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from jobs.models import Job
-from jobs.slurm import parsers
+from jobs.slurm import parsers, status
 
 OUTPUT = Path(__file__).parent / "slurm_output"
 
@@ -62,7 +62,7 @@ def test_a_pending_job_knows_its_place_in_the_partitions_queue_and_slurms_estima
     ],
 )
 def test_every_pending_reason_is_said_in_words(reason, text):
-    assert parsers.reason_text(reason) == text
+    assert status.reason_text(reason) == text
 
 
 def test_parse_squeue_json_keeps_hostile_names_and_comments_as_data():
@@ -128,8 +128,8 @@ def test_match_jobs_trusts_an_id_only_under_the_expected_name():
 
 
 def test_match_jobs_leaves_out_an_id_reported_twice():
-    one = parsers.JobStatus("5", "RUNNING", name="n")
-    two = parsers.JobStatus("5", "COMPLETED", name="n")
+    one = parsers.SlurmJob("5", "RUNNING", name="n")
+    two = parsers.SlurmJob("5", "COMPLETED", name="n")
     assert parsers.match_jobs([one, two], {"5": "n"}) == {}
 
 
@@ -202,17 +202,17 @@ def test_accounting_disabled_is_recognised_on_captured_stderr():
     ],
 )
 def test_every_slurm_state_in_the_issue_maps_onto_the_portal_vocabulary(slurm, portal):
-    assert parsers.map_state(slurm) == portal
+    assert status.map_state(slurm) == portal
     assert portal in Job.State.values
 
 
 def test_state_map_targets_only_portal_states():
-    assert set(parsers.STATE_MAP.values()) <= set(Job.State.values)
+    assert set(status.STATE_MAP.values()) <= set(Job.State.values)
 
 
 def test_unknown_state_is_an_error_not_a_guess():
     with pytest.raises(ValueError, match="unknown Slurm job state"):
-        parsers.map_state("EXPLODED")
+        status.map_state("EXPLODED")
 
 
 def test_exit_codes():
@@ -298,7 +298,7 @@ def test_parse_sinfo_json_reads_what_the_node_has_free():
 )
 def test_waiting_for_names_the_short_resource(fields, ask, text):
     nodes = tuple(parsers.parse_sinfo_json(sinfo_with(**fields)))
-    assert parsers.waiting_for(nodes, *ask) == text
+    assert status.waiting_for(nodes, *ask) == text
 
 
 def test_waiting_for_one_node_with_everything_free_at_once():
@@ -307,7 +307,7 @@ def test_waiting_for_one_node_with_everything_free_at_once():
     a.update(name="a", alloc_cpus=16)  # GPUs free, no CPUs
     b.update(name="b", gres_used="gpu:v100:4(IDX:0-3)")  # CPUs free, no GPUs
     nodes = tuple(parsers.parse_sinfo_json(json.dumps({"nodes": [a, b]})))
-    assert parsers.waiting_for(nodes, 2, 2, 1, "v100") == (
+    assert status.waiting_for(nodes, 2, 2, 1, "v100") == (
         "waiting for one node with the CPUs, memory and GPUs it asks all free at once"
     )
 

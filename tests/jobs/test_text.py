@@ -1,6 +1,7 @@
 """What a job writes comes back as plain, bounded text: the failed job's stderr tail and the
 image check's answer lines (pure parsers; the real path is in tests/devcluster)."""
 
+from jobs import text
 from jobs.slurm import parsers
 
 
@@ -12,7 +13,7 @@ def test_error_tail_keeps_the_last_lines_as_plain_text():
         + "bell\x07 and NUL\x00 and a DEL\x7f\n"
         + "RuntimeError: CUDA out of memory\n\n\n"
     )
-    tail = parsers.error_tail(stderr, max_lines=5)
+    tail = text.error_tail(stderr, max_lines=5)
     assert tail.splitlines() == [
         "line 99",
         "Traceback (most recent call last):",
@@ -23,16 +24,16 @@ def test_error_tail_keeps_the_last_lines_as_plain_text():
 
 
 def test_error_tail_is_bounded_in_characters_and_keeps_a_long_lines_end():
-    tail = parsers.error_tail("x" * 1_000_000 + "the cause\n", max_chars=200)
+    tail = text.error_tail("x" * 1_000_000 + "the cause\n", max_chars=200)
     assert len(tail) <= 200
     assert tail.startswith("…") and tail.endswith("the cause")
-    many = parsers.error_tail("".join(f"{i:04d} {'y' * 90}\n" for i in range(5000)))
+    many = text.error_tail("".join(f"{i:04d} {'y' * 90}\n" for i in range(5000)))
     assert len(many) <= 2000 and many.splitlines()[-1].startswith("4999")
 
 
 def test_error_tail_of_nothing_is_nothing():
-    assert parsers.error_tail("") == ""
-    assert parsers.error_tail("\n\n  \n") == ""
+    assert text.error_tail("") == ""
+    assert text.error_tail("\n\n  \n") == ""
 
 
 def test_image_check_lines_need_the_nonce_and_a_known_status():

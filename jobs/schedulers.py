@@ -1,0 +1,90 @@
+"""The seam between the portal and a batch scheduler (Open OnDemand's ood_core adapters,
+cut to what the portal needs).
+
+An adapter turns its scheduler's commands and output into ``Status``: the portal's state
+(jobs/models/choices.py), the reason in words, the node, times and exit code. ``Job``
+applies only these neutral values (``Job.apply_scheduler_status``). Slurm is the one
+adapter today (jobs/slurm/: commands in operations.py, parsing in parsers.py, mapping in
+status.py); another scheduler adds a package beside it and a branch in ``for_cluster``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+from jobs.models.choices import State
+
+if TYPE_CHECKING:
+    from jobs.models import Cluster, Job
+    from jobs.slurm.ssh import Connection
+
+# Bound of a stored pending reason (Job.pending_reason's max_length).
+REASON_MAX_LENGTH = 200
+
+
+@dataclass(frozen=True)
+class Status:
+    """One job as its scheduler reports it, in the portal's words."""
+
+    state: State
+    reason: str = ""  # pending: why it waits, in words
+    message: str = ""  # why it changed, where the state alone does not say ("the node failed")
+    node: str = ""
+    started: bool = False  # the scheduler has a start time for it
+    exit_code: int | None = None
+    signal: int | None = None
+    attempt: int | None = None  # restarts so far (requeues); None: the scheduler did not say
+    queue_position: int | None = None  # pending: 1 = next in its queue
+    estimated_start: datetime | None = None  # pending: the scheduler's estimate
+    # Set when the scheduler reported something the adapter cannot read (an unknown
+    # state): the job is left as it was, and this is logged.
+    unreadable: str = ""
+
+
+@dataclass(frozen=True)
+class Submission:
+    scheduler_id: str
+    adopted: bool  # True when an earlier attempt had already submitted it
+
+
+class Scheduler(Protocol):
+    """What the portal asks of a scheduler, over an SSH connection to its login node."""
+
+    name: str
+
+    def submit(
+        self,
+        conn: Connection,
+        work_dir: str,
+        job_name: str,
+        script: str,
+        secret: str = "",
+        metrics_token: str = "",
+    ) -> Submission: ...
+
+    def statuses(self, conn: Connection, username: str, jobs: Sequence[Job]) -> dict[str, Status]:
+        """Status of ``jobs`` by scheduler id, in O(1) commands; unknown jobs left out."""
+        ...
+
+    def cancel(self, conn: Connection, scheduler_id: str, job_name: str) -> None: ...
+
+    def release(
+        self, conn: Connection, username: str, scheduler_id: str, job_name: str
+    ) -> None: ...
+
+
+def for_cluster(cluster: Cluster) -> Scheduler:
+    """The adapter for ``cluster``'s scheduler."""
+    from jobs.slurm.scheduler import SLURM
+
+    return SLURM
+
+
+def held_reasons() -> frozenset[str]:
+    """Stored pending reasons that mean 'held': the job waits until it is released."""
+    from jobs.slurm.status import HELD_TEXTS
+
+    return HELD_TEXTS

@@ -1,0 +1,51 @@
+"""Slurm behind the scheduler seam (jobs/schedulers.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from jobs.models.choices import State
+from jobs.schedulers import Status, Submission
+from jobs.slurm import operations
+from jobs.slurm.status import to_status
+
+if TYPE_CHECKING:
+    from jobs.models import Job
+    from jobs.slurm.ssh import Connection
+
+
+class Slurm:
+    name = "Slurm"
+
+    def submit(
+        self,
+        conn: Connection,
+        work_dir: str,
+        job_name: str,
+        script: str,
+        secret: str = "",
+        metrics_token: str = "",
+    ) -> Submission:
+        return operations.submit(conn, work_dir, job_name, script, secret, metrics_token)
+
+    def statuses(self, conn: Connection, username: str, jobs: Sequence[Job]) -> dict[str, Status]:
+        by_id = {job.scheduler_job_id: job for job in jobs}
+        raw = operations.query(conn, username, {i: j.slurm_name for i, j in by_id.items()})
+        statuses = {}
+        for scheduler_id, found in raw.items():
+            job = by_id[scheduler_id]
+            try:
+                statuses[scheduler_id] = to_status(found, job)
+            except ValueError as exc:  # a state this portal does not know
+                statuses[scheduler_id] = Status(state=State(job.state), unreadable=str(exc))
+        return statuses
+
+    def cancel(self, conn: Connection, scheduler_id: str, job_name: str) -> None:
+        operations.cancel(conn, scheduler_id, job_name)
+
+    def release(self, conn: Connection, username: str, scheduler_id: str, job_name: str) -> None:
+        operations.release(conn, username, scheduler_id, job_name)
+
+
+SLURM = Slurm()

@@ -1,0 +1,178 @@
+"""The Slurm adapter's translation: Slurm's states, reasons and free resources into the
+portal's neutral status (jobs/schedulers.py). This is where a Slurm state is mapped."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from jobs.models.choices import State
+from jobs.schedulers import REASON_MAX_LENGTH, Status
+
+if TYPE_CHECKING:
+    from jobs.models import Job
+    from jobs.slurm.parsers import NodeFree, SlurmJob
+
+# Every Slurm job state, mapped onto the portal's vocabulary.
+STATE_MAP = {
+    "PENDING": "pending",
+    "CONFIGURING": "pending",
+    "REQUEUED": "pending",
+    "REQUEUE_FED": "pending",
+    "REQUEUE_HOLD": "pending",
+    "SUSPENDED": "pending",  # not running now; the reason says why
+    "RESV_DEL_HOLD": "pending",
+    "RUNNING": "running",
+    "RESIZING": "running",
+    "SIGNALING": "running",
+    "STOPPED": "running",
+    "COMPLETING": "completing",
+    "STAGE_OUT": "completing",
+    "COMPLETED": "completed",
+    "FAILED": "failed",
+    "NODE_FAIL": "failed",
+    "BOOT_FAIL": "failed",
+    "OUT_OF_MEMORY": "failed",
+    "PREEMPTED": "failed",
+    "SPECIAL_EXIT": "failed",
+    "REVOKED": "cancelled",
+    "CANCELLED": "cancelled",
+    "TIMEOUT": "timeout",
+    "DEADLINE": "timeout",
+}
+
+# Why a job ended in a portal state that does not say it by itself.
+STATE_MESSAGES = {
+    "NODE_FAIL": "The compute node failed while the job ran.",
+    "BOOT_FAIL": "The compute node failed to boot for the job.",
+    "OUT_OF_MEMORY": "The job ran out of memory; ask for more memory.",
+    "PREEMPTED": "The job was preempted by a higher-priority job.",
+    "DEADLINE": "The job reached its deadline.",
+    "SUSPENDED": "Suspended by the scheduler.",
+    "REVOKED": "The job was revoked (it ran on another cluster of a federation).",
+}
+
+# Pending reasons in plain words.
+REASON_TEXT = {
+    "Resources": "waiting for free resources (a free GPU or node)",
+    "Priority": "waiting behind higher-priority jobs",
+    "Dependency": "waiting for another job to finish",
+    "DependencyNeverSatisfied": "its dependency can never be satisfied",
+    "BeginTime": "waiting for its start time",
+    "JobHeldUser": "held by you",
+    "JobHeldAdmin": "held by an administrator",
+    "ReqNodeNotAvail": "the requested nodes are not available (maintenance?)",
+    "PartitionDown": "the partition is down",
+    "PartitionInactive": "the partition is inactive",
+    "PartitionTimeLimit": "the time limit exceeds the partition's limit",
+    "PartitionNodeLimit": "the request exceeds the partition's node limit",
+    "QOSMaxGRESPerUser": "you are at your GPU limit; waiting for your other jobs",
+    "QOSMaxCpuPerUserLimit": "you are at your CPU limit; waiting for your other jobs",
+    "QOSMaxJobsPerUserLimit": "you are at your job limit; waiting for your other jobs",
+    "AssocGrpGRES": "your group is at its GPU limit",
+    "AssocGrpCpuLimit": "your group is at its CPU limit",
+    "AssociationJobLimit": "your account is at its job limit",
+    "Reservation": "waiting for its reservation",
+    "NodeDown": "a required node is down",
+    "BadConstraints": "no node satisfies the requested constraints",
+    "InvalidAccount": "the account is not valid",
+    "InvalidQOS": "the QOS is not valid",
+    "launch failed requeued held": "the node could not start it and Slurm holds it: "
+    "release it to try again, or cancel it",
+    "JobArrayTaskLimit": "waiting for other tasks of its array to finish",
+    "Licenses": "waiting for a free license",
+    "Cleaning": "waiting while Slurm cleans up after its previous run",
+    "Prolog": "its node is running the prolog",
+    "QOSMaxWallDurationPerJobLimit": "its walltime is longer than your QOS allows",
+    "AssocMaxWallDurationPerJobLimit": "its walltime is longer than your account allows",
+    "QOSGrpGRES": "your QOS is at its GPU limit",
+    "QOSGrpCpuLimit": "your QOS is at its CPU limit",
+    "AssocMaxJobsLimit": "your account is at its job limit",
+    "AssocGrpJobsLimit": "your group is at its job limit",
+    "FrontEndDown": "the front-end node is down",
+    "SystemFailure": "a Slurm, file system or network failure",
+    "JobLaunchFailure": "the job could not be launched",
+}
+
+# Pending reasons that mean "held": nothing happens until the job is released.
+HELD_REASONS = ("JobHeldUser", "JobHeldAdmin", "launch failed requeued held")
+
+
+def reason_text(reason: str) -> str:
+    """A pending reason in plain words ('' for none); one Slurm has no words for here is
+    still said as a reason, never shown bare."""
+    if not reason or reason in {"None", "(null)"}:
+        return ""
+    if reason in REASON_TEXT:
+        return REASON_TEXT[reason]
+    code = reason if re.fullmatch(r"[A-Za-z][A-Za-z0-9_ ,:()-]{0,60}", reason) else "unknown"
+    if reason.startswith("QOS"):
+        return f"a limit of your quality of service holds it (Slurm: {code})"
+    if reason.startswith("Assoc") or reason.startswith("MaxGRESPer"):
+        return f"a limit of your account holds it (Slurm: {code})"
+    return f"waiting (Slurm: {code})"
+
+
+def map_state(slurm_state: str) -> str:
+    """'CANCELLED by 1001' -> 'cancelled'. Unknown states raise ValueError."""
+    key = slurm_state.split()[0].rstrip("+") if slurm_state else ""
+    try:
+        return STATE_MAP[key]
+    except KeyError:
+        raise ValueError(f"unknown Slurm job state {slurm_state!r}") from None
+
+
+def waiting_for(
+    nodes: tuple[NodeFree, ...], cpus: int, memory_gb: int, gpus: int, gpu_type: str = ""
+) -> str:
+    """Which resource a job pending for 'Resources' waits for, in words, from what the
+    partition's nodes have free now (Slurm places a job on one node)."""
+    usable = [n for n in nodes if n.usable]
+    if not usable:
+        return "waiting for a node: every node of its partition is down, drained or reserved"
+    best_cpus = max(n.cpus for n in usable)
+    best_mb = max(n.memory_mb for n in usable)
+    best_gpus = max(n.free_gpus(gpu_type) for n in usable)
+    short = []
+    if gpus > best_gpus:
+        kind = f"{gpu_type} GPUs" if gpu_type else "GPUs"
+        short.append(f"{kind}: {gpus} asked, {best_gpus} free")
+    if cpus > best_cpus:
+        short.append(f"CPUs: {cpus} asked, {best_cpus} free")
+    if memory_gb * 1024 > best_mb:
+        short.append(f"memory: {memory_gb} GB asked, {best_mb / 1024:.3g} GB free")
+    if short:
+        return "waiting for " + "; ".join(short) + " (at most, on one node)"
+    fits = any(
+        n.cpus >= cpus and n.memory_mb >= memory_gb * 1024 and n.free_gpus(gpu_type) >= gpus
+        for n in usable
+    )
+    if not fits:
+        return "waiting for one node with the CPUs, memory and GPUs it asks all free at once"
+    return "waiting for the scheduler: what it asks is free now"
+
+
+# What a held job's pending_reason reads (it waits until released).
+HELD_TEXTS = frozenset(reason_text(r)[:REASON_MAX_LENGTH] for r in HELD_REASONS)
+
+
+def to_status(raw: SlurmJob, job: Job) -> Status:
+    """What Slurm says of ``job``, in the portal's words. Unknown states raise ValueError."""
+    state = State(map_state(raw.slurm_state))
+    pending = state == State.PENDING
+    reason = reason_text(raw.reason) if pending else ""
+    if pending and raw.free is not None:
+        reason = waiting_for(raw.free, job.cpus, job.memory_gb, job.gpus, job.gpu_type)
+    key = raw.slurm_state.split()[0] if raw.slurm_state else ""
+    return Status(
+        state=state,
+        reason=reason,
+        message=STATE_MESSAGES.get(key, ""),
+        node="" if pending else raw.node,
+        started=raw.start is not None,
+        exit_code=raw.exit_code,
+        signal=raw.signal,
+        attempt=raw.restarts,
+        queue_position=raw.queue_position if pending else None,
+        estimated_start=raw.estimated_start if pending else None,
+    )
