@@ -4,19 +4,14 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db import transaction
 from django.http import Http404, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import content_disposition_header, url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from frontend.forms import (
-    ClusterAccountForm,
-    LaunchForm,
-    launch_initial,
-    partition_limits,
-    tensorboard_initial,
-)
+from frontend.forms import ClusterAccountForm
+from jobs import lifecycle
+from jobs.launch import LaunchForm, launch_initial, partition_limits, tensorboard_initial
 from jobs.models import ApiToken, ClusterAccount, ContainerImage, Job, Tag
 from jobs.slurm import operations, ssh
 
@@ -75,9 +70,7 @@ def launch(request):
     if request.method == "POST":
         form = LaunchForm(request.POST, user=request.user)
         if form.is_valid():
-            with transaction.atomic():
-                job = form.save()
-                job.enqueue_submission()
+            job = lifecycle.launch(form)
             messages.success(
                 request, f"Job {job.pk} is queued; it will be submitted to {job.cluster.name} now."
             )
@@ -138,9 +131,7 @@ def job_detail(request, pk: int):
 @require_POST
 def job_release(request, pk: int):
     job = get_job_for_user(request, pk)
-    if job.is_held:
-        with transaction.atomic():
-            job.enqueue_release()
+    if lifecycle.release(job):
         messages.info(request, f"Releasing job {job.pk}.")
     else:
         messages.info(request, f"Job {job.pk} is not held.")
@@ -151,13 +142,10 @@ def job_release(request, pk: int):
 @require_POST
 def job_cancel(request, pk: int):
     job = get_job_for_user(request, pk)
-    if job.is_final:
-        message = f"Job {job.pk} has already ended ({job.get_state_display().lower()})."
-    else:
-        with transaction.atomic():
-            if job.request_cancel():
-                job.enqueue_cancel()
+    if lifecycle.cancel(job):
         message = f"Cancelling job {job.pk}."
+    else:
+        message = f"Job {job.pk} has already ended ({job.get_state_display().lower()})."
     if wants_json(request):
         return JsonResponse({"message": message})
     messages.info(request, message)

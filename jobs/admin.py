@@ -1,5 +1,7 @@
 """The Django admin is the curator's tool for the catalog, clusters and accounts."""
 
+from itertools import chain
+
 from django.contrib import admin, messages
 from django.db.models import Count
 from django.utils.html import format_html, format_html_join
@@ -25,14 +27,8 @@ class PartitionInline(admin.TabularInline):
         "name",
         "is_default",
         "gpu_types",
-        "default_gpus",
-        "max_gpus_per_job",
-        "default_cpus",
-        "max_cpus_per_job",
-        "default_memory_gb",
-        "max_memory_gb",
-        "default_time_minutes",
-        "max_time_minutes",
+        # default_gpus, max_gpus_per_job, default_cpus, max_cpus_per_job, ...
+        *chain.from_iterable(zip(Partition.DEFAULT_FIELDS, Partition.LIMIT_FIELDS, strict=True)),
     )
 
 

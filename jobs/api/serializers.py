@@ -1,5 +1,5 @@
 """What the API shows of the catalog, clusters and jobs. Validation of new jobs is the
-launch form's (frontend.forms.LaunchForm), so browser and API accept exactly the same."""
+launch form's (jobs.launch.LaunchForm), so browser and API accept exactly the same."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from django.urls import reverse
 from rest_framework import serializers
 
 from jobs.broadcast import session_payload
+from jobs.launch import LaunchForm, launch_initial
 from jobs.models import Cluster, ContainerImage, Job, JobEvent, Partition
 
 
@@ -40,10 +41,7 @@ class PartitionSerializer(serializers.ModelSerializer):
             "name",
             "is_default",
             "gpu_types",
-            "max_gpus_per_job",
-            "max_cpus_per_job",
-            "max_memory_gb",
-            "max_time_minutes",
+            *Partition.LIMIT_FIELDS,
             "default_time_minutes",
         ]
 
@@ -180,8 +178,6 @@ class JobCreateSerializer(serializers.Serializer):
     FORM_TO_API = {v: k for k, v in FORM_FIELDS.items()}
 
     def validate(self, attrs):
-        from frontend.forms import LaunchForm, launch_initial
-
         user = self.context["request"].user
         data = {k: v for k, v in launch_initial(user).items() if v is not None}
         partition = Partition.objects.filter(pk=data.get("partition")).first()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
@@ -29,6 +28,7 @@ from rest_framework.exceptions import (
 )
 from rest_framework.response import Response
 
+from jobs import lifecycle
 from jobs.api.errors import RefuseNul
 from jobs.api.serializers import (
     ClusterSerializer,
@@ -232,9 +232,7 @@ class JobViewSet(
     def create(self, request, *args, **kwargs):
         incoming = JobCreateSerializer(data=request.data, context={"request": request})
         incoming.is_valid(raise_exception=True)
-        with transaction.atomic():
-            job = incoming.validated_data["form"].save()
-            job.enqueue_submission()
+        job = lifecycle.launch(incoming.validated_data["form"])
         body = JobSerializer(job, context={"request": request}).data
         return Response(body, status=status.HTTP_201_CREATED)
 
@@ -243,11 +241,8 @@ class JobViewSet(
     def cancel(self, request, pk=None):
         """Cancel the job (202: the cancellation is on its way; 200 if it had ended)."""
         job = self.get_object()
-        if job.is_final:
+        if not lifecycle.cancel(job):
             return Response(JobSerializer(job, context={"request": request}).data)
-        with transaction.atomic():
-            if job.request_cancel():
-                job.enqueue_cancel()
         job.refresh_from_db()
         return Response(
             JobSerializer(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED
@@ -259,10 +254,8 @@ class JobViewSet(
         """Release a held job (202), e.g. one Slurm holds after its node failed to start it;
         409 if it is not held."""
         job = self.get_object()
-        if not job.is_held:
+        if not lifecycle.release(job):
             raise Conflict(f"Job {job.pk} is not held.")
-        with transaction.atomic():
-            job.enqueue_release()
         return Response(
             JobSerializer(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED
         )

@@ -142,9 +142,32 @@ class Partition(models.Model):
     def __str__(self) -> str:
         return f"{self.cluster.name}/{self.name}"
 
+    # What a job may ask for here: at most (LIMIT_FIELDS) and unless it says (DEFAULT_FIELDS),
+    # GPUs, CPUs, memory, walltime in that order. The admin, the API and the launch page
+    # all show them from here.
+    LIMIT_FIELDS = ("max_gpus_per_job", "max_cpus_per_job", "max_memory_gb", "max_time_minutes")
+    DEFAULT_FIELDS = ("default_gpus", "default_cpus", "default_memory_gb", "default_time_minutes")
+
     @property
     def gpu_type_list(self) -> list[str]:
         return split_list(self.gpu_types)
+
+    def limits(self) -> dict:
+        """The partition's limits and defaults for the launch page's script."""
+        return {
+            "id": self.pk,
+            "name": self.name,
+            "is_default": self.is_default,
+            "gpu_types": self.gpu_type_list,
+            "max_gpus": self.max_gpus_per_job,
+            "max_cpus": self.max_cpus_per_job,
+            "max_memory_gb": self.max_memory_gb,
+            "max_minutes": self.max_time_minutes,
+            "default_minutes": self.default_time_minutes,
+            "default_gpus": self.default_gpus,
+            "default_cpus": self.default_cpus,
+            "default_memory_gb": self.default_memory_gb,
+        }
 
     def job_defaults(self, image: ContainerImage | None = None) -> dict:
         """What a job on this partition asks for unless the user says otherwise. GPUs only

@@ -428,50 +428,6 @@ class Job(models.Model):
             fields.setdefault("started_at", self.started_at or timezone.now())
         return self.transition(new_state, expect=(self.state,), message=message, **fields)
 
-    # -- queueing work for the workers ------------------------------------------------
-    def enqueue_submission(self) -> None:
-        """Queue the submit task after commit. If the broker is away the job stays queued
-        and the recovery sweep (jobs.tasks.recover_jobs) queues it once it is back."""
-        from jobs.tasks import submit_job
-
-        def send() -> None:
-            publish_job(self)  # dashboards show the new job as queued at once
-            try:
-                submit_job.delay(self.pk)
-            except Exception as exc:  # noqa: BLE001 - any broker failure
-                self.update_details(
-                    message=f"Waiting for the portal's task queue ({exc}); it will be "
-                    "submitted when the queue is back."
-                )
-
-        transaction.on_commit(send)
-
-    def enqueue_release(self) -> None:
-        from jobs.tasks import release_job
-
-        def send() -> None:
-            try:
-                release_job.delay(self.pk)
-            except Exception as exc:  # noqa: BLE001 - any broker failure
-                self.update_details(message=f"The portal could not queue the release ({exc}).")
-
-        transaction.on_commit(send)
-
-    def enqueue_cancel(self) -> None:
-        """Queue the cancel task after commit; the recovery sweep sends it again if it is
-        lost (the request stays recorded in cancel_requested_at)."""
-        from jobs.tasks import cancel_job
-
-        def send() -> None:
-            try:
-                cancel_job.delay(self.pk)
-            except Exception as exc:  # noqa: BLE001 - any broker failure
-                self.update_details(
-                    message=f"Waiting for the portal's task queue to cancel ({exc})."
-                )
-
-        transaction.on_commit(send)
-
     @property
     def elapsed(self) -> timedelta | None:
         if not self.started_at:

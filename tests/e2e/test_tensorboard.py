@@ -4,9 +4,11 @@ session on its runs, which Chromium opens through HAProxy for its owner only."""
 
 import pytest
 
-from jobs.models import ContainerImage, Job
+from jobs import lifecycle
+from jobs.models import Job
 from proxy.models import Session
-from tests.e2e.conftest import sign_in
+from tests import factories
+from tests.e2e.pages import launch, sign_in
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
 
@@ -14,10 +16,9 @@ pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
 def test_owner_opens_tensorboard_on_a_demo_jobs_runs_through_the_data_path(
     tls_browser, stack, owner, outsider, devcluster, screenshot
 ):
-    ContainerImage.objects.create(
-        name="Digits (host)",
-        slug="digits-host",
-        runtime="none",
+    factories.image(
+        "digits-host",
+        "Digits (host)",
         offers_notebook=False,
         offers_batch=True,
         offers_tensorboard=True,
@@ -25,12 +26,7 @@ def test_owner_opens_tensorboard_on_a_demo_jobs_runs_through_the_data_path(
     )
     page = sign_in(tls_browser, stack, "owner", "owner-pass-123")
     try:
-        page.goto(f"{stack.url}/launch/")
-        page.get_by_text("Digits (host)").click()
-        page.get_by_label("Batch command").check()
-        page.get_by_label("Partition").select_option(label="cpu")
-        page.get_by_role("button", name="Launch").click()
-        page.wait_for_url(f"{stack.url}/jobs/*/")
+        launch(page, stack, "Digits (host)", "Batch command")
         training = Job.objects.get()
         page.locator("#job [data-badge]", has_text="Completed").wait_for(timeout=120_000)
 
@@ -75,5 +71,4 @@ def test_owner_opens_tensorboard_on_a_demo_jobs_runs_through_the_data_path(
         assert "val_accuracy" not in other.content()
     finally:
         for job in Job.objects.filter(state__in=Job.ACTIVE_STATES):
-            if job.request_cancel():
-                job.enqueue_cancel()
+            lifecycle.cancel(job)

@@ -4,19 +4,17 @@ chosen image (GPUs only where the image and the partition have them)."""
 import pytest
 from django.core.exceptions import ValidationError
 
-from frontend.forms import launch_initial
+from jobs.launch import launch_initial
 from jobs.models import ContainerImage, Job, Partition
-from tests.jobs.api.test_api import client_for
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def api(owner, catalog):
-    ContainerImage.objects.create(
-        name="CPU only", slug="cpu-only", runtime="none", supports_gpu=False, sort_order=5
-    )
-    return client_for(owner)
+    factories.image("cpu-only", "CPU only", supports_gpu=False, sort_order=5)
+    return factories.api_client(owner)
 
 
 RESOURCES = ("gpus", "gpu_type", "cpus", "memory_gb", "time_limit")

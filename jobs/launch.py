@@ -1,0 +1,172 @@
+"""What a launch may ask for, checked once for the launch page and the API alike: the
+launch form (validated field by field by Job.clean() against the partition and image), its
+defaults, and the limits the page shows before submitting."""
+
+from typing import Any
+
+from django import forms
+
+from jobs.models import Cluster, ClusterAccount, ContainerImage, Job, Partition
+
+
+class LaunchForm(forms.ModelForm):
+    """The launch form. Limits are checked by Job.clean(), field by field."""
+
+    image = forms.ModelChoiceField(
+        queryset=ContainerImage.objects.offered(),
+        to_field_name="slug",
+        widget=forms.RadioSelect,
+        empty_label=None,
+        error_messages={
+            "invalid_choice": "Choose an image from the catalog (a disabled image is no longer "
+            "offered)."
+        },
+    )
+    cluster = forms.ModelChoiceField(
+        queryset=Cluster.objects.filter(enabled=True), to_field_name="name", empty_label=None
+    )
+    partition = forms.ModelChoiceField(
+        queryset=Partition.objects.filter(cluster__enabled=True), empty_label=None
+    )
+
+    class Meta:
+        model = Job
+        fields = [
+            "image",
+            "kind",
+            "cluster",
+            "partition",
+            "gpu_type",
+            "gpus",
+            "cpus",
+            "memory_gb",
+            "time_limit_minutes",
+            "account",
+            "workdir_kind",
+            "notebook_dir",
+            "command",
+            "name",
+        ]
+        labels = {
+            "gpus": "GPUs",
+            "gpu_type": "GPU type",
+            "cpus": "CPUs",
+            "memory_gb": "Memory (GB)",
+            "time_limit_minutes": "Walltime (minutes)",
+            "account": "Slurm account",
+            "workdir_kind": "Work directory",
+            "notebook_dir": "Folder",
+            "name": "Name (optional)",
+        }
+        widgets = {
+            "kind": forms.RadioSelect,
+            "workdir_kind": forms.RadioSelect,
+            "command": forms.Textarea(
+                attrs={"rows": 3, "placeholder": "python train.py --epochs 10"}
+            ),
+        }
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+        self.instance.owner = user
+        self.fields["account"].widget.attrs["placeholder"] = "cluster default"
+        self.fields["notebook_dir"].widget.attrs["placeholder"] = "e.g. projects/mnist"
+
+    # A word about the image shown before the user submits (a disabled one).
+    image_notice = ""
+
+    def clean(self):
+        super().clean()  # ModelForm's returns cleaned_data (its stubs allow None)
+        cleaned = self.cleaned_data
+        if not cleaned.get("gpus"):
+            # A GPU type means nothing without GPUs (the page's list keeps one selected).
+            cleaned["gpu_type"] = ""
+        cluster = cleaned.get("cluster")
+        if cluster is not None and ClusterAccount.for_user(cluster, self.user) is None:
+            self.add_error(
+                "cluster",
+                f"You have no account on {cluster.name} yet: set one up on your Account page.",
+            )
+        return cleaned
+
+
+def last_notebook_dir(user) -> str:
+    """The folder the user's last notebook opened in: the form remembers it."""
+    last = Job.objects.filter(owner=user, kind=Job.Kind.NOTEBOOK).order_by("-created_at").first()
+    return last.notebook_dir if last else ""
+
+
+def tensorboard_initial(job: Job) -> dict:
+    """A TensorBoard session on ``job``'s runs: its work directory as the folder, on its
+    cluster, in its image if that has TensorBoard (else the first image that has)."""
+    from jobs.slurm.scripts import work_root
+
+    initial: dict = {
+        "kind": Job.Kind.TENSORBOARD,
+        "gpus": 0,
+        "gpu_type": "",
+        "cluster": job.cluster.name,
+    }
+    partition = job.cluster.default_partition()
+    if partition is not None:
+        initial["partition"] = partition.pk
+    if job.work_dir:
+        initial["notebook_dir"] = job.work_dir.removeprefix(work_root(job.work_dir)).strip("/")
+        initial["workdir_kind"] = job.workdir_kind
+    image = job.image if job.image.offers_tensorboard and job.image.enabled else None
+    image = image or ContainerImage.objects.offered().filter(offers_tensorboard=True).first()
+    if image is not None:
+        initial["image"] = image.slug
+    return initial
+
+
+def launch_initial(user, source: Job | None = None) -> dict:
+    """Defaults that make "choose an image, press Launch" work; or a copy of ``source``."""
+    if source is not None:
+        return {
+            "image": source.image.slug,
+            "kind": source.kind,
+            "cluster": source.cluster.name,
+            "partition": source.partition_id,
+            "gpu_type": source.gpu_type,
+            "gpus": source.gpus,
+            "cpus": source.cpus,
+            "memory_gb": source.memory_gb,
+            "time_limit_minutes": source.time_limit_minutes,
+            "account": source.account,
+            "workdir_kind": source.workdir_kind,
+            "notebook_dir": source.notebook_dir or last_notebook_dir(user),
+            "command": source.command,
+            "name": source.name,
+        }
+    clusters = list(Cluster.objects.filter(enabled=True))
+    cluster = next(
+        (c for c in clusters if ClusterAccount.for_user(c, user)), clusters[0] if clusters else None
+    )
+    partition = cluster.default_partition() if cluster else None
+    image = ContainerImage.objects.offered().filter(deprecated=False).first()
+    initial = {
+        "image": image.slug if image else None,
+        "kind": "notebook",
+        "workdir_kind": "home",
+        "notebook_dir": last_notebook_dir(user),
+    }
+    if image and not image.offers_notebook:
+        initial["kind"] = "batch"
+    if cluster and partition:
+        initial.update(
+            cluster=cluster.name, partition=partition.pk, **partition.job_defaults(image)
+        )
+    return initial
+
+
+def partition_limits() -> dict:
+    """What the browser needs to show limits and prevent impossible requests."""
+    clusters: dict[str, dict[str, Any]] = {}
+    for p in Partition.objects.filter(cluster__enabled=True).select_related("cluster"):
+        c = clusters.setdefault(
+            p.cluster.name, {"scratch": bool(p.cluster.scratch_root), "partitions": []}
+        )
+        c["partitions"].append(p.limits())
+    return clusters

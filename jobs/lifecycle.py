@@ -1,0 +1,64 @@
+"""Launching, cancelling and releasing a job: the one place the pages (frontend/) and the
+API (jobs/api/) call. Each changes the database in one transaction and queues the worker's
+task after it commits; if the broker is away the job says so, and the recovery sweep
+(jobs.tasks.recover_jobs) queues the task again once it is back."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from jobs.broadcast import publish_job
+from jobs.launch import LaunchForm
+from jobs.models import Job
+
+
+def launch(form: LaunchForm) -> Job:
+    """Save a valid launch form's job and queue its submission."""
+    with transaction.atomic():
+        job = form.save()
+        transaction.on_commit(lambda: _submit(job))
+    return job
+
+
+def cancel(job: Job) -> bool:
+    """Cancel ``job``: at once if it never reached the scheduler, else by a worker's
+    scancel. False if it had already ended (nothing to do)."""
+    if job.is_final:
+        return False
+    with transaction.atomic():
+        if job.request_cancel():
+            transaction.on_commit(
+                lambda: _queue(
+                    job, "cancel_job", "Waiting for the portal's task queue to cancel ({exc})."
+                )
+            )
+    return True
+
+
+def release(job: Job) -> bool:
+    """Release a held job (a worker runs the scheduler's release). False if it is not held."""
+    if not job.is_held:
+        return False
+    transaction.on_commit(
+        lambda: _queue(job, "release_job", "The portal could not queue the release ({exc}).")
+    )
+    return True
+
+
+def _submit(job: Job) -> None:
+    publish_job(job)  # dashboards show the new job as queued at once
+    _queue(
+        job,
+        "submit_job",
+        "Waiting for the portal's task queue ({exc}); it will be submitted when the queue is back.",
+    )
+
+
+def _queue(job: Job, task_name: str, if_away: str) -> None:
+    """Queue the task; if the broker is away, the job's message says so (``if_away``)."""
+    from jobs import tasks  # tasks import the models; queueing is the only call this way
+
+    try:
+        getattr(tasks, task_name).delay(job.pk)
+    except Exception as exc:  # noqa: BLE001 - any broker failure
+        job.update_details(message=if_away.format(exc=exc))
