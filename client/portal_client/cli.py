@@ -22,7 +22,6 @@ from portal_client import __version__
 from portal_client.api import Client, PortalError
 from portal_client.config import ConfigError, config_path, load_config, save_config
 
-FINAL_STATES = {"completed", "failed", "cancelled", "timeout", "submit_failed"}
 # `--wait`'s exit status when the job has no exit code of its own (documented in --help).
 STATE_EXIT = {"completed": 0, "failed": 1, "submit_failed": 1, "timeout": 124, "cancelled": 143}
 
@@ -191,7 +190,7 @@ def follow(client: Client, job: dict, interval: float, out: Output) -> int:
     reason = job.get("pending_reason") or ""
     link_shown = False
     try:
-        while job["state"] not in FINAL_STATES:
+        while not job["is_final"]:
             time.sleep(interval)
             job = client.job(job_id)
             now = job.get("pending_reason") or ""
@@ -202,11 +201,7 @@ def follow(client: Client, job: dict, interval: float, out: Output) -> int:
                 detail = ""
                 if event["to_state"] == "pending" and job["state"] == "pending" and now:
                     detail, reason = f" ({now})", now
-                elif job.get("node") and event["to_state"] in (
-                    "running",
-                    "completing",
-                    *FINAL_STATES,
-                ):
+                elif job.get("node") and event["to_state"] not in ("queued", "pending"):
                     detail = f" on {job['node']}"
                 out.note(f"job {job_id}: {event['label']}{detail}")
             if job["state"] == "pending" and now and now != reason:
@@ -319,7 +314,7 @@ def cmd_logs(client: Client, args, out: Output) -> int:
 
 def cmd_cancel(client: Client, args, out: Output) -> int:
     job = client.cancel(args.id)
-    if job["state"] in FINAL_STATES:
+    if job["is_final"]:
         out.data(job, f"job {job['id']}: already ended ({_state(job)})")
     else:
         out.data(job, f"job {job['id']}: cancelling ({_state(job)})")
@@ -328,13 +323,13 @@ def cmd_cancel(client: Client, args, out: Output) -> int:
 
 def cmd_open(client: Client, args, out: Output) -> int:
     job = client.job(args.id)
-    if job["kind"] not in ("notebook", "tensorboard"):
+    if not job["has_session"]:
         raise PortalError(
             f"Job {job['id']} is a batch job; only notebook and TensorBoard sessions have a link."
         )
     url = job.get("session_url")
     if not url:
-        if job["state"] in FINAL_STATES:
+        if job["is_final"]:
             raise PortalError(f"Job {job['id']} has ended ({_state(job)}); its session is gone.")
         raise PortalError(
             f"Job {job['id']} is {_state(job)}; its session link appears once the session runs."

@@ -66,6 +66,12 @@ class JobSerializer(serializers.ModelSerializer):
     workdir = serializers.CharField(source="workdir_kind")
     owner = serializers.CharField(source="owner.get_username")
     state_label = serializers.CharField(source="get_state_display")
+    # The state vocabulary stays on the server: clients ask these, not a list of states.
+    is_active = serializers.BooleanField(read_only=True)
+    is_final = serializers.BooleanField(read_only=True)
+    has_session = serializers.BooleanField(
+        read_only=True, help_text="Opens through a session link (a notebook, TensorBoard)."
+    )
     session_url = serializers.SerializerMethodField()
     url = serializers.SerializerMethodField()
 
@@ -91,6 +97,9 @@ class JobSerializer(serializers.ModelSerializer):
             "notebook_dir",
             "state",
             "state_label",
+            "is_active",
+            "is_final",
+            "has_session",
             "pending_reason",
             "queue_position",
             "estimated_start",

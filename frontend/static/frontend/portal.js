@@ -3,13 +3,7 @@
 
 const Portal = (() => {
   const csrf = () => document.body.dataset.csrf;
-  const ACTIVE = ["queued", "pending", "running", "completing"];
   const WARN_SECONDS = 15 * 60;
-  const LABELS = {
-    queued: "Queued", pending: "Pending", running: "Running", completing: "Completing",
-    completed: "Completed", failed: "Failed", cancelled: "Cancelled", timeout: "Timed out",
-    submit_failed: "Submission failed",
-  };
 
   // --- websocket with reconnect --------------------------------------------------
   // onMessage(data) for each message; onReopen() after a reconnect (catch up on what
@@ -52,18 +46,19 @@ const Portal = (() => {
 
   function applyJob(el, job) {
     el.dataset.state = job.state;
+    el.dataset.active = job.is_active;
     if (job.started_at) el.dataset.startedAt = job.started_at;
     const badge = el.querySelector("[data-badge]");
     if (badge) {
-      badge.textContent = job.state_label || LABELS[job.state] || job.state;
+      badge.textContent = job.state_label;
       badge.className = badge.className.replace(/state-\S+/, `state-${job.state}`);
     }
     const reason = el.querySelector("[data-reason]");
     if (reason) {
       reason.textContent = job.state === "pending" ? job.pending_text
-        : (job.cancel_requested && ACTIVE.includes(job.state) ? "cancelling…" : "");
+        : (job.cancel_requested && job.is_active ? "cancelling…" : "");
     }
-    const active = ACTIVE.includes(job.state);
+    const active = job.is_active;
     el.querySelectorAll(".cancel-form").forEach((f) => { f.hidden = !active; });
     if (job.ended_at && job.started_at) {
       el.dataset.endedAt = job.ended_at;
@@ -115,7 +110,7 @@ const Portal = (() => {
       const left = Number(el.dataset.limitMinutes) * 60 - elapsed;
       if (elapsedEl) elapsedEl.textContent = `ran ${duration(elapsed)}`;
       if (remainingEl) remainingEl.textContent = `· ${duration(left)} left`;
-      if (left <= WARN_SECONDS && (el.dataset.kind === "notebook" || el.dataset.kind === "tensorboard")) { // sessions only
+      if (left <= WARN_SECONDS && el.dataset.session === "true") { // sessions only
         warnings.push(el.dataset.jobId);
         notifyOnce(el.dataset.jobId, left);
       }
@@ -175,7 +170,7 @@ const Portal = (() => {
   function dashboard() {
     const table = document.getElementById("job-table");
     const filter = table.dataset.filter;
-    const matches = (job) => !filter || filter === job.state || (filter === "active" && ACTIVE.includes(job.state));
+    const matches = (job) => !filter || filter === job.state || (filter === "active" && job.is_active);
     async function refreshTable() {
       const response = await fetch(`?state=${encodeURIComponent(filter)}&fragment=table`);
       if (response.ok) table.innerHTML = await response.text();
@@ -226,7 +221,7 @@ const Portal = (() => {
     }
     function schedule() {
       clearInterval(timer);
-      if (ACTIVE.includes(el.dataset.state)) timer = setInterval(loadLog, 5000);
+      if (el.dataset.active === "true") timer = setInterval(loadLog, 5000);
     }
     document.querySelectorAll("[data-stream]").forEach((tab) => tab.addEventListener("click", () => {
       stream = tab.dataset.stream;
