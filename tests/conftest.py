@@ -8,7 +8,8 @@ import pytest
 from django.conf import settings
 
 from jobs import devcluster as devcluster_mod
-from jobs.models import Cluster, ContainerImage, Job, Partition
+from jobs.models import Job
+from tests import factories
 
 
 @pytest.fixture(autouse=True)
@@ -29,32 +30,27 @@ def _no_shared_proxy(settings, tmp_path_factory):
 
 
 @pytest.fixture
-def owner(django_user_model):
-    return django_user_model.objects.create_user("owner", password="owner-pass-123")
+def owner(db):
+    return factories.user("owner", "owner-pass-123")
 
 
 @pytest.fixture
-def outsider(django_user_model):
-    return django_user_model.objects.create_user("outsider", password="outsider-pass-123")
+def outsider(db):
+    return factories.user("outsider", "outsider-pass-123")
 
 
 @pytest.fixture
-def staff(django_user_model):
-    return django_user_model.objects.create_superuser("staff", password="staff-pass-123")
+def staff(db):
+    return factories.user("staff", "staff-pass-123", superuser=True)
 
 
 @pytest.fixture
 def cluster(db):
-    cluster = Cluster.objects.create(
-        name="testcluster",
-        ssh_host="login.example.org",
-        ssh_port=22,
-        host_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOqmCr0ke0UTgwV9vPwNDnqf4mr8v07WgMJOuFbxZuBs",
-        scratch_root="/scratch/{user}",
-    )
-    Partition.objects.create(
-        cluster=cluster,
-        name="gpu",
+    """testcluster: partition gpu (the default; v100 and a100) and a smaller cpu one."""
+    cluster = factories.cluster("testcluster", scratch_root="/scratch/{user}")
+    factories.partition(
+        cluster,
+        "gpu",
         gpu_types="v100,a100",
         max_gpus_per_job=4,
         max_cpus_per_job=32,
@@ -63,9 +59,9 @@ def cluster(db):
         default_time_minutes=60,
         is_default=True,
     )
-    Partition.objects.create(
-        cluster=cluster,
-        name="cpu",
+    factories.partition(
+        cluster,
+        "cpu",
         max_cpus_per_job=8,
         max_memory_gb=16,
         max_time_minutes=30,
@@ -79,33 +75,20 @@ def catalog(cluster, owner):
     """An API-ready portal: a launchable image (with its own command), a deprecated one
     (still offered), a disabled one (not offered), and the owner's account on the cluster.
     Returns the cluster."""
-    from jobs.models import ClusterAccount
-
-    ContainerImage.objects.create(
-        name="Python",
-        slug="python",
-        runtime="none",
-        sort_order=1,
-        default_command="python train.py",
+    factories.image("python", "Python", sort_order=1, default_command="python train.py")
+    factories.image(
+        "legacy", "Legacy", sort_order=0, deprecated=True, deprecation_note="Use Python."
     )
-    ContainerImage.objects.create(
-        name="Legacy",
-        slug="legacy",
-        runtime="none",
-        sort_order=0,
-        deprecated=True,
-        deprecation_note="Use Python.",
-    )
-    ContainerImage.objects.create(name="Old", slug="old", runtime="none", enabled=False)
-    ClusterAccount.objects.create(cluster=cluster, user=owner, username="alice")
+    factories.image("old", "Old", enabled=False)
+    factories.account(cluster, owner, "alice")
     return cluster
 
 
 @pytest.fixture
 def image(db):
-    return ContainerImage.objects.create(
-        name="PyTorch",
-        slug="pytorch",
+    return factories.image(
+        "pytorch",
+        "PyTorch",
         version="2.5",
         runtime="apptainer",
         location="/shared/images/pytorch.sif",
@@ -115,13 +98,15 @@ def image(db):
 @pytest.fixture
 def running_notebook(owner, cluster):
     """A notebook job the scheduler reports running (no real Slurm job behind it)."""
-    image = ContainerImage.objects.create(name="Host", slug="host-notebook", runtime="none")
-    return Job.objects.create(
-        owner=owner,
-        cluster=cluster,
-        partition=cluster.partitions.first(),
-        image=image,
-        kind="notebook",
+    return factories.job(
+        owner,
+        cluster,
+        "",
+        partition=None,
+        image=factories.image("host-notebook"),
+        kind=Job.Kind.NOTEBOOK,
+        memory_gb=4,
+        time_limit_minutes=60,
         state="running",
         node="127.0.0.1",  # where the tests' stand-in notebooks listen
     )

@@ -1,39 +1,122 @@
-"""Builders for test objects, so tests say what differs and not how a job is made.
+"""The one way tests and benchmarks build users, clusters, partitions, images, cluster
+accounts, jobs, API clients and metric records: a test says what differs, not how a job
+is made.
 
-(Older test modules still build their jobs inline; they move here as they are touched.)
+Every default is a keyword argument; a caller that needs other values passes them. Named
+things (users, clusters, partitions, images) are made if missing, so a benchmark can run
+twice on the same database; tests start from an empty one.
 """
 
 from __future__ import annotations
 
-from jobs.models import Cluster, ContainerImage, Job, Partition
+from django.contrib.auth import get_user_model
+
+from jobs.models import ApiToken, Cluster, ClusterAccount, ContainerImage, Job, Partition
+
+#: A well-formed SSH host key (the cluster's address never answers in-process tests).
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOqmCr0ke0UTgwV9vPwNDnqf4mr8v07WgMJOuFbxZuBs"
 
 
-def host_image(slug: str = "host", **fields) -> ContainerImage:
-    """The catalog entry that runs on the node itself (runtime 'none')."""
-    image, _ = ContainerImage.objects.get_or_create(
-        slug=slug, defaults={"name": "Host", "runtime": "none", **fields}
-    )
-    return image
+def user(username: str, password: str | None = None, *, superuser: bool = False):
+    """The user ``username`` (``password`` unset: none can sign in with one); a
+    superuser is staff too."""
+    model = get_user_model()
+    existing = model.objects.filter(username=username).first()
+    if existing is not None:
+        return existing
+    make = model.objects.create_superuser if superuser else model.objects.create_user
+    return make(username, password=password)
+
+
+def cluster(
+    name: str = "testcluster",
+    *,
+    ssh_host: str = "login.example.org",
+    host_key: str = HOST_KEY,
+    save: bool = True,
+    **fields,
+) -> Cluster:
+    """The cluster ``name`` (no partitions); ``save=False`` returns it unsaved (for
+    full_clean)."""
+    values = dict(ssh_host=ssh_host, host_key=host_key, **fields)
+    if not save:
+        return Cluster(name=name, **values)
+    return Cluster.objects.get_or_create(name=name, defaults=values)[0]
+
+
+def partition(cluster: Cluster, name: str, **fields) -> Partition:
+    """Partition ``name`` of ``cluster``, with the model's limits unless ``fields`` say."""
+    return Partition.objects.get_or_create(cluster=cluster, name=name, defaults=fields)[0]
+
+
+def image(slug: str = "host", name: str = "Host", *, runtime: str = "none", **fields):
+    """The catalog entry ``slug``: by default one that runs on the node itself."""
+    values = dict(name=name, runtime=runtime, **fields)
+    return ContainerImage.objects.get_or_create(slug=slug, defaults=values)[0]
+
+
+_image = image  # job()'s parameter ``image`` hides the function
+
+
+def account(cluster: Cluster, user, username: str) -> ClusterAccount:
+    """``user``'s login ``username`` on ``cluster`` (``user=None``: the service account)."""
+    return ClusterAccount.objects.create(cluster=cluster, user=user, username=username)
 
 
 def job(
-    owner, cluster: Cluster, command: str = "echo hello", *, partition: str = "cpu", **fields
+    owner,
+    cluster: Cluster,
+    command: str = "echo hello",
+    *,
+    partition: str | Partition | None = "cpu",
+    image: ContainerImage | None = None,
+    kind: str = Job.Kind.BATCH,
+    cpus: int = 1,
+    memory_gb: int = 1,
+    time_limit_minutes: int = 5,
+    save: bool = True,
+    **fields,
 ) -> Job:
-    """A small batch job (1 CPU, 1 GB, 5 minutes) on ``partition``; ``fields`` override."""
-    values = dict(
-        kind=Job.Kind.BATCH,
-        command=command,
-        cpus=1,
-        memory_gb=1,
-        time_limit_minutes=5,
-        image=host_image(),
-    )
-    values.update(fields)
-    return Job.objects.create(
+    """A job of ``owner``'s: by default a small batch job (1 CPU, 1 GB, 5 minutes, what
+    the dev cluster runs at once) on partition ``cpu`` with the image ``image()``.
+
+    ``partition`` is a name, a Partition, or None for the cluster's default partition;
+    ``fields`` set the rest (state, name, node, ...); ``save=False`` returns it unsaved.
+    """
+    if partition is None:
+        partition = cluster.default_partition()
+    elif isinstance(partition, str):
+        partition = Partition.objects.get(cluster=cluster, name=partition)
+    made = Job(
         owner=owner,
         cluster=cluster,
-        partition=Partition.objects.get(cluster=cluster, name=partition),
-        **values,
+        partition=partition,
+        image=image or _image(),
+        kind=kind,
+        command=command,
+        cpus=cpus,
+        memory_gb=memory_gb,
+        time_limit_minutes=time_limit_minutes,
+        **fields,
+    )
+    if save:
+        made.save()
+    return made
+
+
+def training_job(owner, cluster: Cluster, state: str = "running", *, image=None) -> Job:
+    """What the metrics, API and CLI tests read: ``python train.py`` in ``state`` on the
+    cluster's default partition, the model's default resources (4 GB, 60 minutes) and the
+    image ``host-batch`` unless ``image`` says."""
+    return job(
+        owner,
+        cluster,
+        "python train.py",
+        partition=None,
+        image=image or _image("host-batch"),
+        memory_gb=4,
+        time_limit_minutes=60,
+        state=state,
     )
 
 
@@ -46,3 +129,30 @@ def submitted_job(owner, cluster: Cluster, command: str = "echo hello", **fields
     made.refresh_from_db()
     assert made.scheduler_job_id, made.message
     return made
+
+
+def api_client(user, token_name: str = "t"):
+    """A REST client that sends a new API token of ``user``'s."""
+    from rest_framework.test import APIClient
+
+    _, token = ApiToken.issue(user, token_name)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client
+
+
+def metric_records(n: int, start: int = 0, attempt: int = 0, rank: int = 0, **extra):
+    """``n`` upload records from step ``start`` on, as portal_metrics sends them: a loss
+    that falls and an accuracy that rises; ``extra`` adds to each."""
+    return [
+        {
+            "seq": s,
+            "attempt": attempt,
+            "rank": rank,
+            "step": s,
+            "time": 1.7e9 + s,
+            "metrics": {"loss": 1.0 / (s + 1), "acc": s / (n + start)},
+            **extra,
+        }
+        for s in range(start, start + n)
+    ]

@@ -6,6 +6,7 @@ the portal's control plane (settings.PROXY_INSTANCES) at this instance, and star
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,16 @@ from tests.livestack import free_port
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 ECHO = Path(__file__).parent / "proxy" / "echo_upstream.py"
 DOMAIN = "sessions.localhost"
+
+
+def need_haproxy() -> None:
+    """Skip without HAProxy; fail where the dev setup must have it (root, CI)."""
+    import pytest
+
+    if not os.path.exists(HAPROXY):
+        if os.environ.get("PORTAL_REQUIRE_DEVCLUSTER") == "1":
+            pytest.fail("haproxy is missing: `make test` installs Debian's haproxy")
+        pytest.skip("haproxy is missing")
 
 
 def wait_listening(port: int) -> None:

@@ -14,13 +14,12 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from jobs.api.models import ApiToken
-from jobs.models import ContainerImage, Job
+from jobs.models import ApiToken, ContainerImage, Job
 from jobs.slurm import operations
 from portal_client import cli
 from proxy.models import Session
+from tests import factories
 from tests.livestack import free_port
-from tests.jobs.metrics.conftest import make_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -110,8 +109,8 @@ def test_refused_submission_shows_each_fields_message_and_creates_nothing(
 def test_jobs_show_and_cancel_own_jobs_only(
     portal_env, owner, outsider, catalog, submitted, capsys
 ):
-    mine = make_job(owner, catalog, state="running")
-    theirs = make_job(outsider, catalog, state="running")
+    mine = factories.training_job(owner, catalog, state="running")
+    theirs = factories.training_job(outsider, catalog, state="running")
     code, out, _ = run(capsys, "jobs")
     assert code == 0 and f"\n{mine.pk} " in out and f"\n{theirs.pk} " not in out
     code, out, _ = run(capsys, "show", str(mine.pk))
@@ -130,7 +129,7 @@ def test_jobs_show_and_cancel_own_jobs_only(
 def test_json_output_is_the_apis(portal_env, owner, catalog, capsys):
     import json
 
-    job = make_job(owner, catalog)
+    job = factories.training_job(owner, catalog)
     code, out, _ = run(capsys, "--json", "show", str(job.pk))
     assert code == 0 and json.loads(out)["id"] == job.pk
     assert [c["slug"] for c in json.loads(run(capsys, "--json", "containers")[1])][0] == "python"
@@ -257,7 +256,7 @@ def test_logs_follow_prints_each_byte_once_until_the_job_ends(
 ):
     """The API's offset reads, driven by the client; the SFTP read under them is stood in by
     a file that grows (the real one is read in tests/e2e/test_cli.py)."""
-    job = make_job(owner, catalog, state="running")
+    job = factories.training_job(owner, catalog, state="running")
     content = {"data": b""}
     lines = [f"step {n} \u2713\n".encode() for n in range(30)]
 
@@ -279,12 +278,12 @@ def test_logs_follow_prints_each_byte_once_until_the_job_ends(
 
 
 def test_open_prints_the_session_link_of_a_running_notebook(portal_env, owner, catalog, capsys):
-    batch = make_job(owner, catalog)
+    batch = factories.training_job(owner, catalog)
     assert (
         "only notebook and TensorBoard sessions have a link"
         in run(capsys, "open", str(batch.pk))[2]
     )
-    notebook = make_job(owner, catalog)
+    notebook = factories.training_job(owner, catalog)
     Job.objects.filter(pk=notebook.pk).update(kind="notebook")
     session = Session.for_job(notebook)
     code, _, err = run(capsys, "open", str(notebook.pk))
@@ -364,7 +363,7 @@ def test_login_checks_the_token_before_saving_it(portal_env, monkeypatch, tmp_pa
 
 def test_the_installed_command_runs(portal_env, owner, catalog):
     """The console script `make` installs into the venv (pip install -e ./client)."""
-    job = make_job(owner, catalog)
+    job = factories.training_job(owner, catalog)
     portal = Path(sys.executable).parent / "portal"
     result = subprocess.run([str(portal), "jobs"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and f"\n{job.pk} " in result.stdout, result.stderr

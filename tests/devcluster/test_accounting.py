@@ -14,7 +14,7 @@ from tests import factories
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 
 
-def from_accounting(job: Job, timeout: float = 30) -> parsers.JobStatus:
+def from_accounting(job: Job, timeout: float = 30) -> parsers.SlurmJob:
     """Ask accounting only (as the sync does once the controller has let the job go)."""
     account = job.cluster_account
     deadline = time.monotonic() + timeout

@@ -11,7 +11,7 @@ import pytest
 from django.urls import reverse
 
 from jobs import tasks
-from jobs.models import ContainerImage, ImageCheck, Job
+from jobs.models import ImageCheck, Job
 from tests import factories
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
@@ -33,12 +33,6 @@ def shared_dir():
     shutil.rmtree(path)
 
 
-def image(slug: str, runtime: str, location: str = "", modules: str = "") -> ContainerImage:
-    return ContainerImage.objects.create(
-        name=slug, slug=slug, runtime=runtime, location=location, modules=modules
-    )
-
-
 def test_the_admin_check_finds_a_missing_sif_a_missing_runtime_and_modules(
     client, owner, staff, devcluster, devcluster_info, shared_dir
 ):
@@ -47,11 +41,11 @@ def test_the_admin_check_finds_a_missing_sif_a_missing_runtime_and_modules(
     present.chmod(0o644)
     missing = shared_dir / "missing.sif"
     images = [
-        image("missing", "apptainer", str(missing)),
-        image("present", "apptainer", str(present)),
-        image("modules", "none", modules="cuda/12.4"),
-        image("registry", "podman", "docker://python:3.12"),
-        image("host", "none"),
+        factories.image("missing", "missing", runtime="apptainer", location=str(missing)),
+        factories.image("present", "present", runtime="apptainer", location=str(present)),
+        factories.image("modules", "modules", modules="cuda/12.4"),
+        factories.image("registry", "registry", runtime="podman", location="docker://python:3.12"),
+        factories.image("host", "host"),
     ]
     # Checked as the admin's own cluster account (never as another user's).
     owner.is_staff = owner.is_superuser = True
@@ -127,7 +121,7 @@ def test_a_job_that_fails_in_its_setup_shows_the_end_of_stderr(
     client, owner, devcluster, queued_error_tails
 ):
     """Before: 'exited with status 1' and nothing else; the cause was in stderr.log."""
-    with_modules = image("with-modules", "none", modules="cuda/12.4")
+    with_modules = factories.image("with-modules", "with-modules", modules="cuda/12.4")
     job = wait_final(factories.submitted_job(owner, devcluster, "echo never", image=with_modules))
     assert job.state == Job.State.FAILED, job.message
     assert queued_error_tails == [(job.pk,)]

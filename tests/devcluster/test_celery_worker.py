@@ -6,7 +6,8 @@ import pytest
 from django.db import transaction
 
 from jobs import tasks
-from jobs.models import ContainerImage, Job, Partition
+from jobs.models import Job
+from tests import factories
 from tests.livestack import LiveStack
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
@@ -35,18 +36,9 @@ def wait_for(job: Job, states: set[str], queue: str, timeout: float = 60) -> Job
 def test_worker_submits_after_commit_and_sync_follows_the_job_to_completed(
     worker, devcluster, owner
 ):
-    image = ContainerImage.objects.create(name="Host", slug="host-w", runtime="none")
+    image = factories.image("host-w")
     with transaction.atomic():
-        job = Job.objects.create(
-            owner=owner,
-            cluster=devcluster,
-            image=image,
-            kind="batch",
-            command="echo via worker; exit 0",
-            partition=Partition.objects.get(cluster=devcluster, name="cpu"),
-            memory_gb=1,
-            time_limit_minutes=5,
-        )
+        job = factories.job(owner, devcluster, "echo via worker; exit 0", image=image)
         transaction.on_commit(lambda: tasks.submit_job.apply_async((job.pk,), queue=worker))
     job = wait_for(job, {"completed", "failed", "submit_failed"}, worker)
     assert job.state == "completed", job.message
@@ -54,17 +46,7 @@ def test_worker_submits_after_commit_and_sync_follows_the_job_to_completed(
 
 
 def test_worker_cancels_a_running_job(worker, devcluster, owner):
-    image = ContainerImage.objects.create(name="Host", slug="host-c", runtime="none")
-    job = Job.objects.create(
-        owner=owner,
-        cluster=devcluster,
-        image=image,
-        kind="batch",
-        command="sleep 300",
-        partition=Partition.objects.get(cluster=devcluster, name="cpu"),
-        memory_gb=1,
-        time_limit_minutes=5,
-    )
+    job = factories.job(owner, devcluster, "sleep 300", image=factories.image("host-c"))
     tasks.submit_job.apply_async((job.pk,), queue=worker)
     wait_for(job, {"running"}, worker)
     assert job.request_cancel()

@@ -12,6 +12,7 @@ from django.core.management import call_command
 
 from jobs.models import ClusterAccount
 from jobs.slurm import ssh
+from tests import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.devcluster]
 
@@ -202,7 +203,7 @@ def test_generated_key_pair_logs_in_once_its_public_key_is_installed(
 ):
     """The portal makes the key pair; the user installs the public key; SSH works."""
     user = [u for u in devcluster_info["users"] if u != devcluster_info["default_user"]][0]
-    account = ClusterAccount.objects.create(cluster=devcluster, user=outsider, username=user)
+    account = factories.account(devcluster, outsider, user)
     public = account.generate_key_pair()
     account.save()
     assert public.startswith("ssh-ed25519 ") and public.endswith(

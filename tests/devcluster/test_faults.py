@@ -25,8 +25,7 @@ import pytest
 import redis
 
 from jobs import demo_catalog
-from jobs.api.models import ApiToken
-from jobs.models import Job
+from jobs.models import ApiToken, Job
 from jobs.slurm import parsers
 from tests.livestack import ROOT, LiveStack, free_port
 
@@ -142,10 +141,10 @@ def devcluster_up() -> None:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
-def slurm_jobs_by_name() -> dict[str, list[parsers.JobStatus]]:
+def slurm_jobs_by_name() -> dict[str, list[parsers.SlurmJob]]:
     """Every job the controller holds, by name (root sees every user's)."""
     out = subprocess.run(["squeue", "--json"], capture_output=True, text=True, check=True).stdout
-    found: dict[str, list[parsers.JobStatus]] = {}
+    found: dict[str, list[parsers.SlurmJob]] = {}
     for user in ("hpcuser", "hpcuser2"):
         for status in parsers.parse_squeue_json(out, user):
             found.setdefault(status.name, []).append(status)

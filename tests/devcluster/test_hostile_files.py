@@ -12,24 +12,10 @@ import pytest
 
 from jobs import tasks
 from jobs.metrics.models import MetricPoint
-from jobs.models import Job
 from jobs.slurm import operations, ssh
-from tests import factories
+from tests.devcluster.helpers import run_job
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
-
-
-def run_job(owner, cluster, command: str) -> Job:
-    job = factories.submitted_job(owner, cluster, command)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        tasks.sync_jobs(Job.objects.filter(pk=job.pk))
-        job.refresh_from_db()
-        if job.is_final:
-            assert job.state == "completed", job.message
-            return job
-        time.sleep(0.5)
-    raise AssertionError(f"job {job.pk} is still {job.state}")
 
 
 def timed(call):

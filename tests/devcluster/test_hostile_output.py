@@ -98,7 +98,7 @@ def test_a_held_job_says_so_and_is_released_through_the_api(devcluster, owner, m
     (scontrol hold), which takes the same path through the portal."""
     from rest_framework.test import APIClient
 
-    from jobs.api.models import ApiToken
+    from jobs.models import ApiToken
 
     job = portal_job(owner, devcluster, "echo released")
     as_user("hpcuser", "scontrol", "hold", job.scheduler_job_id)

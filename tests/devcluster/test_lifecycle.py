@@ -12,55 +12,20 @@ from django.conf import settings
 from django.db import connection
 
 from jobs import tasks
-from jobs.models import ClusterAccount, ContainerImage, Job, Partition
+from jobs.models import ClusterAccount, Job, Partition
 from jobs.slurm import operations, pool, ssh
+from tests import factories
+from tests.devcluster.helpers import remote, run_until
 
 pytestmark = [pytest.mark.devcluster]
 
 UP = Path(__file__).resolve().parents[2] / "deploy" / "devcluster" / "up.sh"
 
 
-@pytest.fixture
-def host_image(db):
-    return ContainerImage.objects.create(name="Host", slug="host", runtime="none")
-
-
-def make_job(owner, cluster, image, *, partition="gpu", **fields) -> Job:
-    defaults = dict(
-        kind=Job.Kind.BATCH, command="echo hello", cpus=1, memory_gb=1, time_limit_minutes=5
-    )
-    defaults.update(fields)
-    return Job.objects.create(
-        owner=owner,
-        cluster=cluster,
-        image=image,
-        partition=Partition.objects.get(cluster=cluster, name=partition),
-        **defaults,
-    )
-
-
-def run_until(job: Job, states: set[str], timeout: float = 60) -> Job:
-    """Drive the periodic sync (as beat would) until the job reaches one of ``states``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        tasks.sync_jobs(Job.objects.filter(pk=job.pk))
-        job.refresh_from_db()
-        if job.state in states:
-            return job
-        time.sleep(0.5)
-    raise AssertionError(
-        f"job {job.pk} is {job.state} ({job.message}) after {timeout}s, wanted {states}"
-    )
-
-
-def remote(account, argv):
-    return operations.on_account(account, lambda conn: conn.run(argv)).stdout
-
-
 @pytest.mark.django_db
-def test_batch_job_runs_to_completed_and_its_output_is_readable(devcluster, owner, host_image):
-    job = make_job(
-        owner, devcluster, host_image, command="echo hello from $(hostname); echo oops >&2"
+def test_batch_job_runs_to_completed_and_its_output_is_readable(devcluster, owner):
+    job = factories.job(
+        owner, devcluster, "echo hello from $(hostname); echo oops >&2", partition="gpu"
     )
     tasks.submit_job.apply(args=[job.pk])
     job.refresh_from_db()
@@ -80,9 +45,9 @@ def test_batch_job_runs_to_completed_and_its_output_is_readable(devcluster, owne
 
 
 @pytest.mark.django_db
-def test_log_tail_is_bounded(devcluster, owner, host_image):
-    job = make_job(
-        owner, devcluster, host_image, command="for i in $(seq 1 20000); do echo line-$i; done"
+def test_log_tail_is_bounded(devcluster, owner):
+    job = factories.job(
+        owner, devcluster, "for i in $(seq 1 20000); do echo line-$i; done", partition="gpu"
     )
     tasks.submit_job.apply(args=[job.pk])
     job = run_until(job, {"completed"})
@@ -93,8 +58,8 @@ def test_log_tail_is_bounded(devcluster, owner, host_image):
 
 
 @pytest.mark.django_db
-def test_command_exiting_3_ends_failed_with_exit_code_3(devcluster, owner, host_image):
-    job = make_job(owner, devcluster, host_image, command="echo about to fail; exit 3")
+def test_command_exiting_3_ends_failed_with_exit_code_3(devcluster, owner):
+    job = factories.job(owner, devcluster, "echo about to fail; exit 3", partition="gpu")
     tasks.submit_job.apply(args=[job.pk])
     job = run_until(job, {"failed", "completed"})
     assert (job.state, job.exit_code) == ("failed", 3)
@@ -102,12 +67,12 @@ def test_command_exiting_3_ends_failed_with_exit_code_3(devcluster, owner, host_
 
 
 @pytest.mark.django_db
-def test_user_command_runs_exactly_as_written(devcluster, owner, host_image):
+def test_user_command_runs_exactly_as_written(devcluster, owner):
     """Quotes, $(...), backslashes and newlines reach the job's bash untouched."""
     command = (
         "x='a b'; printf '<%s>\\n' \"$x\" $x; echo \"$(echo sub)\" 'lit$HOME' \\\necho second line"
     )
-    job = make_job(owner, devcluster, host_image, command=command)
+    job = factories.job(owner, devcluster, command, partition="gpu")
     tasks.submit_job.apply(args=[job.pk])
     job = run_until(job, {"completed"})
     expected = subprocess.run(["bash", "-c", command], capture_output=True, text=True).stdout
@@ -116,14 +81,14 @@ def test_user_command_runs_exactly_as_written(devcluster, owner, host_image):
 
 
 @pytest.mark.django_db
-def test_gpu_job_sees_cuda_visible_devices(devcluster, owner, host_image):
-    job = make_job(
+def test_gpu_job_sees_cuda_visible_devices(devcluster, owner):
+    job = factories.job(
         owner,
         devcluster,
-        host_image,
+        'echo "GPUS=$CUDA_VISIBLE_DEVICES"',
+        partition="gpu",
         gpus=2,
         gpu_type="v100",
-        command='echo "GPUS=$CUDA_VISIBLE_DEVICES"',
     )
     tasks.submit_job.apply(args=[job.pk])
     job = run_until(job, {"completed"})
@@ -132,8 +97,8 @@ def test_gpu_job_sees_cuda_visible_devices(devcluster, owner, host_image):
 
 
 @pytest.mark.django_db
-def test_cancelling_a_running_job_ends_cancelled(devcluster, owner, host_image):
-    job = make_job(owner, devcluster, host_image, command="sleep 300")
+def test_cancelling_a_running_job_ends_cancelled(devcluster, owner):
+    job = factories.job(owner, devcluster, "sleep 300", partition="gpu")
     tasks.submit_job.apply(args=[job.pk])
     job = run_until(job, {"running"})
     assert job.request_cancel()
@@ -143,9 +108,11 @@ def test_cancelling_a_running_job_ends_cancelled(devcluster, owner, host_image):
 
 
 @pytest.mark.django_db
-def test_cancelling_a_pending_job_ends_cancelled(devcluster, owner, host_image):
-    job = make_job(owner, devcluster, host_image, command="sleep 300", gpus=4, gpu_type="v100")
-    blocker = make_job(owner, devcluster, host_image, command="sleep 300", gpus=4, gpu_type="v100")
+def test_cancelling_a_pending_job_ends_cancelled(devcluster, owner):
+    job = factories.job(owner, devcluster, "sleep 300", partition="gpu", gpus=4, gpu_type="v100")
+    blocker = factories.job(
+        owner, devcluster, "sleep 300", partition="gpu", gpus=4, gpu_type="v100"
+    )
     tasks.submit_job.apply(args=[blocker.pk])
     run_until(blocker, {"running"})
     tasks.submit_job.apply(args=[job.pk])
@@ -180,8 +147,8 @@ def test_cancelling_a_pending_job_ends_cancelled(devcluster, owner, host_image):
 
 
 @pytest.mark.django_db
-def test_cancelling_a_queued_job_needs_no_scheduler(devcluster, owner, host_image):
-    job = make_job(owner, devcluster, host_image)
+def test_cancelling_a_queued_job_needs_no_scheduler(devcluster, owner):
+    job = factories.job(owner, devcluster, partition="gpu")
     before = ssh.counters["commands"]
     assert job.request_cancel() is False
     job.refresh_from_db()
@@ -192,10 +159,8 @@ def test_cancelling_a_queued_job_needs_no_scheduler(devcluster, owner, host_imag
 
 
 @pytest.mark.django_db
-def test_job_past_its_time_limit_ends_timeout(devcluster, owner, host_image):
-    job = make_job(
-        owner, devcluster, host_image, partition="cpu", command="sleep 600", time_limit_minutes=1
-    )
+def test_job_past_its_time_limit_ends_timeout(devcluster, owner):
+    job = factories.job(owner, devcluster, "sleep 600", partition="cpu", time_limit_minutes=1)
     tasks.submit_job.apply(args=[job.pk])
     job = run_until(job, {"timeout", "failed", "cancelled"}, timeout=180)
     assert job.state == "timeout"
@@ -203,11 +168,9 @@ def test_job_past_its_time_limit_ends_timeout(devcluster, owner, host_image):
 
 
 @pytest.mark.django_db
-def test_invalid_partition_ends_submit_failed_with_slurms_message(devcluster, owner, host_image):
-    Partition.objects.create(
-        cluster=devcluster, name="nope", max_time_minutes=60, default_time_minutes=10
-    )
-    job = make_job(owner, devcluster, host_image, partition="nope")
+def test_invalid_partition_ends_submit_failed_with_slurms_message(devcluster, owner):
+    factories.partition(devcluster, "nope", max_time_minutes=60, default_time_minutes=10)
+    job = factories.job(owner, devcluster, partition="nope")
     tasks.submit_job.apply(args=[job.pk])
     job.refresh_from_db()
     assert job.state == "submit_failed"
@@ -216,10 +179,10 @@ def test_invalid_partition_ends_submit_failed_with_slurms_message(devcluster, ow
 
 
 @pytest.mark.django_db
-def test_over_limit_request_ends_submit_failed_with_slurms_message(devcluster, owner, host_image):
+def test_over_limit_request_ends_submit_failed_with_slurms_message(devcluster, owner):
     # The portal's limits allow it (admin misconfiguration); Slurm refuses: its message is kept.
     Partition.objects.filter(cluster=devcluster, name="gpu").update(max_gpus_per_job=8)
-    job = make_job(owner, devcluster, host_image, gpus=8, gpu_type="v100")
+    job = factories.job(owner, devcluster, partition="gpu", gpus=8, gpu_type="v100")
     tasks.submit_job.apply(args=[job.pk])
     job.refresh_from_db()
     assert job.state == "submit_failed"
@@ -227,12 +190,12 @@ def test_over_limit_request_ends_submit_failed_with_slurms_message(devcluster, o
 
 
 @pytest.mark.django_db
-def test_changed_host_key_is_refused_and_nothing_is_submitted(devcluster, owner, host_image):
+def test_changed_host_key_is_refused_and_nothing_is_submitted(devcluster, owner):
     devcluster.host_key = (
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOqmCr0ke0UTgwV9vPwNDnqf4mr8v07WgMJOuFbxZuBs"
     )
     devcluster.save()
-    job = make_job(owner, devcluster, host_image)
+    job = factories.job(owner, devcluster, partition="gpu")
     tasks.submit_job.apply(args=[job.pk])
     job.refresh_from_db()
     assert job.state == "submit_failed"
@@ -248,8 +211,8 @@ def slurm_jobs_named(account, name: str) -> list[str]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_duplicated_submit_tasks_produce_one_slurm_job(devcluster, owner, host_image):
-    job = make_job(owner, devcluster, host_image, command="sleep 1")
+def test_duplicated_submit_tasks_produce_one_slurm_job(devcluster, owner):
+    job = factories.job(owner, devcluster, "sleep 1", partition="gpu")
     errors = []
 
     def submit():
@@ -273,10 +236,8 @@ def test_duplicated_submit_tasks_produce_one_slurm_job(devcluster, owner, host_i
 
 
 @pytest.mark.django_db
-def test_redelivered_submit_after_a_lost_update_adopts_the_submitted_job(
-    devcluster, owner, host_image
-):
-    job = make_job(owner, devcluster, host_image, command="sleep 1")
+def test_redelivered_submit_after_a_lost_update_adopts_the_submitted_job(devcluster, owner):
+    job = factories.job(owner, devcluster, "sleep 1", partition="gpu")
     tasks.submit_job.apply(args=[job.pk])
     job.refresh_from_db()
     first = job.scheduler_job_id
@@ -293,12 +254,10 @@ def test_redelivered_submit_after_a_lost_update_adopts_the_submitted_job(
 
 
 @pytest.mark.django_db
-def test_one_sync_of_50_active_jobs_issues_a_constant_number_of_ssh_commands(
-    devcluster, owner, host_image
-):
+def test_one_sync_of_50_active_jobs_issues_a_constant_number_of_ssh_commands(devcluster, owner):
     account = ClusterAccount.for_user(devcluster, owner)
     jobs = [
-        make_job(owner, devcluster, host_image, state="pending", cluster_account=account)
+        factories.job(owner, devcluster, partition="gpu", state="pending", cluster_account=account)
         for _ in range(50)
     ]
     # 50 real, held (pending) Slurm jobs under the portal jobs' names, in one command.
@@ -344,7 +303,7 @@ def test_one_sync_of_50_active_jobs_issues_a_constant_number_of_ssh_commands(
 
 
 @pytest.mark.django_db
-def test_connection_is_reused_across_operations(devcluster, owner, host_image):
+def test_connection_is_reused_across_operations(devcluster, owner):
     before = ssh.counters["connections"]
     account = ClusterAccount.for_user(devcluster, owner)
     for _ in range(5):
@@ -361,8 +320,8 @@ def test_a_dropped_connection_is_replaced_transparently(devcluster, owner):
 
 
 @pytest.mark.django_db
-def test_slurmctld_outage_never_marks_running_jobs_ended(devcluster, owner, host_image):
-    job = make_job(owner, devcluster, host_image, command="sleep 20")
+def test_slurmctld_outage_never_marks_running_jobs_ended(devcluster, owner):
+    job = factories.job(owner, devcluster, "sleep 20", partition="gpu")
     tasks.submit_job.apply(args=[job.pk])
     job = run_until(job, {"running"})
     pidfile = Path(settings.DEVCLUSTER_DIR) / "run" / "slurmctld.pid"
@@ -380,14 +339,14 @@ def test_slurmctld_outage_never_marks_running_jobs_ended(devcluster, owner, host
 
 
 @pytest.mark.django_db(transaction=True)
-def test_state_changes_are_published_to_the_job_and_user_groups(devcluster, owner, host_image):
+def test_state_changes_are_published_to_the_job_and_user_groups(devcluster, owner):
     from asgiref.sync import async_to_sync
     from channels.layers import get_channel_layer
 
-    from jobs.events import job_group, user_group
+    from jobs.broadcast import job_group, user_group
 
     layer = get_channel_layer()
-    job = make_job(owner, devcluster, host_image)
+    job = factories.job(owner, devcluster, partition="gpu")
     channel = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(job_group(job.pk), channel)
     user_channel = async_to_sync(layer.new_channel)()

@@ -7,7 +7,8 @@ from jobs import tasks
 from jobs.metrics.models import MetricFile, MetricPoint, MetricSeries
 from jobs.metrics.tail import tail_job
 from jobs.models import Job
-from tests.devcluster.test_lifecycle import make_job, remote, run_until
+from tests import factories
+from tests.devcluster.helpers import remote, run_until
 
 pytestmark = [pytest.mark.devcluster]
 
@@ -32,19 +33,12 @@ def points(job):
     }
 
 
-@pytest.fixture
-def host_image(db):
-    from jobs.models import ContainerImage
-
-    return ContainerImage.objects.create(name="Host", slug="host", runtime="none")
-
-
 @pytest.mark.django_db
-def test_file_tail_delivers_every_point_exactly_once(devcluster, owner, host_image):
+def test_file_tail_delivers_every_point_exactly_once(devcluster, owner):
     devcluster.metrics_over_ssh = True
     devcluster.save()
     n = 3000
-    job = make_job(owner, devcluster, host_image, command=TRAIN.format(n=n, pause=4))
+    job = factories.job(owner, devcluster, TRAIN.format(n=n, pause=4), partition="gpu")
     tasks.submit_job.apply(args=[job.pk])
     job.refresh_from_db()
     assert job.state == Job.State.PENDING, job.message
@@ -78,11 +72,11 @@ def test_file_tail_delivers_every_point_exactly_once(devcluster, owner, host_ima
 
 @pytest.mark.django_db(transaction=True)
 def test_http_upload_delivers_every_point_exactly_once(
-    devcluster, owner, host_image, live_server, queued_metric_reads, settings
+    devcluster, owner, live_server, queued_metric_reads, settings
 ):
     settings.PORTAL_URL = live_server.url
     n = 2000
-    job = make_job(owner, devcluster, host_image, command=TRAIN.format(n=n, pause=1))
+    job = factories.job(owner, devcluster, TRAIN.format(n=n, pause=1), partition="gpu")
     tasks.submit_job.apply(args=[job.pk])
     job.refresh_from_db()
     assert (

@@ -29,7 +29,7 @@ def kernel_info_request(pad: int) -> str:
 
 def test_a_notebook_opens_in_the_folder_chosen_and_makes_it(devcluster, owner):
     folder = f"portal-test-{secrets.token_hex(3)}/my project"
-    image = factories.host_image("nb-host", offers_notebook=True)
+    image = factories.image("nb-host", offers_notebook=True)
     job = factories.submitted_job(
         owner, devcluster, "", kind="notebook", image=image, notebook_dir=folder
     )

@@ -36,7 +36,7 @@ def test_tensorboard_serves_the_runs_to_the_sessions_secret_only(devcluster, own
     operations.on_account(
         account, lambda conn: conn.run([PYTHON, "-c", WRITE_EVENTS, f"{home}/{folder}/run1"])
     )
-    image = factories.host_image("tb-host", offers_tensorboard=True, offers_notebook=False)
+    image = factories.image("tb-host", offers_tensorboard=True, offers_notebook=False)
     job = factories.submitted_job(
         owner, devcluster, "", kind="tensorboard", image=image, notebook_dir=folder
     )

@@ -4,7 +4,7 @@ outputs are one click away, and nothing the job makes there leads the portal els
 import pytest
 
 from jobs.slurm import operations
-from tests.devcluster.test_hostile_files import run_job
+from tests.devcluster.helpers import run_job
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 

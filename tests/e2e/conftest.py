@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.pages import SCREENSHOTS
 from tests.livestack import LiveStack
 
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -73,14 +73,3 @@ def screenshot():
         page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 
     return take
-
-
-def sign_in(browser, stack, username: str, password: str, **context_args):
-    context = browser.new_context(**context_args)
-    page = context.new_page()
-    page.goto(f"{stack.url}/accounts/login/")
-    page.get_by_label("User name").fill(username)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{stack.url}/")
-    return page

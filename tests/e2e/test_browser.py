@@ -2,8 +2,9 @@
 
 import pytest
 
-from jobs.models import ContainerImage, Job, Tag
-from tests.e2e.conftest import sign_in
+from jobs.models import Job, Tag
+from tests import factories
+from tests.e2e.pages import launch, sign_in
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
 
@@ -24,27 +25,15 @@ WATCH_BADGES = """() => {
 
 @pytest.fixture
 def catalog(db):
-    image = ContainerImage.objects.create(
-        name="Python (host)",
-        slug="python-host",
-        runtime="none",
+    image = factories.image(
+        "python-host",
+        "Python (host)",
         supports_gpu=True,
         description="The compute node's own Python.",
     )
     image.tags.add(Tag.objects.create(name="python"))
-    ContainerImage.objects.create(name="Retired stack", slug="old", runtime="none", deprecated=True)
+    factories.image("old", "Retired stack", deprecated=True)
     return image
-
-
-def launch_batch(page, stack, command: str) -> int:
-    page.goto(f"{stack.url}/launch/")
-    page.get_by_text("Python (host)").click()
-    page.get_by_label("Batch command").check()
-    page.get_by_label("Command", exact=True).fill(command)
-    page.get_by_label("Partition").select_option(label="cpu")
-    page.get_by_role("button", name="Launch").click()
-    page.wait_for_url(f"{stack.url}/jobs/*/")
-    return int(page.url.rstrip("/").split("/")[-1])
 
 
 def test_researcher_launches_watches_reads_logs_cancels_and_others_see_nothing(
@@ -70,7 +59,7 @@ def test_researcher_launches_watches_reads_logs_cancels_and_others_see_nothing(
     screenshot(page, "02-launch")
     # With the workers busy elsewhere (stopped here), the job waits as queued.
     stack.stop_worker()
-    job_id = launch_batch(page, stack, "sleep 4; echo e2e-done")
+    job_id = launch(page, stack, "Python (host)", "Batch command", "sleep 4; echo e2e-done")
     screenshot(page, "03-job-page")
     # The job page follows the job too: nothing on it needs a reload.
     page.evaluate("() => { window.__noReload = true; }")
@@ -106,7 +95,7 @@ def test_researcher_launches_watches_reads_logs_cancels_and_others_see_nothing(
     screenshot(dashboard, "06-job-logs")
 
     # A second job, cancelled from the dashboard with confirmation.
-    second = launch_batch(page, stack, "sleep 300")
+    second = launch(page, stack, "Python (host)", "Batch command", "sleep 300")
     dashboard.goto(f"{stack.url}/")
     row = dashboard.locator(f'tr[data-job-id="{second}"]')
     row.locator("[data-badge]", has_text="Running").wait_for(timeout=60_000)

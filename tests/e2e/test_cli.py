@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from jobs import demo_catalog
-from jobs.api.models import ApiToken
-from jobs.models import Job
+from jobs.models import ApiToken, Job
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
 

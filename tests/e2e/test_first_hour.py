@@ -5,7 +5,7 @@ import pytest
 
 from jobs import demo_catalog
 from jobs.models import Job
-from tests.e2e.conftest import sign_in
+from tests.e2e.pages import sign_in
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
 

@@ -5,10 +5,9 @@ Measured in Chromium at a phone (390×844) and a laptop (1366×900) size, with s
 
 import pytest
 
-from jobs.api.models import ApiToken
-from jobs.models import Job
+from jobs.models import ApiToken, Job
 from tests import factories
-from tests.e2e.conftest import sign_in
+from tests.e2e.pages import sign_in
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
 
@@ -103,9 +102,9 @@ def test_the_admin_catalog_shows_availability_and_checks_at_laptop_width(
 
     tags = [Tag.objects.create(name=n) for n in ("pytorch", "tensorflow", "jax", "cuda-12")]
     for n, (enabled, deprecated) in enumerate(((True, False), (True, True), (False, False))):
-        image = ContainerImage.objects.create(
-            name=f"PyTorch 2.{n} CUDA 12.4 cuDNN 9 with extras",
-            slug=f"pytorch-2-{n}",
+        image = factories.image(
+            f"pytorch-2-{n}",
+            f"PyTorch 2.{n} CUDA 12.4 cuDNN 9 with extras",
             version=f"2.{n}.0-cuda12.4-cudnn9-runtime-ubuntu22.04",
             runtime="apptainer",
             location=f"/shared/containers/images/pytorch/pytorch_2.{n}.0-cuda12.4.sif",

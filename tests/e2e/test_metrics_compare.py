@@ -11,7 +11,7 @@ import pytest
 
 from jobs.metrics import ingest
 from tests import factories
-from tests.e2e.conftest import SCREENSHOTS, sign_in
+from tests.e2e.pages import SCREENSHOTS, sign_in
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
 

@@ -6,35 +6,25 @@ from datetime import UTC, datetime
 
 import pytest
 
-from jobs.models import ClusterAccount, ContainerImage, Job
+from jobs.models import ClusterAccount, Job
 from jobs.slurm import operations
 from proxy.models import Session
-from tests.e2e.conftest import sign_in
+from tests import factories
+from tests.e2e.pages import launch, sign_in
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
 def notebook_image(db):
-    return ContainerImage.objects.create(
-        name="Python (host)",
-        slug="python-host",
-        runtime="none",
-        offers_notebook=True,
-        offers_batch=True,
-    )
+    return factories.image("python-host", "Python (host)", offers_notebook=True, offers_batch=True)
 
 
 def test_owner_opens_jupyterlab_over_https_and_runs_a_cell(
     tls_browser, stack, owner, outsider, staff, notebook_image, screenshot
 ):
     page = sign_in(tls_browser, stack, "owner", "owner-pass-123")
-    page.goto(f"{stack.url}/launch/")
-    page.get_by_text("Python (host)").click()
-    page.get_by_label("Notebook session").check()
-    page.get_by_label("Partition").select_option(label="cpu")
-    page.get_by_role("button", name="Launch").click()
-    page.wait_for_url(f"{stack.url}/jobs/*/")
+    launch(page, stack, "Python (host)", "Notebook session")
     job = Job.objects.get()
 
     # The card offers the notebook by itself once Jupyter listens (callback from the job).

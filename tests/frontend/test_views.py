@@ -8,33 +8,27 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs.models import ClusterAccount, ContainerImage, Job
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def host_image(db):
-    return ContainerImage.objects.create(
-        name="Host Python", slug="host", runtime="none", description="plain"
-    )
+    return factories.image("host", "Host Python", description="plain")
 
 
 @pytest.fixture
 def signed_in(client, owner, cluster):
-    ClusterAccount.objects.create(cluster=cluster, user=owner, username="alice")
+    factories.account(cluster, owner, "alice")
     client.force_login(owner)
     return client
 
 
 @pytest.fixture
 def job(owner, cluster, host_image):
-    return Job.objects.create(
-        owner=owner,
-        cluster=cluster,
-        partition=cluster.partitions.get(name="cpu"),
-        image=host_image,
-        kind="batch",
-        command="echo hi",
+    return factories.job(
+        owner, cluster, "echo hi", image=host_image, memory_gb=4, time_limit_minutes=60
     )
 
 
@@ -72,13 +66,13 @@ def test_dashboard_empty_state(signed_in):
 
 def test_dashboard_filters_by_state_and_paginates(signed_in, owner, cluster, host_image):
     for n in range(25):
-        Job.objects.create(
-            owner=owner,
-            cluster=cluster,
-            partition=cluster.partitions.get(name="cpu"),
+        factories.job(
+            owner,
+            cluster,
+            "true",
             image=host_image,
-            kind="batch",
-            command="true",
+            memory_gb=4,
+            time_limit_minutes=60,
             state="completed" if n % 2 else "pending",
         )
     response = signed_in.get("/", {"state": "pending"})
@@ -191,15 +185,10 @@ def test_launch_without_a_cluster_account_says_where_to_get_one(
 def test_deprecated_images_are_offered_marked_and_last_disabled_ones_not(
     signed_in, cluster, host_image
 ):
-    ContainerImage.objects.create(
-        name="Old stack",
-        slug="old",
-        runtime="none",
-        deprecated=True,
-        sort_order=0,
-        deprecation_note="Use Host Python.",
+    factories.image(
+        "old", "Old stack", deprecated=True, sort_order=0, deprecation_note="Use Host Python."
     )
-    ContainerImage.objects.create(name="Gone", slug="gone", runtime="none", enabled=False)
+    factories.image("gone", "Gone", enabled=False)
     response = signed_in.get("/launch/")
     body = response.content.decode()
     assert "Gone" not in body
@@ -305,7 +294,7 @@ def test_account_page_creates_a_key_pair(client, outsider, cluster):
 
 
 def test_account_test_of_someone_elses_account_is_404(client, outsider, owner, cluster):
-    account = ClusterAccount.objects.create(cluster=cluster, user=owner, username="alice")
+    account = factories.account(cluster, owner, "alice")
     client.force_login(outsider)
     assert client.post(reverse("account-test", args=[account.pk])).status_code == 404
 
@@ -349,7 +338,7 @@ def test_sign_in_is_throttled_per_user_name_and_says_so(client, owner, settings)
 def test_a_job_slurm_holds_after_a_failed_launch_offers_release(
     signed_in, job, queued_tasks, django_capture_on_commit_callbacks
 ):
-    from jobs.slurm.parsers import reason_text
+    from jobs.slurm.status import reason_text
 
     held = reason_text("launch failed requeued held")
     Job.objects.filter(pk=job.pk).update(state="pending", scheduler_job_id="7", pending_reason=held)
@@ -377,7 +366,7 @@ def test_the_live_parts_of_the_job_page_follow_the_job(signed_in, job):
     page = signed_in.get(f"/jobs/{job.pk}/").content.decode()
     for part in ('data-live-part="timeline"', 'data-live-part="script"', "data-work-dir"):
         assert part in page
-    from jobs.events import job_payload
+    from jobs.broadcast import job_payload
 
     assert job_payload(job)["work_dir"] == "/home/alice/.portal/jobs/1-x"
 
@@ -420,13 +409,14 @@ def test_tensorboard_for_a_job_starts_from_its_work_directory(
     signed_in, owner, cluster, host_image
 ):
     ContainerImage.objects.filter(pk=host_image.pk).update(offers_tensorboard=True)
-    job = Job.objects.create(
-        owner=owner,
-        cluster=cluster,
-        partition=cluster.partitions.first(),
+    job = factories.job(
+        owner,
+        cluster,
+        "train",
+        partition=None,
         image=host_image,
-        kind="batch",
-        command="train",
+        memory_gb=4,
+        time_limit_minutes=60,
         work_dir=f"/home/alice/.portal/jobs/7-{'a' * 10}",
     )
     page = signed_in.get(f"/jobs/{job.pk}/")

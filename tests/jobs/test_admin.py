@@ -4,6 +4,7 @@ import pytest
 from django.urls import reverse
 
 from jobs.models import Cluster, ContainerImage, Tag
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -15,9 +16,9 @@ def catalog(db):
     gpu, cpu = Tag.objects.create(name="gpu"), Tag.objects.create(name="cpu")
     images = []
     for n in range(50):
-        image = ContainerImage.objects.create(
-            name=f"Image {n:02d}",
-            slug=f"image-{n:02d}",
+        image = factories.image(
+            f"image-{n:02d}",
+            f"Image {n:02d}",
             version=f"1.{n}",
             runtime="apptainer",
             location=f"/shared/images/image-{n:02d}.sif",

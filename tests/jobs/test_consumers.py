@@ -1,50 +1,25 @@
 """The jobs websocket: session-authenticated, origin-checked, owner or staff only."""
 
 import pytest
-from asgiref.sync import async_to_sync
-from channels.testing import WebsocketCommunicator
-from django.test import Client
 
-from jobs.events import publish_job
-from jobs.models import ContainerImage, Job
-from portal.asgi import application
+from jobs.broadcast import publish_job
+from tests import factories
+from tests.sockets import connect, run, session_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def job(owner, cluster):
-    image = ContainerImage.objects.create(name="H", slug="h", runtime="none")
-    return Job.objects.create(
-        owner=owner,
-        cluster=cluster,
-        partition=cluster.partitions.first(),
-        image=image,
-        kind="batch",
-        command="true",
+    return factories.job(
+        owner,
+        cluster,
+        "true",
+        partition=None,
+        image=factories.image("h", "H"),
+        memory_gb=4,
+        time_limit_minutes=60,
     )
-
-
-def session_cookie(user) -> bytes:
-    client = Client()
-    client.force_login(user)
-    return f"sessionid={client.cookies['sessionid'].value}".encode()
-
-
-async def connect(path, user=None, origin=b"http://localhost"):
-    headers = [(b"origin", origin), (b"host", b"localhost")]
-    if user is not None:
-        headers.append((b"cookie", user))
-    communicator = WebsocketCommunicator(application, path, headers=headers)
-    connected, code = await communicator.connect()
-    return communicator, connected, code
-
-
-def run(coro):
-    async def awaiting():
-        return await coro
-
-    return async_to_sync(awaiting)()
 
 
 def test_anonymous_socket_is_refused(job):

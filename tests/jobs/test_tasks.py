@@ -8,6 +8,7 @@ from django.test import override_settings
 from jobs import tasks
 from jobs.models import ClusterAccount, Job
 from jobs.slurm import operations, ssh
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -40,14 +41,15 @@ def fake(monkeypatch):
 
 @pytest.fixture
 def job(owner, cluster, image):
-    ClusterAccount.objects.create(cluster=cluster, user=owner, username="alice")
-    return Job.objects.create(
-        owner=owner,
-        cluster=cluster,
-        partition=cluster.partitions.get(name="gpu"),
+    factories.account(cluster, owner, "alice")
+    return factories.job(
+        owner,
+        cluster,
+        "true",
+        partition="gpu",
         image=image,
-        kind="batch",
-        command="true",
+        memory_gb=4,
+        time_limit_minutes=60,
     )
 
 
@@ -90,13 +92,14 @@ def test_permanent_refusal_keeps_the_schedulers_message(fake, job):
 
 
 def test_user_without_cluster_account_gets_a_clear_message(fake, outsider, cluster, image):
-    job = Job.objects.create(
-        owner=outsider,
-        cluster=cluster,
-        partition=cluster.partitions.first(),
+    job = factories.job(
+        outsider,
+        cluster,
+        "true",
+        partition=None,
         image=image,
-        kind="batch",
-        command="true",
+        memory_gb=4,
+        time_limit_minutes=60,
     )
     tasks.submit_job.apply(args=[job.pk])
     job.refresh_from_db()
@@ -187,7 +190,7 @@ def test_one_account_failing_does_not_stop_the_sync_of_another(fake, job, monkey
     bob = ClusterAccount.objects.get(user=job.owner)
     bob.pk, bob.user, bob.username = (
         None,
-        other.owner.__class__.objects.create(username="b2"),
+        factories.user("b2"),
         "bob",
     )
     bob.save()
@@ -214,21 +217,25 @@ def test_sync_clusters_spreads_polls_over_the_interval(monkeypatch, job):
 def test_final_metrics_read_waits_for_a_read_in_progress_instead_of_being_dropped(job, monkeypatch):
     from django.core.cache import cache
 
+    from jobs.metrics import tasks as metrics_tasks
+
     reads, retries = [], []
-    monkeypatch.setattr(tasks, "tail_job", lambda j, max_passes: reads.append(max_passes))
+    monkeypatch.setattr(metrics_tasks, "tail_job", lambda j, max_passes: reads.append(max_passes))
     monkeypatch.setattr(
-        tasks.tail_metrics, "retry", lambda countdown: retries.append(countdown) or RuntimeError()
+        metrics_tasks.tail_metrics,
+        "retry",
+        lambda countdown: retries.append(countdown) or RuntimeError(),
     )
     cache.add(f"metrics-tail:{job.pk}", 1, timeout=60)  # another worker is reading
     try:
-        tasks.tail_metrics.run(job.pk)  # a periodic read: skipped
+        metrics_tasks.tail_metrics.run(job.pk)  # a periodic read: skipped
         assert retries == [] and reads == []
         with pytest.raises(RuntimeError):
-            tasks.tail_metrics.run(job.pk, final=True)  # the final read: retried later
+            metrics_tasks.tail_metrics.run(job.pk, final=True)  # the final read: retried later
         assert retries == [5] and reads == []
     finally:
         cache.delete(f"metrics-tail:{job.pk}")
-    tasks.tail_metrics.run(job.pk, final=True)
+    metrics_tasks.tail_metrics.run(job.pk, final=True)
     assert reads == [50]
 
 

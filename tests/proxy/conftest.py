@@ -1,18 +1,9 @@
 """Fixtures of the session data path: HAProxy instances and stand-in notebooks."""
 
-import os
-
 import pytest
 
 from tests.livestack import free_port
-from tests.proxystack import HAPROXY, Proxy, start_echo
-
-
-def _need_haproxy() -> None:
-    if not os.path.exists(HAPROXY):
-        if os.environ.get("PORTAL_REQUIRE_DEVCLUSTER") == "1":
-            pytest.fail("haproxy is missing: `make test` installs Debian's haproxy")
-        pytest.skip("haproxy is missing")
+from tests.proxystack import Proxy, need_haproxy, start_echo
 
 
 @pytest.fixture
@@ -31,7 +22,7 @@ def upstreams():
 @pytest.fixture
 def proxy(tmp_path, settings):
     """One HAProxy instance; the portal's control plane pushes its routes to it."""
-    _need_haproxy()
+    need_haproxy()
     started = Proxy(tmp_path, settings).start()
     settings.PROXY_INSTANCES = [started.admin]
     yield started

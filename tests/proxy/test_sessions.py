@@ -14,6 +14,7 @@ from websockets.sync.client import connect
 from jobs.models import Job
 from proxy.codes import cookie_name, issue_code
 from proxy.models import Session
+from tests import factories
 from tests.livestack import free_port
 from tests.proxystack import start_echo
 
@@ -23,6 +24,21 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def notebook_job(running_notebook):
     return running_notebook
+
+
+def another_notebook(notebook_job, **fields) -> Job:
+    """A notebook job of the same owner, on the same cluster, partition and image."""
+    return factories.job(
+        notebook_job.owner,
+        notebook_job.cluster,
+        "",
+        partition=notebook_job.partition,
+        image=notebook_job.image,
+        kind=Job.Kind.NOTEBOOK,
+        memory_gb=4,
+        time_limit_minutes=60,
+        **fields,
+    )
 
 
 @pytest.fixture
@@ -152,18 +168,7 @@ def test_an_open_session_that_haproxy_cannot_route_waits_instead_of_looping(clie
 
 
 def test_session_ids_carry_128_random_bits(notebook_job):
-    ids = {
-        Session.objects.create(
-            job=Job.objects.create(
-                owner=notebook_job.owner,
-                cluster=notebook_job.cluster,
-                partition=notebook_job.partition,
-                image=notebook_job.image,
-                kind="notebook",
-            )
-        ).public_id
-        for _ in range(20)
-    }
+    ids = {Session.objects.create(job=another_notebook(notebook_job)).public_id for _ in range(20)}
     assert len(ids) == 20 and all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
 
 
@@ -175,10 +180,9 @@ def test_session_ids_carry_128_random_bits(notebook_job):
 @pytest.fixture
 def data_path(tmp_path, settings, live_server):
     """HAProxy in front of the live portal; the portal's control plane drives it."""
-    from tests.proxy.conftest import _need_haproxy
-    from tests.proxystack import Proxy
+    from tests.proxystack import Proxy, need_haproxy
 
-    _need_haproxy()
+    need_haproxy()
     port = live_server.url.rsplit(":", 1)[1]
     proxy = Proxy(
         tmp_path, settings, portal=f"127.0.0.1:{port}", portal_url=live_server.url
@@ -278,19 +282,9 @@ def test_the_owner_signs_in_on_the_sessions_host_and_reaches_the_notebook(ready,
     assert body["cookie"] == "_xsrf=x1"  # the portal's cookies stay behind
 
 
-def second_session(owner, notebook_job, echo) -> Session:
+def second_session(notebook_job, echo) -> Session:
     """Another open session of the owner's, on the same stand-in notebook."""
-    other = Session.for_job(
-        Job.objects.create(
-            owner=owner,
-            cluster=notebook_job.cluster,
-            partition=notebook_job.partition,
-            image=notebook_job.image,
-            kind="notebook",
-            state="running",
-            node="127.0.0.1",
-        )
-    )
+    other = Session.for_job(another_notebook(notebook_job, state="running", node="127.0.0.1"))
     assert other.mark_ready("127.0.0.1", echo, "t" * 32)
     return other
 
@@ -300,7 +294,7 @@ def test_a_login_code_works_once_and_only_on_its_own_sessions_host(
 ):
     state = "the-browsers-state"
     code = issue_code(ready.public_id, owner.pk, state)
-    other = second_session(owner, notebook_job, echo)
+    other = second_session(notebook_job, echo)
     cookie = f"portal_state={state}"
     assert (
         data_path.get(other.public_id, f"/_portal/login?code={code}", cookie=cookie).status_code
@@ -321,7 +315,7 @@ def test_without_a_cookie_the_browser_goes_through_the_portal(ready, data_path, 
 def test_a_cookie_for_one_session_does_not_open_another(
     ready, data_path, owner, notebook_job, echo
 ):
-    other = second_session(owner, notebook_job, echo)
+    other = second_session(notebook_job, echo)
     cookie = sign_in(data_path, ready, owner)
     assert data_path.get(other.public_id, cookie=cookie).status_code == 302  # its own code first
 

@@ -10,28 +10,16 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from jobs.api.auth import TokenRateThrottle
-from jobs.api.models import ApiToken
 from jobs.metrics import ingest
-from jobs.models import ContainerImage, Job
+from jobs.models import ApiToken, ContainerImage, Job
 from tests import factories
-from tests.jobs.metrics.conftest import make_job, records
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def api(owner, catalog):
-    _, token = ApiToken.issue(owner, "test")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client
-
-
-def client_for(user):
-    _, token = ApiToken.issue(user, "t")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client
+    return factories.api_client(owner, "test")
 
 
 def error(response):
@@ -93,7 +81,7 @@ def test_session_auth_works_for_the_browser(owner):
 def test_throttling_is_per_token(owner, monkeypatch):
     # New tokens, new keys: no other test's counts are seen (and a shared Redis is not flushed).
     monkeypatch.setattr(TokenRateThrottle, "THROTTLE_RATES", {"api": "3/min"})
-    first, second = client_for(owner), client_for(owner)
+    first, second = factories.api_client(owner), factories.api_client(owner)
     assert [first.get("/api/v1/jobs/").status_code for _ in range(4)] == [200, 200, 200, 429]
     assert second.get("/api/v1/jobs/").status_code == 200
     assert error(first.get("/api/v1/jobs/"))["code"] == "throttled"
@@ -182,8 +170,10 @@ def test_bad_job_requests_get_field_errors(api, payload, field, text):
 def test_list_filter_paginate_and_other_users_jobs_are_404(api, owner, outsider, cluster):
     image = ContainerImage.objects.get(slug="python")
     for i in range(25):
-        make_job(owner, cluster, "running" if i % 5 == 0 else "completed", image)
-    theirs = make_job(outsider, cluster, "queued", image)
+        factories.training_job(
+            owner, cluster, "running" if i % 5 == 0 else "completed", image=image
+        )
+    theirs = factories.training_job(outsider, cluster, "queued", image=image)
     page = api.get("/api/v1/jobs/").json()
     assert page["count"] == 25 and len(page["results"]) == 20 and page["next"]
     assert api.get("/api/v1/jobs/?state=active").json()["count"] == 5
@@ -201,8 +191,8 @@ def test_list_filter_paginate_and_other_users_jobs_are_404(api, owner, outsider,
 
 def test_cancel_and_metrics(api, owner, cluster, no_broker, django_capture_on_commit_callbacks):
     image = ContainerImage.objects.get(slug="python")
-    job = make_job(owner, cluster, "running", image)
-    ingest.ingest(job, ingest.parse_batch(records(50)).records)
+    job = factories.training_job(owner, cluster, "running", image=image)
+    ingest.ingest(job, ingest.parse_batch(factories.metric_records(50)).records)
     data = api.get(f"/api/v1/jobs/{job.pk}/metrics/?lo=10&hi=19").json()
     loss = next(s for s in data["series"] if s["key"] == "loss")
     assert loss["step"] == list(range(10, 20)) and not loss["downsampled"]
@@ -243,7 +233,9 @@ def test_cancel_and_metrics(api, owner, cluster, no_broker, django_capture_on_co
     ],
 )
 def test_odd_input_is_a_400_on_every_database(api, owner, cluster, url):
-    job = make_job(owner, cluster, "running", ContainerImage.objects.get(slug="python"))
+    job = factories.training_job(
+        owner, cluster, "running", image=ContainerImage.objects.get(slug="python")
+    )
     response = api.get(url.format(job=job.pk))
     assert response.status_code == 400, response.content
     assert error(response)["message"]
@@ -252,7 +244,9 @@ def test_odd_input_is_a_400_on_every_database(api, owner, cluster, url):
 def test_dates_with_offsets_filter_in_utc(api, owner, cluster):
     """PostgreSQL refuses an offset such as +20:02 (a 500 schemathesis found): the filter
     converts to UTC first."""
-    job = make_job(owner, cluster, "running", ContainerImage.objects.get(slug="python"))
+    job = factories.training_job(
+        owner, cluster, "running", image=ContainerImage.objects.get(slug="python")
+    )
     after = (job.created_at - timedelta(minutes=1)).astimezone(
         timezone.get_fixed_timezone(20 * 60 + 2)
     )
@@ -263,7 +257,9 @@ def test_dates_with_offsets_filter_in_utc(api, owner, cluster):
 
 
 def test_job_detail_lists_every_state_change(api, owner, cluster):
-    job = make_job(owner, cluster, "queued", ContainerImage.objects.get(slug="python"))
+    job = factories.training_job(
+        owner, cluster, "queued", image=ContainerImage.objects.get(slug="python")
+    )
     for state in ("pending", "running", "completed"):
         job.transition(state)
     detail = api.get(f"/api/v1/jobs/{job.pk}/").json()

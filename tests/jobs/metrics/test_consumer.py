@@ -5,10 +5,10 @@ import time
 import pytest
 from channels.db import database_sync_to_async
 
-from jobs.consumers import MetricsConsumer
 from jobs.metrics import ingest
-from tests.jobs.test_consumers import connect, run, session_cookie
-from tests.jobs.metrics.conftest import records
+from jobs.metrics.consumers import MetricsConsumer
+from tests import factories
+from tests.sockets import connect, run, session_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,7 +26,7 @@ def test_anonymous_outsider_and_foreign_origin_are_refused(job, outsider, owner)
 
 
 def test_history_is_downsampled_then_new_points_arrive_batched(job, owner, staff):
-    ingest.ingest(job, ingest.parse_batch(records(3000)).records)
+    ingest.ingest(job, ingest.parse_batch(factories.metric_records(3000)).records)
 
     async def scenario(cookie):
         communicator, connected, _ = await connect(path(job), cookie)
@@ -34,7 +34,7 @@ def test_history_is_downsampled_then_new_points_arrive_batched(job, owner, staff
         history = await communicator.receive_json_from(timeout=10)
         for start in (3000, 3010, 3020, 3030):  # four uploads in quick succession
             await database_sync_to_async(ingest.ingest)(
-                job, ingest.parse_batch(records(10, start=start)).records
+                job, ingest.parse_batch(factories.metric_records(10, start=start)).records
             )
         messages, times = [], []
         while sum(len(m["points"].get(str(loss_id(history)), [])) for m in messages) < 40:
@@ -46,7 +46,7 @@ def test_history_is_downsampled_then_new_points_arrive_batched(job, owner, staff
 
     for cookie in (session_cookie(owner), session_cookie(staff)):
         job.metric_series.all().delete()
-        ingest.ingest(job, ingest.parse_batch(records(3000)).records)
+        ingest.ingest(job, ingest.parse_batch(factories.metric_records(3000)).records)
         history, messages, times = run(scenario(cookie))
         assert history["type"] == "history"
         loss = next(s for s in history["series"] if s["key"] == "loss")
@@ -65,16 +65,16 @@ def loss_id(history):
 
 
 def test_another_jobs_points_do_not_reach_this_socket(job, owner, cluster):
-    from tests.jobs.metrics.conftest import make_job
-
-    other = make_job(owner, cluster)
+    other = factories.training_job(owner, cluster)
     cookie = session_cookie(owner)
 
     async def scenario():
         communicator, connected, _ = await connect(path(job), cookie)
         assert connected
         await communicator.receive_json_from(timeout=5)
-        await database_sync_to_async(ingest.ingest)(other, ingest.parse_batch(records(5)).records)
+        await database_sync_to_async(ingest.ingest)(
+            other, ingest.parse_batch(factories.metric_records(5)).records
+        )
         assert await communicator.receive_nothing(timeout=1.5)
         await communicator.disconnect()
 

@@ -11,7 +11,7 @@ import pytest
 
 from jobs.metrics import ingest
 from jobs.metrics.models import MetricPoint, MetricSeries
-from tests.jobs.metrics.conftest import make_job, records
+from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,7 +36,7 @@ def test_a_flooding_job_is_refused_and_another_jobs_uploads_go_on(
     """Before: one request with the job's token could create ~100k series, and nothing
     limited the rate; every other writer waited behind it."""
     settings.PORTAL_METRICS_MAX_SERIES = 500
-    flooder, honest = make_job(owner, cluster), make_job(owner, cluster)
+    flooder, honest = factories.training_job(owner, cluster), factories.training_job(owner, cluster)
     flood_token, honest_token = ingest.issue_token(flooder), ingest.issue_token(honest)
     # 10,000 new series in one batch, sent again and again from four threads.
     wide = [
@@ -56,7 +56,9 @@ def test_a_flooding_job_is_refused_and_another_jobs_uploads_go_on(
     for n in range(10):
         start = time.monotonic()
         honest_codes.append(
-            upload(live_server.url, honest.pk, honest_token, records(20, start=20 * n))
+            upload(
+                live_server.url, honest.pk, honest_token, factories.metric_records(20, start=20 * n)
+            )
         )
         slowest = max(slowest, time.monotonic() - start)
         time.sleep(0.3)

@@ -8,7 +8,7 @@ from django.test import Client
 
 from jobs.metrics import ingest, query
 from jobs.metrics.models import MetricSeries
-from tests.jobs.metrics.conftest import make_job, records
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +24,7 @@ def noisy(job, n, spikes=()):
 
 
 def test_downsampling_keeps_spikes_and_ends_and_is_deterministic(owner, cluster):
-    loss = noisy(make_job(owner, cluster), 50_000, spikes=(31_337, -44_444))
+    loss = noisy(factories.training_job(owner, cluster), 50_000, spikes=(31_337, -44_444))
     first = query.read_series(loss, width=1000)
     assert first.downsampled and first.total == 50_000
     assert query.read_series(loss, width=1000).as_dict() == first.as_dict()
@@ -42,8 +42,8 @@ def test_a_trend_is_drawn_without_a_sawtooth():
 
 
 def test_short_series_and_zoomed_ranges_come_at_full_resolution(owner, cluster):
-    job = make_job(owner, cluster)
-    ingest.ingest(job, ingest.parse_batch(records(5000)).records)
+    job = factories.training_job(owner, cluster)
+    ingest.ingest(job, ingest.parse_batch(factories.metric_records(5000)).records)
     loss = MetricSeries.objects.get(job=job, key="loss")
     zoomed = query.read_series(loss, width=500, lo=1000, hi=1499)
     assert not zoomed.downsampled and zoomed.steps == list(range(1000, 1500))
@@ -52,7 +52,7 @@ def test_short_series_and_zoomed_ranges_come_at_full_resolution(owner, cluster):
 
 
 def test_uneven_steps_are_bucketed_by_step(owner, cluster):
-    job = make_job(owner, cluster)
+    job = factories.training_job(owner, cluster)
     batch = [ingest.Record(s, 0, 0, s, 0.0, {"loss": 0.0}) for s in range(1000)]
     batch += [
         ingest.Record(1000 + i, 0, 0, 100_000 + i, 0.0, {"loss": 9.0 if i == 5 else 0.0})
@@ -64,8 +64,8 @@ def test_uneven_steps_are_bucketed_by_step(owner, cluster):
 
 
 def test_metrics_json_and_exports_are_owner_only(owner, outsider, cluster):
-    job = make_job(owner, cluster)
-    ingest.ingest(job, ingest.parse_batch(records(30)).records)
+    job = factories.training_job(owner, cluster)
+    ingest.ingest(job, ingest.parse_batch(factories.metric_records(30)).records)
     client = Client()
     client.force_login(owner)
     data = client.get(f"/jobs/{job.pk}/metrics/?width=100").json()

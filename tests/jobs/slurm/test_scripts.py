@@ -3,37 +3,32 @@
 import json
 import shlex
 import subprocess
+from functools import partial
 
 import pytest
 
-from jobs.models import ContainerImage, Job
+from jobs.models import Job
 from jobs.slurm import scripts
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
 WORK = "/scratch/alice/.portal/jobs/7-abc"
 
 
-def job_with(owner, cluster, image, **fields) -> Job:
-    defaults = dict(
-        kind=Job.Kind.BATCH,
-        command="python train.py --epochs 3",
-        gpus=2,
-        gpu_type="a100",
-        cpus=8,
-        memory_gb=32,
-        time_limit_minutes=90,
-        account="proj1",
-        workdir_kind="scratch",
-    )
-    defaults.update(fields)
-    return Job.objects.create(
-        owner=owner,
-        cluster=cluster,
-        partition=cluster.partitions.get(name="gpu"),
-        image=image,
-        **defaults,
-    )
+# A GPU batch job with every directive set; each test changes what it looks at.
+job_with = partial(
+    factories.job,
+    command="python train.py --epochs 3",
+    partition="gpu",
+    gpus=2,
+    gpu_type="a100",
+    cpus=8,
+    memory_gb=32,
+    time_limit_minutes=90,
+    account="proj1",
+    workdir_kind="scratch",
+)
 
 
 def directives_of(script: str) -> list[str]:
@@ -41,7 +36,7 @@ def directives_of(script: str) -> list[str]:
 
 
 def test_directives_carry_resources_name_comment_and_work_dir(owner, cluster, image):
-    job = job_with(owner, cluster, image)
+    job = job_with(owner, cluster, image=image)
     script = scripts.render(job, WORK)
     assert directives_of(script) == [
         f"#SBATCH --job-name=portal-{job.pk}-{job.uid}",
@@ -62,7 +57,7 @@ def test_directives_carry_resources_name_comment_and_work_dir(owner, cluster, im
 
 
 def test_work_dir_is_under_the_chosen_root(owner, cluster, image):
-    job = job_with(owner, cluster, image)
+    job = job_with(owner, cluster, image=image)
     assert scripts.job_work_dir(job, "alice") == f"/scratch/alice/.portal/jobs/{job.pk}-{job.uid}"
     job.workdir_kind = "home"
     assert scripts.job_work_dir(job, "alice") == f"/home/alice/.portal/jobs/{job.pk}-{job.uid}"
@@ -71,20 +66,20 @@ def test_work_dir_is_under_the_chosen_root(owner, cluster, image):
 def test_cluster_default_account_and_untyped_gres(owner, cluster, image):
     cluster.default_account = "default-acct"
     cluster.save()
-    job = job_with(owner, cluster, image, account="", gpu_type="", gpus=1)
+    job = job_with(owner, cluster, image=image, account="", gpu_type="", gpus=1)
     lines = directives_of(scripts.render(job, WORK))
     assert "#SBATCH --account=default-acct" in lines and "#SBATCH --gres=gpu:1" in lines
 
 
 def test_gpu_type_as_constraint(owner, cluster, image):
     cluster.partitions.filter(name="gpu").update(gpu_type_as_constraint=True)
-    job = job_with(owner, cluster, image)
+    job = job_with(owner, cluster, image=image)
     lines = directives_of(scripts.render(job, WORK))
     assert "#SBATCH --gres=gpu:2" in lines and "#SBATCH --constraint=a100" in lines
 
 
 def test_no_gres_without_gpus(owner, cluster, image):
-    job = job_with(owner, cluster, image, gpus=0, gpu_type="")
+    job = job_with(owner, cluster, image=image, gpus=0, gpu_type="")
     assert not [d for d in directives_of(scripts.render(job, WORK)) if "gres" in d]
 
 
@@ -97,10 +92,8 @@ def launch_line(script: str) -> list[str]:
 
 @pytest.mark.parametrize("runtime", ["apptainer", "singularity"])
 def test_apptainer_and_singularity_exec_with_nv_and_a_bind(owner, cluster, runtime):
-    image = ContainerImage.objects.create(
-        name="T", slug="t", runtime=runtime, location="/img/t.sif"
-    )
-    job = job_with(owner, cluster, image)
+    image = factories.image("t", "T", runtime=runtime, location="/img/t.sif")
+    job = job_with(owner, cluster, image=image)
     assert launch_line(scripts.render(job, WORK)) == [
         runtime,
         "exec",
@@ -119,10 +112,10 @@ def test_apptainer_and_singularity_exec_with_nv_and_a_bind(owner, cluster, runti
 
 
 def test_podman_runs_with_the_work_dir_and_gpus(owner, cluster):
-    image = ContainerImage.objects.create(
-        name="P", slug="p", runtime="podman", location="docker://docker.io/library/python:3.12"
+    image = factories.image(
+        "p", "P", runtime="podman", location="docker://docker.io/library/python:3.12"
     )
-    argv = launch_line(scripts.render(job_with(owner, cluster, image), WORK))
+    argv = launch_line(scripts.render(job_with(owner, cluster, image=image), WORK))
     assert argv[:4] == ["podman", "run", "--rm", "--network=host"]
     assert ["--device", "nvidia.com/gpu=all"] == argv[4:6]
     assert [
@@ -137,10 +130,10 @@ def test_podman_runs_with_the_work_dir_and_gpus(owner, cluster):
 
 @pytest.mark.parametrize("runtime", ["none", "apptainer", "podman"])
 def test_a_notebook_opens_in_the_home_or_scratch_root_with_it_mounted(owner, cluster, runtime):
-    image = ContainerImage.objects.create(
-        name="N", slug="n", runtime=runtime, location="/img/n.sif", offers_notebook=True
+    image = factories.image("n", "N", runtime=runtime, location="/img/n.sif", offers_notebook=True)
+    script = scripts.render(
+        job_with(owner, cluster, image=image, kind="notebook", command=""), WORK
     )
-    script = scripts.render(job_with(owner, cluster, image, kind="notebook", command=""), WORK)
     line = next(line for line in script.splitlines() if "jupyter lab" in line)
     argv = shlex.split(line.rstrip(" &"))
     assert argv[-1] == "--ServerApp.root_dir=/scratch/alice"
@@ -155,10 +148,12 @@ def test_a_notebook_opens_in_the_home_or_scratch_root_with_it_mounted(owner, clu
 
 
 def test_a_notebook_opens_in_the_folder_chosen_with_the_whole_root_mounted(owner, cluster):
-    image = ContainerImage.objects.create(
-        name="N", slug="n", runtime="apptainer", location="/img/n.sif", offers_notebook=True
+    image = factories.image(
+        "n", "N", runtime="apptainer", location="/img/n.sif", offers_notebook=True
     )
-    job = job_with(owner, cluster, image, kind="notebook", command="", notebook_dir="My work/a'b")
+    job = job_with(
+        owner, cluster, image=image, kind="notebook", command="", notebook_dir="My work/a'b"
+    )
     script = scripts.render(job, WORK)
     assert "mkdir -p -- '/scratch/alice/My work/a'\"'\"'b'\n" in script
     line = next(line for line in script.splitlines() if "jupyter lab" in line)
@@ -179,10 +174,10 @@ def test_a_notebook_defaults_jupyter_news_and_update_checks_to_off_in_its_own_co
     """JupyterLab's "notified about official Jupyter news?" pop-up: the job sets the
     settings' defaults in a config directory of its own, put in front of the image's
     JUPYTER_CONFIG_PATH; the user's ~/.jupyter is neither written nor hidden."""
-    image = ContainerImage.objects.create(
-        name="N", slug="n", runtime="podman", location="img", offers_notebook=True
+    image = factories.image("n", "N", runtime="podman", location="img", offers_notebook=True)
+    script = scripts.render(
+        job_with(owner, cluster, image=image, kind="notebook", command=""), WORK
     )
-    script = scripts.render(job_with(owner, cluster, image, kind="notebook", command=""), WORK)
     lines = script.splitlines()
     start = lines.index("mkdir -p jupyter-config/labconfig")
     end = next(i for i, line in enumerate(lines) if line.startswith("export JUPYTER_CONFIG_PATH="))
@@ -217,7 +212,7 @@ def test_a_notebook_defaults_jupyter_news_and_update_checks_to_off_in_its_own_co
     # Podman passes the variable into the container (Apptainer keeps the environment).
     argv = shlex.split(next(line for line in lines if "jupyter lab" in line).rstrip(" &"))
     assert argv[argv.index("JUPYTER_CONFIG_PATH") - 1] == "--env"
-    batch = scripts.render(job_with(owner, cluster, image), WORK)
+    batch = scripts.render(job_with(owner, cluster, image=image), WORK)
     assert "jupyter-config" not in batch
 
 
@@ -255,8 +250,8 @@ def test_a_notebook_folder_stays_inside_the_directory(value, ok):
 
 
 def test_runtime_none_runs_on_the_host(owner, cluster):
-    image = ContainerImage.objects.create(name="H", slug="h", runtime="none")
-    assert launch_line(scripts.render(job_with(owner, cluster, image), WORK)) == [
+    image = factories.image("h", "H")
+    assert launch_line(scripts.render(job_with(owner, cluster, image=image), WORK)) == [
         "bash",
         "-c",
         "python train.py --epochs 3",
@@ -266,7 +261,7 @@ def test_runtime_none_runs_on_the_host(owner, cluster):
 def test_modules_are_loaded_before_the_container(owner, cluster, image):
     image.modules = "cuda/12.4\napptainer/1.3"
     image.save()
-    script = scripts.render(job_with(owner, cluster, image), WORK)
+    script = scripts.render(job_with(owner, cluster, image=image), WORK)
     assert (
         script.index("module load cuda/12.4")
         < script.index("module load apptainer/1.3")
@@ -277,7 +272,7 @@ def test_modules_are_loaded_before_the_container(owner, cluster, image):
 def test_rendered_script_is_valid_bash(owner, cluster, image, tmp_path):
     for kind in (Job.Kind.BATCH, Job.Kind.NOTEBOOK):
         path = tmp_path / f"{kind}.sh"
-        path.write_text(scripts.render(job_with(owner, cluster, image, kind=kind), WORK))
+        path.write_text(scripts.render(job_with(owner, cluster, image=image, kind=kind), WORK))
         result = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
         assert result.returncode == 0, result.stderr
 
@@ -288,21 +283,20 @@ HOSTILE = "x; touch /tmp/PWNED; $(touch /tmp/PWNED) `touch /tmp/PWNED` 'q\" \\"
 def test_hostile_values_in_directives_are_refused(owner, cluster, image):
     """Values that skipped model validation (e.g. a raw database write) still cannot reach #SBATCH lines."""
     for field in ("account", "gpu_type"):
-        job = job_with(owner, cluster, image)
+        job = job_with(owner, cluster, image=image)
         setattr(job, field, HOSTILE)
         with pytest.raises(scripts.ScriptError, match="unexpected characters"):
             scripts.render(job, WORK)
-    job = job_with(owner, cluster, image)
+    job = job_with(owner, cluster, image=image)
     with pytest.raises(scripts.ScriptError):
         scripts.render(job, "/scratch/a b/$(id)")
 
 
 def test_hostile_values_elsewhere_stay_single_quoted_words(owner, cluster, tmp_path):
-    image = ContainerImage(
-        name="I", slug="i", runtime="apptainer", location=f"/img/{HOSTILE}", modules=HOSTILE
+    image = factories.image(
+        "i", "I", runtime="apptainer", location=f"/img/{HOSTILE}", modules=HOSTILE
     )
-    image.save()
-    job = job_with(owner, cluster, image, command=HOSTILE)
+    job = job_with(owner, cluster, image=image, command=HOSTILE)
     script = scripts.render(job, WORK)
     argv = launch_line(script)
     assert argv[argv.index("exec") + 6] == f"/img/{HOSTILE}"  # one word, as typed
@@ -321,10 +315,12 @@ def test_hostile_values_elsewhere_stay_single_quoted_words(owner, cluster, tmp_p
 def test_a_tensorboard_session_serves_the_folder_behind_the_sessions_secret(
     owner, cluster, runtime
 ):
-    image = ContainerImage.objects.create(
-        name="T", slug="t", runtime=runtime, location="/img/t.sif", offers_tensorboard=True
+    image = factories.image(
+        "t", "T", runtime=runtime, location="/img/t.sif", offers_tensorboard=True
     )
-    job = job_with(owner, cluster, image, kind="tensorboard", command="", notebook_dir="runs/a b")
+    job = job_with(
+        owner, cluster, image=image, kind="tensorboard", command="", notebook_dir="runs/a b"
+    )
     script = scripts.render(job, WORK, register_url="https://portal.example.org/r/1/")
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
     line = next(line for line in script.splitlines() if line.endswith('"$_portal_port" &'))

@@ -1,0 +1,33 @@
+"""What a person does in the browser, step by step, for the end-to-end tests."""
+
+from pathlib import Path
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
+
+
+def sign_in(browser, stack, username: str, password: str, **context_args):
+    """A new browser context signed in on the sign-in page; returns its page, on the
+    dashboard."""
+    context = browser.new_context(**context_args)
+    page = context.new_page()
+    page.goto(f"{stack.url}/accounts/login/")
+    page.get_by_label("User name").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{stack.url}/")
+    return page
+
+
+def launch(page, stack, image: str, kind: str, command: str | None = None) -> int:
+    """Launch ``image`` (its card's text) as ``kind`` (the label: "Batch command",
+    "Notebook session") on partition cpu, typing ``command`` if given; returns the new
+    job's id from the job page it lands on."""
+    page.goto(f"{stack.url}/launch/")
+    page.get_by_text(image).click()
+    page.get_by_label(kind).check()
+    if command is not None:
+        page.get_by_label("Command", exact=True).fill(command)
+    page.get_by_label("Partition").select_option(label="cpu")
+    page.get_by_role("button", name="Launch").click()
+    page.wait_for_url(f"{stack.url}/jobs/*/")
+    return int(page.url.rstrip("/").split("/")[-1])
