@@ -39,33 +39,13 @@ import django  # noqa: E402
 
 django.setup()
 
-from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 
 from jobs.metrics import ingest, portal_metrics, query  # noqa: E402
 from jobs.metrics.models import MetricPoint, MetricSeries  # noqa: E402
-from jobs.models import Cluster, ContainerImage, Job, Partition  # noqa: E402
-
-
-def make_job(user) -> Job:
-    cluster, _ = Cluster.objects.get_or_create(
-        name="bench", defaults={"ssh_host": "localhost", "host_key": "SHA256:" + "A" * 43}
-    )
-    partition, _ = Partition.objects.get_or_create(cluster=cluster, name="cpu")
-    image, _ = ContainerImage.objects.get_or_create(
-        slug="bench", defaults={"name": "bench", "runtime": "none"}
-    )
-    return Job.objects.create(
-        owner=user,
-        cluster=cluster,
-        partition=partition,
-        image=image,
-        kind="batch",
-        command="x",
-        state="running",
-    )
+from tests import factories  # noqa: E402
 
 
 def records(start: int, n: int, keys=("loss", "acc", "lr", "grad_norm")) -> list[ingest.Record]:
@@ -77,8 +57,8 @@ def records(start: int, n: int, keys=("loss", "acc", "lr", "grad_norm")) -> list
     ]
 
 
-def bench_ingest(user, n_points: int) -> None:
-    job = make_job(user)
+def bench_ingest(user, cluster, n_points: int) -> None:
+    job = factories.training_job(user, cluster)
     t = time.perf_counter()
     done = 0
     while done < n_points // 4:
@@ -88,7 +68,7 @@ def bench_ingest(user, n_points: int) -> None:
     bulk = time.perf_counter() - t
     rate = n_points / bulk
 
-    naive_job = make_job(user)
+    naive_job = factories.training_job(user, cluster)
     series = MetricSeries.objects.create(job=naive_job, key="loss")
     n_naive = min(20_000, n_points)
     t = time.perf_counter()
@@ -153,10 +133,10 @@ def bench_log_overhead(steps: int) -> None:
     )
 
 
-def bench_latency(user, samples: int) -> None:
+def bench_latency(user, cluster, samples: int) -> None:
     import websockets
 
-    job = make_job(user)
+    job = factories.training_job(user, cluster)
     token = ingest.issue_token(job)
     (TMP / "token").write_text(token)
     client = Client()
@@ -226,12 +206,14 @@ def main() -> None:
     parser.add_argument("--log-steps", type=int, default=5_000)
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
-    user, _ = get_user_model().objects.get_or_create(username="bench-metrics")
+    user = factories.user("bench-metrics")
+    cluster = factories.cluster("bench", ssh_host="localhost", host_key="SHA256:" + "A" * 43)
+    factories.partition(cluster, "cpu")
     print(f"database: {os.environ['DATABASE_URL'].split('@')[-1]}")
     bench_log_overhead(args.log_steps)
-    job = bench_ingest(user, args.points)
+    job = bench_ingest(user, cluster, args.points)
     bench_first_chart(job)
-    bench_latency(user, args.samples)
+    bench_latency(user, cluster, args.samples)
 
 
 if __name__ == "__main__":

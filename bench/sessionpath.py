@@ -41,19 +41,18 @@ frontend upstream
 # lines. mark_ready() pushes each route to HAProxy, as in the portal (proxy/routes.py).
 SETUP = """
 import django, sys; django.setup()
-from django.contrib.auth import get_user_model
-from jobs.models import Cluster, Partition, ContainerImage, Job
 from proxy import codes
 from proxy.models import Session
-c, _ = Cluster.objects.get_or_create(name="bench", defaults=dict(ssh_host="localhost", host_key="SHA256:" + "A" * 43))
-p, _ = Partition.objects.get_or_create(cluster=c, name="p")
-i, _ = ContainerImage.objects.get_or_create(slug="i", defaults=dict(name="i", runtime="none"))
+from tests import factories
+c = factories.cluster("bench", ssh_host="localhost", host_key="SHA256:" + "A" * 43)
+p = factories.partition(c, "p")
+i = factories.image("i", "i")
 name = codes.cookie_name()
 pairs = sys.argv[2:]
 for n in range(0, len(pairs), 2):
     port, token = int(pairs[n]), pairs[n + 1]
-    u = get_user_model().objects.create_user(f"bench-{sys.argv[1]}-{n // 2}")
-    j = Job.objects.create(owner=u, cluster=c, partition=p, image=i, kind="notebook", state="running", node="127.0.0.1")
+    u = factories.user(f"bench-{sys.argv[1]}-{n // 2}")
+    j = factories.job(u, c, "", partition=p, image=i, kind="notebook", state="running", node="127.0.0.1")
     s = Session.for_job(j)
     assert s.mark_ready("127.0.0.1", port, token)
     print(s.public_id, name + "=" + codes.make_cookie(s.public_id, u.pk))
