@@ -31,3 +31,10 @@ def launch(page, stack, image: str, kind: str, command: str | None = None) -> in
     page.get_by_role("button", name="Launch").click()
     page.wait_for_url(f"{stack.url}/jobs/*/")
     return int(page.url.rstrip("/").split("/")[-1])
+
+
+def page_errors(page, errors: list[str] | None = None) -> list[str]:
+    """The page's uncaught JavaScript errors from now on, added to ``errors`` if given."""
+    errors = [] if errors is None else errors
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    return errors

@@ -5,7 +5,7 @@ import pytest
 
 from jobs import demo_catalog
 from jobs.models import Job
-from tests.e2e.pages import sign_in
+from tests.e2e.pages import page_errors, sign_in
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
 
@@ -17,8 +17,7 @@ def test_the_digits_demo_launches_with_defaults_only_and_completes(
     default (GPU) partition: no GPU, no GPU type, the partition's modest defaults."""
     demo_catalog.load()
     page = sign_in(browser, stack, "owner", "owner-pass-123")
-    errors = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    errors = page_errors(page)
     page.goto(f"{stack.url}/launch/")
     page.get_by_text("Digits classifier").click()
     assert page.get_by_label("GPUs").is_disabled()

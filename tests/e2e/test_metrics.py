@@ -6,7 +6,7 @@ import pytest
 from jobs import demo_catalog
 from jobs.metrics.models import MetricPoint, MetricSeries
 from jobs.models import Job
-from tests.e2e.pages import sign_in
+from tests.e2e.pages import page_errors, sign_in
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
 
@@ -16,8 +16,7 @@ PLOTTED = "() => Number(document.getElementById('metrics').dataset.plottedPoints
 def test_demo_training_job_charts_grow_live(browser, stack, owner, screenshot):
     demo_catalog.load()
     page = sign_in(browser, stack, "owner", "owner-pass-123")
-    errors = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    errors = page_errors(page)
 
     page.goto(f"{stack.url}/launch/")
     page.get_by_text("Digits classifier").click()

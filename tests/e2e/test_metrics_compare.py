@@ -11,7 +11,7 @@ import pytest
 
 from jobs.metrics import ingest
 from tests import factories
-from tests.e2e.pages import SCREENSHOTS, sign_in
+from tests.e2e.pages import SCREENSHOTS, page_errors, sign_in
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
 
@@ -103,8 +103,7 @@ def test_compared_runs_have_distinct_colours_and_names(
     upload(stack, current, token, records(time.time() - 120, 40, scale=1.0))
 
     page = sign_in(browser, stack, "owner", "owner-pass-123", viewport=DESKTOP)
-    errors = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    errors = page_errors(page)
     page.goto(f"{stack.url}/jobs/{current.pk}/")
     page.locator('.chart[data-figure="system:sys/memory_gb"] .main-svg').first.wait_for()
 
@@ -213,7 +212,7 @@ def test_compared_runs_have_distinct_colours_and_names(
 
     # The phone: same charts, one column, legends readable.
     phone = sign_in(browser, stack, "owner", "owner-pass-123", viewport=PHONE, is_mobile=True)
-    phone.on("pageerror", lambda exc: errors.append(str(exc)))
+    page_errors(phone, errors)
     phone.goto(f"{stack.url}/jobs/{current.pk}/")
     phone.locator('.chart[data-figure="system:sys/memory_gb"] .main-svg').first.wait_for()
     phone.get_by_text("Compare runs").click()
