@@ -66,7 +66,7 @@ endif
 demo: demo-setup
 	@echo "Portal: http://localhost:$(PORT)/  (admin: http://localhost:$(PORT)/admin/)  Ctrl-C stops everything."
 	@echo "Session links: https://<id>.sessions.localhost:$(SESSION_PORT)/ (dev CA: var/tls/ca.pem)"
-	@$(DEMO_ENV) PORT=$(PORT) SESSION_PUBLIC_PORT=$(SESSION_PORT) PORTAL_URL=http://localhost:$(PORT) \
+	@$(DEMO_ENV) PORT=$(PORT) PROXY_SESSION_PUBLIC_PORT=$(SESSION_PORT) PORTAL_URL=http://localhost:$(PORT) \
 		exec .venv/bin/honcho -d . -f deploy/Procfile.demo start
 
 # Type errors fail the run before anything is set up.

@@ -42,7 +42,7 @@ frontend upstream
 SETUP = """
 import django, sys; django.setup()
 from proxy import codes
-from proxy.models import Session
+from proxy.models import SessionLink
 from tests import factories
 c = factories.cluster("bench", ssh_host="localhost", host_key="SHA256:" + "A" * 43)
 p = factories.partition(c, "p")
@@ -53,7 +53,7 @@ for n in range(0, len(pairs), 2):
     port, token = int(pairs[n]), pairs[n + 1]
     u = factories.user(f"bench-{sys.argv[1]}-{n // 2}")
     j = factories.job(u, c, "", partition=p, image=i, kind="notebook", state="running", node="127.0.0.1")
-    s = Session.for_job(j)
+    s = SessionLink.for_job(j)
     assert s.mark_ready("127.0.0.1", port, token)
     print(s.public_id, name + "=" + codes.make_cookie(s.public_id, u.pk))
 """
@@ -148,8 +148,8 @@ class Stack:
             **os.environ,
             "PORTAL_DEMO": "1",
             "PORTAL_DATA_DIR": str(self.work),
-            "SESSION_SCHEME": "http",
-            "SESSION_DOMAIN": "sessions.localhost",
+            "PROXY_SESSION_SCHEME": "http",
+            "PROXY_SESSION_DOMAIN": "sessions.localhost",
             "DJANGO_SETTINGS_MODULE": "portal.settings",
             "PROXY_INSTANCES": f"unix:{self.work}/admin.sock",
             "PROXY_MAP_PATH": str(self.work / "tokens.map"),

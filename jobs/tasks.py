@@ -49,9 +49,9 @@ def submit_job(self, job_id: int) -> None:
         work_dir = scripts.job_work_dir(job, account.username)
         secret, register_url = "", ""
         if job.has_session:
-            from proxy.models import Session
+            from proxy.models import SessionLink
 
-            session = Session.for_job(job)
+            session = SessionLink.for_job(job)
             secret = session.issue_register_secret()
             register_url = f"{settings.PORTAL_URL}/sessions/register/{session.public_id}/"
         from jobs.metrics.ingest import issue_token
@@ -182,9 +182,9 @@ def _sync_account(group: list[Job]) -> int:
         moved = job.apply_scheduler_status(status)
         changed += moved
         if job.has_session and job.restarted_since(*before):
-            from proxy.models import Session
+            from proxy.models import SessionLink
 
-            Session.restart_for(job)
+            SessionLink.restart_for(job)
         if moved and job.is_final:
             # Whatever the uploads missed is in the job's files: read them to the end.
             _enqueue(tail_metrics, job.pk, final=True)
@@ -203,10 +203,10 @@ def discover_sessions(account, running_jobs) -> None:
     notebooks = [j for j in running_jobs if j.has_session]
     if not notebooks:
         return  # every sync passes here: no query when there is nothing to find
-    from proxy.models import Session
+    from proxy.models import SessionLink
 
-    starting = Session.objects.filter(
-        job__in=notebooks, state=Session.State.STARTING
+    starting = SessionLink.objects.filter(
+        job__in=notebooks, state=SessionLink.State.STARTING
     ).select_related("job")
     for session in starting:
         try:

@@ -266,19 +266,21 @@ PORTAL_METRICS_MAX_FILES = env_int("PORTAL_METRICS_MAX_FILES", 256, minimum=1)
 # Where `make devcluster` keeps its state (keys, ports) for registration.
 DEVCLUSTER_DIR = Path(env_str("PORTAL_DEVCLUSTER_DIR", "/var/lib/portal-devcluster"))
 
-# Session links: <SESSION_SCHEME>://<id>.<SESSION_DOMAIN>[:SESSION_PUBLIC_PORT]/
-SESSION_DOMAIN = env_str("SESSION_DOMAIN", "sessions.localhost")
-SESSION_SCHEME = env_str("SESSION_SCHEME", "https")
+# Session links: <PROXY_SESSION_SCHEME>://<id>.<PROXY_SESSION_DOMAIN>[:PROXY_SESSION_PUBLIC_PORT]/
+PROXY_SESSION_DOMAIN = env_str("PROXY_SESSION_DOMAIN", "sessions.localhost")
+PROXY_SESSION_SCHEME = env_str("PROXY_SESSION_SCHEME", "https")
 # The port browsers use for session links; empty for the scheme's default (443).
-SESSION_PUBLIC_PORT = env_str("SESSION_PUBLIC_PORT", "8443" if INSECURE_DEFAULTS_ALLOWED else "")
+PROXY_SESSION_PUBLIC_PORT = env_str(
+    "PROXY_SESSION_PUBLIC_PORT", "8443" if INSECURE_DEFAULTS_ALLOWED else ""
+)
 # How long a proxy cookie and a one-time login code stay valid (seconds).
-SESSION_COOKIE_MAX_AGE = env_int("SESSION_COOKIE_MAX_AGE", 12 * 3600, minimum=60)
-SESSION_CODE_TTL = env_int("SESSION_CODE_TTL", 60, minimum=5)
+PROXY_COOKIE_MAX_AGE = env_int("PROXY_COOKIE_MAX_AGE", 12 * 3600, minimum=60)
+PROXY_CODE_TTL = env_int("PROXY_CODE_TTL", 60, minimum=5)
 # Upstream (compute node) timeouts for the proxy, in seconds.
 PROXY_CONNECT_TIMEOUT = env_float("PROXY_CONNECT_TIMEOUT", 10.0, minimum=0.1)
 PROXY_READ_TIMEOUT = env_float("PROXY_READ_TIMEOUT", 300.0, minimum=1)
 # HAProxy in the session data path (proxy/haproxy.py, proxy/routes.py): the admin socket
-# of every instance behind SESSION_DOMAIN (unix:PATH or tcp:HOST:PORT, comma-separated;
+# of every instance behind PROXY_SESSION_DOMAIN (unix:PATH or tcp:HOST:PORT, comma-separated;
 # the first is the one `manage.py run_proxy` starts), the token map each reads (the same
 # path on every instance), maxconn, and how often routes are reconciled (seconds).
 PROXY_INSTANCES = env_list("PROXY_INSTANCES", [f"unix:{DATA_DIR / 'proxy' / 'admin.sock'}"])

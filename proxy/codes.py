@@ -17,7 +17,7 @@ from django.core.cache import cache
 def cookie_name() -> str:
     """The session cookie's name: with the ``__Host-`` prefix on HTTPS, so browsers
     accept it only if it is Secure, for Path=/ and bound to the session's own host."""
-    return "__Host-portal_session" if settings.SESSION_SCHEME == "https" else "portal_session"
+    return "__Host-portal_session" if settings.PROXY_SESSION_SCHEME == "https" else "portal_session"
 
 
 # The browser's half of the handshake: a random value the session host sets before it
@@ -27,7 +27,7 @@ STATE_NAME = "portal_state"
 
 
 def state_cookie_name() -> str:
-    return f"__Host-{STATE_NAME}" if settings.SESSION_SCHEME == "https" else STATE_NAME
+    return f"__Host-{STATE_NAME}" if settings.PROXY_SESSION_SCHEME == "https" else STATE_NAME
 
 
 def new_state() -> str:
@@ -43,7 +43,7 @@ def issue_code(public_id: str, user_id: int, state: str) -> str:
     cache.set(
         f"session-code:{code}",
         {"session": public_id, "user": user_id, "state": _state_hash(state)},
-        settings.SESSION_CODE_TTL,
+        settings.PROXY_CODE_TTL,
     )
     return code
 
@@ -83,7 +83,7 @@ def _sign(signing_input: str) -> str:
 def make_cookie(public_id: str, user_id: int, max_age: int | None = None) -> str:
     """The session cookie: a JWT (HS256) bound to the session, the user and an expiry,
     which the proxy verifies by itself on every request (no portal call)."""
-    expires = int(time.time()) + (settings.SESSION_COOKIE_MAX_AGE if max_age is None else max_age)
+    expires = int(time.time()) + (settings.PROXY_COOKIE_MAX_AGE if max_age is None else max_age)
     payload = {"sid": public_id, "uid": user_id, "exp": expires}
     body = f"{_JWT_HEADER}.{_b64(json.dumps(payload, separators=(',', ':')).encode())}"
     return f"{body}.{_sign(body)}"

@@ -71,8 +71,8 @@ def render_config(
         read_timeout=f"{settings.PROXY_READ_TIMEOUT:g}",
         bind=bind,
         tls=f"ssl crt {tls_pem} alpn http/1.1" if tls_pem else "",
-        session_domain=settings.SESSION_DOMAIN,
-        domain_regex=re.escape(settings.SESSION_DOMAIN.lower()),
+        session_domain=settings.PROXY_SESSION_DOMAIN,
+        domain_regex=re.escape(settings.PROXY_SESSION_DOMAIN.lower()),
         cookie_name=cookie_name(),
         portal_cookies="|".join(
             re.escape(name)
@@ -86,7 +86,7 @@ def render_config(
         map_path=settings.PROXY_MAP_PATH,
         portal_url=settings.PORTAL_URL,
         portal_upstream=portal_upstream,
-        scheme=settings.SESSION_SCHEME,
+        scheme=settings.PROXY_SESSION_SCHEME,
     )
 
 

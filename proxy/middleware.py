@@ -1,4 +1,4 @@
-"""Requests for session hosts (<id>.SESSION_DOMAIN) that HAProxy hands to the portal.
+"""Requests for session hosts (<id>.PROXY_SESSION_DOMAIN) that HAProxy hands to the portal.
 
 HAProxy passes only ``/_portal/...`` of a session host to the portal; this middleware
 makes sure nothing else of the portal answers on such a host (its pages, cookies and
@@ -18,7 +18,7 @@ from proxy.models import SESSION_ID
 def session_id_of(host: str) -> str | None:
     """The session id if ``host`` (a Host header) is a session host, else None."""
     name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-    suffix = "." + settings.SESSION_DOMAIN.lower()
+    suffix = "." + settings.PROXY_SESSION_DOMAIN.lower()
     name = name.lower().removesuffix(".")
     if not name.endswith(suffix):
         return None

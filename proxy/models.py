@@ -24,24 +24,29 @@ SESSION_ID = re.compile(r"^[0-9a-f]{32}$")  # what new_public_id() makes
 
 
 def session_origin(public_id: str) -> str:
-    """The session's own origin: <scheme>://<id>.<SESSION_DOMAIN>[:port]."""
-    port = f":{settings.SESSION_PUBLIC_PORT}" if settings.SESSION_PUBLIC_PORT else ""
-    return f"{settings.SESSION_SCHEME}://{public_id}.{settings.SESSION_DOMAIN}{port}"
+    """The session's own origin: <scheme>://<id>.<PROXY_SESSION_DOMAIN>[:port]."""
+    port = f":{settings.PROXY_SESSION_PUBLIC_PORT}" if settings.PROXY_SESSION_PUBLIC_PORT else ""
+    return f"{settings.PROXY_SESSION_SCHEME}://{public_id}.{settings.PROXY_SESSION_DOMAIN}{port}"
 
 
-class SessionQuerySet(models.QuerySet):
-    def for_user(self, user) -> SessionQuerySet:
+class SessionLinkQuerySet(models.QuerySet):
+    def for_user(self, user) -> SessionLinkQuerySet:
         """Sessions of the jobs a user may see (jobs/access.py)."""
         return self if sees_every_job(user) else self.filter(job__owner=user)
 
-    def maybe_open(self) -> SessionQuerySet:
+    def maybe_open(self) -> SessionLinkQuerySet:
         """What the database can tell of is_open (which still decides, per session)."""
         return self.filter(
-            state=Session.State.READY, job__state=Job.State.RUNNING, job__cancel_requested_at=None
+            state=SessionLink.State.READY,
+            job__state=Job.State.RUNNING,
+            job__cancel_requested_at=None,
         ).select_related("job")
 
 
-class Session(models.Model):
+class SessionLink(models.Model):
+    """A session job's link: where its web app (notebook, TensorBoard) listens, and
+    whether the link is open. Not Django's session (a browser's sign-in)."""
+
     class State(models.TextChoices):
         STARTING = "starting", "Starting"
         READY = "ready", "Ready"
@@ -59,18 +64,18 @@ class Session(models.Model):
     ready_at = models.DateTimeField(null=True, blank=True)
     closed_at = models.DateTimeField(null=True, blank=True)
 
-    objects = SessionQuerySet.as_manager()
+    objects = SessionLinkQuerySet.as_manager()
 
     def __str__(self) -> str:
         return f"session {self.public_id[:8]}… of job {self.job_id} ({self.state})"
 
     @classmethod
-    def for_job(cls, job: Job) -> Session:
+    def for_job(cls, job: Job) -> SessionLink:
         return cls.objects.get_or_create(job=job)[0]
 
     @property
     def url(self) -> str:
-        """https://<id>.<SESSION_DOMAIN>[:port]/"""
+        """https://<id>.<PROXY_SESSION_DOMAIN>[:port]/"""
         return session_origin(self.public_id) + "/"
 
     @property
@@ -98,7 +103,9 @@ class Session(models.Model):
 
     def issue_register_secret(self) -> str:
         secret = secrets.token_urlsafe(32)
-        Session.objects.filter(pk=self.pk).update(register_secret_hash=crypto.secret_hash(secret))
+        SessionLink.objects.filter(pk=self.pk).update(
+            register_secret_hash=crypto.secret_hash(secret)
+        )
         self.register_secret_hash = crypto.secret_hash(secret)
         return secret
 
@@ -114,7 +121,7 @@ class Session(models.Model):
         """Record where the notebook listens. Once per run of the job: a second
         registration is refused until a requeue resets the session."""
         now = timezone.now()
-        updated = Session.objects.filter(pk=self.pk, state=self.State.STARTING).update(
+        updated = SessionLink.objects.filter(pk=self.pk, state=self.State.STARTING).update(
             state=self.State.READY,
             host=host,
             port=port,
@@ -143,7 +150,7 @@ class Session(models.Model):
 
     def close(self) -> None:
         if (
-            Session.objects.filter(pk=self.pk)
+            SessionLink.objects.filter(pk=self.pk)
             .exclude(state=self.State.CLOSED)
             .update(state=self.State.CLOSED, closed_at=timezone.now(), upstream_token_encrypted="")
         ):

@@ -1,6 +1,6 @@
 """The portal as the data path's control plane: which sessions HAProxy routes, and where.
 
-A session is routed exactly while it is open (``Session.is_open``): its route is pushed
+A session is routed exactly while it is open (``SessionLink.is_open``): its route is pushed
 to every HAProxy instance when it opens, and taken away (its open WebSockets closed)
 when it is revoked, its job is cancelled or leaves the node. Pushes follow every job
 change (``jobs.broadcast.job_changed``) once the transaction commits; a periodic
@@ -82,9 +82,9 @@ def route_of(session) -> Route | None:
 
 
 def _fresh(session):
-    from proxy.models import Session
+    from proxy.models import SessionLink
 
-    return Session.objects.select_related("job").filter(pk=session.pk).first()
+    return SessionLink.objects.select_related("job").filter(pk=session.pk).first()
 
 
 def push(session) -> bool:
@@ -115,13 +115,13 @@ def push(session) -> bool:
 def reconcile() -> dict[str, tuple[int, int] | str]:
     """Every instance routes exactly the open sessions: address -> (added, removed), or
     why it was not reconciled (another reconcile running, the instance unreachable)."""
-    from proxy.models import Session
+    from proxy.models import SessionLink
 
     with _locked(wait=0) as taken:
         if not taken:
             return {"*": "another push or reconcile holds the lock"}
         wanted, keep = [], set()
-        for session in Session.objects.maybe_open():
+        for session in SessionLink.objects.maybe_open():
             try:
                 route = route_of(session)
             except Unresolved:
@@ -150,12 +150,12 @@ def on_job_changed(sender, job, **kwargs) -> None:
     job_id = job.pk
 
     def after_commit() -> None:
-        from proxy.models import Session
+        from proxy.models import SessionLink
 
         # A failing push must not stop the job's own update (its publishing, the sync
         # of other jobs): it is logged, and the next reconcile repairs the route.
         try:
-            session = Session.objects.filter(job_id=job_id).first()
+            session = SessionLink.objects.filter(job_id=job_id).first()
             if session is not None:
                 push(session)
         except Exception:  # noqa: BLE001

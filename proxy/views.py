@@ -22,17 +22,17 @@ from proxy.codes import (
     safe_path,
     state_cookie_name,
 )
-from proxy.models import Session
+from proxy.models import SessionLink
 
 
 @csrf_exempt
 @require_POST
 def register(request, public_id: str):
     """Called by the notebook job when Jupyter listens. Authenticated by the job's one-time secret."""
-    session = Session.objects.filter(public_id=public_id).select_related("job").first()
+    session = SessionLink.objects.filter(public_id=public_id).select_related("job").first()
     auth = request.headers.get("Authorization", "")
     secret = auth[7:] if auth.startswith("Bearer ") else ""
-    if session is not None and session.state != Session.State.STARTING:
+    if session is not None and session.state != SessionLink.State.STARTING:
         return JsonResponse({"error": "this session is already registered or closed"}, status=409)
     if session is None or not session.check_register_secret(secret):
         return JsonResponse({"error": "unknown session or wrong secret"}, status=403)
@@ -66,8 +66,8 @@ def register(request, public_id: str):
     return HttpResponse(status=204)
 
 
-def get_session_for_user(request, public_id: str) -> Session:
-    sessions = Session.objects.for_user(request.user).select_related("job", "job__owner")
+def get_session_for_user(request, public_id: str) -> SessionLink:
+    sessions = SessionLink.objects.for_user(request.user).select_related("job", "job__owner")
     return get_object_or_404(sessions, public_id=public_id)
 
 
@@ -113,7 +113,7 @@ def session_start(request, public_id: str):
     next_path = safe_path(request.GET.get("next", "/"), default="/")
     query = urlencode({"next": next_path, "state": state})
     response = redirect(f"{settings.PORTAL_URL}/sessions/{public_id}/open/?{query}")
-    _set_host_cookie(response, state_cookie_name(), state, max(settings.SESSION_CODE_TTL, 300))
+    _set_host_cookie(response, state_cookie_name(), state, max(settings.PROXY_CODE_TTL, 300))
     response["Cache-Control"] = "no-store"
     return response
 
@@ -126,7 +126,7 @@ def _set_host_cookie(response, name: str, value: str, max_age: int) -> None:
         value,
         max_age=max_age,
         path="/",
-        secure=settings.SESSION_SCHEME == "https",
+        secure=settings.PROXY_SESSION_SCHEME == "https",
         httponly=True,
         samesite="Lax",
     )
@@ -151,7 +151,7 @@ def session_login(request, public_id: str):
             response,
             cookie_name(),
             make_cookie(public_id, user_id),
-            settings.SESSION_COOKIE_MAX_AGE,
+            settings.PROXY_COOKIE_MAX_AGE,
         )
     response.delete_cookie(state_cookie_name(), path="/", samesite="Lax")
     response["Cache-Control"] = "no-store"

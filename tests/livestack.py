@@ -55,7 +55,7 @@ class LiveStack:
             "PORTAL_SYNC_JITTER": "0.2",
             "STATIC_ROOT": str(tmp / "static"),
             "PORTAL_URL": self.url,
-            "SESSION_PUBLIC_PORT": str(self.proxy_port),
+            "PROXY_SESSION_PUBLIC_PORT": str(self.proxy_port),
             "PROXY_INSTANCES": f"unix:{tmp / 'proxy' / 'admin.sock'}",
             "PROXY_MAP_PATH": str(tmp / "proxy" / "tokens.map"),
             **(env or {}),

@@ -66,9 +66,9 @@ class Proxy:
         self.portal = portal or f"127.0.0.1:{free_port()}"
         self.admin = f"unix:{self.dir / 'admin.sock'}"
         settings.PORTAL_URL = portal_url
-        settings.SESSION_DOMAIN = DOMAIN
-        settings.SESSION_SCHEME = "http"
-        settings.SESSION_PUBLIC_PORT = str(self.port)
+        settings.PROXY_SESSION_DOMAIN = DOMAIN
+        settings.PROXY_SESSION_SCHEME = "http"
+        settings.PROXY_SESSION_PUBLIC_PORT = str(self.port)
         settings.PROXY_MAP_PATH = str(tmp / "tokens.map")
         Path(settings.PROXY_MAP_PATH).touch()
         self.config = self.dir / "haproxy.cfg"

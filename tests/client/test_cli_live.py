@@ -17,7 +17,7 @@ from django.db import connection
 from jobs.models import ApiToken, ContainerImage, Job
 from jobs.slurm import operations
 from portal_client import cli
-from proxy.models import Session
+from proxy.models import SessionLink
 from tests import factories
 from tests.livestack import free_port
 
@@ -285,12 +285,12 @@ def test_open_prints_the_session_link_of_a_running_notebook(portal_env, owner, c
     )
     notebook = factories.training_job(owner, catalog)
     Job.objects.filter(pk=notebook.pk).update(kind="notebook")
-    session = Session.for_job(notebook)
+    session = SessionLink.for_job(notebook)
     code, _, err = run(capsys, "open", str(notebook.pk))
     assert code == 1 and "appears once the session runs" in err
     # Ready: registered from the node the job runs on.
     Job.objects.filter(pk=notebook.pk).update(state="running", node="n1")
-    Session.objects.filter(pk=session.pk).update(state="ready", host="n1", port=8888)
+    SessionLink.objects.filter(pk=session.pk).update(state="ready", host="n1", port=8888)
     code, out, _ = run(capsys, "open", str(notebook.pk))
     assert code == 0 and out.strip() == f"{portal_env['url']}/sessions/{session.public_id}/open/"
 

@@ -8,7 +8,7 @@ import pytest
 
 from jobs import tasks
 from jobs.models import Job
-from proxy.models import Session
+from proxy.models import SessionLink
 from tests import factories
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
@@ -19,7 +19,7 @@ def sync_until(job: Job, done, timeout: float = 120, seen=None):
     while time.monotonic() < deadline:
         tasks.sync_jobs(Job.objects.filter(pk=job.pk))
         job.refresh_from_db()
-        session = Session.objects.get(job=job)
+        session = SessionLink.objects.get(job=job)
         if seen is not None:
             seen.append((job.attempt, session.state, session.port, session.is_open))
         if done(job, session):
@@ -94,7 +94,7 @@ def test_registration_of_a_job_slurm_reports_pending_is_refused(devcluster, owne
         Job.objects.filter(pk=job.pk).update(
             state="pending", scheduler_job_id=held, cluster_account=account
         )
-        session = Session.for_job(job)
+        session = SessionLink.for_job(job)
         secret = session.issue_register_secret()
         response = client.post(
             f"/sessions/register/{session.public_id}/",

@@ -8,7 +8,7 @@ import pytest
 
 from jobs.models import ClusterAccount, Job
 from jobs.slurm import operations
-from proxy.models import Session
+from proxy.models import SessionLink
 from tests import factories
 from tests.e2e.pages import launch, sign_in
 
@@ -30,7 +30,7 @@ def test_owner_opens_jupyterlab_over_https_and_runs_a_cell(
     # The card offers the notebook by itself once Jupyter listens (callback from the job).
     open_link = page.locator("#session [data-open-session]")
     open_link.wait_for(state="visible", timeout=120_000)
-    session = Session.objects.get(job=job)
+    session = SessionLink.objects.get(job=job)
     assert session.state == "ready"
     # Within two seconds of Jupyter listening (its own log line says when it did).
     job.refresh_from_db()
@@ -62,7 +62,7 @@ def test_owner_opens_jupyterlab_over_https_and_runs_a_cell(
         raise
     screenshot(lab, "21-jupyterlab")
     # The Jupyter token is HAProxy's to add: the page does not carry it.
-    token = Session.objects.get(pk=session.pk).upstream_token()
+    token = SessionLink.objects.get(pk=session.pk).upstream_token()
     assert len(token) > 16 and token not in lab.content()
     assert token not in lab.evaluate("document.documentElement.outerHTML")
     # A new notebook, one cell, run through the kernel websocket behind the proxy.

@@ -6,7 +6,7 @@ import pytest
 
 from jobs import lifecycle
 from jobs.models import Job
-from proxy.models import Session
+from proxy.models import SessionLink
 from tests import factories
 from tests.e2e.pages import launch, sign_in
 
@@ -45,7 +45,7 @@ def test_owner_opens_tensorboard_on_a_demo_jobs_runs_through_the_data_path(
         open_link = page.locator("#session [data-open-session]")
         open_link.wait_for(state="visible", timeout=120_000)
         assert open_link.inner_text() == "Open TensorBoard"
-        session = Session.objects.get(job=board_job)
+        session = SessionLink.objects.get(job=board_job)
 
         with page.context.expect_page() as new_tab:
             open_link.click()

@@ -187,7 +187,7 @@ def test_nothing_but_checked_values_reaches_the_admin_socket(proxy):
 
 
 def test_the_config_is_rendered_from_settings(settings, tmp_path):
-    settings.SESSION_DOMAIN = "sessions.hpc.example.org"
+    settings.PROXY_SESSION_DOMAIN = "sessions.hpc.example.org"
     settings.PORTAL_URL = "https://Portal.HPC.example.org"
     text = haproxy.render_config(
         bind=":443", tls_pem="/etc/portal/sessions.pem", portal_upstream="10.0.0.2:8000"

@@ -13,7 +13,7 @@ from websockets.sync.client import connect
 
 from jobs.models import Job
 from proxy.codes import cookie_name, issue_code
-from proxy.models import Session
+from proxy.models import SessionLink
 from tests import factories
 from tests.livestack import free_port
 from tests.proxystack import start_echo
@@ -43,7 +43,7 @@ def another_notebook(notebook_job, **fields) -> Job:
 
 @pytest.fixture
 def session(notebook_job):
-    return Session.for_job(notebook_job)
+    return SessionLink.for_job(notebook_job)
 
 
 def register(client, session, secret, body, **extra):
@@ -97,7 +97,7 @@ def test_a_requeue_resets_the_session_and_the_old_route_is_never_open(client, se
     Job.objects.filter(pk=session.job_id).update(node="gpu09")  # requeued onto another node
     session.refresh_from_db()
     assert not session.is_open  # never the old node:port, even before the reset
-    assert Session.restart_for(session.job)
+    assert SessionLink.restart_for(session.job)
     session.refresh_from_db()
     assert (session.state, session.host, session.port, session.upstream_token()) == (
         "starting",
@@ -168,7 +168,9 @@ def test_an_open_session_that_haproxy_cannot_route_waits_instead_of_looping(clie
 
 
 def test_session_ids_carry_128_random_bits(notebook_job):
-    ids = {Session.objects.create(job=another_notebook(notebook_job)).public_id for _ in range(20)}
+    ids = {
+        SessionLink.objects.create(job=another_notebook(notebook_job)).public_id for _ in range(20)
+    }
     assert len(ids) == 20 and all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
 
 
@@ -282,9 +284,9 @@ def test_the_owner_signs_in_on_the_sessions_host_and_reaches_the_notebook(ready,
     assert body["cookie"] == "_xsrf=x1"  # the portal's cookies stay behind
 
 
-def second_session(notebook_job, echo) -> Session:
+def second_session(notebook_job, echo) -> SessionLink:
     """Another open session of the owner's, on the same stand-in notebook."""
-    other = Session.for_job(another_notebook(notebook_job, state="running", node="127.0.0.1"))
+    other = SessionLink.for_job(another_notebook(notebook_job, state="running", node="127.0.0.1"))
     assert other.mark_ready("127.0.0.1", echo, "t" * 32)
     return other
 
@@ -344,7 +346,7 @@ def test_a_session_stops_being_routed_the_moment_it_closes(
         elif end == "job-ends":
             job.transition(Job.State.COMPLETED)
         else:
-            Session.restart_for(job)
+            SessionLink.restart_for(job)
         with pytest.raises(ConnectionClosed):
             kernel.recv(timeout=2)
         assert time.monotonic() - started < 2
@@ -361,7 +363,7 @@ def test_a_node_name_that_stops_resolving_does_not_cut_an_open_session(ready, da
     from proxy import routes
 
     Job.objects.filter(pk=ready.job_id).update(node="no-such-node.invalid")
-    Session.objects.filter(pk=ready.pk).update(host="no-such-node.invalid")
+    SessionLink.objects.filter(pk=ready.pk).update(host="no-such-node.invalid")
     assert routes.reconcile() == {data_path.admin: (0, 0)}
     assert routes.push(ready) is False
     assert data_path.api.routes() == {ready.public_id: ("127.0.0.1", echo, TOKEN)}
@@ -417,7 +419,7 @@ def test_on_a_sessions_host_the_portal_answers_nothing_but_the_login(client, ses
 
 
 def test_over_https_the_cookie_is_host_only_secure_and_prefixed(client, settings, session, owner):
-    settings.SESSION_SCHEME = "https"
+    settings.PROXY_SESSION_SCHEME = "https"
     host = f"{session.public_id}.sessions.localhost:8443"
     start = client.get("/_portal/start?next=/lab/tree", HTTP_HOST=host)
     state = start.cookies["__Host-portal_state"]

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from proxy.codes import cookie_name, make_cookie
-from proxy.models import Session
+from proxy.models import SessionLink
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -82,7 +82,7 @@ class Peak:
 def big_files(owner, running_notebook, proxy):
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), BigFiles)
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
-    session = Session.for_job(running_notebook)
+    session = SessionLink.for_job(running_notebook)
     session.mark_ready("127.0.0.1", upstream.server_address[1], "t" * 32)  # pushed to HAProxy
     headers = {
         "host": f"{session.public_id}.sessions.localhost:{proxy.port}",

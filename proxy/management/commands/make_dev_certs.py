@@ -1,4 +1,4 @@
-"""A local CA and a wildcard certificate for *.SESSION_DOMAIN, for dev and tests."""
+"""A local CA and a wildcard certificate for *.PROXY_SESSION_DOMAIN, for dev and tests."""
 
 import datetime
 import ipaddress
@@ -53,7 +53,7 @@ class Command(BaseCommand):
             tls / "sessions-key.pem",
             tls / "ca.pem",
         )
-        domain = settings.SESSION_DOMAIN
+        domain = settings.PROXY_SESSION_DOMAIN
         if cert_path.exists() and key_path.exists():
             cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
             names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value

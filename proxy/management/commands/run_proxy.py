@@ -40,7 +40,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--bind",
             default=None,
-            help="address:port (default 127.0.0.1:SESSION_PUBLIC_PORT)",
+            help="address:port (default 127.0.0.1:PROXY_SESSION_PUBLIC_PORT)",
         )
         parser.add_argument(
             "--workdir",
@@ -61,7 +61,7 @@ class Command(BaseCommand):
         work.mkdir(mode=0o700, parents=True, exist_ok=True)
         Path(settings.PROXY_MAP_PATH).parent.mkdir(parents=True, exist_ok=True)
         Path(settings.PROXY_MAP_PATH).write_text("")  # routes come over the admin socket
-        bind = options["bind"] or f"127.0.0.1:{settings.SESSION_PUBLIC_PORT or 443}"
+        bind = options["bind"] or f"127.0.0.1:{settings.PROXY_SESSION_PUBLIC_PORT or 443}"
         portal = options["portal"]
         if not portal:
             # PORTAL_URL's host as an address: "localhost" may resolve to ::1 first,
@@ -72,7 +72,7 @@ class Command(BaseCommand):
                 raise CommandError(f"{url.hostname} (PORTAL_URL) does not resolve: give --portal")
             portal = f"{address}:{url.port or (443 if url.scheme == 'https' else 80)}"
         tls = None
-        if settings.SESSION_SCHEME == "https":
+        if settings.PROXY_SESSION_SCHEME == "https":
             tls = str(combined_pem(Path(settings.TLS_DIR), work))
         config = work / "haproxy.cfg"
         config.write_text(render_config(bind=bind, tls_pem=tls, portal_upstream=portal))
@@ -100,7 +100,7 @@ class Command(BaseCommand):
         if stopping:
             proc.send_signal(signal.SIGTERM)
         (work / "haproxy.pid").write_text(f"{proc.pid}\n")
-        self.stdout.write(f"HAProxy {proc.pid} on {bind} ({settings.SESSION_SCHEME})")
+        self.stdout.write(f"HAProxy {proc.pid} on {bind} ({settings.PROXY_SESSION_SCHEME})")
         api = RuntimeAPI(admin, settings.PROXY_MAP_PATH)
         deadline = time.monotonic() + 15
         while proc.poll() is None and time.monotonic() < deadline:
