@@ -13,8 +13,9 @@ from string import Template
 
 from jobs.models import ContainerImage, Job
 
-TEMPLATES = Path(__file__).parent / "templates"
-METRICS_MODULE = Path(__file__).resolve().parents[1] / "metrics" / "portal_metrics.py"
+# What runs on the compute node: the templates and the in-job metrics client.
+TEMPLATES = Path(__file__).resolve().parents[1] / "on_node"
+METRICS_MODULE = TEMPLATES / "portal_metrics.py"
 
 # What may appear unquoted in an #SBATCH line (sbatch parses those itself).
 _DIRECTIVE_VALUE = re.compile(r"^[A-Za-z0-9_.:/=,+@-]+$")

@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from jobs.metrics import portal_metrics as pm
+from jobs.on_node import portal_metrics as pm
 
 
 def read(path):
