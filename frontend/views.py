@@ -13,7 +13,7 @@ from frontend.forms import ClusterAccountForm
 from jobs import lifecycle
 from jobs.launch import LaunchForm, launch_initial, partition_limits, tensorboard_initial
 from jobs.models import ApiToken, ClusterAccount, ContainerImage, Job, Tag
-from jobs.slurm import operations, ssh
+from jobs.slurm import files, operations, ssh
 
 PAGE_SIZE = 20
 STATE_FILTERS = {"active": Job.ACTIVE_STATES, **{s: (s,) for s in Job.State.values}}
@@ -160,10 +160,10 @@ def job_cancel(request, pk: int):
 @login_required
 def job_logs(request, pk: int, stream: str):
     job = get_job_for_user(request, pk)
-    if stream not in operations.LOG_STREAMS:
+    if stream not in files.LOG_STREAMS:
         raise Http404("no such log")
     try:
-        tail = operations.read_job_log(job, stream)
+        tail = files.read_job_log(job, stream)
     except ssh.SlurmError as exc:
         return JsonResponse(
             {"error": f"Could not read the log from {job.cluster.name}: {exc}"}, status=502
@@ -190,7 +190,7 @@ def _on_work_dir(job, operation, missing: str):
         return operations.on_account(
             job.cluster_account, lambda conn: operation(conn, job.work_dir)
         )
-    except (operations.BadPath, operations.NotARegularFile) as exc:
+    except (files.BadPath, files.NotARegularFile) as exc:
         raise _WorkDirFailure(str(exc), 400) from None
     except FileNotFoundError:
         raise _WorkDirFailure(missing, 404) from None
@@ -205,13 +205,13 @@ def job_files(request, pk: int):
     job = get_job_for_user(request, pk)
     rel = request.GET.get("path", "")
     try:
-        parts = operations.work_path_parts(rel)
+        parts = files.work_path_parts(rel)
         entries, total = _on_work_dir(
             job,
-            lambda conn, work_dir: operations.list_work_dir(conn, work_dir, rel),
+            lambda conn, work_dir: files.list_work_dir(conn, work_dir, rel),
             "No such directory (any more).",
         )
-    except operations.BadPath as exc:
+    except files.BadPath as exc:
         return _work_dir_failure(request, job, str(exc), 400)
     except _WorkDirFailure as exc:
         return _work_dir_failure(request, job, str(exc), exc.status)
@@ -238,7 +238,7 @@ def job_file_download(request, pk: int):
     try:
         path, size = _on_work_dir(
             job,
-            lambda conn, work_dir: operations.work_file_size(conn, work_dir, rel),
+            lambda conn, work_dir: files.work_file_size(conn, work_dir, rel),
             "No such file (any more).",
         )
     except _WorkDirFailure as exc:
@@ -259,7 +259,7 @@ def job_file_download(request, pk: int):
         while sent < size:
             want = min(chunk, size - sent)
             data = operations.on_account(
-                account, lambda conn, at=sent, n=want: operations.read_chunk(conn, path, at, n)
+                account, lambda conn, at=sent, n=want: files.read_chunk(conn, path, at, n)
             )
             if not data:
                 return  # shorter now than when the download began

@@ -17,7 +17,7 @@ from django.utils import timezone
 from jobs import schedulers
 from jobs.metrics.tasks import tail_metrics
 from jobs.models import Cluster, ClusterAccount, Job, choices
-from jobs.slurm import operations, scripts, ssh
+from jobs.slurm import files, operations, scripts, ssh
 from jobs.task_helpers import backoff, limits, single_flight
 
 log = logging.getLogger(__name__)
@@ -212,7 +212,7 @@ def discover_sessions(account, running_jobs) -> None:
         try:
             info = operations.on_account(
                 account,
-                lambda conn, s=session: operations.read_connection_file(conn, s.job.work_dir),
+                lambda conn, s=session: files.read_connection_file(conn, s.job.work_dir),
             )
         except ssh.SlurmError as exc:
             log.info("connection file of job %s not readable yet: %s", session.job_id, exc)
@@ -325,7 +325,7 @@ def read_error_tail(self, job_id: int) -> None:
     if job is None or not job.ended_badly:
         return
     try:
-        tail = operations.read_job_log(job, "stderr", max_bytes=ERROR_TAIL_BYTES)
+        tail = files.read_job_log(job, "stderr", max_bytes=ERROR_TAIL_BYTES)
     except ssh.SlurmError as exc:
         if exc.transient:
             raise self.retry(countdown=backoff(self.request.retries)) from None

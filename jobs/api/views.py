@@ -39,7 +39,7 @@ from jobs.api.serializers import (
 )
 from jobs.metrics.views import MetricsActions
 from jobs.models import Cluster, ContainerImage, Job
-from jobs.slurm import operations, ssh
+from jobs.slurm import files, ssh
 
 
 class ClusterError(APIException):
@@ -262,7 +262,7 @@ class JobViewSet(
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("stream", str, enum=[*operations.LOG_STREAMS]),
+            OpenApiParameter("stream", str, enum=[*files.LOG_STREAMS]),
             OpenApiParameter(
                 "offset",
                 int,
@@ -276,7 +276,7 @@ class JobViewSet(
         """The end of the job's stdout or stderr, or what follows ``offset``."""
         job = self.get_object()
         stream = request.query_params.get("stream", "stdout")
-        if stream not in operations.LOG_STREAMS:
+        if stream not in files.LOG_STREAMS:
             raise ValidationError({"stream": ["Use stdout or stderr."]})
         offset = request.query_params.get("offset")
         if offset is not None:
@@ -284,7 +284,7 @@ class JobViewSet(
                 raise ValidationError({"offset": ["Use a byte offset: a whole number >= 0."]})
             offset = int(offset)
         try:
-            tail = operations.read_job_log(job, stream, offset=offset)
+            tail = files.read_job_log(job, stream, offset=offset)
         except ssh.SlurmError as exc:
             raise ClusterError(f"Could not read the log from {job.cluster.name}: {exc}") from None
         return Response(

@@ -14,7 +14,7 @@ from django.db import transaction
 
 from jobs.metrics import ingest
 from jobs.metrics.models import MetricFile
-from jobs.slurm import operations
+from jobs.slurm import files, operations
 
 log = logging.getLogger(__name__)
 
@@ -34,22 +34,22 @@ def tail_job(job, max_passes: int = 1) -> int:
     inserted = 0
     for _ in range(max_passes):
         offsets = dict(MetricFile.objects.filter(job=job).values_list("name", "offset"))
-        files = operations.on_account(
-            job.cluster_account, lambda conn: operations.list_metric_files(conn, directory)
+        listed = operations.on_account(
+            job.cluster_account, lambda conn: files.list_metric_files(conn, directory)
         )
         budget = settings.PORTAL_METRICS_TAIL_BYTES
-        for name, size in files[: settings.PORTAL_METRICS_MAX_FILES]:
+        for name, size in listed[: settings.PORTAL_METRICS_MAX_FILES]:
             start = offsets.get(name, 0)
             if size <= start or budget <= 0:
                 continue
             try:
                 data = operations.on_account(
                     job.cluster_account,
-                    lambda conn, n=name, s=start, b=budget: operations.read_chunk(
+                    lambda conn, n=name, s=start, b=budget: files.read_chunk(
                         conn, f"{directory}/{n}", s, b
                     ),
                 )
-            except operations.NotARegularFile as exc:
+            except files.NotARegularFile as exc:
                 log.warning("job %s: %s", job.pk, exc)
                 continue
             budget -= len(data)

@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 
 from jobs.models import ApiToken, ContainerImage, Job
-from jobs.slurm import operations
+from jobs.slurm import files, operations
 from portal_client import cli
 from proxy.models import SessionLink
 from tests import factories
@@ -204,7 +204,7 @@ def test_wait_logs_prints_the_output_and_a_failed_jobs_stderr(
         read.append(stream)
         data = logs[stream]
         start = max(0, len(data) - 64)  # the portal's size bound, made small
-        return operations.log_slice(data[start:], start, len(data), whole_lines=True)
+        return files.log_slice(data[start:], start, len(data), whole_lines=True)
 
     monkeypatch.setattr(operations, "read_job_log", read_job_log)
     monkeypatch.setattr(tasks.submit_job, "delay", finish_in_a_thread(state, exit_code=exit_code))
@@ -267,7 +267,7 @@ def test_logs_follow_prints_each_byte_once_until_the_job_ends(
             Job.objects.filter(pk=job.pk).update(state="completed")
         data = content["data"]
         start = max(0, len(data) - 16) if offset is None else offset
-        return operations.log_slice(
+        return files.log_slice(
             data[start : start + 7], start, len(data), whole_lines=offset is None
         )
 

@@ -12,7 +12,7 @@ import pytest
 
 from jobs import tasks
 from jobs.metrics.models import MetricPoint
-from jobs.slurm import operations, ssh
+from jobs.slurm import files, operations, ssh
 from tests.devcluster.helpers import run_job
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
@@ -36,8 +36,8 @@ def test_a_fifo_or_a_link_in_place_of_a_log_is_refused_at_once(devcluster, owner
         "ln -s /etc/passwd stderr.log",
     )
     for stream, kind in (("stdout", "a FIFO"), ("stderr", "a symbolic link")):
-        outcome, seconds = timed(lambda s=stream: operations.read_job_log(job, s))
-        assert isinstance(outcome, operations.NotARegularFile), outcome
+        outcome, seconds = timed(lambda s=stream: files.read_job_log(job, s))
+        assert isinstance(outcome, files.NotARegularFile), outcome
         assert f"{stream}.log is {kind}" in str(outcome) and seconds < 5
 
 
@@ -108,7 +108,7 @@ def test_a_hostile_connection_file_never_becomes_a_route(devcluster, owner):
                 conn.run([*make, path])
             else:
                 conn.run(["sh", "-c", 'printf %s "$1" > "$2"', "sh", content, path])
-            return operations.read_connection_file(conn, job.work_dir)
+            return files.read_connection_file(conn, job.work_dir)
 
         return timed(lambda: operations.on_account(account, go))
 
@@ -127,5 +127,5 @@ def test_a_hostile_connection_file_never_becomes_a_route(devcluster, owner):
         assert outcome is None and seconds < 5, (content[:60], outcome)
     for make, kind in ((["mkfifo"], "a FIFO"), (["ln", "-s", "/etc/passwd"], "a symbolic link")):
         outcome, seconds = read_with(None, make)
-        assert isinstance(outcome, operations.NotARegularFile), outcome
+        assert isinstance(outcome, files.NotARegularFile), outcome
         assert kind in str(outcome) and seconds < 5

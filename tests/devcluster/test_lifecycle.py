@@ -13,7 +13,7 @@ from django.db import connection
 
 from jobs import tasks
 from jobs.models import ClusterAccount, Job, Partition
-from jobs.slurm import operations, pool, ssh
+from jobs.slurm import files, pool, ssh
 from tests import factories
 from tests.devcluster.helpers import remote, run_until
 
@@ -35,9 +35,9 @@ def test_batch_job_runs_to_completed_and_its_output_is_readable(devcluster, owne
     assert job.exit_code == 0
     assert [e.to_state for e in job.events.all()][0] == "pending"
     assert job.events.last().to_state == "completed"
-    out = operations.read_job_log(job, "stdout")
+    out = files.read_job_log(job, "stdout")
     assert "hello from " in out.text and not out.truncated
-    assert "oops" in operations.read_job_log(job, "stderr").text
+    assert "oops" in files.read_job_log(job, "stderr").text
     # The rendered script is kept in the work directory, readable only by the user.
     account = job.cluster_account
     assert remote(account, ["cat", f"{job.work_dir}/job.sh"]) == job.script
@@ -51,7 +51,7 @@ def test_log_tail_is_bounded(devcluster, owner):
     )
     tasks.submit_job.apply(args=[job.pk])
     job = run_until(job, {"completed"})
-    tail = operations.read_job_log(job, "stdout", max_bytes=4096)
+    tail = files.read_job_log(job, "stdout", max_bytes=4096)
     assert tail.truncated and len(tail.text) <= 4096 and tail.size > 100_000
     assert tail.text.rstrip().splitlines()[-2] == "line-20000"
     assert tail.text.splitlines()[0].startswith("line-")  # no partial first line
@@ -76,7 +76,7 @@ def test_user_command_runs_exactly_as_written(devcluster, owner):
     tasks.submit_job.apply(args=[job.pk])
     job = run_until(job, {"completed"})
     expected = subprocess.run(["bash", "-c", command], capture_output=True, text=True).stdout
-    got = operations.read_job_log(job, "stdout").text
+    got = files.read_job_log(job, "stdout").text
     assert expected in got, got
 
 
@@ -92,7 +92,7 @@ def test_gpu_job_sees_cuda_visible_devices(devcluster, owner):
     )
     tasks.submit_job.apply(args=[job.pk])
     job = run_until(job, {"completed"})
-    assert re.search(r"^GPUS=\d,\d$", operations.read_job_log(job, "stdout").text, re.M)
+    assert re.search(r"^GPUS=\d,\d$", files.read_job_log(job, "stdout").text, re.M)
     assert "#SBATCH --gres=gpu:v100:2" in job.script
 
 

@@ -12,7 +12,7 @@ from websockets.sync.client import connect
 
 from jobs import tasks
 from jobs.models import ClusterAccount
-from jobs.slurm import operations
+from jobs.slurm import files, operations
 from tests import factories
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
@@ -39,7 +39,7 @@ def test_a_notebook_opens_in_the_folder_chosen_and_makes_it(devcluster, owner):
         deadline, log = time.monotonic() + 120, ""
         while time.monotonic() < deadline and "is running at" not in log:
             time.sleep(1)
-            log = operations.read_job_log(job, "stderr").text
+            log = files.read_job_log(job, "stderr").text
         assert f"Serving notebooks from local directory: {home}/{folder}" in log, log[-3000:]
 
         # JupyterLab does not ask about (or fetch) Jupyter news or updates: the job's own
@@ -49,7 +49,7 @@ def test_a_notebook_opens_in_the_folder_chosen_and_makes_it(devcluster, owner):
         deadline, info = time.monotonic() + 30, None
         while info is None and time.monotonic() < deadline:
             info = operations.on_account(
-                account, lambda conn: operations.read_connection_file(conn, job.work_dir)
+                account, lambda conn: files.read_connection_file(conn, job.work_dir)
             )
             time.sleep(0.2 if info is None else 0)
         assert info is not None, "no connection.json 30 s after Jupyter listened"

@@ -10,7 +10,7 @@ import pytest
 
 from jobs import tasks
 from jobs.models import ClusterAccount
-from jobs.slurm import operations
+from jobs.slurm import files, operations
 from tests import factories
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
@@ -45,9 +45,9 @@ def test_tensorboard_serves_the_runs_to_the_sessions_secret_only(devcluster, own
         while time.monotonic() < deadline and info is None:
             time.sleep(1)
             info = operations.on_account(
-                account, lambda conn: operations.read_connection_file(conn, job.work_dir)
+                account, lambda conn: files.read_connection_file(conn, job.work_dir)
             )
-        assert info is not None, operations.read_job_log(job, "stderr").text[-3000:]
+        assert info is not None, files.read_job_log(job, "stderr").text[-3000:]
         url = f"http://127.0.0.1:{info['port']}/data/plugin/scalars/tags"
         deadline = time.monotonic() + 60
         while True:  # connection.json is written the moment it listens; TB loads the runs

@@ -3,7 +3,7 @@ outputs are one click away, and nothing the job makes there leads the portal els
 
 import pytest
 
-from jobs.slurm import operations
+from jobs.slurm import files
 from tests.devcluster.helpers import run_job
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
@@ -80,8 +80,8 @@ def test_another_user_sees_nothing(client, outsider, job):
 
 
 def test_path_parts_are_plain_names_inside_the_directory():
-    assert operations.work_path_parts("a//b/./c") == ["a", "b", "c"]
-    assert operations.work_path_parts("") == []
+    assert files.work_path_parts("a//b/./c") == ["a", "b", "c"]
+    assert files.work_path_parts("") == []
     for bad in ("..", "a/../..", "a\x00b", "x" * 256, "/".join("a" * 33)):
-        with pytest.raises(operations.BadPath):
-            operations.work_path_parts(bad)
+        with pytest.raises(files.BadPath):
+            files.work_path_parts(bad)

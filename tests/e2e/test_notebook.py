@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from jobs.models import ClusterAccount, Job
-from jobs.slurm import operations
+from jobs.slurm import files, operations
 from proxy.models import SessionLink
 from tests import factories
 from tests.e2e.pages import launch, sign_in
@@ -34,7 +34,7 @@ def test_owner_opens_jupyterlab_over_https_and_runs_a_cell(
     assert session.state == "ready"
     # Within two seconds of Jupyter listening (its own log line says when it did).
     job.refresh_from_db()
-    log = operations.read_job_log(job, "stderr").text
+    log = files.read_job_log(job, "stderr").text
     match = re.search(r"\[I (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+) ServerApp\] .*is running at", log)
     assert match, log[-2000:]
     listening = datetime.fromisoformat(match.group(1)).replace(tzinfo=UTC)  # the node logs UTC here
