@@ -1,6 +1,9 @@
 """The Django admin is the curator's tool for the catalog, clusters and accounts."""
 
+from __future__ import annotations
+
 from itertools import chain
+from typing import TYPE_CHECKING, TypedDict
 
 from django.contrib import admin, messages
 from django.db.models import Count
@@ -18,6 +21,17 @@ from jobs.models import (
     Tag,
 )
 from jobs.slurm import ssh
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+class _Partitions(TypedDict):
+    _partitions: int
+
+
+class _Images(TypedDict):
+    _images: int
 
 
 class PartitionInline(admin.TabularInline):
@@ -100,7 +114,7 @@ class ClusterAdmin(admin.ModelAdmin):
         return f"{obj.ssh_host}:{obj.ssh_port}"
 
     @admin.display(description="partitions", ordering="_partitions")
-    def partition_count(self, obj: Cluster) -> int:
+    def partition_count(self, obj: WithAnnotations[Cluster, _Partitions]) -> int:
         return obj._partitions
 
     @admin.display(description="host key fingerprint")
@@ -117,7 +131,7 @@ class TagAdmin(admin.ModelAdmin):
         return super().get_queryset(request).annotate(_images=Count("images"))
 
     @admin.display(description="images", ordering="_images")
-    def image_count(self, obj: Tag) -> int:
+    def image_count(self, obj: WithAnnotations[Tag, _Images]) -> int:
         return obj._images
 
 

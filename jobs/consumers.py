@@ -23,7 +23,7 @@ class JobUpdatesConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self):
         user = self.scope["user"]
-        if not user.is_authenticated:
+        if user is None or not user.is_authenticated:
             await self.close(code=4401)
             return
         job_id = self.scope["url_route"]["kwargs"].get("job_id")

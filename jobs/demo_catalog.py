@@ -1,10 +1,12 @@
 """A small catalog that works on the dev cluster, plus disabled examples for real clusters."""
 
+from typing import Any
+
 from django.db import transaction
 
 from jobs.models import ContainerImage, Tag
 
-DEMO_IMAGES = [
+DEMO_IMAGES: list[dict[str, Any]] = [
     {
         "slug": "python-host",
         "name": "Python 3 (host environment)",

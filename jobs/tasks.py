@@ -159,6 +159,8 @@ def sync_jobs(jobs) -> int:
 
 def _sync_account(group: list[Job]) -> int:
     account = group[0].cluster_account
+    if account is None:  # grouped by cluster_account_id: never
+        return 0
     scheduler = schedulers.for_cluster(account.cluster)
     try:
         statuses = operations.on_account(

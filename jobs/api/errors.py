@@ -5,12 +5,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.core.exceptions import RequestDataTooBig
 from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from rest_framework import status
 from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 
@@ -79,7 +82,13 @@ def exception_handler(exc, context):
     return response
 
 
-class RefuseNul:
+if TYPE_CHECKING:
+    _View = APIView
+else:
+    _View = object
+
+
+class RefuseNul(_View):
     """NUL characters cannot be stored or compared by PostgreSQL: such a path or query
     value is bad input (400), not a database error (500)."""
 

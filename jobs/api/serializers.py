@@ -8,11 +8,13 @@ from rest_framework import serializers
 
 from jobs.broadcast import session_payload
 from jobs.launch import LaunchForm, launch_initial
-from jobs.models import Cluster, ContainerImage, Job, JobEvent, Partition
+from jobs.models import Cluster, ContainerImage, Job, JobEvent, Partition, Tag
 
 
 class ContainerSerializer(serializers.ModelSerializer):
-    tags = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
+    tags: serializers.SlugRelatedField[Tag] = serializers.SlugRelatedField(
+        many=True, read_only=True, slug_field="name"
+    )
     kinds = serializers.ListField(child=serializers.CharField(), read_only=True)
 
     class Meta:
@@ -129,7 +131,7 @@ class JobSerializer(serializers.ModelSerializer):
 
 
 class JobEventSerializer(serializers.ModelSerializer):
-    label = serializers.CharField(source="get_to_state_display")
+    label = serializers.CharField(source="get_to_state_display")  # type: ignore[assignment]
 
     class Meta:
         model = JobEvent
@@ -189,7 +191,8 @@ class JobCreateSerializer(serializers.Serializer):
     def validate(self, attrs):
         user = self.context["request"].user
         data = {k: v for k, v in launch_initial(user).items() if v is not None}
-        partition = Partition.objects.filter(pk=data.get("partition")).first()
+        pid = data.get("partition")
+        partition = Partition.objects.filter(pk=pid).first() if pid is not None else None
         for key, value in attrs.items():
             data[self.FORM_FIELDS.get(key, key)] = value
         image = ContainerImage.objects.offered().filter(slug=data.get("image")).first()
@@ -228,12 +231,12 @@ class JobCreateSerializer(serializers.Serializer):
                 data["command"] = image.default_command
         form = LaunchForm(data=data, user=user)
         if not form.is_valid():
-            errors = {}
+            errors: dict[str, list[str]] = {}
             for field, messages in form.errors.items():
                 key = (
                     "non_field_errors" if field == "__all__" else self.FORM_TO_API.get(field, field)
                 )
-                errors[key] = list(messages)
+                errors[key] = [str(m) for m in messages]
             raise serializers.ValidationError(errors)
         attrs["form"] = form
         return attrs

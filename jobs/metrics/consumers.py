@@ -21,7 +21,7 @@ class MetricsConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self):
         user = self.scope["user"]
-        if not user.is_authenticated:
+        if user is None or not user.is_authenticated:
             await self.close(code=4401)
             return
         self.job_id = self.scope["url_route"]["kwargs"]["job_id"]
@@ -29,7 +29,7 @@ class MetricsConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4404)
             return
         self.pending: dict = {"series": {}, "points": {}, "reload": False}
-        self.flusher = None
+        self.flusher: asyncio.Task[None] | None = None
         self.last_sent = 0.0
         self.group = metrics_group(self.job_id)
         # Join before reading the history: a point stored in between arrives twice
@@ -41,8 +41,9 @@ class MetricsConsumer(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code):
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
-        if getattr(self, "flusher", None):
-            self.flusher.cancel()
+        flusher = getattr(self, "flusher", None)
+        if flusher is not None:
+            flusher.cancel()
 
     async def metrics_points(self, event):
         update = event["update"]

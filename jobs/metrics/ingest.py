@@ -14,6 +14,7 @@ import secrets
 import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -73,7 +74,7 @@ def _int(raw, name: str, low: int, high: int) -> int:
 NOT_HOSTNAME = re.compile(r"[^A-Za-z0-9._-]")
 
 
-def _finite(value) -> bool:
+def _finite(value: object) -> TypeGuard[int | float]:
     """A JSON number a float can hold (10**400 is a valid JSON integer but not a float)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
@@ -193,7 +194,7 @@ class IngestResult:
 
 def _series_for(job: Job, records: list[Record], nbytes: int) -> dict[tuple, MetricSeries]:
     """The series the records go to, creating the missing ones within the job's quota."""
-    wanted = {}
+    wanted: dict[tuple[str, int, int], Record] = {}
     for r in records:
         for key in r.metrics:
             wanted.setdefault((key, r.rank, r.attempt), r)

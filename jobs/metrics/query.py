@@ -73,7 +73,9 @@ def buckets_to_points(rows: list[tuple]) -> tuple[list, list, list]:
     mids = [(r[1] + r[2]) / 2 for r in rows]
     for i, (_, low, high, s0, s1, t0, t1) in enumerate(rows):
         if low == high or s0 == s1:
-            steps.append(s0), values.append(high if low != high else low), times.append(t0)
+            steps.append(s0)
+            values.append(high if low != high else low)
+            times.append(t0)
             continue
         falling = i + 1 < len(rows) and mids[i + 1] < mids[i]
         first, second = (high, low) if falling else (low, high)
@@ -185,7 +187,11 @@ class SeriesQuery:
                 raise BadQuery(name, f"Must be between {-MAX_STEP} and {MAX_STEP}.")
             return value
 
-        ids = tuple(whole("series", v) for v in params.get("series", "").split(",") if v)
+        ids = tuple(
+            n
+            for v in params.get("series", "").split(",")
+            if v and (n := whole("series", v)) is not None
+        )
         return cls(
             ids=ids,
             lo=whole("lo", params.get("lo")),

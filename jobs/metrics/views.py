@@ -4,6 +4,8 @@ in-job client's upload (the job's own token). Storage and queries: ingest.py, qu
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
@@ -11,6 +13,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, permissions, status, throttling
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, NotAuthenticated, ParseError, ValidationError
+from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 
 from jobs.api.auth import JobTokenAuthentication
@@ -57,7 +60,13 @@ def job_metrics_export(request, pk: int):
 # -- REST API -------------------------------------------------------------------------
 
 
-class MetricsActions:
+if TYPE_CHECKING:
+    _ViewSet = GenericAPIView
+else:
+    _ViewSet = object
+
+
+class MetricsActions(_ViewSet):
     """``GET /api/v1/jobs/<id>/metrics/``, mixed into jobs.api.views.JobViewSet."""
 
     @extend_schema(

@@ -26,7 +26,9 @@ class ContainerImageQuerySet(models.QuerySet):
     def offered(self) -> ContainerImageQuerySet:
         """Images a user may choose for a new job: the enabled ones, deprecated ones last
         (they still run, marked as deprecated, so old experiments can be repeated)."""
-        return self.filter(enabled=True).order_by("deprecated", *ContainerImage._meta.ordering)
+        return self.filter(enabled=True).order_by(
+            "deprecated", *(ContainerImage._meta.ordering or ())
+        )
 
 
 class ContainerImage(models.Model):
@@ -209,7 +211,7 @@ class ImageCheck(models.Model):
             except (ssh.SlurmError, ValidationError) as exc:
                 findings = [[f"✘ could not check on {cluster.name}: {exc}"]] * len(images)
         now = timezone.now()
-        checks = []
+        checks: list[ImageCheck] = []
         for image, lines in zip(images, findings, strict=True):
             lines = lines or ["✔ nothing to check (the host's own environment)"]
             check, _ = cls.objects.update_or_create(

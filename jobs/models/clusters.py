@@ -238,7 +238,7 @@ class ClusterAccount(models.Model):
         ]
 
     def __str__(self) -> str:
-        who = self.user.get_username() if self.user_id else "service account"
+        who = self.user.get_username() if self.user is not None else "service account"
         return f"{self.username}@{self.cluster.name} ({who})"
 
     def set_private_key(self, openssh_private_key: str) -> None:
@@ -246,7 +246,7 @@ class ClusterAccount(models.Model):
 
     def generate_key_pair(self) -> str:
         """Make a new Ed25519 key pair; keep the private key encrypted, return the public key line."""
-        who = self.user.get_username() if self.user_id else "service"
+        who = self.user.get_username() if self.user is not None else "service"
         private, self.public_key = crypto.new_ssh_key_pair(f"hpc-portal:{who}@{self.cluster.name}")
         self.set_private_key(private)
         return self.public_key

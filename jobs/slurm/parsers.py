@@ -248,11 +248,13 @@ def parse_sacct_json(output: str, username: str) -> list[SlurmJob]:
                 continue
             job_id = _number(entry.get("job_id"))
             state_info = entry.get("state")
-            state = _text(state_info.get("current")) if isinstance(state_info, dict) else ""
+            if not isinstance(state_info, dict):
+                state_info = {}  # map_state("") then refuses the entry, as before
+            state = _text(state_info.get("current"))
             if job_id is None:
                 raise ValueError("no job_id")
             map_state(state)
-            times = entry.get("time") if isinstance(entry.get("time"), dict) else {}
+            times = t if isinstance(t := entry.get("time"), dict) else {}
             exit_info = entry.get("exit_code")
             signal = None
             if isinstance(exit_info, dict) and _text(exit_info.get("status")) == "SIGNALED":
@@ -474,13 +476,13 @@ def parse_sinfo_json(output: str) -> list[NodeFree]:
         memory, used = _number(entry.get("real_memory")), _number(entry.get("alloc_memory")) or 0
         if cpus is None or memory is None:
             continue
-        flags = entry.get("state_flags") if isinstance(entry.get("state_flags"), list) else []
+        flags = f if isinstance(f := entry.get("state_flags"), list) else []
         states = {_json_state(entry.get("state")).upper(), *(_text(f).upper() for f in flags)}
         total, in_use = (
             _gres_counts(_text(entry.get("gres"))),
             _gres_counts(_text(entry.get("gres_used"))),
         )
-        partitions = entry.get("partitions") if isinstance(entry.get("partitions"), list) else []
+        partitions = p if isinstance(p := entry.get("partitions"), list) else []
         nodes.append(
             NodeFree(
                 name=_text(entry.get("name")),

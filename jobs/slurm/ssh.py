@@ -183,6 +183,14 @@ class Connection:
         log.debug("connected %s", where)
         return self
 
+    def _live_transport(self) -> paramiko.Transport:
+        """The open transport, connecting first if there is none (or it died)."""
+        if not self.is_open:
+            self.open()
+        if self._transport is None:  # open() sets it or raises
+            raise ClusterUnreachable(f"no SSH connection to {self.host}")
+        return self._transport
+
     def close(self) -> None:
         self._sftp = None
         if self._transport is not None:
@@ -231,11 +239,10 @@ class Connection:
         Only callers inside ``jobs.slurm`` use this, with fixed text and values
         passed through :func:`quote_command` or ``shlex.quote``.
         """
-        if not self.is_open:
-            self.open()
+        transport = self._live_transport()
         timeout = self.command_timeout if timeout is None else timeout
         try:
-            channel = self._transport.open_session(timeout=self.connect_timeout)
+            channel = transport.open_session(timeout=self.connect_timeout)
         except (paramiko.SSHException, OSError, EOFError) as exc:
             self.close()
             raise ClusterUnreachable(
@@ -307,18 +314,24 @@ class Connection:
 
     def sftp(self) -> paramiko.SFTPClient:
         """The connection's SFTP session, opened once and reused."""
-        if not self.is_open:
-            self.open()
-        if self._sftp is not None and not self._sftp.get_channel().closed:
-            return self._sftp
+        transport = self._live_transport()
+        if self._sftp is not None:
+            channel = self._sftp.get_channel()
+            if channel is not None and not channel.closed:
+                return self._sftp
         try:
-            self._sftp = paramiko.SFTPClient.from_transport(self._transport)
-            self._sftp.get_channel().settimeout(self.command_timeout)
+            sftp = paramiko.SFTPClient.from_transport(transport)
+            if sftp is None:  # the server refused the channel
+                raise paramiko.SSHException("no SFTP channel")
+            channel = sftp.get_channel()
+            if channel is not None:
+                channel.settimeout(self.command_timeout)
         except (paramiko.SSHException, OSError, EOFError) as exc:
             self.close()
             raise ClusterUnreachable(f"SFTP to {self.host} failed: {exc}") from None
+        self._sftp = sftp
         counters["commands"] += 1
-        return self._sftp
+        return sftp
 
 
 def connect_account(account) -> Connection:
