@@ -10,6 +10,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.core.exceptions import ObjectDoesNotExist
 from django.dispatch import Signal
+from django.urls import reverse
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,9 @@ def session_payload(job) -> dict:
     state = session.display_state
     return {
         "session_state": state,
-        "session_open_url": f"/sessions/{session.public_id}/open/" if state == "ready" else None,
+        "session_open_url": (
+            reverse("session-open", args=[session.public_id]) if state == "ready" else None
+        ),
     }
 
 

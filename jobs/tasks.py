@@ -12,6 +12,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import close_old_connections
 from django.db.models import Q
+from django.urls import reverse
 from django.utils import timezone
 
 from jobs import schedulers
@@ -53,14 +54,16 @@ def submit_job(self, job_id: int) -> None:
 
             session = SessionLink.for_job(job)
             secret = session.issue_register_secret()
-            register_url = f"{settings.PORTAL_URL}/sessions/register/{session.public_id}/"
+            register_url = settings.PORTAL_URL + reverse(
+                "session-register", args=[session.public_id]
+            )
         from jobs.metrics.ingest import issue_token
 
         metrics_token = issue_token(job)
         metrics_url = (
             ""
             if job.cluster.metrics_over_ssh
-            else f"{settings.PORTAL_URL}/api/v1/jobs/{job.pk}/metrics/ingest/"
+            else settings.PORTAL_URL + reverse("metrics-upload", args=[job.pk])
         )
         script = scripts.render(
             job, work_dir, register_url, metrics_url, settings.PORTAL_SYSTEM_METRICS_INTERVAL

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
@@ -112,7 +113,7 @@ def session_start(request, public_id: str):
     state = new_state()
     next_path = safe_path(request.GET.get("next", "/"), default="/")
     query = urlencode({"next": next_path, "state": state})
-    response = redirect(f"{settings.PORTAL_URL}/sessions/{public_id}/open/?{query}")
+    response = redirect(f"{settings.PORTAL_URL}{reverse('session-open', args=[public_id])}?{query}")
     _set_host_cookie(response, state_cookie_name(), state, max(settings.PROXY_CODE_TTL, 300))
     response["Cache-Control"] = "no-store"
     return response
