@@ -42,7 +42,7 @@ class LaunchForm(forms.ModelForm):
             "memory_gb",
             "time_limit_minutes",
             "account",
-            "workdir_kind",
+            "work_dir_kind",
             "notebook_dir",
             "command",
             "name",
@@ -54,13 +54,13 @@ class LaunchForm(forms.ModelForm):
             "memory_gb": "Memory (GB)",
             "time_limit_minutes": "Walltime (minutes)",
             "account": "Slurm account",
-            "workdir_kind": "Work directory",
+            "work_dir_kind": "Work directory",
             "notebook_dir": "Folder",
             "name": "Name (optional)",
         }
         widgets = {
             "kind": forms.RadioSelect,
-            "workdir_kind": forms.RadioSelect,
+            "work_dir_kind": forms.RadioSelect,
             "command": forms.Textarea(
                 attrs={"rows": 3, "placeholder": "python train.py --epochs 10"}
             ),
@@ -113,7 +113,7 @@ def tensorboard_initial(job: Job) -> dict:
         initial["partition"] = partition.pk
     if job.work_dir:
         initial["notebook_dir"] = job.work_dir.removeprefix(work_root(job.work_dir)).strip("/")
-        initial["workdir_kind"] = job.workdir_kind
+        initial["work_dir_kind"] = job.work_dir_kind
     image = job.image if job.image.offers_tensorboard and job.image.enabled else None
     image = image or ContainerImage.objects.offered().filter(offers_tensorboard=True).first()
     if image is not None:
@@ -135,7 +135,7 @@ def launch_initial(user, source: Job | None = None) -> dict:
             "memory_gb": source.memory_gb,
             "time_limit_minutes": source.time_limit_minutes,
             "account": source.account,
-            "workdir_kind": source.workdir_kind,
+            "work_dir_kind": source.work_dir_kind,
             "notebook_dir": source.notebook_dir or last_notebook_dir(user),
             "command": source.command,
             "name": source.name,
@@ -149,7 +149,7 @@ def launch_initial(user, source: Job | None = None) -> dict:
     initial = {
         "image": image.slug if image else None,
         "kind": "notebook",
-        "workdir_kind": "home",
+        "work_dir_kind": "home",
         "notebook_dir": last_notebook_dir(user),
     }
     if image and not image.offers_notebook:

@@ -102,14 +102,14 @@ def image_location(value: str) -> None:
 _ROOT_TEMPLATE = re.compile(r"^/[A-Za-z0-9_.+@=:/{}-]*$")
 
 
-def workdir_root(value: str) -> None:
+def work_dir_root(value: str) -> None:
     """An absolute directory, optionally with a {user} placeholder: /scratch/{user}."""
     placeholders = re.findall(r"{[^}]*}", value)
     if any(p != "{user}" for p in placeholders) or not _ROOT_TEMPLATE.match(value):
         raise ValidationError(
             "Enter an absolute directory, optionally with {user} for the cluster user name "
             "(for example /home/{user} or /scratch/{user}); no spaces or shell characters.",
-            code="invalid_workdir_root",
+            code="invalid_work_dir_root",
         )
     absolute_path(value.replace("{user}", "user"))
 

@@ -65,7 +65,7 @@ class JobSerializer(serializers.ModelSerializer):
     cluster = serializers.CharField(source="cluster.name")
     partition = serializers.CharField(source="partition.name")
     time_limit = serializers.IntegerField(source="time_limit_minutes")
-    workdir = serializers.CharField(source="workdir_kind")
+    workdir = serializers.CharField(source="work_dir_kind")
     owner = serializers.CharField(source="owner.get_username")
     state_label = serializers.CharField(source="get_state_display")
     # The state vocabulary stays on the server: clients ask these, not a list of states.
@@ -184,7 +184,7 @@ class JobCreateSerializer(serializers.Serializer):
     FORM_FIELDS = {
         "container": "image",
         "time_limit": "time_limit_minutes",
-        "workdir": "workdir_kind",
+        "workdir": "work_dir_kind",
     }
     FORM_TO_API = {v: k for k, v in FORM_FIELDS.items()}
 

@@ -28,8 +28,8 @@ class Migration(migrations.Migration):
                 ('host_key', models.TextField(help_text='Pinned SSH host key: the public key line or its SHA256 fingerprint. Connections presenting any other key are refused.', validators=[jobs.validators.host_key])),
                 ('login_mode', models.CharField(choices=[('per_user', 'Each portal user logs in with their own cluster account'), ('service', "One service account runs every user's jobs")], default='per_user', max_length=16)),
                 ('default_account', models.CharField(blank=True, help_text='Slurm account (--account) used when the user does not choose one.', max_length=64, validators=[django.core.validators.RegexValidator('^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$', "Use letters, digits, '_', '.' and '-' (up to 64 characters, starting with a letter or digit).")])),
-                ('home_root', models.CharField(default='/home/{user}', help_text='Home directory of a cluster user; {user} is replaced by the cluster user name.', max_length=255, validators=[jobs.validators.workdir_root])),
-                ('scratch_root', models.CharField(blank=True, help_text='Scratch directory, e.g. /scratch/{user}. Leave empty if the cluster has none.', max_length=255, validators=[jobs.validators.workdir_root])),
+                ('home_root', models.CharField(default='/home/{user}', help_text='Home directory of a cluster user; {user} is replaced by the cluster user name.', max_length=255, validators=[jobs.validators.work_dir_root])),
+                ('scratch_root', models.CharField(blank=True, help_text='Scratch directory, e.g. /scratch/{user}. Leave empty if the cluster has none.', max_length=255, validators=[jobs.validators.work_dir_root])),
                 ('enabled', models.BooleanField(default=True)),
             ],
             options={

@@ -52,13 +52,13 @@ class Cluster(models.Model):
     home_root = models.CharField(
         max_length=255,
         default="/home/{user}",
-        validators=[validators.workdir_root],
+        validators=[validators.work_dir_root],
         help_text="Home directory of a cluster user; {user} is replaced by the cluster user name.",
     )
     scratch_root = models.CharField(
         max_length=255,
         blank=True,
-        validators=[validators.workdir_root],
+        validators=[validators.work_dir_root],
         help_text="Scratch directory, e.g. /scratch/{user}. Leave empty if the cluster has none.",
     )
     metrics_over_ssh = models.BooleanField(
@@ -86,7 +86,7 @@ class Cluster(models.Model):
         """All users' jobs run as one cluster user: they can reach each other's work."""
         return self.login_mode == self.LoginMode.SERVICE
 
-    def workdir_root(self, kind: str, cluster_username: str) -> str:
+    def work_dir_root(self, kind: str, cluster_username: str) -> str:
         template = self.scratch_root if kind == WorkDir.SCRATCH else self.home_root
         if not template:
             raise ValidationError(f"Cluster {self.name} has no {kind} directory.")

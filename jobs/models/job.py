@@ -68,7 +68,7 @@ class Job(models.Model):
     memory_gb = models.PositiveIntegerField(default=4, validators=[MinValueValidator(1)])
     time_limit_minutes = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)])
     account = models.CharField(max_length=64, blank=True, validators=[validators.slurm_name])
-    workdir_kind = models.CharField(max_length=16, choices=WorkDir.choices, default=WorkDir.HOME)
+    work_dir_kind = models.CharField(max_length=16, choices=WorkDir.choices, default=WorkDir.HOME)
     notebook_dir = models.CharField(
         "notebook folder",
         max_length=255,
@@ -211,12 +211,12 @@ class Job(models.Model):
                 ).first()
                 if runs_of is None:
                     errors["notebook_dir"] = "That is not the directory of one of your jobs."
-                elif (runs_of.cluster_id, runs_of.workdir_kind) != (
+                elif (runs_of.cluster_id, runs_of.work_dir_kind) != (
                     self.cluster_id,
-                    self.workdir_kind,
+                    self.work_dir_kind,
                 ):
                     errors["notebook_dir"] = (
-                        f"Job {runs_of.pk} ran in the {runs_of.get_workdir_kind_display().lower()}"
+                        f"Job {runs_of.pk} ran in the {runs_of.get_work_dir_kind_display().lower()}"
                         f" directory on {runs_of.cluster.name}: choose those for its runs."
                     )
         if self.kind == self.Kind.BATCH and not self.command.strip():
@@ -247,11 +247,11 @@ class Job(models.Model):
         if self.gpu_type and not self.gpus:
             errors.setdefault("gpu_type", "Choose a GPU count, or no GPU type.")
         if (
-            self.workdir_kind == self.WorkDir.SCRATCH
+            self.work_dir_kind == self.WorkDir.SCRATCH
             and self.cluster_id
             and not self.cluster.scratch_root
         ):
-            errors["workdir_kind"] = f"Cluster {self.cluster.name} has no scratch directory."
+            errors["work_dir_kind"] = f"Cluster {self.cluster.name} has no scratch directory."
         if errors:
             raise ValidationError(errors)
 

@@ -41,7 +41,7 @@ WORK_DIRS = "/.portal/jobs/"
 
 def job_work_dir(job: Job, cluster_username: str) -> str:
     """``<root>/.portal/jobs/<job id>-<uid>`` under the cluster user's home or scratch."""
-    root = job.cluster.workdir_root(job.workdir_kind, cluster_username)
+    root = job.cluster.work_dir_root(job.work_dir_kind, cluster_username)
     return f"{root.rstrip('/')}{WORK_DIRS}{job.pk}-{job.uid}"
 
 

@@ -34,7 +34,7 @@ def test_a_notebook_opens_in_the_folder_chosen_and_makes_it(devcluster, owner):
         owner, devcluster, "", kind="notebook", image=image, notebook_dir=folder
     )
     account = ClusterAccount.for_user(devcluster, owner)
-    home = devcluster.workdir_root("home", account.username)
+    home = devcluster.work_dir_root("home", account.username)
     try:
         deadline, log = time.monotonic() + 120, ""
         while time.monotonic() < deadline and "is running at" not in log:

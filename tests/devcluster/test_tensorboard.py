@@ -32,7 +32,7 @@ writer.close()
 def test_tensorboard_serves_the_runs_to_the_sessions_secret_only(devcluster, owner):
     folder = f"portal-test-{secrets.token_hex(3)}"
     account = ClusterAccount.for_user(devcluster, owner)
-    home = devcluster.workdir_root("home", account.username)
+    home = devcluster.work_dir_root("home", account.username)
     operations.on_account(
         account, lambda conn: conn.run([PYTHON, "-c", WRITE_EVENTS, f"{home}/{folder}/run1"])
     )

@@ -87,7 +87,7 @@ def test_owner_opens_jupyterlab_over_https_and_runs_a_cell(
     screenshot(lab, "22-cell-42")
     # It opened in the user's home, not in the portal's hidden work directory.
     account = ClusterAccount.for_user(job.cluster, job.owner)
-    home = job.cluster.workdir_root("home", account.username)
+    home = job.cluster.work_dir_root("home", account.username)
     assert lab.locator(".jp-OutputArea-output").first.inner_text().strip() == f"42 {home}"
     lab.keyboard.press("Control+s")
     notebook = lab.locator(".jp-mod-current .lm-TabBar-tabLabel").inner_text().strip()

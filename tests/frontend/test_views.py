@@ -131,7 +131,7 @@ def launch_data(cluster, **overrides):
         "memory_gb": 8,
         "time_limit_minutes": 60,
         "account": "",
-        "workdir_kind": "home",
+        "work_dir_kind": "home",
         "command": "python train.py",
         "name": "",
     }

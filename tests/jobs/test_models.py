@@ -139,14 +139,14 @@ def test_cluster_rejects_unsafe_hosts(host):
 
 
 @pytest.mark.parametrize("root", ["/home/{user}", "/scratch/{user}/work", "/data"])
-def test_workdir_roots_accept_absolute_templates(root):
+def test_work_dir_roots_accept_absolute_templates(root):
     unsaved_cluster(home_root=root, scratch_root=root).full_clean()
 
 
 @pytest.mark.parametrize(
     "root", ["~/x", "home/{user}", "/x/{uid}", "/x/$USER", "/x/{user};id", "/x/../y"]
 )
-def test_workdir_roots_reject_relative_unknown_placeholders_and_shell(root):
+def test_work_dir_roots_reject_relative_unknown_placeholders_and_shell(root):
     assert "home_root" in errors_of(unsaved_cluster(home_root=root))
 
 
@@ -155,9 +155,9 @@ def test_default_account_is_a_slurm_name(account):
     assert "default_account" in errors_of(unsaved_cluster(default_account=account))
 
 
-def test_workdir_root_substitutes_the_cluster_user(cluster):
-    assert cluster.workdir_root("home", "alice") == "/home/alice"
-    assert cluster.workdir_root("scratch", "alice") == "/scratch/alice"
+def test_work_dir_root_substitutes_the_cluster_user(cluster):
+    assert cluster.work_dir_root("home", "alice") == "/home/alice"
+    assert cluster.work_dir_root("scratch", "alice") == "/scratch/alice"
 
 
 def test_partition_default_walltime_cannot_exceed_max(cluster):

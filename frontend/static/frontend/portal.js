@@ -299,9 +299,9 @@ const Portal = (() => {
       allPartitions.filter((o) => ids.includes(o.value)).forEach((o) => partition.add(new Option(o.text.split("/").pop(), o.value)));
       if (ids.includes(keep)) partition.value = keep;
       else if (c) partition.value = String((c.partitions.find((p) => p.is_default) || c.partitions[0]).id);
-      form.querySelectorAll("input[name=workdir_kind][value=scratch]").forEach((r) => {
+      form.querySelectorAll("input[name=work_dir_kind][value=scratch]").forEach((r) => {
         r.disabled = !(c && c.scratch);
-        if (r.disabled && r.checked) form.querySelector("input[name=workdir_kind][value=home]").checked = true;
+        if (r.disabled && r.checked) form.querySelector("input[name=work_dir_kind][value=home]").checked = true;
       });
       onPartition(reset);
     }

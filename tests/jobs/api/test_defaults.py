@@ -85,7 +85,7 @@ def test_the_form_accepts_a_gpu_type_left_selected_with_no_gpus(client, owner, c
             "cpus": 2,
             "memory_gb": 4,
             "time_limit_minutes": 60,
-            "workdir_kind": "home",
+            "work_dir_kind": "home",
             "command": "echo hi",
         },
     )

@@ -27,7 +27,7 @@ job_with = partial(
     memory_gb=32,
     time_limit_minutes=90,
     account="proj1",
-    workdir_kind="scratch",
+    work_dir_kind="scratch",
 )
 
 
@@ -59,7 +59,7 @@ def test_directives_carry_resources_name_comment_and_work_dir(owner, cluster, im
 def test_work_dir_is_under_the_chosen_root(owner, cluster, image):
     job = job_with(owner, cluster, image=image)
     assert scripts.job_work_dir(job, "alice") == f"/scratch/alice/.portal/jobs/{job.pk}-{job.uid}"
-    job.workdir_kind = "home"
+    job.work_dir_kind = "home"
     assert scripts.job_work_dir(job, "alice") == f"/home/alice/.portal/jobs/{job.pk}-{job.uid}"
 
 
