@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 
 from frontend.forms import ClusterAccountForm
 from jobs import lifecycle
+from jobs.access import sees_every_job
 from jobs.launch import LaunchForm, launch_initial, partition_limits, tensorboard_initial
 from jobs.models import ApiToken, ClusterAccount, ContainerImage, Job, Tag
 from jobs.slurm import files, operations, ssh
@@ -52,7 +53,7 @@ def dashboard(request):
             "page": page,
             "state": state,
             "states": Job.State.choices,
-            "show_owner": request.user.is_staff,
+            "show_owner": sees_every_job(request.user),
         },
     )
 
@@ -61,7 +62,7 @@ def dashboard(request):
 def job_row(request, pk: int):
     job = get_job_for_user(request, pk)
     return render(
-        request, "frontend/_job_row.html", {"job": job, "show_owner": request.user.is_staff}
+        request, "frontend/_job_row.html", {"job": job, "show_owner": sees_every_job(request.user)}
     )
 
 
