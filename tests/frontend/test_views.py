@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def host_image(db):
+def host_python(db):
     return factories.image("host", "Host Python", description="plain")
 
 
@@ -26,9 +26,9 @@ def signed_in(client, owner, cluster):
 
 
 @pytest.fixture
-def job(owner, cluster, host_image):
+def job(owner, cluster, host_python):
     return factories.job(
-        owner, cluster, "echo hi", image=host_image, memory_gb=4, time_limit_minutes=60
+        owner, cluster, "echo hi", image=host_python, memory_gb=4, time_limit_minutes=60
     )
 
 
@@ -64,13 +64,13 @@ def test_dashboard_empty_state(signed_in):
     assert "You have no jobs yet." in body and "Launch your first job" in body
 
 
-def test_dashboard_filters_by_state_and_paginates(signed_in, owner, cluster, host_image):
+def test_dashboard_filters_by_state_and_paginates(signed_in, owner, cluster, host_python):
     for n in range(25):
         factories.job(
             owner,
             cluster,
             "true",
-            image=host_image,
+            image=host_python,
             memory_gb=4,
             time_limit_minutes=60,
             state="completed" if n % 2 else "pending",
@@ -140,7 +140,7 @@ def launch_data(cluster, **overrides):
 
 
 def test_launch_creates_a_queued_job_and_queues_submission_after_commit(
-    signed_in, cluster, host_image, queued_tasks, django_capture_on_commit_callbacks
+    signed_in, cluster, host_python, queued_tasks, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=True):
         response = signed_in.post("/launch/", launch_data(cluster))
@@ -164,7 +164,7 @@ def test_launch_creates_a_queued_job_and_queues_submission_after_commit(
     ],
 )
 def test_launch_shows_field_errors_and_keeps_the_input(
-    signed_in, cluster, host_image, queued_tasks, overrides, field, text
+    signed_in, cluster, host_python, queued_tasks, overrides, field, text
 ):
     response = signed_in.post("/launch/", launch_data(cluster, **overrides))
     assert response.status_code == 200
@@ -175,7 +175,7 @@ def test_launch_shows_field_errors_and_keeps_the_input(
 
 
 def test_launch_without_a_cluster_account_says_where_to_get_one(
-    client, outsider, cluster, host_image, queued_tasks
+    client, outsider, cluster, host_python, queued_tasks
 ):
     client.force_login(outsider)
     response = client.post("/launch/", launch_data(cluster))
@@ -183,7 +183,7 @@ def test_launch_without_a_cluster_account_says_where_to_get_one(
 
 
 def test_deprecated_images_are_offered_marked_and_last_disabled_ones_not(
-    signed_in, cluster, host_image
+    signed_in, cluster, host_python
 ):
     factories.image(
         "old", "Old stack", deprecated=True, sort_order=0, deprecation_note="Use Host Python."
@@ -199,12 +199,12 @@ def test_deprecated_images_are_offered_marked_and_last_disabled_ones_not(
     assert response.context["form"].initial["image"] == "host"
 
 
-def test_launching_a_deprecated_image_works_with_a_warning(signed_in, cluster, host_image):
-    host_image.deprecated = True
-    host_image.save()
+def test_launching_a_deprecated_image_works_with_a_warning(signed_in, cluster, host_python):
+    host_python.deprecated = True
+    host_python.save()
     response = signed_in.post("/launch/", launch_data(cluster), follow=True)
     job = Job.objects.get()
-    assert job.image == host_image
+    assert job.image == host_python
     texts = [str(m) for m in response.context["messages"]]
     assert (
         "Host Python is deprecated: it still runs, but may be removed; prefer a newer image."
@@ -213,10 +213,10 @@ def test_launching_a_deprecated_image_works_with_a_warning(signed_in, cluster, h
 
 
 def test_launch_again_of_a_disabled_image_says_so_where_the_image_is_chosen(
-    signed_in, job, host_image
+    signed_in, job, host_python
 ):
-    host_image.enabled = False
-    host_image.save()
+    host_python.enabled = False
+    host_python.save()
     body = signed_in.get(f"/launch/?from={job.pk}").content.decode()
     assert (
         f"Job {job.pk} ran Host Python, which the administrators have disabled: choose another "
@@ -225,7 +225,7 @@ def test_launch_again_of_a_disabled_image_says_so_where_the_image_is_chosen(
     assert "alert(" not in body
 
 
-def test_launch_defaults_work_without_changes(signed_in, cluster, host_image):
+def test_launch_defaults_work_without_changes(signed_in, cluster, host_python):
     form = signed_in.get("/launch/").context["form"]
     assert (
         form.initial["image"] == "host"
@@ -264,7 +264,7 @@ def test_cancel_running_job_queues_the_cancel_task(
 
 
 def test_broker_failure_keeps_the_job_queued_for_the_recovery_sweep(
-    signed_in, cluster, host_image, monkeypatch, django_capture_on_commit_callbacks
+    signed_in, cluster, host_python, monkeypatch, django_capture_on_commit_callbacks
 ):
     from jobs import tasks
 
@@ -392,7 +392,7 @@ def test_a_failed_jobs_page_shows_the_end_of_its_stderr_escaped(signed_in, job):
 
 
 def test_the_notebook_folder_is_chosen_on_the_form_and_remembered(
-    signed_in, owner, cluster, host_image, queued_tasks
+    signed_in, owner, cluster, host_python, queued_tasks
 ):
     assert signed_in.get("/launch/").context["form"].initial["notebook_dir"] == ""
     data = launch_data(cluster, kind="notebook", command="", notebook_dir="/projects/mnist/")
@@ -406,15 +406,15 @@ def test_the_notebook_folder_is_chosen_on_the_form_and_remembered(
 
 
 def test_tensorboard_for_a_job_starts_from_its_work_directory(
-    signed_in, owner, cluster, host_image
+    signed_in, owner, cluster, host_python
 ):
-    ContainerImage.objects.filter(pk=host_image.pk).update(offers_tensorboard=True)
+    ContainerImage.objects.filter(pk=host_python.pk).update(offers_tensorboard=True)
     job = factories.job(
         owner,
         cluster,
         "train",
         partition=None,
-        image=host_image,
+        image=host_python,
         memory_gb=4,
         time_limit_minutes=60,
         work_dir=f"/home/alice/.portal/jobs/7-{'a' * 10}",
@@ -424,4 +424,4 @@ def test_tensorboard_for_a_job_starts_from_its_work_directory(
     form = signed_in.get(f"/launch/?tensorboard_for={job.pk}").context["form"]
     assert form.initial["kind"] == "tensorboard"
     assert form.initial["notebook_dir"] == f".portal/jobs/7-{'a' * 10}"
-    assert form.initial["gpus"] == 0 and form.initial["image"] == host_image.slug
+    assert form.initial["gpus"] == 0 and form.initial["image"] == host_python.slug
