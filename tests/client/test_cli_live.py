@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 
 from jobs.models import ApiToken, ContainerImage, Job
-from jobs.slurm import files, operations
+from jobs.slurm import files
 from portal_client import cli
 from proxy.models import SessionLink
 from tests import factories
@@ -206,7 +206,7 @@ def test_wait_logs_prints_the_output_and_a_failed_jobs_stderr(
         start = max(0, len(data) - 64)  # the portal's size bound, made small
         return files.log_slice(data[start:], start, len(data), whole_lines=True)
 
-    monkeypatch.setattr(operations, "read_job_log", read_job_log)
+    monkeypatch.setattr(files, "read_job_log", read_job_log)
     monkeypatch.setattr(tasks.submit_job, "delay", finish_in_a_thread(state, exit_code=exit_code))
     code, out, err = run(
         capsys, "submit", "--wait", "--logs", "--interval", "0.2", "--", "python train.py"
@@ -242,7 +242,7 @@ def test_wait_logs_keeps_the_jobs_exit_code_when_its_log_cannot_be_read(
     def read_job_log(job, stream, max_bytes=None, offset=None):
         raise ssh.ClusterUnreachable("connection reset")
 
-    monkeypatch.setattr(operations, "read_job_log", read_job_log)
+    monkeypatch.setattr(files, "read_job_log", read_job_log)
     monkeypatch.setattr(tasks.submit_job, "delay", finish_in_a_thread("failed", exit_code=3))
     code, out, err = run(capsys, "submit", "--wait", "--logs", "--interval", "0.2", "--", "x")
     job = Job.objects.get()
@@ -271,7 +271,7 @@ def test_logs_follow_prints_each_byte_once_until_the_job_ends(
             data[start : start + 7], start, len(data), whole_lines=offset is None
         )
 
-    monkeypatch.setattr(operations, "read_job_log", read_job_log)
+    monkeypatch.setattr(files, "read_job_log", read_job_log)
     code, out, _ = run(capsys, "logs", "-f", "--interval", "0", str(job.pk))
     assert code == 0
     assert out == "".join(f"step {n} \u2713\n" for n in range(30))

@@ -10,8 +10,8 @@ import tracemalloc
 
 import pytest
 
-from jobs import tasks
 from jobs.metrics.models import MetricPoint
+from jobs.metrics.tail import tail_job
 from jobs.slurm import files, operations, ssh
 from tests.devcluster.helpers import run_job
 
@@ -79,7 +79,7 @@ def test_hostile_metrics_files_are_skipped_and_sparse_ones_cannot_fill_a_worker(
     tracemalloc.start()
     try:
         start = time.monotonic()
-        tasks.tail_job(job, max_passes=3)
+        tail_job(job, max_passes=3)
         seconds = time.monotonic() - start
         _, peak = tracemalloc.get_traced_memory()
     finally:
