@@ -15,7 +15,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs import schedulers
+from jobs import schedulers, sessions
 from jobs.metrics.tasks import tail_metrics
 from jobs.models import Cluster, ClusterAccount, Job, choices
 from jobs.slurm import files, operations, scripts, ssh
@@ -50,13 +50,7 @@ def submit_job(self, job_id: int) -> None:
         work_dir = scripts.job_work_dir(job, account.username)
         secret, register_url = "", ""
         if job.has_session:
-            from proxy.models import SessionLink
-
-            session = SessionLink.for_job(job)
-            secret = session.issue_register_secret()
-            register_url = settings.PORTAL_URL + reverse(
-                "session-register", args=[session.public_id]
-            )
+            secret, register_url = sessions.links().prepare(job)
         from jobs.metrics.ingest import issue_token
 
         metrics_token = issue_token(job)
@@ -187,9 +181,7 @@ def _sync_account(group: list[Job]) -> int:
         moved = job.apply_scheduler_status(status)
         changed += moved
         if job.has_session and job.restarted_since(*before):
-            from proxy.models import SessionLink
-
-            SessionLink.restart_for(job)
+            sessions.links().restart(job)
         if moved and job.is_final:
             # Whatever the uploads missed is in the job's files: read them to the end.
             _enqueue(tail_metrics, job.pk, final=True)
@@ -208,23 +200,17 @@ def discover_sessions(account, running_jobs) -> None:
     notebooks = [j for j in running_jobs if j.has_session]
     if not notebooks:
         return  # every sync passes here: no query when there is nothing to find
-    from proxy.models import SessionLink
-
-    starting = SessionLink.objects.filter(
-        job__in=notebooks, state=SessionLink.State.STARTING
-    ).select_related("job")
-    for session in starting:
+    for job in sessions.links().waiting(notebooks):
         try:
             info = operations.on_account(
-                account,
-                lambda conn, s=session: files.read_connection_file(conn, s.job.work_dir),
+                account, lambda conn, j=job: files.read_connection_file(conn, j.work_dir)
             )
         except ssh.SlurmError as exc:
-            log.info("connection file of job %s not readable yet: %s", session.job_id, exc)
+            log.info("connection file of job %s not readable yet: %s", job.pk, exc)
             continue
-        if info is not None and session.job.node:
+        if info is not None and job.node:
             # The host is where the scheduler runs the job, never what the file says.
-            session.mark_ready(session.job.node, info["port"], info["secret"])
+            sessions.links().found(job, job.node, info["port"], info["secret"])
 
 
 @shared_task(bind=True, acks_late=True, max_retries=None, **limits())

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Sequence
 
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
 from django.utils import timezone
 
 from jobs import crypto
@@ -156,3 +158,25 @@ class SessionLink(models.Model):
         ):
             self.refresh_from_db()
             publish_job(self.job)
+
+    # -- what jobs/ asks of session links (jobs.sessions.SessionLinks) ------------------
+    @classmethod
+    def prepare(cls, job: Job) -> tuple[str, str]:
+        session = cls.for_job(job)
+        secret = session.issue_register_secret()
+        return secret, settings.PORTAL_URL + reverse("session-register", args=[session.public_id])
+
+    @classmethod
+    def restart(cls, job: Job) -> bool:
+        return cls.restart_for(job)
+
+    @classmethod
+    def waiting(cls, jobs: Sequence[Job]) -> list[Job]:
+        starting = cls.objects.filter(job__in=jobs, state=cls.State.STARTING)
+        ids = set(starting.values_list("job_id", flat=True))
+        return [job for job in jobs if job.pk in ids]
+
+    @classmethod
+    def found(cls, job: Job, host: str, port: int, secret: str) -> bool:
+        session = cls.objects.filter(job=job, state=cls.State.STARTING).first()
+        return session is not None and session.mark_ready(host, port, secret)
