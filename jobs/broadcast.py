@@ -8,9 +8,9 @@ import logging
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.core.exceptions import ObjectDoesNotExist
 from django.dispatch import Signal
-from django.urls import reverse
+
+from jobs import sessions
 
 log = logging.getLogger(__name__)
 
@@ -32,17 +32,8 @@ def user_group(user_id: int) -> str:
 
 
 def session_payload(job) -> dict:
-    try:
-        session = job.session
-    except ObjectDoesNotExist:
-        return {"session_state": None, "session_open_url": None}
-    state = session.display_state
-    return {
-        "session_state": state,
-        "session_open_url": (
-            reverse("session-open", args=[session.public_id]) if state == "ready" else None
-        ),
-    }
+    """The job's session link for pages and the API (jobs.sessions: the proxy's)."""
+    return sessions.links().payload(job)
 
 
 def job_payload(job) -> dict:

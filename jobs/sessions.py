@@ -32,6 +32,11 @@ class SessionLinks(Protocol):
         """The app was found (in its connection file) listening at host:port."""
         ...
 
+    def payload(self, job: Job) -> dict:
+        """What pages and the API show of the job's link: {"session_state",
+        "session_open_url"} (both None for a job without one)."""
+        ...
+
 
 _links: SessionLinks | None = None
 

@@ -178,7 +178,11 @@ def _sync_account(group: list[Job]) -> int:
             log.error("job %s: %s", job.pk, status.unreadable)
             continue
         before = (job.state, job.node, job.attempt)
-        moved = job.apply_scheduler_status(status)
+        try:
+            moved = job.apply_scheduler_status(status)
+        except ValueError as exc:  # one job's odd report never stops the others
+            log.error("job %s: %s", job.pk, exc)
+            continue
         changed += moved
         if job.has_session and job.restarted_since(*before):
             sessions.links().restart(job)

@@ -109,7 +109,7 @@ def work_dir_root(value: str) -> None:
         raise ValidationError(
             "Enter an absolute directory, optionally with {user} for the cluster user name "
             "(for example /home/{user} or /scratch/{user}); no spaces or shell characters.",
-            code="invalid_work_dir_root",
+            code="invalid_workdir_root",  # the code clients may know,
         )
     absolute_path(value.replace("{user}", "user"))
 

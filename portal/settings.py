@@ -266,6 +266,18 @@ PORTAL_METRICS_MAX_FILES = env_int("PORTAL_METRICS_MAX_FILES", 256, minimum=1)
 # Where `make devcluster` keeps its state (keys, ports) for registration.
 DEVCLUSTER_DIR = Path(env_str("PORTAL_DEVCLUSTER_DIR", "/var/lib/portal-devcluster"))
 
+# Renamed (they sat beside Django's own SESSION_* settings): an old name in the environment
+# stops the start instead of being ignored in favour of a default.
+for _old, _new in {
+    "SESSION_DOMAIN": "PROXY_SESSION_DOMAIN",
+    "SESSION_SCHEME": "PROXY_SESSION_SCHEME",
+    "SESSION_PUBLIC_PORT": "PROXY_SESSION_PUBLIC_PORT",
+    "SESSION_COOKIE_MAX_AGE": "PROXY_COOKIE_MAX_AGE",
+    "SESSION_CODE_TTL": "PROXY_CODE_TTL",
+}.items():
+    if _old in os.environ:
+        raise ImproperlyConfigured(f"{_old} is now called {_new}: rename it in the environment.")
+
 # Session links: <PROXY_SESSION_SCHEME>://<id>.<PROXY_SESSION_DOMAIN>[:PROXY_SESSION_PUBLIC_PORT]/
 PROXY_SESSION_DOMAIN = env_str("PROXY_SESSION_DOMAIN", "sessions.localhost")
 PROXY_SESSION_SCHEME = env_str("PROXY_SESSION_SCHEME", "https")

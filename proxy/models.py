@@ -7,6 +7,7 @@ import secrets
 from collections.abc import Sequence
 
 from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import models
 from django.urls import reverse
 from django.utils import timezone
@@ -54,7 +55,7 @@ class SessionLink(models.Model):
         READY = "ready", "Ready"
         CLOSED = "closed", "Closed"
 
-    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="session")
+    job = models.OneToOneField("jobs.Job", on_delete=models.CASCADE, related_name="session")
     public_id = models.CharField(max_length=32, unique=True, default=new_public_id, editable=False)
     state = models.CharField(max_length=16, choices=State.choices, default=State.STARTING)
     # One-time secret the job presents when it registers; only its hash is kept.
@@ -67,6 +68,9 @@ class SessionLink(models.Model):
     closed_at = models.DateTimeField(null=True, blank=True)
 
     objects = SessionLinkQuerySet.as_manager()
+
+    class Meta:
+        db_table = "proxy_session"  # the table's name before the rename: no schema change
 
     def __str__(self) -> str:
         return f"session {self.public_id[:8]}… of job {self.job_id} ({self.state})"
@@ -180,3 +184,17 @@ class SessionLink(models.Model):
     def found(cls, job: Job, host: str, port: int, secret: str) -> bool:
         session = cls.objects.filter(job=job, state=cls.State.STARTING).first()
         return session is not None and session.mark_ready(host, port, secret)
+
+    @classmethod
+    def payload(cls, job: Job) -> dict:
+        try:
+            session = job.session
+        except ObjectDoesNotExist:
+            return {"session_state": None, "session_open_url": None}
+        state = session.display_state
+        return {
+            "session_state": state,
+            "session_open_url": (
+                reverse("session-open", args=[session.public_id]) if state == "ready" else None
+            ),
+        }

@@ -96,6 +96,14 @@ def _state(job: dict) -> str:
     return label
 
 
+def _says(job: dict, field: str) -> bool:
+    """A yes/no the portal sends with every job (is_final, has_session): the state
+    vocabulary stays on the server."""
+    if field not in job:
+        raise PortalError(f"This portal does not send '{field}': it is older than this client.")
+    return bool(job[field])
+
+
 class Output:
     def __init__(self, as_json: bool):
         self.as_json = as_json
@@ -190,7 +198,7 @@ def follow(client: Client, job: dict, interval: float, out: Output) -> int:
     reason = job.get("pending_reason") or ""
     link_shown = False
     try:
-        while not job["is_final"]:
+        while not _says(job, "is_final"):
             time.sleep(interval)
             job = client.job(job_id)
             now = job.get("pending_reason") or ""
@@ -314,7 +322,7 @@ def cmd_logs(client: Client, args, out: Output) -> int:
 
 def cmd_cancel(client: Client, args, out: Output) -> int:
     job = client.cancel(args.id)
-    if job["is_final"]:
+    if _says(job, "is_final"):
         out.data(job, f"job {job['id']}: already ended ({_state(job)})")
     else:
         out.data(job, f"job {job['id']}: cancelling ({_state(job)})")
@@ -323,13 +331,13 @@ def cmd_cancel(client: Client, args, out: Output) -> int:
 
 def cmd_open(client: Client, args, out: Output) -> int:
     job = client.job(args.id)
-    if not job["has_session"]:
+    if not _says(job, "has_session"):
         raise PortalError(
             f"Job {job['id']} is a batch job; only notebook and TensorBoard sessions have a link."
         )
     url = job.get("session_url")
     if not url:
-        if job["is_final"]:
+        if _says(job, "is_final"):
             raise PortalError(f"Job {job['id']} has ended ({_state(job)}); its session is gone.")
         raise PortalError(
             f"Job {job['id']} is {_state(job)}; its session link appears once the session runs."

@@ -1,1 +1,2 @@
-"""The REST API (/api/v1/): personal tokens, serializers, views."""
+"""The REST API (/api/v1/): URLs, token authentication, serializers, views, one error
+format. Tokens are jobs.models.ApiToken; the metric endpoints are in jobs/metrics/views.py."""

@@ -16,13 +16,3 @@ class JSONParser(parsers.JSONParser):
             return super().parse(stream, media_type, parser_context)
         except RecursionError:
             raise ParseError("JSON parse error - nested too deeply.") from None
-
-
-class MetricsJSONParser(JSONParser):
-    """JSON, with a message that says what the body should be."""
-
-    def parse(self, stream, media_type=None, parser_context=None):
-        try:
-            return super().parse(stream, media_type, parser_context)
-        except ParseError:
-            raise ParseError("The body must be a JSON array of metric records.") from None

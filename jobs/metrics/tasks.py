@@ -15,7 +15,8 @@ from jobs.task_helpers import limits, single_flight
 log = logging.getLogger(__name__)
 
 
-@shared_task(bind=True, acks_late=True, max_retries=30, **limits())
+# Named as before the move: messages queued by an older worker still find it.
+@shared_task(name="jobs.tasks.tail_metrics", bind=True, acks_late=True, max_retries=30, **limits())
 def tail_metrics(self, job_id: int, final: bool = False) -> None:
     """Read new lines of a job's metrics files over SFTP (one reader per job at a time)."""
     with single_flight(f"metrics-tail:{job_id}", 300) as mine:

@@ -16,12 +16,12 @@ from rest_framework.exceptions import APIException, NotAuthenticated, ParseError
 from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 
-from jobs.api.auth import JobTokenAuthentication
 from jobs.api.errors import RefuseNul
-from jobs.api.parsers import MetricsJSONParser
-from jobs.api.serializers import IngestResultSerializer, MetricRecordSerializer
+from jobs.api.parsers import JSONParser
 from jobs.metrics import ingest
 from jobs.metrics import query as metrics_query
+from jobs.metrics.auth import JobTokenAuthentication
+from jobs.metrics.serializers import IngestResultSerializer, MetricRecordSerializer
 from jobs.models import Job
 
 
@@ -90,6 +90,16 @@ class MetricsActions(_ViewSet):
         except metrics_query.BadQuery as exc:
             raise ValidationError({exc.field: [exc.message]}) from None
         return Response({"job": job.pk, "series": metrics_query.job_series(job.pk, query)})
+
+
+class MetricsJSONParser(JSONParser):
+    """JSON, with a message that says what the body should be."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except ParseError:
+            raise ParseError("The body must be a JSON array of metric records.") from None
 
 
 class Gone(APIException):

@@ -187,7 +187,7 @@ class ImageCheck(models.Model):
         """Check ``images`` on ``cluster`` in one SSH command, as the admin's own cluster
         account or else the cluster's service account (never as another user), and record
         the outcome per image."""
-        from jobs.slurm import operations, ssh
+        from jobs.slurm import image_check, operations, ssh
 
         images = list(images)
         account = (
@@ -204,7 +204,7 @@ class ImageCheck(models.Model):
         else:
             try:
                 found = operations.on_account(
-                    account, lambda conn: operations.check_images(conn, images)
+                    account, lambda conn: image_check.check_images(conn, images)
                 )
                 mark = {True: "✔", False: "✘", None: "·"}
                 findings = [[f"{mark[f.ok]} {f.text}" for f in each] for each in found]

@@ -68,7 +68,12 @@ class Job(models.Model):
     memory_gb = models.PositiveIntegerField(default=4, validators=[MinValueValidator(1)])
     time_limit_minutes = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)])
     account = models.CharField(max_length=64, blank=True, validators=[validators.slurm_name])
-    work_dir_kind = models.CharField(max_length=16, choices=WorkDir.choices, default=WorkDir.HOME)
+    work_dir_kind = models.CharField(
+        max_length=16,
+        choices=WorkDir.choices,
+        default=WorkDir.HOME,
+        db_column="workdir_kind",  # the column's name before the rename: no schema change
+    )
     notebook_dir = models.CharField(
         "notebook folder",
         max_length=255,

@@ -1,1 +1,4 @@
-"""Everything that talks to Slurm: the SSH boundary, parsers and job scripts."""
+"""The Slurm adapter behind jobs/schedulers.py: its commands (operations.py), their output
+(parsers.py) in the portal's words (status.py), the adapter itself (scheduler.py), the
+batch script (scripts.py) and the catalog check (image_check.py); and the SSH transport
+any adapter uses: ssh.py, pool.py and files.py (work-directory files over SFTP)."""

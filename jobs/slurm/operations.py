@@ -8,7 +8,6 @@ positional parameter (``bash -c SCRIPT name ARG1 ARG2``), never interpolated.
 from __future__ import annotations
 
 import logging
-import secrets
 from dataclasses import replace
 
 from jobs.schedulers import Submission
@@ -217,75 +216,3 @@ def release(conn: ssh.Connection, username: str, scheduler_id: str, job_name: st
 def on_account(account, operation):
     """Run ``operation(conn)`` on the account's pooled connection (one reconnect)."""
     return pool.with_connection(account, operation)
-
-
-_CHECK_IMAGES = r"""
-nonce=$1; shift
-i=0
-modules_ready=
-say() { printf '%s %s %s %s\n' "$nonce" "$i" "$1" "$2"; }
-while [ $# -ge 3 ]; do
-    runtime=$1 location=$2 modules=$3
-    shift 3
-    if [ -n "$runtime" ]; then
-        if found=$(command -v -- "$runtime" 2>/dev/null); then
-            say ok "$runtime is installed ($found)"
-        else
-            say fail "$runtime is not installed on the login node (not on PATH)"
-        fi
-    fi
-    case $location in
-        /*)
-            if [ -f "$location" ] && [ -r "$location" ]; then
-                say ok "image file $location is there ($(stat -L -c %s -- "$location") bytes)"
-            elif [ -e "$location" ]; then
-                say fail "$location is there but is not a readable file"
-            else
-                say fail "image file $location is missing"
-            fi ;;
-        '') ;;
-        *) say note "$location is pulled when a job starts; not checked here" ;;
-    esac
-    if [ -n "$modules" ]; then
-        if [ -z "$modules_ready" ]; then
-__MODULE_INIT__
-            modules_ready=yes
-        fi
-        if ! command -v module >/dev/null 2>&1; then
-            say fail "the module command is not available (neither Lmod nor Environment Modules is set up)"
-        else
-            while IFS= read -r m; do
-                if module is-avail "$m" >/dev/null 2>&1; then
-                    say ok "module $m is available"
-                else
-                    say fail "module $m is not available"
-                fi
-            done <<< "$modules"
-        fi
-    fi
-    i=$((i + 1))
-done
-"""
-
-
-def check_images(conn: ssh.Connection, images) -> list[list[parsers.CheckFinding]]:
-    """What each image needs (runtime, image file, modules), checked on the login node
-    in one command; findings per image, in order."""
-    from jobs.slurm.scripts import MODULE_INIT  # scripts needs the models; this module not
-
-    nonce = secrets.token_hex(8)
-    script = _CHECK_IMAGES.replace("__MODULE_INIT__", MODULE_INIT)
-    argv = ["bash", "-c", script, "portal-check", nonce]
-    for image in images:
-        argv += [
-            "" if image.runtime == "none" else image.runtime,  # runtimes are named by their command
-            image.location,
-            "\n".join(image.module_list),
-        ]
-    result = conn.run(argv, check=False, max_bytes=256 * 1024)
-    found = parsers.parse_image_check(result.stdout, nonce, len(images))
-    if result.exit_status != 0 and not any(found):
-        raise ssh.CommandFailed(
-            result.stderr.strip()[-500:] or f"the check stopped with status {result.exit_status}"
-        )
-    return found

@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 
 from jobs.models.choices import FINAL_STATES
 from jobs.slurm.status import map_state
-from jobs.text import plain_line
 
 log = logging.getLogger(__name__)
 
@@ -384,31 +383,6 @@ def is_transient(stderr: str) -> bool:
 
 def accounting_disabled(stderr: str) -> bool:
     return "accounting storage is disabled" in stderr.lower()
-
-
-# -- text written by jobs ------------------------------------------------------
-
-
-# Terminal escape sequences (colours, cursor moves) and other control characters.
-@dataclass(frozen=True)
-class CheckFinding:
-    ok: bool | None  # None: noted, not checked (a registry image is pulled when a job starts)
-    text: str
-
-
-def parse_image_check(stdout: str, nonce: str, count: int) -> list[list[CheckFinding]]:
-    """Findings per checked image from the check script's ``<nonce> <index> ok|fail|note
-    <text>`` lines; anything else on stdout (a login banner) is ignored."""
-    found: list[list[CheckFinding]] = [[] for _ in range(count)]
-    for line in stdout.splitlines()[:1000]:
-        parts = line.split(" ", 3)
-        if len(parts) != 4 or parts[0] != nonce or not parts[1].isdigit():
-            continue
-        index, status, text = int(parts[1]), parts[2], plain_line(parts[3])[:300]
-        if index < count and status in ("ok", "fail", "note") and len(found[index]) < 50:
-            ok = {"ok": True, "fail": False, "note": None}[status]
-            found[index].append(CheckFinding(ok, text))
-    return found
 
 
 # -- what the nodes have free ----------------------------------------------------

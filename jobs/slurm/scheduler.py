@@ -37,7 +37,7 @@ class Slurm:
             job = by_id[scheduler_id]
             try:
                 statuses[scheduler_id] = to_status(found, job)
-            except ValueError as exc:  # a state this portal does not know
+            except Exception as exc:  # noqa: BLE001 - e.g. a state this portal does not know
                 statuses[scheduler_id] = Status(state=State(job.state), unreadable=str(exc))
         return statuses
 

@@ -5,9 +5,9 @@ import json
 import pytest
 from django.test import override_settings
 
-from jobs import tasks
+from jobs import schedulers, tasks
 from jobs.models import ClusterAccount, Job
-from jobs.slurm import operations, ssh
+from jobs.slurm import operations, parsers, ssh
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -116,7 +116,7 @@ def test_submit_claimed_by_another_worker_does_nothing(fake, job):
 def test_job_cancelled_while_being_submitted_is_scancelled(fake, job, monkeypatch):
     def submit_then_user_cancels(conn, work_dir, name, script, secret="", metrics_token=""):
         Job.objects.filter(pk=job.pk).update(state="cancelled")
-        return operations.Submission("91", adopted=False)
+        return schedulers.Submission("91", adopted=False)
 
     monkeypatch.setattr(operations, "submit", submit_then_user_cancels)
     tasks.submit_job.apply(args=[job.pk])
@@ -268,3 +268,28 @@ def test_a_cancel_that_meets_an_unreachable_controller_is_retried(fake, job):
     )
     with pytest.raises(operations.SchedulerUnavailable):
         operations.cancel(fake, "55", job.slurm_name)
+
+
+def test_a_status_the_adapter_cannot_read_leaves_that_job_alone_and_syncs_the_others(
+    job, monkeypatch
+):
+    # The parsers already skip unknown states; this is the adapter's own guard behind them.
+    other = Job.objects.get(pk=job.pk)
+    other.pk, other.uid = None, "other"
+    other.save()
+    account = ClusterAccount.objects.get(user=job.owner)
+    Job.objects.filter(pk=other.pk).update(
+        state="running", scheduler_job_id="56", cluster_account=account
+    )
+    monkeypatch.setattr(
+        operations,
+        "query",
+        lambda conn, username, expected: {
+            "55": parsers.SlurmJob("55", "EXPLODED", name=expected["55"]),
+            "56": parsers.SlurmJob("56", "COMPLETED", name=expected["56"]),
+        },
+    )
+    monkeypatch.setattr(operations, "on_account", lambda account, op: op(None))
+    tasks.sync_jobs(Job.objects.filter(pk__in=[pending(job).get().pk, other.pk]))
+    assert Job.objects.get(pk=job.pk).state == "running"  # as it was
+    assert Job.objects.get(pk=other.pk).state == "completed"

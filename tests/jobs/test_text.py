@@ -2,7 +2,7 @@
 image check's answer lines (pure parsers; the real path is in tests/devcluster)."""
 
 from jobs import text
-from jobs.slurm import parsers
+from jobs.slurm import image_check
 
 
 def test_error_tail_keeps_the_last_lines_as_plain_text():
@@ -50,7 +50,7 @@ def test_image_check_lines_need_the_nonce_and_a_known_status():
             "n0nce 1 fail escape \x1b[2Jcleared " + "z" * 1000,
         ]
     )
-    found = parsers.parse_image_check(out, "n0nce", 2)
+    found = image_check.parse_image_check(out, "n0nce", 2)
     assert [(f.ok, f.text) for f in found[0]] == [
         (True, "apptainer is installed (/usr/bin/apptainer)"),
         (False, "image file /sif/x.sif is missing"),
@@ -61,5 +61,5 @@ def test_image_check_lines_need_the_nonce_and_a_known_status():
 
 def test_image_check_answers_are_bounded_in_count():
     out = "".join(f"n 0 fail problem {i}\n" for i in range(10_000))
-    found = parsers.parse_image_check(out, "n", 1)
+    found = image_check.parse_image_check(out, "n", 1)
     assert len(found[0]) == 50

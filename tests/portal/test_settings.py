@@ -243,3 +243,12 @@ def test_test_runs_started_together_get_their_own_test_database(tmp_path):
         f"{tmp_path}/test.sqlite3_101",
         f"{tmp_path}/test.sqlite3_202",
     }
+
+
+def test_a_renamed_proxy_setting_stops_the_start_instead_of_being_ignored():
+    result = run_python(
+        "import django; django.setup()",
+        {"PORTAL_DEMO": "1", "SESSION_DOMAIN": "sessions.example.org"},
+    )
+    assert result.returncode != 0
+    assert "SESSION_DOMAIN is now called PROXY_SESSION_DOMAIN" in result.stderr

@@ -46,7 +46,7 @@ const Portal = (() => {
 
   function applyJob(el, job) {
     el.dataset.state = job.state;
-    el.dataset.active = job.is_active;
+    if (job.is_active !== undefined) el.dataset.active = job.is_active;
     if (job.started_at) el.dataset.startedAt = job.started_at;
     const badge = el.querySelector("[data-badge]");
     if (badge) {
@@ -56,9 +56,9 @@ const Portal = (() => {
     const reason = el.querySelector("[data-reason]");
     if (reason) {
       reason.textContent = job.state === "pending" ? job.pending_text
-        : (job.cancel_requested && job.is_active ? "cancelling…" : "");
+        : (job.cancel_requested && el.dataset.active === "true" ? "cancelling…" : "");
     }
-    const active = job.is_active;
+    const active = el.dataset.active === "true";
     el.querySelectorAll(".cancel-form").forEach((f) => { f.hidden = !active; });
     if (job.ended_at && job.started_at) {
       el.dataset.endedAt = job.ended_at;

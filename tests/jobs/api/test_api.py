@@ -271,6 +271,25 @@ def test_job_detail_lists_every_state_change(api, owner, cluster):
     assert "events" not in api.get("/api/v1/jobs/").json()["results"][0]
 
 
+def test_every_job_says_whether_it_is_active_final_or_a_session_like_its_live_updates(
+    api, owner, cluster
+):
+    from jobs.broadcast import job_payload
+
+    job = factories.training_job(
+        owner, cluster, "running", image=ContainerImage.objects.get(slug="python")
+    )
+    flags = ("is_active", "is_final", "has_session")
+    detail = api.get(f"/api/v1/jobs/{job.pk}/").json()
+    assert [detail[f] for f in flags] == [True, False, False]
+    job.transition("completed")
+    Job.objects.filter(pk=job.pk).update(kind=Job.Kind.NOTEBOOK)
+    job.refresh_from_db()
+    listed = api.get("/api/v1/jobs/").json()["results"][0]
+    assert [listed[f] for f in flags] == [False, True, True]
+    assert [job_payload(job)[f] for f in flags] == [False, True, True]
+
+
 def test_schema_and_offline_docs(api, capsys):
     client = APIClient()
     schema = client.get("/api/schema/")
