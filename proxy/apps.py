@@ -1,4 +1,6 @@
 from django.apps import AppConfig
+from django.conf import settings
+from django.db.models.signals import post_save
 
 
 class ProxyConfig(AppConfig):
@@ -12,4 +14,7 @@ class ProxyConfig(AppConfig):
         from proxy.models import SessionLink
 
         job_changed.connect(routes.on_job_changed, dispatch_uid="proxy-routes")
+        post_save.connect(
+            routes.on_user_saved, sender=settings.AUTH_USER_MODEL, dispatch_uid="proxy-users"
+        )
         sessions.register(SessionLink)

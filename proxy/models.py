@@ -43,7 +43,8 @@ class SessionLinkQuerySet(models.QuerySet):
             state=SessionLink.State.READY,
             job__state=Job.State.RUNNING,
             job__cancel_requested_at=None,
-        ).select_related("job")
+            job__owner__is_active=True,
+        ).select_related("job", "job__owner")
 
 
 class SessionLink(models.Model):
@@ -92,13 +93,15 @@ class SessionLink(models.Model):
     def is_open(self) -> bool:
         """Usable now: registered, not revoked, and the job still running (its cancel not
         asked for) on the node it registered from (after a requeue elsewhere the old
-        node:port is someone else's). HAProxy routes exactly the open sessions."""
+        node:port is someone else's), for an owner whose account is active. HAProxy routes
+        exactly the open sessions."""
         return (
             self.state == self.State.READY
             and self.job.state == Job.State.RUNNING
             and self.job.cancel_requested_at is None
             and bool(self.host)
             and self.host == self.job.node
+            and self.job.owner.is_active
         )
 
     @property

@@ -84,7 +84,7 @@ def route_of(session) -> Route | None:
 def _fresh(session):
     from proxy.models import SessionLink
 
-    return SessionLink.objects.select_related("job").filter(pk=session.pk).first()
+    return SessionLink.objects.select_related("job", "job__owner").filter(pk=session.pk).first()
 
 
 def push(session) -> bool:
@@ -140,6 +140,27 @@ def reconcile() -> dict[str, tuple[int, int] | str]:
                 log.warning("reconcile %s: %s", api.address, exc)
                 outcome[api.address] = str(exc)
         return outcome
+
+
+def on_user_saved(sender, instance, **kwargs) -> None:
+    """A deactivated account's open sessions stop being routed at once (their cookies
+    stay valid until they expire, but HAProxy no longer has a route for them)."""
+    if instance.is_active or instance.pk is None:
+        return
+    user_id = instance.pk
+
+    def after_commit() -> None:
+        from proxy.models import SessionLink
+
+        try:
+            for session in SessionLink.objects.filter(
+                job__owner_id=user_id, state=SessionLink.State.READY
+            ):
+                push(session)
+        except Exception:  # noqa: BLE001 - the reconcile repairs what this misses
+            log.exception("routes of deactivated user %s not removed", user_id)
+
+    transaction.on_commit(after_commit)
 
 
 def on_job_changed(sender, job, **kwargs) -> None:

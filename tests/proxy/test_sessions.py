@@ -322,7 +322,7 @@ def test_a_cookie_for_one_session_does_not_open_another(
     assert data_path.get(other.public_id, cookie=cookie).status_code == 302  # its own code first
 
 
-@pytest.mark.parametrize("end", ["revoke", "cancel", "job-ends", "requeue"])
+@pytest.mark.parametrize("end", ["revoke", "cancel", "job-ends", "requeue", "deactivated"])
 def test_a_session_stops_being_routed_the_moment_it_closes(
     ready, data_path, owner, client, live_server, end
 ):
@@ -345,6 +345,9 @@ def test_a_session_stops_being_routed_the_moment_it_closes(
             client.post(f"/jobs/{job.pk}/cancel/")  # before Slurm has even been asked
         elif end == "job-ends":
             job.transition(Job.State.COMPLETED)
+        elif end == "deactivated":  # an administrator disables the account
+            owner.is_active = False
+            owner.save()
         else:
             SessionLink.restart_for(job)
         with pytest.raises(ConnectionClosed):
@@ -353,6 +356,10 @@ def test_a_session_stops_being_routed_the_moment_it_closes(
     assert data_path.api.routes() == {}
     response = data_path.get(ready.public_id, "/lab", cookie=cookie)
     assert response.status_code == 302  # to the portal, which says why
+    if end == "deactivated":
+        client.force_login(owner)  # a disabled account is no one: to the sign-in page
+        assert client.get(f"/sessions/{ready.public_id}/open/").status_code == 302
+        return
     client.force_login(owner)
     page = client.get(f"/sessions/{ready.public_id}/open/")
     assert page.status_code == (200 if end == "requeue" else 410)  # requeue: starting again
