@@ -151,13 +151,34 @@ def cmd_submit(client: Client, args, out: Output) -> int:
             raise PortalError("A session runs no command; drop what follows `--`.")
         fields["command"] = command_text(args.command)
     job = client.submit(**fields)
-    out.data(job, str(job["id"]))
+    if not (args.wait and out.as_json):
+        out.data(job, str(job["id"]))
     if not args.wait:
         return 0
     status = follow(client, job, args.interval, out)
-    if args.logs and status != 130:
+    if out.as_json:
+        # One JSON document, when the wait is over: the job as it ended, with its logs.
+        final = client.job(job["id"])
+        if args.logs and status != 130:
+            final["logs"] = read_output(client, final, failed=status != 0, out=out)
+        out.data(final, "")
+    elif args.logs and status != 130:
         print_output(client, job, failed=status != 0, out=out)
     return status
+
+
+def read_output(client: Client, job: dict, failed: bool, out: Output) -> dict:
+    """--json --logs: the end of stdout (and of stderr when the job failed) as data,
+    {stream: {"text", "size", "truncated"}}; a log that cannot be read is said on stderr."""
+    logs = {}
+    for stream in ["stdout"] + (["stderr"] if failed else []):
+        try:
+            chunk = client.logs(job["id"], stream)
+        except PortalError as exc:
+            out.note(f"job {job['id']}: its {stream} could not be read ({exc})")
+            continue
+        logs[stream] = {k: chunk[k] for k in ("text", "size", "truncated")}
+    return logs
 
 
 def print_output(client: Client, job: dict, failed: bool, out: Output) -> None:

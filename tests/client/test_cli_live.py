@@ -4,6 +4,7 @@ Celery boundary, and the end-to-end run on the dev cluster is in
 tests/e2e/test_cli.py."""
 
 import http.server
+import json
 import re
 import shlex
 import subprocess
@@ -231,6 +232,32 @@ def test_wait_logs_prints_the_output_and_a_failed_jobs_stderr(
         )
     else:
         assert read == ["stdout"] and "stderr" not in err
+
+
+def test_json_wait_logs_prints_one_document_with_the_ended_job_and_its_logs(
+    portal_env, monkeypatch, capsys
+):
+    from jobs import tasks
+
+    logs = {"stdout": b"accuracy 0.97\n", "stderr": b"ValueError: oops\n"}
+
+    def read_job_log(job, stream, max_bytes=None, offset=None):
+        return files.log_slice(logs[stream], 0, len(logs[stream]), whole_lines=True)
+
+    monkeypatch.setattr(files, "read_job_log", read_job_log)
+    monkeypatch.setattr(tasks.submit_job, "delay", finish_in_a_thread("failed", exit_code=3))
+    code, out, _ = run(
+        capsys, "--json", "submit", "--wait", "--logs", "--interval", "0.2", "--", "python t.py"
+    )
+    document = json.loads(out)  # the whole of stdout is one JSON document
+    assert code == 3
+    assert (document["state"], document["exit_code"], document["is_final"]) == ("failed", 3, True)
+    assert document["logs"]["stdout"]["text"] == "accuracy 0.97\n"
+    assert document["logs"]["stderr"] == {
+        "text": "ValueError: oops\n",
+        "size": len(logs["stderr"]),
+        "truncated": False,
+    }
 
 
 def test_wait_logs_keeps_the_jobs_exit_code_when_its_log_cannot_be_read(
