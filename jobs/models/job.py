@@ -403,8 +403,10 @@ class Job(models.Model):
         node = status.node[:253]
         attempt = self.attempt if status.attempt is None else status.attempt
         queue = {"queue_position": status.queue_position, "estimated_start": status.estimated_start}
-        if new_state == self.state:
+        if new_state == self.state and attempt == self.attempt:
             return self.update_details(pending_reason=reason, node=node, attempt=attempt, **queue)
+        # A new state, or a restart seen only afterwards (running again between two syncs):
+        # either way a JobEvent, so the timeline shows every attempt.
         message = status.message
         fields = {
             "pending_reason": reason,

@@ -293,3 +293,23 @@ def test_a_status_the_adapter_cannot_read_leaves_that_job_alone_and_syncs_the_ot
     tasks.sync_jobs(Job.objects.filter(pk__in=[pending(job).get().pk, other.pk]))
     assert Job.objects.get(pk=job.pk).state == "running"  # as it was
     assert Job.objects.get(pk=other.pk).state == "completed"
+
+
+def test_a_requeue_seen_only_after_the_job_runs_again_is_still_in_its_timeline(fake, job):
+    # Requeued and running again between two syncs: the state is the same, the attempt not.
+    again = {
+        "job_id": 55,
+        "user_name": "alice",
+        "name": job.slurm_name,
+        "job_state": "RUNNING",
+        "restart_cnt": 1,
+        "nodes": "vm",
+    }
+    fake.answers.update(squeue=json.dumps({"jobs": [again]}))
+    assert tasks.sync_jobs(pending(job)) == 1
+    job.refresh_from_db()
+    assert (job.state, job.attempt) == ("running", 1)
+    last = job.events.last()
+    assert (last.from_state, last.to_state) == ("running", "running")
+    assert last.message == "Requeued by the scheduler: attempt 2."
+    assert tasks.sync_jobs(pending(job)) == 0  # seen once, recorded once
