@@ -5,8 +5,10 @@ task after it commits; if the broker is away the job says so, and the recovery s
 
 from __future__ import annotations
 
+from celery import Task
 from django.db import transaction
 
+from jobs import tasks
 from jobs.broadcast import publish_job
 from jobs.launch import LaunchForm
 from jobs.models import Job
@@ -29,7 +31,7 @@ def cancel(job: Job) -> bool:
         if job.request_cancel():
             transaction.on_commit(
                 lambda: _queue(
-                    job, "cancel_job", "Waiting for the portal's task queue to cancel ({exc})."
+                    job, tasks.cancel_job, "Waiting for the portal's task queue to cancel ({exc})."
                 )
             )
     return True
@@ -40,7 +42,7 @@ def release(job: Job) -> bool:
     if not job.is_held:
         return False
     transaction.on_commit(
-        lambda: _queue(job, "release_job", "The portal could not queue the release ({exc}).")
+        lambda: _queue(job, tasks.release_job, "The portal could not queue the release ({exc}).")
     )
     return True
 
@@ -49,16 +51,14 @@ def _submit(job: Job) -> None:
     publish_job(job)  # dashboards show the new job as queued at once
     _queue(
         job,
-        "submit_job",
+        tasks.submit_job,
         "Waiting for the portal's task queue ({exc}); it will be submitted when the queue is back.",
     )
 
 
-def _queue(job: Job, task_name: str, if_away: str) -> None:
+def _queue(job: Job, task: Task, if_away: str) -> None:
     """Queue the task; if the broker is away, the job's message says so (``if_away``)."""
-    from jobs import tasks  # tasks import the models; queueing is the only call this way
-
     try:
-        getattr(tasks, task_name).delay(job.pk)
+        task.delay(job.pk)
     except Exception as exc:  # noqa: BLE001 - any broker failure
         job.update_details(message=if_away.format(exc=exc))

@@ -20,7 +20,7 @@ class SessionLinks(Protocol):
         """Before submitting: the one-time secret the job registers with, and where."""
         ...
 
-    def restart(self, job: Job) -> bool:
+    def restart_for(self, job: Job) -> bool:
         """The job was requeued or moved: its link waits for the new run to register."""
         ...
 

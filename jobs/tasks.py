@@ -185,7 +185,7 @@ def _sync_account(group: list[Job]) -> int:
             continue
         changed += moved
         if job.has_session and job.restarted_since(*before):
-            sessions.links().restart(job)
+            sessions.links().restart_for(job)
         if moved and job.is_final:
             # Whatever the uploads missed is in the job's files: read them to the end.
             _enqueue(tail_metrics, job.pk, final=True)

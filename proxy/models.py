@@ -174,10 +174,6 @@ class SessionLink(models.Model):
         return secret, settings.PORTAL_URL + reverse("session-register", args=[session.public_id])
 
     @classmethod
-    def restart(cls, job: Job) -> bool:
-        return cls.restart_for(job)
-
-    @classmethod
     def waiting(cls, jobs: Sequence[Job]) -> list[Job]:
         starting = cls.objects.filter(job__in=jobs, state=cls.State.STARTING)
         ids = set(starting.values_list("job_id", flat=True))
@@ -190,10 +186,13 @@ class SessionLink(models.Model):
 
     @classmethod
     def payload(cls, job: Job) -> dict:
+        none = {"session_state": None, "session_open_url": None}
+        if not job.has_session:  # a batch job has no link: no query for it
+            return none
         try:
             session = job.session
         except ObjectDoesNotExist:
-            return {"session_state": None, "session_open_url": None}
+            return none
         state = session.display_state
         return {
             "session_state": state,
