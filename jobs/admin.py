@@ -43,6 +43,7 @@ class PartitionInline(admin.TabularInline):
         "gpu_types",
         # default_gpus, max_gpus_per_job, default_cpus, max_cpus_per_job, ...
         *chain.from_iterable(zip(Partition.DEFAULT_FIELDS, Partition.LIMIT_FIELDS, strict=True)),
+        *Partition.NODE_FIELDS,
     )
 
 
@@ -197,6 +198,9 @@ class ContainerImageAdmin(admin.ModelAdmin):
                     "offers_batch",
                     "offers_tensorboard",
                     "default_command",
+                    "default_launcher",
+                    "default_nodes",
+                    "default_tasks_per_node",
                 )
             },
         ),

@@ -40,7 +40,7 @@ def register(info: dict, accounts: dict[str, str] | None = None) -> Cluster:
     cluster, _ = Cluster.objects.update_or_create(
         name=info["name"],
         defaults={
-            "description": "Single-node Slurm on this machine (make devcluster)",
+            "description": "Two-node Slurm on this machine (make devcluster)",
             "ssh_host": info["ssh_host"],
             "ssh_port": info["ssh_port"],
             "host_key": info["host_key"],
@@ -56,12 +56,14 @@ def register(info: dict, accounts: dict[str, str] | None = None) -> Cluster:
         cluster=cluster,
         name="gpu",
         defaults=dict(
-            description="Fake V100 GPUs (GRES on tty devices)",
+            description="Fake V100 GPUs (GRES on tty devices), two per node",
             gpu_types=gpu_type,
             max_gpus_per_job=4,
+            max_nodes=len(info.get("nodes", ())) or 1,
+            max_gpus_per_node=info.get("gpus_per_node", 4),
             max_cpus_per_job=8,
             max_memory_gb=16,
-            # Four default jobs fit the node (16 CPUs, 31 GB, 4 GPUs) side by side.
+            # Four default jobs fit the two nodes (16 CPUs, 31 GB, 2 GPUs each) side by side.
             default_gpus=1,
             default_cpus=2,
             default_memory_gb=4,
@@ -77,6 +79,8 @@ def register(info: dict, accounts: dict[str, str] | None = None) -> Cluster:
             description="CPU only, short jobs",
             gpu_types="",
             max_gpus_per_job=0,
+            max_nodes=len(info.get("nodes", ())) or 1,
+            max_gpus_per_node=0,
             max_cpus_per_job=8,
             max_memory_gb=16,
             default_cpus=2,

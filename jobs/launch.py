@@ -38,6 +38,9 @@ class LaunchForm(forms.ModelForm):
             "partition",
             "gpu_type",
             "gpus",
+            "nodes",
+            "tasks_per_node",
+            "launcher",
             "cpus",
             "memory_gb",
             "time_limit_minutes",
@@ -48,9 +51,11 @@ class LaunchForm(forms.ModelForm):
             "name",
         ]
         labels = {
-            "gpus": "GPUs",
+            "gpus": "GPUs per node",
             "gpu_type": "GPU type",
-            "cpus": "CPUs",
+            "nodes": "Nodes",
+            "tasks_per_node": "Tasks per node",
+            "cpus": "CPUs per task",
             "memory_gb": "Memory (GB)",
             "time_limit_minutes": "Walltime (minutes)",
             "account": "Slurm account",
@@ -60,6 +65,7 @@ class LaunchForm(forms.ModelForm):
         }
         widgets = {
             "kind": forms.RadioSelect,
+            "launcher": forms.RadioSelect,
             "work_dir_kind": forms.RadioSelect,
             "command": forms.Textarea(
                 attrs={"rows": 3, "placeholder": "python train.py --epochs 10"}
@@ -71,7 +77,12 @@ class LaunchForm(forms.ModelForm):
         self.user = user
         self.instance.owner = user
         self.fields["account"].widget.attrs["placeholder"] = "cluster default"
+        # Left out (a form or script from before multi-node jobs): one process on one node.
+        for name in self.LAYOUT_DEFAULTS:
+            self.fields[name].required = False
         self.fields["notebook_dir"].widget.attrs["placeholder"] = "e.g. projects/mnist"
+
+    LAYOUT_DEFAULTS = {"nodes": 1, "tasks_per_node": 1, "launcher": Job.Launcher.NONE}
 
     # A word about the image shown before the user submits (a disabled one).
     image_notice = ""
@@ -82,6 +93,10 @@ class LaunchForm(forms.ModelForm):
         if not cleaned.get("gpus"):
             # A GPU type means nothing without GPUs (the page's list keeps one selected).
             cleaned["gpu_type"] = ""
+        for name, default in self.LAYOUT_DEFAULTS.items():
+            if name not in self.errors and cleaned.get(name) in (None, ""):
+                cleaned[name] = default
+                setattr(self.instance, name, default)
         cluster = cleaned.get("cluster")
         if cluster is not None and ClusterAccount.for_user(cluster, self.user) is None:
             self.add_error(
@@ -131,6 +146,9 @@ def launch_initial(user, source: Job | None = None) -> dict:
             "partition": source.partition_id,
             "gpu_type": source.gpu_type,
             "gpus": source.gpus,
+            "nodes": source.nodes,
+            "tasks_per_node": source.tasks_per_node,
+            "launcher": source.launcher,
             "cpus": source.cpus,
             "memory_gb": source.memory_gb,
             "time_limit_minutes": source.time_limit_minutes,
@@ -152,6 +170,7 @@ def launch_initial(user, source: Job | None = None) -> dict:
         "work_dir_kind": "home",
         "notebook_dir": last_notebook_dir(user),
     }
+    initial.update(image_layout(image))
     if image and not image.offers_notebook:
         initial["kind"] = "batch"
     if cluster and partition:
@@ -159,6 +178,17 @@ def launch_initial(user, source: Job | None = None) -> dict:
             cluster=cluster.name, partition=partition.pk, **partition.job_defaults(image)
         )
     return initial
+
+
+def image_layout(image: ContainerImage | None) -> dict:
+    """How the image's batch command starts unless the user says: its launcher and layout."""
+    if image is None:
+        return {"nodes": 1, "tasks_per_node": 1, "launcher": Job.Launcher.NONE}
+    return {
+        "nodes": image.default_nodes,
+        "tasks_per_node": image.default_tasks_per_node,
+        "launcher": image.default_launcher,
+    }
 
 
 def partition_limits() -> dict:

@@ -379,5 +379,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.models.choices.State"},
+    "ENUM_NAME_OVERRIDES": {
+        "JobStateEnum": "jobs.models.choices.State",
+        "LauncherEnum": "jobs.models.choices.Launcher",
+    },
 }

@@ -133,6 +133,9 @@ def cmd_submit(client: Client, args, out: Output) -> int:
         ),
         "gpus": args.gpus,
         "gpu_type": args.gpu_type,
+        "nodes": args.nodes,
+        "tasks_per_node": args.tasks_per_node,
+        "launcher": args.launcher,
         "cpus": args.cpus,
         "memory_gb": args.mem,
         "time_limit": args.time,
@@ -269,18 +272,34 @@ def cmd_jobs(client: Client, args, out: Output) -> int:
             _state(j),
             j["container"],
             f"{j['cluster']}/{j['partition']}",
+            _layout(j),
             f"{j['gpus']}x{j['gpu_type']}" if j["gpus"] and j["gpu_type"] else j["gpus"],
             j["node"] or "-",
             _when(j["created_at"]),
         ]
         for j in jobs
     ]
-    header = ["ID", "NAME", "STATE", "CONTAINER", "PARTITION", "GPUS", "NODE", "CREATED"]
+    header = [
+        "ID",
+        "NAME",
+        "STATE",
+        "CONTAINER",
+        "PARTITION",
+        "NODESxTASKS",
+        "GPUS/NODE",
+        "NODE",
+        "CREATED",
+    ]
     text = _table(rows, header) if rows else "No jobs."
     if page.get("count", 0) > len(jobs):
         text += f"\n({len(jobs)} of {page['count']}; --limit shows more)"
     out.data(jobs, text)
     return 0
+
+
+def _layout(job: dict) -> str:
+    """'2x2' (nodes × tasks per node); older portals send neither: '1x1'."""
+    return f"{job.get('nodes', 1)}x{job.get('tasks_per_node', 1)}"
 
 
 def cmd_show(client: Client, args, out: Output) -> int:
@@ -295,11 +314,17 @@ def cmd_show(client: Client, args, out: Output) -> int:
         (
             "Resources",
             (f"{job['gpus']} GPU {job['gpu_type']}".rstrip() if job["gpus"] else "no GPU")
-            + f", {job['cpus']} CPUs, {job['memory_gb']} GB, {job['time_limit']} min",
+            + f", {job['cpus']} CPUs, {job['memory_gb']} GB"
+            + (" per node" if job.get("nodes", 1) > 1 else "")
+            + f", {job['time_limit']} min",
+        ),
+        (
+            "Layout",
+            f"{job.get('shape') or _layout(job)}, launcher {job.get('launcher') or 'none'}",
         ),
         ("Command", job["command"] or "-"),
         ("Slurm job", job["scheduler_job_id"] or "-"),
-        ("Node", job["node"] or "-"),
+        ("Node", ", ".join(job.get("node_list") or []) or job["node"] or "-"),
         ("Exit code", "-" if job["exit_code"] is None else job["exit_code"]),
         ("Created", _when(job["created_at"])),
         ("Started", _when(job["started_at"])),
@@ -393,7 +418,8 @@ def cmd_clusters(client: Client, args, out: Output) -> int:
             c["name"],
             p["name"] + (" (default)" if p["is_default"] else ""),
             ",".join(p["gpu_types"]) or "-",
-            p["max_gpus_per_job"],
+            p.get("max_nodes", 1),
+            f"{p['max_gpus_per_job']} ({p.get('max_gpus_per_node') or p['max_gpus_per_job']}/node)",
             p["max_cpus_per_job"],
             p["max_memory_gb"],
             p["max_time_minutes"],
@@ -401,7 +427,16 @@ def cmd_clusters(client: Client, args, out: Output) -> int:
         for c in items
         for p in c["partitions"]
     ]
-    header = ["CLUSTER", "PARTITION", "GPU TYPES", "MAX GPUS", "MAX CPUS", "MAX GB", "MAX MIN"]
+    header = [
+        "CLUSTER",
+        "PARTITION",
+        "GPU TYPES",
+        "MAX NODES",
+        "MAX GPUS",
+        "MAX CPUS/NODE",
+        "MAX GB/NODE",
+        "MAX MIN",
+    ]
     out.data(items, _table(rows, header) if rows else "No clusters.")
     return 0
 
@@ -453,9 +488,18 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--container", "-c", help="catalog slug (see `portal containers`)")
     submit.add_argument("--cluster")
     submit.add_argument("--partition", "-p")
-    submit.add_argument("--gpus", "-g", type=int)
+    submit.add_argument("--gpus", "-g", type=int, help="GPUs on each node")
+    submit.add_argument("--nodes", "-N", type=int, help="nodes (multi-node training)")
+    submit.add_argument(
+        "--tasks-per-node", type=int, metavar="N", help="processes (ranks) per node"
+    )
+    submit.add_argument(
+        "--launcher",
+        choices=["none", "torchrun", "mpi"],
+        help="how the command starts on its nodes (default: the container's)",
+    )
     submit.add_argument("--gpu-type")
-    submit.add_argument("--cpus", type=int)
+    submit.add_argument("--cpus", type=int, help="CPUs per task")
     submit.add_argument("--mem", type=int, metavar="GB", help="memory in GB")
     submit.add_argument("--time", "-t", type=parse_minutes, help="walltime: 90, 2h, 01:30:00")
     submit.add_argument("--account", "-A", help="Slurm account")

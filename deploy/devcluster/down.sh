@@ -16,7 +16,10 @@ stop() {  # stop NAME PIDFILE
     fi
     rm -f "$pidfile"
 }
-stop slurmd "$STATE/run/slurmd.pid"
+for pidfile in "$STATE"/run/slurmd.pid "$STATE"/run/slurmd-*.pid; do
+    [ -e "$pidfile" ] || continue
+    name=$(basename "$pidfile" .pid); stop "${name/-/ for }" "$pidfile"
+done
 stop slurmctld "$STATE/run/slurmctld.pid"
 stop slurmdbd "$STATE/run/slurmdbd.pid"
 stop mariadbd "$STATE/run/mariadbd.pid"  # only when up.sh started it

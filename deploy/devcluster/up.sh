@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Start a real single-node Slurm cluster on this machine, reachable over a real
-# sshd on 127.0.0.1, for the demo and the integration tests.
+# Start a real two-node Slurm cluster on this machine, reachable over a real sshd
+# on 127.0.0.1, for the demo and the integration tests. The two nodes are two
+# slurmd daemons on this host (Slurm's multiple-slurmd mode, `slurmd -N NAME`), each
+# with its own port, spool and log, and two of the four fake GPUs.
 #
 # Idempotent: a second run starts only what is not running. Needs root.
 # Everything it makes lives under $STATE (default /var/lib/portal-devcluster)
@@ -13,6 +15,7 @@ SSH_PORT=${PORTAL_DEVCLUSTER_SSH_PORT:-2222}
 CLUSTER_USER=${PORTAL_DEVCLUSTER_USER:-hpcuser}
 SECOND_USER=${PORTAL_DEVCLUSTER_USER2:-hpcuser2}
 GPU_TYPE=v100
+NODES=(node1 node2)  # resolvable through a managed line in /etc/hosts (below)
 MARK="# managed by hpc-portal deploy/devcluster (safe to delete with make devcluster-down)"
 HERE=$(cd "$(dirname "$0")" && pwd)
 
@@ -23,7 +26,7 @@ die() { printf 'devcluster: error: %s\n' "$*" >&2; exit 1; }
 
 # --- packages -------------------------------------------------------------------
 need=()
-for pair in slurmctld:slurmctld slurmd:slurmd slurmdbd:slurmdbd sbatch:slurm-client munged:munge sshd:openssh-server ssh-keygen:openssh-client python3:python3; do
+for pair in slurmctld:slurmctld slurmd:slurmd slurmdbd:slurmdbd sbatch:slurm-client munged:munge sshd:openssh-server ssh-keygen:openssh-client python3:python3 mpirun:openmpi-bin; do
     cmd=${pair%%:*}; pkg=${pair#*:}
     command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || need+=("$pkg")
 done
@@ -33,9 +36,25 @@ if [ ${#need[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
+# Distributed training (MPI launcher, the data-parallel demo): Debian's mpi4py for Open MPI.
+[ -f /usr/lib/python3/dist-packages/mpi4py/__init__.py ] || {
+    log "installing python3-mpi4py"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-mpi4py >/dev/null
+}
+
 mkdir -p "$STATE"/{slurmctld,slurmd,log,run}
 chmod 755 "$STATE"
 HOST=$(hostname -s)
+
+# --- node names: both nodes are this host; jobs, MPI and the session proxy reach them by name ----
+HOSTS_LINE="127.0.0.1 ${NODES[*]} $MARK"
+if ! grep -qxF "$HOSTS_LINE" /etc/hosts; then
+    log "naming the nodes in /etc/hosts: ${NODES[*]}"
+    # (/etc/hosts may be a bind mount: rewrite it in place, never replace the file)
+    hosts=$(grep -vF "$MARK" /etc/hosts || true)
+    printf '%s\n%s\n' "$hosts" "$HOSTS_LINE" > /etc/hosts
+fi
 
 # --- cluster users and their key pairs ---------------------------------------------
 make_user() {
@@ -57,6 +76,11 @@ make_user() {
     grep -qF "$(cut -d' ' -f2 "$STATE/${user}_ed25519.pub")" "$auth" || cat "$STATE/${user}_ed25519.pub" >> "$auth"
     chown "$user:$user" "$auth"; chmod 600 "$auth"
     install -d -m 755 -o "$user" -g "$user" "/scratch/$user"
+    # Open MPI's shared-memory transport (vader) crashes under this machine's sandboxed
+    # kernel: ranks talk over TCP, also between the two nodes on this one host.
+    install -d -m 755 -o "$user" -g "$user" "$home/.openmpi"
+    printf '%s\nbtl = self,tcp\n' "$MARK" > "$home/.openmpi/mca-params.conf"
+    chown "$user:$user" "$home/.openmpi/mca-params.conf"
 }
 install -d -m 755 /scratch
 make_user "$CLUSTER_USER"
@@ -141,11 +165,11 @@ SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
 StateSaveLocation=$STATE/slurmctld
-SlurmdSpoolDir=$STATE/slurmd
+SlurmdSpoolDir=$STATE/slurmd/%n
 SlurmctldPidFile=$STATE/run/slurmctld.pid
-SlurmdPidFile=$STATE/run/slurmd.pid
+SlurmdPidFile=$STATE/run/slurmd-%n.pid
 SlurmctldLogFile=$STATE/log/slurmctld.log
-SlurmdLogFile=$STATE/log/slurmd.log
+SlurmdLogFile=$STATE/log/slurmd-%n.log
 SlurmctldPort=6817
 SlurmdPort=6818
 ProctrackType=proctrack/linuxproc
@@ -172,16 +196,19 @@ OverTimeLimit=0
 InactiveLimit=0
 SlurmctldTimeout=30
 SlurmdTimeout=60
-NodeName=$HOST NodeAddr=127.0.0.1 CPUs=16 Boards=1 SocketsPerBoard=1 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=32000 Gres=gpu:$GPU_TYPE:4 State=UNKNOWN
-PartitionName=gpu Nodes=$HOST Default=YES MaxTime=1-00:00:00 DefaultTime=01:00:00 State=UP
-PartitionName=cpu Nodes=$HOST MaxTime=00:30:00 DefaultTime=00:10:00 State=UP
+# Two nodes on this host (multiple-slurmd mode): each its own port; two fake GPUs each.
+NodeName=${NODES[0]} NodeHostname=$HOST NodeAddr=127.0.0.1 Port=17001 CPUs=16 Boards=1 SocketsPerBoard=1 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=32000 Gres=gpu:$GPU_TYPE:2 State=UNKNOWN
+NodeName=${NODES[1]} NodeHostname=$HOST NodeAddr=127.0.0.1 Port=17002 CPUs=16 Boards=1 SocketsPerBoard=1 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=32000 Gres=gpu:$GPU_TYPE:2 State=UNKNOWN
+PartitionName=gpu Nodes=${NODES[0]},${NODES[1]} Default=YES MaxTime=1-00:00:00 DefaultTime=01:00:00 State=UP
+PartitionName=cpu Nodes=${NODES[0]},${NODES[1]} MaxTime=00:30:00 DefaultTime=00:10:00 State=UP
 EOF
 write_managed /etc/slurm/gres.conf <<EOF
 $MARK
 # Fake GPUs: any existing device nodes will do; Slurm schedules them and sets
 # CUDA_VISIBLE_DEVICES for the job.
 AutoDetect=off
-NodeName=$HOST Name=gpu Type=$GPU_TYPE File=/dev/tty[0-3]
+NodeName=${NODES[0]} Name=gpu Type=$GPU_TYPE File=/dev/tty[0-1]
+NodeName=${NODES[1]} Name=gpu Type=$GPU_TYPE File=/dev/tty[2-3]
 EOF
 
 # --- accounting: MariaDB and slurmdbd, so sacct answers as on a real cluster ---------------
@@ -256,31 +283,39 @@ done
 
 # --- slurmctld and slurmd -------------------------------------------------------------------
 # (slurmdbd reads only slurmdbd.conf, handled above; slurmctld re-registers with it.)
-if [ "$CONF_CHANGED" = 1 ] && { alive "$STATE/run/slurmctld.pid" || alive "$STATE/run/slurmd.pid"; }; then
+SLURMD_PIDS=("$STATE/run/slurmd.pid")  # (the single node's, before there were two)
+for node in "${NODES[@]}"; do SLURMD_PIDS+=("$STATE/run/slurmd-$node.pid"); done
+if [ "$CONF_CHANGED" = 1 ]; then
     log "configuration changed; restarting slurm daemons"
-    stop_recorded "$STATE/run/slurmd.pid" "$STATE/run/slurmctld.pid"
+    stop_recorded "${SLURMD_PIDS[@]}" "$STATE/run/slurmctld.pid"
+    rm -f "$STATE/run/slurmd.pid"
 fi
 if ! alive "$STATE/run/slurmctld.pid"; then
     log "starting slurmctld"
     /usr/sbin/slurmctld
 fi
-if ! alive "$STATE/run/slurmd.pid"; then
-    log "starting slurmd"
-    /usr/sbin/slurmd
-fi
-
-for _ in $(seq 60); do
-    state=$(sinfo -h -n "$HOST" -o '%T' 2>/dev/null | head -1 || true)
-    case "$state" in
-        idle*|mixed*|allocated*) break ;;
-        down*|drain*) scontrol update nodename="$HOST" state=resume >/dev/null 2>&1 || true ;;
-    esac
-    sleep 0.5
+for node in "${NODES[@]}"; do
+    mkdir -p "$STATE/slurmd/$node"
+    if ! alive "$STATE/run/slurmd-$node.pid"; then
+        log "starting slurmd for $node"
+        /usr/sbin/slurmd -N "$node"
+    fi
 done
-case "$state" in
-    idle*|mixed*|allocated*) ;;
-    *) die "node $HOST is '$state' after 30 s; see $STATE/log/slurmd.log and slurmctld.log" ;;
-esac
+
+for node in "${NODES[@]}"; do
+    for _ in $(seq 60); do
+        state=$(sinfo -h -n "$node" -o '%T' 2>/dev/null | head -1 || true)
+        case "$state" in
+            idle*|mixed*|allocated*) break ;;
+            down*|drain*) scontrol update nodename="$node" state=resume >/dev/null 2>&1 || true ;;
+        esac
+        sleep 0.5
+    done
+    case "$state" in
+        idle*|mixed*|allocated*) ;;
+        *) die "node $node is '$state' after 30 s; see $STATE/log/slurmd-$node.log and slurmctld.log" ;;
+    esac
+done
 
 # --- JupyterLab on the node (notebook sessions, runtime "none") ------------------------------------
 # A virtualenv from Debian's python3 with the locked JupyterLab, on every user's PATH.
@@ -302,11 +337,19 @@ install -m 0644 "$HERE/examples/train_digits.py" /opt/portal-devcluster/examples
 printf '#!/bin/sh\nexec %s/bin/python /opt/portal-devcluster/examples/train_digits.py "$@"\n' \
     "$JUPYTER_ENV" > /usr/local/bin/train-digits.tmp
 chmod 0755 /usr/local/bin/train-digits.tmp && mv -f /usr/local/bin/train-digits.tmp /usr/local/bin/train-digits
+# The data-parallel demo ("Digits classifier, data-parallel"): the same environment plus
+# Debian's mpi4py, alone on the path (Debian's other packages would shadow the venv's).
+install -m 0644 "$HERE/examples/train_digits_mpi.py" /opt/portal-devcluster/examples/train_digits_mpi.py
+install -d -m 0755 /opt/portal-devcluster/mpi4py
+ln -sfn /usr/lib/python3/dist-packages/mpi4py /opt/portal-devcluster/mpi4py/mpi4py
+printf '#!/bin/sh\nPYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}/opt/portal-devcluster/mpi4py" exec %s/bin/python /opt/portal-devcluster/examples/train_digits_mpi.py "$@"\n' \
+    "$JUPYTER_ENV" > /usr/local/bin/train-digits-mpi.tmp
+chmod 0755 /usr/local/bin/train-digits-mpi.tmp && mv -f /usr/local/bin/train-digits-mpi.tmp /usr/local/bin/train-digits-mpi
 
 # --- what the portal needs to register the cluster ------------------------------------------------
-python3 - "$STATE" "$SSH_PORT" "$CLUSTER_USER" "$SECOND_USER" <<'EOF'
+python3 - "$STATE" "$SSH_PORT" "$CLUSTER_USER" "$SECOND_USER" "${NODES[*]}" <<'EOF'
 import json, sys
-state, port, user, user2 = sys.argv[1:]
+state, port, user, user2 = sys.argv[1:5]
 info = {
     "name": "devcluster",
     "ssh_host": "127.0.0.1",
@@ -318,6 +361,8 @@ info = {
     "default_user": user,
     "partitions": ["gpu", "cpu"],
     "gpu_type": "v100",
+    "nodes": sys.argv[5].split(),
+    "gpus_per_node": 2,
 }
 info["host_key"] = " ".join(info["host_key"])
 with open(f"{state}/cluster.json", "w") as fh:

@@ -7,7 +7,7 @@ from django.urls import reverse
 from rest_framework import serializers
 
 from jobs.broadcast import session_payload
-from jobs.launch import LaunchForm, launch_initial
+from jobs.launch import LaunchForm, image_layout, launch_initial
 from jobs.models import Cluster, ContainerImage, Job, JobEvent, Partition, Tag
 
 
@@ -29,6 +29,9 @@ class ContainerSerializer(serializers.ModelSerializer):
             "supports_gpu",
             "kinds",
             "default_command",
+            "default_launcher",
+            "default_nodes",
+            "default_tasks_per_node",
             "deprecated",
             "deprecation_note",
         ]
@@ -44,6 +47,7 @@ class PartitionSerializer(serializers.ModelSerializer):
             "is_default",
             "gpu_types",
             *Partition.LIMIT_FIELDS,
+            *Partition.NODE_FIELDS,
             "default_time_minutes",
         ]
 
@@ -76,6 +80,13 @@ class JobSerializer(serializers.ModelSerializer):
     )
     session_url = serializers.SerializerMethodField()
     url = serializers.SerializerMethodField()
+    node_list = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="The nodes the job runs (or ran) on, one name each; `node` is the "
+        "scheduler's compressed list.",
+    )
+    shape = serializers.CharField(read_only=True, help_text="'2 nodes × 2 tasks'.")
 
     class Meta:
         model = Job
@@ -91,6 +102,10 @@ class JobSerializer(serializers.ModelSerializer):
             "command",
             "gpus",
             "gpu_type",
+            "nodes",
+            "tasks_per_node",
+            "launcher",
+            "shape",
             "cpus",
             "memory_gb",
             "time_limit",
@@ -107,6 +122,7 @@ class JobSerializer(serializers.ModelSerializer):
             "estimated_start",
             "scheduler_job_id",
             "node",
+            "node_list",
             "exit_code",
             "message",
             "created_at",
@@ -160,9 +176,26 @@ class JobCreateSerializer(serializers.Serializer):
     command = serializers.CharField(
         required=False, allow_blank=True, help_text="Batch: omitted, the image's own command."
     )
-    gpus = serializers.IntegerField(required=False, min_value=0, max_value=64)
+    gpus = serializers.IntegerField(
+        required=False, min_value=0, max_value=64, help_text="GPUs on each node."
+    )
     gpu_type = serializers.CharField(required=False, allow_blank=True)
-    cpus = serializers.IntegerField(required=False, min_value=1, max_value=100_000)
+    nodes = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
+    tasks_per_node = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=1_000,
+        help_text="Processes (ranks) per node: one per GPU for data-parallel training.",
+    )
+    launcher = serializers.ChoiceField(
+        choices=Job.Launcher.choices,
+        required=False,
+        help_text="none: the command once, on the first node; torchrun: one torchrun per "
+        "node; mpi: mpirun, one rank per task. Omitted: the image's own.",
+    )
+    cpus = serializers.IntegerField(
+        required=False, min_value=1, max_value=100_000, help_text="CPUs per task."
+    )
     memory_gb = serializers.IntegerField(required=False, min_value=1, max_value=1_000_000)
     time_limit = serializers.IntegerField(
         required=False, min_value=1, max_value=525_600, help_text="Minutes."
@@ -225,6 +258,9 @@ class JobCreateSerializer(serializers.Serializer):
             for key, value in defaults.items():
                 if self.FORM_TO_API.get(key, key) not in attrs:
                     data[key] = value
+        # A batch job starts from the image's launcher and layout, as on the launch page.
+        layout = image_layout(image if data.get("kind") == Job.Kind.BATCH else None)
+        data.update({key: value for key, value in layout.items() if key not in attrs})
         if data.get("kind") == Job.Kind.BATCH and "command" not in attrs:
             # As on the launch page, which starts from the image's own command.
             if image is not None and image.default_command:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models, transaction
 from django.utils import timezone
 
 from jobs import validators
+from jobs.models import choices
 from jobs.models.choices import Kind
 from jobs.models.clusters import Cluster, ClusterAccount
 from jobs.validators import split_list
@@ -60,6 +62,18 @@ class ContainerImage(models.Model):
     default_command = models.TextField(
         blank=True,
         help_text="Batch jobs: the command the launch form starts with (the user may edit it).",
+    )
+    # How its batch command starts unless the user says otherwise (a data-parallel demo
+    # suggests its launcher and layout the way default_command suggests a command).
+    default_launcher = models.CharField(
+        max_length=16,
+        choices=choices.Launcher.choices,
+        default=choices.Launcher.NONE,
+        help_text="Batch jobs: the launcher the form starts with.",
+    )
+    default_nodes = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)])
+    default_tasks_per_node = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1)]
     )
     supports_gpu = models.BooleanField(default=True)
     offers_notebook = models.BooleanField("notebook sessions", default=True)

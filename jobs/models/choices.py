@@ -25,6 +25,14 @@ class Kind(models.TextChoices):
     TENSORBOARD = "tensorboard", "TensorBoard session"
 
 
+class Launcher(models.TextChoices):
+    """How a batch job's command starts on its nodes (jobs/on_node/distributed/)."""
+
+    NONE = "none", "None: my command runs once, on the first node"
+    TORCHRUN = "torchrun", "torchrun: one per node, it starts one process per task"
+    MPI = "mpi", "MPI: mpirun starts one rank per task (Horovod, mpi4py)"
+
+
 class WorkDir(models.TextChoices):
     """Where a job's work directory is made: under the cluster's home or scratch root."""
 

@@ -107,9 +107,27 @@ class Partition(models.Model):
         help_text="GRES GPU types offered, comma-separated (e.g. v100, a100). "
         "Empty for a CPU-only partition.",
     )
-    max_gpus_per_job = models.PositiveSmallIntegerField(default=0)
-    max_cpus_per_job = models.PositiveIntegerField(default=8, validators=[MinValueValidator(1)])
-    max_memory_gb = models.PositiveIntegerField(default=32, validators=[MinValueValidator(1)])
+    max_gpus_per_job = models.PositiveSmallIntegerField(
+        default=0, help_text="GPUs of all the job's nodes together."
+    )
+    max_nodes = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1)],
+        help_text="Most nodes one job may use (multi-node training).",
+    )
+    max_gpus_per_node = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="GPUs one node of this partition has (0: as many as max GPUs per job). "
+        "A job asks for GPUs per node; more GPUs than a node has need more nodes.",
+    )
+    max_cpus_per_job = models.PositiveIntegerField(
+        default=8,
+        validators=[MinValueValidator(1)],
+        help_text="CPUs on each node of a job (CPUs per task × tasks per node).",
+    )
+    max_memory_gb = models.PositiveIntegerField(
+        default=32, validators=[MinValueValidator(1)], help_text="Memory on each node of a job."
+    )
     max_time_minutes = models.PositiveIntegerField(
         default=24 * 60, validators=[MinValueValidator(1)]
     )
@@ -147,10 +165,19 @@ class Partition(models.Model):
     # all show them from here.
     LIMIT_FIELDS = ("max_gpus_per_job", "max_cpus_per_job", "max_memory_gb", "max_time_minutes")
     DEFAULT_FIELDS = ("default_gpus", "default_cpus", "default_memory_gb", "default_time_minutes")
+    # The shape of its nodes, for multi-node jobs.
+    NODE_FIELDS = ("max_nodes", "max_gpus_per_node")
 
     @property
     def gpu_type_list(self) -> list[str]:
         return split_list(self.gpu_types)
+
+    @property
+    def gpus_per_node_limit(self) -> int:
+        """Most GPUs a job may ask for on one node."""
+        if self.max_gpus_per_node:
+            return min(self.max_gpus_per_node, self.max_gpus_per_job)
+        return self.max_gpus_per_job
 
     def limits(self) -> dict:
         """The partition's limits and defaults for the launch page's script."""
@@ -160,6 +187,8 @@ class Partition(models.Model):
             "is_default": self.is_default,
             "gpu_types": self.gpu_type_list,
             "max_gpus": self.max_gpus_per_job,
+            "max_gpus_per_node": self.gpus_per_node_limit,
+            "max_nodes": self.max_nodes,
             "max_cpus": self.max_cpus_per_job,
             "max_memory_gb": self.max_memory_gb,
             "max_minutes": self.max_time_minutes,
@@ -174,7 +203,7 @@ class Partition(models.Model):
         for an image that supports them (and a GPU type only with GPUs)."""
         gpus = 0
         if self.max_gpus_per_job and (image is None or image.supports_gpu):
-            gpus = min(self.default_gpus, self.max_gpus_per_job)
+            gpus = min(self.default_gpus, self.gpus_per_node_limit)
         return {
             "gpus": gpus,
             "gpu_type": self.gpu_type_list[0] if gpus and self.gpu_type_list else "",
@@ -195,6 +224,7 @@ class Partition(models.Model):
             ("default_cpus", "max_cpus_per_job", "CPUs"),
             ("default_memory_gb", "max_memory_gb", "GB"),
             ("default_gpus", "max_gpus_per_job", "GPUs"),
+            ("default_gpus", "max_gpus_per_node", "GPUs"),
         ):
             default, maximum = getattr(self, field), getattr(self, limit)
             if default and maximum and default > maximum:

@@ -9,8 +9,10 @@ Every job the portal starts has this module on PYTHONPATH::
         pm.log(step=step, loss=loss)          # cheap: buffered, never waits on the network
     pm.log(step=step, val_accuracy=acc)
 
-Records are appended as JSON lines to ``$PORTAL_METRICS_DIR/rank-<SLURM_PROCID>.jsonl``
-(one file per rank, so parallel writers never interleave). When the job was given a
+Records are appended as JSON lines to ``$PORTAL_METRICS_DIR/rank-<RANK>.jsonl`` (one
+file per rank, so parallel writers never interleave; the rank is the distributed
+contract's ``RANK``, set by the portal's launchers and by torchrun, else Slurm's
+``SLURM_PROCID``). Every record names the node it was written on. When the job was given a
 metrics URL and a token file, a background thread also posts them to the portal in
 batches, with a bounded queue and back-off; when it cannot, the file still holds
 everything and the portal reads it over SSH instead.
@@ -105,7 +107,8 @@ class Run:
             or env.get("PORTAL_METRICS_DIR")
             or os.path.join(env.get("PORTAL_WORK_DIR", "."), "metrics")
         )
-        self.rank = _env_int("SLURM_PROCID", 0) if rank is None else rank
+        self.rank = _env_rank() if rank is None else rank
+        self.node = _node_name()
         self.attempt = _env_int("SLURM_RESTART_COUNT", 0) if attempt is None else attempt
         self.path = os.path.join(self.directory, f"rank-{self.rank}.jsonl")
         self.batch_size = batch_size
@@ -138,7 +141,8 @@ class Run:
         if system_interval is None:
             system_interval = float(env.get("PORTAL_SYSTEM_METRICS_INTERVAL", "0") or 0)
         self._system = None
-        if system_interval > 0 and self.rank == 0:
+        # One sampler per node: the node's first local rank (rank 0 of a single process).
+        if system_interval > 0 and _env_int("LOCAL_RANK", self.rank) == 0:
             self._system = threading.Thread(
                 target=self._sample_system,
                 args=(system_interval,),
@@ -163,6 +167,7 @@ class Run:
                 "seq": self._seq,
                 "attempt": self.attempt,
                 "rank": self.rank,
+                "node": self.node,
                 "time": round(time.time(), 3),
                 **fields,
             }
@@ -260,8 +265,9 @@ class Run:
 
     # -- optional system metrics ---------------------------------------------------------
     def _sample_system(self, interval: float) -> None:
-        node = socket.gethostname().split(".")[0]
-        gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+        node = self.node
+        visible = os.environ.get("PORTAL_NODE_GPUS") or os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        gpus = [g for g in visible.split(",") if g.strip()]
         prev = None
         while not self._stop.wait(interval):
             values = {}
@@ -274,6 +280,24 @@ class Run:
             values.update(_gpu_sample(gpus, node))
             if values:
                 self._record({"step": None, "system": True, "node": node, "metrics": values})
+
+
+def _env_rank() -> int:
+    """This process's rank: the portal's contract (RANK, also torchrun's), else Slurm's."""
+    for name in ("RANK", "SLURM_PROCID"):
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+def _node_name() -> str:
+    """Slurm's name for this node (several nodes may share a host), else the host name."""
+    return (
+        os.environ.get("PORTAL_NODE")
+        or os.environ.get("SLURMD_NODENAME")
+        or socket.gethostname().split(".")[0]
+    )[:253]
 
 
 def _cpu_sample(prev):

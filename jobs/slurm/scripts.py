@@ -25,6 +25,23 @@ class ScriptError(ValueError):
     pass
 
 
+# What every process of a distributed job is told (README, "Distributed training").
+DISTRIBUTED_ENV = (
+    "NNODES",
+    "NPROC_PER_NODE",
+    "WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "RANK",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "NODE_RANK",
+    "PORTAL_NODE",
+    "PORTAL_NODE_GPUS",
+)
+RANK_SCRIPT = TEMPLATES / "distributed" / "portal_rank.sh"
+
+
 def _template(name: str) -> Template:
     return Template((TEMPLATES / name).read_text())
 
@@ -74,10 +91,10 @@ def directives(job: Job, work_dir: str) -> list[str]:
     account = job.account or job.cluster.default_account
     if account:
         options.append(("account", account))
-    options += gres_options(job)
+    options += gres_options(job)  # GRES are per node
     options += [
-        ("nodes", 1),
-        ("ntasks", 1),
+        ("nodes", job.nodes),
+        ("ntasks-per-node", job.tasks_per_node),
         ("cpus-per-task", job.cpus),
         ("mem", f"{job.memory_gb}G"),
         ("time", job.time_limit_minutes),
@@ -123,6 +140,8 @@ def container_launch(
             "PORTAL_SYSTEM_METRICS_INTERVAL",
             "SLURM_PROCID",
             "SLURM_RESTART_COUNT",
+            # The distributed-training contract (on_node/distributed/).
+            *DISTRIBUTED_ENV,
         ):
             argv += ["--env", name]
         return argv + ["--volume", f"{bind}:{bind}", "--workdir", work_dir, image.location]
@@ -165,12 +184,17 @@ def render(
     job's files instead).
     """
     if job.kind == Job.Kind.BATCH:
-        launch = " ".join(shlex.quote(a) for a in container_launch(job.image, job.gpus, work_dir))
         if not job.command.strip():
             raise ScriptError("a batch job needs a command")
-        payload = _template("batch/payload.sh").substitute(
-            launch=launch, command=shlex.quote(job.command)
-        )
+        if job.is_distributed:
+            payload = distributed_payload(job, work_dir)
+        else:
+            launch = " ".join(
+                shlex.quote(a) for a in container_launch(job.image, job.gpus, work_dir)
+            )
+            payload = _template("batch/payload.sh").substitute(
+                launch=launch, command=shlex.quote(job.command)
+            )
     elif job.kind in Job.SESSION_KINDS:
         root = work_root(work_dir)
         argv = container_launch(job.image, job.gpus, work_dir, bind=root)
@@ -201,6 +225,76 @@ def render(
         metrics_url=shlex.quote(metrics_url),
         system_interval=shlex.quote(f"{float(system_interval):g}"),
         payload=payload,
+    )
+
+
+class Expand(str):
+    """A word of the job script that names the contract's variables (``$NNODES``): double-
+    quoted so that the batch shell expands them, unlike everything else, which is quoted
+    whole. Only words of this file are marked; they are checked against a pattern."""
+
+    PATTERN = re.compile(r"^[A-Za-z0-9_./:=-]*(\$[A-Z_]+[A-Za-z0-9_./:=-]*)+$")
+
+    def shell(self) -> str:
+        if not self.PATTERN.match(self):
+            raise ScriptError(f"refusing to render {self!r}: unexpected characters")
+        return f'"{self}"'
+
+
+def _word(arg: str) -> str:
+    return arg.shell() if isinstance(arg, Expand) else shlex.quote(arg)
+
+
+def launcher_argv(job: Job, work_dir: str) -> list[str]:
+    """The argv that starts the job's processes on its nodes (``Expand`` words are left
+    for the batch shell to expand)."""
+    inner = container_launch(job.image, job.gpus, work_dir)
+    user = ["bash", "-c", job.command]
+    rank_script = ["bash", Expand("$PORTAL_WORK_DIR/lib/portal_rank.sh")]
+    if job.launcher == Job.Launcher.NONE:
+        return inner + user
+    if job.launcher == Job.Launcher.TORCHRUN:
+        # One torchrun per node (srun), rendezvous (c10d) on the first node's MASTER_PORT;
+        # the rendezvous id is the Slurm job id. --kill-on-bad-exit: one node failing
+        # stops the others; torchrun itself stops its workers when one fails.
+        return [
+            "srun",
+            Expand("--nodes=$NNODES"),
+            Expand("--ntasks=$NNODES"),
+            "--ntasks-per-node=1",
+            f"--cpus-per-task={job.cpus * job.tasks_per_node}",
+            "--kill-on-bad-exit=1",
+            *rank_script,
+            "node",
+            *inner,
+            "torchrun",
+            Expand("--nnodes=$NNODES"),
+            Expand("--nproc-per-node=$NPROC_PER_NODE"),
+            "--rdzv-backend=c10d",
+            Expand("--rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT"),
+            Expand("--rdzv-id=$SLURM_JOB_ID"),
+            "--max-restarts=0",
+            "--no-python",
+            *user,
+        ]
+    if job.launcher == Job.Launcher.MPI:
+        # mpirun finds the allocation from Slurm's environment and starts its daemons on
+        # the nodes with srun; a rank that fails aborts every rank.
+        return ["mpirun", "-np", Expand("$WORLD_SIZE"), *rank_script, "rank", *inner, *user]
+    raise ScriptError(f"unknown launcher {job.launcher!r}")
+
+
+def distributed_payload(job: Job, work_dir: str) -> str:
+    text = RANK_SCRIPT.read_text()
+    if "\nPORTAL_RANK_SH\n" in text:
+        raise ScriptError("the rank script contains its here-document delimiter")
+    return _template("distributed/payload.sh").substitute(
+        shape=job.shape,
+        launcher=job.launcher,
+        nodes=int(job.nodes),
+        tasks_per_node=int(job.tasks_per_node),
+        rank_script=text if text.endswith("\n") else text + "\n",
+        start=" ".join(_word(a) for a in launcher_argv(job, work_dir)),
     )
 
 

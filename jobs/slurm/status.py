@@ -123,13 +123,21 @@ def map_state(slurm_state: str) -> str:
 
 
 def waiting_for(
-    nodes: tuple[NodeFree, ...], cpus: int, memory_gb: int, gpus: int, gpu_type: str = ""
+    nodes: tuple[NodeFree, ...],
+    cpus: int,
+    memory_gb: int,
+    gpus: int,
+    gpu_type: str = "",
+    count: int = 1,
 ) -> str:
     """Which resource a job pending for 'Resources' waits for, in words, from what the
-    partition's nodes have free now (Slurm places a job on one node)."""
+    partition's nodes have free now. The job asks for ``cpus``, ``memory_gb`` and ``gpus``
+    on each of ``count`` nodes."""
     usable = [n for n in nodes if n.usable]
     if not usable:
         return "waiting for a node: every node of its partition is down, drained or reserved"
+    if count > 1:
+        return _waiting_for_nodes(usable, cpus, memory_gb, gpus, gpu_type, count)
     best_cpus = max(n.cpus for n in usable)
     best_mb = max(n.memory_mb for n in usable)
     best_gpus = max(n.free_gpus(gpu_type) for n in usable)
@@ -152,6 +160,40 @@ def waiting_for(
     return "waiting for the scheduler: what it asks is free now"
 
 
+def _waiting_for_nodes(
+    usable: list[NodeFree], cpus: int, memory_gb: int, gpus: int, gpu_type: str, count: int
+) -> str:
+    """The multi-node case: how many nodes have each resource free, against ``count``."""
+    if len(usable) < count:
+        return (
+            f"waiting for {count} nodes: only {len(usable)} of its partition can take jobs "
+            "now (the others are down, drained or reserved)"
+        )
+    short = []
+    with_gpus = sum(n.free_gpus(gpu_type) >= gpus for n in usable)
+    if gpus and with_gpus < count:
+        kind = f"{gpu_type} GPUs" if gpu_type else "GPUs"
+        short.append(f"{gpus} {kind} free on {with_gpus}")
+    with_cpus = sum(n.cpus >= cpus for n in usable)
+    if with_cpus < count:
+        short.append(f"{cpus} CPUs free on {with_cpus}")
+    with_memory = sum(n.memory_mb >= memory_gb * 1024 for n in usable)
+    if with_memory < count:
+        short.append(f"{memory_gb} GB of memory free on {with_memory}")
+    if short:
+        return f"waiting for {count} nodes with what it asks on each; now " + ", ".join(short)
+    fits = sum(
+        n.cpus >= cpus and n.memory_mb >= memory_gb * 1024 and n.free_gpus(gpu_type) >= gpus
+        for n in usable
+    )
+    if fits < count:
+        return (
+            f"waiting for {count} nodes with the CPUs, memory and GPUs it asks all free at "
+            f"once ({fits} have them now)"
+        )
+    return "waiting for the scheduler: what it asks is free now"
+
+
 # What a held job's pending_reason reads (it waits until released).
 HELD_TEXTS = frozenset(reason_text(r)[:REASON_MAX_LENGTH] for r in HELD_REASONS)
 
@@ -162,7 +204,14 @@ def to_status(raw: SlurmJob, job: Job) -> Status:
     pending = state == State.PENDING
     reason = reason_text(raw.reason) if pending else ""
     if pending and raw.free is not None:
-        reason = waiting_for(raw.free, job.cpus, job.memory_gb, job.gpus, job.gpu_type)
+        reason = waiting_for(
+            raw.free,
+            job.cpus * job.tasks_per_node,
+            job.memory_gb,
+            job.gpus,
+            job.gpu_type,
+            count=job.nodes,
+        )
     key = raw.slurm_state.split()[0] if raw.slurm_state else ""
     return Status(
         state=state,

@@ -109,9 +109,12 @@ def test_cancelling_a_running_job_ends_cancelled(devcluster, owner):
 
 @pytest.mark.django_db
 def test_cancelling_a_pending_job_ends_cancelled(devcluster, owner):
-    job = factories.job(owner, devcluster, "sleep 300", partition="gpu", gpus=4, gpu_type="v100")
+    # Each takes every GPU of the cluster: two per node on both nodes.
+    job = factories.job(
+        owner, devcluster, "sleep 300", partition="gpu", gpus=2, nodes=2, gpu_type="v100"
+    )
     blocker = factories.job(
-        owner, devcluster, "sleep 300", partition="gpu", gpus=4, gpu_type="v100"
+        owner, devcluster, "sleep 300", partition="gpu", gpus=2, nodes=2, gpu_type="v100"
     )
     tasks.submit_job.apply(args=[blocker.pk])
     run_until(blocker, {"running"})
@@ -124,9 +127,9 @@ def test_cancelling_a_pending_job_ends_cancelled(devcluster, owner):
         time.sleep(0.5)
     assert job.state == "pending"
     # Which resource is short, from what sinfo says the node has free.
-    assert job.pending_reason.startswith("waiting for v100 GPUs: 4 asked, 0 free"), (
-        job.pending_reason
-    )
+    assert job.pending_reason.startswith(
+        "waiting for 2 nodes with what it asks on each; now 2 v100 GPUs free on 0"
+    ), job.pending_reason
     assert job.queue_position == 1  # next in the gpu partition's queue
     for _ in range(30):  # the backfill scheduler's estimate (every 5 s on the dev cluster)
         if job.estimated_start:
@@ -181,7 +184,9 @@ def test_invalid_partition_ends_submit_failed_with_slurms_message(devcluster, ow
 @pytest.mark.django_db
 def test_over_limit_request_ends_submit_failed_with_slurms_message(devcluster, owner):
     # The portal's limits allow it (admin misconfiguration); Slurm refuses: its message is kept.
-    Partition.objects.filter(cluster=devcluster, name="gpu").update(max_gpus_per_job=8)
+    Partition.objects.filter(cluster=devcluster, name="gpu").update(
+        max_gpus_per_job=8, max_gpus_per_node=8
+    )
     job = factories.job(owner, devcluster, partition="gpu", gpus=8, gpu_type="v100")
     tasks.submit_job.apply(args=[job.pk])
     job.refresh_from_db()

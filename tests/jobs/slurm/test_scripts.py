@@ -45,7 +45,7 @@ def test_directives_carry_resources_name_comment_and_work_dir(owner, cluster, im
         "#SBATCH --account=proj1",
         "#SBATCH --gres=gpu:a100:2",
         "#SBATCH --nodes=1",
-        "#SBATCH --ntasks=1",
+        "#SBATCH --ntasks-per-node=1",
         "#SBATCH --cpus-per-task=8",
         "#SBATCH --mem=32G",
         "#SBATCH --time=90",

@@ -1,0 +1,21 @@
+# Distributed: ${shape}, launcher "${launcher}". The environment contract (README,
+# "Distributed training"): every process sees NNODES, NPROC_PER_NODE, WORLD_SIZE,
+# MASTER_ADDR and MASTER_PORT; each process a launcher starts also RANK, LOCAL_RANK,
+# LOCAL_WORLD_SIZE and NODE_RANK.
+export NNODES=$${SLURM_JOB_NUM_NODES:-${nodes}}
+export NPROC_PER_NODE=${tasks_per_node}
+export WORLD_SIZE=$$(( NNODES * NPROC_PER_NODE ))
+# The first node of the allocation, by name, as submitit and Lightning do.
+MASTER_ADDR=$$(scontrol show hostnames "$${SLURM_JOB_NODELIST:-}" 2>/dev/null | head -n 1)
+export MASTER_ADDR=$${MASTER_ADDR:-$$(hostname)}
+# A port from the job id, so that jobs sharing a first node do not collide.
+export MASTER_PORT=$$(( 20000 + $${SLURM_JOB_ID:-0} % 20000 ))
+cat > "$$PORTAL_WORK_DIR/lib/portal_rank.sh" <<'PORTAL_RANK_SH'
+${rank_script}PORTAL_RANK_SH
+echo "portal: $$NNODES node(s) ($${SLURM_JOB_NODELIST:-}) × $$NPROC_PER_NODE task(s); MASTER_ADDR=$$MASTER_ADDR MASTER_PORT=$$MASTER_PORT"
+${start} &
+_portal_child=$$!
+wait "$$_portal_child"
+_portal_status=$$?
+echo "portal: command exited with status $$_portal_status"
+exit "$$_portal_status"
