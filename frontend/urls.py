@@ -9,6 +9,7 @@ urlpatterns = [
     path("jobs/<int:pk>/", views.job_detail, name="job-detail"),
     path("jobs/<int:pk>/row/", views.job_row, name="job-row"),
     path("jobs/<int:pk>/metrics/", metrics.job_metrics, name="job-metrics"),
+    path("jobs/<int:pk>/metrics/ranks/", metrics.job_metrics_ranks, name="job-metrics-ranks"),
     path("jobs/<int:pk>/metrics/export/", metrics.job_metrics_export, name="job-metrics-export"),
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job-cancel"),
     path("jobs/<int:pk>/release/", views.job_release, name="job-release"),

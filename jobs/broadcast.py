@@ -51,6 +51,7 @@ def job_payload(job) -> dict:
         "pending_text": job.pending_text,
         "scheduler_job_id": job.scheduler_job_id,
         "node": job.node,
+        "node_list": job.node_list,
         "work_dir": job.work_dir,
         "exit_code": job.exit_code,
         "message": job.message,

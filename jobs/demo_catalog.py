@@ -59,6 +59,28 @@ DEMO_IMAGES: list[dict[str, Any]] = [
         "tags": ["python", "cpu", "demo", "scikit-learn"],
     },
     {
+        "slug": "digits-mpi-demo",
+        "name": "Digits classifier, data-parallel (MPI demo)",
+        "version": "mpi4py",
+        "description": "The digits network trained on 2 nodes × 2 MPI ranks: each rank takes its "
+        "share of every batch and the gradients are averaged with an allreduce (the Horovod "
+        "pattern). Every rank logs its loss and throughput; at the end rank 0 checks that "
+        "the accuracy matches a one-process run of the same code.",
+        "runtime": ContainerImage.Runtime.NONE,
+        "location": "",
+        "modules": "",
+        "default_command": "train-digits-mpi --epochs 15 --delay 0.05 --check",
+        "default_launcher": "mpi",
+        "default_nodes": 2,
+        "default_tasks_per_node": 2,
+        "supports_gpu": False,
+        "offers_notebook": False,
+        "offers_batch": True,
+        "enabled": True,
+        "sort_order": 16,
+        "tags": ["python", "cpu", "demo", "mpi", "distributed"],
+    },
+    {
         "slug": "pytorch-2-5-apptainer",
         "name": "PyTorch",
         "version": "2.5 (NGC 24.10)",

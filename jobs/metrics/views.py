@@ -20,6 +20,7 @@ from jobs.api.errors import RefuseNul
 from jobs.api.parsers import JSONParser
 from jobs.metrics import ingest
 from jobs.metrics import query as metrics_query
+from jobs.metrics import ranks
 from jobs.metrics.auth import JobTokenAuthentication
 from jobs.metrics.serializers import IngestResultSerializer, MetricRecordSerializer
 from jobs.models import Job
@@ -45,6 +46,13 @@ def job_metrics(request, pk: int):
     except metrics_query.BadQuery as exc:
         return JsonResponse({"error": str(exc)}, status=400)
     return JsonResponse({"job": job.pk, "series": metrics_query.job_series(job.pk, query)})
+
+
+@login_required
+def job_metrics_ranks(request, pk: int):
+    """Each rank's node and progress (steps per second, steps behind) and the straggler."""
+    job = get_object_or_404(Job.objects.for_user(request.user), pk=pk)
+    return JsonResponse({"job": job.pk, **ranks.job_progress(job.pk).as_dict()})
 
 
 @login_required
@@ -90,6 +98,14 @@ class MetricsActions(_ViewSet):
         except metrics_query.BadQuery as exc:
             raise ValidationError({exc.field: [exc.message]}) from None
         return Response({"job": job.pk, "series": metrics_query.job_series(job.pk, query)})
+
+    @action(detail=True, methods=["get"], url_path="metrics/ranks")
+    def metrics_ranks(self, request, pk=None):
+        """Where each rank runs and how fast it goes: its node, last step, steps per second
+        over its last points and steps behind the rank furthest ahead, read from the metric
+        most ranks log (``key``); ``slowest`` names a rank that stands out as a straggler."""
+        job = self.get_object()
+        return Response({"job": job.pk, **ranks.job_progress(job.pk).as_dict()})
 
 
 class MetricsJSONParser(JSONParser):

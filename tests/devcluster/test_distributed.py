@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from jobs import tasks
+from jobs.metrics import ranks
 from jobs.metrics.models import MetricSeries
 from jobs.metrics.tail import tail_job
 from jobs.models import Job
@@ -133,3 +134,118 @@ def test_the_torchrun_line_gives_each_node_the_contract(devcluster, owner, torch
         ("node1", "0,1"),
         ("node2", "0,1"),
     }
+
+
+def job_processes(job) -> dict[int, str]:
+    """The processes of ``job`` on this host, whichever node they belong to: pid -> node
+    (SLURMD_NODENAME; the batch script's own shell and its children included). Every
+    process the job starts inherits PORTAL_JOB_ID."""
+    found = {}
+    mark = f"PORTAL_JOB_ID={job.pk}".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            env = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if mark in env:
+            node = next((v[16:].decode() for v in env if v.startswith(b"SLURMD_NODENAME=")), "")
+            found[int(entry)] = node
+    return found
+
+
+# Every rank loops on its own (no collective), rank 1 slower: it falls behind, and
+# the rank panel must name it. The ranks sleep, so the job also serves for cancelling.
+UNSYNCED = """python3 - <<'EOF'
+import os, time, portal_metrics as pm
+rank = int(os.environ["RANK"])
+for step in range({steps}):
+    pm.log(step=step, loss=1.0 / (step + 1))
+    time.sleep(0.2 if rank == 1 else 0.05)
+pm.close()
+EOF"""
+
+
+@pytest.mark.django_db
+def test_cancelling_a_two_node_job_leaves_no_process_on_either_node(devcluster, owner):
+    job = distributed_job(owner, devcluster, UNSYNCED.format(steps=100_000), "mpi")
+    job = run_until(job, {"running"}, timeout=60)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # until every rank has started on both nodes
+        running = job_processes(job)
+        if set(running.values()) >= NODES and len(running) >= 8:
+            break
+        time.sleep(0.5)
+    assert set(running.values()) >= NODES, running
+    assert job.request_cancel()
+    tasks.cancel_job.apply(args=[job.pk])
+    job = run_until(job, {"cancelled"}, timeout=60)
+    deadline = time.monotonic() + 30  # Slurm's KillWait is 5 s
+    while job_processes(job) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert job_processes(job) == {}
+
+
+@pytest.mark.django_db
+def test_one_failing_rank_stops_every_rank_on_every_node(devcluster, owner):
+    command = 'if [ "$RANK" = 3 ]; then sleep 2; echo rank 3 fails >&2; exit 7; fi; sleep 300'
+    job = distributed_job(owner, devcluster, command, "mpi")
+    job = run_until(job, {"failed", "completed"}, timeout=90)
+    assert job.state == "failed" and job.exit_code != 0, job.message
+    assert (job.ended_at - job.started_at).total_seconds() < 60  # not the others' 300 s
+    deadline = time.monotonic() + 30
+    while job_processes(job) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert job_processes(job) == {}
+    assert "rank 3 fails" in files.read_job_log(job, "stderr").text
+
+
+@pytest.mark.django_db
+def test_the_rank_panel_names_a_deliberately_slowed_rank(devcluster, owner):
+    job = distributed_job(
+        owner, devcluster, UNSYNCED.format(steps=150), "mpi", tasks_per_node=1, gpus=1
+    )
+    job = run_until(job, {"completed", "failed"}, timeout=120)
+    assert job.state == "completed", job.message
+    tail_job(job)
+    progress = ranks.job_progress(job.pk)
+    assert {r.rank: r.node for r in progress.ranks} == {0: "node1", 1: "node2"}
+    assert progress.slowest == 1
+    by_rank = {r.rank: r for r in progress.ranks}
+    assert by_rank[1].steps_per_second < 0.5 * by_rank[0].steps_per_second
+
+
+@pytest.mark.django_db
+def test_the_data_parallel_demo_matches_one_process_on_two_nodes(devcluster, owner):
+    """The catalog's MPI demo, as the launch page starts it: 2 nodes × 2 ranks; rank 0
+    compares the final accuracy with a one-process run of the same code."""
+    from jobs import demo_catalog
+
+    image = next(i for i in demo_catalog.load() if i.slug == "digits-mpi-demo")
+    job = distributed_job(
+        owner,
+        devcluster,
+        image.default_command.replace("--delay 0.05", "--delay 0"),
+        image.default_launcher,
+        image=image,
+        nodes=image.default_nodes,
+        tasks_per_node=image.default_tasks_per_node,
+        gpus=0,
+        gpu_type="",
+    )
+    job = run_until(job, {"completed", "failed"}, timeout=180)
+    out = files.read_job_log(job, "stdout").text
+    assert job.state == "completed", (job.message, out[-2000:])
+    check = re.search(r"accuracy check: passed \(4 ranks ([0-9.]+), one process ([0-9.]+)", out)
+    assert check, out[-2000:]
+    assert float(check[1]) > 0.9
+    tail_job(job)
+    loss = MetricSeries.objects.filter(job=job, key="loss")
+    assert {(s.rank, s.node) for s in loss} == {
+        (0, "node1"),
+        (1, "node1"),
+        (2, "node2"),
+        (3, "node2"),
+    }
+    assert ranks.job_progress(job.pk).as_dict()["nodes"] == ["node1", "node2"]

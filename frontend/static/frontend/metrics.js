@@ -2,8 +2,10 @@
 
 One chart per metric, sorted by name (or all of them overlaid, one y-axis per metric
 family); system metrics (CPU, memory, GPU) in their own panel, always against time,
-linear and unsmoothed (readings of a machine, not a noisy training signal).
-Compared runs keep one colour each across every chart, named in the legends. */
+linear and unsmoothed (readings of a machine, not a noisy training signal), one trace
+per node. Compared runs keep one colour each across every chart, named in the legends.
+A distributed job's ranks are all drawn, one, or as a min/mean/max band per metric, and
+its rank panel shows where each rank runs and which one holds the others back. */
 "use strict";
 
 const PortalMetrics = (() => {
@@ -53,7 +55,7 @@ const PortalMetrics = (() => {
     const boxes = { metrics: $("[data-charts]"), system: $("[data-system-charts]") };
     const empty = $("[data-metrics-empty]");
     const status = $("[data-metrics-status]");
-    const controls = { layout: $("[data-layout]"), xaxis: $("[data-xaxis]"), logy: $("[data-logy]"), smoothing: $("[data-smoothing]") };
+    const controls = { layout: $("[data-layout]"), xaxis: $("[data-xaxis]"), logy: $("[data-logy]"), smoothing: $("[data-smoothing]"), ranks: $("[data-ranks]") };
     const picks = [...root.querySelectorAll("[data-compare] input[type=checkbox]")];
     const series = new Map(); // this job's series: id -> {meta, run, step, value, time, seq:Set, t0, t1}
     const compared = new Map(); // job id -> [entries]
@@ -67,7 +69,52 @@ const PortalMetrics = (() => {
       x: controls.xaxis.value, // step | relative | time
       logy: controls.logy.checked,
       smoothing: Number(controls.smoothing.value),
+      ranks: controls.ranks.value, // all | band | rank:N
     });
+
+    // Which of the training series the rank choice shows (system series: every node's).
+    function shownByRank(e) {
+      const mode = opts().ranks;
+      if (isSystem(e.meta) || mode === "all" || mode === "band") return true;
+      return e.meta.rank === Number(mode.slice(5));
+    }
+
+    // The rank choice lists this job's ranks; it shows only for a job with several.
+    function updateRankChoice() {
+      const found = [...new Set([...series.values()].filter((e) => !isSystem(e.meta)).map((e) => e.meta.rank))].sort((a, b) => a - b);
+      const label = controls.ranks.closest("label");
+      label.hidden = found.length < 2;
+      const wanted = ["all", "band", ...found.slice(0, 256).map((r) => `rank:${r}`)];
+      const have = [...controls.ranks.options].map((o) => o.value);
+      if (wanted.join() === have.join()) return;
+      const keep = controls.ranks.value;
+      controls.ranks.innerHTML = "";
+      controls.ranks.add(new Option("all ranks", "all"));
+      controls.ranks.add(new Option("min / mean / max band", "band"));
+      found.slice(0, 256).forEach((r) => controls.ranks.add(new Option(`rank ${r}`, `rank:${r}`)));
+      controls.ranks.value = wanted.includes(keep) ? keep : "all";
+    }
+
+    // Several ranks' series of one metric as three traces: max (no line), min filled up to
+    // it, and the mean; x is the step (or the step's mean time).
+    function bandTraces(group, style, mode) {
+      const at = new Map(); // step -> {values: [], times: []}
+      group.forEach((e) => e.step.forEach((step, i) => {
+        if (!at.has(step)) at.set(step, { values: [], times: [] });
+        at.get(step).values.push(e.value[i]);
+        at.get(step).times.push(e.time[i]);
+      }));
+      const steps = [...at.keys()].sort((a, b) => a - b);
+      const pick = (f) => steps.map((step) => f(at.get(step).values));
+      const times = steps.map((step) => { const t = at.get(step).times; return t.reduce((a, b) => a + b, 0) / t.length; });
+      const x = xOf(mode, group[0].run, steps, times);
+      const base = { type: "scatter", yaxis: style.yaxis, legendgroup: style.name, cliponaxis: false };
+      return [
+        { ...base, x, y: pick((v) => Math.max(...v)), mode: "lines", line: { width: 0, color: style.color }, showlegend: false, hoverinfo: "skip", name: `${style.name} max` },
+        { ...base, x: x.slice(), y: pick((v) => Math.min(...v)), mode: "lines", line: { width: 0, color: style.color }, fill: "tonexty", fillcolor: style.color + "33", showlegend: false, hoverinfo: "skip", name: `${style.name} min` },
+        { ...base, x: x.slice(), y: pick((v) => v.reduce((a, b) => a + b, 0) / v.length), mode: steps.length < MARKERS_BELOW ? "lines+markers" : "lines", line: { color: style.color, width: 2 }, name: `${style.name} (mean of ${group.length} ranks)` },
+      ];
+    }
 
     function push(entry, step, value, time, seq) {
       entry.step.push(step); entry.value.push(value); entry.time.push(time);
@@ -173,7 +220,8 @@ const PortalMetrics = (() => {
     // Full redraw: after the history, a control change, a new series or run.
     function render() {
       const o = opts();
-      const entries = allEntries();
+      updateRankChoice();
+      const entries = allEntries().filter(shownByRank);
       starts = new Map();
       entries.forEach((e) => starts.set(e.run, Math.min(starts.get(e.run) ?? Infinity, e.t0)));
       const span = Math.max(0, ...entries.filter((e) => e.time.length).map((e) => e.t1 - starts.get(e.run)));
@@ -196,12 +244,30 @@ const PortalMetrics = (() => {
         fig.traces = [];
         const families = key === "all" ? [...new Set(members.map((e) => family(e.meta.key)))].sort() : null;
         const traces = [];
-        members.forEach((e, i) => {
+        const nodes = new Set(members.map((e) => e.meta.node).filter(Boolean));
+        if (o.ranks === "band" && !system) {
+          // One band per run, metric and attempt; the legend names the metric.
+          const bands = new Map();
+          members.forEach((e) => {
+            const k = `${e.run}|${e.meta.key}|${e.meta.attempt}`;
+            if (!bands.has(k)) bands.set(k, []);
+            bands.get(k).push(e);
+          });
+          [...bands.values()].forEach((group, i) => {
+            const e = group[0];
+            const run = runs.get(e.run);
+            const name = (byRun ? `${run.name} · ` : "") + e.meta.key + (e.meta.attempt ? ` (attempt ${e.meta.attempt + 1})` : "");
+            const axis = families ? families.indexOf(family(e.meta.key)) : 0;
+            const style = { color: byRun ? run.color : COLORS[i % COLORS.length], name, yaxis: axis ? `y${axis + 1}` : "y" };
+            bandTraces(group, style, fig.mode).forEach((t) => { traces.push(t); fig.traces.push({ id: null, run: e.run, smoothed: false, band: true }); });
+          });
+        }
+        (o.ranks === "band" && !system ? [] : members).forEach((e, i) => {
           const own = members.filter((m) => m.run === e.run);
           const run = runs.get(e.run);
           const style = byRun
             ? { color: run.color, dash: DASHES[own.indexOf(e) % DASHES.length], name: run.name + (own.length > 1 ? ` · ${e.meta.label}` : "") }
-            : { color: COLORS[i % COLORS.length], dash: "solid", name: e.meta.label };
+            : { color: COLORS[i % COLORS.length], dash: "solid", name: system && nodes.size > 1 && e.meta.node ? `${e.meta.node}` : e.meta.label };
           const axis = families ? families.indexOf(family(e.meta.key)) : 0;
           style.yaxis = axis ? `y${axis + 1}` : "y";
           (o.smoothing && !system ? [false, true] : [false]).forEach((smoothed) => {
@@ -236,7 +302,7 @@ const PortalMetrics = (() => {
     function countPoints() {
       let n = 0;
       figures.forEach((fig) => fig.div.data && fig.div.data.forEach((t, i) => {
-        if (!fig.traces[i].smoothed && fig.traces[i].run === jobId) n += t.x.length;
+        if (!fig.traces[i].smoothed && !fig.traces[i].band && fig.traces[i].run === jobId) n += t.x.length;
       }));
       root.dataset.plottedPoints = String(n);
     }
@@ -268,7 +334,7 @@ const PortalMetrics = (() => {
         if (entry.step.length > TRACE_BUDGET) refetch.push(entry.meta.id);
       });
       if (message.reload) { loadHistory(); return; }
-      if (redraw) { render(); }
+      if (redraw || opts().ranks === "band") { render(); }
       else {
         const o = opts();
         figures.forEach((fig) => {
@@ -318,7 +384,7 @@ const PortalMetrics = (() => {
         if (lo === undefined || hi === undefined) return;
         const byRun = new Map();
         fig.traces.forEach((t) => {
-          if (t.smoothed) return;
+          if (t.smoothed || t.band) return;
           if (!byRun.has(t.run)) byRun.set(t.run, []);
           byRun.get(t.run).push(t.run === jobId ? series.get(t.id) : compared.get(t.run).find((e) => e.meta.id === t.id));
         });
@@ -390,7 +456,7 @@ const PortalMetrics = (() => {
       });
     }
 
-    [controls.layout, controls.xaxis, controls.logy].forEach((c) => c.addEventListener("change", render));
+    [controls.layout, controls.xaxis, controls.logy, controls.ranks].forEach((c) => c.addEventListener("change", render));
     controls.smoothing.addEventListener("input", () => {
       $("[data-smoothing-value]").textContent = controls.smoothing.value;
       render();
@@ -405,6 +471,46 @@ const PortalMetrics = (() => {
       });
     }
     connect();
+    rankPanel(root.querySelector("[data-ranks-panel]"), jobId);
+  }
+
+  // Where each rank runs and how fast it goes (GET /jobs/<id>/metrics/ranks/), refreshed
+  // every few seconds while the job is active; shown for a job with several ranks.
+  function rankPanel(panel, jobId) {
+    if (!panel) return;
+    const body = panel.querySelector("tbody");
+    const summary = panel.querySelector("[data-straggler]");
+    const active = () => document.getElementById("job").dataset.active === "true";
+    const fmt = (v, digits) => (v === null || v === undefined ? "—" : Number(v).toFixed(digits));
+    async function refresh() {
+      let data;
+      try {
+        const response = await fetch(`/jobs/${jobId}/metrics/ranks/`, { headers: { Accept: "application/json" } });
+        if (!response.ok) return;
+        data = await response.json();
+      } catch (err) { return; }
+      panel.hidden = data.ranks.length < 2;
+      if (panel.hidden) return;
+      const rates = data.ranks.map((r) => r.steps_per_second).filter((v) => v !== null);
+      const fastest = rates.length ? Math.max(...rates) : null;
+      body.innerHTML = "";
+      data.ranks.forEach((r) => {
+        const row = body.insertRow();
+        row.dataset.rank = r.rank;
+        if (r.rank === data.slowest) row.className = "straggler";
+        [r.rank, r.node || "—", r.last_step ?? "—", fmt(r.steps_per_second, 2), r.lag_steps ? `${r.lag_steps} steps` : "—"]
+          .forEach((text) => { row.insertCell().textContent = String(text); });
+      });
+      panel.querySelector("[data-ranks-key]").textContent = data.key;
+      panel.querySelector("[data-ranks-nodes]").textContent = `${data.ranks.length} ranks on ${data.nodes.length} node${data.nodes.length === 1 ? "" : "s"} (${data.nodes.join(", ")})`;
+      const slow = data.ranks.find((r) => r.rank === data.slowest);
+      summary.textContent = slow
+        ? `Rank ${slow.rank} on ${slow.node || "?"} is the slowest: ${fmt(slow.steps_per_second, 2)} steps/s against ${fmt(fastest, 2)} for the fastest, ${slow.lag_steps} steps behind.`
+        : "No rank stands out: they keep pace with each other.";
+      summary.classList.toggle("warning", Boolean(slow));
+    }
+    refresh();
+    const timer = setInterval(() => { if (active()) refresh(); else { refresh(); clearInterval(timer); } }, 3000);
   }
 
   return { start, smooth, family };

@@ -83,7 +83,7 @@ const Portal = (() => {
       if (revoke) revoke.hidden = job.session_state !== "ready";
     }
     if (el.id === "job") {
-      set("[data-node]", job.node || "—");
+      set("[data-node]", (job.node_list || []).join(", ") || job.node || "—");
       set("[data-scheduler-id]", job.scheduler_job_id || "not submitted yet");
       set("[data-exit-code]", job.exit_code === null ? "—" : job.exit_code);
       set("[data-work-dir]", job.work_dir || "—");
@@ -266,6 +266,7 @@ const Portal = (() => {
     const $ = (id) => document.getElementById(id);
     const cluster = $("id_cluster"), partition = $("id_partition"), gpuType = $("id_gpu_type");
     const gpus = $("id_gpus"), cpus = $("id_cpus"), memory = $("id_memory_gb"), minutes = $("id_time_limit_minutes");
+    const nodes = $("id_nodes"), tasks = $("id_tasks_per_node");
     const allPartitions = [...partition.options].map((o) => ({ value: o.value, text: o.text }));
 
     function currentPartition() {
@@ -290,7 +291,19 @@ const Portal = (() => {
     // Fields the user set by hand keep their value; the others follow the image and
     // partition (the partition's defaults, as the API and CLI use them).
     const touched = new Set();
-    [gpus, gpuType, cpus, memory, minutes].forEach((input) => input.addEventListener("input", () => touched.add(input)));
+    [gpus, gpuType, cpus, memory, minutes, nodes, tasks].forEach((input) => input.addEventListener("input", () => touched.add(input)));
+    form.querySelectorAll("input[name=launcher]").forEach((r) => r.addEventListener("change", () => { touched.add(nodes); onLayout(); }));
+    const launcher = () => (form.querySelector("input[name=launcher]:checked") || { value: "none" }).value;
+    // "2 nodes × 2 tasks = 4 processes, 4 GPUs in all", and what the launcher does with them.
+    function onLayout() {
+      const n = Number(nodes.value) || 1, t = Number(tasks.value) || 1, g = Number(gpus.value) || 0;
+      const procs = n * t;
+      const what = { none: "your command runs once, on the first node", torchrun: `one torchrun per node starts ${t} process${t > 1 ? "es" : ""}`, mpi: `mpirun starts ${procs} rank${procs > 1 ? "s" : ""}` }[launcher()];
+      $("distributed-fields").querySelector("[data-layout-summary]").textContent =
+        `${n} node${n > 1 ? "s" : ""} × ${t} task${t > 1 ? "s" : ""} = ${procs} process${procs > 1 ? "es" : ""}` +
+        (g ? `, ${n * g} GPU${n * g > 1 ? "s" : ""} in all` : "") + `; ${what}.`;
+    }
+    [nodes, tasks, gpus].forEach((input) => input.addEventListener("input", onLayout));
     function onCluster(reset = true) {
       const c = limits[cluster.value];
       const ids = c ? c.partitions.map((p) => String(p.id)) : [];
@@ -317,7 +330,8 @@ const Portal = (() => {
       fill(cpus, Math.min(p.default_cpus, p.max_cpus));
       fill(memory, Math.min(p.default_memory_gb, p.max_memory_gb));
       fill(minutes, Math.min(p.default_minutes, p.max_minutes));
-      setLimit(gpus, "gpus", maxGpus, 0, why);
+      setLimit(gpus, "gpus", gpuCapable ? p.max_gpus_per_node : 0, 0, why + (p.max_nodes > 1 && maxGpus ? " per node" : ""));
+      setLimit(nodes, "nodes", p.max_nodes, 1, p.max_nodes > 1 ? "" : " (single-node partition)");
       gpus.disabled = maxGpus === 0;
       const wanted = gpuType.value || gpuType.dataset.initial;
       gpuType.innerHTML = "";
@@ -328,6 +342,7 @@ const Portal = (() => {
       setLimit(memory, "memory", p.max_memory_gb, 1, " GB");
       setLimit(minutes, "minutes", p.max_minutes, 1, " min");
       onGpus();
+      onLayout();
     }
     function onGpus() {
       if (Number(gpus.value) === 0) gpuType.value = "";
@@ -337,6 +352,13 @@ const Portal = (() => {
       const kind = form.querySelector("input[name=kind]:checked");
       const batch = kind && kind.value === "batch";
       $("command-field").hidden = !batch;
+      // Sessions are one process on one node.
+      $("distributed-fields").hidden = !batch;
+      if (!batch) {
+        nodes.value = 1; tasks.value = 1;
+        form.querySelector("input[name=launcher][value=none]").checked = true;
+        onLayout();
+      }
       $("notebook-field").hidden = batch;
       $("id_command").required = batch;
       if (kind && kind.value === "tensorboard" && Number(gpus.value) > 0) { // it needs none
@@ -355,6 +377,13 @@ const Portal = (() => {
       if (suggested && (!command.value.trim() || command.value === lastDefaultCommand)) command.value = suggested;
       else if (!suggested && command.value === lastDefaultCommand) command.value = "";
       lastDefaultCommand = suggested || null;
+      // The image's launcher and layout, unless the user chose their own.
+      if (checked && reset && !touched.has(nodes) && !touched.has(tasks)) {
+        const radio = form.querySelector(`input[name=launcher][value="${checked.dataset.defaultLauncher || "none"}"]`);
+        if (radio) radio.checked = true;
+        nodes.value = checked.dataset.defaultNodes || 1;
+        tasks.value = checked.dataset.defaultTasks || 1;
+      }
       form.querySelectorAll("input[name=kind]").forEach((r) => {
         r.disabled = !kinds.includes(r.value);
         if (r.disabled && r.checked) {
