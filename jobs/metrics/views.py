@@ -18,9 +18,8 @@ from rest_framework.response import Response
 
 from jobs.api.errors import RefuseNul
 from jobs.api.parsers import JSONParser
-from jobs.metrics import ingest
+from jobs.metrics import ingest, ranks
 from jobs.metrics import query as metrics_query
-from jobs.metrics import ranks
 from jobs.metrics.auth import JobTokenAuthentication
 from jobs.metrics.serializers import IngestResultSerializer, MetricRecordSerializer
 from jobs.models import Job
