@@ -91,12 +91,16 @@ def _recent_points(series_id: int) -> list[tuple[int, float]]:
 
 
 def progress_key(series: list[MetricSeries]) -> str:
-    """The metric most ranks log (ties: the one with the most points, then by name)."""
+    """The metric most ranks log (ties: the one with the most points, a loss before
+    other names, then by name)."""
     ranks_per_key = Counter(s.key for s in series)
     points_per_key: Counter[str] = Counter()
     for s in series:
         points_per_key[s.key] += s.points
-    return min(ranks_per_key, key=lambda k: (-ranks_per_key[k], -points_per_key[k], k))
+    return min(
+        ranks_per_key,
+        key=lambda k: (-ranks_per_key[k], -points_per_key[k], "loss" not in k.lower(), k),
+    )
 
 
 def job_progress(job_id: int) -> Progress:

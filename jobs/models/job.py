@@ -229,6 +229,9 @@ class Job(models.Model):
     def clean(self) -> None:
         """The request must fit the partition and the image; messages name the limit."""
         errors: dict[str, str] = {}
+        # A browser sends a textarea's lines ending in CRLF (the HTML form encoding); sbatch
+        # refuses a script with "DOS line breaks", and bash would keep the CRs as data.
+        self.command = self.command.replace("\r\n", "\n").replace("\r", "\n")
         # 'projects/mnist/' and '/projects/mnist' both mean the folder; batch jobs have none.
         self.notebook_dir = (
             self.notebook_dir.strip().strip("/") if self.kind in self.SESSION_KINDS else ""

@@ -8,7 +8,7 @@ umask 077
 export PORTAL_JOB_ID=${portal_job_id}
 export PORTAL_WORK_DIR=${work_dir}
 cd "$$PORTAL_WORK_DIR" || { echo "portal: cannot enter $$PORTAL_WORK_DIR" >&2; exit 1; }
-echo "portal: job $$PORTAL_JOB_ID (slurm $${SLURM_JOB_ID:-?}) on $$(hostname) at $$(date -Is); CUDA_VISIBLE_DEVICES=$${CUDA_VISIBLE_DEVICES:-}"
+echo "portal: job $$PORTAL_JOB_ID (slurm $${SLURM_JOB_ID:-?}) on $${SLURMD_NODENAME:-$$(hostname)} at $$(date -Is); CUDA_VISIBLE_DEVICES=$${CUDA_VISIBLE_DEVICES:-}"
 ${modules}
 # Training metrics: `import portal_metrics; portal_metrics.log(step=..., loss=...)` appends
 # to metrics/rank-<SLURM_PROCID>.jsonl and, when the portal is reachable, uploads with the

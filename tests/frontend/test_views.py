@@ -150,6 +150,14 @@ def test_launch_creates_a_queued_job_and_queues_submission_after_commit(
     assert queued_tasks == [("submit", job.pk)]
 
 
+def test_a_command_typed_in_a_browser_reaches_the_job_with_unix_line_breaks(
+    signed_in, cluster, host_python, queued_tasks
+):
+    """Browsers send a textarea's lines as CRLF; sbatch refuses scripts with DOS breaks."""
+    signed_in.post("/launch/", launch_data(cluster, command="echo one\r\necho two\r\n"))
+    assert Job.objects.get().command == "echo one\necho two"  # (the form strips the end)
+
+
 @pytest.mark.parametrize(
     "overrides, field, text",
     [
@@ -161,6 +169,18 @@ def test_launch_creates_a_queued_job_and_queues_submission_after_commit(
         ({"command": ""}, "command", "needs a command"),
         ({"image": "nope"}, "image", "Choose an image"),
         ({"account": "a;b"}, "account", "letters, digits"),
+        ({"nodes": 2}, "nodes", "Partition gpu runs single-node jobs only: choose 1 node."),
+        (
+            {"kind": "notebook", "tasks_per_node": 2},
+            "nodes",
+            "runs as one process on one node",
+        ),
+        (
+            {"launcher": "torchrun", "gpus": 2, "tasks_per_node": 1},
+            "tasks_per_node",
+            "ask for as many tasks per node as GPUs per node (2)",
+        ),
+        ({"launcher": "srun"}, "launcher", "Select a valid choice"),
     ],
 )
 def test_launch_shows_field_errors_and_keeps_the_input(

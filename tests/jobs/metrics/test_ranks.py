@@ -62,6 +62,13 @@ def test_progress_reads_the_metric_every_rank_logs_in_the_latest_attempt(job):
     assert {r.node for r in progress.ranks} == {"node2"}
 
 
+def test_with_every_metric_logged_alike_progress_reads_the_loss(job):
+    for rank in range(2):
+        for key in ("allreduce_ms", "loss", "samples_per_s"):
+            log_steps(job, rank, "node1", 10, 0.1, key=key)
+    assert ranks.job_progress(job.pk).key == "loss"
+
+
 def test_a_job_without_metrics_has_no_ranks(job):
     assert ranks.job_progress(job.pk).as_dict() == {
         "key": "",
