@@ -16,7 +16,7 @@ from jobs import validators
 from jobs.access import sees_every_job
 from jobs.broadcast import publish_job
 from jobs.hostlist import expand_hostlist
-from jobs.models import choices
+from jobs.models import choices, limits
 from jobs.schedulers import REASON_MAX_LENGTH, Status, held_reasons
 from jobs.text import error_tail
 
@@ -271,9 +271,9 @@ class Job(models.Model):
                     )
         if self.kind == self.Kind.BATCH and not self.command.strip():
             errors["command"] = "A batch job needs a command to run."
-        errors.update(self._layout_errors())
+        errors.update(limits.layout_errors(self))
         if partition is not None:
-            errors.update(self._partition_errors(partition))
+            errors.update(limits.partition_errors(self, partition))
         if self.gpu_type and not self.gpus:
             errors.setdefault("gpu_type", "Choose a GPU count, or no GPU type.")
         if (
@@ -284,90 +284,6 @@ class Job(models.Model):
             errors["work_dir_kind"] = f"Cluster {self.cluster.name} has no scratch directory."
         if errors:
             raise ValidationError(errors)
-
-    def _layout_errors(self) -> dict[str, str]:
-        """Nodes, tasks and launcher must make sense together (before any partition)."""
-        errors: dict[str, str] = {}
-        if self.kind in self.SESSION_KINDS and (
-            self.nodes > 1 or self.tasks_per_node > 1 or self.launcher != self.Launcher.NONE
-        ):
-            errors["nodes"] = (
-                f"A {self.get_kind_display().lower()} runs as one process on one node: "
-                "choose 1 node, 1 task per node and no launcher."
-            )
-            return errors
-        if (
-            self.launcher == self.Launcher.TORCHRUN
-            and self.gpus
-            and self.tasks_per_node != self.gpus
-        ):
-            errors["tasks_per_node"] = (
-                f"torchrun starts one process per task and each drives one GPU: ask for as many "
-                f"tasks per node as GPUs per node ({self.gpus}), or for no GPUs."
-            )
-        elif self.launcher == self.Launcher.MPI and self.gpus and self.tasks_per_node % self.gpus:
-            errors["tasks_per_node"] = (
-                f"Each MPI rank is pinned to its share of the node's GPUs: ask for as many tasks "
-                f"per node as GPUs per node ({self.gpus}), or a multiple of it."
-            )
-        if self.world_size > settings.PORTAL_METRICS_MAX_RANKS:
-            errors["tasks_per_node"] = (
-                f"{self.world_size} processes is more than the portal follows "
-                f"({settings.PORTAL_METRICS_MAX_RANKS})."
-            )
-        return errors
-
-    def _partition_errors(self, partition) -> dict[str, str]:
-        """The request must fit the partition; each message names the limit and the way out."""
-        errors: dict[str, str] = {}
-        name = partition.name
-        if self.nodes > partition.max_nodes:
-            errors["nodes"] = (
-                f"Partition {name} allows at most {partition.max_nodes} node(s) per job."
-                if partition.max_nodes > 1
-                else f"Partition {name} runs single-node jobs only: choose 1 node."
-            )
-        per_node = partition.gpus_per_node_limit
-        if self.gpus and not partition.max_gpus_per_job:
-            errors["gpus"] = f"Partition {name} has no GPUs."
-        elif self.gpus > per_node and per_node < partition.max_gpus_per_job:
-            more = -(-self.gpus * self.nodes // per_node) if per_node else 0
-            hint = (
-                f" For {self.gpus * self.nodes} GPUs, ask for {per_node} per node on {more} nodes."
-                if more and more <= partition.max_nodes and partition.max_nodes > 1
-                else ""
-            )
-            errors["gpus"] = f"A node of partition {name} has at most {per_node} GPU(s).{hint}"
-        elif self.total_gpus > partition.max_gpus_per_job:
-            errors["gpus"] = (
-                f"Partition {name} allows at most {partition.max_gpus_per_job} GPU(s) per job"
-                + (
-                    f"; {self.nodes} nodes × {self.gpus} GPUs is {self.total_gpus}."
-                    if self.nodes > 1
-                    else "."
-                )
-            )
-        elif self.gpu_type and self.gpu_type not in partition.gpu_type_list:
-            offered = ", ".join(partition.gpu_type_list) or "none"
-            errors["gpu_type"] = f"Partition {name} offers GPU types: {offered}."
-        node_cpus = self.cpus * self.tasks_per_node
-        if node_cpus > partition.max_cpus_per_job:
-            errors["cpus"] = (
-                f"Partition {name} allows at most {partition.max_cpus_per_job} CPUs per job."
-                if self.tasks_per_node == 1
-                else f"Partition {name} allows at most {partition.max_cpus_per_job} CPUs per "
-                f"node; {self.tasks_per_node} tasks × {self.cpus} CPUs is {node_cpus}."
-            )
-        if self.memory_gb > partition.max_memory_gb:
-            errors["memory_gb"] = (
-                f"Partition {name} allows at most {partition.max_memory_gb} GB of memory per "
-                f"{'node' if self.nodes > 1 else 'job'}."
-            )
-        if self.time_limit_minutes > partition.max_time_minutes:
-            errors["time_limit_minutes"] = (
-                f"Partition {name} allows at most {partition.max_time_minutes} minutes."
-            )
-        return errors
 
     def transition(
         self, to: str, *, expect: tuple[str, ...] | None = None, message: str = "", **fields

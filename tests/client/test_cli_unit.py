@@ -160,3 +160,39 @@ def test_logs_without_wait_is_refused_before_anything_is_submitted(capsys):
     args = cli.parse_args(["submit", "--logs", "--", "echo hi"])
     with pytest.raises(cli.PortalError, match="use it with --wait"):
         cli.cmd_submit(NoPortal(), args, cli.Output(as_json=False))
+
+
+def test_submit_sends_the_layout_and_jobs_show_it(capsys):
+    sent = {}
+
+    class Portal:
+        def submit(self, **fields):
+            sent.update({k: v for k, v in fields.items() if v is not None})
+            return {"id": 5, "url": "http://portal/jobs/5/", "state": "queued"}
+
+        def jobs(self, **filters):
+            job = {
+                "id": 5,
+                "name": "",
+                "state": "running",
+                "state_label": "Running",
+                "container": "digits-mpi-demo",
+                "cluster": "dev",
+                "partition": "cpu",
+                "nodes": 2,
+                "tasks_per_node": 2,
+                "gpus": 0,
+                "gpu_type": "",
+                "node": "node[1-2]",
+                "created_at": None,
+            }
+            return {"results": [job], "count": 1}
+
+    args = cli.parse_args(
+        ["submit", "-N", "2", "--tasks-per-node", "2", "--launcher", "mpi", "--", "train"]
+    )
+    cli.cmd_submit(Portal(), args, cli.Output(as_json=False))
+    assert (sent["nodes"], sent["tasks_per_node"], sent["launcher"]) == (2, 2, "mpi")
+    cli.cmd_jobs(Portal(), cli.parse_args(["jobs"]), cli.Output(as_json=False))
+    out = capsys.readouterr().out
+    assert "NODESxTASKS" in out and " 2x2 " in out and "node[1-2]" in out

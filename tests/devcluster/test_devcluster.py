@@ -46,12 +46,33 @@ def wait_for_end(conn: ssh.Connection, job_id: str, timeout: float = 60) -> tupl
     raise AssertionError(f"job {job_id} still {state} after {timeout}s")
 
 
-def test_sinfo_shows_the_gpu_and_cpu_partitions(conn):
-    out = conn.run(["sinfo", "-h", "-o", "%P|%G|%l"]).stdout
+def test_sinfo_shows_the_gpu_and_cpu_partitions_on_two_nodes(conn):
+    out = conn.run(["sinfo", "-h", "-o", "%P|%G|%l|%D|%N"]).stdout
     rows = {line.split("|")[0]: line.split("|")[1:] for line in out.split()}
     assert set(rows) == {"gpu*", "cpu"}
-    assert rows["gpu*"][0] == "gpu:v100:4"
+    assert rows["gpu*"][0] == "gpu:v100:2"  # two fake GPUs on each node
+    assert rows["gpu*"][2:] == ["2", "node[1-2]"]
     assert rows["cpu"][1] == "30:00"  # the cpu partition's short max time
+
+
+def test_one_job_runs_on_both_nodes(conn):
+    """Slurm's multiple-slurmd mode: `srun -N2` runs a task on each node."""
+    out = conn.run(
+        [
+            "srun",
+            "-N2",
+            "--ntasks-per-node=1",
+            "-p",
+            "cpu",
+            "-t",
+            "1",
+            "sh",
+            "-c",
+            "echo $SLURMD_NODENAME",
+        ],
+        timeout=60,
+    ).stdout
+    assert sorted(out.split()) == ["node1", "node2"]
 
 
 def test_gpu_job_over_openssh_reaches_completed(devcluster_info, tmp_path):

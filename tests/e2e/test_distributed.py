@@ -60,7 +60,6 @@ def test_the_data_parallel_demo_runs_on_both_nodes_from_the_form(browser, stack,
     # Per-rank charts: every rank, one rank, or a band across them.
     ranks = page.get_by_label("Ranks")
     ranks.wait_for(state="visible")
-    loss = page.locator('.chart[data-figure="loss"]')
     page.wait_for_function(
         "() => { const d = document.querySelector('.chart[data-figure=\"loss\"] div').data;"
         " return d && d.length === 4; }",

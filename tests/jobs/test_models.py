@@ -351,3 +351,52 @@ def test_for_user_shows_own_jobs_and_everything_to_staff(owner, outsider, staff,
     assert list(Job.objects.for_user(outsider)) == []
     assert list(Job.objects.for_user(staff)) == [mine]
     assert list(Job.objects.active()) == [mine]
+
+
+@pytest.mark.parametrize(
+    "layout, field, text",
+    [
+        ({"nodes": 3}, "nodes", "Partition gpu allows at most 2 node(s) per job."),
+        ({"gpus": 3}, "gpus", "A node of partition gpu has at most 2 GPU(s). For 3 GPUs, ask"),
+        ({"nodes": 2, "gpus": 3}, "gpus", "A node of partition gpu has at most 2 GPU(s)."),
+        ({"nodes": 2, "tasks_per_node": 5, "cpus": 2}, "cpus", "5 tasks × 2 CPUs is 10"),
+        (
+            {"launcher": "torchrun", "gpus": 2, "tasks_per_node": 1},
+            "tasks_per_node",
+            "as many tasks per node as GPUs per node (2)",
+        ),
+        (
+            {"launcher": "mpi", "gpus": 2, "tasks_per_node": 3},
+            "tasks_per_node",
+            "divide them evenly",
+        ),
+        ({"kind": "notebook", "nodes": 2, "command": ""}, "nodes", "one process on one node"),
+    ],
+)
+def test_a_layout_the_partition_cannot_hold_is_refused_with_the_way_out(
+    owner, cluster, layout, field, text
+):
+    Partition.objects.filter(cluster=cluster, name="gpu").update(
+        max_nodes=2, max_gpus_per_node=2, max_cpus_per_job=8
+    )
+    fields = {"gpus": 1, "gpu_type": "", "cpus": 1, **layout}
+    job = factories.job(owner, cluster, partition="gpu", save=False, **fields)
+    assert text in errors_of(job)[field][0]
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        {"nodes": 2, "tasks_per_node": 2, "gpus": 2, "launcher": "mpi"},
+        {"nodes": 2, "tasks_per_node": 1, "gpus": 2, "launcher": "mpi"},  # one rank, 2 GPUs
+        {"nodes": 2, "tasks_per_node": 2, "gpus": 2, "launcher": "torchrun"},
+        {"nodes": 2, "tasks_per_node": 4, "gpus": 0, "launcher": "none"},
+    ],
+)
+def test_a_layout_that_fits_is_accepted(owner, cluster, layout):
+    Partition.objects.filter(cluster=cluster, name="gpu").update(
+        max_nodes=2, max_gpus_per_node=2, max_cpus_per_job=8
+    )
+    job = factories.job(owner, cluster, partition="gpu", save=False, cpus=1, **layout)
+    job.full_clean()
+    assert job.world_size == layout["nodes"] * layout["tasks_per_node"]

@@ -145,6 +145,32 @@ def test_create_job_validates_like_the_form_and_queues_it(
     assert no_broker == [("submit", (body["id"],))]
 
 
+def test_a_multi_node_job_takes_its_layout_or_the_images_and_shows_its_shape(
+    api, owner, cluster, no_broker
+):
+    from jobs.models import ContainerImage, Partition
+
+    Partition.objects.filter(cluster=cluster, name="gpu").update(max_nodes=2, max_gpus_per_node=2)
+    body = {"container": "python", "partition": "gpu", "command": "python train.py"}
+    layout = {"nodes": 2, "tasks_per_node": 2, "gpus": 2, "launcher": "torchrun"}
+    made = api.post("/api/v1/jobs/", {**body, **layout}, format="json").json()
+    assert (made["nodes"], made["tasks_per_node"], made["launcher"]) == (2, 2, "torchrun")
+    assert made["shape"] == "2 nodes × 2 tasks" and made["node_list"] == []
+    # Left out, the layout is the image's (here the MPI demo's), as on the launch page.
+    ContainerImage.objects.filter(slug="python").update(
+        default_launcher="mpi", default_nodes=2, default_tasks_per_node=2
+    )
+    made = api.post("/api/v1/jobs/", {**body, "gpus": 0}, format="json").json()
+    assert (made["nodes"], made["tasks_per_node"], made["launcher"]) == (2, 2, "mpi")
+    # A notebook is one process on one node, whatever the image suggests for batch jobs.
+    made = api.post(
+        "/api/v1/jobs/", {"container": "python", "kind": "notebook"}, format="json"
+    ).json()
+    assert (made["nodes"], made["tasks_per_node"], made["launcher"]) == (1, 1, "none")
+    refused = api.post("/api/v1/jobs/", {**body, "nodes": 3}, format="json")
+    assert error(refused)["fields"]["nodes"] == ["Partition gpu allows at most 2 node(s) per job."]
+
+
 @pytest.mark.parametrize(
     ("payload", "field", "text"),
     [

@@ -1,0 +1,102 @@
+"""What a job may ask for: its layout (nodes, tasks, launcher) on its own, then against its
+partition. Each message names the limit and the way out; Job.clean() collects them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+
+from jobs.models.choices import SESSION_KINDS, Launcher
+
+if TYPE_CHECKING:
+    from jobs.models.clusters import Partition
+    from jobs.models.job import Job
+
+
+def layout_errors(job: Job) -> dict[str, str]:
+    """Nodes, tasks and launcher must make sense together (before any partition)."""
+    errors: dict[str, str] = {}
+    if job.kind in SESSION_KINDS and (
+        job.nodes > 1 or job.tasks_per_node > 1 or job.launcher != Launcher.NONE
+    ):
+        errors["nodes"] = (
+            f"A {job.get_kind_display().lower()} runs as one process on one node: "
+            "choose 1 node, 1 task per node and no launcher."
+        )
+        return errors
+    if job.launcher == Launcher.TORCHRUN and job.gpus and job.tasks_per_node != job.gpus:
+        errors["tasks_per_node"] = (
+            f"torchrun starts one process per task and each drives one GPU: ask for as many "
+            f"tasks per node as GPUs per node ({job.gpus}), or for no GPUs."
+        )
+    elif (
+        job.launcher == Launcher.MPI
+        and job.gpus
+        and job.tasks_per_node % job.gpus
+        and job.gpus % job.tasks_per_node
+    ):
+        errors["tasks_per_node"] = (
+            f"Each MPI rank is pinned to an equal share of its node's {job.gpus} GPUs: ask "
+            f"for tasks per node that divide them evenly (one per GPU: {job.gpus}) or a "
+            "multiple of them."
+        )
+    if job.world_size > settings.PORTAL_METRICS_MAX_RANKS:
+        errors["tasks_per_node"] = (
+            f"{job.world_size} processes is more than the portal follows "
+            f"({settings.PORTAL_METRICS_MAX_RANKS})."
+        )
+    return errors
+
+
+def partition_errors(job: Job, partition: Partition) -> dict[str, str]:
+    """The request must fit the partition; each message names the limit and the way out."""
+    errors: dict[str, str] = {}
+    name = partition.name
+    if job.nodes > partition.max_nodes:
+        errors["nodes"] = (
+            f"Partition {name} allows at most {partition.max_nodes} node(s) per job."
+            if partition.max_nodes > 1
+            else f"Partition {name} runs single-node jobs only: choose 1 node."
+        )
+    per_node = partition.gpus_per_node_limit
+    if job.gpus and not partition.max_gpus_per_job:
+        errors["gpus"] = f"Partition {name} has no GPUs."
+    elif job.gpus > per_node and per_node < partition.max_gpus_per_job:
+        more = -(-job.gpus * job.nodes // per_node) if per_node else 0
+        hint = (
+            f" For {job.gpus * job.nodes} GPUs, ask for {per_node} per node on {more} nodes."
+            if more and more <= partition.max_nodes and partition.max_nodes > 1
+            else ""
+        )
+        errors["gpus"] = f"A node of partition {name} has at most {per_node} GPU(s).{hint}"
+    elif job.total_gpus > partition.max_gpus_per_job:
+        errors["gpus"] = (
+            f"Partition {name} allows at most {partition.max_gpus_per_job} GPU(s) per job"
+            + (
+                f"; {job.nodes} nodes × {job.gpus} GPUs is {job.total_gpus}."
+                if job.nodes > 1
+                else "."
+            )
+        )
+    elif job.gpu_type and job.gpu_type not in partition.gpu_type_list:
+        offered = ", ".join(partition.gpu_type_list) or "none"
+        errors["gpu_type"] = f"Partition {name} offers GPU types: {offered}."
+    node_cpus = job.cpus * job.tasks_per_node
+    if node_cpus > partition.max_cpus_per_job:
+        errors["cpus"] = (
+            f"Partition {name} allows at most {partition.max_cpus_per_job} CPUs per job."
+            if job.tasks_per_node == 1
+            else f"Partition {name} allows at most {partition.max_cpus_per_job} CPUs per "
+            f"node; {job.tasks_per_node} tasks × {job.cpus} CPUs is {node_cpus}."
+        )
+    if job.memory_gb > partition.max_memory_gb:
+        errors["memory_gb"] = (
+            f"Partition {name} allows at most {partition.max_memory_gb} GB of memory per "
+            f"{'node' if job.nodes > 1 else 'job'}."
+        )
+    if job.time_limit_minutes > partition.max_time_minutes:
+        errors["time_limit_minutes"] = (
+            f"Partition {name} allows at most {partition.max_time_minutes} minutes."
+        )
+    return errors
