@@ -7,7 +7,7 @@ from functools import partial
 
 import pytest
 
-from jobs.models import Job
+from jobs.models import Job, Partition
 from jobs.slurm import scripts
 from tests import factories
 
@@ -370,3 +370,130 @@ def test_the_tensorboard_server_refuses_requests_without_the_secret():
         seen = []
         app({"HTTP_AUTHORIZATION": given}, lambda s, h, seen=seen: seen.append(s))
         assert seen[0].startswith(status), given
+
+
+# -- distributed jobs ------------------------------------------------------------------
+
+distributed = partial(job_with, nodes=2, tasks_per_node=2, gpus=2, gpu_type="a100", cpus=4)
+
+
+def start_line(script: str) -> list[str]:
+    """The line that starts the job's processes (before its ' &'), as bash splits it."""
+    line = next(line for line in script.splitlines() if line.startswith(("srun ", "mpirun ")))
+    return shlex.split(line.removesuffix(" &"))
+
+
+def test_the_directives_ask_for_nodes_tasks_per_node_and_per_node_gpus(owner, cluster, image):
+    Partition.objects.filter(cluster=cluster, name="gpu").update(max_nodes=2)
+    script = scripts.render(distributed(owner, cluster, image=image, launcher="mpi"), WORK)
+    lines = directives_of(script)
+    assert "#SBATCH --nodes=2" in lines and "#SBATCH --ntasks-per-node=2" in lines
+    assert "#SBATCH --cpus-per-task=4" in lines and "#SBATCH --gres=gpu:a100:2" in lines
+
+
+def test_the_torchrun_line_runs_one_torchrun_per_node_with_the_rendezvous(owner, cluster):
+    image = factories.image("pt", "PyTorch", runtime="apptainer", location="/img/pt.sif")
+    job = distributed(owner, cluster, image=image, launcher="torchrun")
+    script = scripts.render(job, WORK)
+    assert start_line(script) == [
+        "srun",
+        "--nodes=$NNODES",
+        "--ntasks=$NNODES",
+        "--ntasks-per-node=1",
+        "--cpus-per-task=8",  # the node's two tasks' CPUs, for torchrun's two workers
+        "--kill-on-bad-exit=1",
+        "bash",
+        "$PORTAL_WORK_DIR/lib/portal_rank.sh",
+        "node",
+        *["apptainer", "exec", "--nv", "--bind", WORK, "--pwd", WORK, "/img/pt.sif"],
+        "torchrun",
+        "--nnodes=$NNODES",
+        "--nproc-per-node=$NPROC_PER_NODE",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT",
+        "--rdzv-id=$SLURM_JOB_ID",
+        "--max-restarts=0",
+        "--no-python",
+        "bash",
+        "-c",
+        "python train.py --epochs 3",
+    ]
+    assert "export NPROC_PER_NODE=2" in script
+    assert "export MASTER_PORT=$(( 20000 + ${SLURM_JOB_ID:-0} % 20000 ))" in script
+
+
+def test_the_mpi_line_starts_one_rank_per_task_through_the_rank_script(owner, cluster):
+    host = factories.image("host", "Host")  # runtime none: no container around the ranks
+    script = scripts.render(distributed(owner, cluster, image=host, launcher="mpi"), WORK)
+    assert start_line(script) == [
+        "mpirun",
+        "-np",
+        "$WORLD_SIZE",
+        "bash",
+        "$PORTAL_WORK_DIR/lib/portal_rank.sh",
+        "rank",
+        "bash",
+        "-c",
+        "python train.py --epochs 3",
+    ]
+
+
+def test_launcher_none_runs_the_command_once_with_the_contract(owner, cluster, image, tmp_path):
+    job = distributed(owner, cluster, image=image, launcher="none")
+    script = scripts.render(job, WORK)
+    assert "export MASTER_ADDR=" in script
+    assert not [line for line in script.splitlines() if line.startswith(("srun ", "mpirun "))]
+    assert "bash -c 'python train.py --epochs 3' &" in script
+    path = tmp_path / "job.sh"
+    path.write_text(script)
+    assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "mpi"])
+def test_a_hostile_command_stays_one_word_in_a_distributed_job(
+    owner, cluster, image, tmp_path, launcher
+):
+    job = distributed(owner, cluster, image=image, launcher=launcher, command=HOSTILE)
+    script = scripts.render(job, WORK)
+    assert start_line(script)[-1] == HOSTILE
+    path = tmp_path / "job.sh"
+    path.write_text(script)
+    assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
+
+
+def test_only_the_contracts_own_words_are_left_to_expand():
+    assert scripts.Expand("--nnodes=$NNODES").shell() == '"--nnodes=$NNODES"'
+    for word in ("$(id)", "$NNODES;id", "`id`", "$NNODES $X", '$A"'):
+        with pytest.raises(scripts.ScriptError):
+            scripts.Expand(word).shell()
+
+
+def test_the_rank_script_pins_each_rank_to_its_share_of_the_nodes_gpus(tmp_path):
+    """portal_rank.sh under Open MPI's variables: rank 3 is local rank 1 of 2 on a node
+    with GPUs 2,3 (and 4 GPUs for 2 ranks: two each)."""
+    rank_script = scripts.RANK_SCRIPT
+    show = [
+        "sh",
+        "-c",
+        'echo "$RANK $LOCAL_RANK $NODE_RANK $CUDA_VISIBLE_DEVICES $PORTAL_NODE_GPUS"',
+    ]
+
+    def run(gpus: str, local: int, local_size: int) -> str:
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "OMPI_COMM_WORLD_RANK": "3",
+            "OMPI_COMM_WORLD_LOCAL_RANK": str(local),
+            "OMPI_COMM_WORLD_SIZE": "4",
+            "OMPI_COMM_WORLD_LOCAL_SIZE": str(local_size),
+            "SLURM_NODEID": "1",
+            "SLURMD_NODENAME": "node2",
+            "CUDA_VISIBLE_DEVICES": gpus,
+        }
+        out = subprocess.run(
+            ["bash", str(rank_script), "rank", *show], env=env, capture_output=True, text=True
+        ).stdout
+        return out.splitlines()[-1]
+
+    assert run("2,3", 1, 2) == "3 1 1 3 2,3"
+    assert run("0,1,2,3", 1, 2) == "3 1 1 2,3 0,1,2,3"
+    assert run("0", 1, 2) == "3 1 1 0 0"  # more ranks than GPUs: they share
