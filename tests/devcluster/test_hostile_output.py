@@ -89,7 +89,8 @@ def test_another_users_text_never_speaks_for_a_job(devcluster, owner, hostile_jo
     )
     hostile_jobs("hpcuser2", "--hold", "-J", forged, f"--comment={forged}", "--wrap", "true")
     victim = sync_until(victim, {"completed", "failed"})
-    assert (victim.state, victim.exit_code, victim.node) == ("completed", 0, "vm")
+    assert (victim.state, victim.exit_code) == ("completed", 0)
+    assert victim.node in ("node1", "node2")  # where Slurm ran it, not the forged "evil"
 
 
 def test_a_held_job_says_so_and_is_released_through_the_api(devcluster, owner, monkeypatch):
