@@ -173,6 +173,29 @@ def test_without_url_or_token_nothing_is_uploaded(tmp_path):
     assert run.uploaded_records == 0 and run.dropped_batches == 0
 
 
+def test_the_rank_comes_from_the_distributed_contract_and_every_record_names_its_node(
+    tmp_path, monkeypatch
+):
+    """Under mpirun every rank of a node has the node's SLURM_PROCID: RANK wins."""
+    monkeypatch.setenv("SLURM_PROCID", "1")
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("PORTAL_NODE", "node2")
+    run = pm.Run(str(tmp_path), url="", system_interval=0)
+    run.log(step=0, loss=1.0)
+    run.close()
+    (record,) = read(tmp_path / "rank-3.jsonl")
+    assert (record["rank"], record["node"]) == (3, "node2")
+
+
+@pytest.mark.parametrize(("local_rank", "samples"), [("0", True), ("1", False)])
+def test_system_metrics_are_sampled_once_per_node(tmp_path, monkeypatch, local_rank, samples):
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("LOCAL_RANK", local_rank)
+    run = pm.Run(str(tmp_path), url="", system_interval=0.05)
+    assert (run._system is not None) == samples
+    run.close()
+
+
 def test_system_metrics_are_sampled_in_the_background(tmp_path):
     run = pm.Run(str(tmp_path), url="", system_interval=0.1)
     deadline = time.time() + 5
