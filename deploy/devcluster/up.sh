@@ -346,6 +346,29 @@ printf '#!/bin/sh\nPYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}/opt/portal-devcluster
     "$JUPYTER_ENV" > /usr/local/bin/train-digits-mpi.tmp
 chmod 0755 /usr/local/bin/train-digits-mpi.tmp && mv -f /usr/local/bin/train-digits-mpi.tmp /usr/local/bin/train-digits-mpi
 
+# --- PyTorch for the torchrun launcher (CPU build, where this machine has one on disk) -------------
+# Only a CPU wheel already on this machine (pip's find-links, e.g. /opt/wheels) is used:
+# PyPI's plain `torch` is a CUDA build of several GB. Without one, torchrun jobs cannot run
+# here and the dev-cluster test of a real torchrun says so.
+TORCH_ENV=/opt/portal-devcluster/torch
+PY_TAG=$(/usr/bin/python3 -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+TORCH_WHEEL=$(find ${PIP_FIND_LINKS:-/opt/wheels} -maxdepth 1 -name "torch-*+cpu-$PY_TAG-$PY_TAG-*.whl" 2>/dev/null | sort | tail -n 1 || true)
+TORCH_STAMP="$(basename "${TORCH_WHEEL:-none}") $(sha256sum "$HERE/torch.lock" | cut -c1-16)"
+if [ -n "$TORCH_WHEEL" ] && [ "$(cat "$TORCH_ENV/.installed" 2>/dev/null)" != "$TORCH_STAMP" ]; then
+    log "installing PyTorch (CPU, $(basename "$TORCH_WHEEL")) into $TORCH_ENV"
+    rm -rf "$TORCH_ENV"
+    /usr/bin/python3 -m venv "$TORCH_ENV"
+    "$TORCH_ENV/bin/pip" install -q --no-deps "$TORCH_WHEEL" 2>&1 | { grep -v "is ignored: it is neither" || true; }
+    "$TORCH_ENV/bin/pip" install -q --no-deps -r "$HERE/torch.lock" 2>&1 | { grep -v "is ignored: it is neither" || true; }
+    echo "$TORCH_STAMP" > "$TORCH_ENV/.installed"
+fi
+if [ -x "$TORCH_ENV/bin/torchrun" ]; then
+    ln -sf "$TORCH_ENV/bin/torchrun" /usr/local/bin/torchrun
+    ln -sf "$TORCH_ENV/bin/python" /usr/local/bin/torch-python
+else
+    log "no PyTorch CPU wheel for $PY_TAG on this machine: torchrun jobs cannot run on the dev cluster"
+fi
+
 # --- what the portal needs to register the cluster ------------------------------------------------
 python3 - "$STATE" "$SSH_PORT" "$CLUSTER_USER" "$SECOND_USER" "${NODES[*]}" <<'EOF'
 import json, sys
