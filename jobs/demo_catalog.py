@@ -60,7 +60,7 @@ DEMO_IMAGES: list[dict[str, Any]] = [
     },
     {
         "slug": "digits-mpi-demo",
-        "name": "Digits classifier, data-parallel (MPI demo)",
+        "name": "Data-parallel digits (MPI demo)",
         "version": "mpi4py",
         "description": "The digits network trained on 2 nodes × 2 MPI ranks: each rank takes its "
         "share of every batch and the gradients are averaged with an allreduce (the Horovod "

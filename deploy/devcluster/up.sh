@@ -337,7 +337,7 @@ install -m 0644 "$HERE/examples/train_digits.py" /opt/portal-devcluster/examples
 printf '#!/bin/sh\nexec %s/bin/python /opt/portal-devcluster/examples/train_digits.py "$@"\n' \
     "$JUPYTER_ENV" > /usr/local/bin/train-digits.tmp
 chmod 0755 /usr/local/bin/train-digits.tmp && mv -f /usr/local/bin/train-digits.tmp /usr/local/bin/train-digits
-# The data-parallel demo ("Digits classifier, data-parallel"): the same environment plus
+# The data-parallel demo ("Data-parallel digits"): the same environment plus
 # Debian's mpi4py, alone on the path (Debian's other packages would shadow the venv's).
 install -m 0644 "$HERE/examples/train_digits_mpi.py" /opt/portal-devcluster/examples/train_digits_mpi.py
 install -d -m 0755 /opt/portal-devcluster/mpi4py
@@ -364,7 +364,9 @@ if [ -n "$TORCH_WHEEL" ] && [ "$(cat "$TORCH_ENV/.installed" 2>/dev/null)" != "$
 fi
 if [ -x "$TORCH_ENV/bin/torchrun" ]; then
     ln -sf "$TORCH_ENV/bin/torchrun" /usr/local/bin/torchrun
-    ln -sf "$TORCH_ENV/bin/python" /usr/local/bin/torch-python
+    # (a wrapper, not a link: Python finds its venv next to the path it was started as)
+    printf '#!/bin/sh\nexec %s/bin/python "$@"\n' "$TORCH_ENV" > /usr/local/bin/torch-python.tmp
+    chmod 0755 /usr/local/bin/torch-python.tmp && mv -f /usr/local/bin/torch-python.tmp /usr/local/bin/torch-python
 else
     log "no PyTorch CPU wheel for $PY_TAG on this machine: torchrun jobs cannot run on the dev cluster"
 fi

@@ -125,7 +125,7 @@ def test_launch_form_prevents_impossible_requests_in_the_browser(
     page.get_by_label("GPUs").fill("99")
     page.get_by_label("Walltime (minutes)").fill("100000")
     page.get_by_role("button", name="Launch").click()
-    page.get_by_text("At most 4 here.").wait_for()
+    page.get_by_text("At most 2 here.").wait_for()  # GPUs per node: a node has 2
     page.get_by_text("At most 1440 here.").wait_for()
     assert page.url.endswith("/launch/") and not Job.objects.exists()
     screenshot(page, "09-launch-limits")
@@ -136,7 +136,7 @@ def test_launch_form_prevents_impossible_requests_in_the_browser(
         "() => { document.getElementById('id_gpus').value = '9';"
         " document.getElementById('launch-form').submit(); }"
     )
-    page.get_by_text("Partition gpu allows at most 4 GPU(s) per job.").wait_for()
+    page.get_by_text("A node of partition gpu has at most 2 GPU(s).").wait_for()
     assert page.get_by_label("GPUs").input_value() == "9"
     assert not Job.objects.exists()
     # Tag filter and search narrow the catalog.

@@ -29,7 +29,7 @@ def test_the_data_parallel_demo_runs_on_both_nodes_from_the_form(browser, stack,
     page = sign_in(browser, stack, "owner", "owner-pass-123")
     errors = page_errors(page)
     page.goto(f"{stack.url}/launch/")
-    page.get_by_text("Digits classifier, data-parallel").click()
+    page.get_by_text("Data-parallel digits").click()
     # The catalog entry brings its launcher and layout with its command.
     assert page.get_by_label("MPI: mpirun").is_checked()
     assert page.get_by_label("Nodes", exact=True).input_value() == "2"
