@@ -18,19 +18,30 @@ def sign_in(browser, stack, username: str, password: str, **context_args):
     return page
 
 
-def launch(page, stack, image: str, kind: str, command: str | None = None) -> int:
-    """Launch ``image`` (its card's text) as ``kind`` (the label: "Batch command",
-    "Notebook session") on partition cpu, typing ``command`` if given; returns the new
-    job's id from the job page it lands on."""
+def fill_launch_form(
+    page, stack, image: str, kind: str, command: str | None = None, partition: str = "cpu"
+) -> None:
+    """On the launch page: ``image`` (its card's text) as ``kind`` (the label: "Batch
+    command", "Notebook session") on ``partition``, typing ``command`` if given."""
     page.goto(f"{stack.url}/launch/")
     page.get_by_text(image).click()
     page.get_by_label(kind).check()
     if command is not None:
         page.get_by_label("Command", exact=True).fill(command)
-    page.get_by_label("Partition").select_option(label="cpu")
+    page.get_by_label("Partition").select_option(label=partition)
+
+
+def press_launch(page, stack) -> int:
+    """Press Launch; the new job's id, from the job page it lands on."""
     page.get_by_role("button", name="Launch").click()
     page.wait_for_url(f"{stack.url}/jobs/*/")
     return int(page.url.rstrip("/").split("/")[-1])
+
+
+def launch(page, stack, image: str, kind: str, command: str | None = None) -> int:
+    """Launch ``image`` as ``kind`` on partition cpu (fill_launch_form, press_launch)."""
+    fill_launch_form(page, stack, image, kind, command)
+    return press_launch(page, stack)
 
 
 def page_errors(page, errors: list[str] | None = None) -> list[str]:

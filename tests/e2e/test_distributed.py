@@ -6,7 +6,7 @@ import pytest
 
 from jobs import demo_catalog
 from jobs.models import Job
-from tests.e2e.pages import page_errors, sign_in
+from tests.e2e.pages import fill_launch_form, page_errors, press_launch, sign_in
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
 
@@ -18,10 +18,6 @@ for step in range(400):
     pm.log(step=step, loss=1.0 / (step + 1))
     time.sleep(0.2 if rank == 1 else 0.05)
 EOF"""
-
-
-def job_id_of(page) -> int:
-    return int(page.url.rstrip("/").split("/")[-1])
 
 
 def test_the_data_parallel_demo_runs_on_both_nodes_from_the_form(browser, stack, owner, screenshot):
@@ -39,9 +35,7 @@ def test_the_data_parallel_demo_runs_on_both_nodes_from_the_form(browser, stack,
     summary = page.locator("[data-layout-summary]")
     assert summary.text_content().startswith("2 nodes × 2 tasks = 4 processes; mpirun starts 4")
     screenshot(page, "60-launch-distributed")
-    page.get_by_role("button", name="Launch").click()
-    page.wait_for_url(f"{stack.url}/jobs/*/")
-    job_id = job_id_of(page)
+    job_id = press_launch(page, stack)
 
     # Where each rank runs, live: four ranks on the two nodes.
     panel = page.locator("[data-ranks-panel]")
@@ -99,17 +93,11 @@ def test_the_rank_panel_names_a_slowed_rank_live(browser, stack, owner, screensh
     demo_catalog.load()
     page = sign_in(browser, stack, "owner", "owner-pass-123")
     errors = page_errors(page)
-    page.goto(f"{stack.url}/launch/")
-    page.get_by_text("Python 3 (host environment)").click()
-    page.get_by_label("Batch command").check()
-    page.get_by_label("Command", exact=True).fill(UNSYNCED)
-    page.get_by_label("Partition").select_option(label="cpu")
+    fill_launch_form(page, stack, "Python 3 (host environment)", "Batch command", UNSYNCED)
     page.get_by_label("MPI: mpirun").check()
     page.get_by_label("Nodes", exact=True).fill("2")
     page.get_by_label("Tasks per node").fill("1")
-    page.get_by_role("button", name="Launch").click()
-    page.wait_for_url(f"{stack.url}/jobs/*/")
-    job_id = job_id_of(page)
+    job_id = press_launch(page, stack)
     straggler = page.locator("[data-ranks-panel] tr.straggler")
     straggler.wait_for(timeout=120_000)
     assert straggler.get_attribute("data-rank") == "1"
@@ -127,11 +115,7 @@ def test_the_rank_panel_names_a_slowed_rank_live(browser, stack, owner, screensh
 def test_a_request_bigger_than_the_partition_is_refused_before_submission(browser, stack, owner):
     demo_catalog.load()
     page = sign_in(browser, stack, "owner", "owner-pass-123")
-    page.goto(f"{stack.url}/launch/")
-    page.get_by_text("Python 3 (host environment)").click()
-    page.get_by_label("Batch command").check()
-    page.get_by_label("Command", exact=True).fill("hostname")
-    page.get_by_label("Partition").select_option(label="gpu")
+    fill_launch_form(page, stack, "Python 3 (host environment)", "Batch command", "hostname", "gpu")
     page.get_by_label("MPI: mpirun").check()
     # The page knows the partition's shape: 2 nodes of 2 GPUs.
     page.get_by_label("Nodes", exact=True).fill("3")
