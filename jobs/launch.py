@@ -170,7 +170,7 @@ def launch_initial(user, source: Job | None = None) -> dict:
         "work_dir_kind": "home",
         "notebook_dir": last_notebook_dir(user),
     }
-    initial.update(image_layout(image))
+    initial.update(image_layout(image, partition))
     if image and not image.offers_notebook:
         initial["kind"] = "batch"
     if cluster and partition:
@@ -180,12 +180,16 @@ def launch_initial(user, source: Job | None = None) -> dict:
     return initial
 
 
-def image_layout(image: ContainerImage | None) -> dict:
-    """How the image's batch command starts unless the user says: its launcher and layout."""
+def image_layout(image: ContainerImage | None, partition: Partition | None = None) -> dict:
+    """How the image's batch command starts unless the user says: its launcher and layout,
+    on at most the partition's nodes (as the launch page caps it)."""
     if image is None:
-        return {"nodes": 1, "tasks_per_node": 1, "launcher": Job.Launcher.NONE}
+        return dict(LaunchForm.LAYOUT_DEFAULTS)
+    nodes = image.default_nodes
+    if partition is not None:
+        nodes = min(nodes, partition.max_nodes)
     return {
-        "nodes": image.default_nodes,
+        "nodes": nodes,
         "tasks_per_node": image.default_tasks_per_node,
         "launcher": image.default_launcher,
     }

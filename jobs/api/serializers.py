@@ -258,8 +258,11 @@ class JobCreateSerializer(serializers.Serializer):
             for key, value in defaults.items():
                 if self.FORM_TO_API.get(key, key) not in attrs:
                     data[key] = value
-        # A batch job starts from the image's launcher and layout, as on the launch page.
-        layout = image_layout(image if data.get("kind") == Job.Kind.BATCH else None)
+        # A batch job starts from the image's launcher and layout, as on the launch page,
+        # unless the request says any of it (then the rest is one process on one node).
+        given = any(key in attrs for key in LaunchForm.LAYOUT_DEFAULTS)
+        batch = data.get("kind") == Job.Kind.BATCH and not given
+        layout = image_layout(image if batch else None, partition)
         data.update({key: value for key, value in layout.items() if key not in attrs})
         if data.get("kind") == Job.Kind.BATCH and "command" not in attrs:
             # As on the launch page, which starts from the image's own command.

@@ -66,28 +66,40 @@ def rate(points: list[tuple[int, float]]) -> float | None:
 
 
 def find_straggler(ranks: list[RankProgress]) -> int | None:
-    """The rank that stands out as slowest, or None (one rank, no rates, or all alike)."""
+    """The rank that stands out: the slowest when it is clearly slower than the fastest,
+    else the one furthest behind when that is far (a rank that stopped logging keeps the
+    rate of its last points, but falls behind); None when no rank stands out."""
     rated = [r for r in ranks if r.steps_per_second is not None]
     if len(rated) < 2:
         return None
-    fastest = max(r.steps_per_second for r in rated if r.steps_per_second is not None)
+    fastest = max(r.steps_per_second or 0.0 for r in rated)
     if fastest <= 0:
         return None
-    slowest = min(rated, key=lambda r: (r.steps_per_second, -r.lag_steps, r.rank))
-    assert slowest.steps_per_second is not None
-    slow_rate = slowest.steps_per_second < STRAGGLER_RATIO * fastest
-    far_behind = slowest.lag_steps > LAG_SECONDS * fastest
-    return slowest.rank if slow_rate or far_behind else None
+    slowest = min(rated, key=lambda r: (r.steps_per_second or 0.0, -r.lag_steps, r.rank))
+    if (slowest.steps_per_second or 0.0) < STRAGGLER_RATIO * fastest:
+        return slowest.rank
+    behind = max(ranks, key=lambda r: (r.lag_steps, -r.rank))
+    return behind.rank if behind.lag_steps > LAG_SECONDS * fastest else None
 
 
-def _recent_points(series_id: int) -> list[tuple[int, float]]:
+def _recent_points(series_ids: list[int]) -> dict[int, list[tuple[int, float]]]:
+    """The last WINDOW points of each series, in one query (a window function: SQLite
+    3.25+ and PostgreSQL), over the (series, seq) primary key."""
+    if not series_ids:
+        return {}
     table = MetricPoint._meta.db_table
+    marks = ",".join(["%s"] * len(series_ids))
+    sql = (
+        f"SELECT series_id, step, time FROM (SELECT series_id, step, time, ROW_NUMBER() "  # noqa: S608
+        f"OVER (PARTITION BY series_id ORDER BY seq DESC) AS n FROM {table} "
+        f"WHERE series_id IN ({marks})) AS recent WHERE n <= %s"
+    )
+    found: dict[int, list[tuple[int, float]]] = {sid: [] for sid in series_ids}
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT step, time FROM {table} WHERE series_id = %s ORDER BY seq DESC LIMIT %s",  # noqa: S608
-            [series_id, WINDOW],
-        )
-        return [(int(step), float(when)) for step, when in cursor.fetchall()]
+        cursor.execute(sql, [*series_ids, WINDOW])
+        for sid, step, when in cursor.fetchall():
+            found[sid].append((int(step), float(when)))
+    return found
 
 
 def progress_key(series: list[MetricSeries]) -> str:
@@ -110,13 +122,15 @@ def job_progress(job_id: int) -> Progress:
     if attempt is None:
         return Progress("", 0, [], None)
     series = list(base.filter(attempt=attempt).filter(rank__lt=MAX_RANKS))
+    if not series:
+        return Progress("", attempt, [], None)
     key = progress_key(series)
     chosen = sorted((s for s in series if s.key == key), key=lambda s: s.rank)
     nodes = {s.rank: s.node for s in series if s.node}  # a rank's node, from any of its series
-    measured = []
-    for s in chosen:
-        recent = _recent_points(s.pk)
-        measured.append((s, rate(recent), max((t for _, t in recent), default=None)))
+    points = _recent_points([s.pk for s in chosen])
+    measured = [
+        (s, rate(points[s.pk]), max((t for _, t in points[s.pk]), default=None)) for s in chosen
+    ]
     ahead = max((s.last_step for s, _, _ in measured if s.last_step is not None), default=0)
     ranks = [
         RankProgress(

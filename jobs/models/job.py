@@ -116,7 +116,8 @@ class Job(models.Model):
     # While pending: place in the partition's queue (1 = next) and Slurm's estimated start.
     queue_position = models.PositiveIntegerField(null=True, blank=True)
     estimated_start = models.DateTimeField(null=True, blank=True)
-    node = models.CharField(max_length=253, blank=True)
+    # The node, or Slurm's compressed list of a multi-node job's nodes ("node[001-064]").
+    node = models.CharField(max_length=4000, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     message = models.TextField(blank=True, help_text="The scheduler's or the portal's explanation.")
     work_dir = models.CharField(max_length=500, blank=True)
@@ -425,7 +426,7 @@ class Job(models.Model):
         new_state = status.state
         pending = new_state == self.State.PENDING
         reason = status.reason[:REASON_MAX_LENGTH]
-        node = status.node[:253]
+        node = status.node[:4000]
         attempt = self.attempt if status.attempt is None else status.attempt
         queue = {"queue_position": status.queue_position, "estimated_start": status.estimated_start}
         if new_state == self.state and attempt == self.attempt:

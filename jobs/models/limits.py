@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from django.conf import settings
-
 from jobs.models.choices import SESSION_KINDS, Launcher
 
 if TYPE_CHECKING:
@@ -41,11 +39,6 @@ def layout_errors(job: Job) -> dict[str, str]:
             f"for tasks per node that divide them evenly (one per GPU: {job.gpus}) or a "
             "multiple of them."
         )
-    if job.world_size > settings.PORTAL_METRICS_MAX_RANKS:
-        errors["tasks_per_node"] = (
-            f"{job.world_size} processes is more than the portal follows "
-            f"({settings.PORTAL_METRICS_MAX_RANKS})."
-        )
     return errors
 
 
@@ -66,7 +59,7 @@ def partition_errors(job: Job, partition: Partition) -> dict[str, str]:
         more = -(-job.gpus * job.nodes // per_node) if per_node else 0
         hint = (
             f" For {job.gpus * job.nodes} GPUs, ask for {per_node} per node on {more} nodes."
-            if more and more <= partition.max_nodes and partition.max_nodes > 1
+            if 1 < more <= partition.max_nodes and more * per_node <= partition.max_gpus_per_job
             else ""
         )
         errors["gpus"] = f"A node of partition {name} has at most {per_node} GPU(s).{hint}"

@@ -142,7 +142,8 @@ class Run:
             system_interval = float(env.get("PORTAL_SYSTEM_METRICS_INTERVAL", "0") or 0)
         self._system = None
         # One sampler per node: the node's first local rank (rank 0 of a single process).
-        if system_interval > 0 and _env_int("LOCAL_RANK", self.rank) == 0:
+        local_rank = _env_int("LOCAL_RANK", _env_int("SLURM_LOCALID", self.rank))
+        if system_interval > 0 and local_rank == 0:
             self._system = threading.Thread(
                 target=self._sample_system,
                 args=(system_interval,),

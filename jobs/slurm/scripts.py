@@ -37,6 +37,7 @@ DISTRIBUTED_ENV = (
     "LOCAL_WORLD_SIZE",
     "NODE_RANK",
     "PORTAL_NODE",
+    "PORTAL_NODES",
     "PORTAL_NODE_GPUS",
 )
 RANK_SCRIPT = TEMPLATES / "distributed" / "portal_rank.sh"
@@ -233,7 +234,7 @@ class Expand(str):
     quoted so that the batch shell expands them, unlike everything else, which is quoted
     whole. Only words of this file are marked; they are checked against a pattern."""
 
-    PATTERN = re.compile(r"^[A-Za-z0-9_./:=-]*(\$[A-Z_]+[A-Za-z0-9_./:=-]*)+$")
+    PATTERN = re.compile(r"^[A-Za-z0-9_./:=-]*(\$[A-Z_]+[A-Za-z0-9_./:=-]*)+\Z")
 
     def shell(self) -> str:
         if not self.PATTERN.match(self):

@@ -13,6 +13,8 @@ const PortalMetrics = (() => {
   const WEBGL_MIN_POINTS = 5000; // SVG below this; WebGL only for long series…
   const WEBGL_MAX_FIGURES = 8; // …and few figures (browsers cap WebGL contexts near 16)
   const MARKERS_BELOW = 20; // a short series shows its points: a lone point draws no line
+  const BAND_BINS = 600; // step intervals of a min/mean/max band
+  const BAND_REDRAW_MS = 2000; // live bands are redrawn at most this often
   const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"];
   const DASHES = ["solid", "dot", "dash", "dashdot", "longdash"];
   const SPLIT = /^(train|training|val|valid|validation|test|eval|epoch|batch)[_/.-]/;
@@ -96,23 +98,31 @@ const PortalMetrics = (() => {
     }
 
     // Several ranks' series of one metric as three traces: max (no line), min filled up to
-    // it, and the mean; x is the step (or the step's mean time).
+    // it, and the mean. Points fall into at most `BAND_BINS` equal step intervals (each
+    // series is downsampled on its own, and ranks may log at other steps), drawn where at
+    // least half the ranks have a point; x is the bin's mean step (or mean time).
     function bandTraces(group, style, mode) {
-      const at = new Map(); // step -> {values: [], times: []}
+      let lo = Infinity, hi = -Infinity;
+      group.forEach((e) => e.step.forEach((step) => { lo = Math.min(lo, step); hi = Math.max(hi, step); }));
+      const width = Math.max(1, (hi - lo) / BAND_BINS);
+      const bins = new Map(); // bin -> {values, steps, times, ranks:Set}
       group.forEach((e) => e.step.forEach((step, i) => {
-        if (!at.has(step)) at.set(step, { values: [], times: [] });
-        at.get(step).values.push(e.value[i]);
-        at.get(step).times.push(e.time[i]);
+        const b = Math.floor((step - lo) / width);
+        if (!bins.has(b)) bins.set(b, { values: [], steps: [], times: [], ranks: new Set() });
+        const bin = bins.get(b);
+        bin.values.push(e.value[i]); bin.steps.push(step); bin.times.push(e.time[i]); bin.ranks.add(e.meta.rank);
       }));
-      const steps = [...at.keys()].sort((a, b) => a - b);
-      const pick = (f) => steps.map((step) => f(at.get(step).values));
-      const times = steps.map((step) => { const t = at.get(step).times; return t.reduce((a, b) => a + b, 0) / t.length; });
+      const mean = (v) => v.reduce((a, b) => a + b, 0) / v.length;
+      const kept = [...bins.keys()].sort((a, b) => a - b).map((b) => bins.get(b)).filter((bin) => 2 * bin.ranks.size >= group.length);
+      const steps = kept.map((bin) => mean(bin.steps));
+      const pick = (f) => kept.map((bin) => f(bin.values));
+      const times = kept.map((bin) => mean(bin.times));
       const x = xOf(mode, group[0].run, steps, times);
       const base = { type: "scatter", yaxis: style.yaxis, legendgroup: style.name, cliponaxis: false };
       return [
-        { ...base, x, y: pick((v) => Math.max(...v)), mode: "lines", line: { width: 0, color: style.color }, showlegend: false, hoverinfo: "skip", name: `${style.name} max` },
-        { ...base, x: x.slice(), y: pick((v) => Math.min(...v)), mode: "lines", line: { width: 0, color: style.color }, fill: "tonexty", fillcolor: style.color + "33", showlegend: false, hoverinfo: "skip", name: `${style.name} min` },
-        { ...base, x: x.slice(), y: pick((v) => v.reduce((a, b) => a + b, 0) / v.length), mode: steps.length < MARKERS_BELOW ? "lines+markers" : "lines", line: { color: style.color, width: 2 }, name: `${style.name} (mean of ${group.length} ranks)` },
+        { ...base, x, y: pick((v) => v.reduce((a, b) => Math.max(a, b), -Infinity)), mode: "lines", line: { width: 0, color: style.color }, showlegend: false, hoverinfo: "skip", name: `${style.name} max` },
+        { ...base, x: x.slice(), y: pick((v) => v.reduce((a, b) => Math.min(a, b), Infinity)), mode: "lines", line: { width: 0, color: style.color }, fill: "tonexty", fillcolor: style.color + "33", showlegend: false, hoverinfo: "skip", name: `${style.name} min` },
+        { ...base, x: x.slice(), y: pick(mean), mode: steps.length < MARKERS_BELOW ? "lines+markers" : "lines", line: { color: style.color, width: 2 }, name: `${style.name} (mean of ${group.length} ranks)` },
       ];
     }
 
@@ -299,6 +309,13 @@ const PortalMetrics = (() => {
       countPoints();
     }
 
+    // Bands are recomputed over all points: live, at most every BAND_REDRAW_MS.
+    let bandTimer = null;
+    function renderBandSoon() {
+      if (bandTimer) return;
+      bandTimer = setTimeout(() => { bandTimer = null; render(); }, BAND_REDRAW_MS);
+    }
+
     function countPoints() {
       let n = 0;
       figures.forEach((fig) => fig.div.data && fig.div.data.forEach((t, i) => {
@@ -334,7 +351,8 @@ const PortalMetrics = (() => {
         if (entry.step.length > TRACE_BUDGET) refetch.push(entry.meta.id);
       });
       if (message.reload) { loadHistory(); return; }
-      if (redraw || opts().ranks === "band") { render(); }
+      if (redraw) { render(); }
+      else if (opts().ranks === "band") { renderBandSoon(); }
       else {
         const o = opts();
         figures.forEach((fig) => {
@@ -477,18 +495,21 @@ const PortalMetrics = (() => {
   // Where each rank runs and how fast it goes (GET /jobs/<id>/metrics/ranks/), refreshed
   // every few seconds while the job is active; shown for a job with several ranks.
   function rankPanel(panel, jobId) {
-    if (!panel) return;
+    if (!panel || Number(panel.dataset.worldSize) < 2) return; // one process: no panel
+    let busy = false;
     const body = panel.querySelector("tbody");
     const summary = panel.querySelector("[data-straggler]");
     const active = () => document.getElementById("job").dataset.active === "true";
     const fmt = (v, digits) => (v === null || v === undefined ? "—" : Number(v).toFixed(digits));
     async function refresh() {
+      if (busy) return; // the last answer is still on its way: no overlapping requests
+      busy = true;
       let data;
       try {
         const response = await fetch(`/jobs/${jobId}/metrics/ranks/`, { headers: { Accept: "application/json" } });
         if (!response.ok) return;
         data = await response.json();
-      } catch (err) { return; }
+      } catch (err) { return; } finally { busy = false; }
       panel.hidden = data.ranks.length < 2;
       if (panel.hidden) return;
       const rates = data.ranks.map((r) => r.steps_per_second).filter((v) => v !== null);

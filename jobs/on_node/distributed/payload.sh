@@ -5,8 +5,10 @@
 export NNODES=$${SLURM_JOB_NUM_NODES:-${nodes}}
 export NPROC_PER_NODE=${tasks_per_node}
 export WORLD_SIZE=$$(( NNODES * NPROC_PER_NODE ))
-# The first node of the allocation, by name, as submitit and Lightning do.
-MASTER_ADDR=$$(scontrol show hostnames "$${SLURM_JOB_NODELIST:-}" 2>/dev/null | head -n 1)
+# The job's nodes in Slurm's order (a node's rank is its place here), and the first of
+# them, by name, as submitit and Lightning do.
+export PORTAL_NODES="$$(scontrol show hostnames "$${SLURM_JOB_NODELIST:-}" 2>/dev/null | tr '\n' ' ')"
+MASTER_ADDR=$${PORTAL_NODES%% *}
 export MASTER_ADDR=$${MASTER_ADDR:-$$(hostname)}
 # A port from the job id, so that jobs sharing a first node do not collide.
 export MASTER_PORT=$$(( 20000 + $${SLURM_JOB_ID:-0} % 20000 ))

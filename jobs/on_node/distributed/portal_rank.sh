@@ -7,8 +7,16 @@
 # MASTER_PORT; see the portal's README, "Distributed training".
 _portal_scope=$1
 shift
-export NODE_RANK=${SLURM_NODEID:-0}
 export PORTAL_NODE=${SLURMD_NODENAME:-$(hostname -s)}
+# The node's place in the job's node list (SLURM_NODEID counts within one srun step, and
+# an MPI library may start its daemons with a step of the other nodes only).
+NODE_RANK=${SLURM_NODEID:-0}
+_portal_i=0
+for _portal_name in ${PORTAL_NODES:-}; do
+    [ "$_portal_name" = "$PORTAL_NODE" ] && NODE_RANK=$_portal_i && break
+    _portal_i=$(( _portal_i + 1 ))
+done
+export NODE_RANK
 if [ "$_portal_scope" = rank ]; then
     # Open MPI, then PMIx, MPICH/Intel MPI (PMI), then Slurm's own task ids.
     export RANK=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${PMI_RANK:-${SLURM_PROCID:-0}}}}

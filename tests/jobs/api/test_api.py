@@ -162,6 +162,12 @@ def test_a_multi_node_job_takes_its_layout_or_the_images_and_shows_its_shape(
     )
     made = api.post("/api/v1/jobs/", {**body, "gpus": 0}, format="json").json()
     assert (made["nodes"], made["tasks_per_node"], made["launcher"]) == (2, 2, "mpi")
+    # Any part of the layout given, the rest is one process on one node, not the image's.
+    made = api.post("/api/v1/jobs/", {**body, "launcher": "none"}, format="json").json()
+    assert (made["nodes"], made["tasks_per_node"], made["launcher"]) == (1, 1, "none")
+    # On a single-node partition the image's nodes are capped, as on the launch page.
+    made = api.post("/api/v1/jobs/", {**body, "partition": "cpu"}, format="json").json()
+    assert (made["nodes"], made["tasks_per_node"], made["launcher"]) == (1, 2, "mpi")
     # A notebook is one process on one node, whatever the image suggests for batch jobs.
     made = api.post(
         "/api/v1/jobs/", {"container": "python", "kind": "notebook"}, format="json"

@@ -478,7 +478,7 @@ def test_the_rank_script_pins_each_rank_to_its_share_of_the_nodes_gpus(tmp_path)
         'echo "$RANK $LOCAL_RANK $NODE_RANK $CUDA_VISIBLE_DEVICES $PORTAL_NODE_GPUS"',
     ]
 
-    def run(gpus: str, local: int, local_size: int) -> str:
+    def run(gpus: str, local: int, local_size: int, **extra: str) -> str:
         env = {
             "PATH": "/usr/bin:/bin",
             "OMPI_COMM_WORLD_RANK": "3",
@@ -488,6 +488,7 @@ def test_the_rank_script_pins_each_rank_to_its_share_of_the_nodes_gpus(tmp_path)
             "SLURM_NODEID": "1",
             "SLURMD_NODENAME": "node2",
             "CUDA_VISIBLE_DEVICES": gpus,
+            **extra,
         }
         out = subprocess.run(
             ["bash", str(rank_script), "rank", *show], env=env, capture_output=True, text=True
@@ -497,3 +498,6 @@ def test_the_rank_script_pins_each_rank_to_its_share_of_the_nodes_gpus(tmp_path)
     assert run("2,3", 1, 2) == "3 1 1 3 2,3"
     assert run("0,1,2,3", 1, 2) == "3 1 1 2,3 0,1,2,3"
     assert run("0", 1, 2) == "3 1 1 0 0"  # more ranks than GPUs: they share
+    # The node's rank is its place in the job's node list, whatever step started it (an
+    # MPI library may start the other nodes' daemons in a step of their own: node ID 0).
+    assert run("0", 0, 1, SLURM_NODEID="0", PORTAL_NODES="node1 node2 ").split()[2] == "1"
