@@ -79,8 +79,11 @@ make_user() {
     # Open MPI's shared-memory transport (vader) crashes under this machine's sandboxed
     # kernel: ranks talk over TCP, also between the two nodes on this one host.
     install -d -m 755 -o "$user" -g "$user" "$home/.openmpi"
-    printf '%s\nbtl = self,tcp\n' "$MARK" > "$home/.openmpi/mca-params.conf"
-    chown "$user:$user" "$home/.openmpi/mca-params.conf"
+    local mca="$home/.openmpi/mca-params.conf"
+    if [ ! -e "$mca" ] || grep -qF "$MARK" "$mca"; then  # never one the user wrote
+        printf '%s\nbtl = self,tcp\n' "$MARK" > "$mca"
+        chown "$user:$user" "$mca"
+    fi
 }
 install -d -m 755 /scratch
 make_user "$CLUSTER_USER"
