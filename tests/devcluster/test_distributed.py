@@ -205,7 +205,7 @@ def test_one_failing_rank_stops_every_rank_on_every_node(devcluster, owner):
 @pytest.mark.django_db
 def test_the_rank_panel_names_a_deliberately_slowed_rank(devcluster, owner):
     job = distributed_job(
-        owner, devcluster, UNSYNCED.format(steps=150), "mpi", tasks_per_node=1, gpus=1
+        owner, devcluster, UNSYNCED.format(steps=60), "mpi", tasks_per_node=1, gpus=1
     )
     job = run_until(job, {"completed", "failed"}, timeout=120)
     assert job.state == "completed", job.message
