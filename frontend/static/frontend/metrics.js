@@ -255,14 +255,16 @@ const PortalMetrics = (() => {
         const families = key === "all" ? [...new Set(members.map((e) => family(e.meta.key)))].sort() : null;
         const traces = [];
         const nodes = new Set(members.map((e) => e.meta.node).filter(Boolean));
+        // Bands: one per run, metric and attempt that several ranks log (a metric only
+        // rank 0 logs stays a line); the legend names the metric.
+        const bands = new Map();
         if (o.ranks === "band" && !system) {
-          // One band per run, metric and attempt; the legend names the metric.
-          const bands = new Map();
           members.forEach((e) => {
             const k = `${e.run}|${e.meta.key}|${e.meta.attempt}`;
             if (!bands.has(k)) bands.set(k, []);
             bands.get(k).push(e);
           });
+          bands.forEach((group, k) => { if (group.length < 2) bands.delete(k); });
           [...bands.values()].forEach((group, i) => {
             const e = group[0];
             const run = runs.get(e.run);
@@ -272,7 +274,8 @@ const PortalMetrics = (() => {
             bandTraces(group, style, fig.mode).forEach((t) => { traces.push(t); fig.traces.push({ id: null, run: e.run, smoothed: false, band: true }); });
           });
         }
-        (o.ranks === "band" && !system ? [] : members).forEach((e, i) => {
+        const banded = new Set([...bands.values()].flat());
+        members.filter((e) => !banded.has(e)).forEach((e, i) => {
           const own = members.filter((m) => m.run === e.run);
           const run = runs.get(e.run);
           const style = byRun
