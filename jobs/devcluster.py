@@ -52,6 +52,7 @@ def register(info: dict, accounts: dict[str, str] | None = None) -> Cluster:
         },
     )
     gpu_type = info.get("gpu_type", "v100")
+    nodes = len(info.get("nodes", ())) or 1
     Partition.objects.update_or_create(
         cluster=cluster,
         name="gpu",
@@ -59,7 +60,7 @@ def register(info: dict, accounts: dict[str, str] | None = None) -> Cluster:
             description="Fake V100 GPUs (GRES on tty devices), two per node",
             gpu_types=gpu_type,
             max_gpus_per_job=4,
-            max_nodes=len(info.get("nodes", ())) or 1,
+            max_nodes=nodes,
             max_gpus_per_node=info.get("gpus_per_node", 4),
             max_cpus_per_job=8,
             max_memory_gb=16,
@@ -79,7 +80,7 @@ def register(info: dict, accounts: dict[str, str] | None = None) -> Cluster:
             description="CPU only, short jobs",
             gpu_types="",
             max_gpus_per_job=0,
-            max_nodes=len(info.get("nodes", ())) or 1,
+            max_nodes=nodes,
             max_gpus_per_node=0,
             max_cpus_per_job=8,
             max_memory_gb=16,

@@ -96,7 +96,6 @@ class LaunchForm(forms.ModelForm):
         for name, default in self.LAYOUT_DEFAULTS.items():
             if name not in self.errors and cleaned.get(name) in (None, ""):
                 cleaned[name] = default
-                setattr(self.instance, name, default)
         cluster = cleaned.get("cluster")
         if cluster is not None and ClusterAccount.for_user(cluster, self.user) is None:
             self.add_error(

@@ -56,7 +56,8 @@ def partition_errors(job: Job, partition: Partition) -> dict[str, str]:
     if job.gpus and not partition.max_gpus_per_job:
         errors["gpus"] = f"Partition {name} has no GPUs."
     elif job.gpus > per_node and per_node < partition.max_gpus_per_job:
-        more = -(-job.gpus * job.nodes // per_node) if per_node else 0
+        # (per_node > 0 here: a partition without GPUs took the branch above)
+        more = -(-job.gpus * job.nodes // per_node)
         hint = (
             f" For {job.gpus * job.nodes} GPUs, ask for {per_node} per node on {more} nodes."
             if 1 < more <= partition.max_nodes and more * per_node <= partition.max_gpus_per_job

@@ -286,21 +286,24 @@ def launcher_argv(job: Job, work_dir: str) -> list[str]:
 
 
 def distributed_payload(job: Job, work_dir: str) -> str:
-    text = RANK_SCRIPT.read_text()
-    if "\nPORTAL_RANK_SH\n" in text:
-        raise ScriptError("the rank script contains its here-document delimiter")
     return _template("distributed/payload.sh").substitute(
         shape=job.shape,
         launcher=job.launcher,
         nodes=int(job.nodes),
         tasks_per_node=int(job.tasks_per_node),
-        rank_script=text if text.endswith("\n") else text + "\n",
+        rank_script=heredoc_body(RANK_SCRIPT, "PORTAL_RANK_SH"),
         start=" ".join(_word(a) for a in launcher_argv(job, work_dir)),
     )
 
 
-def metrics_module() -> str:
-    text = METRICS_MODULE.read_text()
-    if "\nPORTAL_METRICS_PY\n" in text:  # would end the here-document early
-        raise ScriptError("the metrics module contains its here-document delimiter")
+def heredoc_body(path: Path, delimiter: str) -> str:
+    """A file copied into the job script by a quoted here-document ending in ``delimiter``:
+    its text, ending in a newline, refused if a line of it would end the document early."""
+    text = path.read_text()
+    if f"\n{delimiter}\n" in text:
+        raise ScriptError(f"{path.name} contains its here-document delimiter")
     return text if text.endswith("\n") else text + "\n"
+
+
+def metrics_module() -> str:
+    return heredoc_body(METRICS_MODULE, "PORTAL_METRICS_PY")
