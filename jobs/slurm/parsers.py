@@ -19,7 +19,7 @@ FIELD_SEP = "\x1f"
 # sacct -o fields, in order. Only JobName is the user's text, so it is last: whatever it
 # contains stays in that one field.
 SACCT_FIELDS = (
-    "JobIDRaw",
+    "JobID",  # an array task's is ARRAY_TASK ("1234_5"); others' is the plain id
     "User",
     "State",
     "ExitCode",
@@ -29,6 +29,47 @@ SACCT_FIELDS = (
     "End",
     "JobName",
 )
+
+
+# A scheduler id the portal stores: a job's number, or an array task's "ARRAY_TASK".
+SCHEDULER_ID = re.compile(r"\d+(_\d+)?\Z")
+# At most this many tasks are read from one pending array record ("0-999%4"); Slurm's own
+# MaxArraySize defaults to 1001.
+MAX_ARRAY_TASKS = 100_000
+
+
+def array_tasks(spec: str) -> list[int]:
+    """Task ids of a pending array record's ``array_task_string``: '2-5%2' -> [2, 3, 4, 5],
+    '1,3,8-12:2' -> [1, 3, 8, 10, 12]. A malformed spec raises ValueError; more than
+    MAX_ARRAY_TASKS tasks too (a record is never read in part)."""
+    spec = spec.split("%")[0].strip()
+    tasks: list[int] = []
+    for item in spec.split(","):
+        match = re.fullmatch(r"(\d{1,9})(?:-(\d{1,9})(?::(\d{1,9}))?)?", item.strip())
+        if not match:
+            raise ValueError(f"unreadable array task list {spec[:80]!r}")
+        low = int(match.group(1))
+        high = int(match.group(2)) if match.group(2) else low
+        step = int(match.group(3)) if match.group(3) else 1
+        if high < low or step < 1 or len(tasks) + (high - low) // step + 1 > MAX_ARRAY_TASKS:
+            raise ValueError(f"array task list {spec[:80]!r} out of bounds")
+        tasks.extend(range(low, high + 1, step))
+    return tasks
+
+
+def _squeue_ids(entry: dict, job_id: int) -> list[str]:
+    """The scheduler ids one squeue record stands for: a job's own id, an array task's
+    'ARRAY_TASK', or every task still pending in an array's one record."""
+    array_id = _number(entry.get("array_job_id"))
+    if not array_id:
+        return [str(job_id)]
+    task = _number(entry.get("array_task_id"))
+    if task is not None:
+        return [f"{array_id}_{task}"]
+    spec = _text(entry.get("array_task_string"))
+    if not spec:
+        return [str(job_id)]
+    return [f"{array_id}_{t}" for t in array_tasks(spec)]
 
 
 @dataclass(frozen=True)
@@ -176,9 +217,9 @@ def parse_squeue_json(output: str, username: str) -> list[SlurmJob]:
             state = _json_state(entry.get("job_state"))
             map_state(state)  # an unknown state is skipped with the entry
             code, signal = _json_exit(entry.get("exit_code"))
-            statuses.append(
+            statuses.extend(
                 SlurmJob(
-                    scheduler_id=str(job_id),
+                    scheduler_id=scheduler_id,
                     slurm_state=state,
                     reason=_none_if_null(_text(entry.get("state_reason"))),
                     node=_none_if_null(_text(entry.get("nodes"))),
@@ -194,6 +235,7 @@ def parse_squeue_json(output: str, username: str) -> list[SlurmJob]:
                     estimated_start=_epoch(entry.get("start_time")) if state == "PENDING" else None,
                     partition=_partition(entry),
                 )
+                for scheduler_id in _squeue_ids(entry, job_id)
             )
         except ValueError as exc:
             log.warning("squeue: skipped a job entry (%s)", exc)
@@ -254,6 +296,9 @@ def parse_sacct_json(output: str, username: str) -> list[SlurmJob]:
                 raise ValueError("no job_id")
             map_state(state)
             times = t if isinstance(t := entry.get("time"), dict) else {}
+            array = a if isinstance(a := entry.get("array"), dict) else {}
+            array_id, task = _number(array.get("job_id")), _number(array.get("task_id"))
+            scheduler_id = f"{array_id}_{task}" if array_id and task is not None else str(job_id)
             exit_info = entry.get("exit_code")
             signal = None
             if isinstance(exit_info, dict) and _text(exit_info.get("status")) == "SIGNALED":
@@ -261,7 +306,7 @@ def parse_sacct_json(output: str, username: str) -> list[SlurmJob]:
                 signal = _number(sig.get("signal_id")) if isinstance(sig, dict) else None
             statuses.append(
                 SlurmJob(
-                    scheduler_id=str(job_id),
+                    scheduler_id=scheduler_id,
                     slurm_state=state,
                     reason=_none_if_null(_text(state_info.get("reason"))),
                     node=_none_if_null(_text(entry.get("nodes")).replace("None assigned", "")),
@@ -307,7 +352,7 @@ def parse_sacct(output: str, username: str) -> list[SlurmJob]:
                 log.warning("sacct: skipped a line of %d fields", len(fields))
             continue
         job_id, user, state, exit_code, reason, nodes, start, end, name = fields
-        if not job_id.isdigit() or user != username:
+        if not SCHEDULER_ID.match(job_id) or user != username:
             continue
         try:
             map_state(state)

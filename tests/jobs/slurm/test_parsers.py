@@ -317,3 +317,56 @@ def test_sinfo_that_is_not_json_is_unparsable_and_odd_nodes_are_skipped():
         parsers.parse_sinfo_json("sinfo: error: ...")
     nodes = parsers.parse_sinfo_json(json.dumps({"nodes": [1, {"name": "x"}, {"cpus": "many"}]}))
     assert nodes == []
+
+
+# -- job arrays (captured: `sbatch --array=0-5%2`, tasks 0 and 1 running, 2-5 throttled) --
+
+
+def test_squeue_reads_running_array_tasks_and_every_throttled_task_of_the_pending_record():
+    jobs = {
+        j.scheduler_id: j
+        for j in parsers.parse_squeue_json(captured("squeue_array.json"), "hpcuser")
+    }
+    assert set(jobs) == {"1_0", "1_1", "1_2", "1_3", "1_4", "1_5"}
+    assert (jobs["1_0"].state, jobs["1_0"].node) == ("running", "node1")
+    assert (jobs["1_4"].state, jobs["1_4"].reason) == ("pending", "JobArrayTaskLimit")
+    assert (
+        status.reason_text(jobs["1_4"].reason) == "waiting for other tasks of its array to finish"
+    )
+    assert {j.name for j in jobs.values()} == {"portal-a1-xyz"}
+
+
+def test_sacct_names_array_tasks_by_array_and_task_in_json_and_text():
+    settled = {
+        j.scheduler_id: j for j in parsers.parse_sacct_json(captured("sacct_array.json"), "hpcuser")
+    }
+    assert set(settled) == {"1_0", "1_3", "1_5"}  # the array's own record (id 1) is task 5
+    assert settled["1_3"].state == "failed"
+    codes = parsers.exit_codes(captured("sacct_array.txt"), "hpcuser", settled)
+    assert codes["1_3"] == (3, 0) and codes["1_0"] == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("spec", "tasks"),
+    [
+        ("2-5%2", [2, 3, 4, 5]),
+        ("7", [7]),
+        ("1,3,8-12:2", [1, 3, 8, 10, 12]),
+    ],
+)
+def test_array_task_lists(spec, tasks):
+    assert parsers.array_tasks(spec) == tasks
+
+
+@pytest.mark.parametrize("spec", ["", "1-", "5-2", "0-99999999", "a", "1;2", "0-4:0"])
+def test_a_bad_or_huge_array_task_list_is_refused_whole(spec):
+    with pytest.raises(ValueError):
+        parsers.array_tasks(spec)
+
+
+def test_a_pending_array_record_with_a_bad_task_list_is_skipped_not_guessed():
+    document = json.loads(captured("squeue_array.json"))
+    pending = next(j for j in document["jobs"] if j["array_task_string"])
+    pending["array_task_string"] = "0-99999999"
+    jobs = parsers.parse_squeue_json(json.dumps(document), "hpcuser")
+    assert {j.scheduler_id for j in jobs} == {"1_0", "1_1"}
