@@ -22,13 +22,22 @@ def launch(form: LaunchForm) -> Job:
     return job
 
 
-def cancel(job: Job) -> bool:
+def launch_job(job: Job) -> Job:
+    """Save a validated job built by the portal (not a form) and queue its submission."""
+    with transaction.atomic():
+        job.save()
+        transaction.on_commit(lambda: _submit(job))
+    return job
+
+
+def cancel(job: Job, reason: str = "") -> bool:
     """Cancel ``job``: at once if it never reached the scheduler, else by a worker's
-    scancel. False if it had already ended (nothing to do)."""
+    scancel. ``reason``: why the portal cancels it (its final message). False if it had
+    already ended (nothing to do)."""
     if job.is_final:
         return False
     with transaction.atomic():
-        if job.request_cancel():
+        if job.request_cancel(reason):
             transaction.on_commit(
                 lambda: _queue(
                     job, tasks.cancel_job, "Waiting for the portal's task queue to cancel ({exc})."

@@ -65,6 +65,17 @@ class Scheduler(Protocol):
         metrics_token: str = "",
     ) -> Submission: ...
 
+    def submit_array(
+        self,
+        conn: Connection,
+        work_dir: str,
+        name: str,
+        script: str,
+        tokens: list[tuple[int, str]],
+    ) -> Submission:
+        """Submit (or adopt) a job array: one script, members ``<id>_<index>``."""
+        ...
+
     def statuses(self, conn: Connection, username: str, jobs: Sequence[Job]) -> dict[str, Status]:
         """Status of ``jobs`` by scheduler id, in O(1) commands; unknown jobs left out."""
         ...

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from jobs import schedulers, sessions
 from jobs.metrics.tasks import tail_metrics
-from jobs.models import Cluster, ClusterAccount, Job, choices
+from jobs.models import Cluster, ClusterAccount, Job, JobArray, choices
 from jobs.slurm import files, operations, scripts, ssh
 from jobs.task_helpers import backoff, limits, single_flight
 
@@ -34,6 +34,9 @@ def submit_job(self, job_id: int) -> None:
         .first()
     )
     if job is None or job.state != Job.State.QUEUED:
+        return
+    if job.array_id:  # submitted with its array, never alone
+        submit_array.delay(job.array_id)
         return
     if not job.claim_submit():
         return  # another worker is submitting it
@@ -54,11 +57,7 @@ def submit_job(self, job_id: int) -> None:
         from jobs.metrics.ingest import issue_token
 
         metrics_token = issue_token(job)
-        metrics_url = (
-            ""
-            if job.cluster.metrics_over_ssh
-            else settings.PORTAL_URL + reverse("metrics-upload", args=[job.pk])
-        )
+        metrics_url = metrics_upload_url(job)
         script = scripts.render(
             job, work_dir, register_url, metrics_url, settings.PORTAL_SYSTEM_METRICS_INTERVAL
         )
@@ -104,6 +103,98 @@ def submit_job(self, job_id: int) -> None:
             Job.objects.filter(pk=job.pk).update(scheduler_job_id=submission.scheduler_id)
 
 
+def metrics_upload_url(job: Job) -> str:
+    if job.cluster.metrics_over_ssh:
+        return ""
+    return settings.PORTAL_URL + reverse("metrics-upload", args=[job.pk])
+
+
+@shared_task(bind=True, acks_late=True, max_retries=None, **limits())
+def submit_array(self, array_id: int) -> None:
+    """Submit a job array (an experiment's batch of trial runs) with one sbatch: the same
+    claim, adoption and retry rules as one job (submit_job); members cancelled before it
+    reached the scheduler are scancelled right after."""
+    array = JobArray.objects.select_related("cluster", "owner").filter(pk=array_id).first()
+    if array is None or array.submitted_at is not None:
+        return
+    members = list(
+        array.jobs.select_related(
+            "cluster", "partition", "image", "owner", "trial__experiment"
+        ).order_by("array_index")
+    )
+    if not any(j.state == Job.State.QUEUED for j in members):
+        return  # all cancelled before submission
+    if not array.claim_submit():
+        return
+    account = ClusterAccount.for_user(array.cluster, array.owner)
+    queued = (Job.State.QUEUED,)
+    if account is None:
+        for job in members:
+            job.transition(
+                Job.State.SUBMIT_FAILED,
+                expect=queued,
+                message=f"You have no account on cluster {array.cluster.name} yet; "
+                "add one on your account page or ask an administrator.",
+            )
+        return
+    from jobs.experiments.runs import array_member
+    from jobs.metrics.ingest import issue_token
+
+    try:
+        work_dir = scripts.array_work_dir(array, account.username, members[0].work_dir_kind)
+        tokens = [(job.array_index or 0, issue_token(job)) for job in members]
+        script = scripts.render_array(
+            array,
+            [array_member(job, metrics_upload_url(job)) for job in members],
+            work_dir,
+            settings.PORTAL_SYSTEM_METRICS_INTERVAL,
+        )
+        scheduler = schedulers.for_cluster(array.cluster)
+        submission = operations.on_account(
+            account,
+            lambda conn: scheduler.submit_array(conn, work_dir, array.slurm_name, script, tokens),
+        )
+    except ssh.SlurmError as exc:
+        if exc.transient and self.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
+            array.release_submit_claim()
+            log.warning("submit of job array %s failed (%s); retrying", array_id, exc)
+            raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from None
+        prefix = "The cluster could not be reached: " if exc.transient else ""
+        for job in members:
+            job.transition(Job.State.SUBMIT_FAILED, expect=queued, message=f"{prefix}{exc}")
+        return
+    except (scripts.ScriptError, ValueError) as exc:
+        for job in members:
+            job.transition(Job.State.SUBMIT_FAILED, expect=queued, message=str(exc))
+        return
+    now = timezone.now()
+    JobArray.objects.filter(pk=array.pk).update(
+        scheduler_array_id=submission.scheduler_id,
+        submitted_at=now,
+        work_dir=work_dir,
+        script=script,
+    )
+    adopted = "Adopted the job array an earlier attempt submitted." if submission.adopted else ""
+    for job in members:
+        task_id = f"{submission.scheduler_id}_{job.array_index}"
+        moved = job.transition(
+            Job.State.PENDING,
+            expect=queued,
+            message=adopted,
+            scheduler_job_id=task_id,
+            submitted_at=now,
+            work_dir=f"{work_dir}/{job.array_index}",
+            cluster_account=account,
+        )
+        if not moved:
+            job.refresh_from_db()
+            if job.state == Job.State.CANCELLED:  # cancelled while we were submitting
+                Job.objects.filter(pk=job.pk).update(scheduler_job_id=task_id)
+                operations.on_account(
+                    account, lambda conn, t=task_id: scheduler.cancel(conn, t, array.slurm_name)
+                )
+
+
 @shared_task
 def sync_clusters() -> None:
     """Periodic (beat): one sync per cluster with scheduled jobs, spread over the interval."""
@@ -141,7 +232,7 @@ def sync_jobs(jobs) -> int:
     """
     by_account: dict[int, list[Job]] = defaultdict(list)
     for job in jobs.exclude(scheduler_job_id="").select_related(
-        "cluster_account__cluster", "owner"
+        "cluster_account__cluster", "owner", "array"
     ):
         if job.cluster_account_id:
             by_account[job.cluster_account_id].append(job)
@@ -191,12 +282,28 @@ def _sync_account(group: list[Job]) -> int:
             _enqueue(tail_metrics, job.pk, final=True)
             if job.ended_badly:
                 _enqueue(read_error_tail, job.pk)
+    _advance_experiments_of([job for job in group if job.trial_id and job.is_final])
     running = [job for job in group if job.state == Job.State.RUNNING]
     discover_sessions(account, running)
     if account.cluster.metrics_over_ssh:
         for job in running:
             _enqueue(tail_metrics, job.pk)
     return changed
+
+
+def _advance_experiments_of(ended: list[Job]) -> None:
+    """A trial's job ended: its experiment steps now (stop, score, start the next trials)
+    rather than at its next periodic step."""
+    if not ended:
+        return
+    from jobs.experiments.models import Trial
+    from jobs.experiments.tasks import advance_experiment
+
+    trial_ids = {job.trial_id for job in ended if job.trial_id is not None}
+    for experiment_id in set(
+        Trial.objects.filter(pk__in=trial_ids).values_list("experiment_id", flat=True)
+    ):
+        _enqueue(advance_experiment, experiment_id)
 
 
 def discover_sessions(account, running_jobs) -> None:
@@ -219,7 +326,7 @@ def discover_sessions(account, running_jobs) -> None:
 
 @shared_task(bind=True, acks_late=True, max_retries=None, **limits())
 def cancel_job(self, job_id: int) -> None:
-    job = Job.objects.select_related("cluster_account__cluster").filter(pk=job_id).first()
+    job = Job.objects.select_related("cluster_account__cluster", "array").filter(pk=job_id).first()
     if job is None or job.is_final:
         return
     if job.state == Job.State.QUEUED:
@@ -289,8 +396,12 @@ def recover_jobs() -> dict[str, int]:
         .exclude(scheduler_job_id="")
         .values_list("pk", flat=True)[:500]
     )
+    arrays = dict(Job.objects.filter(pk__in=lost_submits).values_list("pk", "array_id"))
+    for array_id in {a for a in arrays.values() if a}:
+        submit_array.delay(array_id)
     for job_id in lost_submits:
-        submit_job.delay(job_id)
+        if not arrays.get(job_id):
+            submit_job.delay(job_id)
     for job_id in lost_cancels:
         cancel_job.delay(job_id)
     if lost_submits or lost_cancels:

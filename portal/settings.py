@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "jobs",
     "jobs.metrics",
+    "jobs.experiments",
     "proxy",
     "frontend",
 ]
@@ -201,6 +202,11 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 PORTAL_TASK_TIME_LIMIT = env_float("PORTAL_TASK_TIME_LIMIT", 180.0, minimum=10)
 # Seconds after which a queued job or a cancellation that made no progress is queued again.
 PORTAL_RECOVER_AFTER = env_float("PORTAL_RECOVER_AFTER", 60.0, minimum=2)
+# Experiments (jobs/experiments/): how often each running experiment's controller steps
+# (stops trials early, starts new ones), and how long a completed trial's metrics may
+# still be arriving before a missing objective counts as never logged.
+PORTAL_EXPERIMENT_INTERVAL = env_float("PORTAL_EXPERIMENT_INTERVAL", 5.0, minimum=0.5)
+PORTAL_EXPERIMENT_SETTLE = env_float("PORTAL_EXPERIMENT_SETTLE", 15.0, minimum=0)
 # Queue name, so that several portals (or a test run) can share one Redis.
 CELERY_TASK_DEFAULT_QUEUE = env_str("PORTAL_CELERY_QUEUE", "celery")
 
@@ -307,6 +313,11 @@ TLS_DIR = Path(env_str("PORTAL_TLS_DIR", str(DATA_DIR / "tls")))
 CELERY_BEAT_SCHEDULE = {
     "sync-clusters": {"task": "jobs.tasks.sync_clusters", "schedule": PORTAL_SYNC_INTERVAL},
     "recover-jobs": {"task": "jobs.tasks.recover_jobs", "schedule": PORTAL_RECOVER_AFTER / 2},
+    "advance-experiments": {
+        "task": "jobs.experiments.tasks.advance_experiments",
+        "schedule": PORTAL_EXPERIMENT_INTERVAL,
+        "options": {"expires": PORTAL_EXPERIMENT_INTERVAL},
+    },
     "reconcile-session-routes": {
         "task": "proxy.tasks.reconcile_routes",
         "schedule": PROXY_RECONCILE_INTERVAL,

@@ -156,3 +156,36 @@ def metric_records(n: int, start: int = 0, attempt: int = 0, rank: int = 0, **ex
         }
         for s in range(start, start + n)
     ]
+
+
+def experiment_spec(image_slug: str, command: str, **overrides) -> dict:
+    """A small experiment's spec on partition cpu: ``overrides`` replace top-level keys."""
+    spec = {
+        "name": "sweep",
+        "launch": {
+            "container": image_slug,
+            "partition": "cpu",
+            "command": command,
+            "cpus": 1,
+            "memory_gb": 1,
+            "time_limit": 10,
+        },
+        "parameters": {
+            "lr": {"type": "float", "low": 0.001, "high": 0.5, "log": True},
+            "hidden": {"type": "int", "low": 8, "high": 64, "step": 8},
+        },
+        "method": "random",
+        "objective": {"metric": "val_accuracy", "goal": "maximize"},
+        "budget": {"max_trials": 4, "max_concurrent": 2},
+        "seed": 1,
+    }
+    spec.update(overrides)
+    return spec
+
+
+def experiment(owner, image_slug: str = "host", command: str = "true", **overrides):
+    """An experiment of ``owner``'s made through the service (its spec checked), on the
+    cluster its launch names (the only one, in tests)."""
+    from jobs.experiments import service
+
+    return service.create(owner, experiment_spec(image_slug, command, **overrides))

@@ -340,6 +340,11 @@ install -m 0644 "$HERE/examples/train_digits.py" /opt/portal-devcluster/examples
 printf '#!/bin/sh\nexec %s/bin/python /opt/portal-devcluster/examples/train_digits.py "$@"\n' \
     "$JUPYTER_ENV" > /usr/local/bin/train-digits.tmp
 chmod 0755 /usr/local/bin/train-digits.tmp && mv -f /usr/local/bin/train-digits.tmp /usr/local/bin/train-digits
+# The sweep demo (catalog entry "Digits sweep"): `sweep-digits`, one fold per job.
+install -m 0644 "$HERE/examples/sweep_digits.py" /opt/portal-devcluster/examples/sweep_digits.py
+printf '#!/bin/sh\nexec %s/bin/python /opt/portal-devcluster/examples/sweep_digits.py "$@"\n' \
+    "$JUPYTER_ENV" > /usr/local/bin/sweep-digits.tmp
+chmod 0755 /usr/local/bin/sweep-digits.tmp && mv -f /usr/local/bin/sweep-digits.tmp /usr/local/bin/sweep-digits
 # The data-parallel demo ("Data-parallel digits"): the same environment plus
 # Debian's mpi4py, alone on the path (Debian's other packages would shadow the venv's).
 install -m 0644 "$HERE/examples/train_digits_mpi.py" /opt/portal-devcluster/examples/train_digits_mpi.py

@@ -4,9 +4,11 @@
 - clusters: Cluster, Partition, ClusterAccount
 - catalog: Tag, ContainerImage, ImageCheck
 - job: Job, JobEvent
+- arrays: JobArray (jobs submitted as one scheduler array)
 - tokens: ApiToken
 """
 
+from jobs.models.arrays import JobArray
 from jobs.models.catalog import ContainerImage, ImageCheck, Tag
 from jobs.models.clusters import Cluster, ClusterAccount, Partition
 from jobs.models.job import Job, JobEvent
@@ -19,6 +21,7 @@ __all__ = [
     "ContainerImage",
     "ImageCheck",
     "Job",
+    "JobArray",
     "JobEvent",
     "Partition",
     "Tag",

@@ -68,6 +68,12 @@ class Cluster(models.Model):
         "over SSH on every sync instead of waiting for uploads. (Files are always read "
         "once more when a job ends.)",
     )
+    max_array_size = models.PositiveIntegerField(
+        "largest job array",
+        default=1001,
+        help_text="Slurm's MaxArraySize (scontrol show config): an array's task ids stay "
+        "below it. Experiments split their trials into arrays that fit.",
+    )
     enabled = models.BooleanField(default=True)
 
     class Meta:

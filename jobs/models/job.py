@@ -127,6 +127,24 @@ class Job(models.Model):
     # The job's own metrics upload token (hash only): valid for this job while it is active.
     metrics_token_hash = models.CharField(max_length=64, blank=True, editable=False)
 
+    # A member of a job array (jobs/models/arrays.py): the scheduler knows it as
+    # "<array id>_<array_index>" under the array's name.
+    array = models.ForeignKey(
+        "JobArray", on_delete=models.PROTECT, null=True, blank=True, related_name="jobs"
+    )
+    array_index = models.PositiveIntegerField(null=True, blank=True)
+    # A run of an experiment's trial (jobs/experiments/): one job per cross-validation fold.
+    trial = models.ForeignKey(
+        "experiments.Trial",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="jobs",
+    )
+    fold = models.PositiveSmallIntegerField(null=True, blank=True)
+    # Why the portal cancelled it (an experiment's early stopping), kept as its final message.
+    cancel_reason = models.CharField(max_length=500, blank=True)
+
     # Slurm's restart count: a requeued job runs again as attempt 1, 2, ...
     attempt = models.PositiveIntegerField(default=0)
     # Bytes of metric records received (uploads and files), for the per-job quota.
@@ -156,8 +174,18 @@ class Job(models.Model):
 
     @property
     def slurm_name(self) -> str:
-        """The Slurm job name; submit looks jobs up by it, so it is unique per portal job."""
+        """The Slurm job name; submit looks jobs up by it, so it is unique per portal job
+        (an array's members share the array's)."""
+        if self.array is not None:
+            return self.array.slurm_name
         return f"portal-{self.pk}-{self.uid}"
+
+    @property
+    def submitted_script(self) -> str:
+        """The script the scheduler runs for this job (an array member's is the array's)."""
+        if self.array is not None and not self.script:
+            return self.array.script
+        return self.script
 
     @property
     def slurm_comment(self) -> str:
@@ -452,7 +480,7 @@ class Job(models.Model):
             elif new_state == self.State.TIMEOUT and not message:
                 message = f"The job reached its time limit of {self.time_limit_minutes} minutes."
             elif new_state == self.State.CANCELLED and not message:
-                message = "Cancelled."
+                message = self.cancel_reason or "Cancelled."
         if status.started and new_state in (
             self.State.RUNNING,
             self.State.COMPLETING,
@@ -476,22 +504,26 @@ class Job(models.Model):
         return max(left, timedelta(0))
 
     # -- cancellation ------------------------------------------------------------
-    def request_cancel(self) -> bool:
+    def request_cancel(self, reason: str = "") -> bool:
         """Cancel now if the job never reached Slurm; otherwise mark the request.
+        ``reason`` (why the portal stops it) becomes its final message.
 
         Returns True when a worker must still run scancel.
         """
         if self.state == self.State.QUEUED and self.transition(
             self.State.CANCELLED,
             expect=(self.State.QUEUED,),
-            message="Cancelled before it reached the scheduler.",
+            message=reason or "Cancelled before it reached the scheduler.",
         ):
             return False
         self.refresh_from_db()
         if self.is_final:
             return False
         self.cancel_requested_at = timezone.now()
-        Job.objects.filter(pk=self.pk).update(cancel_requested_at=self.cancel_requested_at)
+        self.cancel_reason = reason[:500] or self.cancel_reason
+        Job.objects.filter(pk=self.pk).update(
+            cancel_requested_at=self.cancel_requested_at, cancel_reason=self.cancel_reason
+        )
         # Pages show the request, and a notebook's link closes now, not when Slurm ends it.
         transaction.on_commit(lambda: publish_job(self))
         return True

@@ -36,7 +36,17 @@ import time
 import urllib.error
 import urllib.request
 
-__all__ = ["Run", "log", "flush", "close", "get_run", "KerasCallback", "TorchLogger"]
+__all__ = [
+    "Run",
+    "log",
+    "flush",
+    "close",
+    "get_run",
+    "params",
+    "fold",
+    "KerasCallback",
+    "TorchLogger",
+]
 
 FORMAT_VERSION = 1
 
@@ -110,6 +120,12 @@ class Run:
         self.rank = _env_rank() if rank is None else rank
         self.node = _node_name()
         self.attempt = _env_int("SLURM_RESTART_COUNT", 0) if attempt is None else attempt
+        # An experiment's trial and cross-validation fold, on every record.
+        self.tags = (
+            {"trial": _env_int("PORTAL_TRIAL", 0), "fold": _env_int("FOLD", 0)}
+            if "PORTAL_TRIAL" in env
+            else {}
+        )
         self.path = os.path.join(self.directory, f"rank-{self.rank}.jsonl")
         self.batch_size = batch_size
         self.flush_interval = flush_interval
@@ -170,6 +186,7 @@ class Run:
                 "rank": self.rank,
                 "node": self.node,
                 "time": round(time.time(), 3),
+                **self.tags,
                 **fields,
             }
             self._seq += 1
@@ -362,6 +379,27 @@ def parse_nvidia_smi(out: str, visible: list[str], node: str) -> dict:
 # -- module-level convenience: one Run per process, made on first use ------------------------
 _run: Run | None = None
 _run_lock = threading.Lock()
+
+
+def params() -> dict:
+    """This trial's parameters when the job is a trial of an experiment ({} otherwise):
+    ``params.json`` in the work directory, or PORTAL_PARAMS_JSON (a relaunched trial)."""
+    path = os.path.join(os.environ.get("PORTAL_WORK_DIR", "."), "params.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read(1 << 20)
+    except OSError:
+        text = os.environ.get("PORTAL_PARAMS_JSON", "")
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def fold() -> tuple[int, int]:
+    """(FOLD, NUM_FOLDS) of a K-fold trial; (0, 1) when the job is not one."""
+    return _env_int("FOLD", 0), max(1, _env_int("NUM_FOLDS", 1))
 
 
 def get_run() -> Run:

@@ -1,12 +1,11 @@
 #!/bin/bash
 ${directives}
 #
-# Rendered by the HPC portal for portal job ${portal_job_id}. Kept in the job's
+# Rendered by the HPC portal for ${rendered_for}. Kept in the job's
 # work directory so you can read it or run it again with `sbatch job.sh`.
 set -u
 umask 077
-export PORTAL_JOB_ID=${portal_job_id}
-export PORTAL_WORK_DIR=${work_dir}
+${identity}
 cd "$$PORTAL_WORK_DIR" || { echo "portal: cannot enter $$PORTAL_WORK_DIR" >&2; exit 1; }
 echo "portal: job $$PORTAL_JOB_ID (slurm $${SLURM_JOB_ID:-?}) on $${SLURMD_NODENAME:-$$(hostname)} at $$(date -Is); CUDA_VISIBLE_DEVICES=$${CUDA_VISIBLE_DEVICES:-}"
 ${modules}
@@ -18,7 +17,6 @@ cat > "$$PORTAL_WORK_DIR/lib/portal_metrics.py" <<'PORTAL_METRICS_PY'
 ${metrics_module}PORTAL_METRICS_PY
 export PYTHONPATH="$$PORTAL_WORK_DIR/lib$${PYTHONPATH:+:$$PYTHONPATH}"
 export PORTAL_METRICS_DIR="$$PORTAL_WORK_DIR/metrics"
-export PORTAL_METRICS_URL=${metrics_url}
 export PORTAL_METRICS_TOKEN_FILE="$$PORTAL_WORK_DIR/.portal_metrics_token"
 export PORTAL_SYSTEM_METRICS_INTERVAL=${system_interval}
 # Output reaches the log as it is printed (Python buffers a file in 8 KiB blocks

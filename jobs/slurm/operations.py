@@ -100,6 +100,73 @@ def submit(
     return Submission(parsers.parse_sbatch(words[-1]), adopted=words[-2] == "existing")
 
 
+# The array's version of _SUBMIT: makes each member's directory (Slurm opens the members'
+# logs there before the script runs) with its private metrics token, then the same
+# lock-adopt-submit step under the array's name.
+_SUBMIT_ARRAY = r"""
+set -e
+dir=$1
+name=$2
+count=$3
+(umask 077 && mkdir -p -- "$dir")
+cd -- "$dir"
+# stdin: one line per member, "<index> <metrics upload token>", then the script.
+i=0
+while [ "$i" -lt "$count" ]; do
+    IFS=' ' read -r index token || { echo "portal: member list cut short" >&2; exit 3; }
+    case $index in ''|*[!0-9]*) echo "portal: bad member index" >&2; exit 3 ;; esac
+    (umask 077 && mkdir -p -- "$index")
+    if [ -n "$token" ]; then (umask 077 && printf '%s\n' "$token" > "$index/.portal_metrics_token"); fi
+    i=$((i + 1))
+done
+cat > job.sh.tmp
+mv -f job.sh.tmp job.sh
+exec 9>>.submit.lock
+if command -v flock >/dev/null 2>&1; then flock 9; fi
+if [ -s .scheduler_id ]; then
+    echo "existing $(cat .scheduler_id)"
+    exit 0
+fi
+found=$(squeue -h --states=all -u "$(id -un)" --name="$name" -o %F | head -n 1)
+if [ -n "$found" ]; then
+    echo "$found" > .scheduler_id
+    echo "existing $found"
+    exit 0
+fi
+id=$(sbatch --parsable job.sh)
+id=${id%%;*}
+echo "$id" > .scheduler_id
+echo "submitted $id"
+"""
+
+
+def submit_array(
+    conn: ssh.Connection,
+    work_dir: str,
+    name: str,
+    script: str,
+    tokens: list[tuple[int, str]],
+) -> Submission:
+    """Submit (or adopt) a job array whose members work in ``<work_dir>/<index>``;
+    ``tokens`` are the members' metrics upload tokens (private files, never arguments).
+    Returns the array's id."""
+    lines = []
+    for index, token in tokens:
+        if not isinstance(index, int) or index < 0 or any(c.isspace() for c in token):
+            raise ValueError("a member is a non-negative index and a one-word token")
+        lines.append(f"{index} {token}\n")
+    stdin = "".join(lines) + script
+    result = run(
+        conn,
+        ["bash", "-c", _SUBMIT_ARRAY, "portal-submit-array", work_dir, name, str(len(tokens))],
+        stdin=stdin,
+    )
+    words = result.stdout.split()
+    if len(words) < 2 or words[-2] not in ("existing", "submitted"):
+        raise ssh.CommandFailed(f"unexpected answer from the submit step: {result.stdout!r}")
+    return Submission(parsers.parse_sbatch(words[-1]), adopted=words[-2] == "existing")
+
+
 def query(
     conn: ssh.Connection, username: str, expected: dict[str, str]
 ) -> dict[str, parsers.SlurmJob]:

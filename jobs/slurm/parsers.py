@@ -206,7 +206,7 @@ def parse_squeue_json(output: str, username: str) -> list[SlurmJob]:
     """
     entries = _load(output, "squeue")
     positions = queue_positions(entries)
-    statuses = []
+    statuses: list[SlurmJob] = []
     for entry in entries:
         try:
             if not isinstance(entry, dict) or _text(entry.get("user_name")) != username:

@@ -29,6 +29,16 @@ class Slurm:
     ) -> Submission:
         return operations.submit(conn, work_dir, job_name, script, secret, metrics_token)
 
+    def submit_array(
+        self,
+        conn: Connection,
+        work_dir: str,
+        name: str,
+        script: str,
+        tokens: list[tuple[int, str]],
+    ) -> Submission:
+        return operations.submit_array(conn, work_dir, name, script, tokens)
+
     def statuses(self, conn: Connection, username: str, jobs: Sequence[Job]) -> dict[str, Status]:
         by_id = {job.scheduler_job_id: job for job in jobs}
         raw = operations.query(conn, username, {i: j.slurm_name for i, j in by_id.items()})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 
@@ -83,7 +84,9 @@ def gres_options(job: Job) -> list[tuple[str, str]]:
     return [("gres", f"gpu:{job.gpus}")]
 
 
-def directives(job: Job, work_dir: str) -> list[str]:
+def directives(job: Job, work_dir: str, logs: str = "") -> list[str]:
+    """The #SBATCH lines; ``logs``: a pattern appended to the work directory for the log
+    files' directory (an array's "%a", each member's own)."""
     options: list[tuple[str, object]] = [
         ("job-name", job.slurm_name),
         ("comment", job.slurm_comment),
@@ -104,7 +107,15 @@ def directives(job: Job, work_dir: str) -> list[str]:
         ("error", f"{work_dir}/stderr.log"),
         ("open-mode", "append"),
     ]
-    return [_directive(option, value) for option, value in options]
+    lines = [_directive(option, value) for option, value in options]
+    if logs == "%a":
+        lines = [
+            line.replace("/stdout.log", "/%a/stdout.log").replace("/stderr.log", "/%a/stderr.log")
+            if line.startswith(("#SBATCH --output=", "#SBATCH --error="))
+            else line
+            for line in lines
+        ]
+    return lines
 
 
 def container_launch(
@@ -113,6 +124,11 @@ def container_launch(
     """The argv prefix that runs a command inside the image (empty for the host), in
     ``work_dir``, with ``bind`` (default: the work directory) mounted."""
     bind = bind or work_dir
+    # An array's script names its member's directory by $SLURM_ARRAY_TASK_ID: those words
+    # are left for the batch shell to expand (Expand checks them against its pattern).
+    work_dir, volume, bind = (
+        Expand(w) if "$" in w else w for w in (work_dir, f"{bind}:{bind}", bind)
+    )
     runtime = image.runtime
     if runtime == ContainerImage.Runtime.NONE:
         return []
@@ -145,7 +161,7 @@ def container_launch(
             *DISTRIBUTED_ENV,
         ):
             argv += ["--env", name]
-        return argv + ["--volume", f"{bind}:{bind}", "--workdir", work_dir, image.location]
+        return argv + ["--volume", volume, "--workdir", work_dir, image.location]
     raise ScriptError(f"unknown container runtime {runtime!r}")
 
 
@@ -184,49 +200,164 @@ def render(
     where the metrics client uploads (empty: the portal finds both through the
     job's files instead).
     """
+    identity = "\n".join(
+        [
+            f"export PORTAL_JOB_ID={shlex.quote(str(job.pk))}",
+            f"export PORTAL_WORK_DIR={shlex.quote(work_dir)}",
+            f"export PORTAL_METRICS_URL={shlex.quote(metrics_url)}",
+        ]
+    )
+    return _wrap(
+        job,
+        directives(job, work_dir),
+        identity,
+        f"portal job {int(job.pk)}",
+        _payload(job, work_dir, register_url, shlex.quote(job.command)),
+        system_interval,
+    )
+
+
+@dataclass(frozen=True)
+class Member:
+    """One member of a job array: its job, what it alone is told (environment variables
+    and files in its directory) and the command it runs."""
+
+    job: Job
+    command: str
+    env: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+    metrics_url: str = ""
+
+
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,63}\Z")
+_FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
+
+
+def render_array(array, members: list[Member], work_dir: str, system_interval: float = 0) -> str:
+    """One script for every member of ``array`` (Slurm runs it once per array task): the
+    shared request, then a table from ``$SLURM_ARRAY_TASK_ID`` to the member's job id,
+    work directory ``<work_dir>/<index>``, command, environment and files. The members
+    share everything else (image, resources, launcher): they come from one launch."""
+    if not members:
+        raise ScriptError("an array needs members")
+    first = members[0].job
+    options = [
+        line
+        for line in directives(first, work_dir, logs="%a")
+        if not line.startswith(("#SBATCH --job-name=", "#SBATCH --comment=", "#SBATCH --chdir"))
+    ]
+    options = [
+        _directive("job-name", array.slurm_name),
+        _directive("comment", array.slurm_comment),
+        _array_directive(array.task_spec(len(members))),
+        _directive("chdir", work_dir),
+        *options,
+    ]
+    table = ['case "${SLURM_ARRAY_TASK_ID:-}" in']
+    for index, member in enumerate(members):
+        if member.job.array_index != index:
+            raise ScriptError(f"array member {member.job.pk} is not at index {index}")
+        lines = [
+            f"export PORTAL_JOB_ID={shlex.quote(str(member.job.pk))}",
+            f"export PORTAL_METRICS_URL={shlex.quote(member.metrics_url)}",
+            f"PORTAL_COMMAND={shlex.quote(member.command)}",
+        ]
+        for name, value in sorted(member.env.items()):
+            if not _ENV_NAME.match(name):
+                raise ScriptError(f"refusing to render environment variable {name!r}")
+            lines.append(f"export {name}={shlex.quote(value)}")
+        for name, text in sorted(member.files.items()):
+            if not _FILE_NAME.match(name):
+                raise ScriptError(f"refusing to render file name {name!r}")
+            lines.append(f'printf "%s\\n" {shlex.quote(text)} > "{work_dir_var()}/{name}"')
+        table.append(f"{index})")
+        table += [f"    {line}" for line in lines]
+        table.append("    ;;")
+    table += [
+        '*) echo "portal: array task ${SLURM_ARRAY_TASK_ID:-?} is not in this script" >&2; exit 1 ;;',
+        "esac",
+    ]
+    identity = "\n".join(
+        [
+            "# Which member of the array this task is: its job, command and parameters.",
+            f'export PORTAL_WORK_DIR={shlex.quote(work_dir)}/"${{SLURM_ARRAY_TASK_ID:-}}"',
+            *table,
+        ]
+    )
+    return _wrap(
+        first,
+        options,
+        identity,
+        f"portal job array {int(array.pk)} ({len(members)} members)",
+        _payload(first, f"{work_dir}/$SLURM_ARRAY_TASK_ID", "", '"$PORTAL_COMMAND"'),
+        system_interval,
+    )
+
+
+def _array_directive(spec: str) -> str:
+    if not re.fullmatch(r"0-\d{1,7}(%\d{1,7})?", spec):
+        raise ScriptError(f"refusing to render --array={spec!r}")
+    return f"#SBATCH --array={spec}"
+
+
+def work_dir_var() -> str:
+    return "$PORTAL_WORK_DIR"
+
+
+def array_work_dir(array, cluster_username: str, kind: str) -> str:
+    """``<root>/.portal/jobs/a<array id>-<uid>``: members work in ``<index>`` below it."""
+    root = array.cluster.work_dir_root(kind, cluster_username)
+    return f"{root.rstrip('/')}{WORK_DIRS}a{array.pk}-{array.uid}"
+
+
+def _wrap(
+    job: Job,
+    options: list[str],
+    identity: str,
+    rendered_for: str,
+    payload: str,
+    system_interval: float,
+) -> str:
+    return _template("wrapper.sh").substitute(
+        directives="\n".join(options),
+        identity=identity,
+        rendered_for=rendered_for,
+        modules=module_lines(job.image),
+        metrics_module=metrics_module(),
+        system_interval=shlex.quote(f"{float(system_interval):g}"),
+        payload=payload,
+    )
+
+
+def _payload(job: Job, work_dir: str, register_url: str, command: str) -> str:
+    """What the job runs, after the wrapper's set-up. ``command`` is the user's command as
+    one shell word: quoted text, or ``"$PORTAL_COMMAND"`` in an array's script."""
     if job.kind == Job.Kind.BATCH:
         if not job.command.strip():
             raise ScriptError("a batch job needs a command")
         if job.is_distributed:
-            payload = distributed_payload(job, work_dir)
-        else:
-            launch = " ".join(
-                shlex.quote(a) for a in container_launch(job.image, job.gpus, work_dir)
-            )
-            payload = _template("batch/payload.sh").substitute(
-                launch=launch, command=shlex.quote(job.command)
-            )
-    elif job.kind in Job.SESSION_KINDS:
+            return distributed_payload(job, work_dir, command)
+        launch = " ".join(_word(a) for a in container_launch(job.image, job.gpus, work_dir))
+        return _template("batch/payload.sh").substitute(launch=launch, command=command)
+    if job.kind in Job.SESSION_KINDS:
         root = work_root(work_dir)
         argv = container_launch(job.image, job.gpus, work_dir, bind=root)
         folder = shlex.quote(f"{root}/{job.notebook_dir}" if job.notebook_dir else root)
         # What every session kind shares: its port and secret, then its registration.
         common = {
-            "launch": " ".join(shlex.quote(a) for a in argv),
+            "launch": " ".join(_word(a) for a in argv),
             "session_start": _template("session_start.sh").substitute(
                 register_url=shlex.quote(register_url)
             ),
             "register": _template("session_register.sh").substitute(),
         }
         if job.kind == Job.Kind.NOTEBOOK:
-            payload = _template("notebook/payload.sh").substitute(notebook_root=folder, **common)
-        else:
-            serve = (TEMPLATES / "tensorboard" / "serve_tensorboard.py").read_text()
-            payload = _template("tensorboard/payload.sh").substitute(
-                logdir=folder, serve_script=serve, **common
-            )
-    else:
-        raise ScriptError(f"unknown job kind {job.kind!r}")
-    return _template("wrapper.sh").substitute(
-        directives="\n".join(directives(job, work_dir)),
-        portal_job_id=shlex.quote(str(job.pk)),
-        work_dir=shlex.quote(work_dir),
-        modules=module_lines(job.image),
-        metrics_module=metrics_module(),
-        metrics_url=shlex.quote(metrics_url),
-        system_interval=shlex.quote(f"{float(system_interval):g}"),
-        payload=payload,
-    )
+            return _template("notebook/payload.sh").substitute(notebook_root=folder, **common)
+        serve = (TEMPLATES / "tensorboard" / "serve_tensorboard.py").read_text()
+        return _template("tensorboard/payload.sh").substitute(
+            logdir=folder, serve_script=serve, **common
+        )
+    raise ScriptError(f"unknown job kind {job.kind!r}")
 
 
 class Expand(str):
@@ -246,11 +377,12 @@ def _word(arg: str) -> str:
     return arg.shell() if isinstance(arg, Expand) else shlex.quote(arg)
 
 
-def launcher_argv(job: Job, work_dir: str) -> list[str]:
+def launcher_argv(job: Job, work_dir: str, command: str | None = None) -> list[str]:
     """The argv that starts the job's processes on its nodes (``Expand`` words are left
-    for the batch shell to expand)."""
+    for the batch shell to expand; ``command``: a word other than the job's own command,
+    e.g. an array member's ``$PORTAL_COMMAND``)."""
     inner = container_launch(job.image, job.gpus, work_dir)
-    user = ["bash", "-c", job.command]
+    user = ["bash", "-c", job.command if command is None else Expand(command)]
     rank_script = ["bash", Expand("$PORTAL_WORK_DIR/lib/portal_rank.sh")]
     if job.launcher == Job.Launcher.NONE:
         return inner + user
@@ -285,14 +417,19 @@ def launcher_argv(job: Job, work_dir: str) -> list[str]:
     raise ScriptError(f"unknown launcher {job.launcher!r}")
 
 
-def distributed_payload(job: Job, work_dir: str) -> str:
+def distributed_payload(job: Job, work_dir: str, command: str = "") -> str:
     return _template("distributed/payload.sh").substitute(
         shape=job.shape,
         launcher=job.launcher,
         nodes=int(job.nodes),
         tasks_per_node=int(job.tasks_per_node),
         rank_script=heredoc_body(RANK_SCRIPT, "PORTAL_RANK_SH"),
-        start=" ".join(_word(a) for a in launcher_argv(job, work_dir)),
+        start=" ".join(
+            _word(a)
+            for a in launcher_argv(
+                job, work_dir, "$PORTAL_COMMAND" if command == '"$PORTAL_COMMAND"' else None
+            )
+        ),
     )
 
 

@@ -1,0 +1,248 @@
+"""The experiment's control loop, one step per call (a Celery task, one worker at a time
+per experiment): read the trials' jobs and metrics, stop trials early, start new ones as
+a job array, finish. Every step is safe to repeat and to interrupt: new trials, their
+jobs and their array are created in one transaction (a worker killed before it commits
+leaves nothing; after, the array is submitted by the recovery sweep if no one else
+does), and the submit step adopts an array that already reached Slurm."""
+
+from __future__ import annotations
+
+import logging
+import math
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Prefetch
+from django.utils import timezone
+
+from jobs import lifecycle
+from jobs.experiments import runs, scoring, search
+from jobs.experiments.models import Experiment, Trial
+from jobs.models import Job, JobArray
+
+log = logging.getLogger(__name__)
+
+# Job fields an experiment's launch fixes for every trial (relations by id).
+LAUNCH_FIELDS = (
+    "cluster_id",
+    "partition_id",
+    "image_id",
+    "command",
+    "gpus",
+    "gpu_type",
+    "nodes",
+    "tasks_per_node",
+    "launcher",
+    "cpus",
+    "memory_gb",
+    "time_limit_minutes",
+    "account",
+    "work_dir_kind",
+)
+
+OBSERVED_STATE = {
+    Trial.State.WAITING: "running",
+    Trial.State.RUNNING: "running",
+    Trial.State.COMPLETED: "complete",
+    Trial.State.STOPPED: "pruned",
+    Trial.State.FAILED: "fail",
+    Trial.State.CANCELLED: "fail",
+}
+
+
+def launch_fields(job: Job) -> dict:
+    """What of a validated (unsaved) job every trial's jobs copy."""
+    return {name: getattr(job, name) for name in LAUNCH_FIELDS}
+
+
+def observe(trial: Trial) -> search.Observed:
+    return search.Observed(
+        number=trial.number,
+        params=trial.params,
+        state=OBSERVED_STATE[Trial.State(trial.state)],
+        value=trial.value,
+        intermediate={int(k): v for k, v in trial.intermediate.items()},
+        attrs=trial.optuna_attrs,
+    )
+
+
+def advance(experiment_id: int) -> None:
+    experiment = Experiment.objects.select_related("cluster").filter(pk=experiment_id).first()
+    if experiment is None or experiment.is_final:
+        return
+    trials = list(
+        experiment.trials.prefetch_related(
+            Prefetch("jobs", queryset=Job.objects.order_by("fold", "pk"))
+        )
+    )
+    for trial in trials:
+        if not trial.is_final:
+            refresh(experiment, trial)
+    if experiment.cancel_requested_at:
+        _cancel_open(trials, "The experiment was cancelled.")
+        if all(t.is_final for t in trials):
+            _finish(experiment, trials, Experiment.State.CANCELLED)
+        return
+    if experiment.stopping != Experiment.Stopping.NONE:
+        stop_unpromising(experiment, trials)
+    active = Job.objects.filter(trial__experiment=experiment, state__in=Job.ACTIVE_STATES).count()
+    free = experiment.max_concurrent - active
+    remaining = experiment.max_trials - len(trials)
+    if free > 0 and remaining > 0 and start_trials(experiment, trials, free, remaining):
+        return
+    if (remaining <= 0 or _search_exhausted(experiment, trials)) and all(
+        t.is_final for t in trials
+    ):
+        _finish(experiment, trials, Experiment.State.COMPLETED)
+
+
+def refresh(experiment: Experiment, trial: Trial) -> None:
+    """The trial's state, curve and (once its jobs have ended) objective, from its jobs."""
+    jobs = list(trial.jobs.all())
+    state, message = trial.state_from_jobs(jobs)
+    per_job = [scoring.job_points(job.pk, experiment.metric) for job in jobs]
+    curve = scoring.intermediate(per_job)
+    fields: dict = {"intermediate": {str(k): v for k, v in curve.items()}}
+    if curve:
+        fields["last_step"] = last = max(curve)
+        fields["last_value"] = curve[last]
+    if state == Trial.State.COMPLETED:
+        values = [
+            scoring.reduce(p, experiment.reduce, experiment.last_n, experiment.maximize)
+            for p in per_job
+        ]
+        missing = [job for job, value in zip(jobs, values, strict=True) if value is None]
+        if missing:
+            settle = timedelta(seconds=settings.PORTAL_EXPERIMENT_SETTLE)
+            if any(j.ended_at and timezone.now() - j.ended_at < settle for j in missing):
+                state = Trial.State.RUNNING  # its last metrics may still be on their way
+            else:
+                which = f"Fold {missing[0].fold}" if len(jobs) > 1 else "Its job"
+                state = Trial.State.FAILED
+                message = f"{which} completed without logging {experiment.metric}."
+        else:
+            mean, std = Trial.summarise([v for v in values if v is not None])
+            fields.update(value=mean, value_std=std, fold_values=values)
+    fields.update(state=state, message=message or trial.message)
+    if state in Trial.FINAL_STATES:
+        fields["ended_at"] = max((j.ended_at for j in jobs if j.ended_at), default=timezone.now())
+    changed = {k: v for k, v in fields.items() if getattr(trial, k) != v}
+    if changed:
+        Trial.objects.filter(pk=trial.pk).update(**changed)
+        for key, value in changed.items():
+            setattr(trial, key, value)
+
+
+def stop_unpromising(experiment: Experiment, trials: list[Trial]) -> None:
+    """Ask the experiment's pruner about each running trial; stop those it rejects."""
+    settings_ = search.Settings.of(experiment)
+    observed = [observe(t) for t in trials]
+    for trial in trials:
+        if trial.state != Trial.State.RUNNING or trial.stop_requested:
+            continue
+        verdict = search.should_stop(settings_, observed, trial.number)
+        updates: dict = {}
+        if verdict.attrs != trial.optuna_attrs:
+            updates["optuna_attrs"] = verdict.attrs
+        if verdict.stop:
+            updates.update(stop_requested=True, message=verdict.reason)
+        if updates:
+            Trial.objects.filter(pk=trial.pk).update(**updates)
+            for key, value in updates.items():
+                setattr(trial, key, value)
+        if verdict.stop:
+            log.info("experiment %s: %s", experiment.pk, verdict.reason)
+            _cancel_open([trial], verdict.reason)
+
+
+def _cancel_open(trials: list[Trial], reason: str) -> None:
+    for trial in trials:
+        for job in trial.jobs.all():
+            if not job.is_final:
+                lifecycle.cancel(job, reason)
+
+
+def batch_size(experiment: Experiment, free: int, remaining: int) -> int:
+    """Configurations in the next array. Bayesian: just enough to fill the free slots, so
+    each batch learns from every result so far; grid and random gain nothing from waiting:
+    all that remain, as far as the cluster's array size allows."""
+    fit = max(1, (experiment.cluster.max_array_size - 1) // experiment.folds)
+    if experiment.method == Experiment.Method.BAYESIAN:
+        wanted = math.ceil(free / experiment.folds)
+    else:
+        wanted = remaining
+    return max(1, min(wanted, remaining, fit))
+
+
+def start_trials(experiment: Experiment, trials: list[Trial], free: int, remaining: int) -> bool:
+    """Create the next configurations' trials and jobs and one array for them, in one
+    transaction; queue its submission. False when the search has nothing more to offer."""
+    count = batch_size(experiment, free, remaining)
+    with transaction.atomic():
+        locked = Experiment.objects.select_for_update().get(pk=experiment.pk)
+        if locked.is_final or locked.cancel_requested_at:
+            return False
+        if locked.trials.count() != len(trials):
+            return True  # another step got here first; the next one sees its trials
+        proposals = search.suggest(
+            search.Settings.of(experiment), [observe(t) for t in trials], count
+        )
+        if not proposals:
+            return False
+        array = JobArray.objects.create(
+            owner_id=experiment.owner_id, cluster_id=experiment.cluster_id, throttle=free
+        )
+        base = dict(experiment.launch)
+        index = 0
+        for offset, params in enumerate(proposals):
+            number = len(trials) + offset
+            trial = Trial.objects.create(experiment=experiment, number=number, params=params)
+            command = runs.trial_command(base["command"], params, experiment.pass_arguments)
+            for fold in range(experiment.folds):
+                label = f"{experiment.name or f'experiment {experiment.pk}'} #{number}"
+                if experiment.folds > 1:
+                    label += f" fold {fold + 1}/{experiment.folds}"
+                Job.objects.create(
+                    **{**base, "command": command},
+                    owner_id=experiment.owner_id,
+                    kind=Job.Kind.BATCH,
+                    name=label[:100],
+                    trial=trial,
+                    fold=fold,
+                    array=array,
+                    array_index=index,
+                )
+                index += 1
+        transaction.on_commit(lambda: _submit(array.pk))
+    return True
+
+
+def _submit(array_id: int) -> None:
+    from jobs.tasks import submit_array
+
+    try:
+        submit_array.delay(array_id)
+    except Exception:  # noqa: BLE001 - the recovery sweep submits it when the broker is back
+        log.exception("could not queue the submission of job array %s", array_id)
+
+
+def _search_exhausted(experiment: Experiment, trials: list[Trial]) -> bool:
+    if experiment.method != Experiment.Method.GRID:
+        return False
+    from jobs.experiments.spec import grid
+
+    return len(trials) >= len(grid(experiment.parameters))
+
+
+def _finish(experiment: Experiment, trials: list[Trial], state: str) -> None:
+    counts: dict[str, int] = {}
+    for trial in trials:
+        label = Trial.State(trial.state).label.lower()
+        counts[label] = counts.get(label, 0) + 1
+    summary = ", ".join(f"{n} {label}" for label, n in sorted(counts.items()))
+    best = experiment.best_trial()
+    message = f"{len(trials)} trials: {summary}."
+    if best is not None:
+        message += f" Best: trial {best.number}, {experiment.metric} = {best.value:.4g}."
+    experiment.finish(state, message)

@@ -1,0 +1,58 @@
+"""What a trial's job is told on the node: its parameters, trial and fold (README,
+"Experiments"). Used when its job array's script is rendered."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from jobs.models import Job
+from jobs.slurm.scripts import Member
+
+PARAMS_FILE = "params.json"
+
+
+def param_env_name(name: str) -> str:
+    return f"PORTAL_PARAM_{name.upper()}"
+
+
+def format_value(value) -> str:
+    """A parameter value as it reaches the command line and the environment."""
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def arguments(params: dict) -> str:
+    """``--name=value`` for each parameter, each one shell word."""
+    return " ".join(shlex.quote(f"--{k}={format_value(v)}") for k, v in params.items())
+
+
+def trial_command(command: str, params: dict, pass_arguments: bool) -> str:
+    """The command a trial's jobs run: the experiment's, with ``--name=value`` appended to
+    its last line when the experiment passes arguments."""
+    if not pass_arguments or not params:
+        return command
+    return f"{command.rstrip()} {arguments(params)}"
+
+
+def array_member(job: Job, metrics_url: str) -> Member:
+    trial = job.trial
+    if trial is None:
+        return Member(job=job, command=job.command, metrics_url=metrics_url)
+    experiment = trial.experiment
+    env = {
+        "PORTAL_EXPERIMENT_ID": str(experiment.pk),
+        "PORTAL_TRIAL": str(trial.number),
+        "FOLD": str(job.fold or 0),
+        "NUM_FOLDS": str(experiment.folds),
+    }
+    for name, value in trial.params.items():
+        env[param_env_name(name)] = format_value(value)
+    return Member(
+        job=job,
+        command=job.command,
+        env=env,
+        files={PARAMS_FILE: json.dumps(trial.params, sort_keys=True)},
+        metrics_url=metrics_url,
+    )

@@ -1,0 +1,116 @@
+"""Creating, cancelling and relaunching experiments: the one place the page and the API
+call (like jobs/lifecycle.py for jobs)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from jobs import lifecycle
+from jobs.experiments import runs, spec
+from jobs.experiments.controller import launch_fields
+from jobs.experiments.models import Experiment, Trial
+from jobs.models import Job
+
+
+@dataclass
+class _Request:
+    """What the job API's serializer reads of a request: the user."""
+
+    user: object
+
+
+def create(user, source: str | dict) -> Experiment:
+    """A new experiment from a spec (YAML/JSON text, or an already-read mapping); raises
+    spec.SpecError with one message per wrong field (the launch's fields under
+    'launch.<field>'). Its first trials start at once."""
+    from jobs.api.serializers import JobCreateSerializer
+
+    if isinstance(source, str):
+        text, data = source, spec.load(source)
+    else:
+        text, data = json.dumps(source, indent=2), source
+    try:
+        fields = spec.validate(data)
+        errors: dict[str, str] = {}
+    except spec.SpecError as exc:
+        fields, errors = {}, dict(exc.errors)
+    launch = data.get("launch") if isinstance(data.get("launch"), dict) else None
+    job = None
+    if launch is not None:
+        if launch.get("kind", Job.Kind.BATCH) != Job.Kind.BATCH:
+            errors["launch.kind"] = "Trials are batch jobs."
+        incoming = JobCreateSerializer(
+            data={**launch, "kind": Job.Kind.BATCH}, context={"request": _Request(user)}
+        )
+        if incoming.is_valid():
+            job = incoming.validated_data["form"].instance
+        else:
+            for field, messages in incoming.errors.items():
+                errors[f"launch.{field}"] = " ".join(str(m) for m in messages)
+    if errors:
+        raise spec.SpecError(errors)
+    assert job is not None
+    fields.pop("launch")
+    with transaction.atomic():
+        experiment = Experiment.objects.create(
+            owner=user, cluster=job.cluster, spec_text=text, launch=launch_fields(job), **fields
+        )
+        transaction.on_commit(lambda: _step(experiment.pk))
+    return experiment
+
+
+def cancel(experiment: Experiment) -> bool:
+    """Cancel the experiment: no new trials; its running and waiting jobs are cancelled.
+    False if it had ended."""
+    if experiment.is_final:
+        return False
+    with transaction.atomic():
+        updated = Experiment.objects.filter(
+            pk=experiment.pk, state=Experiment.State.RUNNING, cancel_requested_at__isnull=True
+        ).update(cancel_requested_at=_now())
+        if updated:
+            transaction.on_commit(lambda: _step(experiment.pk))
+    return True
+
+
+def relaunch(trial: Trial, user) -> Job:
+    """Run ``trial``'s configuration once more as an ordinary job (no fold: the whole
+    data), its parameters in the environment as in the trial (PORTAL_PARAMS_JSON stands in
+    for params.json) and on the command line if the experiment passes them."""
+    experiment = trial.experiment
+    base = dict(experiment.launch)
+    exports = [f"PORTAL_PARAMS_JSON={shlex.quote(json.dumps(trial.params, sort_keys=True))}"]
+    exports += [
+        f"{runs.param_env_name(k)}={shlex.quote(runs.format_value(v))}"
+        for k, v in trial.params.items()
+    ]
+    command = runs.trial_command(base["command"], trial.params, experiment.pass_arguments)
+    job = Job(
+        **{**base, "command": f"export {' '.join(exports)}\n{command}"},
+        owner=user,
+        kind=Job.Kind.BATCH,
+        name=f"{experiment.name or f'experiment {experiment.pk}'}: trial {trial.number} again"[
+            :100
+        ],
+    )
+    job.full_clean(exclude=["uid"])
+    return lifecycle.launch_job(job)
+
+
+def _now():
+    from django.utils import timezone
+
+    return timezone.now()
+
+
+def _step(experiment_id: int) -> None:
+    from jobs.experiments.tasks import advance_experiment
+
+    try:
+        advance_experiment.delay(experiment_id)
+    except Exception:  # noqa: BLE001 - beat steps it when the broker is back
+        pass

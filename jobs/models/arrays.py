@@ -1,0 +1,76 @@
+"""A job array: jobs submitted together as one scheduler job (Slurm's ``--array``).
+
+Each member is an ordinary Job (its own state, log, metrics and page) with an
+``array_index``; the scheduler knows it as ``<array id>_<index>``. The array holds what
+the members share: one script, one work directory (each member works in its own
+sub-directory ``<index>``), one name on the cluster and the ``%`` throttle.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from jobs.models.job import new_job_uid
+
+
+class JobArray(models.Model):
+    uid = models.CharField(max_length=16, unique=True, default=new_job_uid, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="job_arrays"
+    )
+    cluster = models.ForeignKey("Cluster", on_delete=models.PROTECT, related_name="job_arrays")
+    throttle = models.PositiveIntegerField(
+        default=0, help_text="At most this many members run at once (Slurm's %); 0: no limit."
+    )
+    scheduler_array_id = models.CharField(max_length=32, blank=True)
+    work_dir = models.CharField(max_length=500, blank=True)
+    script = models.TextField(blank=True, help_text="The array's job script as submitted.")
+    submit_claimed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"job array {self.pk}"
+
+    @property
+    def slurm_name(self) -> str:
+        """Every member's name on the cluster; the submit step adopts the array by it."""
+        return f"portal-a{self.pk}-{self.uid}"
+
+    @property
+    def slurm_comment(self) -> str:
+        return f"portal-array-{self.pk}-{self.uid}"
+
+    def claim_submit(self) -> bool:
+        """Take the right to submit the array (like Job.claim_submit): a conditional UPDATE,
+        so two workers cannot both submit; a claim older than the task time limit is a
+        dead worker's and may be taken over (the submit step then adopts the array)."""
+        now = timezone.now()
+        stale = now - timedelta(seconds=settings.PORTAL_TASK_TIME_LIMIT + 10)
+        taken = (
+            JobArray.objects.filter(pk=self.pk, submitted_at__isnull=True)
+            .filter(Q(submit_claimed_at__isnull=True) | Q(submit_claimed_at__lt=stale))
+            .update(submit_claimed_at=now)
+        )
+        if taken:
+            self.submit_claimed_at = now
+        return bool(taken)
+
+    def release_submit_claim(self) -> None:
+        JobArray.objects.filter(pk=self.pk, submit_claimed_at=self.submit_claimed_at).update(
+            submit_claimed_at=None
+        )
+        self.submit_claimed_at = None
+
+    def task_spec(self, count: int) -> str:
+        """Slurm's ``--array`` value for ``count`` members: '0-19%4'."""
+        spec = f"0-{count - 1}"
+        return f"{spec}%{self.throttle}" if self.throttle else spec
