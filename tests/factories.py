@@ -189,3 +189,25 @@ def experiment(owner, image_slug: str = "host", command: str = "true", **overrid
     from jobs.experiments import service
 
     return service.create(owner, experiment_spec(image_slug, command, **overrides))
+
+
+def experiment_record(owner, cluster: Cluster, image: ContainerImage | None = None, **fields):
+    """An Experiment row as the service would store it (no spec checked, nothing started):
+    two parameters, val_accuracy maximised, on partition cpu."""
+    from jobs.experiments.models import Experiment
+
+    base = job(owner, cluster, "train", image=image, save=False)
+    from jobs.experiments.controller import launch_fields
+
+    values = dict(
+        owner=owner,
+        cluster=cluster,
+        launch=launch_fields(base),
+        parameters={
+            "lr": {"type": "float", "low": 0.001, "high": 1.0, "log": True},
+            "act": {"type": "choice", "values": ["relu", "tanh"]},
+        },
+        metric="val_accuracy",
+        **fields,
+    )
+    return Experiment.objects.create(**values)

@@ -98,9 +98,30 @@ def pruner(settings: Settings) -> optuna.pruners.BasePruner:
         )
     if settings.stopping == "asha":
         return optuna.pruners.SuccessiveHalvingPruner(
-            min_resource=max(1, settings.stopping_warmup_steps), reduction_factor=3
+            min_resource=max(1, settings.stopping_warmup_steps), reduction_factor=ASHA_REDUCTION
         )
     return optuna.pruners.NopPruner()
+
+
+ASHA_REDUCTION = 3
+
+
+def _rung_attrs(settings: Settings, trial: Observed) -> dict:
+    """A trial's successive-halving rungs: those the pruner recorded while it ran, and for
+    rungs it passed between two controller steps (or before stopping began), its value at
+    the first logged step at or after the rung's step, as the pruner would have seen it."""
+    attrs = dict(trial.attrs)
+    if settings.stopping != "asha" or not trial.intermediate:
+        return attrs
+    steps = sorted(trial.intermediate)
+    rung = 0
+    while True:
+        promotion = max(1, settings.stopping_warmup_steps) * ASHA_REDUCTION**rung
+        reached = [s for s in steps if s >= promotion]
+        if not reached:
+            return attrs
+        attrs.setdefault(f"completed_rung_{rung}", trial.intermediate[reached[0]])
+        rung += 1
 
 
 def study(settings: Settings, observed: list[Observed], salt: int = 0) -> optuna.Study:
@@ -122,7 +143,9 @@ def study(settings: Settings, observed: list[Observed], salt: int = 0) -> optuna
                 value=trial.value if state == TrialState.COMPLETE else None,
                 intermediate_values=trial.intermediate,
                 state=state,
-                system_attrs=trial.attrs,
+                system_attrs=trial.attrs
+                if state == TrialState.RUNNING
+                else _rung_attrs(settings, trial),
             )
         )
     return result
@@ -157,13 +180,11 @@ def should_stop(settings: Settings, observed: list[Observed], number: int) -> Ve
     if target is None or target.state != "running" or not target.intermediate:
         return Verdict(False)
     finished = [t for t in observed if t.state in ("complete", "pruned") and t.intermediate]
-    if len(finished) < settings.stopping_min_trials:
-        return Verdict(False)
     current = study(settings, observed)
     frozen = next(t for t in current.trials if t.number == _position(observed, number))
-    stop = current.pruner.prune(current, frozen)
+    stop = current.pruner.prune(current, frozen)  # also records the rungs it passed
     attrs = dict(current._storage.get_trial(frozen._trial_id).system_attrs)
-    if not stop:
+    if not stop or len(finished) < settings.stopping_min_trials:
         return Verdict(False, attrs=attrs)
     step = max(target.intermediate)
     value = target.intermediate[step]

@@ -80,3 +80,61 @@ def test_a_sweep_runs_as_throttled_arrays_and_a_failing_trial_does_not_stop_it(
     assert jobs.count() == 8 and len({j.array_id for j in jobs}) == 1
     assert {j.scheduler_job_id.split("_")[1] for j in jobs} == {str(i) for i in range(8)}
     assert "Best: trial 3" in experiment.message
+
+
+def test_early_stopping_cancels_with_its_reason_and_a_killed_worker_loses_no_trial(
+    stack, devcluster, owner
+):
+    """Bayesian search, median rule: trials whose curve lies under the median are
+    scancelled with the rule's words. The Celery worker is killed with SIGKILL (its
+    process group) while trials run and started again: every trial exists once, with one
+    job per fold, and Slurm ran each array task once."""
+    factories.image("host-sweep")
+    account = devcluster.accounts.get(user=owner)
+    # The better the lr, the higher the curve; 12 steps of 0.4 s (about 5 s per run).
+    command = (
+        'python3 -c "import math,time,portal_metrics as pm; p=pm.params(); '
+        "q=1/(1+abs(math.log10(p['lr'])+1)); "
+        "[pm.log(step=s, val_accuracy=q*s/12) or pm.flush() or time.sleep(0.4) "
+        'for s in range(1,13)]; pm.close()"'
+    )
+    experiment = factories.experiment(
+        owner,
+        "host-sweep",
+        command,
+        method="bayesian",
+        parameters={"lr": {"type": "float", "low": 0.0001, "high": 1.0, "log": True}},
+        budget={"max_trials": 10, "max_concurrent": 3},
+        early_stopping={"method": "median", "min_trials": 2, "warmup_steps": 3},
+        seed=3,
+    )
+    killed = []
+
+    def watch():
+        started = experiment.trials.count()
+        if not killed and started >= 5:
+            stack.restart("worker", hard=True)  # SIGKILL to its process group, then again
+            killed.append(started)
+
+    experiment = wait_experiment(experiment, 300, watch)
+    assert killed, "the worker was never killed"
+    assert experiment.state == "completed", experiment.message
+    trials = list(experiment.trials.order_by("number"))
+    assert [t.number for t in trials] == list(range(10))
+    jobs = list(Job.objects.filter(trial__experiment=experiment))
+    assert len(jobs) == 10 and all(j.is_final for j in jobs)
+    ids = [j.scheduler_job_id for j in jobs]
+    assert len(set(ids)) == 10 and all("_" in i for i in ids)
+    # Slurm ran exactly these tasks under the experiment's array names, each once.
+    names = sorted({j.slurm_name for j in Job.objects.filter(pk__in=[j.pk for j in jobs])})
+    listed = remote(
+        account, ["sacct", "-n", "-X", "-P", "-o", "JobID", f"--name={','.join(names)}"]
+    ).split()
+    assert sorted(listed) == sorted(ids)
+    stopped = [t for t in trials if t.state == "stopped"]
+    assert stopped, [(t.number, t.state, t.intermediate) for t in trials]
+    for trial in stopped:
+        assert trial.message.startswith("Stopped early by the median rule at step")
+        job = trial.jobs.get()
+        assert job.state == "cancelled" and job.message == trial.message
+    assert any(t.state == "completed" for t in trials)

@@ -1,0 +1,203 @@
+"""The controller's steps and the service on the database, the scheduler left out (the
+real path is tests/devcluster/test_experiments.py)."""
+
+import pytest
+from django.utils import timezone
+
+from jobs.experiments import controller, service, spec
+from jobs.experiments.models import Experiment, Trial
+from jobs.metrics.ingest import ingest, parse_record
+from jobs.models import Job, JobArray
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def no_broker(monkeypatch):
+    """Submissions and steps the controller queues are recorded, not sent."""
+    from jobs import tasks
+    from jobs.experiments import tasks as experiment_tasks
+
+    sent = []
+    monkeypatch.setattr(tasks.submit_array, "delay", lambda *a: sent.append(("submit", a)))
+    monkeypatch.setattr(tasks.cancel_job, "delay", lambda *a: sent.append(("cancel", a)))
+    monkeypatch.setattr(tasks.submit_job, "delay", lambda *a: sent.append(("job", a)))
+    monkeypatch.setattr(
+        experiment_tasks.advance_experiment, "delay", lambda *a: sent.append(("step", a))
+    )
+    return sent
+
+
+@pytest.fixture
+def experiment(owner, cluster, image, django_capture_on_commit_callbacks):
+    return factories.experiment_record(
+        owner, cluster, image, method="random", max_trials=5, max_concurrent=4, folds=2
+    )
+
+
+def log(job: Job, *points: tuple[int, float], key: str = "val_accuracy") -> None:
+    records = [
+        parse_record({"seq": i, "step": s, "time": 1.7e9 + i, "metrics": {key: v}})
+        for i, (s, v) in enumerate(points)
+    ]
+    ingest(job, records)
+
+
+def finish(job: Job, state: str = "completed") -> None:
+    Job.objects.filter(pk=job.pk).update(
+        state=state, ended_at=timezone.now() - timezone.timedelta(minutes=5)
+    )
+
+
+def step(experiment, capture):
+    with capture(execute=True):
+        controller.advance(experiment.pk)
+    experiment.refresh_from_db()
+
+
+def test_a_step_starts_one_array_that_fills_the_free_slots(
+    experiment, django_capture_on_commit_callbacks, no_broker
+):
+    step(experiment, django_capture_on_commit_callbacks)
+    trials = list(experiment.trials.all())
+    jobs = list(Job.objects.filter(trial__experiment=experiment).order_by("array_index"))
+    # random: every remaining configuration at once, throttled to the 4 free slots
+    assert len(trials) == 5 and len(jobs) == 10
+    array = JobArray.objects.get()
+    assert array.throttle == 4 and [j.array_index for j in jobs] == list(range(10))
+    assert [(j.trial.number, j.fold) for j in jobs[:3]] == [(0, 0), (0, 1), (1, 0)]
+    assert jobs[1].name == f"experiment {experiment.pk} #0 fold 2/2"
+    assert no_broker == [("submit", (array.pk,))]
+    # The next step finds no free slot (10 jobs queued): nothing more.
+    step(experiment, django_capture_on_commit_callbacks)
+    assert JobArray.objects.count() == 1 and experiment.state == "running"
+
+
+def test_bayesian_batches_are_just_the_free_slots(cluster):
+    exp = Experiment(method="bayesian", folds=5, cluster=cluster)
+    assert controller.batch_size(exp, free=4, remaining=20) == 1
+    exp.folds = 1
+    assert controller.batch_size(exp, free=4, remaining=20) == 4
+    assert controller.batch_size(exp, free=4, remaining=2) == 2
+    exp.method, exp.cluster.max_array_size = "random", 11
+    assert controller.batch_size(exp, free=4, remaining=20) == 10  # array ids 0-9 fit
+
+
+def test_trials_are_scored_by_the_mean_over_folds_and_the_experiment_finishes(
+    experiment, django_capture_on_commit_callbacks
+):
+    step(experiment, django_capture_on_commit_callbacks)
+    values = {0: (0.5, 0.7), 1: (0.9, 0.9), 2: (0.1, 0.3), 3: (0.2, 0.2), 4: (0.6, 0.6)}
+    for trial in experiment.trials.all():
+        for job in trial.jobs.all():
+            log(job, (1, 0.0), (2, values[trial.number][job.fold]))
+            finish(job)
+    failing = Job.objects.get(trial__number=3, fold=1, trial__experiment=experiment)
+    Job.objects.filter(pk=failing.pk).update(
+        state="failed", message="The job exited with status 1."
+    )
+    step(experiment, django_capture_on_commit_callbacks)
+    trials = {t.number: t for t in experiment.trials.all()}
+    assert trials[0].value == pytest.approx(0.6) and trials[0].fold_values == [0.5, 0.7]
+    assert trials[0].value_std == pytest.approx(0.1414, abs=1e-4)
+    assert trials[0].intermediate == {"1": 0.0, "2": pytest.approx(0.6)}
+    assert trials[3].state == "failed"
+    assert trials[3].message == "Fold 1 failed: The job exited with status 1."
+    assert experiment.state == "completed"
+    assert experiment.message == (
+        "5 trials: 4 completed, 1 failed. Best: trial 1, val_accuracy = 0.9."
+    )
+
+
+def test_a_completed_run_that_never_logged_the_metric_fails_after_the_settle_time(
+    experiment, django_capture_on_commit_callbacks, settings
+):
+    step(experiment, django_capture_on_commit_callbacks)
+    trial = experiment.trials.get(number=0)
+    for job in trial.jobs.all():
+        log(job, (1, 0.3), key="loss")
+        Job.objects.filter(pk=job.pk).update(state="completed", ended_at=timezone.now())
+    step(experiment, django_capture_on_commit_callbacks)
+    assert experiment.trials.get(number=0).state == "running"  # its metrics may be on the way
+    Job.objects.filter(trial=trial).update(ended_at=timezone.now() - timezone.timedelta(minutes=1))
+    step(experiment, django_capture_on_commit_callbacks)
+    trial.refresh_from_db()
+    assert (trial.state, trial.message) == (
+        "failed",
+        "Fold 0 completed without logging val_accuracy.",
+    )
+
+
+def test_cancelling_cancels_every_open_job_and_ends_cancelled(
+    experiment, django_capture_on_commit_callbacks, no_broker
+):
+    step(experiment, django_capture_on_commit_callbacks)
+    Job.objects.filter(trial__experiment=experiment).update(state="running", scheduler_job_id="9_0")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert service.cancel(experiment)
+    step(experiment, django_capture_on_commit_callbacks)
+    cancels = [a for kind, a in no_broker if kind == "cancel"]
+    assert len(cancels) == 10
+    job = Job.objects.filter(trial__experiment=experiment).first()
+    assert job.cancel_reason == "The experiment was cancelled."
+    Job.objects.filter(trial__experiment=experiment).update(
+        state="cancelled", ended_at=timezone.now()
+    )
+    step(experiment, django_capture_on_commit_callbacks)
+    assert experiment.state == "cancelled" and experiment.message.startswith(
+        "5 trials: 5 cancelled"
+    )
+
+
+def test_the_service_names_every_wrong_field_of_spec_and_launch(owner, cluster, image):
+    factories.account(cluster, owner, "alice")
+    with pytest.raises(spec.SpecError) as caught:
+        service.create(
+            owner,
+            factories.experiment_spec(
+                image.slug,
+                "train",
+                launch={
+                    "container": image.slug,
+                    "partition": "cpu",
+                    "cpus": 999,
+                    "kind": "notebook",
+                },
+                folds=0,
+            ),
+        )
+    errors = caught.value.errors
+    assert errors["folds"] == "A whole number from 1 to 20."
+    assert errors["launch.kind"] == "Trials are batch jobs."
+    assert "launch.cpus" in errors and not Experiment.objects.exists()
+
+
+def test_the_service_keeps_the_spec_text_and_the_launch(
+    owner, cluster, image, django_capture_on_commit_callbacks, no_broker
+):
+    factories.account(cluster, owner, "alice")
+    text = (
+        f"launch: {{container: {image.slug}, partition: cpu, command: train, cpus: 2}}\n"
+        "parameters: {lr: [0.1, 0.01]}\nobjective: {metric: loss, goal: minimize}\n"
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        experiment = service.create(owner, text)
+    assert experiment.spec_text == text and experiment.goal == "minimize"
+    assert experiment.launch["cpus"] == 2 and experiment.launch["command"] == "train"
+    assert ("step", (experiment.pk,)) in no_broker
+
+
+def test_relaunching_the_best_trial_is_an_ordinary_job_with_its_parameters(
+    experiment, owner, no_broker, django_capture_on_commit_callbacks
+):
+    experiment.pass_arguments = True
+    trial = Trial.objects.create(experiment=experiment, number=0, params={"lr": 0.25, "act": "x y"})
+    with django_capture_on_commit_callbacks(execute=True):
+        job = service.relaunch(trial, owner)
+    assert job.trial_id is None and job.array_id is None and job.state == "queued"
+    assert job.command == (
+        'export PORTAL_PARAMS_JSON=\'{"act": "x y", "lr": 0.25}\' PORTAL_PARAM_LR=0.25 '
+        "PORTAL_PARAM_ACT='x y'\ntrain --lr=0.25 '--act=x y'"
+    )
+    assert ("job", (job.pk,)) in no_broker
