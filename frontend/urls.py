@@ -1,11 +1,21 @@
 from django.urls import path
 
-from frontend import views
+from frontend import experiments, views
 from jobs.metrics import views as metrics
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("launch/", views.launch, name="launch"),
+    path("experiments/", experiments.experiments, name="experiments"),
+    path("experiments/<int:pk>/", experiments.experiment_detail, name="experiment-detail"),
+    path("experiments/<int:pk>/data/", experiments.experiment_data, name="experiment-data"),
+    path("experiments/<int:pk>/export/", experiments.experiment_export, name="experiment-export"),
+    path("experiments/<int:pk>/cancel/", experiments.experiment_cancel, name="experiment-cancel"),
+    path(
+        "experiments/<int:pk>/relaunch/",
+        experiments.experiment_relaunch,
+        name="experiment-relaunch",
+    ),
     path("jobs/<int:pk>/", views.job_detail, name="job-detail"),
     path("jobs/<int:pk>/row/", views.job_row, name="job-row"),
     path("jobs/<int:pk>/metrics/", metrics.job_metrics, name="job-metrics"),

@@ -59,6 +59,24 @@ DEMO_IMAGES: list[dict[str, Any]] = [
         "tags": ["python", "cpu", "demo", "scikit-learn"],
     },
     {
+        "slug": "digits-sweep-demo",
+        "name": "Digits sweep (demo experiment)",
+        "version": "numpy",
+        "description": "A small network with dropout and an L2 penalty on scikit-learn's bundled "
+        "digits, one cross-validation fold per job, its parameters from the experiment: the "
+        "image of the demo experiment (Experiments page), also usable alone.",
+        "runtime": ContainerImage.Runtime.NONE,
+        "location": "",
+        "modules": "",
+        "default_command": "sweep-digits --epochs 15 --delay 0.1",
+        "supports_gpu": False,
+        "offers_notebook": False,
+        "offers_batch": True,
+        "enabled": True,
+        "sort_order": 16,
+        "tags": ["python", "cpu", "demo", "experiment"],
+    },
+    {
         "slug": "digits-mpi-demo",
         "name": "Data-parallel digits (MPI demo)",
         "version": "mpi4py",

@@ -2,12 +2,14 @@ from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
 from jobs.api import views as api
+from jobs.experiments.api import ExperimentViewSet
 from jobs.metrics import views as metrics
 
 router = DefaultRouter()
 router.register("containers", api.ContainerViewSet, basename="api-container")
 router.register("clusters", api.ClusterViewSet, basename="api-cluster")
 router.register("jobs", api.JobViewSet, basename="api-job")
+router.register("experiments", ExperimentViewSet, basename="api-experiment")
 
 urlpatterns = [
     path(

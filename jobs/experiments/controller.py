@@ -241,7 +241,7 @@ def _finish(experiment: Experiment, trials: list[Trial], state: str) -> None:
         label = Trial.State(trial.state).label.lower()
         counts[label] = counts.get(label, 0) + 1
     summary = ", ".join(f"{n} {label}" for label, n in sorted(counts.items()))
-    best = experiment.best_trial()
+    best = experiment.best_of(trials)
     message = f"{len(trials)} trials: {summary}."
     if best is not None:
         message += f" Best: trial {best.number}, {experiment.metric} = {best.value:.4g}."

@@ -107,12 +107,9 @@ class Experiment(models.Model):
     def better(self, a: float, b: float) -> bool:
         return a > b if self.maximize else a < b
 
-    def best_trial(self) -> Trial | None:
-        scored = [
-            (t.value, t)
-            for t in self.trials.all()
-            if t.value is not None and t.state == "completed"
-        ]
+    def best_of(self, trials: list[Trial]) -> Trial | None:
+        """The completed trial with the best objective."""
+        scored = [(t.value, t) for t in trials if t.value is not None and t.state == "completed"]
         if not scored:
             return None
         pick = max if self.maximize else min

@@ -1,0 +1,118 @@
+"""Experiment pages: the list with a spec form, and one experiment's live page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from jobs.experiments import report, service, spec
+from jobs.experiments.models import Experiment
+from jobs.models import ContainerImage
+
+# The spec the form starts from: the demo experiment (docs/examples/), with the first
+# offered image when the demo's is not in the catalog.
+EXAMPLE = Path(settings.BASE_DIR) / "docs" / "examples" / "digits-sweep.yaml"
+DEMO_IMAGE = "digits-sweep-demo"
+
+
+def example_spec() -> str:
+    text = EXAMPLE.read_text()
+    if not ContainerImage.objects.offered().filter(slug=DEMO_IMAGE).exists():
+        first = ContainerImage.objects.offered().first()
+        text = text.replace(
+            f"container: {DEMO_IMAGE}", f"container: {first.slug if first else 'IMAGE'}"
+        )
+    return text
+
+
+def get_experiment_for_user(request, pk: int) -> Experiment:
+    """The experiment if the user may see it (owner or staff); 404 otherwise."""
+    return get_object_or_404(
+        Experiment.objects.for_user(request.user).select_related("owner", "cluster"), pk=pk
+    )
+
+
+@login_required
+def experiments(request):
+    text, errors = example_spec(), {}
+    if request.method == "POST":
+        text = request.POST.get("spec", "").replace("\r\n", "\n")
+        try:
+            experiment = service.create(request.user, text)
+        except spec.SpecError as exc:
+            errors = exc.errors  # the spec stays in the box, nothing is lost
+        else:
+            return redirect("experiment-detail", experiment.pk)
+    rows = [
+        report.summary(e)
+        for e in Experiment.objects.for_user(request.user).select_related("owner", "cluster")[:100]
+    ]
+    return render(
+        request,
+        "frontend/experiments.html",
+        {"rows": rows, "spec_text": text, "errors": errors},
+        status=400 if errors else 200,
+    )
+
+
+@login_required
+def experiment_detail(request, pk: int):
+    experiment = get_experiment_for_user(request, pk)
+    return render(
+        request,
+        "frontend/experiment_detail.html",
+        {"experiment": experiment, "summary": report.summary(experiment)},
+    )
+
+
+@login_required
+def experiment_data(request, pk: int):
+    """Everything the page draws, polled while the experiment runs."""
+    return JsonResponse(report.detail(get_experiment_for_user(request, pk)))
+
+
+@login_required
+def experiment_export(request, pk: int):
+    experiment = get_experiment_for_user(request, pk)
+    response = HttpResponse(report.as_csv(experiment), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="experiment-{experiment.pk}.csv"'
+    return response
+
+
+@login_required
+@require_POST
+def experiment_cancel(request, pk: int):
+    experiment = get_experiment_for_user(request, pk)
+    if service.cancel(experiment):
+        messages.info(request, "Cancelling: no new trials; running ones are being stopped.")
+    return redirect("experiment-detail", experiment.pk)
+
+
+@login_required
+@require_POST
+def experiment_relaunch(request, pk: int):
+    experiment = get_experiment_for_user(request, pk)
+    trials = list(experiment.trials.all())
+    wanted = request.POST.get("trial", "")
+    trial = (
+        next((t for t in trials if str(t.number) == wanted), None)
+        if wanted
+        else experiment.best_of(trials)
+    )
+    if trial is None:
+        messages.error(request, "No such trial, or none has completed with a score yet.")
+        return redirect("experiment-detail", experiment.pk)
+    try:
+        job = service.relaunch(trial, request.user)
+    except ValidationError as exc:
+        messages.error(request, f"Could not launch it again: {'; '.join(exc.messages)}")
+        return redirect("experiment-detail", experiment.pk)
+    messages.success(request, f"Trial {trial.number}'s configuration runs again as job {job.pk}.")
+    return redirect("job-detail", job.pk)

@@ -1,0 +1,124 @@
+"""REST API of experiments: thin, the service and the report do the work."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from rest_framework import serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.response import Response
+
+from jobs.api.errors import RefuseNul
+from jobs.api.serializers import JobSerializer
+from jobs.api.views import ERROR, Pages
+from jobs.experiments import report, service, spec
+from jobs.experiments.models import Experiment
+
+CREATE_DESCRIPTION = """Start an experiment (a hyper-parameter sweep, optionally with K-fold
+cross-validation) from its spec: either the spec itself as a JSON object, or
+`{"spec": "<YAML or JSON text>"}` (what `portal sweep create sweep.yaml` sends). The spec's
+`launch` is a job request as for `POST /api/v1/jobs/` (a batch job); the README's
+"Experiments" section documents every other key. A refused spec is a `400` naming each
+wrong field (`parameters.lr`, `launch.cpus`, …); nothing is created. Answers `201` with
+the experiment; its first trials are submitted at once."""
+
+
+def _summary_schema():
+    return OpenApiTypes.OBJECT
+
+
+class ExperimentViewSet(RefuseNul, viewsets.ViewSet):
+    """The user's experiments (staff: everyone's). Another user's is a 404."""
+
+    pagination_class = Pages
+
+    def _experiments(self) -> QuerySet[Experiment]:
+        return Experiment.objects.for_user(self.request.user).select_related("owner", "cluster")
+
+    def _get(self, pk) -> Experiment:
+        try:
+            return self._experiments().get(pk=int(pk))
+        except (Experiment.DoesNotExist, ValueError, TypeError):
+            raise NotFound("No such experiment.") from None
+
+    @extend_schema(summary="List your experiments", responses={200: _summary_schema()})
+    def list(self, request):
+        paginator = Pages()
+        page = paginator.paginate_queryset(self._experiments(), request, view=self)
+        return paginator.get_paginated_response([report.summary(e) for e in page or []])
+
+    @extend_schema(
+        summary="Start an experiment",
+        description=CREATE_DESCRIPTION,
+        request=OpenApiTypes.OBJECT,
+        responses={
+            201: _summary_schema(),
+            400: OpenApiResponse(ERROR, description="Each wrong field and why; nothing created."),
+        },
+        examples=[
+            OpenApiExample(
+                "A small random search",
+                value={
+                    "launch": {"container": "digits-sweep-demo", "partition": "cpu"},
+                    "parameters": {"lr": {"type": "float", "low": 0.001, "high": 0.5, "log": True}},
+                    "method": "random",
+                    "objective": {"metric": "val_accuracy", "goal": "maximize"},
+                    "budget": {"max_trials": 8, "max_concurrent": 4},
+                },
+                request_only=True,
+            )
+        ],
+    )
+    def create(self, request):
+        body = request.data
+        if not isinstance(body, dict):
+            raise ValidationError({"spec": ['Send the spec as a JSON object, or {"spec": text}.']})
+        source = (
+            body["spec"] if isinstance(body.get("spec"), str) and len(body) == 1 else dict(body)
+        )
+        try:
+            experiment = service.create(request.user, source)
+        except spec.SpecError as exc:
+            raise ValidationError({k: [v] for k, v in exc.errors.items()}) from None
+        return Response(report.summary(experiment), status=status.HTTP_201_CREATED)
+
+    @extend_schema(summary="An experiment with its trials", responses={200: _summary_schema()})
+    def retrieve(self, request, pk=None):
+        return Response(report.detail(self._get(pk)))
+
+    @extend_schema(summary="Cancel an experiment", request=None, responses={202: _summary_schema()})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        """No new trials; running and waiting trials are cancelled (202; 200 if it had ended)."""
+        experiment = self._get(pk)
+        started = service.cancel(experiment)
+        experiment.refresh_from_db()
+        return Response(
+            report.summary(experiment), status=status.HTTP_202_ACCEPTED if started else 200
+        )
+
+    @extend_schema(
+        summary="Run a trial's configuration again",
+        request=serializers.Serializer,  # {"trial": N}, optional
+        responses={201: JobSerializer, 400: OpenApiResponse(ERROR)},
+    )
+    @action(detail=True, methods=["post"])
+    def relaunch(self, request, pk=None):
+        """One ordinary job with trial `trial`'s parameters (default: the best trial)."""
+        experiment = self._get(pk)
+        trials = list(experiment.trials.all())
+        wanted = request.data.get("trial") if isinstance(request.data, dict) else None
+        if wanted is None:
+            trial = experiment.best_of(trials)
+            if trial is None:
+                raise ValidationError({"trial": ["No trial has completed with a score yet."]})
+        else:
+            trial = next((t for t in trials if str(t.number) == str(wanted)), None)
+            if trial is None:
+                raise ValidationError(
+                    {"trial": [f"Experiment {experiment.pk} has no trial {wanted!r}."]}
+                )
+        job = service.relaunch(trial, request.user)
+        return Response(JobSerializer(job, context={"request": request}).data, status=201)

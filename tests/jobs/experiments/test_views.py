@@ -1,0 +1,162 @@
+"""The experiment pages and REST API: who sees what, what a refused spec looks like,
+the data the page draws, the CSV."""
+
+import csv
+import io
+
+import pytest
+from django.urls import reverse
+
+from jobs.experiments.models import Experiment, Trial
+from jobs.models import Job
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def no_broker(monkeypatch):
+    from jobs import tasks
+    from jobs.experiments import tasks as experiment_tasks
+
+    monkeypatch.setattr(experiment_tasks.advance_experiment, "delay", lambda *a: None)
+    monkeypatch.setattr(tasks.submit_job, "delay", lambda *a: None)
+
+
+@pytest.fixture
+def scored(owner, cluster, image):
+    """An experiment of ``owner``'s with three trials: two completed, one stopped."""
+    experiment = factories.experiment_record(owner, cluster, image, name="lr sweep", folds=2)
+    Trial.objects.create(
+        experiment=experiment,
+        number=0,
+        params={"lr": 0.1, "act": "relu"},
+        state="completed",
+        value=0.8,
+        value_std=0.02,
+        fold_values=[0.78, 0.82],
+        intermediate={"1": 0.5, "2": 0.8},
+    )
+    Trial.objects.create(
+        experiment=experiment,
+        number=1,
+        params={"lr": 0.01, "act": "=cmd|' /C calc'!A0"},
+        state="completed",
+        value=0.9,
+        fold_values=[0.9, 0.9],
+        value_std=0.0,
+    )
+    Trial.objects.create(
+        experiment=experiment,
+        number=2,
+        params={"lr": 0.5, "act": "tanh"},
+        state="stopped",
+        message="Stopped early by the median rule at step 2: …",
+        intermediate={"1": 0.1},
+    )
+    return experiment
+
+
+def test_the_page_and_its_data_are_the_owners_and_staffs_only(
+    client, owner, outsider, staff, scored
+):
+    for path in ("experiment-detail", "experiment-data", "experiment-export"):
+        client.force_login(outsider)
+        assert client.get(reverse(path, args=[scored.pk])).status_code == 404
+        client.force_login(staff)
+        assert client.get(reverse(path, args=[scored.pk])).status_code == 200
+    client.force_login(outsider)
+    assert client.post(reverse("experiment-cancel", args=[scored.pk])).status_code == 404
+    api = factories.api_client(outsider)
+    assert api.get(f"/api/v1/experiments/{scored.pk}/").status_code == 404
+    assert api.get("/api/v1/experiments/").json()["results"] == []
+
+
+def test_the_data_names_the_best_trial_and_carries_curves(client, owner, scored):
+    client.force_login(owner)
+    data = client.get(reverse("experiment-data", args=[scored.pk])).json()
+    assert data["best"]["number"] == 1 and data["counts"] == {"completed": 2, "stopped": 1}
+    assert data["curves"] == {"0": [[1, 0.5], [2, 0.8]], "2": [[1, 0.1]]}
+    assert [t["state_label"] for t in data["trials"]] == ["Completed", "Completed", "Stopped early"]
+    page = client.get(reverse("experiment-detail", args=[scored.pk])).content.decode()
+    assert "Launch the best configuration again" in page and "lr sweep" in page
+
+
+def test_the_csv_has_a_row_per_trial_and_no_formula_cells(client, owner, scored):
+    client.force_login(owner)
+    response = client.get(reverse("experiment-export", args=[scored.pk]))
+    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    assert rows[0] == [
+        "trial",
+        "state",
+        "lr",
+        "act",
+        "val_accuracy",
+        "std",
+        "fold_values",
+        "message",
+    ]
+    assert rows[1][:5] == ["0", "completed", "0.1", "relu", "0.8"]
+    assert rows[2][3] == "'=cmd|' /C calc'!A0"  # a spreadsheet shows it, never runs it
+
+
+def test_a_refused_spec_keeps_its_text_and_says_what_is_wrong(client, owner, cluster, image):
+    factories.account(cluster, owner, "alice")
+    client.force_login(owner)
+    text = f"launch: {{container: {image.slug}, partition: cpu}}\nparameters: {{lr: {{type: float, low: 1, high: 0}}}}\nobjective: {{metric: loss}}\n"
+    response = client.post(reverse("experiments"), {"spec": text})
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert "parameters.lr" in body and "low must be below high." in body
+    assert "high: 0" in body  # the text is still in the box
+    assert not Experiment.objects.exists()
+
+
+def test_the_form_starts_an_experiment_and_goes_to_its_page(client, owner, cluster, image):
+    factories.account(cluster, owner, "alice")
+    client.force_login(owner)
+    text = f"launch: {{container: {image.slug}, partition: cpu, command: train}}\nparameters: {{lr: [0.1, 0.2]}}\nobjective: {{metric: loss}}\n"
+    response = client.post(reverse("experiments"), {"spec": text})
+    experiment = Experiment.objects.get()
+    assert response.status_code == 302 and response["Location"] == reverse(
+        "experiment-detail", args=[experiment.pk]
+    )
+
+
+def test_the_api_creates_from_yaml_text_or_a_json_object_and_names_wrong_fields(
+    owner, cluster, image
+):
+    factories.account(cluster, owner, "alice")
+    api = factories.api_client(owner)
+    spec = factories.experiment_spec(image.slug, "train")
+    created = api.post("/api/v1/experiments/", spec, format="json")
+    assert created.status_code == 201, created.json()
+    assert created.json()["state"] == "running" and created.json()["max_trials"] == 4
+    text = (
+        "launch: {container: %s, partition: cpu, command: train}\nparameters: {lr: [1, 2]}\nobjective: {metric: loss}\n"
+        % image.slug
+    )
+    assert api.post("/api/v1/experiments/", {"spec": text}, format="json").status_code == 201
+    refused = api.post(
+        "/api/v1/experiments/", {**spec, "folds": 0, "launch": {"partition": "nope"}}, format="json"
+    )
+    assert refused.status_code == 400
+    fields = refused.json()["error"]["fields"]
+    assert fields["folds"] == ["A whole number from 1 to 20."]
+    assert "launch.partition" in fields
+    listed = api.get("/api/v1/experiments/").json()
+    assert listed["count"] == 2
+
+
+def test_the_api_cancels_and_relaunches_the_best(owner, scored, django_capture_on_commit_callbacks):
+    api = factories.api_client(owner)
+    with django_capture_on_commit_callbacks(execute=True):
+        relaunched = api.post(f"/api/v1/experiments/{scored.pk}/relaunch/", {}, format="json")
+    assert relaunched.status_code == 201
+    job = Job.objects.get(pk=relaunched.json()["id"])
+    assert "PORTAL_PARAM_LR=0.01" in job.command and job.owner == owner
+    missing = api.post(f"/api/v1/experiments/{scored.pk}/relaunch/", {"trial": 9}, format="json")
+    assert missing.status_code == 400
+    assert api.post(f"/api/v1/experiments/{scored.pk}/cancel/").status_code == 202
+    scored.refresh_from_db()
+    assert scored.cancel_requested_at is not None
