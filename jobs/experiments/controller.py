@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Prefetch
+from django.db.models import Count, Prefetch
 from django.utils import timezone
 
 from jobs import lifecycle
@@ -86,8 +86,7 @@ def advance(experiment_id: int) -> None:
         return
     if experiment.stopping != Experiment.Stopping.NONE:
         stop_unpromising(experiment, trials)
-    active = Job.objects.filter(trial__experiment=experiment, state__in=Job.ACTIVE_STATES).count()
-    free = experiment.max_concurrent - active
+    free = experiment.max_concurrent - slots_in_use(experiment)
     remaining = experiment.max_trials - len(trials)
     if free > 0 and remaining > 0 and start_trials(experiment, trials, free, remaining):
         return
@@ -163,10 +162,33 @@ def _cancel_open(trials: list[Trial], reason: str) -> None:
                 lifecycle.cancel(job, reason)
 
 
+def slots_in_use(experiment: Experiment) -> int:
+    """Jobs of the experiment that run or may start without waiting for another of its
+    jobs: per array, its open jobs up to its throttle. Jobs behind an array's throttle hold
+    no slot, so a small throttle on one array never starves the experiment: the slots its
+    finished jobs free go to the next array."""
+    open_by_array = dict(
+        Job.objects.filter(trial__experiment=experiment, state__in=Job.ACTIVE_STATES)
+        .values_list("array_id")
+        .annotate(n=Count("pk"))
+        .values_list("array_id", "n")
+    )
+    throttles = dict(
+        JobArray.objects.filter(pk__in=[a for a in open_by_array if a]).values_list(
+            "pk", "throttle"
+        )
+    )
+    return sum(
+        min(n, throttles.get(array_id) or n) if array_id else n
+        for array_id, n in open_by_array.items()
+    )
+
+
 def batch_size(experiment: Experiment, free: int, remaining: int) -> int:
-    """Configurations in the next array. Bayesian: just enough to fill the free slots, so
-    each batch learns from every result so far; grid and random gain nothing from waiting:
-    all that remain, as far as the cluster's array size allows."""
+    """Configurations in the next array (throttled to the ``free`` slots). Bayesian: just
+    enough to fill the free slots, so each batch learns from every result so far; grid and
+    random gain nothing from waiting: all that remain, as far as the cluster's array size
+    allows."""
     fit = max(1, (experiment.cluster.max_array_size - 1) // experiment.folds)
     if experiment.method == Experiment.Method.BAYESIAN:
         wanted = math.ceil(free / experiment.folds)

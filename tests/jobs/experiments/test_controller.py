@@ -201,3 +201,23 @@ def test_relaunching_the_best_trial_is_an_ordinary_job_with_its_parameters(
         "PORTAL_PARAM_ACT='x y'\ntrain --lr=0.25 '--act=x y'"
     )
     assert ("job", (job.pk,)) in no_broker
+
+
+def test_jobs_behind_a_throttle_hold_no_slot(experiment, django_capture_on_commit_callbacks):
+    """4 slots, 5 folds per configuration: the first array is one trial's 5 folds at %4.
+    When two of them end, its 3 open jobs may all run and 1 slot is free: the next array
+    (one configuration, 5 folds) is throttled to it, so at most 4 run at any time, and its
+    queued folds do not count until the first array's end frees more slots."""
+    Experiment.objects.filter(pk=experiment.pk).update(method="bayesian", folds=5, max_concurrent=4)
+    experiment.refresh_from_db()
+    step(experiment, django_capture_on_commit_callbacks)
+    first = JobArray.objects.get()
+    assert first.throttle == 4 and first.jobs.count() == 5
+    assert controller.slots_in_use(experiment) == 4
+    for job in first.jobs.order_by("array_index")[:2]:
+        finish(job)
+    assert controller.slots_in_use(experiment) == 3
+    step(experiment, django_capture_on_commit_callbacks)
+    second = JobArray.objects.exclude(pk=first.pk).get()
+    assert second.throttle == 1 and second.jobs.count() == 5
+    assert controller.slots_in_use(experiment) == 4

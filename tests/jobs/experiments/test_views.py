@@ -133,8 +133,8 @@ def test_the_api_creates_from_yaml_text_or_a_json_object_and_names_wrong_fields(
     assert created.status_code == 201, created.json()
     assert created.json()["state"] == "running" and created.json()["max_trials"] == 4
     text = (
-        "launch: {container: %s, partition: cpu, command: train}\nparameters: {lr: [1, 2]}\nobjective: {metric: loss}\n"
-        % image.slug
+        f"launch: {{container: {image.slug}, partition: cpu, command: train}}\n"
+        "parameters: {lr: [1, 2]}\nobjective: {metric: loss}\n"
     )
     assert api.post("/api/v1/experiments/", {"spec": text}, format="json").status_code == 201
     refused = api.post(
