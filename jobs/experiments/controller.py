@@ -123,7 +123,9 @@ def refresh(experiment: Experiment, trial: Trial) -> None:
         else:
             mean, std = Trial.summarise([v for v in values if v is not None])
             fields.update(value=mean, value_std=std, fold_values=values)
-    fields.update(state=state, message=message or trial.message)
+    if state != Trial.State.COMPLETED:
+        message = message or trial.message  # e.g. the stop reason while its folds end
+    fields.update(state=state, message=message)
     if state in Trial.FINAL_STATES:
         fields["ended_at"] = max((j.ended_at for j in jobs if j.ended_at), default=timezone.now())
     changed = {k: v for k, v in fields.items() if getattr(trial, k) != v}

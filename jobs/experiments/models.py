@@ -180,9 +180,9 @@ class Trial(models.Model):
         if any(s in Job.ACTIVE_STATES for s in states):
             running = any(s in (Job.State.RUNNING, Job.State.COMPLETING) for s in states)
             return (self.State.RUNNING if running else self.State.WAITING), ""
-        if self.stop_requested:
-            return self.State.STOPPED, self.message
         bad = [j for j in jobs if j.state != Job.State.COMPLETED]
+        if self.stop_requested and bad:  # stopped before every fold had completed
+            return self.State.STOPPED, self.message
         if not bad:
             return self.State.COMPLETED, ""
         job = bad[0]

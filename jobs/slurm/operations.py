@@ -222,7 +222,9 @@ def accounting(
     """What accounting (slurmdbd) says of jobs the controller no longer holds: states from
     ``sacct --json`` (structure no name can change), exit codes from ``sacct -P`` where its
     one line for the id agrees (22.05's JSON misreports them). {} without accounting."""
-    ids = ",".join(expected)
+    # An array's tasks that never started stay in the array's own record: asked by the
+    # array's id, which also lists its tasks that did start.
+    ids = ",".join(sorted({i.split("_")[0] if "_" in i else i for i in expected}))
     acct = run(conn, ["sacct", "--json", "-X", "-j", ids], check=False)
     if acct.exit_status != 0:
         if parsers.accounting_disabled(acct.stderr):

@@ -72,6 +72,31 @@ def _squeue_ids(entry: dict, job_id: int) -> list[str]:
     return [f"{array_id}_{t}" for t in array_tasks(spec)]
 
 
+def bitmap_tasks(value: str) -> list[int]:
+    """Task ids of sacct's ``array.task`` bitmap ('0x1E' -> [1, 2, 3, 4]): the tasks an
+    array's own record still stood for when it ended (pending tasks cancelled together)."""
+    if not re.fullmatch(r"0x[0-9A-Fa-f]{1,25000}", value):
+        raise ValueError(f"unreadable array task bitmap {value[:40]!r}")
+    bits = int(value, 16)
+    if bits.bit_length() > MAX_ARRAY_TASKS:
+        raise ValueError("array task bitmap out of bounds")
+    return [i for i in range(bits.bit_length()) if bits >> i & 1]
+
+
+def _sacct_ids(entry: dict, job_id: int) -> list[str]:
+    """The scheduler ids one sacct record stands for (see _squeue_ids): a job, an array
+    task, or the tasks of an array's own record, whose ``task`` is a bitmap."""
+    array = a if isinstance(a := entry.get("array"), dict) else {}
+    array_id = _number(array.get("job_id"))
+    if not array_id:
+        return [str(job_id)]
+    task = _number(array.get("task_id"))
+    if task is not None:
+        return [f"{array_id}_{task}"]
+    bitmap = _text(array.get("task"))
+    return [f"{array_id}_{t}" for t in bitmap_tasks(bitmap)] if bitmap else [str(job_id)]
+
+
 @dataclass(frozen=True)
 class SlurmJob:
     """One job as Slurm reports it, in Slurm's words (status.py turns it into the portal's)."""
@@ -296,15 +321,13 @@ def parse_sacct_json(output: str, username: str) -> list[SlurmJob]:
                 raise ValueError("no job_id")
             map_state(state)
             times = t if isinstance(t := entry.get("time"), dict) else {}
-            array = a if isinstance(a := entry.get("array"), dict) else {}
-            array_id, task = _number(array.get("job_id")), _number(array.get("task_id"))
-            scheduler_id = f"{array_id}_{task}" if array_id and task is not None else str(job_id)
+            ids = _sacct_ids(entry, job_id)
             exit_info = entry.get("exit_code")
             signal = None
             if isinstance(exit_info, dict) and _text(exit_info.get("status")) == "SIGNALED":
                 sig = exit_info.get("signal")
                 signal = _number(sig.get("signal_id")) if isinstance(sig, dict) else None
-            statuses.append(
+            statuses.extend(
                 SlurmJob(
                     scheduler_id=scheduler_id,
                     slurm_state=state,
@@ -317,6 +340,7 @@ def parse_sacct_json(output: str, username: str) -> list[SlurmJob]:
                     signal=signal,
                     user=owner or username,
                 )
+                for scheduler_id in ids
             )
         except ValueError as exc:
             log.warning("sacct: skipped a job entry (%s)", exc)

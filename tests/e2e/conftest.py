@@ -49,7 +49,7 @@ def browser(playwright):
 
 @pytest.fixture
 def stack(devcluster, tmp_path):
-    live = LiveStack(tmp_path).start()
+    live = LiveStack(tmp_path, env={"PORTAL_EXPERIMENT_INTERVAL": "2"}).start()
     yield live
     live.stop()
 

@@ -221,3 +221,13 @@ def test_jobs_behind_a_throttle_hold_no_slot(experiment, django_capture_on_commi
     second = JobArray.objects.exclude(pk=first.pk).get()
     assert second.throttle == 1 and second.jobs.count() == 5
     assert controller.slots_in_use(experiment) == 4
+
+
+def test_a_trial_stopped_as_its_last_fold_completed_counts_as_completed(experiment):
+    trial = Trial.objects.create(
+        experiment=experiment, number=0, params={}, stop_requested=True, message="Stopped early"
+    )
+    done = [Job(state="completed", fold=0), Job(state="completed", fold=1)]
+    assert trial.state_from_jobs(done) == ("completed", "")
+    stopped = [Job(state="completed", fold=0), Job(state="cancelled", fold=1)]
+    assert trial.state_from_jobs(stopped) == ("stopped", "Stopped early")

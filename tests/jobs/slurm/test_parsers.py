@@ -370,3 +370,27 @@ def test_a_pending_array_record_with_a_bad_task_list_is_skipped_not_guessed():
     pending["array_task_string"] = "0-99999999"
     jobs = parsers.parse_squeue_json(json.dumps(document), "hpcuser")
     assert {j.scheduler_id for j in jobs} == {"1_0", "1_1"}
+
+
+def test_sacct_reads_the_tasks_an_arrays_own_record_stood_for_when_cancelled_pending():
+    """Captured: array 268, task 0 completed; tasks 1-4 cancelled while throttled. sacct
+    asked for 268_1 says nothing; asked for 268 it gives task 0 and one record whose
+    ``task`` bitmap 0x1E stands for tasks 1-4."""
+    jobs = {
+        j.scheduler_id: j
+        for j in parsers.parse_sacct_json(captured("sacct_array_cancelled_pending.json"), "hpcuser")
+    }
+    assert set(jobs) == {"268_0", "268_1", "268_2", "268_3", "268_4"}
+    assert jobs["268_0"].state == "completed"
+    assert {jobs[f"268_{i}"].state for i in range(1, 5)} == {"cancelled"}
+
+
+@pytest.mark.parametrize(("bitmap", "tasks"), [("0x1E", [1, 2, 3, 4]), ("0x1", [0]), ("0x0", [])])
+def test_array_task_bitmaps(bitmap, tasks):
+    assert parsers.bitmap_tasks(bitmap) == tasks
+
+
+@pytest.mark.parametrize("bitmap", ["1E", "0xZZ", "0x" + "F" * 30000])
+def test_a_bad_or_huge_bitmap_is_refused(bitmap):
+    with pytest.raises(ValueError):
+        parsers.bitmap_tasks(bitmap)
