@@ -301,7 +301,7 @@ def parse_sacct_json(output: str, username: str) -> list[SlurmJob]:
     A job recorded before its user had an association has no user: the name check of
     match_jobs() is then the guard.
     """
-    statuses = []
+    statuses: list[SlurmJob] = []
     for entry in _load(output, "sacct"):
         try:
             if not isinstance(entry, dict):
