@@ -198,6 +198,23 @@ class Client:
     def metrics(self, job_id: int, **params) -> dict:
         return self._job_request("GET", job_id, "metrics/", params=params)
 
+    # --- experiments -------------------------------------------------------------------
+    def create_experiment(self, spec_text: str) -> dict:
+        return self.request("POST", "experiments/", body={"spec": spec_text})
+
+    def experiments(self, **params) -> dict:
+        return self.request("GET", "experiments/", params=params)
+
+    def experiment(self, experiment_id: int, tail: str = "", method: str = "GET", **kwargs):
+        try:
+            return self.request(method, f"experiments/{int(experiment_id)}/{tail}", **kwargs)
+        except PortalError as exc:
+            if exc.status == 404:
+                raise PortalError(
+                    f"No experiment {experiment_id}: it does not exist or is not yours.", 404
+                ) from None
+            raise
+
     def _job_request(self, method: str, job_id: int, tail: str, **kwargs):
         try:
             return self.request(method, f"jobs/{int(job_id)}/{tail}", **kwargs)

@@ -2,6 +2,7 @@
 
     portal submit --container pytorch --partition gpu --gpus 2 --time 60 -- python train.py
     portal jobs | show ID | logs ID [-f] | cancel ID | open ID | containers | clusters | login
+    portal sweep create sweep.yaml [--wait] | sweep list | sweep show ID | sweep cancel ID
 
 The portal's address and a personal token come from PORTAL_URL / PORTAL_TOKEN or the
 config file written by ``portal login`` (see portal_client.config)."""
@@ -394,6 +395,103 @@ def cmd_open(client: Client, args, out: Output) -> int:
     return 0
 
 
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "-" if value is None else str(value)
+
+
+def _experiment_line(e: dict) -> list[str]:
+    best = e.get("best") or {}
+    return [
+        str(e["id"]),
+        e.get("name") or "-",
+        e["state"] + (" (cancelling)" if e.get("cancelling") else ""),
+        e["method"] + (f", {e['folds']}-fold" if e.get("folds", 1) > 1 else ""),
+        f"{e['goal']} {e['metric']}",
+        f"{e['trials_started']}/{e['max_trials']}",
+        f"{_fmt(best.get('value'))} (trial {best['number']})" if best else "-",
+    ]
+
+
+EXPERIMENT_HEADER = ["ID", "NAME", "STATE", "METHOD", "OBJECTIVE", "TRIALS", "BEST"]
+
+
+def cmd_sweep_create(client: Client, args, out: Output) -> int:
+    try:
+        with open(args.spec, encoding="utf-8") as fh:
+            text = fh.read(1 << 20)
+    except OSError as exc:
+        raise PortalError(f"cannot read {args.spec}: {exc.strerror}") from None
+    experiment = client.create_experiment(text)
+    out.data(experiment, f"experiment {experiment['id']}: started ({experiment['url']})")
+    if not args.wait:
+        return 0
+    while experiment["state"] == "running":
+        time.sleep(args.interval)
+        experiment = client.experiment(experiment["id"])
+        out.note(
+            f"experiment {experiment['id']}: {experiment['trials_started']}/"
+            f"{experiment['max_trials']} trials, "
+            + ", ".join(f"{n} {k}" for k, n in sorted(experiment["counts"].items()))
+        )
+    out.data(
+        experiment, f"experiment {experiment['id']}: {experiment['state']}. {experiment['message']}"
+    )
+    return 0 if experiment["state"] == "completed" else 1
+
+
+def cmd_sweep_list(client: Client, args, out: Output) -> int:
+    page = client.experiments()
+    rows = [_experiment_line(e) for e in page["results"]]
+    out.data(page, _table(rows, EXPERIMENT_HEADER) if rows else "no experiments")
+    return 0
+
+
+def cmd_sweep_show(client: Client, args, out: Output) -> int:
+    e = client.experiment(args.id)
+    names = list(e["parameters"])
+    rows = [
+        [
+            str(t["number"]),
+            t["state"],
+            *(_fmt(t["params"].get(n)) for n in names),
+            _fmt(t["value"]) + (f" ± {_fmt(t['value_std'])}" if t["value_std"] is not None else ""),
+            (t["message"] or "")[:60],
+        ]
+        for t in e["trials"]
+    ]
+    text = "\n".join(
+        [
+            _table([_experiment_line(e)], EXPERIMENT_HEADER),
+            e["message"] or "",
+            "",
+            _table(rows, ["TRIAL", "STATE", *names, e["metric"].upper(), "NOTE"])
+            if rows
+            else "no trials yet",
+        ]
+    )
+    out.data(e, text)
+    return 0
+
+
+def cmd_sweep_cancel(client: Client, args, out: Output) -> int:
+    e = client.experiment(args.id, "cancel/", method="POST")
+    out.data(
+        e,
+        f"experiment {e['id']}: "
+        + ("cancelling" if e["state"] == "running" else f"already {e['state']}"),
+    )
+    return 0
+
+
+def cmd_sweep_relaunch(client: Client, args, out: Output) -> int:
+    body = {} if args.trial is None else {"trial": args.trial}
+    job = client.experiment(args.id, "relaunch/", method="POST", body=body)
+    out.data(job, f"job {job['id']}: submitted")
+    return 0
+
+
 def cmd_containers(client: Client, args, out: Output) -> int:
     items = client.containers()
     rows = [
@@ -557,6 +655,30 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("clusters", help="clusters, partitions and limits").set_defaults(
         run=cmd_clusters
     )
+
+    sweep = commands.add_parser(
+        "sweep",
+        help="experiments: hyper-parameter sweeps, K-fold",
+        description='Experiments: many jobs over a search space (README, "Experiments").',
+    )
+    sweeps = sweep.add_subparsers(dest="sweep_cmd", metavar="ACTION", required=True)
+    create = sweeps.add_parser("create", help="start an experiment from a YAML or JSON spec")
+    create.add_argument("spec", help="the spec file (YAML or JSON)")
+    create.add_argument("--wait", "-w", action="store_true", help="follow it to its end")
+    create.add_argument("--interval", type=float, default=5, help=argparse.SUPPRESS)
+    create.set_defaults(run=cmd_sweep_create)
+    sweeps.add_parser("list", help="your experiments").set_defaults(run=cmd_sweep_list)
+    for name, run, text in (
+        ("show", cmd_sweep_show, "an experiment and its trials"),
+        ("cancel", cmd_sweep_cancel, "cancel an experiment and its running trials"),
+    ):
+        action = sweeps.add_parser(name, help=text)
+        action.add_argument("id", type=job_id)
+        action.set_defaults(run=run)
+    relaunch = sweeps.add_parser("relaunch", help="run a trial's configuration again as a job")
+    relaunch.add_argument("id", type=job_id)
+    relaunch.add_argument("--trial", type=int, help="which trial (default: the best)")
+    relaunch.set_defaults(run=cmd_sweep_relaunch)
 
     login = commands.add_parser("login", help="check and save the portal address and token")
     login.add_argument("url", nargs="?")

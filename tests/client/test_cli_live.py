@@ -394,3 +394,39 @@ def test_the_installed_command_runs(portal_env, owner, catalog):
     portal = Path(sys.executable).parent / "portal"
     result = subprocess.run([str(portal), "jobs"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and f"\n{job.pk} " in result.stdout, result.stderr
+
+
+def test_sweep_create_list_show_cancel_from_a_yaml_file(
+    portal_env, submitted, capsys, tmp_path, monkeypatch
+):
+    from jobs.experiments import tasks as experiment_tasks
+    from jobs.experiments.models import Experiment
+
+    monkeypatch.setattr(experiment_tasks.advance_experiment, "delay", lambda *a: None)
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(
+        "name: cli sweep\n"
+        "launch: {container: python, partition: cpu, command: python train.py}\n"
+        "parameters:\n  lr: {type: float, low: 0.001, high: 0.1, log: true}\n"
+        "objective: {metric: val_loss, goal: minimize}\n"
+        "budget: {max_trials: 6, max_concurrent: 2}\n"
+    )
+    code, out, err = run(capsys, "sweep", "create", str(spec))
+    experiment = Experiment.objects.get()
+    assert code == 0 and out.startswith(f"experiment {experiment.pk}: started (")
+    assert experiment.spec_text == spec.read_text() and experiment.goal == "minimize"
+    code, out, _ = run(capsys, "sweep", "list")
+    assert code == 0 and "cli sweep" in out and "minimize val_loss" in out and "0/6" in out
+    code, out, _ = run(capsys, "sweep", "show", str(experiment.pk))
+    assert code == 0 and "no trials yet" in out
+    code, out, _ = run(capsys, "sweep", "cancel", str(experiment.pk))
+    assert code == 0 and out.strip() == f"experiment {experiment.pk}: cancelling"
+    # A wrong spec: the portal's words for each field, exit status 1, nothing created.
+    spec.write_text(
+        "launch: {container: python}\nparameters: {lr: [1, 1]}\nobjective: {metric: a b}\n"
+    )
+    code, out, err = run(capsys, "sweep", "create", str(spec))
+    assert code == 1 and "parameters.lr" in err and "objective.metric" in err
+    assert Experiment.objects.count() == 1
+    code, _, err = run(capsys, "sweep", "show", "999")
+    assert code == 1 and "No experiment 999" in err
