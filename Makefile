@@ -84,6 +84,7 @@ endif
 	@$(DEMO_ENV) $(PY) bench/proxy.py
 	@$(DEMO_ENV) $(PY) bench/proxy_ws.py
 	@$(DEMO_ENV) $(PY) bench/metrics.py
+	@$(PY) bench/sweeps.py
 
 lint: venv typecheck
 	@.venv/bin/ruff check .
