@@ -256,7 +256,7 @@ def _search_exhausted(experiment: Experiment, trials: list[Trial]) -> bool:
         return False
     from jobs.experiments.spec import grid
 
-    return len(trials) >= len(grid(experiment.parameters))
+    return len(trials) >= len(grid(experiment.space))
 
 
 def _finish(experiment: Experiment, trials: list[Trial], state: str) -> None:

@@ -59,6 +59,8 @@ class Experiment(models.Model):
     launch = models.JSONField()
     # {name: {"type": "float"|"int"|"choice", "low", "high", "log", "step", "values"}}
     parameters = models.JSONField()
+    # Their order in the spec (PostgreSQL's jsonb keeps no key order): columns, grid order.
+    parameter_names = models.JSONField(default=list, blank=True)
     method = models.CharField(max_length=16, choices=Method.choices, default=Method.BAYESIAN)
     metric = models.CharField(max_length=100)
     goal = models.CharField(max_length=16, choices=Goal.choices, default=Goal.MAXIMIZE)
@@ -99,6 +101,13 @@ class Experiment(models.Model):
     @property
     def is_final(self) -> bool:
         return self.state != self.State.RUNNING
+
+    @property
+    def space(self) -> dict[str, dict]:
+        """The parameters in the spec's order."""
+        names = [n for n in self.parameter_names if n in self.parameters]
+        names += [n for n in self.parameters if n not in names]
+        return {n: self.parameters[n] for n in names}
 
     @property
     def maximize(self) -> bool:

@@ -84,7 +84,7 @@ def detail(experiment: Experiment) -> dict:
     curves, and Optuna's parameter importances."""
     trials = list(experiment.trials.prefetch_related("jobs").order_by("number"))
     data = summary(experiment, trials)
-    data["parameters"] = experiment.parameters
+    data["parameters"] = experiment.space  # JSON objects keep this order for the page
     data["spec"] = experiment.spec_text
     data["trials"] = [
         trial_row(t, sorted(t.jobs.all(), key=lambda j: (j.fold or 0, j.pk))) for t in trials
@@ -108,7 +108,7 @@ def curve(trial: Trial) -> list[list[float]]:
 def as_csv(experiment: Experiment) -> str:
     """One row per trial: number, state, each parameter, objective, its spread, folds."""
     trials = list(experiment.trials.order_by("number"))
-    names = list(experiment.parameters)
+    names = list(experiment.space)
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(["trial", "state", *names, experiment.metric, "std", "fold_values", "message"])

@@ -58,7 +58,8 @@ class Settings:
 
     @classmethod
     def of(cls, experiment) -> Settings:
-        return cls(**{name: getattr(experiment, name) for name in cls.__dataclass_fields__})
+        values = {name: getattr(experiment, name) for name in cls.__dataclass_fields__}
+        return cls(**{**values, "parameters": experiment.space})
 
 
 def distributions(parameters: dict) -> dict[str, BaseDistribution]:

@@ -57,7 +57,12 @@ def create(user, source: str | dict) -> Experiment:
     fields.pop("launch")
     with transaction.atomic():
         experiment = Experiment.objects.create(
-            owner=user, cluster=job.cluster, spec_text=text, launch=launch_fields(job), **fields
+            owner=user,
+            cluster=job.cluster,
+            spec_text=text,
+            launch=launch_fields(job),
+            parameter_names=list(fields["parameters"]),
+            **fields,
         )
         transaction.on_commit(lambda: _step(experiment.pk))
     return experiment

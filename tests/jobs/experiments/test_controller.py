@@ -179,11 +179,13 @@ def test_the_service_keeps_the_spec_text_and_the_launch(
     factories.account(cluster, owner, "alice")
     text = (
         f"launch: {{container: {image.slug}, partition: cpu, command: train, cpus: 2}}\n"
-        "parameters: {lr: [0.1, 0.01]}\nobjective: {metric: loss, goal: minimize}\n"
+        "parameters: {zeta: [1, 2], lr: [0.1, 0.01]}\nobjective: {metric: loss, goal: minimize}\n"
     )
     with django_capture_on_commit_callbacks(execute=True):
         experiment = service.create(owner, text)
     assert experiment.spec_text == text and experiment.goal == "minimize"
+    experiment = Experiment.objects.get(pk=experiment.pk)  # as stored (jsonb sorts keys)
+    assert list(experiment.space) == ["zeta", "lr"]
     assert experiment.launch["cpus"] == 2 and experiment.launch["command"] == "train"
     assert ("step", (experiment.pk,)) in no_broker
 
