@@ -33,6 +33,8 @@ class ExperimentViewSet(RefuseNul, viewsets.ViewSet):
     """The user's experiments (staff: everyone's). Another user's is a 404."""
 
     pagination_class = Pages
+    queryset = Experiment.objects.none()  # tells the schema the id is an integer
+    lookup_value_regex = r"[0-9]+"
 
     def _experiments(self) -> QuerySet[Experiment]:
         return Experiment.objects.for_user(self.request.user).select_related("owner", "cluster")
@@ -43,7 +45,11 @@ class ExperimentViewSet(RefuseNul, viewsets.ViewSet):
         except (Experiment.DoesNotExist, ValueError, TypeError):
             raise NotFound("No such experiment.") from None
 
-    @extend_schema(summary="List your experiments", responses={200: _summary_schema()})
+    @extend_schema(
+        summary="List your experiments",
+        operation_id="v1_experiments_list",
+        responses={200: _summary_schema()},
+    )
     def list(self, request):
         paginator = Pages()
         page = paginator.paginate_queryset(self._experiments(), request, view=self)
