@@ -67,7 +67,18 @@ class ClusterAdmin(admin.ModelAdmin):
             "SSH",
             {"fields": ("ssh_host", "ssh_port", "host_key", "host_key_fingerprint", "login_mode")},
         ),
-        ("Slurm", {"fields": ("default_account", "home_root", "scratch_root", "metrics_over_ssh")}),
+        (
+            "Slurm",
+            {
+                "fields": (
+                    "default_account",
+                    "home_root",
+                    "scratch_root",
+                    "metrics_over_ssh",
+                    "max_array_size",
+                )
+            },
+        ),
     )
 
     def get_queryset(self, request):

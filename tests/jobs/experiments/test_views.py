@@ -160,3 +160,11 @@ def test_the_api_cancels_and_relaunches_the_best(owner, scored, django_capture_o
     assert api.post(f"/api/v1/experiments/{scored.pk}/cancel/").status_code == 202
     scored.refresh_from_db()
     assert scored.cancel_requested_at is not None
+
+
+def test_staff_see_an_experiment_and_its_trials_in_the_admin(client, staff, scored):
+    client.force_login(staff)
+    page = client.get(reverse("admin:experiments_experiment_change", args=[scored.pk]))
+    assert page.status_code == 200
+    assert "Stopped early by the median rule" in page.content.decode()
+    assert client.get(reverse("admin:experiments_experiment_changelist")).status_code == 200

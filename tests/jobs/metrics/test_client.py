@@ -268,3 +268,28 @@ def test_keras_callback_logs_batches_and_epochs(tmp_path, monkeypatch):
     records = read(tmp_path / "rank-0.jsonl")
     assert [r["step"] for r in records] == [0, 2, 4, 5]
     assert records[-1]["metrics"] == {"epoch_loss": 0.3, "epoch_val_accuracy": 0.9, "epoch": 0}
+
+
+def test_a_trials_parameters_fold_and_tags(tmp_path, monkeypatch):
+    """An experiment's trial: pm.params() reads params.json in the work directory (or
+    PORTAL_PARAMS_JSON, a relaunched trial), pm.fold() the fold, and every record names
+    the trial and fold."""
+    monkeypatch.setenv("PORTAL_WORK_DIR", str(tmp_path))
+    for name in ("PORTAL_PARAMS_JSON", "PORTAL_TRIAL", "FOLD", "NUM_FOLDS"):
+        monkeypatch.delenv(name, raising=False)
+    assert pm.params() == {} and pm.fold() == (0, 1)
+    monkeypatch.setenv("PORTAL_PARAMS_JSON", '{"lr": 0.5}')
+    assert pm.params() == {"lr": 0.5}
+    (tmp_path / "params.json").write_text('{"lr": 0.01, "act": "relu"}')
+    assert pm.params() == {"lr": 0.01, "act": "relu"}
+    (tmp_path / "params.json").write_text("[1, 2]")  # not an object: no parameters
+    assert pm.params() == {}
+    monkeypatch.setenv("PORTAL_TRIAL", "7")
+    monkeypatch.setenv("FOLD", "3")
+    monkeypatch.setenv("NUM_FOLDS", "5")
+    assert pm.fold() == (3, 5)
+    run = pm.Run(str(tmp_path / "m"), rank=0, url="", token_file="")
+    run.log(step=1, val_accuracy=0.5)
+    run.close()
+    (record,) = read(tmp_path / "m" / "rank-0.jsonl")
+    assert (record["trial"], record["fold"]) == (7, 3)
