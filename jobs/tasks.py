@@ -67,18 +67,8 @@ def submit_job(self, job_id: int) -> None:
                 conn, work_dir, job.slurm_name, script, secret, metrics_token
             ),
         )
-    except ssh.SlurmError as exc:
-        if exc.transient and self.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
-            job.release_submit_claim()
-            log.warning("submit of job %s failed (%s); retrying", job_id, exc)
-            raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from None
-        prefix = "The cluster could not be reached: " if exc.transient else ""
-        job.transition(
-            Job.State.SUBMIT_FAILED, expect=(Job.State.QUEUED,), message=f"{prefix}{exc}"
-        )
-        return
-    except (scripts.ScriptError, ValueError) as exc:
-        job.transition(Job.State.SUBMIT_FAILED, expect=(Job.State.QUEUED,), message=str(exc))
+    except (ssh.SlurmError, scripts.ScriptError, ValueError) as exc:
+        _submit_failed(self, exc, job, f"job {job_id}", [job])
         return
     moved = job.transition(
         Job.State.PENDING,
@@ -101,6 +91,22 @@ def submit_job(self, job_id: int) -> None:
                 ),
             )
             Job.objects.filter(pk=job.pk).update(scheduler_job_id=submission.scheduler_id)
+
+
+def _submit_failed(task, exc: Exception, claimed, what: str, jobs: list[Job]) -> None:
+    """A submission failed: a transient cluster error retries the task (the submit claim
+    released); anything else, or too many retries, ends each queued job of ``jobs``
+    submit_failed with the reason."""
+    transient = isinstance(exc, ssh.SlurmError) and exc.transient
+    if transient and task.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
+        claimed.release_submit_claim()
+        log.warning("submit of %s failed (%s); retrying", what, exc)
+        raise task.retry(exc=exc, countdown=backoff(task.request.retries)) from None
+    prefix = "The cluster could not be reached: " if transient else ""
+    for job in jobs:
+        job.transition(
+            Job.State.SUBMIT_FAILED, expect=(Job.State.QUEUED,), message=f"{prefix}{exc}"
+        )
 
 
 def metrics_upload_url(job: Job) -> str:
@@ -154,18 +160,8 @@ def submit_array(self, array_id: int) -> None:
             account,
             lambda conn: scheduler.submit_array(conn, work_dir, array.slurm_name, script, tokens),
         )
-    except ssh.SlurmError as exc:
-        if exc.transient and self.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
-            array.release_submit_claim()
-            log.warning("submit of job array %s failed (%s); retrying", array_id, exc)
-            raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from None
-        prefix = "The cluster could not be reached: " if exc.transient else ""
-        for job in members:
-            job.transition(Job.State.SUBMIT_FAILED, expect=queued, message=f"{prefix}{exc}")
-        return
-    except (scripts.ScriptError, ValueError) as exc:
-        for job in members:
-            job.transition(Job.State.SUBMIT_FAILED, expect=queued, message=str(exc))
+    except (ssh.SlurmError, scripts.ScriptError, ValueError) as exc:
+        _submit_failed(self, exc, array, f"job array {array_id}", members)
         return
     now = timezone.now()
     JobArray.objects.filter(pk=array.pk).update(

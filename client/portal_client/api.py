@@ -206,21 +206,18 @@ class Client:
         return self.request("GET", "experiments/", params=params)
 
     def experiment(self, experiment_id: int, tail: str = "", method: str = "GET", **kwargs):
-        try:
-            return self.request(method, f"experiments/{int(experiment_id)}/{tail}", **kwargs)
-        except PortalError as exc:
-            if exc.status == 404:
-                raise PortalError(
-                    f"No experiment {experiment_id}: it does not exist or is not yours.", 404
-                ) from None
-            raise
+        return self._one("experiment", method, experiment_id, tail, **kwargs)
 
     def _job_request(self, method: str, job_id: int, tail: str, **kwargs):
+        return self._one("job", method, job_id, tail, **kwargs)
+
+    def _one(self, noun: str, method: str, item_id: int, tail: str, **kwargs):
+        """A request about one job or experiment; a 404 says which one is missing."""
         try:
-            return self.request(method, f"jobs/{int(job_id)}/{tail}", **kwargs)
+            return self.request(method, f"{noun}s/{int(item_id)}/{tail}", **kwargs)
         except PortalError as exc:
             if exc.status == 404:
                 raise PortalError(
-                    f"No job {job_id}: it does not exist or is not yours.", 404
+                    f"No {noun} {item_id}: it does not exist or is not yours.", 404
                 ) from None
             raise

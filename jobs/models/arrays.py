@@ -8,14 +8,10 @@ sub-directory ``<index>``), one name on the cluster and the ``%`` throttle.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
-from django.utils import timezone
 
-from jobs.models.job import new_job_uid
+from jobs.models.job import claim_submit, new_job_uid
 
 
 class JobArray(models.Model):
@@ -50,19 +46,9 @@ class JobArray(models.Model):
         return f"portal-array-{self.pk}-{self.uid}"
 
     def claim_submit(self) -> bool:
-        """Take the right to submit the array (like Job.claim_submit): a conditional UPDATE,
-        so two workers cannot both submit; a claim older than the task time limit is a
-        dead worker's and may be taken over (the submit step then adopts the array)."""
-        now = timezone.now()
-        stale = now - timedelta(seconds=settings.PORTAL_TASK_TIME_LIMIT + 10)
-        taken = (
-            JobArray.objects.filter(pk=self.pk, submitted_at__isnull=True)
-            .filter(Q(submit_claimed_at__isnull=True) | Q(submit_claimed_at__lt=stale))
-            .update(submit_claimed_at=now)
-        )
-        if taken:
-            self.submit_claimed_at = now
-        return bool(taken)
+        """Take the right to submit the array, like Job.claim_submit (the submit step then
+        adopts an array a dead worker already submitted)."""
+        return claim_submit(self, JobArray.objects.filter(pk=self.pk, submitted_at__isnull=True))
 
     def release_submit_claim(self) -> None:
         JobArray.objects.filter(pk=self.pk, submit_claimed_at=self.submit_claimed_at).update(

@@ -31,6 +31,20 @@ def new_job_uid() -> str:
     return secrets.token_hex(5)
 
 
+def claim_submit(row, rows: models.QuerySet) -> bool:
+    """Set ``submit_claimed_at`` on ``rows`` (``row`` alone, while submittable) unless a live
+    claim holds it: one conditional UPDATE, so two workers cannot both pass. A claim older
+    than the task time limit was made by a worker that is gone and is taken over."""
+    now = timezone.now()
+    stale = Job.submit_claim_stale_before()
+    taken = rows.filter(Q(submit_claimed_at__isnull=True) | Q(submit_claimed_at__lt=stale)).update(
+        submit_claimed_at=now
+    )
+    if taken:
+        row.submit_claimed_at = now
+    return bool(taken)
+
+
 class JobQuerySet(models.QuerySet):
     def for_user(self, user) -> JobQuerySet:
         """Jobs a user may see (jobs/access.py): their own, or every job for staff."""
@@ -393,16 +407,7 @@ class Job(models.Model):
         over; the remote submit step then adopts a job the dead worker already
         submitted instead of submitting again.
         """
-        now = timezone.now()
-        stale = self.submit_claim_stale_before()
-        taken = (
-            Job.objects.filter(pk=self.pk, state=self.State.QUEUED)
-            .filter(Q(submit_claimed_at__isnull=True) | Q(submit_claimed_at__lt=stale))
-            .update(submit_claimed_at=now)
-        )
-        if taken:
-            self.submit_claimed_at = now
-        return bool(taken)
+        return claim_submit(self, Job.objects.filter(pk=self.pk, state=self.State.QUEUED))
 
     def release_submit_claim(self) -> None:
         Job.objects.filter(pk=self.pk, submit_claimed_at=self.submit_claimed_at).update(

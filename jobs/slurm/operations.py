@@ -41,10 +41,33 @@ def run(
         raise
 
 
-# Creates the work directory (private), keeps the script there, and submits it
-# unless this portal job was submitted already: a retried or duplicated submit
-# finds the recorded id (or the job by its unique name) instead of submitting twice.
-# flock serialises two workers that reach this point for the same job.
+# How both submit steps end: keep the script in the work directory and submit it unless
+# this portal job (or array) was submitted already: a retried or duplicated submit finds
+# the recorded id (or the job by its unique name; squeue's field $id_format: %i a job's
+# id, %F an array's) instead of submitting twice. flock serialises two workers that reach
+# this point for the same job.
+_ADOPT_OR_SUBMIT = r"""
+cat > job.sh.tmp
+mv -f job.sh.tmp job.sh
+exec 9>>.submit.lock
+if command -v flock >/dev/null 2>&1; then flock 9; fi
+if [ -s .scheduler_id ]; then
+    echo "existing $(cat .scheduler_id)"
+    exit 0
+fi
+found=$(squeue -h --states=all -u "$(id -un)" --name="$name" -o $id_format | head -n 1)
+if [ -n "$found" ]; then
+    echo "$found" > .scheduler_id
+    echo "existing $found"
+    exit 0
+fi
+id=$(sbatch --parsable job.sh)
+id=${id%%;*}
+echo "$id" > .scheduler_id
+echo "submitted $id"
+"""
+
+# Creates the work directory (private) with the job's private files, then _ADOPT_OR_SUBMIT.
 _SUBMIT = r"""
 set -e
 dir=$1
@@ -59,25 +82,7 @@ if [ -n "$secret" ]; then (umask 077 && printf '%s\n' "$secret" > .portal_secret
 if [ -n "$metrics_token" ]; then
     (umask 077 && printf '%s\n' "$metrics_token" > .portal_metrics_token)
 fi
-cat > job.sh.tmp
-mv -f job.sh.tmp job.sh
-exec 9>>.submit.lock
-if command -v flock >/dev/null 2>&1; then flock 9; fi
-if [ -s .scheduler_id ]; then
-    echo "existing $(cat .scheduler_id)"
-    exit 0
-fi
-found=$(squeue -h --states=all -u "$(id -un)" --name="$name" -o %i | head -n 1)
-if [ -n "$found" ]; then
-    echo "$found" > .scheduler_id
-    echo "existing $found"
-    exit 0
-fi
-id=$(sbatch --parsable job.sh)
-id=${id%%;*}
-echo "$id" > .scheduler_id
-echo "submitted $id"
-"""
+""" + _ADOPT_OR_SUBMIT.replace("$id_format", "%i")
 
 
 def submit(
@@ -102,7 +107,7 @@ def submit(
 
 # The array's version of _SUBMIT: makes each member's directory (Slurm opens the members'
 # logs there before the script runs) with its private metrics token, then the same
-# lock-adopt-submit step under the array's name.
+# _ADOPT_OR_SUBMIT under the array's name.
 _SUBMIT_ARRAY = r"""
 set -e
 dir=$1
@@ -119,25 +124,7 @@ while [ "$i" -lt "$count" ]; do
     if [ -n "$token" ]; then (umask 077 && printf '%s\n' "$token" > "$index/.portal_metrics_token"); fi
     i=$((i + 1))
 done
-cat > job.sh.tmp
-mv -f job.sh.tmp job.sh
-exec 9>>.submit.lock
-if command -v flock >/dev/null 2>&1; then flock 9; fi
-if [ -s .scheduler_id ]; then
-    echo "existing $(cat .scheduler_id)"
-    exit 0
-fi
-found=$(squeue -h --states=all -u "$(id -un)" --name="$name" -o %F | head -n 1)
-if [ -n "$found" ]; then
-    echo "$found" > .scheduler_id
-    echo "existing $found"
-    exit 0
-fi
-id=$(sbatch --parsable job.sh)
-id=${id%%;*}
-echo "$id" > .scheduler_id
-echo "submitted $id"
-"""
+""" + _ADOPT_OR_SUBMIT.replace("$id_format", "%F")
 
 
 def submit_array(
