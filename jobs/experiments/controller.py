@@ -100,6 +100,11 @@ def refresh(experiment: Experiment, trial: Trial) -> None:
     """The trial's state, curve and (once its jobs have ended) objective, from its jobs."""
     jobs = list(trial.jobs.all())
     state, message = trial.state_from_jobs(jobs)
+    if state == Trial.State.WAITING and not any(job.started_at for job in jobs):
+        if state != trial.state:
+            Trial.objects.filter(pk=trial.pk).update(state=state)
+            trial.state = state
+        return  # nothing has run: no metrics to read
     per_job = [scoring.job_points(job.pk, experiment.metric) for job in jobs]
     curve = scoring.intermediate(per_job)
     fields: dict = {"intermediate": {str(k): v for k, v in curve.items()}}

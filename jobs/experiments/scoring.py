@@ -8,7 +8,8 @@ import math
 
 from jobs.metrics.models import MetricPoint, MetricSeries
 
-MAX_POINTS = 10_000
+# Bounds of one controller step's reading: the last points of each open job's series.
+MAX_POINTS = 2_000
 INTERMEDIATE_STEPS = 2_000
 
 
