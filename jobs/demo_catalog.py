@@ -68,7 +68,7 @@ DEMO_IMAGES: list[dict[str, Any]] = [
         "runtime": ContainerImage.Runtime.NONE,
         "location": "",
         "modules": "",
-        "default_command": "sweep-digits --epochs 15 --delay 0.1",
+        "default_command": "sweep-digits --epochs 10 --delay 0.05",
         "supports_gpu": False,
         "offers_notebook": False,
         "offers_batch": True,

@@ -91,12 +91,12 @@ def test_early_stopping_cancels_with_its_reason_and_a_killed_worker_loses_no_tri
     job per fold, and Slurm ran each array task once."""
     factories.image("host-sweep")
     account = devcluster.accounts.get(user=owner)
-    # The better the lr, the higher the curve; 12 steps of 0.4 s (about 5 s per run).
+    # The better the lr, the higher the curve; 10 steps of 0.3 s (about 3 s per run).
     command = (
         'python3 -c "import math,time,portal_metrics as pm; p=pm.params(); '
         "q=1/(1+abs(math.log10(p['lr'])+1)); "
-        "[pm.log(step=s, val_accuracy=q*s/12) or pm.flush() or time.sleep(0.4) "
-        'for s in range(1,13)]; pm.close()"'
+        "[pm.log(step=s, val_accuracy=q*s/10) or pm.flush() or time.sleep(0.3) "
+        'for s in range(1,11)]; pm.close()"'
     )
     experiment = factories.experiment(
         owner,
@@ -104,7 +104,7 @@ def test_early_stopping_cancels_with_its_reason_and_a_killed_worker_loses_no_tri
         command,
         method="bayesian",
         parameters={"lr": {"type": "float", "low": 0.0001, "high": 1.0, "log": True}},
-        budget={"max_trials": 10, "max_concurrent": 3},
+        budget={"max_trials": 8, "max_concurrent": 3},
         early_stopping={"method": "median", "min_trials": 2, "warmup_steps": 3},
         seed=3,
     )
@@ -112,7 +112,7 @@ def test_early_stopping_cancels_with_its_reason_and_a_killed_worker_loses_no_tri
 
     def watch():
         started = experiment.trials.count()
-        if not killed and started >= 5:
+        if not killed and started >= 4:
             stack.restart("worker", hard=True)  # SIGKILL to its process group, then again
             killed.append(started)
 
@@ -120,11 +120,11 @@ def test_early_stopping_cancels_with_its_reason_and_a_killed_worker_loses_no_tri
     assert killed, "the worker was never killed"
     assert experiment.state == "completed", experiment.message
     trials = list(experiment.trials.order_by("number"))
-    assert [t.number for t in trials] == list(range(10))
+    assert [t.number for t in trials] == list(range(8))
     jobs = list(Job.objects.filter(trial__experiment=experiment))
-    assert len(jobs) == 10 and all(j.is_final for j in jobs)
+    assert len(jobs) == 8 and all(j.is_final for j in jobs)
     ids = [j.scheduler_job_id for j in jobs]
-    assert len(set(ids)) == 10 and all("_" in i for i in ids)
+    assert len(set(ids)) == 8 and all("_" in i for i in ids)
     # Slurm ran exactly these tasks under the experiment's array names, each once.
     names = sorted({j.slurm_name for j in Job.objects.filter(pk__in=[j.pk for j in jobs])})
     listed = remote(
@@ -138,3 +138,31 @@ def test_early_stopping_cancels_with_its_reason_and_a_killed_worker_loses_no_tri
         job = trial.jobs.get()
         assert job.state == "cancelled" and job.message == trial.message
     assert any(t.state == "completed" for t in trials)
+
+
+def test_cancelling_an_experiment_scancels_its_running_and_throttled_jobs(stack, devcluster, owner):
+    from jobs.experiments import service
+
+    factories.image("host-sweep")
+    account = devcluster.accounts.get(user=owner)
+    experiment = factories.experiment(
+        owner,
+        "host-sweep",
+        "sleep 300",
+        method="random",
+        budget={"max_trials": 6, "max_concurrent": 2},
+    )
+    deadline = time.monotonic() + 90
+    while Job.objects.filter(trial__experiment=experiment, state="running").count() < 2:
+        assert time.monotonic() < deadline, "two trials never ran"
+        time.sleep(1)
+    names = {j.slurm_name for j in Job.objects.filter(trial__experiment=experiment)}
+    assert service.cancel(experiment)
+    experiment = wait_experiment(experiment, 90)
+    assert experiment.state == "cancelled"
+    jobs = Job.objects.filter(trial__experiment=experiment)
+    assert jobs.count() == 6 and {j.state for j in jobs} == {"cancelled"}
+    assert {j.message for j in jobs} == {"The experiment was cancelled."}
+    assert {t.state for t in experiment.trials.all()} == {"cancelled"}
+    left = remote(account, ["squeue", "-h", "-o", "%j"]).split()
+    assert not names & set(left), left
