@@ -84,6 +84,11 @@ def advance(experiment_id: int) -> None:
         if all(t.is_final for t in trials):
             _finish(experiment, trials, Experiment.State.CANCELLED)
         return
+    broken = first_trials_all_failed(trials)
+    if broken:
+        if all(t.is_final for t in trials):
+            experiment.finish(Experiment.State.COMPLETED, broken)
+        return  # no new trials for a launch that fails every time
     if experiment.stopping != Experiment.Stopping.NONE:
         stop_unpromising(experiment, trials)
     free = experiment.max_concurrent - slots_in_use(experiment)
@@ -94,6 +99,24 @@ def advance(experiment_id: int) -> None:
         t.is_final for t in trials
     ):
         _finish(experiment, trials, Experiment.State.COMPLETED)
+
+
+# After this many trials, all failed and none completed, the experiment starts no more.
+FAIL_FAST_TRIALS = 3
+
+
+def first_trials_all_failed(trials: list[Trial]) -> str:
+    """Why no more trials should start ('' if they should): the first FAIL_FAST_TRIALS
+    trials to end all failed and none completed — the launch itself is broken (a typo in
+    the command, a metric never logged), and the budget would only repeat it."""
+    ended = [t for t in trials if t.is_final and t.state != Trial.State.CANCELLED]
+    if len(ended) < FAIL_FAST_TRIALS or any(t.state != Trial.State.FAILED for t in ended):
+        return ""
+    first = min(ended, key=lambda t: t.number)
+    return (
+        f"Stopped: the first {len(ended)} trials all failed, so every trial would. "
+        f"Trial {first.number}: {first.message} Fix the launch and start a new experiment."
+    )
 
 
 def refresh(experiment: Experiment, trial: Trial) -> None:

@@ -233,3 +233,31 @@ def test_a_trial_stopped_as_its_last_fold_completed_counts_as_completed(experime
     assert trial.state_from_jobs(done) == ("completed", "")
     stopped = [Job(state="completed", fold=0), Job(state="cancelled", fold=1)]
     assert trial.state_from_jobs(stopped) == ("stopped", "Stopped early")
+
+
+def test_an_experiment_whose_first_trials_all_fail_starts_no_more(
+    experiment, django_capture_on_commit_callbacks
+):
+    """A broken launch (every job exits 127) would otherwise burn the whole budget: one
+    trial at a time, the fourth is never started."""
+    Experiment.objects.filter(pk=experiment.pk).update(method="bayesian", max_concurrent=1, folds=1)
+    experiment.refresh_from_db()
+    for _ in range(4):
+        step(experiment, django_capture_on_commit_callbacks)
+        Job.objects.filter(trial__experiment=experiment, state="queued").update(
+            state="failed", message="The job exited with status 127.", ended_at=timezone.now()
+        )
+    step(experiment, django_capture_on_commit_callbacks)
+    assert experiment.trials.count() == 3
+    assert experiment.state == "completed"
+    assert experiment.message == (
+        "Stopped: the first 3 trials all failed, so every trial would. Trial 0: Its job "
+        "failed: The job exited with status 127. Fix the launch and start a new experiment."
+    )
+
+
+def test_one_completed_trial_keeps_the_experiment_going(cluster, owner, image):
+    good = Trial(number=1, state="completed", params={})
+    bad = [Trial(number=n, state="failed", params={}, message="x") for n in (0, 2, 3)]
+    assert controller.first_trials_all_failed([*bad, good]) == ""
+    assert controller.first_trials_all_failed(bad).startswith("Stopped: the first 3 trials")
