@@ -140,3 +140,31 @@ def test_a_member_is_named_by_its_array_on_the_cluster(owner, cluster, image):
     assert Job.objects.get(pk=jobs[0].pk).submitted_script == ""
     JobArray.objects.filter(pk=array.pk).update(script="#!/bin/bash")
     assert Job.objects.get(pk=jobs[0].pk).submitted_script == "#!/bin/bash"
+
+
+def test_a_multi_node_trial_starts_its_members_command_through_the_launcher(owner, cluster, image):
+    """An experiment whose launch is distributed: the launcher's argv ends in the member's
+    own command, expanded by the batch shell from the table, never pasted as text."""
+    array = JobArray.objects.create(owner=owner, cluster=cluster, throttle=1)
+    job = factories.job(
+        owner,
+        cluster,
+        runs.trial_command("python train.py", {"lr": 0.1}, pass_arguments=True),
+        partition="gpu",
+        image=image,
+        array=array,
+        array_index=0,
+        nodes=2,
+        tasks_per_node=2,
+        gpus=2,
+        launcher="mpi",
+    )
+    script = scripts.render_array(array, [scripts.Member(job=job, command=job.command)], WORK)
+    start = next(line for line in script.splitlines() if line.startswith("mpirun "))
+    assert start.endswith('bash -c "$PORTAL_COMMAND" &')
+    assert "python train.py" not in start
+    # The container gets the member's own directory, expanded by the batch shell.
+    assert f'--pwd "{WORK}/$SLURM_ARRAY_TASK_ID"' in start
+    assert "PORTAL_COMMAND='python train.py --lr=0.1'" in script
+    assert "#SBATCH --nodes=2" in script and "#SBATCH --array=0-0%1" in script
+    subprocess.run(["bash", "-n"], input=script, text=True, check=True)
