@@ -10,6 +10,8 @@ from jobs.experiments import controller
 from jobs.experiments.models import Experiment
 from jobs.task_helpers import limits, single_flight
 
+LOCK_SECONDS = 30
+
 
 @shared_task
 def advance_experiments() -> int:
@@ -24,8 +26,11 @@ def advance_experiments() -> int:
 
 @shared_task(**limits())
 def advance_experiment(experiment_id: int) -> None:
-    """One step of the experiment's controller, in one worker at a time."""
-    timeout = int(settings.PORTAL_TASK_TIME_LIMIT) + 10
+    """One step of the experiment's controller, in one worker at a time. A step takes about
+    a second; the lock outlives a killed worker by at most LOCK_SECONDS (two steps that
+    overlap after that are still safe: trials are created under a row lock, stops repeat
+    harmlessly)."""
+    timeout = max(LOCK_SECONDS, int(settings.PORTAL_EXPERIMENT_INTERVAL * 2))
     with single_flight(f"experiment-lock:{experiment_id}", timeout) as mine:
         if not mine:
             return
