@@ -99,13 +99,7 @@ def experiment_cancel(request, pk: int):
 @require_POST
 def experiment_relaunch(request, pk: int):
     experiment = get_experiment_for_user(request, pk)
-    trials = list(experiment.trials.all())
-    wanted = request.POST.get("trial", "")
-    trial = (
-        next((t for t in trials if str(t.number) == wanted), None)
-        if wanted
-        else experiment.best_of(trials)
-    )
+    trial = service.trial_to_relaunch(experiment, request.POST.get("trial") or None)
     if trial is None:
         messages.error(request, "No such trial, or none has completed with a score yet.")
         return redirect("experiment-detail", experiment.pk)

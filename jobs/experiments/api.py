@@ -114,17 +114,13 @@ class ExperimentViewSet(RefuseNul, viewsets.ViewSet):
     def relaunch(self, request, pk=None):
         """One ordinary job with trial `trial`'s parameters (default: the best trial)."""
         experiment = self._get(pk)
-        trials = list(experiment.trials.all())
         wanted = request.data.get("trial") if isinstance(request.data, dict) else None
-        if wanted is None:
-            trial = experiment.best_of(trials)
-            if trial is None:
-                raise ValidationError({"trial": ["No trial has completed with a score yet."]})
-        else:
-            trial = next((t for t in trials if str(t.number) == str(wanted)), None)
-            if trial is None:
-                raise ValidationError(
-                    {"trial": [f"Experiment {experiment.pk} has no trial {wanted!r}."]}
-                )
+        trial = service.trial_to_relaunch(experiment, wanted)
+        if trial is None and wanted is None:
+            raise ValidationError({"trial": ["No trial has completed with a score yet."]})
+        if trial is None:
+            raise ValidationError(
+                {"trial": [f"Experiment {experiment.pk} has no trial {wanted!r}."]}
+            )
         job = service.relaunch(trial, request.user)
         return Response(JobSerializer(job, context={"request": request}).data, status=201)

@@ -186,9 +186,11 @@ def stop_unpromising(experiment: Experiment, trials: list[Trial]) -> None:
 
 
 def _cancel_open(trials: list[Trial], reason: str) -> None:
+    """Cancel the trials' open jobs once: a job whose cancellation is already on its way is
+    left to it (the recovery sweep queues a lost one again), not re-cancelled every step."""
     for trial in trials:
         for job in trial.jobs.all():
-            if not job.is_final:
+            if not job.is_final and job.cancel_requested_at is None:
                 lifecycle.cancel(job, reason)
 
 

@@ -82,6 +82,14 @@ def cancel(experiment: Experiment) -> bool:
     return True
 
 
+def trial_to_relaunch(experiment: Experiment, wanted) -> Trial | None:
+    """Trial number ``wanted`` of the experiment, or its best when ``wanted`` is None."""
+    trials = list(experiment.trials.all())
+    if wanted is None:
+        return experiment.best_of(trials)
+    return next((t for t in trials if str(t.number) == str(wanted)), None)
+
+
 def relaunch(trial: Trial, user) -> Job:
     """Run ``trial``'s configuration once more as an ordinary job (no fold: the whole
     data), its parameters in the environment as in the trial (PORTAL_PARAMS_JSON stands in
