@@ -14,6 +14,7 @@ from jobs import lifecycle
 from jobs.access import sees_every_job
 from jobs.launch import LaunchForm, launch_initial, partition_limits, tensorboard_initial
 from jobs.models import ApiToken, ClusterAccount, ContainerImage, Job, Tag
+from jobs.models.attempts import usage_of
 from jobs.slurm import files, operations, ssh
 
 PAGE_SIZE = 20
@@ -117,7 +118,7 @@ def job_detail(request, pk: int):
         if request.GET.get("fragment") == "live"
         else "frontend/job_detail.html"
     )
-    context = {"job": job, "events": job.events.all()}
+    context = {"job": job, "events": job.events.all(), "usage": usage_of(job)}
     if template == "frontend/job_detail.html":
         context["compare_runs"] = (
             Job.objects.filter(owner=job.owner, metric_series__isnull=False)

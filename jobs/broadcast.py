@@ -57,6 +57,10 @@ def job_payload(job) -> dict:
         "message": job.message,
         "stderr_tail": job.stderr_tail,
         "time_limit_minutes": job.time_limit_minutes,
+        "attempt": job.attempt,
+        "attempts_text": job.attempts_text,
+        # Runs known from accounting: the job page shows them (and refreshes when it grows).
+        "runs_recorded": job.attempts.count() if job.pk else 0,
         "cancel_requested": bool(job.cancel_requested_at),
         "started_at": job.started_at.isoformat() if job.started_at else None,
         "ended_at": job.ended_at.isoformat() if job.ended_at else None,

@@ -44,6 +44,9 @@ class LaunchForm(forms.ModelForm):
             "cpus",
             "memory_gb",
             "time_limit_minutes",
+            "resumable",
+            "max_attempts",
+            "checkpoint_warning_seconds",
             "account",
             "work_dir_kind",
             "notebook_dir",
@@ -58,6 +61,9 @@ class LaunchForm(forms.ModelForm):
             "cpus": "CPUs per task",
             "memory_gb": "Memory (GB)",
             "time_limit_minutes": "Walltime (minutes)",
+            "resumable": "Checkpoint and requeue",
+            "max_attempts": "Attempts",
+            "checkpoint_warning_seconds": "Warning before the limit (s)",
             "account": "Slurm account",
             "work_dir_kind": "Work directory",
             "notebook_dir": "Folder",
@@ -82,7 +88,13 @@ class LaunchForm(forms.ModelForm):
             self.fields[name].required = False
         self.fields["notebook_dir"].widget.attrs["placeholder"] = "e.g. projects/mnist"
 
-    LAYOUT_DEFAULTS = {"nodes": 1, "tasks_per_node": 1, "launcher": Job.Launcher.NONE}
+    LAYOUT_DEFAULTS = {
+        "nodes": 1,
+        "tasks_per_node": 1,
+        "launcher": Job.Launcher.NONE,
+        "max_attempts": 1,
+        "checkpoint_warning_seconds": 120,
+    }
 
     # A word about the image shown before the user submits (a disabled one).
     image_notice = ""
@@ -151,6 +163,9 @@ def launch_initial(user, source: Job | None = None) -> dict:
             "cpus": source.cpus,
             "memory_gb": source.memory_gb,
             "time_limit_minutes": source.time_limit_minutes,
+            "resumable": source.resumable,
+            "max_attempts": source.max_attempts,
+            "checkpoint_warning_seconds": source.checkpoint_warning_seconds,
             "account": source.account,
             "work_dir_kind": source.work_dir_kind,
             "notebook_dir": source.notebook_dir or last_notebook_dir(user),

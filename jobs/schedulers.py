@@ -45,6 +45,19 @@ class Status:
 
 
 @dataclass(frozen=True)
+class Attempt:
+    """One run of a job, from accounting: a requeued job has several."""
+
+    scheduler_state: str  # the scheduler's word for how it ended (or RUNNING)
+    node: str
+    started_at: datetime
+    ended_at: datetime | None
+    elapsed_seconds: int
+    gpus: int  # held over all its nodes
+    cpus: int
+
+
+@dataclass(frozen=True)
 class Submission:
     scheduler_id: str
     adopted: bool  # True when an earlier attempt had already submitted it
@@ -78,6 +91,13 @@ class Scheduler(Protocol):
 
     def statuses(self, conn: Connection, username: str, jobs: Sequence[Job]) -> dict[str, Status]:
         """Status of ``jobs`` by scheduler id, in O(1) commands; unknown jobs left out."""
+        ...
+
+    def attempts(
+        self, conn: Connection, username: str, jobs: Sequence[Job]
+    ) -> dict[str, list[Attempt]]:
+        """Each run of ``jobs`` with what it held, oldest first, from accounting, in O(1)
+        commands ({} where the scheduler keeps no accounting)."""
         ...
 
     def cancel(self, conn: Connection, scheduler_id: str, job_name: str) -> None: ...

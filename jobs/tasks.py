@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from jobs import schedulers, sessions
 from jobs.metrics.tasks import tail_metrics
-from jobs.models import Cluster, ClusterAccount, Job, JobArray, choices
+from jobs.models import Cluster, ClusterAccount, Job, JobArray, JobAttempt, choices
 from jobs.slurm import files, operations, scripts, ssh
 from jobs.task_helpers import backoff, limits, single_flight
 
@@ -254,6 +254,7 @@ def _sync_account(group: list[Job]) -> int:
         log.warning("sync of %s skipped, states unchanged: %s", account, exc)
         return 0
     changed = 0
+    moved_from: dict[Job, int] = {}  # jobs whose state or attempt changed: their attempt before
     for job in group:
         status = statuses.get(job.scheduler_job_id)
         if status is None:
@@ -271,6 +272,8 @@ def _sync_account(group: list[Job]) -> int:
             log.error("job %s: %s", job.pk, exc)
             continue
         changed += moved
+        if moved:
+            moved_from[job] = before[2]
         if job.has_session and job.restarted_since(*before):
             sessions.links().restart_for(job)
         if moved and job.is_final:
@@ -278,6 +281,12 @@ def _sync_account(group: list[Job]) -> int:
             _enqueue(tail_metrics, job.pk, final=True)
             if job.ended_badly:
                 _enqueue(read_error_tail, job.pk)
+    # What each run held, from accounting: when a job ends or starts another attempt.
+    runs_changed = [
+        job.pk for job, before in moved_from.items() if job.is_final or job.attempt != before
+    ]
+    if runs_changed:
+        _enqueue(record_attempts, runs_changed)
     _advance_experiments_of([job for job in group if job.trial_id and job.is_final])
     running = [job for job in group if job.state == Job.State.RUNNING]
     discover_sessions(account, running)
@@ -300,6 +309,41 @@ def _advance_experiments_of(ended: list[Job]) -> None:
         Trial.objects.filter(pk__in=trial_ids).values_list("experiment_id", flat=True)
     ):
         _enqueue(advance_experiment, experiment_id)
+
+
+@shared_task(bind=True, acks_late=True, max_retries=5, **limits())
+def record_attempts(self, job_ids: list[int]) -> None:
+    """Each run of these jobs (attempts of requeued ones) with the GPUs and CPUs it held and
+    for how long, from accounting: one command per cluster account."""
+    by_account: dict[int, list[Job]] = defaultdict(list)
+    for job in (
+        Job.objects.filter(pk__in=job_ids[:1000])
+        .exclude(scheduler_job_id="")
+        .select_related("cluster_account__cluster", "array")
+    ):
+        if job.cluster_account_id:
+            by_account[job.cluster_account_id].append(job)
+    for group in by_account.values():
+        try:
+            runs = _attempts_of(group)
+        except ssh.SlurmError as exc:
+            if exc.transient:
+                raise self.retry(countdown=backoff(self.request.retries)) from None
+            log.warning("attempts of %s not read: %s", [j.pk for j in group], exc)
+            continue
+        for job in group:
+            if runs.get(job.scheduler_job_id):
+                JobAttempt.record(job, runs[job.scheduler_job_id])
+
+
+def _attempts_of(group: list[Job]) -> dict[str, list[schedulers.Attempt]]:
+    account = group[0].cluster_account
+    if account is None:  # grouped by cluster_account_id: never
+        return {}
+    scheduler = schedulers.for_cluster(account.cluster)
+    return operations.on_account(
+        account, lambda conn: scheduler.attempts(conn, account.username, group)
+    )
 
 
 def discover_sessions(account, running_jobs) -> None:

@@ -182,6 +182,8 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort=6819
+# GPUs in each job's AllocTRES, so GPU-hours come from accounting (as sites configure it).
+AccountingStorageTRES=gres/gpu
 JobCompType=jobcomp/none
 MpiDefault=none
 SelectType=select/cons_tres

@@ -14,3 +14,9 @@ def duration(value: timedelta | None) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
+
+
+@register.filter
+def duration_seconds(value: int | None) -> str:
+    """The same for a number of seconds."""
+    return duration(timedelta(seconds=value or 0))

@@ -109,6 +109,10 @@ class JobSerializer(serializers.ModelSerializer):
             "cpus",
             "memory_gb",
             "time_limit",
+            "resumable",
+            "max_attempts",
+            "checkpoint_warning_seconds",
+            "attempt",
             "account",
             "workdir",
             "notebook_dir",
@@ -199,6 +203,23 @@ class JobCreateSerializer(serializers.Serializer):
     memory_gb = serializers.IntegerField(required=False, min_value=1, max_value=1_000_000)
     time_limit = serializers.IntegerField(
         required=False, min_value=1, max_value=525_600, help_text="Minutes."
+    )
+    resumable = serializers.BooleanField(
+        required=False,
+        help_text="Batch: warned before the time limit, the job checkpoints and requeues "
+        "itself (README, 'Long runs').",
+    )
+    max_attempts = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=50,
+        help_text="Resumable: runs of at most time_limit each, one after another.",
+    )
+    checkpoint_warning_seconds = serializers.IntegerField(
+        required=False,
+        min_value=30,
+        max_value=3600,
+        help_text="Resumable: how long before the time limit the job is asked to checkpoint.",
     )
     account = serializers.CharField(required=False, allow_blank=True)
     workdir = serializers.ChoiceField(choices=Job.WorkDir.choices, required=False)

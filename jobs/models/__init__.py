@@ -5,10 +5,12 @@
 - catalog: Tag, ContainerImage, ImageCheck
 - job: Job, JobEvent
 - arrays: JobArray (jobs submitted as one scheduler array)
+- attempts: JobAttempt (each run of a requeued job, from accounting)
 - tokens: ApiToken
 """
 
 from jobs.models.arrays import JobArray
+from jobs.models.attempts import JobAttempt
 from jobs.models.catalog import ContainerImage, ImageCheck, Tag
 from jobs.models.clusters import Cluster, ClusterAccount, Partition
 from jobs.models.job import Job, JobEvent
@@ -22,6 +24,7 @@ __all__ = [
     "ImageCheck",
     "Job",
     "JobArray",
+    "JobAttempt",
     "JobEvent",
     "Partition",
     "Tag",

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -25,6 +25,10 @@ def ordinal(n: int) -> str:
     """1 -> '1st', 2 -> '2nd', 11 -> '11th', 23 -> '23rd'."""
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
+
+
+# A chained run's attempts (each at most the walltime): the bound of max_attempts.
+MAX_ATTEMPTS = 50
 
 
 def new_job_uid() -> str:
@@ -97,6 +101,22 @@ class Job(models.Model):
     cpus = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)])
     memory_gb = models.PositiveIntegerField(default=4, validators=[MinValueValidator(1)])
     time_limit_minutes = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)])
+    # Checkpoint and requeue (README, "Long runs"): before its time limit the job is asked
+    # to checkpoint, then requeues itself, up to max_attempts runs of the time limit each.
+    resumable = models.BooleanField(
+        default=False,
+        help_text="Checkpoints when warned before the time limit and runs again from there.",
+    )
+    max_attempts = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_ATTEMPTS)],
+        help_text="Resumable jobs: runs of at most the walltime each, one after another.",
+    )
+    checkpoint_warning_seconds = models.PositiveIntegerField(
+        default=120,
+        validators=[MinValueValidator(30), MaxValueValidator(3600)],
+        help_text="How long before the time limit a resumable job is asked to checkpoint.",
+    )
     account = models.CharField(max_length=64, blank=True, validators=[validators.slurm_name])
     work_dir_kind = models.CharField(
         max_length=16,
@@ -317,6 +337,7 @@ class Job(models.Model):
         errors.update(limits.layout_errors(self))
         if partition is not None:
             errors.update(limits.partition_errors(self, partition))
+        errors.update(self._resumable_errors())
         if self.gpu_type and not self.gpus:
             errors.setdefault("gpu_type", "Choose a GPU count, or no GPU type.")
         if (
@@ -327,6 +348,31 @@ class Job(models.Model):
             errors["work_dir_kind"] = f"Cluster {self.cluster.name} has no scratch directory."
         if errors:
             raise ValidationError(errors)
+
+    def _resumable_errors(self) -> dict[str, str]:
+        if not self.resumable:
+            if self.max_attempts != 1:
+                return {"max_attempts": "Only a resumable job runs several attempts."}
+            return {}
+        if self.kind != self.Kind.BATCH:
+            return {"resumable": "Only batch jobs checkpoint and requeue themselves."}
+        if self.array_id is not None:
+            return {"resumable": "Members of a job array do not requeue themselves."}
+        # Slurm may send the warning up to a minute early: a third of the walltime at most.
+        if self.checkpoint_warning_seconds * 3 > self.time_limit_minutes * 60:
+            return {
+                "checkpoint_warning_seconds": f"A warning {self.checkpoint_warning_seconds} s "
+                f"before the end leaves too little of a {self.time_limit_minutes}-minute "
+                "walltime: at most a third of it."
+            }
+        return {}
+
+    @property
+    def attempts_text(self) -> str:
+        """'attempt 2 of 5' for a chained run, '' otherwise."""
+        if not self.resumable or self.max_attempts < 2:
+            return ""
+        return f"attempt {min(self.attempt + 1, self.max_attempts)} of {self.max_attempts}"
 
     def transition(
         self, to: str, *, expect: tuple[str, ...] | None = None, message: str = "", **fields
@@ -475,6 +521,11 @@ class Job(models.Model):
         }
         if attempt != self.attempt and not message:
             message = f"Requeued by the scheduler: attempt {attempt + 1}."
+            if self.resumable and self.max_attempts > 1:
+                message = (
+                    f"Requeued: attempt {attempt + 1} of {self.max_attempts} resumes from its "
+                    "last checkpoint."
+                )
         if new_state in self.FINAL_STATES:
             fields["exit_code"] = status.exit_code
             if new_state == self.State.FAILED and not message:
@@ -484,6 +535,11 @@ class Job(models.Model):
                     message = f"The job exited with status {status.exit_code}."
             elif new_state == self.State.TIMEOUT and not message:
                 message = f"The job reached its time limit of {self.time_limit_minutes} minutes."
+                if self.resumable and self.max_attempts > 1:
+                    message += (
+                        f" It was its last attempt ({self.max_attempts} of {self.max_attempts}); "
+                        "its checkpoints are in its work directory."
+                    )
             elif new_state == self.State.CANCELLED and not message:
                 message = self.cancel_reason or "Cancelled."
         if status.started and new_state in (

@@ -44,6 +44,11 @@ __all__ = [
     "get_run",
     "params",
     "fold",
+    "should_checkpoint",
+    "checkpoint_dir",
+    "checkpoint_saved",
+    "resume_step",
+    "attempt",
     "KerasCallback",
     "TorchLogger",
 ]
@@ -400,6 +405,75 @@ def params() -> dict:
 def fold() -> tuple[int, int]:
     """(FOLD, NUM_FOLDS) of a K-fold trial; (0, 1) when the job is not one."""
     return _env_int("FOLD", 0), max(1, _env_int("NUM_FOLDS", 1))
+
+
+# -- checkpoint and requeue (README, "Long runs") ---------------------------------------
+# A resumable job is warned before its time limit: the job's shell then creates the file
+# PORTAL_CHECKPOINT_REQUEST. Polling it from the training loop is safe where a signal
+# handler is not (a handler may interrupt a collective or a half-written file).
+_CHECKPOINT_MARK = ".portal-checkpoint.json"
+_SAVED_ON_REQUEST = ".portal-saved-on-request"
+
+
+class _Request:
+    checked = 0.0  # monotonic time of the last look
+    asked = False
+
+
+def should_checkpoint() -> bool:
+    """True once the portal asks this job to save a checkpoint and exit (its time limit is
+    near). Call it every step: it looks at the request file at most once a second."""
+    path = os.environ.get("PORTAL_CHECKPOINT_REQUEST", "")
+    if not path:
+        return False
+    now = time.monotonic()
+    if not _Request.asked and now - _Request.checked >= 1.0:
+        _Request.checked = now
+        _Request.asked = os.path.exists(path)
+    return _Request.asked
+
+
+def checkpoint_dir() -> str:
+    """Where checkpoints go: PORTAL_CHECKPOINT_DIR (kept across attempts), made if missing;
+    ``./checkpoints`` outside a resumable job."""
+    path = os.environ.get("PORTAL_CHECKPOINT_DIR") or os.path.join(os.getcwd(), "checkpoints")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def checkpoint_saved(step: int) -> None:
+    """Say that a checkpoint of ``step`` is complete (call it after the file is written and
+    closed): resume_step() returns it in the next attempt, and after a request the job's
+    shell requeues the job instead of counting its exit as the end."""
+    folder = checkpoint_dir()
+    mark = os.path.join(folder, _CHECKPOINT_MARK)
+    record = {"step": int(step), "attempt": attempt(), "time": time.time()}
+    tmp = f"{mark}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(record, fh)
+    os.replace(tmp, mark)  # whole or not at all, even if the job is killed meanwhile
+    if should_checkpoint():
+        with open(os.path.join(folder, _SAVED_ON_REQUEST), "w", encoding="utf-8") as fh:
+            fh.write(str(int(step)))
+
+
+def resume_step() -> int | None:
+    """The step of the last checkpoint_saved() (in this or an earlier attempt), or None."""
+    path = os.path.join(
+        os.environ.get("PORTAL_CHECKPOINT_DIR") or os.path.join(os.getcwd(), "checkpoints"),
+        _CHECKPOINT_MARK,
+    )
+    try:
+        with open(path, encoding="utf-8") as fh:
+            step = json.loads(fh.read(4096)).get("step")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+def attempt() -> int:
+    """This run's attempt (1 = first; a requeued job runs again as 2, 3, ...)."""
+    return _env_int("PORTAL_ATTEMPT", _env_int("SLURM_RESTART_COUNT", 0) + 1)
 
 
 def get_run() -> Run:

@@ -33,5 +33,22 @@ _portal_cleanup() {
 }
 trap '_portal_cleanup; exit 143' TERM INT
 trap _portal_cleanup EXIT
+# Waits for the payload's process; a trapped signal (a resumable job's checkpoint
+# warning) interrupts `wait`, which then waits again. Sets _portal_status.
+_portal_wait_child() {
+    while :; do
+        wait "$$_portal_child"
+        _portal_status=$$?
+        kill -0 "$$_portal_child" 2>/dev/null || break
+    done
+    _portal_child=
+}
+# Ends with the command's status; a resumable job may requeue itself instead.
+_portal_finish() {
+    echo "portal: command exited with status $$_portal_status"
+    [ -n "$$_portal_resumable" ] && _portal_resume_or_end
+    exit "$$_portal_status"
+}
+${checkpoint}
 
 ${payload}

@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from jobs.schedulers import Submission
+from jobs.schedulers import Attempt, Submission
 from jobs.slurm import parsers, pool, ssh
+from jobs.slurm.attempts import parse_attempts
 
 log = logging.getLogger(__name__)
 
@@ -241,6 +242,31 @@ def accounting(
         for job_id, (code, signal) in parsers.exit_codes(text, username, final).items():
             settled[job_id] = replace(settled[job_id], exit_code=code, signal=signal)
     return settled
+
+
+# One sacct -D answer for a sync's worth of ended jobs; larger is refused, not read in part.
+ATTEMPTS_MAX_BYTES = 16 * 1024 * 1024
+
+
+def attempts(
+    conn: ssh.Connection, username: str, expected: dict[str, str]
+) -> dict[str, list[Attempt]]:
+    """Every run of the given jobs ({scheduler id: name}) from ``sacct --json -D -X``, one
+    command; {} without accounting."""
+    if not expected:
+        return {}
+    ids = ",".join(sorted({i.split("_")[0] for i in expected}))
+    acct = run(
+        conn, ["sacct", "--json", "-D", "-X", "-j", ids], check=False, max_bytes=ATTEMPTS_MAX_BYTES
+    )
+    if acct.exit_status != 0:
+        if parsers.accounting_disabled(acct.stderr):
+            return {}
+        raise SchedulerUnavailable(f"sacct failed: {acct.stderr.strip()}", stderr=acct.stderr)
+    try:
+        return parse_attempts(acct.stdout, username, expected)
+    except parsers.Unparsable as exc:
+        raise SchedulerUnavailable(str(exc)) from None
 
 
 def cancel(conn: ssh.Connection, scheduler_id: str, job_name: str) -> None:

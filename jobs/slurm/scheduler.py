@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from jobs.models.choices import State
-from jobs.schedulers import Status, Submission
+from jobs.schedulers import Attempt, Status, Submission
 from jobs.slurm import operations
 from jobs.slurm.status import to_status
 
@@ -50,6 +50,11 @@ class Slurm:
             except Exception as exc:  # noqa: BLE001 - e.g. a state this portal does not know
                 statuses[scheduler_id] = Status(state=State(job.state), unreadable=str(exc))
         return statuses
+
+    def attempts(
+        self, conn: Connection, username: str, jobs: Sequence[Job]
+    ) -> dict[str, list[Attempt]]:
+        return operations.attempts(conn, username, {j.scheduler_job_id: j.slurm_name for j in jobs})
 
     def cancel(self, conn: Connection, scheduler_id: str, job_name: str) -> None:
         operations.cancel(conn, scheduler_id, job_name)

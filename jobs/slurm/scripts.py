@@ -107,7 +107,13 @@ def directives(job: Job, work_dir: str, logs: str = "") -> list[str]:
         ("error", f"{work_dir}/stderr.log"),
         ("open-mode", "append"),
     ]
+    if job.resumable:
+        # Warned (USR2 to the batch shell) before the time limit; the wrapper has the job
+        # checkpoint and requeue itself (on_node/wrapper.sh).
+        options.append(("signal", f"B:USR2@{int(job.checkpoint_warning_seconds)}"))
     lines = [_directive(option, value) for option, value in options]
+    if job.resumable:
+        lines.append("#SBATCH --requeue")
     if logs == "%a":
         lines = [
             line.replace("/stdout.log", "/%a/stdout.log").replace("/stderr.log", "/%a/stderr.log")
@@ -157,6 +163,11 @@ def container_launch(
             "PORTAL_SYSTEM_METRICS_INTERVAL",
             "SLURM_PROCID",
             "SLURM_RESTART_COUNT",
+            # Checkpoint and requeue (on_node/checkpoint.sh).
+            "PORTAL_CHECKPOINT_DIR",
+            "PORTAL_CHECKPOINT_REQUEST",
+            "PORTAL_ATTEMPT",
+            "PORTAL_MAX_ATTEMPTS",
             # The distributed-training contract (on_node/distributed/).
             *DISTRIBUTED_ENV,
         ):
@@ -323,9 +334,22 @@ def _wrap(
         identity=identity,
         rendered_for=rendered_for,
         modules=module_lines(job.image),
+        checkpoint=checkpoint_lines(job),
         metrics_module=metrics_module(),
         system_interval=shlex.quote(f"{float(system_interval):g}"),
         payload=payload,
+    )
+
+
+def checkpoint_lines(job: Job) -> str:
+    """A resumable job's part of the wrapper: where checkpoints go, which attempt this is,
+    and what the warning before the time limit does (on_node/checkpoint.sh)."""
+    if not job.resumable:
+        return "_portal_resumable="
+    return _template("checkpoint.sh").substitute(
+        max_attempts=int(job.max_attempts),
+        # The script's time to save after the warning; the rest is the requeue's margin.
+        grace=max(10, int(job.checkpoint_warning_seconds) - 20),
     )
 
 

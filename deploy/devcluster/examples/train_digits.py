@@ -7,11 +7,20 @@ TensorBoard is installed, as TensorBoard event files in ./tensorboard (TensorBoa
 own writer, no TensorFlow), for a TensorBoard session on this job.
 
     train-digits --epochs 30 --delay 0.05
+
+Resumable: it saves a checkpoint every ``--checkpoint-every`` steps and whenever the portal
+asks (``pm.should_checkpoint()``, before a resumable job's time limit), then exits; run
+again (the next attempt of a requeued job), it continues from the last checkpoint with the
+same model, random state and batch order, so the result equals an uninterrupted run's
+(the last line prints a digest of the weights to check that).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import os
+import pickle
 import time
 
 import numpy as np
@@ -62,6 +71,31 @@ def event_files(logdir: str) -> EventFiles | NoEventFiles:
         return NoEventFiles()
 
 
+CHECKPOINT = "train-digits.pkl"
+
+
+def load_checkpoint() -> dict | None:
+    """The last checkpoint (this job's earlier attempt), if pm.resume_step() knows one."""
+    if pm.resume_step() is None:
+        return None
+    path = os.path.join(pm.checkpoint_dir(), CHECKPOINT)
+    try:
+        with open(path, "rb") as fh:
+            return pickle.load(fh)  # noqa: S301 - the job's own file, written below
+    except (OSError, pickle.UnpicklingError, EOFError):
+        print("the checkpoint cannot be read: starting over")
+        return None
+
+
+def save_checkpoint(state: dict) -> None:
+    """Written whole (a temporary file, then renamed), then announced to the portal."""
+    path = os.path.join(pm.checkpoint_dir(), CHECKPOINT)
+    with open(path + ".tmp", "wb") as fh:
+        pickle.dump(state, fh)
+    os.replace(path + ".tmp", path)
+    pm.checkpoint_saved(state["step"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=30)
@@ -69,6 +103,9 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.05, help="seconds per step, to watch it")
     parser.add_argument("--eval-every", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--checkpoint-every", type=int, default=20, help="steps between checkpoints (0: none)"
+    )
     parser.add_argument(
         "--tensorboard", default="tensorboard", help="event files here ('' for none)"
     )
@@ -82,14 +119,38 @@ def main() -> None:
     scaler = StandardScaler().fit(x_train)
     x_train, x_val = scaler.transform(x_train), scaler.transform(x_val)
     classes = np.unique(y)
-    model = MLPClassifier(hidden_layer_sizes=(64,), learning_rate_init=0.01, random_state=args.seed)
-    rng = np.random.default_rng(args.seed)
+    state = load_checkpoint()
+    if state is None:
+        model = MLPClassifier(
+            hidden_layer_sizes=(64,), learning_rate_init=0.01, random_state=args.seed
+        )
+        rng = np.random.default_rng(args.seed)
+        step, epoch, order, position = 0, 0, None, 0
+    else:
+        model, rng = state["model"], np.random.default_rng()
+        rng.bit_generator.state = state["rng"]
+        step, epoch, order, position = (state[k] for k in ("step", "epoch", "order", "position"))
+        print(
+            f"resuming from the checkpoint of step {step} (epoch {epoch + 1}), attempt {pm.attempt()}"
+        )
 
-    step = 0
-    for epoch in range(args.epochs):
-        order = rng.permutation(len(x_train))
-        for start in range(0, len(order), args.batch_size):
-            batch = order[start : start + args.batch_size]
+    def save() -> None:
+        save_checkpoint(
+            {
+                "model": model,
+                "rng": rng.bit_generator.state,
+                "step": step,
+                "epoch": epoch,
+                "order": order,
+                "position": position,
+            }
+        )
+
+    while epoch < args.epochs:
+        if order is None:
+            order, position = rng.permutation(len(x_train)), 0
+        while position < len(order):
+            batch = order[position : position + args.batch_size]
             model.partial_fit(x_train[batch], y_train[batch], classes=classes)
             pm.log(step=step, loss=model.loss_)
             board.scalars(step, loss=model.loss_)
@@ -102,12 +163,27 @@ def main() -> None:
                 pm.log(step=step, **validation)
                 board.scalars(step, **validation)
             step += 1
+            position += args.batch_size
+            if pm.should_checkpoint():
+                save()
+                print(f"checkpoint of step {step} saved on request; exiting to be requeued")
+                pm.close()
+                board.close()
+                return
+            if args.checkpoint_every and step % args.checkpoint_every == 0:
+                save()
             time.sleep(args.delay)
         accuracy = accuracy_score(y_val, model.predict(x_val))
         pm.log(step=step, epoch_val_accuracy=accuracy)
         print(
             f"epoch {epoch + 1}/{args.epochs}: loss {model.loss_:.4f}, val accuracy {accuracy:.3f}"
         )
+        epoch, order = epoch + 1, None
+    weights = b"".join(w.tobytes() for w in model.coefs_ + model.intercepts_)
+    print(
+        f"final val accuracy {accuracy_score(y_val, model.predict(x_val)):.4f}, "
+        f"weights sha256 {hashlib.sha256(weights).hexdigest()[:16]}, steps {step}"
+    )
     pm.close()
     board.close()
 

@@ -52,6 +52,38 @@ const PortalMetrics = (() => {
     return out;
   }
 
+  // A requeued run logs each attempt as its own series. Drawn as one curve: an attempt's
+  // points count up to the first step of any later attempt (which resumed from a
+  // checkpoint and wins from there on); the rest, the overlapped tail, is drawn faded.
+  const curveOf = (e) => `${e.run}|${e.meta.key}|${e.meta.rank}|${isSystem(e.meta) ? e.meta.node : ""}`;
+  function assignClips(entries) {
+    const byCurve = new Map();
+    entries.forEach((e) => {
+      e.clip = Infinity;
+      if (isSystem(e.meta)) return;
+      if (!byCurve.has(curveOf(e))) byCurve.set(curveOf(e), []);
+      byCurve.get(curveOf(e)).push(e);
+    });
+    byCurve.forEach((list) => {
+      list.forEach((e) => {
+        list.forEach((later) => {
+          if (later.meta.attempt > e.meta.attempt && later.step.length) {
+            e.clip = Math.min(e.clip, Math.min(...later.step));
+          }
+        });
+      });
+    });
+  }
+  // {kept, overlap}: the points before and from ``clip`` (each {step, value, time}).
+  function splitAt(data, clip) {
+    const kept = { step: [], value: [], time: [] }, overlap = { step: [], value: [], time: [] };
+    data.step.forEach((step, i) => {
+      const part = step < clip ? kept : overlap;
+      part.step.push(step); part.value.push(data.value[i]); part.time.push(data.time[i]);
+    });
+    return { kept, overlap };
+  }
+
   function start(root, jobId) {
     const $ = (selector) => root.querySelector(selector);
     const boxes = { metrics: $("[data-charts]"), system: $("[data-system-charts]") };
@@ -166,18 +198,18 @@ const PortalMetrics = (() => {
       return times.map((t) => (t - t0) / unit[1]);
     }
 
-    function traceFor(entry, style, smoothed, mode, glOk) {
+    function traceFor(entry, style, smoothed, mode, glOk, part = entry) {
       const o = opts();
       const weight = isSystem(entry.meta) ? 0 : o.smoothing;
       const faint = !smoothed && weight > 0;
-      const n = entry.step.length;
+      const n = part.step.length;
       return {
         type: n > WEBGL_MIN_POINTS && glOk ? "scattergl" : "scatter",
         mode: n < MARKERS_BELOW ? "lines+markers" : "lines",
         name: style.name,
         legendgroup: `${entry.run}:${entry.meta.id}`, // the legend toggles raw and smoothed together
-        x: xOf(mode, entry.run, entry.step, entry.time),
-        y: smoothed ? smooth(entry.value, weight) : entry.value.slice(),
+        x: xOf(mode, entry.run, part.step, part.time),
+        y: smoothed ? smooth(part.value, weight) : part.value.slice(),
         yaxis: style.yaxis,
         line: { color: style.color, dash: style.dash, width: faint ? 1 : 2 },
         marker: { size: n === 1 ? 8 : 5 },
@@ -232,6 +264,7 @@ const PortalMetrics = (() => {
       const o = opts();
       updateRankChoice();
       const entries = allEntries().filter(shownByRank);
+      assignClips(entries);
       starts = new Map();
       entries.forEach((e) => starts.set(e.run, Math.min(starts.get(e.run) ?? Infinity, e.t0)));
       const span = Math.max(0, ...entries.filter((e) => e.time.length).map((e) => e.t1 - starts.get(e.run)));
@@ -275,21 +308,51 @@ const PortalMetrics = (() => {
           });
         }
         const banded = new Set([...bands.values()].flat());
-        members.filter((e) => !banded.has(e)).forEach((e, i) => {
-          const own = members.filter((m) => m.run === e.run);
+        const lines = members.filter((e) => !banded.has(e));
+        // One colour (and legend entry) per curve: a requeued run's attempts are one curve.
+        const curves = [...new Set(lines.map(curveOf))];
+        const shapes = [];
+        lines.forEach((e) => {
+          const i = curves.indexOf(curveOf(e));
+          const own = [...new Set(members.filter((m) => m.run === e.run).map(curveOf))];
           const run = runs.get(e.run);
+          const label = system ? e.meta.label : e.meta.key + (e.meta.rank ? ` [rank ${e.meta.rank}]` : "");
           const style = byRun
-            ? { color: run.color, dash: DASHES[own.indexOf(e) % DASHES.length], name: run.name + (own.length > 1 ? ` · ${e.meta.label}` : "") }
-            : { color: COLORS[i % COLORS.length], dash: "solid", name: system && nodes.size > 1 && e.meta.node ? `${e.meta.node}` : e.meta.label };
+            ? { color: run.color, dash: DASHES[own.indexOf(curveOf(e)) % DASHES.length], name: run.name + (own.length > 1 ? ` · ${label}` : "") }
+            : { color: COLORS[i % COLORS.length], dash: "solid", name: system && nodes.size > 1 && e.meta.node ? `${e.meta.node}` : label };
           const axis = families ? families.indexOf(family(e.meta.key)) : 0;
           style.yaxis = axis ? `y${axis + 1}` : "y";
+          const first = lines.find((m) => curveOf(m) === curveOf(e)) === e; // one legend entry per curve
+          const { kept, overlap } = splitAt(e, e.clip);
           (o.smoothing && !system ? [false, true] : [false]).forEach((smoothed) => {
-            traces.push(traceFor(e, style, smoothed, fig.mode, glOk));
-            fig.traces.push({ id: e.meta.id, run: e.run, smoothed });
+            const trace = traceFor(e, style, smoothed, fig.mode, glOk, kept);
+            trace.legendgroup = `${e.run}:${curveOf(e)}`;
+            if (!first) trace.showlegend = false;
+            trace.meta = { attempt: e.meta.attempt + 1 };
+            traces.push(trace);
+            fig.traces.push({ id: e.meta.id, run: e.run, smoothed, clip: e.clip, part: "kept" });
           });
+          if (overlap.step.length) {
+            // Replaced by the next attempt from its resume step: kept, faded, never dropped.
+            const faded = traceFor(e, style, false, fig.mode, glOk, overlap);
+            Object.assign(faded, { opacity: 0.25, showlegend: false, legendgroup: `${e.run}:${curveOf(e)}`, name: `${style.name} (attempt ${e.meta.attempt + 1}, redone by the next)`, meta: { attempt: e.meta.attempt + 1, overlapped: true } });
+            faded.line = { ...faded.line, dash: "dot", width: 1 };
+            traces.push(faded);
+            fig.traces.push({ id: e.meta.id, run: e.run, smoothed: false, clip: e.clip, part: "overlap" });
+          }
+          if (e.meta.attempt > 0 && e.step.length && !system) {
+            // Where this attempt starts: a marker line across the chart.
+            const at = xOf(fig.mode, e.run, [Math.min(...e.step)], [e.t0])[0];
+            shapes.push({ type: "line", xref: "x", yref: "paper", x0: at, x1: at, y0: 0, y1: 1, line: { color: "#888", width: 1, dash: "dash" }, name: `attempt ${e.meta.attempt + 1}` });
+          }
         });
-        Plotly.react(fig.div, traces, layoutFor(key, fig.mode, families, byRun || members.length > 1),
-          { responsive: true, displaylogo: false });
+        const layout = layoutFor(key, fig.mode, families, byRun || curves.length + bands.size > 1);
+        // Attempt boundaries (one per attempt, even where several metrics share the chart).
+        const seen = new Set();
+        layout.shapes = shapes.filter((sh) => !seen.has(`${sh.x0}|${sh.name}`) && seen.add(`${sh.x0}|${sh.name}`));
+        layout.annotations = layout.shapes.map((sh) => ({ x: sh.x0, y: 1, xref: "x", yref: "paper", text: sh.name, showarrow: false, xanchor: "left", yanchor: "top", font: { size: 10, color: "#666" } }));
+        fig.div.dataset.attemptMarkers = String(layout.shapes.length);
+        Plotly.react(fig.div, traces, layout, { responsive: true, displaylogo: false });
         if (!fig.wired) wireZoom(fig);
         // In name order, live or after a reload (a new metric does not go last).
         const box = boxes[system ? "system" : "metrics"];
@@ -349,6 +412,7 @@ const PortalMetrics = (() => {
         fresh.forEach((r) => push(entry, r[0], r[1], r[2], r[3]));
         if (!fresh.length) return;
         added.set(entry.meta.id, fresh);
+        if (entry.clip !== undefined && entry.clip !== Infinity) redraw = true; // an earlier attempt
         if (before < MARKERS_BELOW && entry.step.length >= MARKERS_BELOW) redraw = true;
         if (!(entry.t0 >= t0) || entry.t1 - t0 > unit[0]) redraw = true;
         if (entry.step.length > TRACE_BUDGET) refetch.push(entry.meta.id);
@@ -361,7 +425,7 @@ const PortalMetrics = (() => {
         figures.forEach((fig) => {
           const update = { x: [], y: [] }, indices = [];
           fig.traces.forEach((t, i) => {
-            const rows = t.run === jobId && added.get(t.id);
+            const rows = t.run === jobId && t.part !== "overlap" && added.get(t.id);
             if (!rows) return;
             const entry = series.get(t.id);
             update.x.push(xOf(fig.mode, jobId, rows.map((r) => r[0]), rows.map((r) => r[2])));
@@ -418,9 +482,11 @@ const PortalMetrics = (() => {
             const data = await fetchJson(`/jobs/${run}/metrics/?series=${ids}&lo=${range[0]}&hi=${range[1]}&width=${chartWidth(fig.div)}`);
             data.series.forEach((s) => fig.traces.forEach((t, i) => {
               if (t.id !== s.id || t.run !== run) return;
+              const parts = splitAt(s, t.clip === undefined ? Infinity : t.clip);
+              const d = t.part === "overlap" ? parts.overlap : parts.kept;
               Plotly.restyle(fig.div, {
-                x: [xOf(fig.mode, run, s.step, s.time)],
-                y: [t.smoothed ? smooth(s.value, opts().smoothing) : s.value],
+                x: [xOf(fig.mode, run, d.step, d.time)],
+                y: [t.smoothed ? smooth(d.value, opts().smoothing) : d.value],
               }, [i]);
             }));
           }

@@ -242,9 +242,15 @@ const Portal = (() => {
         if (here) here.innerHTML = part.innerHTML;
       });
     }
+    let runs = null, attempt = null;
     live(`/ws/jobs/${jobId}/`, (job) => {
       const before = el.dataset.state;
       applyJob(el, job);
+      const now = document.querySelector("[data-attempt-now]");
+      if (now && job.attempts_text) now.textContent = job.attempts_text;
+      // A new run or attempt (a requeue, accounting's figures): the runs table and timeline.
+      if ((runs !== null && runs !== job.runs_recorded) || (attempt !== null && attempt !== job.attempt)) refreshParts();
+      runs = job.runs_recorded; attempt = job.attempt;
       if (before !== job.state) {
         // The launch's "queued" message is old news once the job moves on.
         document.querySelectorAll(".messages").forEach((m) => m.remove());
@@ -361,10 +367,28 @@ const Portal = (() => {
       }
       $("notebook-field").hidden = batch;
       $("id_command").required = batch;
+      // Only batch jobs checkpoint and requeue themselves.
+      $("resumable-fields").hidden = !batch;
+      if (!batch) $("id_resumable").checked = false;
+      onResumable();
       if (kind && kind.value === "tensorboard" && Number(gpus.value) > 0) { // it needs none
         gpus.value = 0;
         onGpus();
       }
+    }
+    // A chained run: attempts of at most the walltime each, one after another.
+    function onResumable() {
+      const on = $("id_resumable").checked;
+      const attempts = $("id_max_attempts"), warning = $("id_checkpoint_warning_seconds");
+      attempts.disabled = warning.disabled = !on;
+      if (!on) attempts.value = 1;
+      const n = Number(attempts.value) || 1, m = Number(minutes.value) || 0;
+      const text = on
+        ? `Up to ${n} attempt${n === 1 ? "" : "s"} of ${m} min (${Math.round(n * m / 6) / 10} h in all); each is warned ${Number(warning.value) || 0} s before its end.`
+        : "";
+      const summary = form.querySelector("[data-resumable-summary]");
+      summary.textContent = text;
+      summary.hidden = !text;
     }
     let lastDefaultCommand = null;
     function onImage(reset = true) {
@@ -424,6 +448,9 @@ const Portal = (() => {
     cluster.addEventListener("change", () => onCluster());
     partition.addEventListener("change", () => onPartition());
     gpus.addEventListener("input", onGpus);
+    ["id_resumable", "id_max_attempts", "id_checkpoint_warning_seconds", "id_time_limit_minutes"]
+      .forEach((id) => $(id).addEventListener("input", onResumable));
+    $("id_resumable").addEventListener("change", onResumable);
     form.querySelectorAll("input[name=kind]").forEach((r) => r.addEventListener("change", onKind));
     form.querySelectorAll("input[name=image]").forEach((r) => r.addEventListener("change", () => onImage()));
     form.addEventListener("submit", (event) => {

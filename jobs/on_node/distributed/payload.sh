@@ -17,7 +17,5 @@ ${rank_script}PORTAL_RANK_SH
 echo "portal: $$NNODES node(s) ($${SLURM_JOB_NODELIST:-}) × $$NPROC_PER_NODE task(s); MASTER_ADDR=$$MASTER_ADDR MASTER_PORT=$$MASTER_PORT"
 ${start} &
 _portal_child=$$!
-wait "$$_portal_child"
-_portal_status=$$?
-echo "portal: command exited with status $$_portal_status"
-exit "$$_portal_status"
+_portal_wait_child
+_portal_finish

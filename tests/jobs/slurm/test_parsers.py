@@ -394,3 +394,30 @@ def test_array_task_bitmaps(bitmap, tasks):
 def test_a_bad_or_huge_bitmap_is_refused(bitmap):
     with pytest.raises(ValueError):
         parsers.bitmap_tasks(bitmap)
+
+
+def test_each_run_of_a_requeued_gpu_job_with_what_it_held():
+    """sacct --json -D -X of a 2-GPU job requeued once (real output, Slurm 22.05 with
+    AccountingStorageTRES=gres/gpu): two runs, oldest first, GPUs and CPUs from AllocTRES."""
+    from jobs.slurm.attempts import parse_attempts
+
+    runs = parse_attempts(captured("sacct_requeued_gpu_job.json"), "hpcuser", {"2": "portal-9-abc"})
+    assert [r.scheduler_state for r in runs["2"]] == ["REQUEUED", "COMPLETED"]
+    assert [(r.gpus, r.cpus, r.node) for r in runs["2"]] == [(2, 1, "node1"), (2, 1, "node1")]
+    assert [r.elapsed_seconds for r in runs["2"]] == [4, 8]
+    assert runs["2"][0].ended_at <= runs["2"][1].started_at
+    # Under another name (the id reused by someone else's job) or user: nothing.
+    assert parse_attempts(captured("sacct_requeued_gpu_job.json"), "hpcuser", {"2": "x"}) == {}
+    assert (
+        parse_attempts(captured("sacct_requeued_gpu_job.json"), "eve", {"2": "portal-9-abc"}) == {}
+    )
+
+
+def test_attempt_records_that_are_odd_are_skipped_not_fatal():
+    from jobs.slurm.attempts import parse_attempts
+
+    document = json.loads(captured("sacct_requeued_gpu_job.json"))
+    document["jobs"][0]["time"] = "yesterday"  # not a mapping: no start, skipped
+    document["jobs"][1]["tres"] = {"allocated": [{"type": "gres", "name": "gpu", "count": -5}]}
+    runs = parse_attempts(json.dumps(document), "hpcuser", {"2": "portal-9-abc"})
+    assert [(r.scheduler_state, r.gpus) for r in runs["2"]] == [("COMPLETED", 0)]

@@ -1,0 +1,94 @@
+"""``sacct --json -D -X`` -> each run (attempt) of each job, with what it held. Pure: tests
+feed captured output. ``-D`` keeps the records of requeued runs; Slurm writes them in the
+order they ran and gives no restart number, so the order is the attempt number."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from jobs.schedulers import Attempt
+from jobs.slurm.parsers import _epoch, _load, _number, _sacct_ids, _text
+
+log = logging.getLogger(__name__)
+
+# More runs than this of one job are not read (a chained run has at most MAX_ATTEMPTS).
+MAX_ATTEMPTS_READ = 200
+
+
+def _tres(value) -> tuple[int, int]:
+    """(GPUs, CPUs) of an AllocTRES list: ``[{"type": "gres", "name": "gpu", "count": 2}, ...]``.
+    Typed GPUs ("gpu:a100") count only where the untyped total is missing."""
+    gpus = typed = cpus = 0
+    untyped_seen = False
+    for item in value if isinstance(value, list) else []:
+        if not isinstance(item, dict):
+            continue
+        kind, name, count = (
+            _text(item.get("type")),
+            _text(item.get("name")),
+            _number(item.get("count")),
+        )
+        if count is None or count < 0:
+            continue
+        if kind == "cpu":
+            cpus = count
+        elif kind == "gres" and name == "gpu":
+            gpus, untyped_seen = count, True
+        elif kind == "gres" and name.startswith("gpu:"):
+            typed += count
+    return (gpus if untyped_seen else typed), cpus
+
+
+def parse_attempts(
+    output: str, username: str, expected: dict[str, str]
+) -> dict[str, list[Attempt]]:
+    """The runs of the jobs in ``expected`` ({scheduler id: job name}), oldest first. A
+    record counts only under the expected name and ``username``; others are ignored."""
+    found: dict[str, list[tuple[tuple, Attempt]]] = {}
+    for entry in _load(output, "sacct"):
+        try:
+            if not isinstance(entry, dict):
+                continue
+            association = entry.get("association")
+            owner = _text(entry.get("user")) or (
+                _text(association.get("user")) if isinstance(association, dict) else ""
+            )
+            if owner and owner != username:
+                continue
+            job_id = _number(entry.get("job_id"))
+            if job_id is None:
+                continue
+            times = t if isinstance(t := entry.get("time"), dict) else {}
+            start = _epoch(times.get("start"))
+            if start is None:  # never ran (a pending array's bitmap record, a cancelled job)
+                continue
+            state = entry.get("state")
+            state_text = _text(state.get("current")) if isinstance(state, dict) else _text(state)
+            tres = entry.get("tres")
+            allocated = tres.get("allocated") if isinstance(tres, dict) else None
+            gpus, cpus = _tres(allocated)
+            elapsed = _number(times.get("elapsed")) or 0
+            attempt = Attempt(
+                scheduler_state=state_text[:32],
+                node=_text(entry.get("nodes"))[:4000].replace("None assigned", ""),
+                started_at=start,
+                ended_at=_epoch(times.get("end")),
+                elapsed_seconds=max(0, elapsed),
+                gpus=gpus,
+                cpus=cpus,
+            )
+            order = (_number(times.get("submission")) or 0, start)
+            for scheduler_id in _sacct_ids(entry, job_id):
+                if expected.get(scheduler_id) != _text(entry.get("name")):
+                    continue
+                runs = found.setdefault(scheduler_id, [])
+                if len(runs) < MAX_ATTEMPTS_READ:
+                    runs.append((order, attempt))
+        except (ValueError, TypeError) as exc:
+            log.warning("sacct -D: skipped a record (%s)", exc)
+    return {i: [a for _, a in sorted(runs, key=_by_order)] for i, runs in found.items()}
+
+
+def _by_order(item: tuple[tuple, Attempt]) -> tuple[int, datetime]:
+    return item[0]
