@@ -372,7 +372,8 @@ class Job(models.Model):
         """'attempt 2 of 5' for a chained run, '' otherwise."""
         if not self.resumable or self.max_attempts < 2:
             return ""
-        return f"attempt {min(self.attempt + 1, self.max_attempts)} of {self.max_attempts}"
+        text = f"attempt {min(self.attempt + 1, self.max_attempts)} of {self.max_attempts}"
+        return f"ended on {text}" if self.is_final else text
 
     def transition(
         self, to: str, *, expect: tuple[str, ...] | None = None, message: str = "", **fields
@@ -540,6 +541,8 @@ class Job(models.Model):
                         f" It was its last attempt ({self.max_attempts} of {self.max_attempts}); "
                         "its checkpoints are in its work directory."
                     )
+            elif new_state == self.State.COMPLETED and not message and attempt:
+                message = f"Completed on attempt {attempt + 1} (requeued {attempt} time(s))."
             elif new_state == self.State.CANCELLED and not message:
                 message = self.cancel_reason or "Cancelled."
         if status.started and new_state in (

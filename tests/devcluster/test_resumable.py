@@ -152,6 +152,7 @@ def test_a_resumable_job_survives_two_requeues_with_the_same_result(devcluster, 
     messages = [e.message for e in job.events.all()]
     assert "Requeued: attempt 2 of 5 resumes from its last checkpoint." in messages
     assert "Requeued: attempt 3 of 5 resumes from its last checkpoint." in messages
+    assert job.message == "Completed on attempt 3 (requeued 2 time(s))."
 
     # One continuous curve: each attempt's points up to where the next one resumed (from
     # its checkpoint) cover every step once; each later attempt starts at its resume step.

@@ -445,3 +445,23 @@ def test_tensorboard_for_a_job_starts_from_its_work_directory(
     assert form.initial["kind"] == "tensorboard"
     assert form.initial["notebook_dir"] == f".portal/jobs/7-{'a' * 10}"
     assert form.initial["gpus"] == 0 and form.initial["image"] == host_python.slug
+
+
+def test_launch_of_a_resumable_job_keeps_its_attempts_and_warning(
+    signed_in, cluster, host_python, queued_tasks
+):
+    response = signed_in.post(
+        "/launch/",
+        launch_data(cluster, resumable="on", max_attempts=3, checkpoint_warning_seconds=90),
+    )
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    job = Job.objects.get()
+    assert (job.resumable, job.max_attempts, job.checkpoint_warning_seconds) == (True, 3, 90)
+    # Without the box ticked (the page then sends neither number): one attempt.
+    signed_in.post("/launch/", launch_data(cluster))
+    plain = Job.objects.exclude(pk=job.pk).get()
+    assert (plain.resumable, plain.max_attempts, plain.checkpoint_warning_seconds) == (
+        False,
+        1,
+        120,
+    )
