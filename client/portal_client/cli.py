@@ -144,6 +144,13 @@ def cmd_submit(client: Client, args, out: Output) -> int:
         "workdir": args.workdir,
         "name": args.name,
     }
+    if args.resumable or args.attempts is not None or args.checkpoint_warning is not None:
+        # --attempts or --checkpoint-warning alone imply a resumable job.
+        fields.update(
+            resumable=True,
+            max_attempts=args.attempts,
+            checkpoint_warning_seconds=args.checkpoint_warning,
+        )
     if args.logs and not args.wait:
         raise PortalError("--logs prints the output when the job ends: use it with --wait.")
     if args.tensorboard is not None:
@@ -324,6 +331,17 @@ def cmd_show(client: Client, args, out: Output) -> int:
             f"{job.get('shape') or _layout(job)}, launcher {job.get('launcher') or 'none'}",
         ),
         ("Command", job["command"] or "-"),
+        *(
+            [
+                (
+                    "Resumable",
+                    f"attempt {job.get('attempt', 0) + 1} of at most {job.get('max_attempts')}, "
+                    f"warned {job.get('checkpoint_warning_seconds')} s before each end",
+                )
+            ]
+            if job.get("resumable")
+            else []
+        ),
         ("Slurm job", job["scheduler_job_id"] or "-"),
         ("Node", ", ".join(job.get("node_list") or []) or job["node"] or "-"),
         ("Exit code", "-" if job["exit_code"] is None else job["exit_code"]),
@@ -603,6 +621,20 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--account", "-A", help="Slurm account")
     submit.add_argument("--workdir", choices=["home", "scratch"])
     submit.add_argument("--name", "-n")
+    submit.add_argument(
+        "--resumable",
+        action="store_true",
+        help="checkpoint when warned before the time limit and requeue (README, Long runs)",
+    )
+    submit.add_argument(
+        "--attempts", type=int, metavar="N", help="resumable: up to N runs of --time each"
+    )
+    submit.add_argument(
+        "--checkpoint-warning",
+        type=int,
+        metavar="S",
+        help="resumable: warn S seconds before the end",
+    )
     submit.add_argument("--notebook", action="store_true", help="a notebook session, no command")
     submit.add_argument(
         "--tensorboard",

@@ -196,3 +196,32 @@ def test_submit_sends_the_layout_and_jobs_show_it(capsys):
     cli.cmd_jobs(Portal(), cli.parse_args(["jobs"]), cli.Output(as_json=False))
     out = capsys.readouterr().out
     assert "NODESxTASKS" in out and " 2x2 " in out and "node[1-2]" in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--resumable"], {"resumable": True}),
+        (
+            ["--attempts", "4", "-t", "2h"],
+            {"resumable": True, "max_attempts": 4, "time_limit": 120},
+        ),
+        (["--checkpoint-warning", "300"], {"resumable": True, "checkpoint_warning_seconds": 300}),
+        ([], {}),
+    ],
+)
+def test_submit_sends_a_chained_run(flags, expected):
+    sent = {}
+
+    class Portal:
+        def submit(self, **fields):
+            sent.update({k: v for k, v in fields.items() if v is not None})
+            return {"id": 5, "url": "http://portal/jobs/5/", "state": "queued"}
+
+    cli.cmd_submit(Portal(), cli.parse_args(["submit", *flags, "--", "train"]), cli.Output(False))
+    chained = {
+        k: sent[k]
+        for k in ("resumable", "max_attempts", "checkpoint_warning_seconds", "time_limit")
+        if k in sent
+    }
+    assert chained == expected

@@ -177,6 +177,34 @@ def test_a_multi_node_job_takes_its_layout_or_the_images_and_shows_its_shape(
     assert error(refused)["fields"]["nodes"] == ["Partition gpu allows at most 2 node(s) per job."]
 
 
+def test_a_resumable_job_by_the_api_and_its_refusals(api, owner, cluster, no_broker):
+    body = {
+        "container": "python",
+        "partition": "gpu",
+        "command": "python train.py",
+        "time_limit": 30,
+    }
+    made = api.post(
+        "/api/v1/jobs/", {**body, "resumable": True, "max_attempts": 4}, format="json"
+    ).json()
+    assert (made["resumable"], made["max_attempts"], made["checkpoint_warning_seconds"]) == (
+        True,
+        4,
+        120,
+    )
+    assert made["attempt"] == 0
+    refused = api.post(
+        "/api/v1/jobs/",
+        {**body, "resumable": True, "checkpoint_warning_seconds": 900},
+        format="json",
+    )
+    assert "at most a third" in error(refused)["fields"]["checkpoint_warning_seconds"][0]
+    refused = api.post("/api/v1/jobs/", {**body, "max_attempts": 3}, format="json")
+    assert error(refused)["fields"]["max_attempts"] == [
+        "Only a resumable job runs several attempts."
+    ]
+
+
 @pytest.mark.parametrize(
     ("payload", "field", "text"),
     [
