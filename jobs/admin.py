@@ -14,6 +14,7 @@ from jobs.models import (
     Cluster,
     ClusterAccount,
     ContainerImage,
+    GpuType,
     ImageCheck,
     Job,
     JobEvent,
@@ -44,7 +45,18 @@ class PartitionInline(admin.TabularInline):
         # default_gpus, max_gpus_per_job, default_cpus, max_cpus_per_job, ...
         *chain.from_iterable(zip(Partition.DEFAULT_FIELDS, Partition.LIMIT_FIELDS, strict=True)),
         *Partition.NODE_FIELDS,
+        "gpu_type_as_constraint",
+        "mem_per_gpu",
+        "time_class",
     )
+
+
+class GpuTypeInline(admin.TabularInline):
+    """Each GPU type once: what "compute capability >= X, memory >= Y" requests match."""
+
+    model = GpuType
+    extra = 0
+    fields = ("name", "model", "compute_capability", "memory_gb", "feature")
 
 
 @admin.register(Cluster)
@@ -60,7 +72,7 @@ class ClusterAdmin(admin.ModelAdmin):
     list_filter = ("enabled", "login_mode")
     search_fields = ("name", "ssh_host", "description")
     readonly_fields = ("host_key_fingerprint",)
-    inlines = [PartitionInline]
+    inlines = [PartitionInline, GpuTypeInline]
     fieldsets = (
         (None, {"fields": ("name", "description", "enabled")}),
         (
@@ -101,7 +113,30 @@ class ClusterAdmin(admin.ModelAdmin):
                 messages.WARNING,
             )
 
-    actions = ("pin_presented_host_key",)
+    actions = ("pin_presented_host_key", "discover_gpu_types")
+
+    @admin.action(description="Discover GPU types from the nodes (sinfo)")
+    def discover_gpu_types(self, request, queryset):
+        from jobs.models.gpus import record_discovery
+        from jobs.slurm import operations
+
+        for cluster in queryset:
+            account = ClusterAccount.for_user(cluster, request.user) or (
+                ClusterAccount.objects.filter(cluster=cluster, user__isnull=True).first()
+            )
+            if account is None:
+                self.message_user(
+                    request,
+                    f"{cluster.name}: you have no account there and it has no service account.",
+                    messages.ERROR,
+                )
+                continue
+            nodes = operations.on_account(account, operations.free_on_nodes)
+            if nodes is None:
+                self.message_user(request, f"{cluster.name}: sinfo did not answer.", messages.ERROR)
+                continue
+            for line in record_discovery(cluster, nodes):
+                self.message_user(request, f"{cluster.name}: {line}", messages.INFO)
 
     @admin.action(description="Trust and pin the host key each server presents now")
     def pin_presented_host_key(self, request, queryset):

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from jobs.models import Cluster, ClusterAccount, Partition
+from jobs.models import Cluster, ClusterAccount, GpuType, Partition
 
 
 class DevclusterMissing(Exception):
@@ -51,13 +52,31 @@ def register(info: dict, accounts: dict[str, str] | None = None) -> Cluster:
             "enabled": True,
         },
     )
-    gpu_type = info.get("gpu_type", "v100")
+    # Each GPU type as the admin would describe it (cluster.json from an older up.sh: one).
+    described = info.get("gpu_types") or [
+        {"name": info.get("gpu_type", "v100"), "compute_capability": "7.0", "memory_gb": 32}
+    ]
+    for kind in described:
+        GpuType.objects.update_or_create(
+            cluster=cluster,
+            name=kind["name"],
+            defaults={
+                "model": kind.get("model", ""),
+                "compute_capability": Decimal(str(kind["compute_capability"])),
+                "memory_gb": int(kind["memory_gb"]),
+                "feature": kind.get("feature", ""),
+            },
+        )
+    gpu_type = ",".join(kind["name"] for kind in described)
     nodes = len(info.get("nodes", ())) or 1
     Partition.objects.update_or_create(
         cluster=cluster,
         name="gpu",
         defaults=dict(
-            description="Fake V100 GPUs (GRES on tty devices), two per node",
+            description="Fake GPUs (GRES on tty devices), two per node: "
+            + ", ".join(
+                f"{k['name']} ({k['compute_capability']}, {k['memory_gb']} GB)" for k in described
+            ),
             gpu_types=gpu_type,
             max_gpus_per_job=4,
             max_nodes=nodes,

@@ -37,6 +37,8 @@ class LaunchForm(forms.ModelForm):
             "cluster",
             "partition",
             "gpu_type",
+            "min_gpu_capability",
+            "min_gpu_memory_gb",
             "gpus",
             "nodes",
             "tasks_per_node",
@@ -56,6 +58,8 @@ class LaunchForm(forms.ModelForm):
         labels = {
             "gpus": "GPUs per node",
             "gpu_type": "GPU type",
+            "min_gpu_capability": "Min. compute capability",
+            "min_gpu_memory_gb": "Min. GPU memory (GB)",
             "nodes": "Nodes",
             "tasks_per_node": "Tasks per node",
             "cpus": "CPUs per task",
@@ -84,14 +88,14 @@ class LaunchForm(forms.ModelForm):
         self.instance.owner = user
         self.fields["account"].widget.attrs["placeholder"] = "cluster default"
         # Left out (a form or script from before multi-node jobs): one process on one node.
-        for name in self.LAYOUT_DEFAULTS:
+        for name in self.OPTIONAL_DEFAULTS:
             self.fields[name].required = False
         self.fields["notebook_dir"].widget.attrs["placeholder"] = "e.g. projects/mnist"
 
-    LAYOUT_DEFAULTS = {
-        "nodes": 1,
-        "tasks_per_node": 1,
-        "launcher": Job.Launcher.NONE,
+    LAYOUT_DEFAULTS = {"nodes": 1, "tasks_per_node": 1, "launcher": Job.Launcher.NONE}
+    # Left out (the page sends no disabled field): as the model's defaults.
+    OPTIONAL_DEFAULTS = {
+        **LAYOUT_DEFAULTS,
         "max_attempts": 1,
         "checkpoint_warning_seconds": 120,
     }
@@ -103,9 +107,11 @@ class LaunchForm(forms.ModelForm):
         super().clean()  # ModelForm's returns cleaned_data (its stubs allow None)
         cleaned = self.cleaned_data
         if not cleaned.get("gpus"):
-            # A GPU type means nothing without GPUs (the page's list keeps one selected).
+            # A GPU type means nothing without GPUs (the page's list keeps one selected),
+            # nor do GPU requirements.
             cleaned["gpu_type"] = ""
-        for name, default in self.LAYOUT_DEFAULTS.items():
+            cleaned["min_gpu_capability"] = cleaned["min_gpu_memory_gb"] = None
+        for name, default in self.OPTIONAL_DEFAULTS.items():
             if name not in self.errors and cleaned.get(name) in (None, ""):
                 cleaned[name] = default
         cluster = cleaned.get("cluster")
@@ -155,7 +161,13 @@ def launch_initial(user, source: Job | None = None) -> dict:
             "kind": source.kind,
             "cluster": source.cluster.name,
             "partition": source.partition_id,
-            "gpu_type": source.gpu_type,
+            # Asked by capability and memory: asked again that way (the type they resolved
+            # to then may change with the partition).
+            "gpu_type": ""
+            if source.min_gpu_capability or source.min_gpu_memory_gb
+            else source.gpu_type,
+            "min_gpu_capability": source.min_gpu_capability,
+            "min_gpu_memory_gb": source.min_gpu_memory_gb,
             "gpus": source.gpus,
             "nodes": source.nodes,
             "tasks_per_node": source.tasks_per_node,

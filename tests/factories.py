@@ -1,5 +1,5 @@
 """The one way tests and benchmarks build users, clusters, partitions, images, cluster
-accounts, jobs, API clients and metric records: a test says what differs, not how a job
+accounts, GPU types, jobs, API clients and metric records: a test says what differs, not how a job
 is made.
 
 Every default is a keyword argument; a caller that needs other values passes them. Named
@@ -9,9 +9,19 @@ twice on the same database; tests start from an empty one.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.contrib.auth import get_user_model
 
-from jobs.models import ApiToken, Cluster, ClusterAccount, ContainerImage, Job, Partition
+from jobs.models import (
+    ApiToken,
+    Cluster,
+    ClusterAccount,
+    ContainerImage,
+    GpuType,
+    Job,
+    Partition,
+)
 
 #: A well-formed SSH host key (the cluster's address never answers in-process tests).
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOqmCr0ke0UTgwV9vPwNDnqf4mr8v07WgMJOuFbxZuBs"
@@ -47,6 +57,21 @@ def cluster(
 def partition(cluster: Cluster, name: str, **fields) -> Partition:
     """Partition ``name`` of ``cluster``, with the model's limits unless ``fields`` say."""
     return Partition.objects.get_or_create(cluster=cluster, name=name, defaults=fields)[0]
+
+
+def gpu_type(
+    cluster: Cluster, name: str, capability: str, memory_gb: int, feature: str = ""
+) -> GpuType:
+    """How the admin describes GPU type ``name`` of ``cluster``."""
+    return GpuType.objects.update_or_create(
+        cluster=cluster,
+        name=name,
+        defaults={
+            "compute_capability": Decimal(capability),
+            "memory_gb": memory_gb,
+            "feature": feature,
+        },
+    )[0]
 
 
 def image(slug: str = "host", name: str = "Host", *, runtime: str = "none", **fields):

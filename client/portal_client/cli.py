@@ -134,6 +134,8 @@ def cmd_submit(client: Client, args, out: Output) -> int:
         ),
         "gpus": args.gpus,
         "gpu_type": args.gpu_type,
+        "min_gpu_capability": args.gpu_capability,
+        "min_gpu_memory_gb": args.gpu_memory,
         "nodes": args.nodes,
         "tasks_per_node": args.tasks_per_node,
         "launcher": args.launcher,
@@ -321,7 +323,11 @@ def cmd_show(client: Client, args, out: Output) -> int:
         ("Cluster", f"{job['cluster']} / partition {job['partition']}"),
         (
             "Resources",
-            (f"{job['gpus']} GPU {job['gpu_type']}".rstrip() if job["gpus"] else "no GPU")
+            (
+                f"{job['gpus']} GPU {job['gpu_type'] or job.get('gpu_constraint') or ''}".rstrip()
+                if job["gpus"]
+                else "no GPU"
+            )
             + f", {job['cpus']} CPUs, {job['memory_gb']} GB"
             + (" per node" if job.get("nodes", 1) > 1 else "")
             + f", {job['time_limit']} min",
@@ -615,6 +621,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="how the command starts on its nodes (default: the container's)",
     )
     submit.add_argument("--gpu-type")
+    submit.add_argument(
+        "--gpu-capability",
+        metavar="X.Y",
+        help="any GPU with at least this compute capability (e.g. 8.0)",
+    )
+    submit.add_argument(
+        "--gpu-memory", type=int, metavar="GB", help="any GPU with at least this much memory"
+    )
     submit.add_argument("--cpus", type=int, help="CPUs per task")
     submit.add_argument("--mem", type=int, metavar="GB", help="memory in GB")
     submit.add_argument("--time", "-t", type=parse_minutes, help="walltime: 90, 2h, 01:30:00")

@@ -14,7 +14,10 @@ STATE=${PORTAL_DEVCLUSTER_DIR:-/var/lib/portal-devcluster}
 SSH_PORT=${PORTAL_DEVCLUSTER_SSH_PORT:-2222}
 CLUSTER_USER=${PORTAL_DEVCLUSTER_USER:-hpcuser}
 SECOND_USER=${PORTAL_DEVCLUSTER_USER2:-hpcuser2}
-GPU_TYPE=v100
+# Two kinds of fake GPU, one per node, so that requests by capability and memory have
+# something to choose between: node1 "v100" (compute capability 7.0, 32 GB), node2 "a100"
+# (8.0, 80 GB). Each is both a typed GRES and a node feature, as many sites configure them.
+GPU_TYPES=(v100 a100)
 NODES=(node1 node2)  # resolvable through a managed line in /etc/hosts (below)
 MARK="# managed by hpc-portal deploy/devcluster (safe to delete with make devcluster-down)"
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -202,8 +205,8 @@ InactiveLimit=0
 SlurmctldTimeout=30
 SlurmdTimeout=60
 # Two nodes on this host (multiple-slurmd mode): each its own port; two fake GPUs each.
-NodeName=${NODES[0]} NodeHostname=$HOST NodeAddr=127.0.0.1 Port=17001 CPUs=16 Boards=1 SocketsPerBoard=1 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=32000 Gres=gpu:$GPU_TYPE:2 State=UNKNOWN
-NodeName=${NODES[1]} NodeHostname=$HOST NodeAddr=127.0.0.1 Port=17002 CPUs=16 Boards=1 SocketsPerBoard=1 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=32000 Gres=gpu:$GPU_TYPE:2 State=UNKNOWN
+NodeName=${NODES[0]} NodeHostname=$HOST NodeAddr=127.0.0.1 Port=17001 CPUs=16 Boards=1 SocketsPerBoard=1 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=32000 Gres=gpu:${GPU_TYPES[0]}:2 Features=${GPU_TYPES[0]} State=UNKNOWN
+NodeName=${NODES[1]} NodeHostname=$HOST NodeAddr=127.0.0.1 Port=17002 CPUs=16 Boards=1 SocketsPerBoard=1 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=32000 Gres=gpu:${GPU_TYPES[1]}:2 Features=${GPU_TYPES[1]} State=UNKNOWN
 PartitionName=gpu Nodes=${NODES[0]},${NODES[1]} Default=YES MaxTime=1-00:00:00 DefaultTime=01:00:00 State=UP
 PartitionName=cpu Nodes=${NODES[0]},${NODES[1]} MaxTime=00:30:00 DefaultTime=00:10:00 State=UP
 EOF
@@ -212,8 +215,8 @@ $MARK
 # Fake GPUs: any existing device nodes will do; Slurm schedules them and sets
 # CUDA_VISIBLE_DEVICES for the job.
 AutoDetect=off
-NodeName=${NODES[0]} Name=gpu Type=$GPU_TYPE File=/dev/tty[0-1]
-NodeName=${NODES[1]} Name=gpu Type=$GPU_TYPE File=/dev/tty[2-3]
+NodeName=${NODES[0]} Name=gpu Type=${GPU_TYPES[0]} File=/dev/tty[0-1]
+NodeName=${NODES[1]} Name=gpu Type=${GPU_TYPES[1]} File=/dev/tty[2-3]
 EOF
 
 # --- accounting: MariaDB and slurmdbd, so sacct answers as on a real cluster ---------------
@@ -395,7 +398,11 @@ info = {
     },
     "default_user": user,
     "partitions": ["gpu", "cpu"],
-    "gpu_type": "v100",
+    # What the admin describes once per GPU type (GpuType); sinfo cannot say it.
+    "gpu_types": [
+        {"name": "v100", "model": "Tesla V100-SXM2-32GB (simulated)", "compute_capability": "7.0", "memory_gb": 32, "feature": "v100"},
+        {"name": "a100", "model": "A100-SXM4-80GB (simulated)", "compute_capability": "8.0", "memory_gb": 80, "feature": "a100"},
+    ],
     "nodes": sys.argv[5].split(),
     "gpus_per_node": 2,
 }

@@ -3,12 +3,15 @@ launch form's (jobs.launch.LaunchForm), so browser and API accept exactly the sa
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.urls import reverse
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobs.broadcast import session_payload
 from jobs.launch import LaunchForm, image_layout, launch_initial
-from jobs.models import Cluster, ContainerImage, Job, JobEvent, Partition, Tag
+from jobs.models import Cluster, ContainerImage, GpuType, Job, JobEvent, Partition, Tag
 
 
 class ContainerSerializer(serializers.ModelSerializer):
@@ -37,8 +40,17 @@ class ContainerSerializer(serializers.ModelSerializer):
         ]
 
 
+class GpuTypeSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = GpuType
+        fields = ["name", "model", "compute_capability", "memory_gb"]
+
+
 class PartitionSerializer(serializers.ModelSerializer):
     gpu_types = serializers.ListField(source="gpu_type_list", child=serializers.CharField())
+    gpus = serializers.SerializerMethodField(
+        help_text="The described GPU types offered here: capability and memory per GPU."
+    )
 
     class Meta:
         model = Partition
@@ -46,10 +58,20 @@ class PartitionSerializer(serializers.ModelSerializer):
             "name",
             "is_default",
             "gpu_types",
+            "gpus",
             *Partition.LIMIT_FIELDS,
             *Partition.NODE_FIELDS,
             "default_time_minutes",
+            "time_class",
+            "mem_per_gpu",
         ]
+
+    @extend_schema_field(GpuTypeSerializer(many=True))
+    def get_gpus(self, partition) -> list:
+        offered = [
+            t for t in partition.cluster.gpu_types.all() if t.name in partition.gpu_type_list
+        ]
+        return list(GpuTypeSerializer(offered, many=True).data)
 
 
 class ClusterSerializer(serializers.ModelSerializer):
@@ -102,6 +124,9 @@ class JobSerializer(serializers.ModelSerializer):
             "command",
             "gpus",
             "gpu_type",
+            "min_gpu_capability",
+            "min_gpu_memory_gb",
+            "gpu_constraint",
             "nodes",
             "tasks_per_node",
             "launcher",
@@ -184,6 +209,21 @@ class JobCreateSerializer(serializers.Serializer):
         required=False, min_value=0, max_value=64, help_text="GPUs on each node."
     )
     gpu_type = serializers.CharField(required=False, allow_blank=True)
+    min_gpu_capability = serializers.DecimalField(
+        required=False,
+        allow_null=True,
+        max_digits=4,
+        decimal_places=1,
+        min_value=Decimal("1.0"),
+        help_text="Any GPU with at least this compute capability (e.g. 8.0).",
+    )
+    min_gpu_memory_gb = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=10_000,
+        help_text="Any GPU with at least this much memory (GB per GPU).",
+    )
     nodes = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
     tasks_per_node = serializers.IntegerField(
         required=False,
@@ -272,10 +312,13 @@ class JobCreateSerializer(serializers.Serializer):
             defaults = partition.job_defaults(image)
             if data.get("kind") == Job.Kind.TENSORBOARD:
                 defaults["gpus"], defaults["gpu_type"] = 0, ""  # it needs none
-            if attrs.get("gpu_type") and "gpus" not in attrs:
-                defaults["gpus"] = defaults["gpus"] or 1  # a GPU type asks for a GPU
-            if "gpus" in attrs and "gpu_type" not in attrs:
-                defaults["gpu_type"] = (partition.gpu_type_list or [""])[0] if attrs["gpus"] else ""
+            asks_gpu = (
+                attrs.get("gpu_type")
+                or attrs.get("min_gpu_capability")
+                or attrs.get("min_gpu_memory_gb")
+            )
+            if asks_gpu and "gpus" not in attrs:
+                defaults["gpus"] = defaults["gpus"] or 1  # a GPU type or need asks for a GPU
             for key, value in defaults.items():
                 if self.FORM_TO_API.get(key, key) not in attrs:
                     data[key] = value

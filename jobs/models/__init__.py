@@ -6,6 +6,7 @@
 - job: Job, JobEvent
 - arrays: JobArray (jobs submitted as one scheduler array)
 - attempts: JobAttempt (each run of a requeued job, from accounting)
+- gpus: GpuType (a cluster's GPU types: capability, memory) and choosing by them
 - tokens: ApiToken
 """
 
@@ -13,6 +14,7 @@ from jobs.models.arrays import JobArray
 from jobs.models.attempts import JobAttempt
 from jobs.models.catalog import ContainerImage, ImageCheck, Tag
 from jobs.models.clusters import Cluster, ClusterAccount, Partition
+from jobs.models.gpus import GpuType
 from jobs.models.job import Job, JobEvent
 from jobs.models.tokens import ApiToken
 
@@ -21,6 +23,7 @@ __all__ = [
     "Cluster",
     "ClusterAccount",
     "ContainerImage",
+    "GpuType",
     "ImageCheck",
     "Job",
     "JobArray",

@@ -152,6 +152,26 @@ class Partition(models.Model):
         help_text="Request the GPU type as a node feature (--gres=gpu:N --constraint=TYPE) "
         "instead of a typed GRES (--gres=gpu:TYPE:N).",
     )
+    mem_per_gpu = models.BooleanField(
+        "memory per GPU",
+        default=False,
+        help_text="GPU jobs ask for memory per GPU (--mem-per-gpu, the job's memory divided "
+        "by its GPUs per node) instead of per node (--mem), as this partition wants.",
+    )
+
+    class TimeClass(models.TextChoices):
+        NONE = "", "—"
+        SHORT = "short", "short"
+        MEDIUM = "medium", "medium"
+        LONG = "long", "long"
+
+    time_class = models.CharField(
+        max_length=8,
+        choices=TimeClass.choices,
+        blank=True,
+        help_text="How long jobs here run (CHTC's short/medium/long GPU jobs); the launch "
+        "page suggests checkpoint and requeue for long ones.",
+    )
     is_default = models.BooleanField(default=False, help_text="Offered first for this cluster.")
 
     class Meta:
@@ -202,6 +222,18 @@ class Partition(models.Model):
             "default_gpus": self.default_gpus,
             "default_cpus": self.default_cpus,
             "default_memory_gb": self.default_memory_gb,
+            "time_class": self.time_class,
+            # Described GPU types offered here: the page shows which match a requirement.
+            "gpus": [
+                {
+                    "name": t.name,
+                    "model": t.model,
+                    "compute_capability": float(t.compute_capability),
+                    "memory_gb": t.memory_gb,
+                }
+                for t in self.cluster.gpu_types.all()
+                if t.name in self.gpu_type_list
+            ],
         }
 
     def job_defaults(self, image: ContainerImage | None = None) -> dict:
@@ -212,7 +244,7 @@ class Partition(models.Model):
             gpus = min(self.default_gpus, self.gpus_per_node_limit)
         return {
             "gpus": gpus,
-            "gpu_type": self.gpu_type_list[0] if gpus and self.gpu_type_list else "",
+            "gpu_type": "",  # any type: a job asks for one (or for what it needs) if it cares
             "cpus": min(self.default_cpus, self.max_cpus_per_job),
             "memory_gb": min(self.default_memory_gb, self.max_memory_gb),
             "time_limit_minutes": min(self.default_time_minutes, self.max_time_minutes),

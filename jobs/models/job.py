@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -98,6 +99,23 @@ class Job(models.Model):
         help_text="How a batch command starts on its nodes (see Distributed training).",
     )
     gpu_type = models.CharField(max_length=64, blank=True, validators=[validators.slurm_name])
+    # "Any GPU with compute capability >= X and memory >= Y GB" (jobs/models/gpus.py): the
+    # matching types become gpu_type (one) or gpu_constraint ("a100|h100", several).
+    min_gpu_capability = models.DecimalField(
+        "minimum compute capability",
+        max_digits=4,
+        decimal_places=1,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("1.0")), MaxValueValidator(Decimal("99.9"))],
+    )
+    min_gpu_memory_gb = models.PositiveIntegerField(
+        "minimum GPU memory (GB)",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(10_000)],
+    )
+    gpu_constraint = models.CharField(max_length=400, blank=True, editable=False)
     cpus = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)])
     memory_gb = models.PositiveIntegerField(default=4, validators=[MinValueValidator(1)])
     time_limit_minutes = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)])
@@ -337,6 +355,8 @@ class Job(models.Model):
         errors.update(limits.layout_errors(self))
         if partition is not None:
             errors.update(limits.partition_errors(self, partition))
+            if "gpus" not in errors and "gpu_type" not in errors:
+                errors.update(limits.gpu_requirement_errors(self, partition))
         errors.update(self._resumable_errors())
         if self.gpu_type and not self.gpus:
             errors.setdefault("gpu_type", "Choose a GPU count, or no GPU type.")
@@ -366,6 +386,20 @@ class Job(models.Model):
                 "walltime: at most a third of it."
             }
         return {}
+
+    @property
+    def gpu_text(self) -> str:
+        """'2 × a100 (asked: compute capability ≥ 8.0)', '1 × v100 or a100', '2 × any'."""
+        if not self.gpus:
+            return "none"
+        from jobs.models.gpus import wants
+
+        kind = self.gpu_type or " or ".join(self.gpu_constraint.split("|")) or "any"
+        text = f"{self.gpus} × {kind}"
+        if self.nodes > 1:
+            text += f" per node ({self.total_gpus} in all)"
+        asked = wants(self.min_gpu_capability, self.min_gpu_memory_gb)
+        return f"{text} (asked: {asked})" if asked else text
 
     @property
     def attempts_text(self) -> str:

@@ -94,3 +94,34 @@ def partition_errors(job: Job, partition: Partition) -> dict[str, str]:
             f"Partition {name} allows at most {partition.max_time_minutes} minutes."
         )
     return errors
+
+
+def gpu_requirement_errors(job, partition) -> dict[str, str]:
+    """A request by compute capability and memory: the matching GPU types of ``partition``
+    become the job's gpu_type (one type) or gpu_constraint (one of several); refused with
+    the closest alternatives when none matches."""
+    from jobs.models.gpus import NoGpuMatches, choose, wants
+
+    capability, memory = job.min_gpu_capability, job.min_gpu_memory_gb
+    job.gpu_constraint = ""
+    if capability is None and memory is None:
+        return {}
+    field = "min_gpu_capability" if capability is not None else "min_gpu_memory_gb"
+    if not job.gpus:
+        return {field: "Choose a GPU count for these GPU requirements."}
+    described = list(partition.cluster.gpu_types.all())
+    if job.gpu_type:
+        chosen = next((t for t in described if t.name == job.gpu_type), None)
+        if chosen is None:
+            return {field: f"GPU type {job.gpu_type} is not described: choose “any” type."}
+        if not chosen.satisfies(capability, memory):
+            return {
+                field: f"{chosen.name} has {chosen.describe()}, not {wants(capability, memory)}."
+            }
+        return {}
+    try:
+        choice = choose(partition, described, capability, memory)
+    except NoGpuMatches as exc:
+        return {field: str(exc)}
+    job.gpu_type, job.gpu_constraint = choice.gres_type, choice.constraint
+    return {}

@@ -74,14 +74,30 @@ def work_root(work_dir: str) -> str:
     return root
 
 
+_FEATURE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
+
+
 def gres_options(job: Job) -> list[tuple[str, str]]:
     if not job.gpus:
         return []
+    if job.gpu_constraint:
+        # One of several GPU types (features or, with gpu_type_as_constraint, types).
+        alternatives = job.gpu_constraint.split("|")
+        if not all(_FEATURE.match(a) for a in alternatives):
+            raise ScriptError(f"refusing to render --constraint={job.gpu_constraint!r}")
+        return [("gres", f"gpu:{job.gpus}"), ("constraint", job.gpu_constraint)]
     if job.gpu_type and job.partition.gpu_type_as_constraint:
         return [("gres", f"gpu:{job.gpus}"), ("constraint", job.gpu_type)]
     if job.gpu_type:
         return [("gres", f"gpu:{job.gpu_type}:{job.gpus}")]
     return [("gres", f"gpu:{job.gpus}")]
+
+
+def memory_option(job: Job) -> tuple[str, str]:
+    """--mem per node, or --mem-per-gpu where the partition wants it for GPU jobs."""
+    if job.gpus and job.partition.mem_per_gpu:
+        return ("mem-per-gpu", f"{-(-job.memory_gb // job.gpus)}G")
+    return ("mem", f"{job.memory_gb}G")
 
 
 def directives(job: Job, work_dir: str, logs: str = "") -> list[str]:
@@ -100,7 +116,7 @@ def directives(job: Job, work_dir: str, logs: str = "") -> list[str]:
         ("nodes", job.nodes),
         ("ntasks-per-node", job.tasks_per_node),
         ("cpus-per-task", job.cpus),
-        ("mem", f"{job.memory_gb}G"),
+        memory_option(job),
         ("time", job.time_limit_minutes),
         ("chdir", work_dir),
         ("output", f"{work_dir}/stdout.log"),
@@ -111,7 +127,12 @@ def directives(job: Job, work_dir: str, logs: str = "") -> list[str]:
         # Warned (USR2 to the batch shell) before the time limit; the wrapper has the job
         # checkpoint and requeue itself (on_node/wrapper.sh).
         options.append(("signal", f"B:USR2@{int(job.checkpoint_warning_seconds)}"))
-    lines = [_directive(option, value) for option, value in options]
+    lines = [
+        f"#SBATCH --constraint={value}"  # checked by gres_options: names joined by "|"
+        if option == "constraint" and "|" in str(value)
+        else _directive(option, value)
+        for option, value in options
+    ]
     if job.resumable:
         lines.append("#SBATCH --requeue")
     if logs == "%a":

@@ -225,3 +225,16 @@ def test_submit_sends_a_chained_run(flags, expected):
         if k in sent
     }
     assert chained == expected
+
+
+def test_submit_asks_for_gpus_by_capability_and_memory():
+    sent = {}
+
+    class Portal:
+        def submit(self, **fields):
+            sent.update({k: v for k, v in fields.items() if v is not None})
+            return {"id": 5, "url": "http://portal/jobs/5/", "state": "queued"}
+
+    args = cli.parse_args(["submit", "--gpu-capability", "8.0", "--gpu-memory", "40", "--", "t"])
+    cli.cmd_submit(Portal(), args, cli.Output(False))
+    assert (sent["min_gpu_capability"], sent["min_gpu_memory_gb"]) == ("8.0", 40)

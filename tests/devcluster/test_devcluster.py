@@ -48,11 +48,16 @@ def wait_for_end(conn: ssh.Connection, job_id: str, timeout: float = 60) -> tupl
 
 def test_sinfo_shows_the_gpu_and_cpu_partitions_on_two_nodes(conn):
     out = conn.run(["sinfo", "-h", "-o", "%P|%G|%l|%D|%N"]).stdout
-    rows = {line.split("|")[0]: line.split("|")[1:] for line in out.split()}
+    rows: dict[str, list[list[str]]] = {}
+    for line in out.split():
+        rows.setdefault(line.split("|")[0], []).append(line.split("|")[1:])
     assert set(rows) == {"gpu*", "cpu"}
-    assert rows["gpu*"][0] == "gpu:v100:2"  # two fake GPUs on each node
-    assert rows["gpu*"][2:] == ["2", "node[1-2]"]
-    assert rows["cpu"][1] == "30:00"  # the cpu partition's short max time
+    # Two fake GPUs on each node, of a different type on each: v100 on node1, a100 on node2.
+    assert sorted((r[0], r[3]) for r in rows["gpu*"]) == [
+        ("gpu:a100:2", "node2"),
+        ("gpu:v100:2", "node1"),
+    ]
+    assert {r[1] for r in rows["cpu"]} == {"30:00"}  # the cpu partition's short max time
 
 
 def test_one_job_runs_on_both_nodes(conn):

@@ -43,7 +43,8 @@ SHOW_CONTRACT = (
 
 
 def distributed_job(owner, cluster, command, launcher, **fields):
-    fields = {"nodes": 2, "tasks_per_node": 2, "gpus": 2, "gpu_type": "v100", **fields}
+    # Any GPU type: the two nodes have different ones (v100, a100).
+    fields = {"nodes": 2, "tasks_per_node": 2, "gpus": 2, **fields}
     job = factories.job(
         owner, cluster, command, partition="gpu", launcher=launcher, time_limit_minutes=5, **fields
     )

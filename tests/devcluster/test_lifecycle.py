@@ -110,12 +110,8 @@ def test_cancelling_a_running_job_ends_cancelled(devcluster, owner):
 @pytest.mark.django_db
 def test_cancelling_a_pending_job_ends_cancelled(devcluster, owner):
     # Each takes every GPU of the cluster: two per node on both nodes.
-    job = factories.job(
-        owner, devcluster, "sleep 300", partition="gpu", gpus=2, nodes=2, gpu_type="v100"
-    )
-    blocker = factories.job(
-        owner, devcluster, "sleep 300", partition="gpu", gpus=2, nodes=2, gpu_type="v100"
-    )
+    job = factories.job(owner, devcluster, "sleep 300", partition="gpu", gpus=2, nodes=2)
+    blocker = factories.job(owner, devcluster, "sleep 300", partition="gpu", gpus=2, nodes=2)
     tasks.submit_job.apply(args=[blocker.pk])
     run_until(blocker, {"running"})
     tasks.submit_job.apply(args=[job.pk])
@@ -128,7 +124,7 @@ def test_cancelling_a_pending_job_ends_cancelled(devcluster, owner):
     assert job.state == "pending"
     # Which resource is short, from what sinfo says the node has free.
     assert job.pending_reason.startswith(
-        "waiting for 2 nodes with what it asks on each; now 2 v100 GPUs free on 0"
+        "waiting for 2 nodes with what it asks on each; now 2 GPUs free on 0"
     ), job.pending_reason
     assert job.queue_position == 1  # next in the gpu partition's queue
     for _ in range(30):  # the backfill scheduler's estimate (every 5 s on the dev cluster)

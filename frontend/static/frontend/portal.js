@@ -342,17 +342,51 @@ const Portal = (() => {
       const wanted = gpuType.value || gpuType.dataset.initial;
       gpuType.innerHTML = "";
       gpuType.add(new Option("any", ""));
-      p.gpu_types.forEach((t) => gpuType.add(new Option(t, t)));
-      gpuType.value = p.gpu_types.includes(wanted) ? wanted : (p.gpu_types[0] || "");
+      p.gpu_types.forEach((t) => {
+        const d = p.gpus.find((g) => g.name === t);
+        gpuType.add(new Option(d ? `${t} (${d.compute_capability.toFixed(1)}, ${d.memory_gb} GB)` : t, t));
+      });
+      gpuType.value = p.gpu_types.includes(wanted) ? wanted : ""; // any type unless one is chosen
       setLimit(cpus, "cpus", p.max_cpus, 1, "");
       setLimit(memory, "memory", p.max_memory_gb, 1, " GB");
       setLimit(minutes, "minutes", p.max_minutes, 1, " min");
       onGpus();
       onLayout();
+      onResumable();
     }
     function onGpus() {
       if (Number(gpus.value) === 0) gpuType.value = "";
       gpuType.disabled = gpus.disabled || Number(gpus.value) === 0;
+      [needCc, needMem].forEach((input) => { input.disabled = gpuType.disabled; });
+      onGpuNeeds();
+    }
+    // Which described GPU types meet the capability and memory asked for: on this
+    // partition, or else the closest here and the partitions that have one (the server
+    // checks it again and turns it into --gres/--constraint).
+    const needCc = $("id_min_gpu_capability"), needMem = $("id_min_gpu_memory_gb");
+    const describe = (g) => `${g.name} (compute capability ${g.compute_capability.toFixed(1)}, ${g.memory_gb} GB)`;
+    function onGpuNeeds() {
+      const line = form.querySelector("[data-gpu-match]");
+      const p = currentPartition();
+      const cc = needCc.value === "" ? null : Number(needCc.value);
+      const mem = needMem.value === "" ? null : Number(needMem.value);
+      if (!p || needCc.disabled || (cc === null && mem === null)) { line.hidden = true; return; }
+      const ok = (g) => (cc === null || g.compute_capability >= cc) && (mem === null || g.memory_gb >= mem);
+      const chosen = gpuType.value ? p.gpus.filter((g) => g.name === gpuType.value) : p.gpus;
+      const matching = chosen.filter(ok);
+      let text;
+      if (matching.length) {
+        text = `Matches on ${p.name}: ${matching.map(describe).join("; ")}.`;
+      } else {
+        const closest = [...chosen].sort((a, b) => b.compute_capability - a.compute_capability || b.memory_gb - a.memory_gb).slice(0, 3);
+        const others = (limits[cluster.value].partitions || []).filter((o) => o.id !== p.id && o.gpus.some(ok)).map((o) => o.name);
+        text = `No GPU ${gpuType.value ? `of type ${gpuType.value} ` : ""}on ${p.name} meets this` +
+          (closest.length ? `; closest: ${closest.map(describe).join("; ")}` : "") +
+          (others.length ? `. Partition ${others.join(", ")} has one.` : ".");
+      }
+      line.textContent = text;
+      line.classList.toggle("warning", !matching.length);
+      line.hidden = false;
     }
     function onKind() {
       const kind = form.querySelector("input[name=kind]:checked");
@@ -382,6 +416,9 @@ const Portal = (() => {
       const attempts = $("id_max_attempts"), warning = $("id_checkpoint_warning_seconds");
       attempts.disabled = warning.disabled = !on;
       if (!on) attempts.value = 1;
+      // Disabled fields are not sent, so a page the server sent back has them empty.
+      if (on && !warning.value) warning.value = 120;
+      if (on && !attempts.value) attempts.value = 1;
       const n = Number(attempts.value) || 1, m = Number(minutes.value) || 0;
       const text = on
         ? `Up to ${n} attempt${n === 1 ? "" : "s"} of ${m} min (${Math.round(n * m / 6) / 10} h in all); each is warned ${Number(warning.value) || 0} s before its end.`
@@ -389,6 +426,13 @@ const Portal = (() => {
       const summary = form.querySelector("[data-resumable-summary]");
       summary.textContent = text;
       summary.hidden = !text;
+      // A partition of long jobs: checkpoint and requeue is the way to survive there.
+      const p = currentPartition();
+      const suggestion = form.querySelector("[data-resumable-suggestion]");
+      suggestion.textContent = p && p.time_class === "long" && !on
+        ? `Partition ${p.name} holds long jobs: consider checkpoint and requeue, so a preempted or failed node costs minutes, not the whole run.`
+        : "";
+      suggestion.hidden = !suggestion.textContent;
     }
     let lastDefaultCommand = null;
     function onImage(reset = true) {
@@ -448,11 +492,20 @@ const Portal = (() => {
     cluster.addEventListener("change", () => onCluster());
     partition.addEventListener("change", () => onPartition());
     gpus.addEventListener("input", onGpus);
+    [needCc, needMem].forEach((input) => input.addEventListener("input", onGpuNeeds));
+    gpuType.addEventListener("change", onGpuNeeds);
     ["id_resumable", "id_max_attempts", "id_checkpoint_warning_seconds", "id_time_limit_minutes"]
       .forEach((id) => $(id).addEventListener("input", onResumable));
     $("id_resumable").addEventListener("change", onResumable);
     form.querySelectorAll("input[name=kind]").forEach((r) => r.addEventListener("change", onKind));
     form.querySelectorAll("input[name=image]").forEach((r) => r.addEventListener("change", () => onImage()));
+    // The server's message for a field goes once the user changes that field.
+    form.addEventListener("input", (event) => {
+      const field = event.target.closest && event.target.closest(".field.invalid");
+      if (!field) return;
+      field.classList.remove("invalid");
+      field.querySelectorAll("p.error:not(.client-error)").forEach((p) => p.remove());
+    });
     form.addEventListener("submit", (event) => {
       // The browser checks the limits first; the server checks them again.
       form.querySelectorAll(".client-error").forEach((n) => n.remove());

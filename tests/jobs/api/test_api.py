@@ -177,6 +177,29 @@ def test_a_multi_node_job_takes_its_layout_or_the_images_and_shows_its_shape(
     assert error(refused)["fields"]["nodes"] == ["Partition gpu allows at most 2 node(s) per job."]
 
 
+def test_gpus_by_capability_and_memory_by_the_api(api, owner, cluster, no_broker):
+    factories.gpu_type(cluster, "v100", "7.0", 32, feature="v100")
+    factories.gpu_type(cluster, "a100", "8.0", 80, feature="a100")
+    body = {"container": "python", "partition": "gpu", "command": "python train.py"}
+    made = api.post("/api/v1/jobs/", {**body, "min_gpu_capability": "8.0"}, format="json").json()
+    assert (made["gpus"], made["gpu_type"], made["gpu_constraint"]) == (1, "a100", "")
+    made = api.post("/api/v1/jobs/", {**body, "min_gpu_memory_gb": 16}, format="json").json()
+    assert (made["gpu_type"], made["gpu_constraint"]) == ("", "v100|a100")
+    refused = api.post("/api/v1/jobs/", {**body, "min_gpu_capability": "9.0"}, format="json")
+    assert error(refused)["fields"]["min_gpu_capability"][0].startswith(
+        "No GPU on partition gpu has compute capability ≥ 9.0. Closest: a100"
+    )
+    gpu = next(
+        p
+        for p in api.get("/api/v1/clusters/testcluster/").json()["partitions"]
+        if p["name"] == "gpu"
+    )
+    assert [(g["name"], g["compute_capability"], g["memory_gb"]) for g in gpu["gpus"]] == [
+        ("v100", "7.0", 32),
+        ("a100", "8.0", 80),
+    ]
+
+
 def test_a_resumable_job_by_the_api_and_its_refusals(api, owner, cluster, no_broker):
     body = {
         "container": "python",
