@@ -1,6 +1,6 @@
 from django.urls import path
 
-from frontend import experiments, views
+from frontend import experiments, usage, views
 from jobs.metrics import views as metrics
 
 urlpatterns = [
@@ -26,6 +26,7 @@ urlpatterns = [
     path("jobs/<int:pk>/logs/<str:stream>/", views.job_logs, name="job-logs"),
     path("jobs/<int:pk>/files/", views.job_files, name="job-files"),
     path("jobs/<int:pk>/files/download/", views.job_file_download, name="job-file-download"),
+    path("usage/", usage.usage_page, name="usage"),
     path("account/", views.account, name="account"),
     path("account/tokens/", views.token_create, name="token-create"),
     path("account/tokens/<int:pk>/revoke/", views.token_revoke, name="token-revoke"),

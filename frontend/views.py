@@ -10,7 +10,7 @@ from django.utils.http import content_disposition_header, url_has_allowed_host_a
 from django.views.decorators.http import require_POST
 
 from frontend.forms import ClusterAccountForm
-from jobs import lifecycle
+from jobs import lifecycle, usage
 from jobs.access import sees_every_job
 from jobs.launch import LaunchForm, launch_initial, partition_limits, tensorboard_initial
 from jobs.models import ApiToken, ClusterAccount, ContainerImage, Job, Tag
@@ -119,6 +119,8 @@ def job_detail(request, pk: int):
         else "frontend/job_detail.html"
     )
     context = {"job": job, "events": job.events.all(), "usage": usage_of(job)}
+    if job.state == Job.State.RUNNING and job.gpus:
+        context["idle_gpus"] = usage.idle_gpu_jobs(Job.objects.filter(pk=job.pk)).get(job.pk)
     if template == "frontend/job_detail.html":
         context["compare_runs"] = (
             Job.objects.filter(owner=job.owner, metric_series__isnull=False)

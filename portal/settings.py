@@ -207,6 +207,12 @@ PORTAL_RECOVER_AFTER = env_float("PORTAL_RECOVER_AFTER", 60.0, minimum=2)
 # still be arriving before a missing objective counts as never logged.
 PORTAL_EXPERIMENT_INTERVAL = env_float("PORTAL_EXPERIMENT_INTERVAL", 5.0, minimum=0.5)
 PORTAL_EXPERIMENT_SETTLE = env_float("PORTAL_EXPERIMENT_SETTLE", 15.0, minimum=0)
+# Usage (jobs/usage.py): a running job whose GPUs all stayed at or below this utilisation
+# (per cent, from the metrics client's nvidia-smi samples) for this many minutes is flagged
+# to its owner and listed for staff; the Usage page shows at most this many rows.
+PORTAL_GPU_IDLE_MINUTES = env_float("PORTAL_GPU_IDLE_MINUTES", 30.0, minimum=0.1)
+PORTAL_GPU_IDLE_PERCENT = env_float("PORTAL_GPU_IDLE_PERCENT", 5.0, minimum=0)
+PORTAL_USAGE_MAX_ROWS = env_int("PORTAL_USAGE_MAX_ROWS", 5000, minimum=1)
 # Queue name, so that several portals (or a test run) can share one Redis.
 CELERY_TASK_DEFAULT_QUEUE = env_str("PORTAL_CELERY_QUEUE", "celery")
 

@@ -9,6 +9,7 @@ twice on the same database; tests start from an empty one.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 
 from django.contrib.auth import get_user_model
@@ -20,6 +21,7 @@ from jobs.models import (
     ContainerImage,
     GpuType,
     Job,
+    JobAttempt,
     Partition,
 )
 
@@ -181,6 +183,49 @@ def metric_records(n: int, start: int = 0, attempt: int = 0, rank: int = 0, **ex
         }
         for s in range(start, start + n)
     ]
+
+
+def job_attempt(
+    job: Job,
+    number: int = 0,
+    *,
+    started_at,
+    elapsed_seconds: int,
+    gpus: int = 0,
+    cpus: int = 1,
+    state: str = "COMPLETED",
+) -> JobAttempt:
+    """One run of ``job`` as accounting would report it."""
+    return JobAttempt.objects.create(
+        job=job,
+        number=number,
+        scheduler_state=state,
+        started_at=started_at,
+        ended_at=started_at + timedelta(seconds=elapsed_seconds),
+        elapsed_seconds=elapsed_seconds,
+        gpus=gpus,
+        cpus=cpus,
+    )
+
+
+def gpu_samples(job: Job, values: list[float], *, end: float, every: float = 60.0, gpu: int = 0):
+    """GPU ``gpu``'s utilisation samples of ``job`` (as the metrics client's sampler logs
+    them), the last at unix time ``end``, one every ``every`` seconds."""
+    from jobs.metrics.models import MetricPoint, MetricSeries
+
+    series, _ = MetricSeries.objects.get_or_create(
+        job=job,
+        key=f"sys/gpu{gpu}_util_percent@node1",
+        rank=0,
+        attempt=0,
+        defaults={"system": True},
+    )
+    start = end - every * (len(values) - 1)
+    MetricPoint.objects.bulk_create(
+        MetricPoint(series=series, seq=i, step=i, value=v, time=start + i * every)
+        for i, v in enumerate(values)
+    )
+    return series
 
 
 def experiment_spec(image_slug: str, command: str, **overrides) -> dict:

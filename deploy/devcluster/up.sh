@@ -339,6 +339,22 @@ if ! cmp -s "$HERE/jupyter.lock" "$JUPYTER_ENV/.installed" 2>/dev/null; then
 fi
 ln -sf "$JUPYTER_ENV/bin/jupyter" /usr/local/bin/jupyter
 ln -sf "$JUPYTER_ENV/bin/tensorboard" /usr/local/bin/tensorboard
+# Fake GPUs need a fake nvidia-smi: the metrics client samples the job's GPUs with it, so
+# a session holding GPUs shows as idle (0 % utilisation, as a tty computes nothing). Only
+# where no real one is installed.
+if ! command -v nvidia-smi >/dev/null 2>&1 || grep -q portal-devcluster "$(command -v nvidia-smi)"; then
+    cat > /usr/local/bin/nvidia-smi.tmp <<'FAKE_NVIDIA_SMI'
+#!/bin/sh
+# portal-devcluster: fake nvidia-smi for the dev cluster's fake GPUs (two per node, idle).
+case "$*" in
+    *--query-gpu=index,uuid,utilization.gpu,memory.used*--format=csv,noheader,nounits*)
+        printf '0, GPU-devcluster-%s-0, 0, 0\n1, GPU-devcluster-%s-1, 0, 0\n' "${SLURMD_NODENAME:-node}" "${SLURMD_NODENAME:-node}" ;;
+    *) echo "fake nvidia-smi (portal dev cluster): only --query-gpu=index,uuid,utilization.gpu,memory.used --format=csv,noheader,nounits" ;;
+esac
+FAKE_NVIDIA_SMI
+    chmod 0755 /usr/local/bin/nvidia-smi.tmp && mv -f /usr/local/bin/nvidia-smi.tmp /usr/local/bin/nvidia-smi
+fi
+
 # The demo training job (catalog entry "Digits classifier"): `train-digits` on every PATH.
 install -d -m 0755 /opt/portal-devcluster/examples
 install -m 0644 "$HERE/examples/train_digits.py" /opt/portal-devcluster/examples/train_digits.py

@@ -8,6 +8,7 @@ import io
 
 from django.urls import reverse
 
+from jobs import usage
 from jobs.experiments import search
 from jobs.experiments.controller import observe
 from jobs.experiments.models import Experiment, Trial
@@ -93,6 +94,8 @@ def detail(experiment: Experiment) -> dict:
     data["importances"] = search.importances(
         search.Settings.of(experiment), [observe(t) for t in trials]
     )
+    # What its jobs used, from accounting (every trial and fold, every attempt).
+    data["usage"] = usage.of_jobs(Job.objects.filter(trial__experiment=experiment))
     return data
 
 

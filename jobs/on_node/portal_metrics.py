@@ -31,6 +31,7 @@ import os
 import queue
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -115,6 +116,7 @@ class Run:
         flush_interval: float = 1.0,
         queue_batches: int = 100,
         system_interval: float | None = None,
+        filename: str | None = None,
     ):
         env = os.environ
         self.directory = (
@@ -131,7 +133,7 @@ class Run:
             if "PORTAL_TRIAL" in env
             else {}
         )
-        self.path = os.path.join(self.directory, f"rank-{self.rank}.jsonl")
+        self.path = os.path.join(self.directory, filename or f"rank-{self.rank}.jsonl")
         self.batch_size = batch_size
         self.flush_interval = flush_interval
         os.makedirs(self.directory, mode=0o700, exist_ok=True)
@@ -540,3 +542,23 @@ def KerasCallback(every: int = 1, run: Run | None = None):  # noqa: N802 - reads
                 )
 
     return _Callback()
+
+
+def _sample_until_stopped() -> None:
+    """``python portal_metrics.py --system``: only the node's CPU, memory and GPU samples,
+    in ``system.jsonl``, until TERM. A session job runs this beside its app (JupyterLab,
+    TensorBoard), so the portal sees when a session holds GPUs idle."""
+    import signal
+
+    interval = float(os.environ.get("PORTAL_SYSTEM_METRICS_INTERVAL", "0") or 0)
+    if interval <= 0:
+        return
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    run = Run(system_interval=interval, filename="system.jsonl", rank=0)
+    stop.wait()
+    run.close()
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--system"]:
+    _sample_until_stopped()

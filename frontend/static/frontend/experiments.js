@@ -53,6 +53,10 @@
     page.querySelector("[data-exp-best]").textContent = data.best
       ? `trial ${data.best.number}: ${data.metric} = ${fmt(data.best.value)}${data.best.value_std !== null ? " ± " + fmt(data.best.value_std) : ""} (${Object.entries(data.best.params).map(([k, v]) => `${k}=${fmt(v)}`).join(", ")})`
       : "—";
+    if (data.usage) {
+      page.querySelector("[data-exp-usage]").textContent =
+        `${data.usage.gpu_hours.toFixed(3)} GPU-hours, ${data.usage.cpu_hours.toFixed(3)} CPU-hours, ${data.usage.wall_hours.toFixed(2)} h of jobs (from accounting, every trial and fold)`;
+    }
     const cancel = page.querySelector("[data-exp-cancel]");
     if (cancel) cancel.hidden = data.state !== "running" || data.cancelling;
     const relaunch = page.querySelector("[data-relaunch-best]");

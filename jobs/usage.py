@@ -1,0 +1,178 @@
+"""What jobs used, from accounting (JobAttempt: each run's GPUs, CPUs and elapsed time, every
+attempt of a requeued job): GPU-hours, CPU-hours and wall hours per month, user, Slurm
+account and cluster, the figures an allocation request needs. And which running jobs hold
+GPUs idle, from the metrics client's nvidia-smi samples."""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from dataclasses import dataclass
+from datetime import date
+
+from django.conf import settings
+from django.db.models import Count, F, Max, Min, Q, Sum, Value
+from django.db.models.functions import Coalesce, NullIf, TruncMonth
+
+from jobs.models import Job, JobAttempt
+
+# The sampler's per-GPU utilisation series: "sys/gpu<index>_util_percent@<node>".
+GPU_UTIL = Q(series__key__startswith="sys/gpu") & Q(series__key__contains="_util_percent@")
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    month: date
+    user: str
+    account: str
+    cluster: str
+    jobs: int
+    gpu_hours: float
+    cpu_hours: float
+    wall_hours: float
+
+
+def attempts_for(user, everyone: bool = False):
+    """The runs whose usage ``user`` may see: their own, or everyone's (staff)."""
+    runs = JobAttempt.objects.filter(started_at__isnull=False)
+    return runs if everyone else runs.filter(job__owner=user)
+
+
+def monthly(runs, since: date | None = None, until: date | None = None) -> list[UsageRow]:
+    """Usage per month (of each run's start), user, Slurm account and cluster, newest month
+    first; one query however many runs."""
+    if since:
+        runs = runs.filter(started_at__date__gte=since)
+    if until:
+        runs = runs.filter(started_at__date__lt=until)
+    rows = (
+        runs.annotate(
+            month=TruncMonth("started_at"),
+            slurm_account=Coalesce(
+                NullIf(F("job__account"), Value("")), F("job__cluster__default_account")
+            ),
+        )
+        .values("month", "job__owner__username", "slurm_account", "job__cluster__name")
+        .annotate(
+            jobs=Count("job", distinct=True),
+            gpu_seconds=Sum(F("gpus") * F("elapsed_seconds")),
+            cpu_seconds=Sum(F("cpus") * F("elapsed_seconds")),
+            wall_seconds=Sum("elapsed_seconds"),
+        )
+        .order_by("-month", "job__owner__username", "slurm_account", "job__cluster__name")
+    )
+    return [
+        UsageRow(
+            month=row["month"].date() if hasattr(row["month"], "date") else row["month"],
+            user=row["job__owner__username"],
+            account=row["slurm_account"] or "",
+            cluster=row["job__cluster__name"],
+            jobs=row["jobs"],
+            gpu_hours=(row["gpu_seconds"] or 0) / 3600,
+            cpu_hours=(row["cpu_seconds"] or 0) / 3600,
+            wall_hours=(row["wall_seconds"] or 0) / 3600,
+        )
+        for row in rows[: settings.PORTAL_USAGE_MAX_ROWS]
+    ]
+
+
+def totals(rows: list[UsageRow]) -> dict[str, float]:
+    return {
+        "jobs": sum(r.jobs for r in rows),
+        "gpu_hours": sum(r.gpu_hours for r in rows),
+        "cpu_hours": sum(r.cpu_hours for r in rows),
+        "wall_hours": sum(r.wall_hours for r in rows),
+    }
+
+
+def as_csv(rows: list[UsageRow]) -> str:
+    """One line per row; text cells that a spreadsheet would run as a formula are quoted."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(
+        ["month", "user", "account", "cluster", "jobs", "gpu_hours", "cpu_hours", "wall_hours"]
+    )
+    for r in rows:
+        writer.writerow(
+            [
+                r.month.strftime("%Y-%m"),
+                _cell(r.user),
+                _cell(r.account),
+                _cell(r.cluster),
+                r.jobs,
+                f"{r.gpu_hours:.3f}",
+                f"{r.cpu_hours:.3f}",
+                f"{r.wall_hours:.3f}",
+            ]
+        )
+    return out.getvalue()
+
+
+def _cell(text: str) -> str:
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+def of_jobs(jobs) -> dict[str, float]:
+    """GPU-hours, CPU-hours and wall hours of ``jobs`` in all (an experiment's trials)."""
+    found = JobAttempt.objects.filter(job__in=jobs).aggregate(
+        gpu=Sum(F("gpus") * F("elapsed_seconds")),
+        cpu=Sum(F("cpus") * F("elapsed_seconds")),
+        wall=Sum("elapsed_seconds"),
+    )
+    return {
+        "gpu_hours": (found["gpu"] or 0) / 3600,
+        "cpu_hours": (found["cpu"] or 0) / 3600,
+        "wall_hours": (found["wall"] or 0) / 3600,
+    }
+
+
+# -- GPUs held idle ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Idle:
+    job_id: int
+    peak_percent: float  # the highest utilisation of any of its GPUs in the window
+    minutes: float  # the window: idle for at least this long
+
+    @property
+    def window_text(self) -> str:
+        """'30 minutes', '18 seconds'."""
+        if self.minutes >= 1:
+            return f"{self.minutes:g} minute{'s' if self.minutes != 1 else ''}"
+        return f"{round(self.minutes * 60)} seconds"
+
+
+def idle_gpu_jobs(jobs, now: float | None = None) -> dict[int, Idle]:
+    """Running GPU jobs among ``jobs`` whose every GPU sample of the last
+    PORTAL_GPU_IDLE_MINUTES is at most PORTAL_GPU_IDLE_PERCENT, sampled over that whole
+    window and recently (a job whose sampler stopped is not judged). Two queries."""
+    from jobs.metrics.models import MetricPoint
+
+    now = time.time() if now is None else now
+    window = settings.PORTAL_GPU_IDLE_MINUTES * 60
+    ids = list(jobs.filter(state=Job.State.RUNNING, gpus__gt=0).values_list("pk", flat=True)[:5000])
+    if not ids:
+        return {}
+    points = MetricPoint.objects.filter(GPU_UTIL, series__job_id__in=ids)
+    recent = (
+        points.filter(time__gte=now - window)
+        .values("series__job_id")
+        .annotate(peak=Max("value"), last=Max("time"), n=Count("seq"))
+    )
+    first = dict(
+        points.values("series__job_id")
+        .annotate(first=Min("time"))
+        .values_list("series__job_id", "first")
+    )
+    idle = {}
+    for row in recent:
+        job_id = row["series__job_id"]
+        sampled_since = first.get(job_id)
+        if (
+            row["peak"] <= settings.PORTAL_GPU_IDLE_PERCENT
+            and sampled_since is not None
+            and sampled_since <= now - window
+            and row["last"] >= now - max(300.0, window / 6)
+        ):
+            idle[job_id] = Idle(job_id, row["peak"], settings.PORTAL_GPU_IDLE_MINUTES)
+    return idle

@@ -1,0 +1,91 @@
+"""Usage from accounting: GPU-/CPU-hours per month, user, account and cluster (one query),
+the CSV, the Usage page for users and staff, and GPUs held idle from nvidia-smi samples."""
+
+import time
+from datetime import UTC, datetime
+
+import pytest
+from django.test import override_settings
+
+from jobs import usage
+from jobs.models import Job
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+NOV = datetime(2026, 11, 3, 10, tzinfo=UTC)
+OCT = datetime(2026, 10, 30, 23, tzinfo=UTC)
+
+
+@pytest.fixture
+def runs(owner, cluster):
+    other = factories.user("bob")
+    a = factories.job(owner, cluster, partition="gpu", gpus=2, account="proj1", state="completed")
+    factories.job_attempt(
+        a, 0, started_at=OCT, elapsed_seconds=1800, gpus=2, cpus=4, state="REQUEUED"
+    )
+    factories.job_attempt(a, 1, started_at=NOV, elapsed_seconds=3600, gpus=2, cpus=4)
+    b = factories.job(other, cluster, partition="gpu", gpus=1, account="=cmd|x", state="completed")
+    factories.job_attempt(b, 0, started_at=NOV, elapsed_seconds=7200, gpus=1, cpus=2)
+    return a, b
+
+
+def test_monthly_usage_per_user_account_and_cluster_counts_every_attempt(runs, owner):
+    rows = usage.monthly(usage.attempts_for(owner, everyone=True))
+    assert [
+        (r.month.isoformat(), r.user, r.account, r.jobs, r.gpu_hours, r.cpu_hours) for r in rows
+    ] == [
+        ("2026-11-01", "bob", "=cmd|x", 1, 2.0, 4.0),
+        ("2026-11-01", "owner", "proj1", 1, 2.0, 4.0),
+        ("2026-10-01", "owner", "proj1", 1, 1.0, 2.0),
+    ]
+    mine = usage.monthly(usage.attempts_for(owner))
+    assert {r.user for r in mine} == {"owner"} and usage.totals(mine)["gpu_hours"] == 3.0
+
+
+def test_the_csv_quotes_cells_a_spreadsheet_would_run(runs, owner):
+    text = usage.as_csv(usage.monthly(usage.attempts_for(owner, everyone=True)))
+    lines = text.splitlines()
+    assert lines[0] == "month,user,account,cluster,jobs,gpu_hours,cpu_hours,wall_hours"
+    assert lines[1] == "2026-11,bob,'=cmd|x,testcluster,1,2.000,4.000,2.000"
+
+
+def test_the_usage_page_shows_own_usage_and_staff_see_everyones(runs, client, owner, staff):
+    client.force_login(owner)
+    page = client.get("/usage/").content.decode()
+    assert "proj1" in page and "bob" not in page and "=cmd|x" not in page
+    client.force_login(staff)
+    page = client.get("/usage/?user=bob").content.decode()
+    assert "=cmd|x" in page and "proj1" not in page
+    csv = client.get("/usage/?from=2026-10&to=2026-10&format=csv")
+    assert csv["Content-Type"].startswith("text/csv")
+    assert csv.content.decode().splitlines()[1:] == [
+        "2026-10,owner,proj1,testcluster,1,1.000,2.000,0.500"
+    ]
+    bad = client.get("/usage/?from=last-year").content.decode()
+    assert "is not a month like 2026-11; ignored." in bad
+
+
+@override_settings(PORTAL_GPU_IDLE_MINUTES=30, PORTAL_GPU_IDLE_PERCENT=5)
+def test_a_job_whose_gpus_stayed_idle_for_the_window_is_flagged(owner, cluster, client):
+    now = time.time()
+    idle = factories.job(owner, cluster, partition="gpu", gpus=1, state="running", kind="notebook")
+    factories.gpu_samples(idle, [0, 1, 0, 2, 0, 0, 1, 0] * 5, end=now - 10)  # 40 min
+    busy = factories.job(owner, cluster, partition="gpu", gpus=1, state="running")
+    factories.gpu_samples(busy, [0] * 30 + [90] + [0] * 9, end=now - 10)  # busy 9 min ago
+    young = factories.job(owner, cluster, partition="gpu", gpus=1, state="running")
+    factories.gpu_samples(young, [0] * 10, end=now - 10)  # only 9 minutes of samples
+    stale = factories.job(owner, cluster, partition="gpu", gpus=1, state="running")
+    factories.gpu_samples(stale, [0] * 40, end=now - 3600)  # its sampler stopped long ago
+    ended = factories.job(owner, cluster, partition="gpu", gpus=1, state="completed")
+    factories.gpu_samples(ended, [0] * 40, end=now - 10)
+    flagged = usage.idle_gpu_jobs(Job.objects.all(), now=now)
+    assert set(flagged) == {idle.pk}
+    assert flagged[idle.pk].peak_percent == 2
+
+    client.force_login(owner)
+    banner = "This job's 1 GPU has been idle for the last 30 minutes (at most 2% utilisation)"
+    assert banner in client.get(f"/jobs/{idle.pk}/").content.decode()
+    assert "idle for the last" not in client.get(f"/jobs/{busy.pk}/").content.decode()
+    page = client.get("/usage/").content.decode()
+    assert f'href="/jobs/{idle.pk}/"' in page and f'href="/jobs/{busy.pk}/"' not in page
