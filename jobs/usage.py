@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import time
 from dataclasses import dataclass
 from datetime import date
@@ -15,6 +16,7 @@ from django.conf import settings
 from django.db.models import Count, F, Max, Min, Q, Sum, Value
 from django.db.models.functions import Coalesce, NullIf, TruncMonth
 
+from jobs.access import sees_every_job
 from jobs.models import Job, JobAttempt
 
 # The sampler's per-GPU utilisation series: "sys/gpu<index>_util_percent@<node>".
@@ -75,6 +77,48 @@ def monthly(runs, since: date | None = None, until: date | None = None) -> list[
         )
         for row in rows[: settings.PORTAL_USAGE_MAX_ROWS]
     ]
+
+
+MONTH = re.compile(r"(\d{4})-(\d{2})\Z")
+
+
+def parse_month(raw: str) -> date:
+    """'2026-11' -> 1 November 2026; ValueError with the reason otherwise."""
+    match = MONTH.match(raw.strip())
+    if not (match and 1 <= int(match[2]) <= 12 and 2000 <= int(match[1]) <= 2999):
+        raise ValueError(f"{raw[:20]!r} is not a month like 2026-11.")
+    return date(int(match[1]), int(match[2]), 1)
+
+
+def next_month(day: date) -> date:
+    return date(day.year + day.month // 12, day.month % 12 + 1, 1)
+
+
+def query(user, params) -> tuple[list[UsageRow], dict[str, str]]:
+    """The rows the Usage page and API show for ``params`` (``from``/``to``: months, both
+    included; ``user``: staff only; ``cluster``), and a message per parameter that could
+    not be used (that filter is then left out)."""
+    everyone = sees_every_job(user)
+    errors: dict[str, str] = {}
+    months: dict[str, date | None] = {"from": None, "to": None}
+    for name in months:
+        raw = (params.get(name) or "").strip()
+        if raw:
+            try:
+                months[name] = parse_month(raw)
+            except ValueError as exc:
+                errors[name] = str(exc)
+    runs = attempts_for(user, everyone)
+    who = (params.get("user") or "").strip()[:150]
+    if who and everyone:
+        runs = runs.filter(job__owner__username=who)
+    elif who:
+        errors["user"] = "Only staff see other users' usage."
+    cluster = (params.get("cluster") or "").strip()[:64]
+    if cluster:
+        runs = runs.filter(job__cluster__name=cluster)
+    until = months["to"]
+    return monthly(runs, months["from"], next_month(until) if until else None), errors
 
 
 def totals(rows: list[UsageRow]) -> dict[str, float]:

@@ -179,6 +179,9 @@ class Client:
     def jobs(self, **filters) -> dict:
         return self.request("GET", "jobs/", params=filters)
 
+    def usage(self, **filters) -> list[dict]:
+        return self.request("GET", "usage/", params=filters)
+
     def job(self, job_id: int) -> dict:
         return self._job_request("GET", job_id, "")
 

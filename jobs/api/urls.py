@@ -17,5 +17,6 @@ urlpatterns = [
         metrics.MetricIngestView.as_view(),
         name="metrics-upload",
     ),
+    path("usage/", api.UsageView.as_view(), name="api-usage"),
     path("", include(router.urls)),
 ]

@@ -238,3 +238,25 @@ def test_submit_asks_for_gpus_by_capability_and_memory():
     args = cli.parse_args(["submit", "--gpu-capability", "8.0", "--gpu-memory", "40", "--", "t"])
     cli.cmd_submit(Portal(), args, cli.Output(False))
     assert (sent["min_gpu_capability"], sent["min_gpu_memory_gb"]) == ("8.0", 40)
+
+
+def test_usage_prints_a_table_and_the_total(capsys):
+    class Portal:
+        def usage(self, **filters):
+            assert filters == {"from": "2026-10"}
+            return [
+                {
+                    "month": "2026-11",
+                    "user": "owner",
+                    "account": "proj1",
+                    "cluster": "dev",
+                    "jobs": 2,
+                    "gpu_hours": 2.5,
+                    "cpu_hours": 4.0,
+                    "wall_hours": 1.25,
+                },
+            ]
+
+    cli.cmd_usage(Portal(), cli.parse_args(["usage", "--from", "2026-10"]), cli.Output(False))
+    out = capsys.readouterr().out
+    assert "GPU-H" in out and " 2.50 " in out and "2.50 GPU-hours in all" in out

@@ -63,7 +63,7 @@ def test_the_usage_page_shows_own_usage_and_staff_see_everyones(runs, client, ow
         "2026-10,owner,proj1,testcluster,1,1.000,2.000,0.500"
     ]
     bad = client.get("/usage/?from=last-year").content.decode()
-    assert "is not a month like 2026-11; ignored." in bad
+    assert "From: &#x27;last-year&#x27; is not a month like 2026-11. Ignored." in bad
 
 
 @override_settings(PORTAL_GPU_IDLE_MINUTES=30, PORTAL_GPU_IDLE_PERCENT=5)
@@ -89,3 +89,38 @@ def test_a_job_whose_gpus_stayed_idle_for_the_window_is_flagged(owner, cluster, 
     assert "idle for the last" not in client.get(f"/jobs/{busy.pk}/").content.decode()
     page = client.get("/usage/").content.decode()
     assert f'href="/jobs/{idle.pk}/"' in page and f'href="/jobs/{busy.pk}/"' not in page
+
+
+def test_the_usage_api_gives_the_same_rows_and_refuses_bad_months(runs, owner, staff):
+    api = factories.api_client(owner)
+    assert api.get("/api/v1/usage/").json() == [
+        {
+            "month": "2026-11",
+            "user": "owner",
+            "account": "proj1",
+            "cluster": "testcluster",
+            "jobs": 1,
+            "gpu_hours": 2.0,
+            "cpu_hours": 4.0,
+            "wall_hours": 1.0,
+        },
+        {
+            "month": "2026-10",
+            "user": "owner",
+            "account": "proj1",
+            "cluster": "testcluster",
+            "jobs": 1,
+            "gpu_hours": 1.0,
+            "cpu_hours": 2.0,
+            "wall_hours": 0.5,
+        },
+    ]
+    refused = api.get("/api/v1/usage/?from=2026-13&user=bob")
+    assert refused.status_code == 400
+    fields = refused.json()["error"]["fields"]
+    assert fields == {
+        "from": ["'2026-13' is not a month like 2026-11."],
+        "user": ["Only staff see other users' usage."],
+    }
+    everyone = factories.api_client(staff).get("/api/v1/usage/?from=2026-11&to=2026-11").json()
+    assert {r["user"] for r in everyone} == {"owner", "bob"}
