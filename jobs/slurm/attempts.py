@@ -8,7 +8,7 @@ import logging
 from datetime import datetime
 
 from jobs.schedulers import Attempt
-from jobs.slurm.parsers import _epoch, _load, _number, _sacct_ids, _text
+from jobs.slurm.parsers import _epoch, _load, _number, _sacct_ids, _text, sacct_owner
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +50,7 @@ def parse_attempts(
         try:
             if not isinstance(entry, dict):
                 continue
-            association = entry.get("association")
-            owner = _text(entry.get("user")) or (
-                _text(association.get("user")) if isinstance(association, dict) else ""
-            )
+            owner = sacct_owner(entry)
             if owner and owner != username:
                 continue
             job_id = _number(entry.get("job_id"))

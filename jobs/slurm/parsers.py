@@ -292,6 +292,15 @@ def queue_positions(entries: list) -> dict[int, int]:
     return positions
 
 
+def sacct_owner(entry: dict) -> str:
+    """The user of a ``sacct --json`` record: its ``user``, else its association's ('' if
+    neither says)."""
+    association = entry.get("association")
+    return _text(entry.get("user")) or (
+        _text(association.get("user")) if isinstance(association, dict) else ""
+    )
+
+
 def parse_sacct_json(output: str, username: str) -> list[SlurmJob]:
     """``sacct --json -X -j IDS`` -> statuses of ``username``'s jobs, every field by key.
 
@@ -306,10 +315,7 @@ def parse_sacct_json(output: str, username: str) -> list[SlurmJob]:
         try:
             if not isinstance(entry, dict):
                 continue
-            association = entry.get("association")
-            owner = _text(entry.get("user")) or (
-                _text(association.get("user")) if isinstance(association, dict) else ""
-            )
+            owner = sacct_owner(entry)
             if owner and owner != username:
                 continue
             job_id = _number(entry.get("job_id"))

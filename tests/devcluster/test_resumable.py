@@ -17,6 +17,7 @@ from jobs.metrics.tail import tail_job
 from jobs.models import Job
 from jobs.slurm import files
 from tests import factories
+from tests.devcluster.helpers import start_now_if_held_for_requeue
 
 pytestmark = [pytest.mark.devcluster]
 
@@ -55,13 +56,6 @@ def uninterrupted(tmp_path) -> tuple[str, str, str]:
     return found.groups()
 
 
-def squeue_reason(job: Job) -> str:
-    out = subprocess.run(
-        ["squeue", "-h", "-j", job.scheduler_job_id, "-o", "%r"], capture_output=True, text=True
-    )
-    return out.stdout.strip()
-
-
 def drive(job: Job, until, timeout: float) -> Job:
     """Sync as beat would until ``until(job)``; a requeued job that Slurm holds back for the
     credential lifetime (BeginTime, 120 s) is let go at once, as the session test does."""
@@ -72,11 +66,8 @@ def drive(job: Job, until, timeout: float) -> Job:
         if until(job):
             return job
         assert not job.is_final, f"{job.state}: {job.message}"
-        if job.state == Job.State.PENDING and squeue_reason(job) == "BeginTime":
-            subprocess.run(
-                ["scontrol", "update", f"JobId={job.scheduler_job_id}", "StartTime=now"],
-                check=True,
-            )
+        if job.state == Job.State.PENDING:
+            start_now_if_held_for_requeue(job.scheduler_job_id)
         time.sleep(1)
     raise AssertionError(f"job {job.pk}: {job.state}, attempt {job.attempt}: {job.message}")
 

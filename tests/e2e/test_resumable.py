@@ -11,6 +11,7 @@ import pytest
 from jobs import demo_catalog
 from jobs.metrics.models import MetricSeries
 from jobs.models import Job
+from tests.devcluster.helpers import start_now_if_held_for_requeue
 from tests.e2e.pages import page_errors, press_launch, sign_in
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
@@ -23,13 +24,9 @@ def requeue_and_let_go(scheduler_id: str) -> None:
     """`scontrol requeue`, then the credential-lifetime hold (BeginTime, 120 s) lifted."""
     subprocess.run(["scontrol", "requeue", scheduler_id], check=True)
     for _ in range(60):
-        reason = subprocess.run(
-            ["squeue", "-h", "-j", scheduler_id, "-o", "%r"], capture_output=True, text=True
-        ).stdout.strip()
-        if reason == "BeginTime":
-            break
+        if start_now_if_held_for_requeue(scheduler_id):
+            return
         time.sleep(0.5)
-    subprocess.run(["scontrol", "update", f"JobId={scheduler_id}", "StartTime=now"], check=True)
 
 
 @pytest.mark.timeout(420)

@@ -90,15 +90,17 @@ class LocalRun:
 
     def __init__(self, tmp_path: Path, job: Job, restarts: int = 0):
         self.work = tmp_path / "work"
-        self.work.mkdir()
         bin_dir = tmp_path / "bin"
-        bin_dir.mkdir()
         self.calls = tmp_path / "scontrol.calls"
-        (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {self.calls}\n')
-        (bin_dir / "scontrol").chmod(0o755)
-        (bin_dir / "python").symlink_to(sys.executable)
         script = tmp_path / "job.sh"
-        script.write_text(scripts.render(job, str(self.work)))
+        if not script.exists():  # the first attempt; a later one runs the same script again
+            self.work.mkdir()
+            bin_dir.mkdir()
+            (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {self.calls}\n')
+            (bin_dir / "scontrol").chmod(0o755)
+            (bin_dir / "python").symlink_to(sys.executable)
+            script.write_text(scripts.render(job, str(self.work)))
+        (self.work / "started").unlink(missing_ok=True)
         env = {
             **os.environ,
             "PATH": f"{bin_dir}:{os.environ['PATH']}",
@@ -165,32 +167,9 @@ def test_warned_it_saves_exits_and_requeues_itself_then_resumes_from_the_checkpo
     mark = json.loads((run.work / "checkpoints" / ".portal-checkpoint.json").read_text())
     assert mark["step"] == saved and mark["attempt"] == 1
 
-    # The next attempt (Slurm restarts the same script with SLURM_RESTART_COUNT=1).
-    (run.work / "started").unlink()
-    resumed = _rerun(run, job, restarts=1)
+    # The next attempt: Slurm runs the same script again, with SLURM_RESTART_COUNT=1.
+    resumed = LocalRun(tmp_path, job, restarts=1).stop()
     assert f"start {saved} attempt 2" in resumed
-
-
-def _rerun(first: LocalRun, job: Job, restarts: int) -> str:
-    """The same work directory, run again as the next attempt; its first lines."""
-    env = {**os.environ, "SLURM_JOB_ID": "4242", "SLURM_RESTART_COUNT": str(restarts)}
-    env["PATH"] = f"{first.calls.parent / 'bin'}:{env['PATH']}"
-    script = first.calls.parent / "job.sh"
-    proc = subprocess.Popen(
-        ["bash", str(script)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 20
-    while not (first.work / "started").exists():
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.05)
-    time.sleep(0.3)
-    os.killpg(proc.pid, signal.SIGTERM)
-    return proc.communicate(timeout=20)[0]
 
 
 def test_a_job_that_finishes_when_warned_without_saving_completes(owner, cluster, tmp_path):
