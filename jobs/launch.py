@@ -224,7 +224,11 @@ def image_layout(image: ContainerImage | None, partition: Partition | None = Non
 def partition_limits() -> dict:
     """What the browser needs to show limits and prevent impossible requests."""
     clusters: dict[str, dict[str, Any]] = {}
-    for p in Partition.objects.filter(cluster__enabled=True).select_related("cluster"):
+    for p in (
+        Partition.objects.filter(cluster__enabled=True)
+        .select_related("cluster")
+        .prefetch_related("cluster__gpu_types")
+    ):
         c = clusters.setdefault(
             p.cluster.name, {"scratch": bool(p.cluster.scratch_root), "partitions": []}
         )

@@ -55,6 +55,7 @@ class Attempt:
     elapsed_seconds: int
     gpus: int  # held over all its nodes
     cpus: int
+    account: str = ""  # charged to
 
 
 @dataclass(frozen=True)

@@ -331,9 +331,14 @@ def record_attempts(self, job_ids: list[int]) -> None:
                 raise self.retry(countdown=backoff(self.request.retries)) from None
             log.warning("attempts of %s not read: %s", [j.pk for j in group], exc)
             continue
+        unsettled = False
         for job in group:
             if runs.get(job.scheduler_job_id):
                 JobAttempt.record(job, runs[job.scheduler_job_id])
+            unsettled |= job.is_final and not JobAttempt.settled(job)
+        if unsettled and self.request.retries < self.max_retries:
+            # Accounting has not recorded the end yet: read these jobs again a little later.
+            raise self.retry(countdown=backoff(self.request.retries))
 
 
 def _attempts_of(group: list[Job]) -> dict[str, list[schedulers.Attempt]]:

@@ -51,8 +51,11 @@ def monthly(runs, since: date | None = None, until: date | None = None) -> list[
     rows = (
         runs.annotate(
             month=TruncMonth("started_at"),
+            # As accounting recorded it; else as asked (the cluster's default if nothing).
             slurm_account=Coalesce(
-                NullIf(F("job__account"), Value("")), F("job__cluster__default_account")
+                NullIf(F("account"), Value("")),
+                NullIf(F("job__account"), Value("")),
+                F("job__cluster__default_account"),
             ),
         )
         .values("month", "job__owner__username", "slurm_account", "job__cluster__name")
@@ -122,11 +125,13 @@ def query(user, params) -> tuple[list[UsageRow], dict[str, str]]:
 
 
 def totals(rows: list[UsageRow]) -> dict[str, float]:
+    """The rows' sums (a job whose runs span two months counts in each)."""
     return {
         "jobs": sum(r.jobs for r in rows),
         "gpu_hours": sum(r.gpu_hours for r in rows),
         "cpu_hours": sum(r.cpu_hours for r in rows),
         "wall_hours": sum(r.wall_hours for r in rows),
+        "truncated": len(rows) >= settings.PORTAL_USAGE_MAX_ROWS,
     }
 
 
@@ -197,7 +202,10 @@ def idle_gpu_jobs(jobs, now: float | None = None) -> dict[int, Idle]:
     ids = list(jobs.filter(state=Job.State.RUNNING, gpus__gt=0).values_list("pk", flat=True)[:5000])
     if not ids:
         return {}
-    points = MetricPoint.objects.filter(GPU_UTIL, series__job_id__in=ids)
+    # The current run only: a requeued job's earlier attempt says nothing of this one.
+    points = MetricPoint.objects.filter(
+        GPU_UTIL, series__job_id__in=ids, series__attempt=F("series__job__attempt")
+    )
     recent = (
         points.filter(time__gte=now - window)
         .values("series__job_id")

@@ -75,7 +75,9 @@ class ClusterViewSet(RefuseNul, viewsets.ReadOnlyModelViewSet):
     pagination_class = None
 
     def get_queryset(self):
-        return Cluster.objects.filter(enabled=True).prefetch_related("partitions")
+        return Cluster.objects.filter(enabled=True).prefetch_related(
+            "partitions", "partitions__cluster__gpu_types"
+        )
 
 
 JOB_FILTERS = [

@@ -31,6 +31,8 @@ LAUNCH_FIELDS = (
     "command",
     "gpus",
     "gpu_type",
+    # A request by compute capability and memory, resolved once: "v100|a100" (or a type).
+    "gpu_constraint",
     "nodes",
     "tasks_per_node",
     "launcher",

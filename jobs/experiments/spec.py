@@ -195,6 +195,11 @@ def validate(data: dict) -> dict:
     if not isinstance(launch, dict):
         errors["launch"] = "The job every trial runs (the fields of POST /api/v1/jobs/)."
         launch = {}
+    if launch.get("resumable") or launch.get("max_attempts", 1) not in (1, None):
+        errors["launch.resumable"] = (
+            "Trials run as members of job arrays, which do not checkpoint and requeue "
+            "themselves: leave resumable and max_attempts out."
+        )
     raw_params = data.get("parameters")
     parameters: dict[str, dict] = {}
     if not isinstance(raw_params, dict) or not raw_params:

@@ -3,7 +3,7 @@ each with its own node, start, end and allocation. GPU-hours and CPU-hours add u
 
 from __future__ import annotations
 
-from django.db import models
+from django.db import models, transaction
 
 
 class JobAttempt(models.Model):
@@ -20,6 +20,8 @@ class JobAttempt(models.Model):
     # What the run held (AllocTRES): GPUs and CPUs over all its nodes.
     gpus = models.PositiveIntegerField(default=0)
     cpus = models.PositiveIntegerField(default=0)
+    # The Slurm account the run was charged to, as accounting recorded it.
+    account = models.CharField(max_length=64, blank=True)
 
     class Meta:
         ordering = ["job", "number"]
@@ -41,28 +43,50 @@ class JobAttempt(models.Model):
     @classmethod
     def record(cls, job, runs) -> int:
         """Store ``runs`` (jobs.schedulers.Attempt, oldest first, from accounting) as the
-        job's attempts 0, 1, ...; rows already there are updated. Returns how many changed."""
+        job's attempts 0, 1, ...; returns how many changed. Never goes back: an ended run
+        is not replaced by an older snapshot of it still running, nor a longer elapsed time
+        by a shorter one (two reads of one job may finish in either order)."""
+        from jobs.models import Job
+
         changed = 0
-        for number, run in enumerate(runs):
-            values = {
-                "scheduler_state": run.scheduler_state,
-                "node": run.node,
-                "started_at": run.started_at,
-                "ended_at": run.ended_at,
-                "elapsed_seconds": run.elapsed_seconds,
-                "gpus": run.gpus,
-                "cpus": run.cpus,
-            }
-            row, created = cls.objects.get_or_create(job=job, number=number, defaults=values)
-            if not created and any(getattr(row, k) != v for k, v in values.items()):
-                cls.objects.filter(pk=row.pk).update(**values)
-                created = True
-            changed += created
+        with transaction.atomic():
+            # One writer per job at a time (PostgreSQL row lock; SQLite writes serialise).
+            Job.objects.select_for_update().filter(pk=job.pk).values_list("pk").first()
+            have = {row.number: row for row in cls.objects.filter(job=job)}
+            for number, run in enumerate(runs):
+                values = {
+                    "scheduler_state": run.scheduler_state,
+                    "node": run.node,
+                    "started_at": run.started_at,
+                    "ended_at": run.ended_at,
+                    "elapsed_seconds": run.elapsed_seconds,
+                    "gpus": run.gpus,
+                    "cpus": run.cpus,
+                    "account": run.account,
+                }
+                row = have.get(number)
+                if row is None:
+                    cls.objects.create(job=job, number=number, **values)
+                    changed += 1
+                    continue
+                older = (row.ended_at is not None and run.ended_at is None) or (
+                    run.elapsed_seconds < row.elapsed_seconds
+                )
+                if not older and any(getattr(row, k) != v for k, v in values.items()):
+                    cls.objects.filter(pk=row.pk).update(**values)
+                    changed += 1
         if changed:
             from jobs.broadcast import publish_job
 
-            publish_job(job)  # the job page shows its runs
+            transaction.on_commit(lambda: publish_job(job))  # the job page shows its runs
         return changed
+
+    @classmethod
+    def settled(cls, job) -> bool:
+        """Whether accounting has told the whole story of an ended job: its last run has
+        ended. (slurmdbd may lag the controller by a few seconds.)"""
+        last = cls.objects.filter(job=job).order_by("-number").first()
+        return last is not None and last.ended_at is not None
 
 
 def usage_of(job) -> dict:

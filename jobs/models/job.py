@@ -115,7 +115,9 @@ class Job(models.Model):
         blank=True,
         validators=[MinValueValidator(1), MaxValueValidator(10_000)],
     )
-    gpu_constraint = models.CharField(max_length=400, blank=True, editable=False)
+    gpu_constraint = models.CharField(
+        max_length=limits.GPU_CONSTRAINT_MAX, blank=True, editable=False
+    )
     cpus = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)])
     memory_gb = models.PositiveIntegerField(default=4, validators=[MinValueValidator(1)])
     time_limit_minutes = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)])

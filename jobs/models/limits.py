@@ -123,5 +123,11 @@ def gpu_requirement_errors(job, partition) -> dict[str, str]:
         choice = choose(partition, described, capability, memory)
     except NoGpuMatches as exc:
         return {field: str(exc)}
+    if len(choice.constraint) > GPU_CONSTRAINT_MAX:
+        return {field: f"Too many GPU types match ({len(choice.types)}): ask for more."}
     job.gpu_type, job.gpu_constraint = choice.gres_type, choice.constraint
     return {}
+
+
+# Job.gpu_constraint's max_length: an OR of more types than fits is refused, not cut.
+GPU_CONSTRAINT_MAX = 400

@@ -9,8 +9,9 @@ export PORTAL_MAX_ATTEMPTS=${max_attempts}
 export PORTAL_CHECKPOINT_DIR="$$PORTAL_WORK_DIR/checkpoints"
 export PORTAL_CHECKPOINT_REQUEST="$$PORTAL_WORK_DIR/.portal-checkpoint-request"
 _portal_saved="$$PORTAL_CHECKPOINT_DIR/.portal-saved-on-request"
+_portal_stopped="$$PORTAL_WORK_DIR/.portal-stopped-for-requeue"
 mkdir -p "$$PORTAL_CHECKPOINT_DIR"
-rm -f "$$PORTAL_CHECKPOINT_REQUEST" "$$_portal_saved"
+rm -f "$$PORTAL_CHECKPOINT_REQUEST" "$$_portal_saved" "$$_portal_stopped"
 echo "portal: attempt $$PORTAL_ATTEMPT of $$PORTAL_MAX_ATTEMPTS; checkpoints in $$PORTAL_CHECKPOINT_DIR"
 _portal_warned=
 _portal_watchdog=
@@ -24,6 +25,7 @@ _portal_on_warning() {
         (
             sleep ${grace}
             echo "portal: still running ${grace} s after the warning: stopping it for the requeue"
+            : > "$$_portal_stopped"
             kill -TERM "$$_portal_child" 2>/dev/null
         ) &
         _portal_watchdog=$$!
@@ -33,8 +35,12 @@ trap _portal_on_warning USR2
 _portal_resume_or_end() {
     [ -n "$$_portal_warned" ] || return 0
     [ -n "$$_portal_watchdog" ] && kill "$$_portal_watchdog" 2>/dev/null
-    if [ "$$_portal_status" = 0 ] && [ ! -e "$$_portal_saved" ]; then
-        return 0  # it finished rather than checkpointing: completed
+    if [ -e "$$_portal_stopped" ]; then
+        :  # stopped after the grace period: the next attempt resumes from its last checkpoint
+    elif [ "$$_portal_status" = 0 ] && [ -e "$$_portal_saved" ]; then
+        :  # saved and exited, as asked
+    else
+        return 0  # it finished (exit 0: completed) or failed on its own: its status stands
     fi
     if [ "$$PORTAL_ATTEMPT" -ge "$$PORTAL_MAX_ATTEMPTS" ]; then
         # The run is not finished: the time limit ends this last attempt (TIMEOUT).
@@ -49,5 +55,6 @@ _portal_resume_or_end() {
         sleep infinity &
         wait $$!
     fi
-    echo "portal: scontrol requeue failed: the job ends here" >&2
+    echo "portal: scontrol requeue failed: the run ends here, unfinished" >&2
+    _portal_status=1
 }

@@ -5,6 +5,10 @@ ${directives}
 # work directory so you can read it or run it again with `sbatch job.sh`.
 set -u
 umask 077
+# A resumable job's warning before the time limit (USR2) may come before its handler is in
+# place (during module loads): remembered here, acted on once the command runs.
+_portal_early_warning=
+trap '_portal_early_warning=1' USR2
 ${identity}
 cd "$$PORTAL_WORK_DIR" || { echo "portal: cannot enter $$PORTAL_WORK_DIR" >&2; exit 1; }
 echo "portal: job $$PORTAL_JOB_ID (slurm $${SLURM_JOB_ID:-?}) on $${SLURMD_NODENAME:-$$(hostname)} at $$(date -Is); CUDA_VISIBLE_DEVICES=$${CUDA_VISIBLE_DEVICES:-}"
@@ -36,11 +40,19 @@ trap _portal_cleanup EXIT
 # Waits for the payload's process; a trapped signal (a resumable job's checkpoint
 # warning) interrupts `wait`, which then waits again. Sets _portal_status.
 _portal_wait_child() {
+    if [ -n "$$_portal_early_warning" ] && [ -n "$$_portal_resumable" ]; then
+        _portal_early_warning=
+        _portal_on_warning
+    fi
     while :; do
         wait "$$_portal_child"
         _portal_status=$$?
         kill -0 "$$_portal_child" 2>/dev/null || break
     done
+    # A command that ended while a trap ran: its own status (bash keeps it), not the trap's.
+    wait "$$_portal_child" 2>/dev/null
+    _portal_again=$$?
+    [ "$$_portal_again" != 127 ] && _portal_status=$$_portal_again
     _portal_child=
 }
 # Ends with the command's status; a resumable job may requeue itself instead.

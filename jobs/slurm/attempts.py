@@ -74,6 +74,7 @@ def parse_attempts(
                 elapsed_seconds=max(0, elapsed),
                 gpus=gpus,
                 cpus=cpus,
+                account=_text(entry.get("account"))[:64],
             )
             order = (_number(times.get("submission")) or 0, start)
             for scheduler_id in _sacct_ids(entry, job_id):

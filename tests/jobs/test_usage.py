@@ -2,7 +2,7 @@
 the CSV, the Usage page for users and staff, and GPUs held idle from nvidia-smi samples."""
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.test import override_settings
@@ -124,3 +124,34 @@ def test_the_usage_api_gives_the_same_rows_and_refuses_bad_months(runs, owner, s
     }
     everyone = factories.api_client(staff).get("/api/v1/usage/?from=2026-11&to=2026-11").json()
     assert {r["user"] for r in everyone} == {"owner", "bob"}
+
+
+def test_accounting_reads_never_go_back_and_the_account_charged_counts(owner, cluster):
+    from jobs.models import JobAttempt
+    from jobs.schedulers import Attempt
+
+    job = factories.job(owner, cluster, partition="gpu", gpus=1, account="asked")
+    running = Attempt("RUNNING", "node1", NOV, None, 60, 1, 2, account="charged")
+    ended = Attempt("COMPLETED", "node1", NOV, NOV + timedelta(seconds=90), 90, 1, 2, "charged")
+    assert JobAttempt.record(job, [ended]) == 1 and JobAttempt.settled(job)
+    assert JobAttempt.record(job, [running]) == 0  # an older snapshot, read later
+    row = job.attempts.get()
+    assert (row.scheduler_state, row.elapsed_seconds, row.ended_at) == (
+        "COMPLETED",
+        90,
+        ended.ended_at,
+    )
+    [usage_row] = usage.monthly(usage.attempts_for(owner))
+    assert usage_row.account == "charged"
+
+
+@override_settings(PORTAL_GPU_IDLE_MINUTES=30, PORTAL_GPU_IDLE_PERCENT=5)
+def test_an_earlier_attempts_samples_do_not_make_a_requeued_job_idle(owner, cluster):
+    now = time.time()
+    job = factories.job(owner, cluster, partition="gpu", gpus=1, state="running", attempt=1)
+    old = factories.gpu_samples(job, [0] * 40, end=now - 700)  # attempt 0, long idle
+    old.attempt = 0
+    old.save()
+    factories.gpu_samples(job, [0] * 10, end=now - 10, gpu=1)  # attempt 1: 9 minutes so far
+    job.metric_series.filter(key__startswith="sys/gpu1").update(attempt=1)
+    assert usage.idle_gpu_jobs(Job.objects.all(), now=now) == {}

@@ -261,3 +261,28 @@ def test_one_completed_trial_keeps_the_experiment_going(cluster, owner, image):
     bad = [Trial(number=n, state="failed", params={}, message="x") for n in (0, 2, 3)]
     assert controller.first_trials_all_failed([*bad, good]) == ""
     assert controller.first_trials_all_failed(bad).startswith("Stopped: the first 3 trials")
+
+
+def test_trials_keep_a_launch_by_gpu_capability_and_memory(
+    owner, cluster, image, django_capture_on_commit_callbacks
+):
+    factories.account(cluster, owner, "alice")
+    factories.image("host", supports_gpu=True)
+    factories.gpu_type(cluster, "v100", "7.0", 32, feature="v100")
+    factories.gpu_type(cluster, "a100", "8.0", 80, feature="a100")
+    launch = factories.experiment_spec("host", "train")["launch"] | {
+        "partition": "gpu",
+        "gpus": 1,
+        "min_gpu_memory_gb": 20,
+    }
+    made = factories.experiment(owner, launch=launch)
+    assert made.launch["gpu_constraint"] == "v100|a100"
+    step(made, django_capture_on_commit_callbacks)
+    jobs = Job.objects.filter(trial__experiment=made)
+    assert {(j.gpus, j.gpu_type, j.gpu_constraint) for j in jobs} == {(1, "", "v100|a100")}
+
+
+def test_a_resumable_launch_is_refused_for_an_experiment(owner, cluster, image):
+    with pytest.raises(spec.SpecError) as caught:
+        factories.experiment(owner, launch={"command": "train", "resumable": True})
+    assert "do not checkpoint and requeue" in caught.value.errors["launch.resumable"]

@@ -23,7 +23,7 @@ ON_NODE = Path(scripts.__file__).resolve().parents[1] / "on_node"
 
 # A training loop as the README shows it: checks should_checkpoint() every step, saves
 # (checkpoint_saved) and exits when asked, resumes from resume_step(). With IGNORE it never
-# looks; with FINISH it ends at once, exit 0, without saving.
+# looks; with FINISH it ends at once, exit 0, without saving; with CRASH it exits 3.
 TRAIN = r"""
 import os, sys, time
 import portal_metrics as pm
@@ -39,6 +39,8 @@ for step in range(start, start + 10_000):
         sys.exit(0)
     if mode == "finish" and pm.should_checkpoint():
         sys.exit(0)
+    if mode == "crash" and pm.should_checkpoint():
+        sys.exit(3)
 """
 
 
@@ -88,7 +90,7 @@ class LocalRun:
     """The rendered script of a resumable job started by bash here, as Slurm would start it
     (SLURM_JOB_ID, SLURM_RESTART_COUNT), with `scontrol` recording its arguments."""
 
-    def __init__(self, tmp_path: Path, job: Job, restarts: int = 0):
+    def __init__(self, tmp_path: Path, job: Job, restarts: int = 0, warn_at_once: bool = False):
         self.work = tmp_path / "work"
         bin_dir = tmp_path / "bin"
         self.calls = tmp_path / "scontrol.calls"
@@ -115,6 +117,9 @@ class LocalRun:
             text=True,
             start_new_session=True,
         )
+        if warn_at_once:  # before the command (or the handler) is there: during set-up
+            time.sleep(0.01)
+            self.warn()
         deadline = time.monotonic() + 20
         while not (self.work / "started").exists():
             assert time.monotonic() < deadline and self.proc.poll() is None, self.output()
@@ -202,3 +207,30 @@ def test_the_last_attempt_saves_but_waits_for_the_time_limit(owner, cluster, tmp
     assert run.scontrol_calls() == []
     out = run.stop()
     assert "attempt 3 was the last of 3" in out
+
+
+def test_a_job_that_fails_after_the_warning_fails_with_its_own_status(owner, cluster, tmp_path):
+    job = resumable_job(owner, cluster, command=_train_command("crash", tmp_path))
+    run = LocalRun(tmp_path, job)
+    run.warn()
+    assert run.proc.wait(timeout=15) == 3, run.output()  # not requeued, not disguised
+    assert run.scontrol_calls() == []
+
+
+def test_a_warning_during_set_up_is_acted_on_once_the_command_runs(owner, cluster, tmp_path):
+    job = resumable_job(owner, cluster, command=_train_command("save", tmp_path))
+    run = LocalRun(tmp_path, job, warn_at_once=True)
+    run.wait_for(lambda: run.scontrol_calls(), timeout=15)
+    assert run.scontrol_calls() == ["requeue 4242"]
+    assert "asking the job to checkpoint" in run.stop()
+
+
+def test_when_the_requeue_is_refused_the_run_ends_unfinished_not_completed(
+    owner, cluster, tmp_path
+):
+    job = resumable_job(owner, cluster, command=_train_command("save", tmp_path))
+    run = LocalRun(tmp_path, job)
+    (tmp_path / "bin" / "scontrol").write_text("#!/bin/sh\necho refused >&2\nexit 1\n")
+    run.warn()
+    assert run.proc.wait(timeout=15) == 1, run.output()
+    assert "scontrol requeue failed: the run ends here, unfinished" in run.output()

@@ -405,6 +405,7 @@ def test_each_run_of_a_requeued_gpu_job_with_what_it_held():
     assert [r.scheduler_state for r in runs["2"]] == ["REQUEUED", "COMPLETED"]
     assert [(r.gpus, r.cpus, r.node) for r in runs["2"]] == [(2, 1, "node1"), (2, 1, "node1")]
     assert [r.elapsed_seconds for r in runs["2"]] == [4, 8]
+    assert {r.account for r in runs["2"]} == {"portal"}  # charged to, as accounting says
     assert runs["2"][0].ended_at <= runs["2"][1].started_at
     # Under another name (the id reused by someone else's job) or user: nothing.
     assert parse_attempts(captured("sacct_requeued_gpu_job.json"), "hpcuser", {"2": "x"}) == {}
