@@ -226,19 +226,25 @@ def sync_jobs(jobs) -> int:
     ended. One account's trouble (an error, odd output) never stops another's sync.
     Returns the number of jobs that changed.
     """
-    by_account: dict[int, list[Job]] = defaultdict(list)
-    for job in jobs.exclude(scheduler_job_id="").select_related(
-        "cluster_account__cluster", "owner", "array"
-    ):
-        if job.cluster_account_id:
-            by_account[job.cluster_account_id].append(job)
     changed = 0
-    for group in by_account.values():
+    for group in by_account(jobs):
         try:
             changed += _sync_account(group)
         except Exception:  # noqa: BLE001 - isolate accounts from each other
             log.exception("sync of %s failed; other accounts go on", group[0].cluster_account)
     return changed
+
+
+def by_account(jobs) -> list[list[Job]]:
+    """The submitted ones among ``jobs``, one group per cluster account (each group is one
+    connection and O(1) scheduler commands)."""
+    groups: dict[int, list[Job]] = defaultdict(list)
+    for job in jobs.exclude(scheduler_job_id="").select_related(
+        "cluster_account__cluster", "owner", "array"
+    ):
+        if job.cluster_account_id:
+            groups[job.cluster_account_id].append(job)
+    return list(groups.values())
 
 
 def _sync_account(group: list[Job]) -> int:
@@ -315,15 +321,7 @@ def _advance_experiments_of(ended: list[Job]) -> None:
 def record_attempts(self, job_ids: list[int]) -> None:
     """Each run of these jobs (attempts of requeued ones) with the GPUs and CPUs it held and
     for how long, from accounting: one command per cluster account."""
-    by_account: dict[int, list[Job]] = defaultdict(list)
-    for job in (
-        Job.objects.filter(pk__in=job_ids[:1000])
-        .exclude(scheduler_job_id="")
-        .select_related("cluster_account__cluster", "array")
-    ):
-        if job.cluster_account_id:
-            by_account[job.cluster_account_id].append(job)
-    for group in by_account.values():
+    for group in by_account(Job.objects.filter(pk__in=job_ids[:1000])):
         try:
             runs = _attempts_of(group)
         except ssh.SlurmError as exc:

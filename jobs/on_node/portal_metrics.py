@@ -435,10 +435,14 @@ def should_checkpoint() -> bool:
     return _Request.asked
 
 
+def _checkpoint_folder() -> str:
+    return os.environ.get("PORTAL_CHECKPOINT_DIR") or os.path.join(os.getcwd(), "checkpoints")
+
+
 def checkpoint_dir() -> str:
     """Where checkpoints go: PORTAL_CHECKPOINT_DIR (kept across attempts), made if missing;
     ``./checkpoints`` outside a resumable job."""
-    path = os.environ.get("PORTAL_CHECKPOINT_DIR") or os.path.join(os.getcwd(), "checkpoints")
+    path = _checkpoint_folder()
     os.makedirs(path, exist_ok=True)
     return path
 
@@ -461,10 +465,7 @@ def checkpoint_saved(step: int) -> None:
 
 def resume_step() -> int | None:
     """The step of the last checkpoint_saved() (in this or an earlier attempt), or None."""
-    path = os.path.join(
-        os.environ.get("PORTAL_CHECKPOINT_DIR") or os.path.join(os.getcwd(), "checkpoints"),
-        _CHECKPOINT_MARK,
-    )
+    path = os.path.join(_checkpoint_folder(), _CHECKPOINT_MARK)
     try:
         with open(path, encoding="utf-8") as fh:
             step = json.loads(fh.read(4096)).get("step")

@@ -82,15 +82,19 @@ def gres_options(job: Job) -> list[tuple[str, str]]:
         return []
     if job.gpu_constraint:
         # One of several GPU types (features or, with gpu_type_as_constraint, types).
-        alternatives = job.gpu_constraint.split("|")
-        if not all(_FEATURE.match(a) for a in alternatives):
-            raise ScriptError(f"refusing to render --constraint={job.gpu_constraint!r}")
         return [("gres", f"gpu:{job.gpus}"), ("constraint", job.gpu_constraint)]
     if job.gpu_type and job.partition.gpu_type_as_constraint:
         return [("gres", f"gpu:{job.gpus}"), ("constraint", job.gpu_type)]
     if job.gpu_type:
         return [("gres", f"gpu:{job.gpu_type}:{job.gpus}")]
     return [("gres", f"gpu:{job.gpus}")]
+
+
+def _constraint_directive(value: str) -> str:
+    """--constraint=a|b: node features (or type names), each checked whole, joined by "|"."""
+    if not all(_FEATURE.match(name) for name in value.split("|")):
+        raise ScriptError(f"refusing to render --constraint={value!r}")
+    return f"#SBATCH --constraint={value}"
 
 
 def memory_option(job: Job) -> tuple[str, str]:
@@ -128,9 +132,7 @@ def directives(job: Job, work_dir: str, logs: str = "") -> list[str]:
         # checkpoint and requeue itself (on_node/wrapper.sh).
         options.append(("signal", f"B:USR2@{int(job.checkpoint_warning_seconds)}"))
     lines = [
-        f"#SBATCH --constraint={value}"  # checked by gres_options: names joined by "|"
-        if option == "constraint" and "|" in str(value)
-        else _directive(option, value)
+        _constraint_directive(str(value)) if option == "constraint" else _directive(option, value)
         for option, value in options
     ]
     if job.resumable:
