@@ -9,13 +9,15 @@ SESSION_PORT ?= 8443
 
 # Chromium for the end-to-end tests: Debian's package (Playwright's own download
 # is not possible on machines without internet access).
-.PHONY: help venv services services-down browser devcluster devcluster-down demo-setup demo test bench lint typecheck format clean
+.PHONY: help venv services services-down browser devcluster devcluster-down condorpool condorpool-down demo-setup demo test bench lint typecheck format clean
 
 help:
 	@echo "make demo            set everything up and run the portal at http://localhost:$(PORT)/"
 	@echo "make test            set everything up and run the whole test suite"
 	@echo "make devcluster      start the local Slurm + sshd dev cluster (root)"
 	@echo "make devcluster-down stop it"
+	@echo "make condorpool      start the local HTCondor pool + its sshd (root)"
+	@echo "make condorpool-down stop it"
 	@echo "make services-down   stop the portal's own Redis (make clean does too)"
 	@echo "make bench           benchmarks in bench/ (dev cluster)"
 	@echo "make lint            ruff and mypy"
@@ -53,7 +55,21 @@ endif
 devcluster-down:
 	@bash deploy/devcluster/down.sh
 
-demo-setup: venv services devcluster
+# A one-machine HTCondor pool (Debian trixie's minicondor in a debootstrap root, built
+# once into /var/lib/portal-condorpool) with its own sshd: the second scheduler.
+condorpool: venv
+ifeq ($(IS_ROOT),yes)
+	@bash deploy/condorpool/up.sh
+	@$(DEMO_ENV) $(PY) manage.py migrate --noinput -v0
+	@$(DEMO_ENV) $(PY) manage.py register_condorpool
+else
+	@echo "condorpool: skipped (needs root); run 'sudo make condorpool' for a local HTCondor pool"
+endif
+
+condorpool-down:
+	@bash deploy/condorpool/down.sh
+
+demo-setup: venv services devcluster condorpool
 	@$(DEMO_ENV) $(PY) manage.py migrate --noinput -v0
 	@$(DEMO_ENV) $(PY) manage.py collectstatic --noinput -v0
 	@$(DEMO_ENV) $(PY) manage.py make_dev_certs
@@ -61,6 +77,7 @@ demo-setup: venv services devcluster
 	@$(DEMO_ENV) $(PY) manage.py create_demo_user
 ifeq ($(IS_ROOT),yes)
 	@$(DEMO_ENV) $(PY) manage.py register_devcluster --account demo=hpcuser
+	@$(DEMO_ENV) $(PY) manage.py register_condorpool --account demo=condoruser
 endif
 
 demo: demo-setup
@@ -70,7 +87,7 @@ demo: demo-setup
 		exec .venv/bin/honcho -d . -f deploy/Procfile.demo start
 
 # Type errors fail the run before anything is set up.
-test: venv typecheck services browser devcluster
+test: venv typecheck services browser devcluster condorpool
 	@PORTAL_DEMO=1 $(PY) manage.py collectstatic --noinput -v0
 	@bash deploy/run-tests.sh
 

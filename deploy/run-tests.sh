@@ -10,8 +10,9 @@ if [ -n "${PORTAL_TEST_DATABASE_URL:-}" ]; then
 else
     echo "run-tests: database SQLite (embedded default)"
 fi
-# As root (CI, dev machines) the dev cluster is up: its tests must run, not skip.
-[ "$(id -u)" = 0 ] && export PORTAL_REQUIRE_DEVCLUSTER=1
+# As root (CI, dev machines) the dev cluster and the HTCondor pool are up: their tests
+# must run, not skip.
+[ "$(id -u)" = 0 ] && export PORTAL_REQUIRE_DEVCLUSTER=1 PORTAL_REQUIRE_CONDORPOOL=1
 export PORTAL_DEMO=1
 # Cache keys (job locks, API throttling) apart from a `make demo` on the same Redis.
 export PORTAL_CACHE_PREFIX=portal-test-$$

@@ -63,18 +63,19 @@ class GpuTypeInline(admin.TabularInline):
 class ClusterAdmin(admin.ModelAdmin):
     list_display = (
         "name",
+        "scheduler",
         "ssh_endpoint",
         "trust",
         "default_account",
         "partition_count",
         "enabled",
     )
-    list_filter = ("enabled", "login_mode")
+    list_filter = ("enabled", "scheduler", "login_mode")
     search_fields = ("name", "ssh_host", "description")
     readonly_fields = ("host_key_fingerprint",)
     inlines = [PartitionInline, GpuTypeInline]
     fieldsets = (
-        (None, {"fields": ("name", "description", "enabled")}),
+        (None, {"fields": ("name", "description", "scheduler", "enabled")}),
         (
             "SSH",
             {"fields": ("ssh_host", "ssh_port", "host_key", "host_key_fingerprint", "login_mode")},

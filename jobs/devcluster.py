@@ -1,4 +1,5 @@
-"""Register the dev cluster that deploy/devcluster/up.sh started in the portal database."""
+"""Register the dev cluster that deploy/devcluster/up.sh started (Slurm, cluster.json) or
+the HTCondor pool of deploy/condorpool/up.sh (pool.json) in the portal database."""
 
 from __future__ import annotations
 
@@ -16,13 +17,13 @@ class DevclusterMissing(Exception):
     pass
 
 
-def read_info(state_dir: Path) -> dict:
-    path = Path(state_dir) / "cluster.json"
+def read_info(state_dir: Path, name: str = "cluster.json", target: str = "devcluster") -> dict:
+    path = Path(state_dir) / name
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:
         raise DevclusterMissing(
-            f"{path} does not exist: start the dev cluster with `make devcluster` (as root)"
+            f"{path} does not exist: start it with `make {target}` (as root)"
         ) from None
 
 
@@ -41,14 +42,17 @@ def register(info: dict, accounts: dict[str, str] | None = None) -> Cluster:
     cluster, _ = Cluster.objects.update_or_create(
         name=info["name"],
         defaults={
-            "description": "Two-node Slurm on this machine (make devcluster)",
+            "description": info.get(
+                "description", "Two-node Slurm on this machine (make devcluster)"
+            ),
+            "scheduler": info.get("scheduler", Cluster.Scheduler.SLURM),
             "ssh_host": info["ssh_host"],
             "ssh_port": info["ssh_port"],
             "host_key": info["host_key"],
             "login_mode": Cluster.LoginMode.PER_USER,
             "default_account": "",
             "home_root": "/home/{user}",
-            "scratch_root": "/scratch/{user}",
+            "scratch_root": info.get("scratch_root", "/scratch/{user}"),
             "enabled": True,
         },
     )
@@ -78,11 +82,11 @@ def register(info: dict, accounts: dict[str, str] | None = None) -> Cluster:
                 f"{k['name']} ({k['compute_capability']}, {k['memory_gb']} GB)" for k in described
             ),
             gpu_types=gpu_type,
-            max_gpus_per_job=4,
+            max_gpus_per_job=info.get("max_gpus", 4),
             max_nodes=nodes,
             max_gpus_per_node=info.get("gpus_per_node", 4),
-            max_cpus_per_job=8,
-            max_memory_gb=16,
+            max_cpus_per_job=info.get("max_cpus", 8),
+            max_memory_gb=info.get("max_memory_gb", 16),
             # Four default jobs fit the two nodes (16 CPUs, 31 GB, 2 GPUs each) side by side.
             default_gpus=1,
             default_cpus=2,
@@ -101,8 +105,8 @@ def register(info: dict, accounts: dict[str, str] | None = None) -> Cluster:
             max_gpus_per_job=0,
             max_nodes=nodes,
             max_gpus_per_node=0,
-            max_cpus_per_job=8,
-            max_memory_gb=16,
+            max_cpus_per_job=info.get("max_cpus", 8),
+            max_memory_gb=info.get("max_memory_gb", 16),
             default_cpus=2,
             default_memory_gb=4,
             max_time_minutes=30,

@@ -3,9 +3,10 @@ cut to what the portal needs).
 
 An adapter turns its scheduler's commands and output into ``Status``: the portal's state
 (jobs/models/choices.py), the reason in words, the node, times and exit code. ``Job``
-applies only these neutral values (``Job.apply_scheduler_status``). Slurm is the one
-adapter today (jobs/slurm/: commands in operations.py, parsing in parsers.py, mapping in
-status.py); another scheduler adds a package beside it and a branch in ``for_cluster``.
+applies only these neutral values (``Job.apply_scheduler_status``). Two adapters:
+Slurm (jobs/slurm/: commands in operations.py, parsing in parsers.py, mapping in
+status.py, scripts in scripts.py) and HTCondor (jobs/htcondor/, the same split, reusing
+the Slurm package's job-script body and SSH layer); ``Cluster.scheduler`` chooses.
 """
 
 from __future__ import annotations
@@ -69,6 +70,25 @@ class Scheduler(Protocol):
 
     name: str
 
+    def render(
+        self,
+        job: Job,
+        work_dir: str,
+        register_url: str = "",
+        metrics_url: str = "",
+        system_interval: float = 0,
+    ) -> str:
+        """What ``submit`` sends for ``job``; kept as the job's script (shown on its page)."""
+        ...
+
+    def render_array(self, array, members: list, work_dir: str, system_interval: float = 0) -> str:
+        """What ``submit_array`` sends for an array's members (jobs.slurm.scripts.Member)."""
+        ...
+
+    def member_id(self, array_id: str, index: int) -> str:
+        """The scheduler's id of an array's member (Slurm "12_3", HTCondor "12.3")."""
+        ...
+
     def submit(
         self,
         conn: Connection,
@@ -110,13 +130,22 @@ class Scheduler(Protocol):
 
 def for_cluster(cluster: Cluster) -> Scheduler:
     """The adapter for ``cluster``'s scheduler."""
+    if cluster.scheduler == "htcondor":
+        from jobs.htcondor.scheduler import HTCONDOR
+
+        return HTCONDOR
     from jobs.slurm.scheduler import SLURM
 
     return SLURM
 
 
-def held_reasons() -> frozenset[str]:
-    """Stored pending reasons that mean 'held': the job waits until it is released."""
+# How an adapter starts a pending reason that means "held" in the scheduler's own words
+# (HTCondor's HoldReason): "held: <reason>".
+HELD_PREFIX = "held: "
+
+
+def is_held_reason(reason: str) -> bool:
+    """A stored pending reason that means 'held': the job waits until it is released."""
     from jobs.slurm.status import HELD_TEXTS
 
-    return HELD_TEXTS
+    return reason in HELD_TEXTS or reason.startswith(HELD_PREFIX)

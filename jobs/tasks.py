@@ -58,12 +58,13 @@ def submit_job(self, job_id: int) -> None:
 
         metrics_token = issue_token(job)
         metrics_url = metrics_upload_url(job)
-        script = scripts.render(
+        scheduler = schedulers.for_cluster(job.cluster)
+        script = scheduler.render(
             job, work_dir, register_url, metrics_url, settings.PORTAL_SYSTEM_METRICS_INTERVAL
         )
         submission = operations.on_account(
             account,
-            lambda conn: schedulers.for_cluster(job.cluster).submit(
+            lambda conn: scheduler.submit(
                 conn, work_dir, job.slurm_name, script, secret, metrics_token
             ),
         )
@@ -149,13 +150,13 @@ def submit_array(self, array_id: int) -> None:
     try:
         work_dir = scripts.array_work_dir(array, account.username, members[0].work_dir_kind)
         tokens = [(job.array_index or 0, issue_token(job)) for job in members]
-        script = scripts.render_array(
+        scheduler = schedulers.for_cluster(array.cluster)
+        script = scheduler.render_array(
             array,
             [array_member(job, metrics_upload_url(job)) for job in members],
             work_dir,
             settings.PORTAL_SYSTEM_METRICS_INTERVAL,
         )
-        scheduler = schedulers.for_cluster(array.cluster)
         submission = operations.on_account(
             account,
             lambda conn: scheduler.submit_array(conn, work_dir, array.slurm_name, script, tokens),
@@ -172,7 +173,7 @@ def submit_array(self, array_id: int) -> None:
     )
     adopted = "Adopted the job array an earlier attempt submitted." if submission.adopted else ""
     for job in members:
-        task_id = f"{submission.scheduler_id}_{job.array_index}"
+        task_id = scheduler.member_id(submission.scheduler_id, job.array_index or 0)
         moved = job.transition(
             Job.State.PENDING,
             expect=queued,

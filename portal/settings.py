@@ -277,6 +277,8 @@ PORTAL_METRICS_INGEST_RATE = env_str("PORTAL_METRICS_INGEST_RATE", "600/min")
 PORTAL_METRICS_MAX_FILES = env_int("PORTAL_METRICS_MAX_FILES", 256, minimum=1)
 # Where `make devcluster` keeps its state (keys, ports) for registration.
 DEVCLUSTER_DIR = Path(env_str("PORTAL_DEVCLUSTER_DIR", "/var/lib/portal-devcluster"))
+# Where `make condorpool` keeps its state (the trixie root, keys, pool.json).
+CONDORPOOL_DIR = Path(env_str("PORTAL_CONDORPOOL_DIR", "/var/lib/portal-condorpool"))
 
 # Renamed (they sat beside Django's own SESSION_* settings): an old name in the environment
 # stops the start instead of being ignored in favour of a default.

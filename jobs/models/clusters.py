@@ -23,8 +23,19 @@ class Cluster(models.Model):
         PER_USER = "per_user", "Each portal user logs in with their own cluster account"
         SERVICE = "service", "One service account runs every user's jobs"
 
+    class Scheduler(models.TextChoices):
+        SLURM = "slurm", "Slurm"
+        HTCONDOR = "htcondor", "HTCondor"
+
     name = models.SlugField(max_length=64, unique=True)
     description = models.CharField(max_length=200, blank=True)
+    scheduler = models.CharField(
+        max_length=16,
+        choices=Scheduler.choices,
+        default=Scheduler.SLURM,
+        help_text="The batch system behind the login node (an HTCondor access point): what "
+        "the portal submits with. README, 'Schedulers', says what each one supports.",
+    )
     ssh_host = models.CharField(max_length=253, validators=[validators.hostname])
     ssh_port = models.PositiveIntegerField(
         default=22, validators=[MinValueValidator(1), MaxValueValidator(65535)]

@@ -18,7 +18,7 @@ from jobs.access import sees_every_job
 from jobs.broadcast import publish_job
 from jobs.hostlist import expand_hostlist
 from jobs.models import choices, limits
-from jobs.schedulers import REASON_MAX_LENGTH, Status, held_reasons
+from jobs.schedulers import REASON_MAX_LENGTH, Status, is_held_reason
 from jobs.text import error_tail
 
 
@@ -268,7 +268,7 @@ class Job(models.Model):
     def is_held(self) -> bool:
         """Pending and held (by the user, an administrator, or the scheduler after a failed
         launch): it waits until released."""
-        return self.state == self.State.PENDING and self.pending_reason in held_reasons()
+        return self.state == self.State.PENDING and is_held_reason(self.pending_reason)
 
     @property
     def is_active(self) -> bool:

@@ -2,7 +2,8 @@
 ${directives}
 #
 # Rendered by the HPC portal for ${rendered_for}. Kept in the job's
-# work directory so you can read it or run it again with `sbatch job.sh`.
+# work directory so you can read it or run it again (`sbatch job.sh`; on HTCondor
+# `condor_submit job.sub`).
 set -u
 umask 077
 # A resumable job's warning before the time limit (USR2) may come before its handler is in
@@ -11,7 +12,7 @@ _portal_early_warning=
 trap '_portal_early_warning=1' USR2
 ${identity}
 cd "$$PORTAL_WORK_DIR" || { echo "portal: cannot enter $$PORTAL_WORK_DIR" >&2; exit 1; }
-echo "portal: job $$PORTAL_JOB_ID (slurm $${SLURM_JOB_ID:-?}) on $${SLURMD_NODENAME:-$$(hostname)} at $$(date -Is); CUDA_VISIBLE_DEVICES=$${CUDA_VISIBLE_DEVICES:-}"
+echo "portal: job $$PORTAL_JOB_ID ($${PORTAL_SCHEDULER:-slurm} $${SLURM_JOB_ID:-$${PORTAL_SCHEDULER_JOB_ID:-?}}) on $${SLURMD_NODENAME:-$$(hostname)} at $$(date -Is); CUDA_VISIBLE_DEVICES=$${CUDA_VISIBLE_DEVICES:-}"
 ${modules}
 # Training metrics: `import portal_metrics; portal_metrics.log(step=..., loss=...)` appends
 # to metrics/rank-<SLURM_PROCID>.jsonl and, when the portal is reachable, uploads with the

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from jobs.models.choices import State
 from jobs.schedulers import Attempt, Status, Submission
-from jobs.slurm import operations
+from jobs.slurm import operations, scripts
 from jobs.slurm.status import to_status
 
 if TYPE_CHECKING:
@@ -17,6 +17,22 @@ if TYPE_CHECKING:
 
 class Slurm:
     name = "Slurm"
+
+    def render(
+        self,
+        job: Job,
+        work_dir: str,
+        register_url: str = "",
+        metrics_url: str = "",
+        system_interval: float = 0,
+    ) -> str:
+        return scripts.render(job, work_dir, register_url, metrics_url, system_interval)
+
+    def render_array(self, array, members: list, work_dir: str, system_interval: float = 0) -> str:
+        return scripts.render_array(array, members, work_dir, system_interval)
+
+    def member_id(self, array_id: str, index: int) -> str:
+        return f"{array_id}_{int(index)}"
 
     def submit(
         self,

@@ -153,7 +153,7 @@ def container_launch(
     """The argv prefix that runs a command inside the image (empty for the host), in
     ``work_dir``, with ``bind`` (default: the work directory) mounted."""
     bind = bind or work_dir
-    # An array's script names its member's directory by $SLURM_ARRAY_TASK_ID: those words
+    # An array's script names its member's directory by $PORTAL_ARRAY_INDEX: those words
     # are left for the batch shell to expand (Expand checks them against its pattern).
     work_dir, volume, bind = (
         Expand(w) if "$" in w else w for w in (work_dir, f"{bind}:{bind}", bind)
@@ -227,12 +227,17 @@ def render(
     register_url: str = "",
     metrics_url: str = "",
     system_interval: float = 0,
+    *,
+    header: list[str] | None = None,
+    container: bool = True,
 ) -> str:
     """The complete job script for ``job``, to run from ``work_dir``.
 
     ``register_url`` is where a notebook job announces itself, ``metrics_url``
     where the metrics client uploads (empty: the portal finds both through the
-    job's files instead).
+    job's files instead). ``header``: the lines after ``#!/bin/bash`` (default: the
+    #SBATCH directives); ``container``: the script starts the image's runtime itself
+    (False where the scheduler does, as HTCondor's ``container_image``).
     """
     identity = "\n".join(
         [
@@ -243,10 +248,10 @@ def render(
     )
     return _wrap(
         job,
-        directives(job, work_dir),
+        directives(job, work_dir) if header is None else header,
         identity,
         f"portal job {int(job.pk)}",
-        _payload(job, work_dir, register_url, shlex.quote(job.command)),
+        _payload(job, work_dir, register_url, shlex.quote(job.command), container),
         system_interval,
     )
 
@@ -267,27 +272,42 @@ _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,63}\Z")
 _FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 
 
-def render_array(array, members: list[Member], work_dir: str, system_interval: float = 0) -> str:
-    """One script for every member of ``array`` (Slurm runs it once per array task): the
-    shared request, then a table from ``$SLURM_ARRAY_TASK_ID`` to the member's job id,
-    work directory ``<work_dir>/<index>``, command, environment and files. The members
-    share everything else (image, resources, launcher): they come from one launch."""
+def render_array(
+    array,
+    members: list[Member],
+    work_dir: str,
+    system_interval: float = 0,
+    *,
+    header: list[str] | None = None,
+    container: bool = True,
+) -> str:
+    """One script for every member of ``array`` (the scheduler runs it once per array task
+    or proc): the shared request, then a table from ``$PORTAL_ARRAY_INDEX`` (Slurm's
+    ``$SLURM_ARRAY_TASK_ID``, or set by the scheduler's submit description) to the
+    member's job id, work directory ``<work_dir>/<index>``, command, environment and
+    files. The members share everything else (image, resources, launcher): they come
+    from one launch. ``header`` and ``container`` as for ``render``."""
     if not members:
         raise ScriptError("an array needs members")
     first = members[0].job
-    options = [
-        line
-        for line in directives(first, work_dir, logs="%a")
-        if not line.startswith(("#SBATCH --job-name=", "#SBATCH --comment=", "#SBATCH --chdir"))
+    if header is None:
+        header = [
+            _directive("job-name", array.slurm_name),
+            _directive("comment", array.slurm_comment),
+            _array_directive(array.task_spec(len(members))),
+            _directive("chdir", work_dir),
+            *[
+                line
+                for line in directives(first, work_dir, logs="%a")
+                if not line.startswith(
+                    ("#SBATCH --job-name=", "#SBATCH --comment=", "#SBATCH --chdir")
+                )
+            ],
+        ]
+    table = [
+        "export PORTAL_ARRAY_INDEX=${SLURM_ARRAY_TASK_ID:-${PORTAL_ARRAY_INDEX:-}}",
+        'case "$PORTAL_ARRAY_INDEX" in',
     ]
-    options = [
-        _directive("job-name", array.slurm_name),
-        _directive("comment", array.slurm_comment),
-        _array_directive(array.task_spec(len(members))),
-        _directive("chdir", work_dir),
-        *options,
-    ]
-    table = ['case "${SLURM_ARRAY_TASK_ID:-}" in']
     for index, member in enumerate(members):
         if member.job.array_index != index:
             raise ScriptError(f"array member {member.job.pk} is not at index {index}")
@@ -308,22 +328,23 @@ def render_array(array, members: list[Member], work_dir: str, system_interval: f
         table += [f"    {line}" for line in lines]
         table.append("    ;;")
     table += [
-        '*) echo "portal: array task ${SLURM_ARRAY_TASK_ID:-?} is not in this script" >&2; exit 1 ;;',
+        '*) echo "portal: array task ${PORTAL_ARRAY_INDEX:-?} is not in this script" >&2; exit 1 ;;',
         "esac",
     ]
     identity = "\n".join(
         [
             "# Which member of the array this task is: its job, command and parameters.",
-            f'export PORTAL_WORK_DIR={shlex.quote(work_dir)}/"${{SLURM_ARRAY_TASK_ID:-}}"',
-            *table,
+            *table[:1],
+            f'export PORTAL_WORK_DIR={shlex.quote(work_dir)}/"$PORTAL_ARRAY_INDEX"',
+            *table[1:],
         ]
     )
     return _wrap(
         first,
-        options,
+        header,
         identity,
         f"portal job array {int(array.pk)} ({len(members)} members)",
-        _payload(first, f"{work_dir}/$SLURM_ARRAY_TASK_ID", "", '"$PORTAL_COMMAND"'),
+        _payload(first, f"{work_dir}/$PORTAL_ARRAY_INDEX", "", '"$PORTAL_COMMAND"', container),
         system_interval,
     )
 
@@ -376,19 +397,23 @@ def checkpoint_lines(job: Job) -> str:
     )
 
 
-def _payload(job: Job, work_dir: str, register_url: str, command: str) -> str:
+def _payload(
+    job: Job, work_dir: str, register_url: str, command: str, container: bool = True
+) -> str:
     """What the job runs, after the wrapper's set-up. ``command`` is the user's command as
-    one shell word: quoted text, or ``"$PORTAL_COMMAND"`` in an array's script."""
+    one shell word: quoted text, or ``"$PORTAL_COMMAND"`` in an array's script;
+    ``container``: start the image's runtime here (else the scheduler has)."""
     if job.kind == Job.Kind.BATCH:
         if not job.command.strip():
             raise ScriptError("a batch job needs a command")
         if job.is_distributed:
             return distributed_payload(job, work_dir, command)
-        launch = " ".join(_word(a) for a in container_launch(job.image, job.gpus, work_dir))
+        argv = container_launch(job.image, job.gpus, work_dir) if container else []
+        launch = " ".join(_word(a) for a in argv)
         return _template("batch/payload.sh").substitute(launch=launch, command=command)
     if job.kind in Job.SESSION_KINDS:
         root = work_root(work_dir)
-        argv = container_launch(job.image, job.gpus, work_dir, bind=root)
+        argv = container_launch(job.image, job.gpus, work_dir, bind=root) if container else []
         folder = shlex.quote(f"{root}/{job.notebook_dir}" if job.notebook_dir else root)
         # What every session kind shares: its port and secret, then its registration.
         common = {

@@ -58,6 +58,25 @@ def sync_until(job: Job, states: set[str], timeout: float = 60) -> Job:
     raise AssertionError(f"job {job.pk} is {job.state} ({job.message}), wanted {states}")
 
 
+def renamed_itself(job: Job, timeout: float = 60) -> None:
+    """Wait until the job has run its ``scontrol update`` (before: the check could sync
+    before the job started, see the name unchanged and fail at random)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        shown = subprocess.run(
+            ["scontrol", "show", "job", job.scheduler_job_id],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
+        if "JobName=n\n" in shown:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"job {job.scheduler_job_id} never renamed itself")
+
+
 def test_a_separator_or_newline_in_a_comment_does_not_stall_the_accounts_other_jobs(
     devcluster, owner, hostile_jobs
 ):
@@ -70,6 +89,7 @@ def test_a_separator_or_newline_in_a_comment_does_not_stall_the_accounts_other_j
         devcluster,
         "scontrol update JobId=$SLURM_JOB_ID Comment=$'p\\x1fq\\nr' JobName=$'n\\nm'; sleep 60",
     )
+    renamed_itself(inside)
     job = portal_job(owner, devcluster, "echo done")
     job = sync_until(job, {"completed", "failed"})
     assert (job.state, job.exit_code) == ("completed", 0)

@@ -164,7 +164,7 @@ def test_a_multi_node_trial_starts_its_members_command_through_the_launcher(owne
     assert start.endswith('bash -c "$PORTAL_COMMAND" &')
     assert "python train.py" not in start
     # The container gets the member's own directory, expanded by the batch shell.
-    assert f'--pwd "{WORK}/$SLURM_ARRAY_TASK_ID"' in start
+    assert f'--pwd "{WORK}/$PORTAL_ARRAY_INDEX"' in start
     assert "PORTAL_COMMAND='python train.py --lr=0.1'" in script
     assert "#SBATCH --nodes=2" in script and "#SBATCH --array=0-0%1" in script
     subprocess.run(["bash", "-n"], input=script, text=True, check=True)

@@ -1,0 +1,322 @@
+"""HTCondor commands on one account's connection to an access point: submit, query,
+cancel, release.
+
+Remote shell snippets here are fixed text; every value reaches them as a positional
+parameter (``bash -c SCRIPT name ARG1 ARG2``) and is checked there before it is used in a
+ClassAd constraint. Constraints built here hold only numbers and pattern-checked names.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from jobs.htcondor import parsers
+from jobs.htcondor.submit import SEPARATOR
+from jobs.schedulers import Attempt, Submission
+from jobs.slurm import ssh
+
+log = logging.getLogger(__name__)
+
+# One condor_q or condor_history answer; larger is refused, not read in part.
+QUERY_MAX_BYTES = 32 * 1024 * 1024
+# How far back condor_history looks for an adopted or ended job (ads, newest first).
+HISTORY_SCAN_LIMIT = 20_000
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
+
+
+class SchedulerUnavailable(ssh.SlurmError):
+    """The schedd answered with an error that means 'busy or down, try again'."""
+
+    transient = True
+
+
+def run(
+    conn: ssh.Connection,
+    argv: list[str],
+    *,
+    stdin: str | None = None,
+    check: bool = True,
+    max_bytes: int | None = None,
+) -> ssh.Result:
+    """Run an HTCondor command; 'schedd unreachable' becomes SchedulerUnavailable."""
+    try:
+        return conn.run(argv, stdin=stdin, check=check, max_bytes=max_bytes)
+    except ssh.CommandFailed as exc:
+        if parsers.is_transient(exc.stderr or str(exc)):
+            raise SchedulerUnavailable(
+                str(exc), command=exc.command, stderr=exc.stderr, exit_status=exc.exit_status
+            ) from None
+        raise
+
+
+# The submit step: the description and script from stdin into job.sub and job.sh, then
+# condor_submit unless this job (or array) was submitted already: a retried or duplicated
+# submit finds the recorded id, or the job by its unique PortalName in the queue or the
+# history, instead of submitting twice. flock serialises two workers.
+_ADOPT_OR_SUBMIT = r"""
+case $name in ''|*[!A-Za-z0-9_.-]*) echo "portal: bad job name" >&2; exit 3 ;; esac
+: > job.sub.tmp
+while IFS= read -r line; do
+    [ "$line" = "$separator" ] && break
+    printf '%s\n' "$line" >> job.sub.tmp
+done
+cat > job.sh.tmp
+chmod 700 job.sh.tmp
+mv -f job.sub.tmp job.sub
+mv -f job.sh.tmp job.sh
+exec 9>>.submit.lock
+if command -v flock >/dev/null 2>&1; then flock 9; fi
+if [ -s .scheduler_id ]; then
+    echo "existing $(cat .scheduler_id)"
+    exit 0
+fi
+mine="PortalName == \"$name\" && Owner == \"$(id -un)\""
+found=$(condor_q -constraint "$mine" -af ClusterId | head -n 1)
+if [ -z "$found" ]; then
+    found=$(condor_history -constraint "$mine" -af ClusterId -limit 1 -scanlimit "$scan" | head -n 1)
+fi
+if [ -n "$found" ]; then
+    echo "$found" > .scheduler_id
+    echo "existing $found"
+    exit 0
+fi
+out=$(condor_submit -terse - < job.sub)
+id=${out%%.*}
+id=${id//[!0-9]/}
+[ -n "$id" ] || { echo "portal: condor_submit said: $out" >&2; exit 4; }
+echo "$id" > .scheduler_id
+echo "submitted $id"
+"""
+
+_SUBMIT = (
+    r"""
+set -e
+dir=$1
+name=$2
+separator=$3
+scan=$4
+(umask 077 && mkdir -p -- "$dir")
+cd -- "$dir"
+IFS= read -r secret || true
+IFS= read -r metrics_token || true
+if [ -n "$secret" ]; then (umask 077 && printf '%s\n' "$secret" > .portal_secret); fi
+if [ -n "$metrics_token" ]; then
+    (umask 077 && printf '%s\n' "$metrics_token" > .portal_metrics_token)
+fi
+"""
+    + _ADOPT_OR_SUBMIT
+)
+
+_SUBMIT_ARRAY = (
+    r"""
+set -e
+dir=$1
+name=$2
+separator=$3
+scan=$4
+count=$5
+(umask 077 && mkdir -p -- "$dir")
+cd -- "$dir"
+i=0
+while [ "$i" -lt "$count" ]; do
+    IFS=' ' read -r index token || { echo "portal: member list cut short" >&2; exit 3; }
+    case $index in ''|*[!0-9]*) echo "portal: bad member index" >&2; exit 3 ;; esac
+    (umask 077 && mkdir -p -- "$index")
+    if [ -n "$token" ]; then (umask 077 && printf '%s\n' "$token" > "$index/.portal_metrics_token"); fi
+    i=$((i + 1))
+done
+"""
+    + _ADOPT_OR_SUBMIT
+)
+
+
+def _submission(result: ssh.Result) -> tuple[str, bool]:
+    words = result.stdout.split()
+    if len(words) < 2 or words[-2] not in ("existing", "submitted") or not words[-1].isdigit():
+        raise ssh.CommandFailed(f"unexpected answer from the submit step: {result.stdout!r}")
+    return words[-1], words[-2] == "existing"
+
+
+def _check_submitted(text: str) -> None:
+    if SEPARATOR not in text.split("\n"):
+        raise ValueError("what is submitted to HTCondor is job.sub, the separator, then job.sh")
+
+
+def submit(
+    conn: ssh.Connection,
+    work_dir: str,
+    job_name: str,
+    script: str,
+    secret: str = "",
+    metrics_token: str = "",
+) -> Submission:
+    """Submit (or adopt) one job: ``script`` is job.sub, SEPARATOR, job.sh (submit.py).
+    Its id is '<cluster>.0'."""
+    if "\n" in secret or "\n" in metrics_token:
+        raise ValueError("a secret is one line")
+    _check_submitted(script)
+    result = _run_submit(
+        conn,
+        [_SUBMIT, "portal-submit", work_dir, job_name, SEPARATOR, str(HISTORY_SCAN_LIMIT)],
+        f"{secret}\n{metrics_token}\n{script}",
+    )
+    cluster, adopted = _submission(result)
+    return Submission(f"{cluster}.0", adopted=adopted)
+
+
+def submit_array(
+    conn: ssh.Connection,
+    work_dir: str,
+    name: str,
+    script: str,
+    tokens: list[tuple[int, str]],
+) -> Submission:
+    """Submit (or adopt) a cluster of procs whose members work in ``<work_dir>/<proc>``.
+    Returns the cluster's id."""
+    _check_submitted(script)
+    lines = []
+    for index, token in tokens:
+        if not isinstance(index, int) or index < 0 or any(c.isspace() for c in token):
+            raise ValueError("a member is a non-negative index and a one-word token")
+        lines.append(f"{index} {token}\n")
+    result = _run_submit(
+        conn,
+        [
+            _SUBMIT_ARRAY,
+            "portal-submit-array",
+            work_dir,
+            name,
+            SEPARATOR,
+            str(HISTORY_SCAN_LIMIT),
+            str(len(tokens)),
+        ],
+        "".join(lines) + script,
+    )
+    cluster, adopted = _submission(result)
+    return Submission(cluster, adopted=adopted)
+
+
+def _run_submit(conn: ssh.Connection, args: list[str], stdin: str) -> ssh.Result:
+    return run(conn, ["bash", "-c", *args], stdin=stdin)
+
+
+def _ids(expected: dict[str, str]) -> dict[int, set[int]]:
+    """{cluster: {procs}} of the expected scheduler ids; any other id is refused."""
+    clusters: dict[int, set[int]] = {}
+    for scheduler_id in expected:
+        match = parsers.SCHEDULER_ID.match(scheduler_id)
+        if not match:
+            raise ValueError(f"not an HTCondor job id: {scheduler_id!r}")
+        clusters.setdefault(int(match.group(1)), set()).add(int(match.group(2)))
+    return clusters
+
+
+def jobs(conn: ssh.Connection, username: str, expected: dict[str, str]) -> dict:
+    """The ads of the given jobs ({scheduler id: portal name}) in at most two commands,
+    however many jobs: ``condor_q`` for the queue (every job of the user), then
+    ``condor_history`` for those no longer in it. An id counts only while its ad carries
+    the expected name and owner; jobs neither knows are left out (unknown is not ended)."""
+    if not expected:
+        return {}
+    attributes = ",".join(parsers.JOB_ATTRIBUTES)
+    out = run(
+        conn,
+        ["condor_q", "-json", "-attributes", attributes, username],
+        max_bytes=QUERY_MAX_BYTES,
+    ).stdout
+    try:
+        found = parsers.match_jobs(parsers.parse_jobs(out, "condor_q", username), expected)
+    except parsers.Unparsable as exc:
+        raise SchedulerUnavailable(str(exc)) from None
+    missing = {i: n for i, n in expected.items() if i not in found}
+    if missing:
+        clusters = ",".join(str(c) for c in sorted(_ids(missing)))
+        constraint = f'Owner == "{_user(username)}" && member(ClusterId, {{{clusters}}})'
+        out = run(
+            conn,
+            [
+                "condor_history",
+                "-json",
+                "-attributes",
+                attributes,
+                "-constraint",
+                constraint,
+                "-limit",
+                str(len(missing)),
+                "-scanlimit",
+                str(HISTORY_SCAN_LIMIT),
+            ],
+            max_bytes=QUERY_MAX_BYTES,
+        ).stdout
+        try:
+            ended = parsers.parse_jobs(out, "condor_history", username)
+        except parsers.Unparsable as exc:
+            raise SchedulerUnavailable(str(exc)) from None
+        found.update(parsers.match_jobs(ended, missing))
+    return found
+
+
+def _user(username: str) -> str:
+    if not re.fullmatch(r"[a-z_][a-z0-9_.-]{0,31}", username):
+        raise ValueError(f"not a user name: {username!r}")
+    return username
+
+
+def attempts(conn: ssh.Connection, username: str, expected: dict[str, str]) -> dict:
+    """What each job held and for how long, from its ad (HTCondor keeps no per-run
+    accounting the portal can read: one row per job, every run's wall time summed)."""
+    runs = {}
+    for scheduler_id, job in jobs(conn, username, expected).items():
+        if job.started_at is None:
+            continue
+        final = job.status in (parsers.REMOVED, parsers.COMPLETED)
+        runs[scheduler_id] = [
+            Attempt(
+                scheduler_state={parsers.REMOVED: "REMOVED", parsers.COMPLETED: "COMPLETED"}.get(
+                    job.status, "RUNNING"
+                ),
+                node=job.node,
+                started_at=job.started_at,
+                ended_at=job.ended_at if final else None,
+                elapsed_seconds=job.wall_seconds,
+                gpus=job.gpus,
+                cpus=job.cpus,
+                account=job.account,
+            )
+        ]
+    return runs
+
+
+def _one(scheduler_id: str, job_name: str) -> str:
+    """The constraint that names one job by id and portal name."""
+    match = parsers.SCHEDULER_ID.match(scheduler_id)
+    if not match or not _NAME.match(job_name):
+        raise ValueError(f"not an HTCondor job: {scheduler_id!r} {job_name!r}")
+    cluster, proc = match.groups()
+    return f'ClusterId == {int(cluster)} && ProcId == {int(proc)} && PortalName == "{job_name}"'
+
+
+def cancel(conn: ssh.Connection, scheduler_id: str, job_name: str) -> None:
+    """condor_rm the job, only while ``scheduler_id`` still carries ``job_name``."""
+    _act(conn, "condor_rm", scheduler_id, job_name)
+
+
+def release(conn: ssh.Connection, username: str, scheduler_id: str, job_name: str) -> None:
+    """condor_release the held job, only while ``scheduler_id`` still carries ``job_name``."""
+    _act(conn, "condor_release", scheduler_id, job_name)
+
+
+def _act(conn: ssh.Connection, command: str, scheduler_id: str, job_name: str) -> None:
+    result = run(conn, [command, "-constraint", _one(scheduler_id, job_name)], check=False)
+    if result.exit_status == 0:
+        return
+    text = f"{result.stdout}\n{result.stderr}"
+    if parsers.is_transient(text):
+        raise SchedulerUnavailable(text.strip(), stderr=result.stderr)
+    # Nothing matched: it has left the queue (ended, or removed already).
+    if "Couldn't find" in text or "matching constraint" in text or "no jobs" in text.lower():
+        return
+    raise ssh.CommandFailed(
+        text.strip() or f"{command} failed", stderr=result.stderr, exit_status=result.exit_status
+    )

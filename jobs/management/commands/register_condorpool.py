@@ -1,0 +1,37 @@
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from jobs import devcluster
+
+
+class Command(BaseCommand):
+    help = "Register the local HTCondor pool (make condorpool) with its pinned host key."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--state-dir", default=None, help="default: settings.CONDORPOOL_DIR")
+        parser.add_argument(
+            "--account",
+            action="append",
+            default=[],
+            metavar="PORTAL_USER=POOL_USER",
+            help="map a portal user to a user of the pool's access point (repeatable)",
+        )
+
+    def handle(self, *args, state_dir=None, account=(), **options):
+        accounts = {}
+        for item in account:
+            portal_user, sep, pool_user = item.partition("=")
+            if not sep or not portal_user or not pool_user:
+                raise CommandError(f"--account takes PORTAL_USER=POOL_USER, not {item!r}")
+            accounts[portal_user] = pool_user
+        try:
+            info = devcluster.read_info(
+                state_dir or settings.CONDORPOOL_DIR, "pool.json", "condorpool"
+            )
+            cluster = devcluster.register(info, accounts)
+        except (devcluster.DevclusterMissing, ValueError) as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(
+            f"Registered HTCondor pool {cluster.name} at {cluster.ssh_host}:{cluster.ssh_port} "
+            f"(host key {cluster.host_key_fingerprint})"
+        )
