@@ -12,9 +12,25 @@ from jobs.schedulers import HELD_PREFIX, REASON_MAX_LENGTH, Status
 TIME_LIMIT_ATTRIBUTE = "PortalTimeLimit"
 
 
+# HoldReasonCode in words, for a hold without a reason text (HTCondor drops a reason it
+# cannot store, one with a line break, say).
+HOLD_CODES = {
+    1: "held by its owner or an administrator (condor_hold)",
+    3: "held by a policy expression of the job or the pool",
+    6: "HTCondor could not start its executable",
+    7: "HTCondor could not open its output or error file",
+    13: "HTCondor could not transfer its input files",
+    12: "HTCondor could not transfer its output files",
+    34: "it used more memory than it asked for",
+    21: "held because of a problem with its job ad",
+}
+
+
 def held_reason(job: p.CondorJob) -> str:
     """'held: <HTCondor's reason>' (what the page shows and Job.is_held recognises)."""
-    reason = job.hold_reason or f"HTCondor hold code {job.hold_code}"
+    reason = job.hold_reason or HOLD_CODES.get(
+        job.hold_code or 0, f"held by HTCondor (hold code {job.hold_code})"
+    )
     return f"{HELD_PREFIX}{reason}"[:REASON_MAX_LENGTH]
 
 

@@ -24,7 +24,7 @@ SEPARATOR = "#-- portal: end of job.sub; job.sh follows --"
 
 _PATH = re.compile(r"/[A-Za-z0-9_./-]{1,4000}\Z")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
-_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./:@+-]{0,500}\Z")
+_IMAGE = re.compile(r"[A-Za-z0-9/][A-Za-z0-9_./:@+-]{0,500}\Z")
 _DEVICE = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._()-]{0,99}\Z")
 _TIME_CLASS = re.compile(r"[a-z]{1,16}\Z")
 

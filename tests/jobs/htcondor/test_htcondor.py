@@ -1,0 +1,224 @@
+"""The HTCondor adapter's pure parts, on output captured from the dev pool (minicondor
+23.9): parsing as data, state mapping, and the rendered submit description."""
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from jobs.htcondor import parsers, status, submit
+from jobs.models import ContainerImage, Job
+from jobs.schedulers import is_held_reason
+from jobs.slurm.scripts import ScriptError
+from tests import factories
+
+CAPTURED = Path(__file__).parent / "captured"
+
+
+def captured(name: str) -> str:
+    return (CAPTURED / name).read_text()
+
+
+def by_name(jobs):
+    return {j.name: j for j in jobs}
+
+
+def test_condor_q_ads_become_the_users_jobs():
+    jobs = by_name(parsers.parse_jobs(captured("condor_q.json"), "condor_q", "condoruser"))
+    running, unmatched = jobs["portal-3-c"], jobs["portal-4-d"]
+    assert running.scheduler_id == "30.0" and running.status == parsers.RUNNING
+    assert running.node == "vm" and running.starts == 1 and running.started_at is not None
+    assert unmatched.status == parsers.IDLE and unmatched.unmatched and unmatched.gpus == 2
+    # Another user's view of the same answer: nothing of it is theirs.
+    assert parsers.parse_jobs(captured("condor_q.json"), "condor_q", "someoneelse") == []
+
+
+def test_states_in_the_portals_words():
+    queue = by_name(parsers.parse_jobs(captured("condor_q.json"), "condor_q", "condoruser"))
+    history = by_name(
+        parsers.parse_jobs(captured("condor_history.json"), "condor_history", "condoruser")
+    )
+    held = parsers.parse_jobs(captured("condor_q_held.json"), "condor_q", "condoruser")[0]
+    assert status.to_status(queue["portal-3-c"]).state == "running"
+    idle = status.to_status(queue["portal-4-d"])
+    assert idle.state == "pending" and idle.reason.startswith("no machine in the pool matches")
+    done, three = status.to_status(history["portal-1-a"]), status.to_status(history["portal-2-b"])
+    assert (done.state, done.exit_code) == ("completed", 0)
+    assert (three.state, three.exit_code) == ("failed", 3)
+    assert status.to_status(history["portal-7-g"]).state == "cancelled"  # condor_rm
+    timeout = status.to_status(history["portal-6-f"])  # periodic_remove of PortalTimeLimit
+    assert timeout.state == "timeout" and "time limit" in timeout.message
+    # A hold whose reason HTCondor did not keep (null): its code in words.
+    on_hold = status.to_status(held)
+    assert on_hold.state == "pending" and is_held_reason(on_hold.reason)
+    assert on_hold.reason == "held: held by its owner or an administrator (condor_hold)"
+
+
+def test_a_job_cannot_pass_for_another_by_its_text():
+    ads = [
+        # A job of the same user whose name claims another portal job's id and name.
+        {
+            "ClusterId": 41,
+            "ProcId": 0,
+            "Owner": "u",
+            "PortalName": "portal-9-x",
+            "JobStatus": 4,
+            "ExitCode": 0,
+        },
+        # Another user's job under the expected id and name.
+        {
+            "ClusterId": 40,
+            "ProcId": 0,
+            "Owner": "v",
+            "PortalName": "portal-9-x",
+            "JobStatus": 4,
+            "ExitCode": 0,
+        },
+        {
+            "ClusterId": 40,
+            "ProcId": 0,
+            "Owner": "u",
+            "PortalName": "portal-9-x",
+            "JobStatus": 2,
+            "RemoteHost": "slot1@evil host; rm -rf /",
+        },
+    ]
+    jobs = parsers.parse_jobs(json.dumps(ads), "condor_q", "u")
+    found = parsers.match_jobs(jobs, {"40.0": "portal-9-x"})
+    assert list(found) == ["40.0"] and found["40.0"].status == parsers.RUNNING
+    assert found["40.0"].node == ""  # not a host name: no node, never that text
+
+
+@pytest.mark.parametrize(
+    "output",
+    ["{", '{"ClusterId": 1}', "[" * 100_000, "nonsense"],
+)
+def test_damaged_output_is_unparsable_as_a_whole(output):
+    with pytest.raises(parsers.Unparsable):
+        parsers.parse_jobs(output, "condor_q", "u")
+
+
+def test_odd_ads_are_skipped_and_text_is_bounded():
+    ads = [
+        {"ClusterId": "1", "ProcId": 0, "Owner": "u", "JobStatus": 2},  # id as text
+        {"ClusterId": 2, "ProcId": 0, "Owner": "u", "JobStatus": True},  # status as bool
+        {
+            "ClusterId": 3,
+            "ProcId": 0,
+            "Owner": "u",
+            "PortalName": "p",
+            "JobStatus": 5,
+            "HoldReason": "\x1b[31m" + "x" * 10_000,
+        },
+        "not an ad",
+    ]
+    jobs = parsers.parse_jobs(json.dumps(ads), "condor_q", "u")
+    assert [j.scheduler_id for j in jobs] == ["3.0"]
+    assert len(jobs[0].hold_reason) <= parsers.MAX_TEXT and "\x1b" not in jobs[0].hold_reason
+    assert len(status.to_status(jobs[0]).reason) <= 200
+
+
+def test_an_unknown_job_status_is_reported_not_guessed():
+    job = parsers.CondorJob(scheduler_id="1.0", owner="u", name="p", status=9)
+    with pytest.raises(ValueError, match="unknown HTCondor JobStatus"):
+        status.to_status(job)
+
+
+def test_empty_answers_and_submit_output():
+    assert parsers.parse_jobs("", "condor_q", "u") == []
+    assert parsers.parse_submit("12.0 - 12.4\n") == "12"
+    with pytest.raises(ValueError):
+        parsers.parse_submit("12.0 - 13.0")
+
+
+# -- the submit description ---------------------------------------------------------------
+
+
+@pytest.fixture
+def pool(db):
+    cluster = factories.cluster("pool", scheduler="htcondor")
+    factories.partition(cluster, "gpu", gpu_types="v100,a100", max_gpus_per_job=2)
+    factories.gpu_type(cluster, "a100", "8.0", 46)
+    return cluster
+
+
+def description_of(job, **kw) -> list[str]:
+    return submit.description(
+        job, "/home/u/.portal/jobs/1-x", job.slurm_name, "/home/u/x/job.sh", **kw
+    )
+
+
+def test_the_description_asks_for_what_the_job_asks(pool, owner):
+    job = factories.job(
+        owner,
+        pool,
+        partition="gpu",
+        gpus=1,
+        cpus=2,
+        memory_gb=3,
+        time_limit_minutes=7,
+        min_gpu_capability=Decimal("7.5"),
+        min_gpu_memory_gb=40,
+    )
+    lines = description_of(job)
+    assert "request_gpus = 1" in lines and "request_cpus = 2" in lines
+    assert "request_memory = 3072" in lines
+    assert "gpus_minimum_capability = 7.5" in lines and "gpus_minimum_memory = 40960" in lines
+    assert "+PortalTimeLimit = 420" in lines
+    assert f'+PortalName = "{job.slurm_name}"' in lines and lines[-1] == "queue"
+    assert "should_transfer_files = NO" in lines
+
+
+def test_a_named_gpu_type_is_required_by_its_model(pool, owner):
+    a100 = pool.gpu_types.get(name="a100")
+    a100.model = "A100-SXM4-40GB"
+    a100.save()
+    job = factories.job(owner, pool, partition="gpu", gpus=1, gpu_type="a100")
+    assert 'require_gpus = DeviceName == "A100-SXM4-40GB"' in description_of(job)
+
+
+def test_images_become_container_image_and_the_script_does_not_start_one(pool, owner):
+    image = factories.image(
+        "pt", runtime=ContainerImage.Runtime.APPTAINER, location="/images/pytorch.sif"
+    )
+    job = factories.job(owner, pool, "python train.py", partition="gpu", image=image, gpus=1)
+    text = submit.render(job, "/home/u/.portal/jobs/1-x")
+    description, _, script = text.partition(f"\n{submit.SEPARATOR}\n")
+    assert "container_image = /images/pytorch.sif" in description.split("\n")
+    assert "apptainer exec" not in script and "python train.py" in script
+    podman = factories.image("tf", runtime=ContainerImage.Runtime.PODMAN, location="docker.io/tf:2")
+    assert submit.container_image(podman) == "docker://docker.io/tf:2"
+
+
+def test_arrays_are_one_cluster_of_procs(pool, owner):
+    job = factories.job(owner, pool, partition="gpu")
+    lines = description_of(job, array_size=4)
+    assert lines[-1] == "queue 4"
+    assert "initialdir = /home/u/.portal/jobs/1-x/$(ProcId)" in lines
+    assert any("PORTAL_ARRAY_INDEX=$(ProcId)" in line for line in lines)
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("account", 'x"\nqueue 1000'), ("account", "a b")],
+)
+def test_nothing_typed_adds_to_the_description(pool, owner, field, value):
+    job = factories.job(owner, pool, partition="gpu", **{field: value}, save=False)
+    with pytest.raises(ScriptError):
+        description_of(job)
+
+
+def test_slurm_only_requests_are_refused_on_htcondor(pool, owner):
+    job = factories.job(owner, pool, partition="gpu", nodes=2, save=False)
+    with pytest.raises(ScriptError, match="need Slurm"):
+        description_of(job)
+    job = factories.job(owner, pool, partition="gpu", resumable=True, save=False)
+    with pytest.raises(ScriptError, match="need Slurm"):
+        description_of(job)
+
+
+def test_a_job_on_htcondor_is_held_by_htcondors_words():
+    job = Job(state="pending", pending_reason="held: disk full")
+    assert job.is_held
+    assert not Job(state="pending", pending_reason="waiting for a matching machine").is_held
