@@ -69,6 +69,9 @@ class Scheduler(Protocol):
     """What the portal asks of a scheduler, over an SSH connection to its login node."""
 
     name: str
+    # Runs an array's members at most N at a time by itself (Slurm's --array=0-9%N); else
+    # the portal submits no more members than may run at once.
+    throttles_arrays: bool
 
     def render(
         self,

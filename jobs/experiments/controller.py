@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import Count, Prefetch
 from django.utils import timezone
 
-from jobs import lifecycle
+from jobs import lifecycle, schedulers
 from jobs.experiments import runs, scoring, search
 from jobs.experiments.models import Experiment, Trial
 from jobs.models import Job, JobArray
@@ -222,9 +222,11 @@ def batch_size(experiment: Experiment, free: int, remaining: int) -> int:
     """Configurations in the next array (throttled to the ``free`` slots). Bayesian: just
     enough to fill the free slots, so each batch learns from every result so far; grid and
     random gain nothing from waiting: all that remain, as far as the cluster's array size
-    allows."""
+    allows, throttled by the scheduler (where it cannot throttle, as HTCondor: the free
+    slots' worth, like Bayesian)."""
     fit = max(1, (experiment.cluster.max_array_size - 1) // experiment.folds)
-    if experiment.method == Experiment.Method.BAYESIAN:
+    throttled = schedulers.for_cluster(experiment.cluster).throttles_arrays
+    if experiment.method == Experiment.Method.BAYESIAN or not throttled:
         wanted = math.ceil(free / experiment.folds)
     else:
         wanted = remaining

@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 
 class HTCondor:
     name = "HTCondor"
+    # Late materialization (max_materialize) would hide the waiting procs from condor_q;
+    # the experiment controller submits only as many as may run instead.
+    throttles_arrays = False
 
     def render(
         self,

@@ -93,6 +93,25 @@ def partition_errors(job: Job, partition: Partition) -> dict[str, str]:
         errors["time_limit_minutes"] = (
             f"Partition {name} allows at most {partition.max_time_minutes} minutes."
         )
+    errors.update(scheduler_errors(job, partition.cluster))
+    return errors
+
+
+def scheduler_errors(job, cluster) -> dict[str, str]:
+    """What the cluster's scheduler cannot run (README, 'Schedulers')."""
+    if cluster.scheduler != "htcondor":
+        return {}
+    errors: dict[str, str] = {}
+    if job.nodes > 1 or job.tasks_per_node > 1 or job.launcher != Launcher.NONE:
+        errors["nodes"] = (
+            f"Cluster {cluster.name} runs HTCondor: one process on one machine per job "
+            "(multi-node jobs and launchers need a Slurm cluster)."
+        )
+    if job.resumable:
+        errors["resumable"] = (
+            f"Cluster {cluster.name} runs HTCondor: checkpoint and requeue need a Slurm "
+            "cluster here."
+        )
     return errors
 
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 class Slurm:
     name = "Slurm"
+    throttles_arrays = True
 
     def render(
         self,

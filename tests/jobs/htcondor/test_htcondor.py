@@ -222,3 +222,14 @@ def test_a_job_on_htcondor_is_held_by_htcondors_words():
     job = Job(state="pending", pending_reason="held: disk full")
     assert job.is_held
     assert not Job(state="pending", pending_reason="waiting for a matching machine").is_held
+
+
+def test_the_launch_check_refuses_what_htcondor_cannot_run(pool, owner):
+    from jobs.models import limits
+
+    job = factories.job(owner, pool, partition="gpu", nodes=2, resumable=True, save=False)
+    errors = limits.scheduler_errors(job, pool)
+    assert "multi-node jobs and launchers need a Slurm cluster" in errors["nodes"]
+    assert "checkpoint and requeue need a Slurm cluster" in errors["resumable"]
+    slurm = factories.cluster("slurm")
+    assert limits.scheduler_errors(job, slurm) == {}
