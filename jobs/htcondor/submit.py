@@ -35,6 +35,13 @@ HEADER = [
     'export HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"',
     'export USER="${USER:-$(id -un)}"',
 ]
+# A job without GPUs gets CUDA_VISIBLE_DEVICES=10000 from HTCondor (no such device); empty
+# says the same to CUDA and to the wrapper's "has GPUs" checks (the idle-GPU sampler).
+NO_GPUS = 'if [ "${CUDA_VISIBLE_DEVICES:-}" = 10000 ]; then export CUDA_VISIBLE_DEVICES=; fi'
+
+
+def header(job: Job) -> list[str]:
+    return HEADER if job.gpus else [*HEADER, NO_GPUS]
 
 
 def _checked(pattern: re.Pattern, value: str, what: str) -> str:
@@ -146,7 +153,7 @@ def render(
         register_url,
         metrics_url,
         system_interval,
-        header=HEADER,
+        header=header(job),
         container=False,
     )
     lines = description(job, work_dir, job.slurm_name, f"{work_dir}/job.sh")
@@ -158,7 +165,7 @@ def render_array(array, members: list, work_dir: str, system_interval: float = 0
     if not members:
         raise ScriptError("an array needs members")
     script = scripts.render_array(
-        array, members, work_dir, system_interval, header=HEADER, container=False
+        array, members, work_dir, system_interval, header=header(members[0].job), container=False
     )
     lines = description(
         members[0].job,

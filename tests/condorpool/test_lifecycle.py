@@ -11,7 +11,7 @@ from jobs import tasks
 from jobs.models import ClusterAccount, Job
 from jobs.slurm import files, ssh
 from tests import factories
-from tests.condorpool.conftest import as_pool_root
+from tests.conftest import as_pool_root
 from tests.devcluster.helpers import remote, run_until
 
 pytestmark = [pytest.mark.condorpool, pytest.mark.django_db]

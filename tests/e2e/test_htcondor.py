@@ -1,0 +1,78 @@
+"""The same portal on the real HTCondor pool (make condorpool), in Chromium: a batch job
+launched from the form runs to completed with its output; a notebook session opens
+through the session proxy and runs a cell."""
+
+import pytest
+
+from jobs.models import Job
+from proxy.models import SessionLink
+from tests import factories
+from tests.e2e.pages import launch, sign_in
+from tests.livestack import LiveStack
+
+pytestmark = [pytest.mark.condorpool, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def stack(condorpool, tmp_path):
+    """The live stack with the HTCondor pool as its only cluster."""
+    live = LiveStack(tmp_path).start()
+    yield live
+    live.stop()
+
+
+@pytest.fixture
+def python_host(db):
+    return factories.image("python-host", "Python (host)", offers_notebook=True, offers_batch=True)
+
+
+def test_batch_job_from_the_browser_runs_on_htcondor_with_its_output(
+    browser, stack, owner, python_host, screenshot
+):
+    page = sign_in(browser, stack, "owner", "owner-pass-123")
+    job_id = launch(
+        page, stack, "Python (host)", "Batch command", "echo condor-e2e-done on $(hostname)"
+    )
+    page.locator("#job [data-badge]", has_text="Completed").wait_for(timeout=90_000)
+    job = Job.objects.get(pk=job_id)
+    assert job.cluster.scheduler == "htcondor" and job.scheduler_job_id.endswith(".0")
+    # The page shows what was submitted: HTCondor's submit description, then the script.
+    page.locator("[data-live-part=script] pre", has_text="request_cpus = ").wait_for(timeout=20_000)
+    page.locator("#timeline", has_text="Completed").wait_for(timeout=20_000)
+    screenshot(page, "90-htcondor-job-completed")
+    assert page.locator("dt", has_text="HTCondor job").count() == 1
+    page.get_by_text("condor-e2e-done on vm").wait_for(timeout=20_000)  # its stdout, live
+    assert "CUDA_VISIBLE_DEVICES=;" in page.content()  # no GPUs asked: none visible
+
+
+def test_notebook_on_htcondor_opens_through_the_proxy_and_runs_a_cell(
+    tls_browser, stack, owner, python_host, screenshot
+):
+    page = sign_in(tls_browser, stack, "owner", "owner-pass-123")
+    launch(page, stack, "Python (host)", "Notebook session")
+    job = Job.objects.get()
+    open_link = page.locator("#session [data-open-session]")
+    open_link.wait_for(state="visible", timeout=120_000)
+    session = SessionLink.objects.get(job=job)
+    assert session.state == "ready"
+    with page.context.expect_page() as new_tab:
+        open_link.click()
+    lab = new_tab.value
+    lab.wait_for_url(
+        f"https://{session.public_id}.sessions.localhost:{stack.proxy_port}/lab**", timeout=60_000
+    )
+    lab.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
+    cell = lab.locator(".jp-Cell .cm-content").first
+    cell.wait_for(timeout=60_000)
+    lab.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=60_000)
+    cell.click()
+    lab.keyboard.type("print(6*7)")
+    lab.keyboard.press("Shift+Enter")
+    try:
+        lab.locator(".jp-OutputArea-output", has_text="42").first.wait_for(timeout=60_000)
+    finally:
+        screenshot(lab, "92-htcondor-notebook-cell-42")
+    page.goto(f"{stack.url}/jobs/{job.pk}/")
+    page.get_by_role("button", name="Cancel job").click()
+    page.locator("#cancel-dialog").get_by_role("button", name="Cancel job").click()
+    page.locator("#job [data-badge]", has_text="Cancelled").wait_for(timeout=60_000)
