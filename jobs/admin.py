@@ -116,9 +116,10 @@ class ClusterAdmin(admin.ModelAdmin):
 
     actions = ("pin_presented_host_key", "discover_gpu_types")
 
-    @admin.action(description="Discover GPU types from the nodes (sinfo)")
+    @admin.action(description="Discover GPU types from the nodes (sinfo, condor_status)")
     def discover_gpu_types(self, request, queryset):
-        from jobs.models.gpus import record_discovery
+        from jobs.htcondor import operations as condor
+        from jobs.models.gpus import record_devices, record_discovery
         from jobs.slurm import operations
 
         for cluster in queryset:
@@ -132,11 +133,23 @@ class ClusterAdmin(admin.ModelAdmin):
                     messages.ERROR,
                 )
                 continue
-            nodes = operations.on_account(account, operations.free_on_nodes)
-            if nodes is None:
-                self.message_user(request, f"{cluster.name}: sinfo did not answer.", messages.ERROR)
-                continue
-            for line in record_discovery(cluster, nodes):
+            if cluster.scheduler == Cluster.Scheduler.HTCONDOR:
+                devices = operations.on_account(account, condor.gpu_devices)
+                if devices is None:
+                    self.message_user(
+                        request, f"{cluster.name}: condor_status did not answer.", messages.ERROR
+                    )
+                    continue
+                report = record_devices(cluster, devices)
+            else:
+                nodes = operations.on_account(account, operations.free_on_nodes)
+                if nodes is None:
+                    self.message_user(
+                        request, f"{cluster.name}: sinfo did not answer.", messages.ERROR
+                    )
+                    continue
+                report = record_discovery(cluster, nodes)
+            for line in report:
                 self.message_user(request, f"{cluster.name}: {line}", messages.INFO)
 
     @admin.action(description="Trust and pin the host key each server presents now")

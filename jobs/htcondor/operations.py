@@ -320,3 +320,14 @@ def _act(conn: ssh.Connection, command: str, scheduler_id: str, job_name: str) -
     raise ssh.CommandFailed(
         text.strip() or f"{command} failed", stderr=result.stderr, exit_status=result.exit_status
     )
+
+
+def gpu_devices(conn: ssh.Connection) -> list[parsers.GpuDevice] | None:
+    """Every GPU the pool's machines report (one ``condor_status -json``); None when the
+    collector does not answer."""
+    try:
+        out = run(conn, ["condor_status", "-json"], max_bytes=QUERY_MAX_BYTES).stdout
+        return parsers.parse_gpu_devices(out)
+    except (ssh.CommandFailed, parsers.Unparsable) as exc:
+        log.warning("condor_status: GPUs unknown (%s)", exc)
+        return None

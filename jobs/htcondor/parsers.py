@@ -204,3 +204,34 @@ TRANSIENT_PATTERNS = (
 def is_transient(stderr: str) -> bool:
     text = stderr.lower()
     return any(p.lower() in text for p in TRANSIENT_PATTERNS)
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    """One GPU as a machine ad describes it (condor_gpu_discovery's properties)."""
+
+    name: str  # DeviceName
+    capability: str  # "8.0"
+    memory_mb: int
+    machine: str
+
+
+def parse_gpu_devices(output: str) -> list[GpuDevice]:
+    """``condor_status -json``: every machine's GPUs from its nested ``GPUs_<id>`` ads
+    (DeviceName, Capability, GlobalMemoryMb). Devices without those are left out."""
+    devices = []
+    for ad in parse_ads(output, "condor_status"):
+        machine = _machine(ad.get("machine")) or _machine(ad.get("name"))
+        for key, value in ad.items():
+            if not key.startswith("gpus_") or not isinstance(value, dict):
+                continue
+            props = {str(k).lower(): v for k, v in value.items()}
+            name = _text(props.get("devicename"))[:100]
+            capability = props.get("capability")
+            memory = _int(props.get("globalmemorymb"))
+            if not name or not isinstance(capability, int | float) or not memory:
+                continue
+            if isinstance(capability, bool) or not 0 < capability < 100 or memory <= 0:
+                continue
+            devices.append(GpuDevice(name, f"{float(capability):.1f}", memory, machine))
+    return devices

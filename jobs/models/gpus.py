@@ -6,6 +6,7 @@ gpus_minimum_memory, which Slurm has no words for)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -239,3 +240,45 @@ def record_discovery(cluster, nodes) -> list[str]:
 def _nodes(where: Seen) -> str:
     names = sorted(where.nodes)
     return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+def record_devices(cluster, devices) -> list[str]:
+    """Describe the GPUs an HTCondor pool's machines report (jobs.htcondor.parsers.
+    GpuDevice): each model once, named like a well-known card where its name says so
+    ("A100-SXM4-40GB" -> a100), with the capability and memory the devices report (the
+    smallest memory among cards of one model); partitions with GPUs offer them all."""
+    report = []
+    by_model: dict[str, list] = {}
+    for device in devices:
+        by_model.setdefault(device.name, []).append(device)
+    names: list[str] = []
+    for model, seen in sorted(by_model.items()):
+        lowered = model.lower()
+        short = next((k for k in sorted(KNOWN_GPUS, key=len, reverse=True) if k in lowered), "")
+        name = short or re.sub(r"[^a-z0-9]+", "-", lowered).strip("-")[:64] or "gpu"
+        if any(n == name for n in names):  # two models of one family: keep them apart
+            name = re.sub(r"[^a-z0-9]+", "-", lowered).strip("-")[:64]
+        names.append(name)
+        memory_gb = min(d.memory_mb for d in seen) // 1024
+        row, created = GpuType.objects.update_or_create(
+            cluster=cluster,
+            name=name,
+            defaults={
+                "model": model[:100],
+                "compute_capability": Decimal(seen[0].capability),
+                "memory_gb": memory_gb,
+            },
+        )
+        machines = sorted({d.machine for d in seen if d.machine})
+        report.append(
+            f"{name}: {'added' if created else 'updated'} as {model} (compute capability "
+            f"{seen[0].capability}, {memory_gb} GB), {len(seen)} on "
+            + (", ".join(machines[:5]) or "the pool")
+        )
+    for partition in cluster.partitions.filter(max_gpus_per_job__gt=0):
+        merged = list(dict.fromkeys([*partition.gpu_type_list, *names]))
+        if names and merged != partition.gpu_type_list:
+            partition.gpu_types = ",".join(merged)
+            partition.save(update_fields=["gpu_types"])
+            report.append(f"partition {partition.name} offers {', '.join(merged)}")
+    return report or ["no GPUs found in the pool (condor_status reports none)"]

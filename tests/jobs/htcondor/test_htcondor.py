@@ -233,3 +233,32 @@ def test_the_launch_check_refuses_what_htcondor_cannot_run(pool, owner):
     assert "checkpoint and requeue need a Slurm cluster" in errors["resumable"]
     slurm = factories.cluster("slurm")
     assert limits.scheduler_errors(job, slurm) == {}
+
+
+def test_gpu_devices_from_condor_status_describe_the_pools_gpu_types(pool):
+    from jobs.models.gpus import record_devices
+
+    devices = parsers.parse_gpu_devices(captured("condor_status.json"))
+    assert {(d.name, d.capability, d.memory_mb) for d in devices} == {
+        ("Tesla V100-PCIE-16GB", "7.0", 24220),
+        ("A100-SXM4-40GB", "8.0", 47661),
+    }
+    report = record_devices(pool, devices)
+    described = {
+        t.name: (t.model, str(t.compute_capability), t.memory_gb) for t in pool.gpu_types.all()
+    }
+    assert described["v100"] == ("Tesla V100-PCIE-16GB", "7.0", 23)
+    assert described["a100"] == ("A100-SXM4-40GB", "8.0", 46)
+    assert any("a100: updated" in line for line in report)  # the fixture described it
+    assert pool.partitions.get(name="gpu").gpu_type_list == ["v100", "a100"]
+    # Hostile or odd device ads are left out, not guessed.
+    odd = json.dumps(
+        [
+            {
+                "Machine": "m",
+                "GPUs_GPU_x": {"DeviceName": "x", "Capability": True, "GlobalMemoryMb": 1},
+            },
+            {"Machine": "m", "GPUs_GPU_y": {"DeviceName": "y\\n;rm", "Capability": 8.0}},
+        ]
+    )
+    assert parsers.parse_gpu_devices(odd) == []
