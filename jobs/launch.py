@@ -9,6 +9,12 @@ from django import forms
 from jobs.models import Cluster, ClusterAccount, ContainerImage, Job, Partition
 
 
+class ClusterChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj) -> str:
+        """ "condorpool (HTCondor)": which scheduler runs the job is part of the choice."""
+        return f"{obj.name} ({obj.get_scheduler_display()})"
+
+
 class LaunchForm(forms.ModelForm):
     """The launch form. Limits are checked by Job.clean(), field by field."""
 
@@ -22,7 +28,7 @@ class LaunchForm(forms.ModelForm):
             "offered)."
         },
     )
-    cluster = forms.ModelChoiceField(
+    cluster = ClusterChoiceField(
         queryset=Cluster.objects.filter(enabled=True), to_field_name="name", empty_label=None
     )
     partition = forms.ModelChoiceField(
@@ -230,7 +236,12 @@ def partition_limits() -> dict:
         .prefetch_related("cluster__gpu_types")
     ):
         c = clusters.setdefault(
-            p.cluster.name, {"scratch": bool(p.cluster.scratch_root), "partitions": []}
+            p.cluster.name,
+            {
+                "scratch": bool(p.cluster.scratch_root),
+                "scheduler": p.cluster.scheduler,
+                "partitions": [],
+            },
         )
         c["partitions"].append(p.limits())
     return clusters

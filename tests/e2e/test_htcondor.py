@@ -76,3 +76,18 @@ def test_notebook_on_htcondor_opens_through_the_proxy_and_runs_a_cell(
     page.get_by_role("button", name="Cancel job").click()
     page.locator("#cancel-dialog").get_by_role("button", name="Cancel job").click()
     page.locator("#job [data-badge]", has_text="Cancelled").wait_for(timeout=60_000)
+
+
+def test_the_launch_form_says_what_htcondor_runs(browser, stack, owner, python_host, screenshot):
+    page = sign_in(browser, stack, "owner", "owner-pass-123")
+    page.goto(f"{stack.url}/launch/")
+    page.get_by_text("Python (host)").click()
+    page.get_by_label("Batch command").check()
+    assert page.get_by_label("Cluster").locator("option:checked").inner_text() == (
+        "condorpool (HTCondor)"
+    )
+    page.locator("[data-scheduler-note]").wait_for(state="visible")
+    # One machine per job, no requeue: those sections are not offered.
+    assert page.locator("#distributed-fields").is_hidden()
+    assert page.locator("#resumable-fields").is_hidden()
+    screenshot(page, "93-htcondor-launch-form")

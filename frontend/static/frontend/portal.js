@@ -323,6 +323,7 @@ const Portal = (() => {
         if (r.disabled && r.checked) form.querySelector("input[name=work_dir_kind][value=home]").checked = true;
       });
       onPartition(reset);
+      onKind();
     }
     function onPartition(reset = true) {
       const p = currentPartition();
@@ -391,19 +392,23 @@ const Portal = (() => {
     function onKind() {
       const kind = form.querySelector("input[name=kind]:checked");
       const batch = kind && kind.value === "batch";
+      // HTCondor runs one process on one machine per job, and requeues nothing itself.
+      const condor = (limits[cluster.value] || {}).scheduler === "htcondor";
+      const note = form.querySelector("[data-scheduler-note]");
+      if (note) note.hidden = !condor;
       $("command-field").hidden = !batch;
       // Sessions are one process on one node.
-      $("distributed-fields").hidden = !batch;
-      if (!batch) {
+      $("distributed-fields").hidden = !batch || condor;
+      if (!batch || condor) {
         nodes.value = 1; tasks.value = 1;
         form.querySelector("input[name=launcher][value=none]").checked = true;
         onLayout();
       }
       $("notebook-field").hidden = batch;
       $("id_command").required = batch;
-      // Only batch jobs checkpoint and requeue themselves.
-      $("resumable-fields").hidden = !batch;
-      if (!batch) $("id_resumable").checked = false;
+      // Only batch jobs checkpoint and requeue themselves (on Slurm).
+      $("resumable-fields").hidden = !batch || condor;
+      if (!batch || condor) $("id_resumable").checked = false;
       onResumable();
       if (kind && kind.value === "tensorboard" && Number(gpus.value) > 0) { // it needs none
         gpus.value = 0;
