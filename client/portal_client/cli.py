@@ -348,7 +348,7 @@ def cmd_show(client: Client, args, out: Output) -> int:
             if job.get("resumable")
             else []
         ),
-        ("Slurm job", job["scheduler_job_id"] or "-"),
+        ("Scheduler job", job["scheduler_job_id"] or "-"),
         ("Node", ", ".join(job.get("node_list") or []) or job["node"] or "-"),
         ("Exit code", "-" if job["exit_code"] is None else job["exit_code"]),
         ("Created", _when(job["created_at"])),
@@ -563,6 +563,7 @@ def cmd_clusters(client: Client, args, out: Output) -> int:
     rows = [
         [
             c["name"],
+            {"htcondor": "HTCondor", "slurm": "Slurm"}.get(c.get("scheduler", ""), "-"),
             p["name"] + (" (default)" if p["is_default"] else ""),
             ",".join(p["gpu_types"]) or "-",
             p.get("max_nodes", 1),
@@ -576,6 +577,7 @@ def cmd_clusters(client: Client, args, out: Output) -> int:
     ]
     header = [
         "CLUSTER",
+        "SCHEDULER",
         "PARTITION",
         "GPU TYPES",
         "MAX NODES",

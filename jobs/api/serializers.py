@@ -80,7 +80,7 @@ class ClusterSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Cluster
-        fields = ["name", "description", "partitions", "scratch"]
+        fields = ["name", "description", "scheduler", "partitions", "scratch"]
 
     def get_scratch(self, cluster) -> bool:
         return bool(cluster.scratch_root)
