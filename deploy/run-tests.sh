@@ -18,7 +18,8 @@ export PORTAL_DEMO=1
 export PORTAL_CACHE_PREFIX=portal-test-$$
 # A test database of its own, so runs started together do not drop each other's.
 export PORTAL_TEST_DB_SUFFIX=$$
-.venv/bin/python -m pytest "$@"
+# The slowest tests are named at the end of every run (CI time is a budget).
+.venv/bin/python -m pytest --durations=25 "$@"
 status=$?
 if [ "$status" = 5 ]; then
     echo "run-tests: pytest collected no tests; that is a failure" >&2

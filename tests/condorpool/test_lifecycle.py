@@ -244,3 +244,18 @@ def test_a_schedd_outage_never_marks_running_jobs_ended(condorpool, owner):
     # The schedd reconnects to the running job (or runs it again): it still ends completed.
     job = run_until(job, {"completed", "failed", "cancelled"}, timeout=120)
     assert job.state == "completed", job.message
+
+
+def test_gpu_types_are_discovered_from_condor_status(condorpool, owner):
+    from jobs.htcondor import operations as condor
+    from jobs.models.gpus import record_devices
+    from jobs.slurm import operations
+
+    condorpool.gpu_types.all().delete()
+    account = ClusterAccount.for_user(condorpool, owner)
+    devices = operations.on_account(account, condor.gpu_devices)
+    record_devices(condorpool, devices)
+    described = {
+        t.name: (str(t.compute_capability), t.memory_gb) for t in condorpool.gpu_types.all()
+    }
+    assert described == {"v100": ("7.0", 23), "a100": ("8.0", 46)}
