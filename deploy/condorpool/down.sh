@@ -10,7 +10,8 @@ stop() {  # stop NAME PIDFILE: TERM, wait up to 15 s (condor_master stops its da
     local name=$1 pidfile=$2 pid
     [ -f "$pidfile" ] || return 0
     pid=$(cat "$pidfile")
-    if kill -0 "$pid" 2>/dev/null; then
+    # Only a process chrooted in this root (after a reboot the PID may be another's).
+    if kill -0 "$pid" 2>/dev/null && [ "$(readlink "/proc/$pid/root")" = "$(readlink -f "$ROOT")" ]; then
         echo "condorpool: stopping $name (pid $pid)"
         kill "$pid"
         for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -21,6 +22,9 @@ stop() {  # stop NAME PIDFILE: TERM, wait up to 15 s (condor_master stops its da
 stop condor_master "$ROOT/run/condor/portal-master.pid"
 stop sshd "$ROOT/run/portal-sshd.pid"
 for m in dev/pts dev sys proc; do
-    mountpoint -q "$ROOT/$m" 2>/dev/null && umount "$ROOT/$m" || true
+    if mountpoint -q "$ROOT/$m" 2>/dev/null && ! umount "$ROOT/$m"; then
+        echo "condorpool: $ROOT/$m is busy (a job's process left behind?); detached instead" >&2
+        umount -l "$ROOT/$m" || true
+    fi
 done
 echo "condorpool: down (root and state kept in $STATE)"

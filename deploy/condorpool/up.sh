@@ -32,14 +32,26 @@ inroot_at() {
         HOME=/root chroot "$root" "$@"
 }
 inroot() { inroot_at "$ROOT" "$@"; }
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# A recorded PID counts only while it is a process chrooted in this root (after a reboot
+# the file may name an unrelated process).
+alive() {
+    [ -f "$1" ] || return 1
+    local pid; pid=$(cat "$1")
+    kill -0 "$pid" 2>/dev/null && [ "$(readlink "/proc/$pid/root")" = "$(readlink -f "$ROOT")" ]
+}
+unmount_all() {  # unmount_all ROOT: what mounts() bound, innermost first
+    local m
+    for m in dev/pts dev sys proc; do
+        if mountpoint -q "$1/$m" 2>/dev/null; then umount "$1/$m" || umount -l "$1/$m"; fi
+    done
+}
 
 [ "$(id -u)" = 0 ] || die "needs root (debootstrap, chroot, users and daemons)"
 mkdir -p "$STATE"
 chmod 755 "$STATE"
 
 # --- the trixie root with minicondor (built once) -------------------------------------------
-mounts() {  # what jobs and daemons need from the host: /proc, /dev (and its pts and shm)
+mounts() {  # what jobs and daemons need from the host: /proc, /sys, /dev and its pts
     local root=$1
     mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
     mountpoint -q "$root/dev" || mount --bind /dev "$root/dev"
@@ -53,8 +65,10 @@ if [ ! -x "$ROOT/usr/sbin/condor_master" ]; then
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
     }
     NEW=$STATE/root.new
-    for m in dev/pts dev sys proc; do mountpoint -q "$NEW/$m" 2>/dev/null && umount "$NEW/$m"; done
-    rm -rf "$NEW"
+    # Never delete through a bind mount (the host's /dev): unmount, stay on this file system.
+    unmount_all "$NEW"
+    unmount_all "$ROOT"
+    rm -rf --one-file-system "$NEW"
     log "building a Debian trixie root in $ROOT (debootstrap, once; about a minute)"
     # python3-cffi-backend first: minicondor's dependencies fail to configure without it.
     debootstrap --variant=minbase \
@@ -64,8 +78,8 @@ if [ ! -x "$ROOT/usr/sbin/condor_master" ]; then
     mounts "$NEW"
     inroot_at "$NEW" bash -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends minicondor' \
         > "$STATE/minicondor.log" 2>&1 || die "installing minicondor failed; see $STATE/minicondor.log"
-    for m in dev/pts dev sys proc; do umount "$NEW/$m"; done
-    rm -rf "$ROOT"
+    unmount_all "$NEW"
+    rm -rf --one-file-system "$ROOT"
     mv "$NEW" "$ROOT"
 fi
 mounts "$ROOT"
@@ -79,9 +93,12 @@ cmp -s /etc/ssl/certs/ca-certificates.crt "$ROOT/etc/ssl/certs/ca-certificates.c
 for i in "${!USERS[@]}"; do
     user=${USERS[$i]} uid=${UIDS[$i]}
     if ! inroot id "$user" >/dev/null 2>&1; then
+        taken=$(getent passwd "$uid" | cut -d: -f1 || true)
+        [ -z "$taken" ] || log "note: uid $uid is $taken on the host; it can signal $user's processes"
         log "creating pool user $user (uid $uid)"
         inroot useradd --uid "$uid" --create-home --shell /bin/bash "$user"
     fi
+    uid=$(inroot id -u "$user")  # an older root may have given it another
     inroot usermod -p '*' "$user"  # no password, not locked (sshd refuses locked accounts)
     [ -f "$STATE/${user}_ed25519" ] \
         || ssh-keygen -q -t ed25519 -N '' -C "$user@portal-condorpool" -f "$STATE/${user}_ed25519"
@@ -122,7 +139,7 @@ PERIODIC_EXPR_INTERVAL = 5
 JOB_START_DELAY = 0
 CLAIM_WORKLIFE = 0
 EOF
-changed=0
+changed=0  # slots, GPUs and the network are read at start: a change restarts the pool
 cmp -s "$ROOT/etc/condor/config.d/99-portal.tmp" "$ROOT/etc/condor/config.d/99-portal" || changed=1
 mv -f "$ROOT/etc/condor/config.d/99-portal.tmp" "$ROOT/etc/condor/config.d/99-portal"
 for d in /var/run/condor /var/lock/condor /var/log/condor /var/lib/condor; do
@@ -159,8 +176,8 @@ fi
 # --- condor_master ---------------------------------------------------------------------------------
 PIDFILE=$ROOT/run/condor/portal-master.pid
 if alive "$PIDFILE" && [ "$changed" = 1 ]; then
-    log "configuration changed; reconfiguring HTCondor"
-    inroot condor_reconfig >/dev/null 2>&1 || true
+    log "configuration changed; restarting HTCondor"
+    inroot condor_restart -master >/dev/null 2>&1 || true
 fi
 if ! alive "$PIDFILE"; then
     log "starting condor_master"

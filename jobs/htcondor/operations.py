@@ -71,19 +71,25 @@ if [ -s .scheduler_id ]; then
     echo "existing $(cat .scheduler_id)"
     exit 0
 fi
-mine="PortalName == \"$name\" && Owner == \"$(id -un)\""
-found=$(condor_q -constraint "$mine" -af ClusterId | head -n 1)
+# =?= compares case-sensitively. A query that fails says nothing: submitting then could
+# run the job twice, so the step stops and is retried (transient).
+mine="PortalName =?= \"$name\" && Owner =?= \"$(id -un)\""
+unsure() { echo "portal: the schedd did not answer ($1); not submitted, try again" >&2; exit 75; }
+found=$(condor_q -constraint "$mine" -af ClusterId) || unsure condor_q
 if [ -z "$found" ]; then
-    found=$(condor_history -constraint "$mine" -af ClusterId -limit 1 -scanlimit "$scan" | head -n 1)
+    found=$(condor_history -constraint "$mine" -af ClusterId -limit 1 -scanlimit "$scan") \
+        || unsure condor_history
 fi
+found=${found%%$'\n'*}
+case $found in *[!0-9]*) echo "portal: unexpected answer from condor_q: $found" >&2; exit 4 ;; esac
 if [ -n "$found" ]; then
     echo "$found" > .scheduler_id
     echo "existing $found"
     exit 0
 fi
 out=$(condor_submit -terse - < job.sub)
-id=${out%%.*}
-id=${id//[!0-9]/}
+# "12.0 - 12.0" (or "12.0 - 12.9" for a cluster of procs), whatever else it printed.
+id=$(printf '%s\n' "$out" | sed -n 's/^\([0-9][0-9]*\)\.[0-9][0-9]* - \1\.[0-9][0-9]*$/\1/p' | head -n 1)
 [ -n "$id" ] || { echo "portal: condor_submit said: $out" >&2; exit 4; }
 echo "$id" > .scheduler_id
 echo "submitted $id"
@@ -212,17 +218,21 @@ def _ids(expected: dict[str, str]) -> dict[int, set[int]]:
     return clusters
 
 
-def jobs(conn: ssh.Connection, username: str, expected: dict[str, str]) -> dict:
+def jobs(
+    conn: ssh.Connection, username: str, expected: dict[str, str], since: int | None = None
+) -> dict:
     """The ads of the given jobs ({scheduler id: portal name}) in at most two commands,
     however many jobs: ``condor_q`` for the queue (every job of the user), then
-    ``condor_history`` for those no longer in it. An id counts only while its ad carries
-    the expected name and owner; jobs neither knows are left out (unknown is not ended)."""
+    ``condor_history`` for those no longer in it, read back to ``since`` (epoch seconds:
+    before any of them was submitted; the history is shared, so a count of ads would let
+    another user's burst of jobs hide these). An id counts only while its ad carries the
+    expected name and owner; jobs neither knows are left out (unknown is not ended)."""
     if not expected:
         return {}
     attributes = ",".join(parsers.JOB_ATTRIBUTES)
     out = run(
         conn,
-        ["condor_q", "-json", "-attributes", attributes, username],
+        ["condor_q", "-json", "-attributes", attributes, _user(username)],
         max_bytes=QUERY_MAX_BYTES,
     ).stdout
     try:
@@ -232,7 +242,12 @@ def jobs(conn: ssh.Connection, username: str, expected: dict[str, str]) -> dict:
     missing = {i: n for i, n in expected.items() if i not in found}
     if missing:
         clusters = ",".join(str(c) for c in sorted(_ids(missing)))
-        constraint = f'Owner == "{_user(username)}" && member(ClusterId, {{{clusters}}})'
+        constraint = f'Owner =?= "{_user(username)}" && member(ClusterId, {{{clusters}}})'
+        bound = (
+            ["-since", f"EnteredCurrentStatus < {int(since)}"]
+            if since is not None
+            else ["-scanlimit", str(HISTORY_SCAN_LIMIT)]
+        )
         out = run(
             conn,
             [
@@ -242,10 +257,7 @@ def jobs(conn: ssh.Connection, username: str, expected: dict[str, str]) -> dict:
                 attributes,
                 "-constraint",
                 constraint,
-                "-limit",
-                str(len(missing)),
-                "-scanlimit",
-                str(HISTORY_SCAN_LIMIT),
+                *bound,
             ],
             max_bytes=QUERY_MAX_BYTES,
         ).stdout
@@ -263,11 +275,13 @@ def _user(username: str) -> str:
     return username
 
 
-def attempts(conn: ssh.Connection, username: str, expected: dict[str, str]) -> dict:
+def attempts(
+    conn: ssh.Connection, username: str, expected: dict[str, str], since: int | None = None
+) -> dict:
     """What each job held and for how long, from its ad (HTCondor keeps no per-run
     accounting the portal can read: one row per job, every run's wall time summed)."""
     runs = {}
-    for scheduler_id, job in jobs(conn, username, expected).items():
+    for scheduler_id, job in jobs(conn, username, expected, since).items():
         if job.started_at is None:
             continue
         final = job.status in (parsers.REMOVED, parsers.COMPLETED)
@@ -294,7 +308,7 @@ def _one(scheduler_id: str, job_name: str) -> str:
     if not match or not _NAME.match(job_name):
         raise ValueError(f"not an HTCondor job: {scheduler_id!r} {job_name!r}")
     cluster, proc = match.groups()
-    return f'ClusterId == {int(cluster)} && ProcId == {int(proc)} && PortalName == "{job_name}"'
+    return f'ClusterId == {int(cluster)} && ProcId == {int(proc)} && PortalName =?= "{job_name}"'
 
 
 def cancel(conn: ssh.Connection, scheduler_id: str, job_name: str) -> None:

@@ -85,12 +85,22 @@ class CondorJob:
     account: str = ""
 
 
-def _int(value) -> int | None:
+def _int(value, high: int = 2**53) -> int | None:
+    """A number of the ad, or None where it is none or beyond ``high`` (a job can put any
+    number into its own ad: none reaches a database column out of its range)."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, float) and value == value and abs(value) < 2**53:
-        return int(value)
-    return value if isinstance(value, int) else None
+    if isinstance(value, float) and value == value:
+        value = int(value) if abs(value) < 2**53 else None
+    if not isinstance(value, int) or abs(value) > high:
+        return None
+    return value
+
+
+# Bounds of what is kept from an ad (a job's own ad is its to edit).
+MAX_STARTS = 10_000
+MAX_COUNT = 100_000  # CPUs, GPUs
+MAX_SECONDS = 10 * 366 * 86400
 
 
 def _text(value) -> str:
@@ -152,16 +162,16 @@ def parse_jobs(output: str, command: str, username: str) -> list[CondorJob]:
                 hold_reason=_text(ad.get("holdreason")),
                 hold_code=_int(ad.get("holdreasoncode")),
                 remove_reason=_text(ad.get("removereason")),
-                exit_code=_int(ad.get("exitcode")),
+                exit_code=_int(ad.get("exitcode"), 255),
                 exit_by_signal=ad.get("exitbysignal") is True,
-                exit_signal=_int(ad.get("exitsignal")),
+                exit_signal=_int(ad.get("exitsignal"), 255),
                 node=_machine(ad.get("remotehost")) or _machine(ad.get("lastremotehost")),
-                starts=max(0, _int(ad.get("numjobstarts")) or 0),
+                starts=max(0, _int(ad.get("numjobstarts"), MAX_STARTS) or 0),
                 started_at=started,
                 ended_at=ended,
-                wall_seconds=max(0, _int(ad.get("remotewallclocktime")) or 0),
-                cpus=max(0, _int(ad.get("requestcpus")) or 0),
-                gpus=max(0, _int(ad.get("requestgpus")) or 0),
+                wall_seconds=max(0, _int(ad.get("remotewallclocktime"), MAX_SECONDS) or 0),
+                cpus=max(0, _int(ad.get("requestcpus"), MAX_COUNT) or 0),
+                gpus=max(0, _int(ad.get("requestgpus"), MAX_COUNT) or 0),
                 unmatched=bool(_text(ad.get("lastrejmatchreason"))),
                 account=_text(ad.get("acctgroup"))[:64],
             )
@@ -189,6 +199,7 @@ def parse_submit(output: str) -> str:
 
 # Messages that mean the schedd is unreachable or busy, not that the request is bad.
 TRANSIENT_PATTERNS = (
+    "the schedd did not answer",  # the submit step's own words (operations.py)
     "Failed to connect",
     "Can't find address",
     "Failed to fetch ads",

@@ -526,7 +526,7 @@ class Job(models.Model):
         return self.transition(
             self.State.FAILED,
             expect=(self.state,),
-            message=f"The scheduler no longer knows this job (Slurm id {self.scheduler_job_id} "
+            message=f"The scheduler no longer knows this job (id {self.scheduler_job_id} "
             f"under the name {self.slurm_name}): neither the controller nor accounting has "
             f"reported it for {int(grace // 60)} minutes. Its outcome is unknown; its files "
             "are still in its work directory.",

@@ -96,7 +96,10 @@ def test_a_held_job_shows_its_hold_reason_and_is_released(condorpool, owner):
 
 def test_the_time_limit_ends_a_job_timeout(condorpool, owner):
     job = factories.submitted_job(owner, condorpool, "sleep 300", time_limit_minutes=1)
-    job = run_until(job, {"timeout", "cancelled", "failed", "completed"}, timeout=120)
+    assert "+PortalTimeLimit = 60" in job.script
+    # The same expression on a shorter limit (a minute is the form's least): 5 seconds.
+    remote(job.cluster_account, ["condor_qedit", job.scheduler_job_id, "PortalTimeLimit", "5"])
+    job = run_until(job, {"timeout", "cancelled", "failed", "completed"}, timeout=90)
     assert job.state == "timeout", job.message
 
 
@@ -230,7 +233,7 @@ def test_one_sync_of_many_jobs_issues_a_constant_number_of_ssh_commands(condorpo
 
 
 def test_a_schedd_outage_never_marks_running_jobs_ended(condorpool, owner):
-    job = factories.submitted_job(owner, condorpool, "sleep 25")
+    job = factories.submitted_job(owner, condorpool, "sleep 15")
     job = run_until(job, {"running"})
     as_pool_root("condor_off", "-fast", "-daemon", "schedd")
     try:

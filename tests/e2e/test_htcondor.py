@@ -7,6 +7,7 @@ import pytest
 from jobs.models import Job
 from proxy.models import SessionLink
 from tests import factories
+from tests.devcluster.helpers import remote
 from tests.e2e.pages import launch, sign_in
 from tests.livestack import LiveStack
 
@@ -58,9 +59,10 @@ def test_notebook_on_htcondor_opens_through_the_proxy_and_runs_a_cell(
     with page.context.expect_page() as new_tab:
         open_link.click()
     lab = new_tab.value
-    lab.wait_for_url(
-        f"https://{session.public_id}.sessions.localhost:{stack.proxy_port}/lab**", timeout=60_000
-    )
+    lab_url = f"https://{session.public_id}.sessions.localhost:{stack.proxy_port}/lab"
+    lab.wait_for_url(f"{lab_url}**", timeout=60_000)
+    # The pool user's home outlives sessions: JupyterLab would restore the last one's tabs.
+    lab.goto(f"{lab_url}?reset")
     lab.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
     cell = lab.locator(".jp-Cell .cm-content").first
     cell.wait_for(timeout=60_000)
@@ -72,6 +74,7 @@ def test_notebook_on_htcondor_opens_through_the_proxy_and_runs_a_cell(
         lab.locator(".jp-OutputArea-output", has_text="42").first.wait_for(timeout=60_000)
     finally:
         screenshot(lab, "92-htcondor-notebook-cell-42")
+        remote(job.cluster_account, ["bash", "-c", "rm -f ~/Untitled*.ipynb"])
     page.goto(f"{stack.url}/jobs/{job.pk}/")
     page.get_by_role("button", name="Cancel job").click()
     page.locator("#cancel-dialog").get_by_role("button", name="Cancel job").click()

@@ -262,3 +262,111 @@ def test_gpu_devices_from_condor_status_describe_the_pools_gpu_types(pool):
         ]
     )
     assert parsers.parse_gpu_devices(odd) == []
+
+
+# -- the submit step's shell, run here against stand-in HTCondor commands ---------------------
+
+
+class LocalConnection:
+    """Runs the step's argv on this machine, as the access point's shell would, with
+    ``bin`` first on PATH (stand-ins for condor_q, condor_history, condor_submit)."""
+
+    def __init__(self, bin_dir: Path):
+        self.bin_dir = bin_dir
+
+    def run(self, argv, *, stdin=None, check=True, max_bytes=None):
+        import os
+        import subprocess
+
+        from jobs.slurm import ssh
+
+        env = {**os.environ, "PATH": f"{self.bin_dir}:/usr/bin:/bin"}
+        done = subprocess.run(
+            argv, input=stdin, capture_output=True, text=True, env=env, timeout=30
+        )
+        if check and done.returncode:
+            raise ssh.CommandFailed(
+                done.stderr.strip(), stderr=done.stderr, exit_status=done.returncode
+            )
+        return ssh.Result(done.stdout, done.stderr, done.returncode)
+
+
+def stand_ins(tmp_path, **scripts) -> LocalConnection:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in scripts.items():
+        path = bin_dir / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(0o755)
+    (tmp_path / "submitted").write_text("")
+    return LocalConnection(bin_dir)
+
+
+SUBMITTED = submit.combined(["queue"], "#!/bin/bash\necho hi\n")
+
+
+def test_a_query_that_fails_submits_nothing_and_is_retried(tmp_path):
+    from jobs.htcondor import operations
+
+    conn = stand_ins(
+        tmp_path,
+        condor_q="echo 'Failed to fetch ads from: <127.0.0.1:9618> : vm' >&2; exit 1",
+        condor_history="exit 0",
+        condor_submit=f"echo x >> {tmp_path}/submitted; echo '5.0 - 5.0'",
+    )
+    with pytest.raises(operations.SchedulerUnavailable, match="did not answer"):
+        operations.submit(conn, str(tmp_path / "w"), "portal-1-a", SUBMITTED)
+    assert (tmp_path / "submitted").read_text() == ""  # never submitted blind
+
+
+def test_the_cluster_id_comes_from_the_terse_line_only(tmp_path):
+    from jobs.htcondor import operations
+
+    conn = stand_ins(
+        tmp_path,
+        condor_q="exit 0",
+        condor_history="exit 0",
+        condor_submit="echo \"WARNING: the line 'gpus_minimum_memory = 16384' was unused\"; echo '12.0 - 12.3'",
+    )
+    first = operations.submit_array(conn, str(tmp_path / "w"), "portal-a1-b", SUBMITTED, [(0, "t")])
+    assert (first.scheduler_id, first.adopted) == ("12", False)
+    again = operations.submit_array(conn, str(tmp_path / "w"), "portal-a1-b", SUBMITTED, [(0, "t")])
+    assert (again.scheduler_id, again.adopted) == ("12", True)  # the recorded id
+    assert (tmp_path / "w" / "job.sub").read_text() == "queue\n"
+    assert (tmp_path / "w" / "job.sh").read_text() == "#!/bin/bash\necho hi\n"
+
+
+def test_a_job_found_by_name_is_adopted(tmp_path):
+    from jobs.htcondor import operations
+
+    conn = stand_ins(tmp_path, condor_q="echo 41", condor_history="exit 0", condor_submit="exit 9")
+    found = operations.submit(conn, str(tmp_path / "w"), "portal-2-c", SUBMITTED)
+    assert (found.scheduler_id, found.adopted) == ("41.0", True)
+
+
+def test_numbers_a_job_wrote_into_its_ad_are_bounded():
+    ads = [
+        {
+            "ClusterId": 1,
+            "ProcId": 0,
+            "Owner": "u",
+            "PortalName": "p",
+            "JobStatus": 4,
+            "ExitCode": 10**12,
+            "NumJobStarts": 10**15,
+            "RequestGpus": -5,
+            "RemoteWallClockTime": 1e300,
+        }
+    ]
+    job = parsers.parse_jobs(json.dumps(ads), "condor_history", "u")[0]
+    assert (job.exit_code, job.starts, job.gpus, job.wall_seconds) == (None, 0, 0, 0)
+
+
+def test_ids_that_are_not_htcondors_are_reported_not_fatal(pool, owner, monkeypatch):
+    from jobs.htcondor import operations
+    from jobs.htcondor.scheduler import HTCONDOR
+
+    monkeypatch.setattr(operations, "jobs", lambda *a, **k: {})
+    job = factories.job(owner, pool, partition="gpu", state="pending", scheduler_job_id="123_4")
+    found = HTCONDOR.statuses(None, "u", [job])
+    assert "not an HTCondor job id" in found["123_4"].unreadable
