@@ -47,5 +47,9 @@ def start_now_if_held_for_requeue(scheduler_id: str) -> bool:
     a test need not wait: start it now. True if it was held."""
     if squeue_field(scheduler_id, "%r") != "BeginTime":
         return False
+    # Not in the second of the requeue: slurmd revokes the killed run's credential with a
+    # time in whole seconds and refuses ("Job N already killed, do not launch batch job",
+    # exit 1) a launch whose credential is from the same second.
+    time.sleep(2)
     subprocess.run(["scontrol", "update", f"JobId={scheduler_id}", "StartTime=now"], check=True)
     return True

@@ -10,6 +10,7 @@ from jobs import tasks
 from jobs.models import Job
 from proxy.models import SessionLink
 from tests import factories
+from tests.devcluster.helpers import start_now_if_held_for_requeue
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 
@@ -41,15 +42,11 @@ def test_a_requeued_notebook_registers_anew_and_the_old_port_is_never_routed(dev
     assert done.returncode == 0, done.stderr
     # Slurm holds a requeued job back for two minutes (BeginTime); the test needn't wait.
     for _ in range(60):
-        reason = subprocess.run(
-            ["squeue", "-h", "-j", job.scheduler_job_id, "-o", "%r"], capture_output=True, text=True
-        ).stdout.strip()
-        if reason == "BeginTime":
+        if start_now_if_held_for_requeue(job.scheduler_job_id):
             break
         time.sleep(0.5)
-    subprocess.run(
-        ["scontrol", "update", f"JobId={job.scheduler_job_id}", "StartTime=now"], check=True
-    )
+    else:
+        raise AssertionError("the requeued job was never held for its BeginTime")
     seen: list = []
     second = sync_until(
         job, lambda j, s: j.attempt == 1 and s.state == "ready", timeout=180, seen=seen

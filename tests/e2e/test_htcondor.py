@@ -94,3 +94,55 @@ def test_the_launch_form_says_what_htcondor_runs(browser, stack, owner, python_h
     assert page.locator("#distributed-fields").is_hidden()
     assert page.locator("#resumable-fields").is_hidden()
     screenshot(page, "93-htcondor-launch-form")
+
+
+def test_the_portal_command_submits_to_htcondor_and_waits_for_the_exit_code(stack, owner, tmp_path):
+    """`portal submit --wait --logs` on the pool: the job's exit code, its output, and the
+    GPU HTCondor chose for a minimum capability."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from jobs import demo_catalog
+    from jobs.models import ApiToken
+
+    demo_catalog.load()
+    _, token = ApiToken.issue(owner, "e2e")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PORTAL_URL": stack.url,
+        "PORTAL_TOKEN": token,
+    }
+    portal = str(Path(sys.executable).parent / "portal")
+
+    def run(*argv):
+        return subprocess.run([portal, *argv], env=env, capture_output=True, text=True, timeout=180)
+
+    clusters = run("clusters")
+    assert clusters.returncode == 0 and "HTCondor" in clusters.stdout, clusters.stdout
+    done = run(
+        "submit",
+        "--cluster",
+        "condorpool",
+        "--container",
+        "shell-host",
+        "--partition",
+        "gpu",
+        "--gpus",
+        "1",
+        "--gpu-capability",
+        "7.5",
+        "--time",
+        "5",
+        "--wait",
+        "--logs",
+        "--",
+        'echo "devices=$CUDA_VISIBLE_DEVICES"; exit 3',
+    )
+    assert done.returncode == 3, done.stderr
+    assert "devices=GPU-b1223334" in done.stdout  # the simulated A100
+    job = Job.objects.get(pk=int(done.stdout.splitlines()[0]))
+    assert (job.state, job.exit_code, job.cluster.name) == ("failed", 3, "condorpool")
+    show = run("show", str(job.pk))
+    assert "Scheduler job:" in show.stdout and job.scheduler_job_id in show.stdout
