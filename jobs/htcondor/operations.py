@@ -15,6 +15,7 @@ from jobs.htcondor import parsers
 from jobs.htcondor.submit import SEPARATOR
 from jobs.schedulers import Attempt, Submission
 from jobs.slurm import ssh
+from jobs.slurm.operations import ENTER_WORK_DIR, MEMBER_DIRS, WORK_DIR_SECRETS
 
 log = logging.getLogger(__name__)
 
@@ -25,10 +26,7 @@ HISTORY_SCAN_LIMIT = 20_000
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
 
 
-class SchedulerUnavailable(ssh.SlurmError):
-    """The schedd answered with an error that means 'busy or down, try again'."""
-
-    transient = True
+SchedulerUnavailable = ssh.SchedulerUnavailable
 
 
 def run(
@@ -40,14 +38,9 @@ def run(
     max_bytes: int | None = None,
 ) -> ssh.Result:
     """Run an HTCondor command; 'schedd unreachable' becomes SchedulerUnavailable."""
-    try:
-        return conn.run(argv, stdin=stdin, check=check, max_bytes=max_bytes)
-    except ssh.CommandFailed as exc:
-        if parsers.is_transient(exc.stderr or str(exc)):
-            raise SchedulerUnavailable(
-                str(exc), command=exc.command, stderr=exc.stderr, exit_status=exc.exit_status
-            ) from None
-        raise
+    return ssh.run_scheduler_command(
+        conn, argv, parsers.is_transient, stdin=stdin, check=check, max_bytes=max_bytes
+    )
 
 
 # The submit step: the description and script from stdin into job.sub and job.sh, then
@@ -96,43 +89,29 @@ echo "submitted $id"
 """
 
 _SUBMIT = (
-    r"""
+    """
 set -e
 dir=$1
 name=$2
 separator=$3
 scan=$4
-(umask 077 && mkdir -p -- "$dir")
-cd -- "$dir"
-IFS= read -r secret || true
-IFS= read -r metrics_token || true
-if [ -n "$secret" ]; then (umask 077 && printf '%s\n' "$secret" > .portal_secret); fi
-if [ -n "$metrics_token" ]; then
-    (umask 077 && printf '%s\n' "$metrics_token" > .portal_metrics_token)
-fi
 """
+    + ENTER_WORK_DIR
+    + WORK_DIR_SECRETS
     + _ADOPT_OR_SUBMIT
 )
 
 _SUBMIT_ARRAY = (
-    r"""
+    """
 set -e
 dir=$1
 name=$2
 separator=$3
 scan=$4
 count=$5
-(umask 077 && mkdir -p -- "$dir")
-cd -- "$dir"
-i=0
-while [ "$i" -lt "$count" ]; do
-    IFS=' ' read -r index token || { echo "portal: member list cut short" >&2; exit 3; }
-    case $index in ''|*[!0-9]*) echo "portal: bad member index" >&2; exit 3 ;; esac
-    (umask 077 && mkdir -p -- "$index")
-    if [ -n "$token" ]; then (umask 077 && printf '%s\n' "$token" > "$index/.portal_metrics_token"); fi
-    i=$((i + 1))
-done
 """
+    + ENTER_WORK_DIR
+    + MEMBER_DIRS
     + _ADOPT_OR_SUBMIT
 )
 

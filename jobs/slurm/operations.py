@@ -17,10 +17,7 @@ from jobs.slurm.attempts import parse_attempts
 log = logging.getLogger(__name__)
 
 
-class SchedulerUnavailable(ssh.SlurmError):
-    """The scheduler answered with an error that means 'busy or down, try again'."""
-
-    transient = True
+SchedulerUnavailable = ssh.SchedulerUnavailable
 
 
 def run(
@@ -32,14 +29,40 @@ def run(
     max_bytes: int | None = None,
 ) -> ssh.Result:
     """Run a Slurm command; a 'controller unreachable' error becomes SchedulerUnavailable."""
-    try:
-        return conn.run(argv, stdin=stdin, check=check, max_bytes=max_bytes)
-    except ssh.CommandFailed as exc:
-        if parsers.is_transient(exc.stderr or str(exc)):
-            raise SchedulerUnavailable(
-                str(exc), command=exc.command, stderr=exc.stderr, exit_status=exc.exit_status
-            ) from None
-        raise
+    return ssh.run_scheduler_command(
+        conn, argv, parsers.is_transient, stdin=stdin, check=check, max_bytes=max_bytes
+    )
+
+
+# What every submit step starts with, on the login node, with $dir set: the work
+# directory (private), entered. Then, for one job, WORK_DIR_SECRETS; for an array,
+# MEMBER_DIRS (with $count set). Shared by every adapter's submit step.
+ENTER_WORK_DIR = r"""
+(umask 077 && mkdir -p -- "$dir")
+cd -- "$dir"
+"""
+# stdin: a line with the notebook's registration secret, a line with the metrics upload
+# token (either may be empty). Both go to private files, never onto a command line.
+WORK_DIR_SECRETS = r"""
+IFS= read -r secret || true
+IFS= read -r metrics_token || true
+if [ -n "$secret" ]; then (umask 077 && printf '%s\n' "$secret" > .portal_secret); fi
+if [ -n "$metrics_token" ]; then
+    (umask 077 && printf '%s\n' "$metrics_token" > .portal_metrics_token)
+fi
+"""
+# stdin: one line per member, "<index> <metrics upload token>": each member's directory
+# (the scheduler opens its logs there before the script runs) with its private token.
+MEMBER_DIRS = r"""
+i=0
+while [ "$i" -lt "$count" ]; do
+    IFS=' ' read -r index token || { echo "portal: member list cut short" >&2; exit 3; }
+    case $index in ''|*[!0-9]*) echo "portal: bad member index" >&2; exit 3 ;; esac
+    (umask 077 && mkdir -p -- "$index")
+    if [ -n "$token" ]; then (umask 077 && printf '%s\n' "$token" > "$index/.portal_metrics_token"); fi
+    i=$((i + 1))
+done
+"""
 
 
 # How both submit steps end: keep the script in the work directory and submit it unless
@@ -69,21 +92,16 @@ echo "submitted $id"
 """
 
 # Creates the work directory (private) with the job's private files, then _ADOPT_OR_SUBMIT.
-_SUBMIT = r"""
+_SUBMIT = (
+    """
 set -e
 dir=$1
 name=$2
-(umask 077 && mkdir -p -- "$dir")
-cd -- "$dir"
-# stdin: a line with the notebook's registration secret, a line with the metrics
-# upload token (either may be empty), then the script. Both go to private files.
-IFS= read -r secret || true
-IFS= read -r metrics_token || true
-if [ -n "$secret" ]; then (umask 077 && printf '%s\n' "$secret" > .portal_secret); fi
-if [ -n "$metrics_token" ]; then
-    (umask 077 && printf '%s\n' "$metrics_token" > .portal_metrics_token)
-fi
-""" + _ADOPT_OR_SUBMIT.replace("$id_format", "%i")
+"""
+    + ENTER_WORK_DIR
+    + WORK_DIR_SECRETS
+    + _ADOPT_OR_SUBMIT.replace("$id_format", "%i")
+)
 
 
 def submit(
@@ -106,26 +124,19 @@ def submit(
     return Submission(parsers.parse_sbatch(words[-1]), adopted=words[-2] == "existing")
 
 
-# The array's version of _SUBMIT: makes each member's directory (Slurm opens the members'
-# logs there before the script runs) with its private metrics token, then the same
-# _ADOPT_OR_SUBMIT under the array's name.
-_SUBMIT_ARRAY = r"""
+# The array's version of _SUBMIT: each member's directory with its private metrics
+# token, then the same _ADOPT_OR_SUBMIT under the array's name.
+_SUBMIT_ARRAY = (
+    """
 set -e
 dir=$1
 name=$2
 count=$3
-(umask 077 && mkdir -p -- "$dir")
-cd -- "$dir"
-# stdin: one line per member, "<index> <metrics upload token>", then the script.
-i=0
-while [ "$i" -lt "$count" ]; do
-    IFS=' ' read -r index token || { echo "portal: member list cut short" >&2; exit 3; }
-    case $index in ''|*[!0-9]*) echo "portal: bad member index" >&2; exit 3 ;; esac
-    (umask 077 && mkdir -p -- "$index")
-    if [ -n "$token" ]; then (umask 077 && printf '%s\n' "$token" > "$index/.portal_metrics_token"); fi
-    i=$((i + 1))
-done
-""" + _ADOPT_OR_SUBMIT.replace("$id_format", "%F")
+"""
+    + ENTER_WORK_DIR
+    + MEMBER_DIRS
+    + _ADOPT_OR_SUBMIT.replace("$id_format", "%F")
+)
 
 
 def submit_array(

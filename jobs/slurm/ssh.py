@@ -13,7 +13,7 @@ import select
 import shlex
 import socket
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -59,6 +59,33 @@ class AuthenticationFailed(SlurmError):
 
 class CommandFailed(SlurmError):
     """The remote command ran and exited non-zero; ``stderr`` holds its message."""
+
+
+class SchedulerUnavailable(SlurmError):
+    """The scheduler answered with an error that means 'busy or down, try again'."""
+
+    transient = True
+
+
+def run_scheduler_command(
+    conn: Connection,
+    argv: list[str],
+    is_transient: Callable[[str], bool],
+    *,
+    stdin: str | None = None,
+    check: bool = True,
+    max_bytes: int | None = None,
+) -> Result:
+    """Run a scheduler's command; an error its adapter's ``is_transient`` recognises as
+    'busy or down' becomes SchedulerUnavailable (retried), any other stays CommandFailed."""
+    try:
+        return conn.run(argv, stdin=stdin, check=check, max_bytes=max_bytes)
+    except CommandFailed as exc:
+        if is_transient(exc.stderr or str(exc)):
+            raise SchedulerUnavailable(
+                str(exc), command=exc.command, stderr=exc.stderr, exit_status=exc.exit_status
+            ) from None
+        raise
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,16 @@
 """Job lifecycle on the real HTCondor pool: the tasks' code over real SSH to a real schedd."""
 
-import threading
 import time
 from decimal import Decimal
 
 import pytest
-from django.db import connection
 
 from jobs import tasks
 from jobs.models import ClusterAccount, Job
 from jobs.slurm import files, ssh
 from tests import factories
 from tests.conftest import as_pool_root
-from tests.devcluster.helpers import remote, run_until
+from tests.devcluster.helpers import remote, run_until, submit_from_threads
 
 pytestmark = [pytest.mark.condorpool, pytest.mark.django_db]
 
@@ -173,21 +171,7 @@ def slurm_like_names(account, name: str) -> list[str]:
 @pytest.mark.django_db(transaction=True)
 def test_duplicated_submit_tasks_produce_one_htcondor_job(condorpool, owner):
     job = factories.job(owner, condorpool, "sleep 1")
-    errors = []
-
-    def submit():
-        try:
-            tasks.submit_job.apply(args=[job.pk], throw=True)
-        except Exception as exc:  # noqa: BLE001
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=submit) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = submit_from_threads(job)
     assert not errors
     job.refresh_from_db()
     account = ClusterAccount.for_user(condorpool, owner)

@@ -30,6 +30,31 @@ def run_job(owner, cluster, command: str) -> Job:
     return job
 
 
+def submit_from_threads(job: Job, threads: int = 4) -> list[Exception]:
+    """The submit task of ``job`` run by ``threads`` workers at once (a duplicated queue
+    message); the errors they raised."""
+    import threading
+
+    from django.db import connection
+
+    errors: list[Exception] = []
+
+    def submit():
+        try:
+            tasks.submit_job.apply(args=[job.pk], throw=True)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    running = [threading.Thread(target=submit) for _ in range(threads)]
+    for t in running:
+        t.start()
+    for t in running:
+        t.join()
+    return errors
+
+
 def remote(account, argv):
     """The stdout of ``argv`` run over SSH as ``account``."""
     return operations.on_account(account, lambda conn: conn.run(argv)).stdout

@@ -2,20 +2,18 @@
 
 import re
 import subprocess
-import threading
 import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from jobs import tasks
 from jobs.models import ClusterAccount, Job, Partition
 from jobs.slurm import files, pool, ssh
 from tests import factories
-from tests.devcluster.helpers import remote, run_until
+from tests.devcluster.helpers import remote, run_until, submit_from_threads
 
 pytestmark = [pytest.mark.devcluster]
 
@@ -214,21 +212,7 @@ def slurm_jobs_named(account, name: str) -> list[str]:
 @pytest.mark.django_db(transaction=True)
 def test_duplicated_submit_tasks_produce_one_slurm_job(devcluster, owner):
     job = factories.job(owner, devcluster, "sleep 1", partition="gpu")
-    errors = []
-
-    def submit():
-        try:
-            tasks.submit_job.apply(args=[job.pk], throw=True)
-        except Exception as exc:  # noqa: BLE001
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=submit) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = submit_from_threads(job)
     assert not errors
     job.refresh_from_db()
     account = ClusterAccount.for_user(devcluster, owner)
