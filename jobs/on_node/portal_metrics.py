@@ -450,7 +450,10 @@ def checkpoint_dir() -> str:
 def checkpoint_saved(step: int) -> None:
     """Say that a checkpoint of ``step`` is complete (call it after the file is written and
     closed): resume_step() returns it in the next attempt, and after a request the job's
-    shell requeues the job instead of counting its exit as the end."""
+    shell requeues the job instead of counting its exit as the end. The points logged so
+    far are written first: a checkpoint never covers a step whose points were only in
+    memory (a requeue right after it would lose them, and the next attempt resumes after)."""
+    flush()
     folder = checkpoint_dir()
     mark = os.path.join(folder, _CHECKPOINT_MARK)
     record = {"step": int(step), "attempt": attempt(), "time": time.time()}
