@@ -189,14 +189,6 @@ def match_jobs(jobs: list[CondorJob], expected: dict[str, str]) -> dict[str, Con
     return found
 
 
-def parse_submit(output: str) -> str:
-    """``condor_submit -terse``'s '12.0 - 12.4' -> the cluster id '12'."""
-    match = re.fullmatch(r"\s*(\d{1,12})\.\d+\s*-\s*\1\.\d+\s*", output)
-    if not match:
-        raise ValueError(f"unexpected answer from condor_submit: {output[:200]!r}")
-    return match.group(1)
-
-
 # Messages that mean the schedd is unreachable or busy, not that the request is bad.
 TRANSIENT_PATTERNS = (
     "the schedd did not answer",  # the submit step's own words (operations.py)

@@ -11,6 +11,7 @@ from jobs.htcondor import parsers, status, submit
 from jobs.models import ContainerImage, Job
 from jobs.schedulers import is_held_reason
 from jobs.slurm.scripts import ScriptError
+from jobs.slurm.ssh import CommandFailed
 from tests import factories
 
 CAPTURED = Path(__file__).parent / "captured"
@@ -125,11 +126,8 @@ def test_an_unknown_job_status_is_reported_not_guessed():
         status.to_status(job)
 
 
-def test_empty_answers_and_submit_output():
+def test_an_empty_answer_is_no_job():
     assert parsers.parse_jobs("", "condor_q", "u") == []
-    assert parsers.parse_submit("12.0 - 12.4\n") == "12"
-    with pytest.raises(ValueError):
-        parsers.parse_submit("12.0 - 13.0")
 
 
 # -- the submit description ---------------------------------------------------------------
@@ -334,6 +332,18 @@ def test_the_cluster_id_comes_from_the_terse_line_only(tmp_path):
     assert (again.scheduler_id, again.adopted) == ("12", True)  # the recorded id
     assert (tmp_path / "w" / "job.sub").read_text() == "queue\n"
     assert (tmp_path / "w" / "job.sh").read_text() == "#!/bin/bash\necho hi\n"
+
+
+@pytest.mark.parametrize("answer", ["12.0 - 13.0", "12.0 - 12.x", "Submitting job(s).", ""])
+def test_an_answer_without_a_terse_line_records_no_id(tmp_path, answer):
+    from jobs.htcondor import operations
+
+    conn = stand_ins(
+        tmp_path, condor_q="exit 0", condor_history="exit 0", condor_submit=f"echo '{answer}'"
+    )
+    with pytest.raises(CommandFailed, match="condor_submit said"):
+        operations.submit(conn, str(tmp_path / "w"), "portal-3-d", SUBMITTED)
+    assert not (tmp_path / "w" / ".scheduler_id").exists()
 
 
 def test_a_job_found_by_name_is_adopted(tmp_path):
