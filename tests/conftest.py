@@ -11,6 +11,35 @@ from jobs import devcluster as devcluster_mod
 from jobs.models import Job
 from tests import factories
 
+# --- the suite in two parts ------------------------------------------------------------
+# deploy/run-tests.sh runs the tests that use the Slurm dev cluster (`--part=slurm`) beside
+# all the others (`--part=other`: units, the HTCondor pool, the proxy), in two processes. The
+# parts share no daemon a test stops or restarts: the Slurm tests kill slurmctld, the pool's
+# tests stop its schedd and remove their user's jobs. Each test is in exactly one part.
+PARTS = ("slurm", "other")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--part", choices=PARTS, default=None, help="run only this part of the suite")
+
+
+def part_of(item) -> str:
+    uses_pool = item.get_closest_marker("condorpool") or "condorpool_info" in item.fixturenames
+    uses_slurm = item.get_closest_marker("devcluster") or "devcluster_info" in item.fixturenames
+    return "slurm" if uses_slurm and not uses_pool else "other"
+
+
+def pytest_collection_modifyitems(config, items):
+    part = config.getoption("--part")
+    if part is None:
+        return
+    keep, drop = [], []
+    for item in items:
+        (keep if part_of(item) == part else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
 
 @pytest.fixture(autouse=True)
 def _plain_static_storage(settings):
@@ -144,7 +173,12 @@ def cancel_leftover_slurm_jobs(db, devcluster_info):
     """
     yield
     info = devcluster_info
-    ids = list(Job.objects.exclude(scheduler_job_id="").values_list("scheduler_job_id", flat=True))
+    # Only Slurm's ids: an HTCondor job's "12.0" would name step 0 of Slurm job 12.
+    ids = list(
+        Job.objects.filter(cluster__scheduler="slurm")
+        .exclude(scheduler_job_id="")
+        .values_list("scheduler_job_id", flat=True)
+    )
     if ids:
         subprocess.run(
             ["scancel", "-u", info["default_user"], *ids], capture_output=True, timeout=30
