@@ -159,6 +159,20 @@ def tensorboard_initial(job: Job) -> dict:
     return initial
 
 
+def _trial_again(source: Job) -> dict:
+    """A trial's job launched again runs its configuration on the whole data, told its
+    parameters as the experiment's relaunch does (the fold and params.json were the array's)."""
+    trial = source.trial
+    if trial is None:
+        return {}
+    from jobs.experiments import runs
+
+    return {
+        "command": runs.again_command(trial.experiment, trial.params),
+        "name": runs.again_name(trial),
+    }
+
+
 def launch_initial(user, source: Job | None = None) -> dict:
     """Defaults that make "choose an image, press Launch" work; or a copy of ``source``."""
     if source is not None:
@@ -189,7 +203,7 @@ def launch_initial(user, source: Job | None = None) -> dict:
             "notebook_dir": source.notebook_dir or last_notebook_dir(user),
             "command": source.command,
             "name": source.name,
-        }
+        } | _trial_again(source)
     clusters = list(Cluster.objects.filter(enabled=True))
     cluster = next(
         (c for c in clusters if ClusterAccount.for_user(c, user)), clusters[0] if clusters else None

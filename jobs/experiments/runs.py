@@ -36,6 +36,21 @@ def trial_command(command: str, params: dict, pass_arguments: bool) -> str:
     return f"{command.rstrip()} {arguments(params)}"
 
 
+def again_command(experiment, params: dict) -> str:
+    """The command that runs a trial's configuration once more as an ordinary job (no fold:
+    the whole data): its parameters in the environment as in the trial (PORTAL_PARAMS_JSON
+    stands in for params.json) and on the command line if the experiment passes them."""
+    exports = [f"PORTAL_PARAMS_JSON={shlex.quote(json.dumps(params, sort_keys=True))}"]
+    exports += [f"{param_env_name(k)}={shlex.quote(format_value(v))}" for k, v in params.items()]
+    command = trial_command(experiment.launch["command"], params, experiment.pass_arguments)
+    return f"export {' '.join(exports)}\n{command}"
+
+
+def again_name(trial) -> str:
+    experiment = trial.experiment
+    return f"{experiment.name or f'experiment {experiment.pk}'}: trial {trial.number} again"[:100]
+
+
 def array_member(job: Job, metrics_url: str) -> Member:
     trial = job.trial
     if trial is None:

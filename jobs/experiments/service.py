@@ -4,7 +4,6 @@ call (like jobs/lifecycle.py for jobs)."""
 from __future__ import annotations
 
 import json
-import shlex
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -91,24 +90,13 @@ def trial_to_relaunch(experiment: Experiment, wanted) -> Trial | None:
 
 
 def relaunch(trial: Trial, user) -> Job:
-    """Run ``trial``'s configuration once more as an ordinary job (no fold: the whole
-    data), its parameters in the environment as in the trial (PORTAL_PARAMS_JSON stands in
-    for params.json) and on the command line if the experiment passes them."""
+    """Run ``trial``'s configuration once more as an ordinary job (runs.again_command)."""
     experiment = trial.experiment
-    base = dict(experiment.launch)
-    exports = [f"PORTAL_PARAMS_JSON={shlex.quote(json.dumps(trial.params, sort_keys=True))}"]
-    exports += [
-        f"{runs.param_env_name(k)}={shlex.quote(runs.format_value(v))}"
-        for k, v in trial.params.items()
-    ]
-    command = runs.trial_command(base["command"], trial.params, experiment.pass_arguments)
     job = Job(
-        **{**base, "command": f"export {' '.join(exports)}\n{command}"},
+        **{**experiment.launch, "command": runs.again_command(experiment, trial.params)},
         owner=user,
         kind=Job.Kind.BATCH,
-        name=f"{experiment.name or f'experiment {experiment.pk}'}: trial {trial.number} again"[
-            :100
-        ],
+        name=runs.again_name(trial),
     )
     job.full_clean(exclude=["uid"])
     return lifecycle.launch_job(job)

@@ -52,6 +52,7 @@ def test_gpu_hours_of_a_finished_two_gpu_job_are_saccts(devcluster, owner, clien
     row = [line for line in csv.splitlines() if line.startswith(f"{month},owner,")]
     assert row and row[0].split(",")[3:6] == ["devcluster", "1", f"{expected:.3f}"]
     assert f"<td data-gpu-hours>{expected:.3f}</td>" in client.get("/usage/").content.decode()
+    print(f"2-GPU job: sacct {elapsed} s x {gpus} GPUs = {expected:.3f} GPU-h; CSV {row[0]}")
 
 
 @override_settings(PORTAL_SYSTEM_METRICS_INTERVAL=2, PORTAL_GPU_IDLE_MINUTES=0.3)

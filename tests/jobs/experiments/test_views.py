@@ -3,6 +3,7 @@ the data the page draws, the CSV."""
 
 import csv
 import io
+import subprocess
 
 import pytest
 from django.urls import reverse
@@ -160,6 +161,31 @@ def test_the_api_cancels_and_relaunches_the_best(owner, scored, django_capture_o
     assert api.post(f"/api/v1/experiments/{scored.pk}/cancel/").status_code == 202
     scored.refresh_from_db()
     assert scored.cancel_requested_at is not None
+
+
+def test_launch_again_from_a_trials_job_runs_its_configuration_with_its_parameters(
+    client, owner, scored
+):
+    """A fold's job ran with its parameters in the array's environment and params.json;
+    launched again from its page, the copy is told them in its command, as the
+    experiment's relaunch does, and runs on the whole data (no fold)."""
+    trial = scored.trials.get(number=1)
+    fold = factories.job(owner, scored.cluster, "train", trial=trial, fold=1, state="completed")
+    client.force_login(owner)
+    form = client.get(f"/launch/?from={fold.pk}").context["form"]
+    command = form.initial["command"]
+    assert command.startswith("export PORTAL_PARAMS_JSON=") and command.endswith("\ntrain")
+    exports = command.split("\n")[0]  # run by bash: the hostile value arrives as data
+    told = subprocess.run(
+        ["bash", "-c", f'{exports}; printf "%s" "$PORTAL_PARAM_ACT"'],
+        capture_output=True,
+        text=True,
+    )
+    assert told.stdout == "=cmd|' /C calc'!A0"
+    assert "FOLD" not in command
+    assert form.initial["name"] == "lr sweep: trial 1 again"
+    plain = factories.job(owner, scored.cluster, "echo hi")
+    assert client.get(f"/launch/?from={plain.pk}").context["form"].initial["command"] == "echo hi"
 
 
 def test_staff_see_an_experiment_and_its_trials_in_the_admin(client, staff, scored):
