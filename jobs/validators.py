@@ -48,8 +48,11 @@ IMAGE_SCHEMES = ("docker://", "oras://", "library://")
 _FOLDER_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_. +@=,-]{0,99}$")
 
 
-# A job's own work directory (<id>-<uid>), which a TensorBoard session may read.
-JOB_FOLDER = re.compile(r"^\.portal/jobs/(?P<id>[0-9]{1,12})-(?P<uid>[0-9a-f]{10})(/|$)")
+# A job's own work directory (<id>-<uid>), or a job array's (a<id>-<uid>, its members' in
+# <index> below), which a TensorBoard session may read.
+JOB_FOLDER = re.compile(
+    r"^\.portal/jobs/(?P<array>a?)(?P<id>[0-9]{1,12})-(?P<uid>[0-9a-f]{10})(/|$)"
+)
 # A session's upstream secret (Jupyter's token, TensorBoard's wrapper secret), from the
 # job's registration or connection.json: URL-safe, so it can reach HAProxy's runtime API.
 SESSION_TOKEN = re.compile(r"^[A-Za-z0-9_.~-]{16,256}$")
@@ -59,8 +62,8 @@ def relative_folder(value: str) -> None:
     """A folder inside the user's home or scratch directory: names of letters, digits,
     spaces and _ . + @ = , - between slashes; none starts with a dot (so neither '..'
     nor the portal's own .portal directory), at most 10 deep. The one exception is a
-    job's work directory, .portal/jobs/<id>-<uid>[/...], which only TensorBoard
-    sessions may use (Job.clean)."""
+    job's work directory, .portal/jobs/<id>-<uid>[/...] (or a job array's,
+    a<id>-<uid>), which only TensorBoard sessions may use (Job.clean)."""
     value = value.strip("/")
     job_folder = JOB_FOLDER.match(value)
     if job_folder:  # the rest, if any, is checked as any folder is

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 from datetime import timedelta
 from decimal import Decimal
@@ -339,9 +340,7 @@ class Job(models.Model):
             if self.kind != self.Kind.TENSORBOARD:
                 errors["notebook_dir"] = "Only TensorBoard sessions may read a job's own directory."
             else:
-                runs_of = Job.objects.filter(
-                    owner_id=self.owner_id, pk=job_folder["id"], uid=job_folder["uid"]
-                ).first()
+                runs_of = self._job_of_folder(job_folder)
                 if runs_of is None:
                     errors["notebook_dir"] = "That is not the directory of one of your jobs."
                 elif (runs_of.cluster_id, runs_of.work_dir_kind) != (
@@ -370,6 +369,22 @@ class Job(models.Model):
             errors["work_dir_kind"] = f"Cluster {self.cluster.name} has no scratch directory."
         if errors:
             raise ValidationError(errors)
+
+    def _job_of_folder(self, folder: re.Match) -> Job | None:
+        """The owner's job whose work directory ``folder`` (validators.JOB_FOLDER) is in:
+        the job itself, or for a job array's folder the member of the index that follows
+        (any member for the whole array's)."""
+        if not folder["array"]:
+            return Job.objects.filter(
+                owner_id=self.owner_id, pk=folder["id"], uid=folder["uid"]
+            ).first()
+        members = Job.objects.filter(
+            owner_id=self.owner_id, array_id=folder["id"], array__uid=folder["uid"]
+        ).order_by("array_index")
+        index = self.notebook_dir[folder.end() :].split("/")[0]
+        if index.isdigit():
+            return members.filter(array_index=int(index)).first()
+        return members.first()
 
     def _resumable_errors(self) -> dict[str, str]:
         if not self.resumable:

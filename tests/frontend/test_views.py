@@ -446,6 +446,28 @@ def test_tensorboard_for_a_job_starts_from_its_work_directory(
     assert form.initial["notebook_dir"] == f".portal/jobs/7-{'a' * 10}"
     assert form.initial["gpus"] == 0 and form.initial["image"] == host_python.slug
 
+    # A trial's job works in its array's folder: the same link opens its runs.
+    from jobs.models import JobArray
+
+    array = JobArray.objects.create(owner=owner, cluster=cluster)
+    member = factories.job(
+        owner,
+        cluster,
+        "train",
+        image=host_python,
+        array=array,
+        array_index=2,
+        work_dir=f"/home/alice/.portal/jobs/a{array.pk}-{array.uid}/2",
+    )
+    form = signed_in.get(f"/launch/?tensorboard_for={member.pk}").context["form"]
+    folder = form.initial["notebook_dir"]
+    assert folder == f".portal/jobs/a{array.pk}-{array.uid}/2"
+    host_python.refresh_from_db()
+    session = factories.job(
+        owner, cluster, "", kind="tensorboard", image=host_python, notebook_dir=folder, save=False
+    )
+    session.full_clean(exclude=["uid"])  # what the form's submission checks
+
 
 def test_launch_of_a_resumable_job_keeps_its_attempts_and_warning(
     signed_in, cluster, host_python, queued_tasks

@@ -456,3 +456,38 @@ def test_a_tensorboard_session_reads_a_folder_or_one_of_the_users_own_job_direct
         assert message in error(response)["fields"]["notebook_dir"][0]
     response = create(kind="tensorboard", notebook_dir="runs", gpus=1)
     assert "TensorBoard needs no GPU" in error(response)["fields"]["gpus"][0]
+
+
+def test_a_tensorboard_session_reads_a_job_array_or_one_of_its_members_directories(
+    api, owner, outsider, catalog
+):
+    """A trial's job works in its array's folder (a<id>-<uid>/<index>): its page's
+    TensorBoard link, and the whole array's runs side by side."""
+    from jobs.models import JobArray
+
+    ContainerImage.objects.filter(slug="python").update(offers_tensorboard=True)
+    mine, theirs = (JobArray.objects.create(owner=u, cluster=catalog) for u in (owner, outsider))
+    for array in (mine, theirs):
+        for index in (0, 1):
+            factories.job(array.owner, catalog, "train", array=array, array_index=index)
+
+    def create(folder):
+        body = {"container": "python", "kind": "tensorboard", "notebook_dir": folder}
+        return api.post("/api/v1/jobs/", body, format="json")
+
+    for folder in (f"a{mine.pk}-{mine.uid}", f"a{mine.pk}-{mine.uid}/1"):
+        response = create(f".portal/jobs/{folder}")
+        assert response.status_code == 201, response.json()
+    for folder in (
+        f"a{theirs.pk}-{theirs.uid}",  # another user's array
+        f"a{theirs.pk}-{theirs.uid}/0",
+        f"a{mine.pk}-{'0' * 10}",  # a guessed uid
+        f"a{mine.pk}-{mine.uid}/7",  # no such member
+    ):
+        response = create(f".portal/jobs/{folder}")
+        assert response.status_code == 400, folder
+        assert "not the directory of one" in error(response)["fields"]["notebook_dir"][0]
+    assert (
+        "letters, digits"
+        in error(create(f".portal/jobs/a{mine.pk}-{mine.uid}/../x"))["fields"]["notebook_dir"][0]
+    )
