@@ -89,7 +89,6 @@ class GpuChoice:
     types: tuple[str, ...]
     gres_type: str = ""
     constraint: str = ""
-    note: str = ""
 
 
 class NoGpuMatches(ValueError):
@@ -126,13 +125,9 @@ def choose(partition, described: list[GpuType], capability, memory_gb) -> GpuCho
         return GpuChoice(names, constraint="|".join(names))
     if all(t.feature for t in matching):
         return GpuChoice(names, constraint="|".join(t.feature for t in matching))
-    # Slurm cannot OR typed GRES: the smallest card that does the work.
-    return GpuChoice(
-        names,
-        gres_type=names[0],
-        note=f"{', '.join(names)} match; Slurm cannot ask for one of several GRES types, "
-        f"so the smallest, {names[0]}, is asked for.",
-    )
+    # Slurm cannot OR typed GRES: the smallest card that does the work (the job page
+    # names the type asked for beside what was needed).
+    return GpuChoice(names, gres_type=names[0])
 
 
 def _no_match(partition, offered, by_name, capability, memory_gb) -> str:
