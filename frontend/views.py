@@ -41,6 +41,13 @@ def dashboard(request):
     state = request.GET.get("state", "")
     if state in STATE_FILTERS:
         jobs = jobs.filter(state__in=STATE_FILTERS[state])
+    # An experiment's trials run as many jobs (20 configurations x 5 folds is 100): they
+    # are on its page, and listed here only when asked for.
+    trials = request.GET.get("trials") == "1"
+    hidden_trials = 0
+    if not trials:
+        hidden_trials = jobs.filter(trial__isnull=False).count()
+        jobs = jobs.filter(trial__isnull=True)
     page = Paginator(jobs, PAGE_SIZE).get_page(request.GET.get("page"))
     template = (
         "frontend/_job_table.html"
@@ -53,6 +60,8 @@ def dashboard(request):
         {
             "page": page,
             "state": state,
+            "trials": trials,
+            "hidden_trials": hidden_trials,
             "states": Job.State.choices,
             "show_owner": sees_every_job(request.user),
         },

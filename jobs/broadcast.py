@@ -41,6 +41,7 @@ def job_payload(job) -> dict:
         **session_payload(job),
         "id": job.pk,
         "owner_id": job.owner_id,
+        "trial_id": job.trial_id,  # the dashboard lists trials' jobs only when asked
         "kind": job.kind,
         "state": job.state,
         "state_label": job.get_state_display(),

@@ -109,4 +109,11 @@ def test_the_demo_sweep_runs_from_the_experiments_page(
         job.refresh_from_db()
     assert job.state == "completed", job.message
     screenshot(page, "72-best-configuration-again")
+    # The dashboard lists the relaunched job, and counts the sweep's fold jobs aside.
+    page.goto(f"{stack.url}/")
+    assert page.locator("[data-hidden-trials]").get_attribute("data-hidden-trials") == str(
+        jobs.count()
+    )
+    assert page.locator("#job-table tbody tr").count() == 1
+    assert page.locator(f"tr[data-job-id='{job.pk}']").count() == 1
     assert errors == []

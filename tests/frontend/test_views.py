@@ -84,6 +84,31 @@ def test_dashboard_filters_by_state_and_paginates(signed_in, owner, cluster, hos
     )
 
 
+def test_the_dashboard_lists_experiments_trials_only_when_asked(signed_in, owner, cluster):
+    """A sweep's 100 fold jobs would bury the user's other jobs: they are counted and
+    linked, and listed with the Experiments' trials box ticked (pages keep it)."""
+    from jobs.broadcast import job_payload
+    from jobs.experiments.models import Trial
+
+    experiment = factories.experiment_record(owner, cluster)
+    trial = Trial.objects.create(experiment=experiment, number=0, params={"lr": 0.1})
+    folds = [factories.job(owner, cluster, "train", trial=trial, fold=f) for f in range(21)]
+    own = factories.job(owner, cluster, "echo mine")
+    response = signed_in.get("/")
+    assert [j.pk for j in response.context["page"].object_list] == [own.pk]
+    body = response.content.decode()
+    assert 'data-hidden-trials="21"' in body and "21 jobs of experiments' trials" in body
+    response = signed_in.get("/", {"trials": "1"})
+    assert response.context["page"].paginator.count == 22
+    assert "&trials=1&page=2" in response.content.decode()
+    assert "data-hidden-trials" not in response.content.decode()
+    # What the live table decides by: a new trial job is inserted only when trials are shown.
+    assert job_payload(folds[0])["trial_id"] == trial.pk and job_payload(own)["trial_id"] is None
+    own.delete()
+    body = signed_in.get("/").content.decode()
+    assert "No other jobs." in body and "You have no jobs yet." not in body
+
+
 def test_pending_reason_is_shown_in_plain_words(signed_in, job):
     start = timezone.now() + timedelta(minutes=30)
     Job.objects.filter(pk=job.pk).update(

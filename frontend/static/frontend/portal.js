@@ -170,9 +170,11 @@ const Portal = (() => {
   function dashboard() {
     const table = document.getElementById("job-table");
     const filter = table.dataset.filter;
-    const matches = (job) => !filter || filter === job.state || (filter === "active" && job.is_active);
+    const trials = table.dataset.trials;
+    const matches = (job) =>
+      (trials || !job.trial_id) && (!filter || filter === job.state || (filter === "active" && job.is_active));
     async function refreshTable() {
-      const response = await fetch(`?state=${encodeURIComponent(filter)}&fragment=table`);
+      const response = await fetch(`?state=${encodeURIComponent(filter)}&trials=${trials}&fragment=table`);
       if (response.ok) table.innerHTML = await response.text();
     }
     live("/ws/jobs/", async (job) => {
