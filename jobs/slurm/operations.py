@@ -252,6 +252,7 @@ def accounting(
         ).stdout
         for job_id, (code, signal) in parsers.exit_codes(text, username, final).items():
             settled[job_id] = replace(settled[job_id], exit_code=code, signal=signal)
+    settled.update(parsers.remainder_tasks(statuses, expected, settled))
     return settled
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from jobs.models.choices import FINAL_STATES
@@ -83,9 +83,15 @@ def bitmap_tasks(value: str) -> list[int]:
     return [i for i in range(bits.bit_length()) if bits >> i & 1]
 
 
+# An array's own record that ended without saying which tasks it still stood for.
+REMAINDER = "_*"
+
+
 def _sacct_ids(entry: dict, job_id: int) -> list[str]:
     """The scheduler ids one sacct record stands for (see _squeue_ids): a job, an array
-    task, or the tasks of an array's own record, whose ``task`` is a bitmap."""
+    task, or the tasks of an array's own record, whose ``task`` is a bitmap. Without the
+    bitmap (seen when tasks waiting behind the throttle were cancelled as the array's
+    next task was being started) the record is ``<array>_*``: see remainder_tasks()."""
     array = a if isinstance(a := entry.get("array"), dict) else {}
     array_id = _number(array.get("job_id"))
     if not array_id:
@@ -94,7 +100,27 @@ def _sacct_ids(entry: dict, job_id: int) -> list[str]:
     if task is not None:
         return [f"{array_id}_{task}"]
     bitmap = _text(array.get("task"))
-    return [f"{array_id}_{t}" for t in bitmap_tasks(bitmap)] if bitmap else [str(job_id)]
+    if bitmap:
+        return [f"{array_id}_{t}" for t in bitmap_tasks(bitmap)]
+    return [f"{array_id}{REMAINDER}" if array_id == job_id else str(job_id)]
+
+
+def remainder_tasks(
+    statuses: list[SlurmJob], expected: dict[str, str], settled: dict[str, SlurmJob]
+) -> dict[str, SlurmJob]:
+    """Tasks of ``expected`` that accounting gave no record of their own, settled by their
+    array's own record once that has ended: the tasks that never left it (a task that
+    started has its own record, one still waiting is in squeue) ended with it. Only under
+    the array's name, like match_jobs()."""
+    found: dict[str, SlurmJob] = {}
+    for status in statuses:
+        if not status.scheduler_id.endswith(REMAINDER) or not status.is_final:
+            continue
+        prefix = status.scheduler_id.removesuffix("*")
+        for job_id, name in expected.items():
+            if job_id.startswith(prefix) and job_id not in settled and name == status.name:
+                found[job_id] = replace(status, scheduler_id=job_id)
+    return found
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Parsers on output captured from the dev cluster's Slurm 22.05 (tests/jobs/slurm/slurm_output/)."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -383,6 +384,56 @@ def test_sacct_reads_the_tasks_an_arrays_own_record_stood_for_when_cancelled_pen
     assert set(jobs) == {"268_0", "268_1", "268_2", "268_3", "268_4"}
     assert jobs["268_0"].state == "completed"
     assert {jobs[f"268_{i}"].state for i in range(1, 5)} == {"cancelled"}
+
+
+def test_tasks_an_arrays_ended_record_left_unnamed_end_with_it():
+    """Captured (a demo sweep on the dev cluster): array 646, 5 folds at %1; task 0 ran as
+    647; the experiment cancelled the rest as the next task was being started, and the
+    array's own record ended CANCELLED with neither a task id nor a bitmap. Its tasks 1-4
+    have no record of their own, so they ended with it (before, they stayed 'cancelling'
+    and the experiment never ended)."""
+    name = "portal-a35-2c337b66b9"
+    statuses = parsers.parse_sacct_json(
+        captured("sacct_array_cancelled_unrecorded.json"), "hpcuser"
+    )
+    assert {s.scheduler_id for s in statuses} == {"646_0", "646_*"}
+    expected = {f"646_{i}": name for i in range(5)}
+    settled = parsers.match_jobs(statuses, expected)
+    assert set(settled) == {"646_0"} and settled["646_0"].state == "completed"
+    rest = parsers.remainder_tasks(statuses, expected, settled)
+    assert set(rest) == {"646_1", "646_2", "646_3", "646_4"}
+    assert {(s.scheduler_id, s.state) for s in rest.values()} == {
+        (f"646_{i}", "cancelled") for i in range(1, 5)
+    }
+    # Only under the array's own name, only once it has ended, never over a task's own record.
+    assert parsers.remainder_tasks(statuses, {"646_1": "portal-a99-other"}, {}) == {}
+    assert parsers.remainder_tasks(statuses, {"6460_1": name}, {}) == {}
+    pending = [replace(s, slurm_state="PENDING") for s in statuses]
+    assert parsers.remainder_tasks(pending, expected, settled) == {}
+
+
+def test_the_sync_settles_those_tasks_from_accounting():
+    """operations.accounting() with the captured answers: all five folds are final."""
+    from jobs.slurm import operations, ssh
+
+    class Accounting:
+        def __init__(self):
+            self.asked = []
+
+        def run(self, argv, *, stdin=None, check=True, max_bytes=None):
+            self.asked.append(argv)
+            if "--json" in argv:
+                return ssh.Result(captured("sacct_array_cancelled_unrecorded.json"), "", 0)
+            return ssh.Result("", "", 0)  # sacct -P: no line of its own for any task
+
+    conn = Accounting()
+    expected = {f"646_{i}": "portal-a35-2c337b66b9" for i in range(5)}
+    found = operations.accounting(conn, "hpcuser", expected)
+    assert {i: s.state for i, s in found.items()} == {
+        "646_0": "completed",
+        **{f"646_{i}": "cancelled" for i in range(1, 5)},
+    }
+    assert conn.asked[0][:5] == ["sacct", "--json", "-X", "-j", "646"]
 
 
 @pytest.mark.parametrize(("bitmap", "tasks"), [("0x1E", [1, 2, 3, 4]), ("0x1", [0]), ("0x0", [])])
