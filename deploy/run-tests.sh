@@ -42,7 +42,8 @@ other_log=var/test-logs/other-$$.log
 PORTAL_CACHE_PREFIX=portal-test-$$-other PORTAL_TEST_DB_SUFFIX=$$_other \
     pytest_part --part=other --basetemp="/tmp/portal-tests-$$-other" > "$other_log" 2>&1 &
 other_pid=$!
-trap 'kill "$other_pid" 2>/dev/null' EXIT
+# Interrupted: the other part's pytest (a child of its subshell) stops too.
+trap 'pkill -P "$other_pid" 2>/dev/null; kill "$other_pid" 2>/dev/null' EXIT
 echo "run-tests: the tests that use the Slurm dev cluster, beside the others ($other_log)"
 PORTAL_CACHE_PREFIX=portal-test-$$-slurm PORTAL_TEST_DB_SUFFIX=$$_slurm \
     pytest_part --part=slurm --basetemp="/tmp/portal-tests-$$-slurm"
