@@ -273,6 +273,11 @@ def cmd_jobs(client: Client, args, out: Output) -> int:
     filters = {"page_size": args.limit, "container": args.container}
     if args.state:
         filters["state"] = args.state
+    # An experiment's trials are many jobs (one per fold): listed when asked for.
+    if args.experiment:
+        filters["experiment"] = args.experiment
+    elif not args.trials:
+        filters["experiment"] = "none"
     page = client.jobs(**filters)
     jobs = page["results"]
     rows = [
@@ -702,6 +707,8 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--state", "-s", help="e.g. running, failed, or active")
     jobs.add_argument("--container", "-c")
     jobs.add_argument("--limit", type=int, default=20)
+    jobs.add_argument("--trials", action="store_true", help="also the jobs of experiments' trials")
+    jobs.add_argument("--experiment", metavar="ID", help="only this experiment's jobs")
     jobs.set_defaults(run=cmd_jobs)
 
     use = commands.add_parser("usage", help="GPU-hours and CPU-hours per month (accounting)")

@@ -109,6 +109,15 @@ class JobSerializer(serializers.ModelSerializer):
         "scheduler's compressed list.",
     )
     shape = serializers.CharField(read_only=True, help_text="'2 nodes × 2 tasks'.")
+    experiment = serializers.IntegerField(
+        source="trial.experiment_id",
+        read_only=True,
+        allow_null=True,
+        help_text="The experiment whose trial this job runs (one job per fold), or null.",
+    )
+    trial = serializers.IntegerField(
+        source="trial.number", read_only=True, allow_null=True, help_text="Its trial's number."
+    )
 
     class Meta:
         model = Job
@@ -116,6 +125,9 @@ class JobSerializer(serializers.ModelSerializer):
             "id",
             "url",
             "name",
+            "experiment",
+            "trial",
+            "fold",
             "owner",
             "kind",
             "container",

@@ -85,6 +85,11 @@ JOB_FILTERS = [
     OpenApiParameter("container", str, description="Catalog slug."),
     OpenApiParameter("created_after", OpenApiTypes.DATETIME),
     OpenApiParameter("created_before", OpenApiTypes.DATETIME),
+    OpenApiParameter(
+        "experiment",
+        str,
+        description="An experiment's id: its trials' jobs; 'none': only jobs outside experiments.",
+    ),
 ]
 
 
@@ -154,7 +159,7 @@ class JobViewSet(
         if getattr(self, "swagger_fake_view", False):  # schema generation
             return Job.objects.none()
         jobs = Job.objects.for_user(self.request.user).select_related(
-            "image", "cluster", "partition", "owner", "session"
+            "image", "cluster", "partition", "owner", "session", "trial"
         )
         if self.action == "retrieve":
             return jobs.prefetch_related("events")
@@ -179,6 +184,13 @@ class JobViewSet(
             jobs = jobs.filter(state__in=wanted)
         if params.get("container"):
             jobs = jobs.filter(image__slug=params["container"])
+        if experiment := params.get("experiment"):
+            if experiment == "none":
+                jobs = jobs.filter(trial__isnull=True)
+            elif experiment.isascii() and experiment.isdigit() and len(experiment) <= 18:
+                jobs = jobs.filter(trial__experiment_id=int(experiment))
+            else:
+                raise ValidationError({"experiment": ["An experiment's id, or none."]})
         for name, lookup in (("created_after", "gte"), ("created_before", "lt")):
             if params.get(name):
                 jobs = jobs.filter(**{f"created_at__{lookup}": _utc(name, params[name])})
@@ -187,7 +199,7 @@ class JobViewSet(
     @extend_schema(
         summary="List your jobs",
         description="Your jobs, newest first (staff: everyone's), 20 per page, filtered by "
-        "state, image and creation time.",
+        "state, image, creation time and experiment.",
         parameters=JOB_FILTERS,
     )
     def list(self, request, *args, **kwargs):

@@ -128,6 +128,22 @@ def test_jobs_show_and_cancel_own_jobs_only(
     assert "already ended" in run(capsys, "cancel", str(mine.pk))[1]
 
 
+def test_jobs_leaves_experiments_trials_out_unless_asked(portal_env, owner, catalog, capsys):
+    from jobs.experiments.models import Trial
+
+    experiment = factories.experiment_record(owner, catalog)
+    trial = Trial.objects.create(experiment=experiment, number=0, params={"lr": 0.1})
+    fold = factories.job(owner, catalog, "train", trial=trial, fold=0)
+    mine = factories.training_job(owner, catalog, state="running")
+    code, out, _ = run(capsys, "jobs")
+    assert code == 0 and f"\n{mine.pk} " in out and f"\n{fold.pk} " not in out
+    for argv in (["jobs", "--trials"], ["jobs", "--experiment", str(experiment.pk)]):
+        code, out, _ = run(capsys, *argv)
+        assert code == 0 and f"\n{fold.pk} " in out
+    code, out, _ = run(capsys, "jobs", "--experiment", str(experiment.pk))
+    assert f"\n{mine.pk} " not in out
+
+
 def test_json_output_is_the_apis(portal_env, owner, catalog, capsys):
     import json
 

@@ -272,6 +272,29 @@ def test_list_filter_paginate_and_other_users_jobs_are_404(api, owner, outsider,
     assert api.get("/api/v1/jobs/abc/").status_code == 404
 
 
+def test_jobs_of_an_experiment_or_outside_experiments(api, owner, outsider, cluster):
+    from jobs.experiments.models import Trial
+
+    experiment = factories.experiment_record(owner, cluster)
+    trial = Trial.objects.create(experiment=experiment, number=3, params={"lr": 0.1})
+    folds = [factories.job(owner, cluster, "train", trial=trial, fold=f) for f in range(2)]
+    own = factories.job(owner, cluster, "echo mine")
+    theirs = factories.experiment_record(outsider, cluster)
+    listed = api.get("/api/v1/jobs/").json()["results"]
+    assert {(j["id"], j["experiment"], j["trial"], j["fold"]) for j in listed} == {
+        (own.pk, None, None, None),
+        *((f.pk, experiment.pk, 3, f.fold) for f in folds),
+    }
+    outside = api.get("/api/v1/jobs/?experiment=none").json()["results"]
+    assert [j["id"] for j in outside] == [own.pk]
+    inside = api.get(f"/api/v1/jobs/?experiment={experiment.pk}").json()["results"]
+    assert sorted(j["id"] for j in inside) == sorted(f.pk for f in folds)
+    assert api.get(f"/api/v1/jobs/?experiment={theirs.pk}").json()["count"] == 0
+    for bad in ("x", "\u00b2", "1" * 19):
+        response = api.get("/api/v1/jobs/", {"experiment": bad})
+        assert response.status_code == 400 and "experiment" in error(response)["fields"]
+
+
 def test_cancel_and_metrics(api, owner, cluster, no_broker, django_capture_on_commit_callbacks):
     image = ContainerImage.objects.get(slug="python")
     job = factories.training_job(owner, cluster, "running", image=image)
