@@ -382,8 +382,8 @@ class Job(models.Model):
             owner_id=self.owner_id, array_id=folder["id"], array__uid=folder["uid"]
         ).order_by("array_index")
         index = self.notebook_dir[folder.end() :].split("/")[0]
-        if index.isdigit():
-            return members.filter(array_index=int(index)).first()
+        if re.fullmatch(r"[0-9]+", index):  # a member's folder (no index has 10 digits)
+            return members.filter(array_index=int(index)).first() if len(index) < 10 else None
         return members.first()
 
     def _resumable_errors(self) -> dict[str, str]:

@@ -506,6 +506,7 @@ def test_a_tensorboard_session_reads_a_job_array_or_one_of_its_members_directori
         f"a{theirs.pk}-{theirs.uid}/0",
         f"a{mine.pk}-{'0' * 10}",  # a guessed uid
         f"a{mine.pk}-{mine.uid}/7",  # no such member
+        f"a{mine.pk}-{mine.uid}/{'9' * 30}",  # nor an index the database could hold
     ):
         response = create(f".portal/jobs/{folder}")
         assert response.status_code == 400, folder
@@ -513,4 +514,9 @@ def test_a_tensorboard_session_reads_a_job_array_or_one_of_its_members_directori
     assert (
         "letters, digits"
         in error(create(f".portal/jobs/a{mine.pk}-{mine.uid}/../x"))["fields"]["notebook_dir"][0]
+    )
+    # A digit outside ASCII is no index (int() would choke on it): refused as a folder name.
+    assert (
+        "letters, digits"
+        in error(create(f".portal/jobs/a{mine.pk}-{mine.uid}/\u00b2"))["fields"]["notebook_dir"][0]
     )
