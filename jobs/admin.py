@@ -116,7 +116,10 @@ class ClusterAdmin(admin.ModelAdmin):
 
     actions = ("pin_presented_host_key", "discover_gpu_types")
 
-    @admin.action(description="Discover GPU types from the nodes (sinfo, condor_status)")
+    @admin.action(
+        description="Discover GPU types from the nodes (sinfo, condor_status)",
+        permissions=["change"],
+    )
     def discover_gpu_types(self, request, queryset):
         from jobs.htcondor import operations as condor
         from jobs.models.gpus import record_devices, record_discovery
@@ -152,7 +155,9 @@ class ClusterAdmin(admin.ModelAdmin):
             for line in report:
                 self.message_user(request, f"{cluster.name}: {line}", messages.INFO)
 
-    @admin.action(description="Trust and pin the host key each server presents now")
+    @admin.action(
+        description="Trust and pin the host key each server presents now", permissions=["change"]
+    )
     def pin_presented_host_key(self, request, queryset):
         for cluster in queryset:
             try:
@@ -313,7 +318,9 @@ class ContainerImageAdmin(admin.ModelAdmin):
             " ", '<span class="portal-tag">{}</span>', ((t.name,) for t in obj.tags.all())
         )
 
-    @admin.action(description="Check on the clusters (runtime, image file, modules)")
+    @admin.action(
+        description="Check on the clusters (runtime, image file, modules)", permissions=["change"]
+    )
     def check_on_clusters(self, request, queryset):
         images = list(queryset)
         for cluster in Cluster.objects.filter(enabled=True):
@@ -332,29 +339,33 @@ class ContainerImageAdmin(admin.ModelAdmin):
                     messages.ERROR,
                 )
 
-    @admin.action(description="Enable selected images")
+    @admin.action(description="Enable selected images", permissions=["change"])
     def enable(self, request, queryset):
         n = queryset.update(enabled=True)
         self.message_user(request, f"Enabled {n} image(s).", messages.SUCCESS)
 
-    @admin.action(description="Disable selected images (hidden from users)")
+    @admin.action(description="Disable selected images (hidden from users)", permissions=["change"])
     def disable(self, request, queryset):
         n = queryset.update(enabled=False)
         self.message_user(request, f"Disabled {n} image(s).", messages.SUCCESS)
 
-    @admin.action(description="Deprecate selected images (not offered for new jobs)")
+    @admin.action(
+        description="Deprecate selected images (not offered for new jobs)", permissions=["change"]
+    )
     def deprecate(self, request, queryset):
         n = queryset.update(deprecated=True)
         self.message_user(
             request, f"Deprecated {n} image(s); running jobs are not affected.", messages.SUCCESS
         )
 
-    @admin.action(description="Un-deprecate selected images")
+    @admin.action(description="Un-deprecate selected images", permissions=["change"])
     def undeprecate(self, request, queryset):
         n = queryset.update(deprecated=False)
         self.message_user(request, f"{n} image(s) are offered again.", messages.SUCCESS)
 
-    @admin.action(description="Duplicate selected images (copies start disabled)")
+    @admin.action(
+        description="Duplicate selected images (copies start disabled)", permissions=["add"]
+    )
     def duplicate(self, request, queryset):
         copies = [image.duplicate() for image in queryset]
         self.message_user(
@@ -379,7 +390,9 @@ class ClusterAccountAdmin(admin.ModelAdmin):
     fields = ("cluster", "user", "username", "public_key", "created_at")
     actions = ("generate_key_pair",)
 
-    @admin.action(description="Generate a new key pair (replaces the current key)")
+    @admin.action(
+        description="Generate a new key pair (replaces the current key)", permissions=["change"]
+    )
     def generate_key_pair(self, request, queryset):
         for account in queryset:
             public = account.generate_key_pair()

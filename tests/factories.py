@@ -40,6 +40,22 @@ def user(username: str, password: str | None = None, *, superuser: bool = False)
     return make(username, password=password)
 
 
+def staff_user(username: str, password: str, *permissions: str):
+    """A staff account (not a superuser) holding only ``permissions``
+    ("jobs.view_cluster", ...): what an admin site shows and lets it do."""
+    from django.contrib.auth.models import Permission
+
+    made = user(username, password)
+    made.is_staff = True
+    made.save(update_fields=["is_staff"])
+    for name in permissions:
+        app, codename = name.split(".")
+        made.user_permissions.add(
+            Permission.objects.get(content_type__app_label=app, codename=codename)
+        )
+    return made
+
+
 def cluster(
     name: str = "testcluster",
     *,
