@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from jobs.experiments import report, service, spec
@@ -103,6 +104,18 @@ def experiment_relaunch(request, pk: int):
     if trial is None:
         messages.error(request, "No such trial, or none has completed with a score yet.")
         return redirect("experiment-detail", experiment.pk)
+    if experiment.owner_id != request.user.pk:
+        # Staff: the owner's command, in the launch form to read; nothing runs as them.
+        source = service.copy_source(trial)
+        if source is None:
+            messages.error(request, f"Trial {trial.number} has no job to copy.")
+            return redirect("experiment-detail", experiment.pk)
+        messages.warning(
+            request,
+            f"Trial {trial.number}'s configuration is {experiment.owner}'s: read its command "
+            "before you launch it. It would run as you, on your cluster account.",
+        )
+        return redirect(f"{reverse('launch')}?from={source.pk}")
     try:
         job = service.relaunch(trial, request.user)
     except ValidationError as exc:

@@ -15,6 +15,7 @@ from jobs.api.serializers import JobSerializer
 from jobs.api.views import ERROR, Pages
 from jobs.experiments import report, service, spec
 from jobs.experiments.models import Experiment
+from jobs.text import quoted
 
 CREATE_DESCRIPTION = """Start an experiment (a hyper-parameter sweep, optionally with K-fold
 cross-validation) from its spec: either the spec itself as a JSON object, or
@@ -108,11 +109,21 @@ class ExperimentViewSet(RefuseNul, viewsets.ViewSet):
     @extend_schema(
         summary="Run a trial's configuration again",
         request=serializers.Serializer,  # {"trial": N}, optional
-        responses={201: JobSerializer, 400: OpenApiResponse(ERROR)},
+        responses={
+            201: JobSerializer,
+            400: OpenApiResponse(ERROR),
+            403: OpenApiResponse(
+                OpenApiTypes.OBJECT,
+                description="Not your experiment: nothing is launched. The error, and under "
+                "`launch` the job request that would run (to read, and send to "
+                "`POST /api/v1/jobs/` as your own).",
+            ),
+        },
     )
     @action(detail=True, methods=["post"])
     def relaunch(self, request, pk=None):
-        """One ordinary job with trial `trial`'s parameters (default: the best trial)."""
+        """One ordinary job with trial `trial`'s parameters (default: the best trial), run
+        as you: only the experiment's owner may (staff get a 403 with the request to read)."""
         experiment = self._get(pk)
         wanted = request.data.get("trial") if isinstance(request.data, dict) else None
         trial = service.trial_to_relaunch(experiment, wanted)
@@ -120,7 +131,14 @@ class ExperimentViewSet(RefuseNul, viewsets.ViewSet):
             raise ValidationError({"trial": ["No trial has completed with a score yet."]})
         if trial is None:
             raise ValidationError(
-                {"trial": [f"Experiment {experiment.pk} has no trial {wanted!r}."]}
+                {"trial": [f"Experiment {experiment.pk} has no trial {quoted(wanted)}."]}
             )
-        job = service.relaunch(trial, request.user)
+        try:
+            job = service.relaunch(trial, request.user)
+        except service.NotTheOwner as exc:
+            error = {"status": 403, "code": "not_owner", "message": str(exc), "fields": {}}
+            return Response(
+                {"error": error, "launch": service.launch_request(trial)},
+                status=status.HTTP_403_FORBIDDEN,
+            )
         return Response(JobSerializer(job, context={"request": request}).data, status=201)

@@ -31,6 +31,7 @@ def create(user, source: str | dict) -> Experiment:
     if isinstance(source, str):
         text, data = source, spec.load(source)
     else:
+        spec.bounded(source)
         text, data = json.dumps(source, indent=2), source
     try:
         fields = spec.validate(data)
@@ -89,9 +90,26 @@ def trial_to_relaunch(experiment: Experiment, wanted) -> Trial | None:
     return next((t for t in trials if str(t.number) == str(wanted)), None)
 
 
+class NotTheOwner(Exception):
+    """Only the experiment's owner relaunches its configurations: anyone else (staff) would
+    run the owner's command as themselves, on their own cluster account, in one click. They
+    get the launch request to read and submit as their own (launch_request, the launch
+    form from one of the trial's jobs)."""
+
+    def __init__(self, experiment: Experiment):
+        super().__init__(
+            f"Experiment {experiment.pk} is {experiment.owner}'s: its configurations run again "
+            "only as its owner. To run it yourself, read its command and launch it as your own "
+            "job (the launch form, or POST /api/v1/jobs/ with the launch request given here)."
+        )
+
+
 def relaunch(trial: Trial, user) -> Job:
-    """Run ``trial``'s configuration once more as an ordinary job (runs.again_command)."""
+    """Run ``trial``'s configuration once more as an ordinary job (runs.again_command), as
+    the experiment's owner; NotTheOwner for anyone else."""
     experiment = trial.experiment
+    if experiment.owner_id != user.pk:
+        raise NotTheOwner(experiment)
     job = Job(
         **{**experiment.launch, "command": runs.again_command(experiment, trial.params)},
         owner=user,
@@ -100,6 +118,37 @@ def relaunch(trial: Trial, user) -> Job:
     )
     job.full_clean(exclude=["uid"])
     return lifecycle.launch_job(job)
+
+
+def launch_request(trial: Trial) -> dict:
+    """What relaunch would run, as a request for POST /api/v1/jobs/ (for someone who is
+    not the owner to read and send as their own)."""
+    experiment = trial.experiment
+    job = Job(**experiment.launch, owner_id=experiment.owner_id, kind=Job.Kind.BATCH)
+    return {
+        "container": job.image.slug,
+        "cluster": job.cluster.name,
+        "partition": job.partition.name,
+        "kind": Job.Kind.BATCH,
+        "command": runs.again_command(experiment, trial.params),
+        "gpus": job.gpus,
+        "gpu_type": job.gpu_type,
+        "nodes": job.nodes,
+        "tasks_per_node": job.tasks_per_node,
+        "launcher": job.launcher,
+        "cpus": job.cpus,
+        "memory_gb": job.memory_gb,
+        "time_limit": job.time_limit_minutes,
+        "account": job.account,
+        "workdir": job.work_dir_kind,
+        "name": runs.again_name(trial),
+    }
+
+
+def copy_source(trial: Trial) -> Job | None:
+    """A job of ``trial`` whose launch form (?from=) holds its configuration to run again
+    (jobs.launch.launch_initial copies a trial's job as runs.again_command)."""
+    return trial.jobs.order_by("fold", "pk").first()
 
 
 def _now():

@@ -163,6 +163,63 @@ def test_the_api_cancels_and_relaunches_the_best(owner, scored, django_capture_o
     assert scored.cancel_requested_at is not None
 
 
+def test_staff_relaunching_anothers_configuration_reads_it_in_the_launch_form(
+    client, owner, staff, scored, monkeypatch, django_capture_on_commit_callbacks
+):
+    """A staff member's click runs nothing as them: the page opens the launch form filled
+    with the owner's command (nothing created, nothing submitted); the owner's own
+    relaunch still runs at once."""
+    from jobs import tasks
+
+    submitted = []
+    monkeypatch.setattr(tasks.submit_job, "delay", lambda *a: submitted.append(a))
+    best = scored.trials.get(number=1)
+    fold = factories.job(owner, scored.cluster, "train", trial=best, fold=0, state="completed")
+    jobs_before = Job.objects.count()
+    client.force_login(staff)
+    page = client.get(reverse("experiment-detail", args=[scored.pk])).content.decode()
+    assert "Copy the best configuration into the launch form" in page
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("experiment-relaunch", args=[scored.pk]), follow=True)
+    assert response.redirect_chain == [(f"{reverse('launch')}?from={fold.pk}", 302)]
+    form = response.context["form"]
+    assert "PORTAL_PARAM_LR=0.01" in form.initial["command"]
+    told = [str(m) for m in response.context["messages"]]
+    assert told == [
+        "Trial 1's configuration is owner's: read its command before you launch it. It "
+        "would run as you, on your cluster account."
+    ]
+    assert Job.objects.count() == jobs_before and submitted == []
+
+    client.force_login(owner)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("experiment-relaunch", args=[scored.pk]))
+    job = Job.objects.exclude(pk=fold.pk).get()
+    assert response["Location"] == reverse("job-detail", args=[job.pk])
+    assert job.owner == owner and "PORTAL_PARAM_LR=0.01" in job.command
+    assert submitted == [(job.pk,)]
+
+
+def test_the_api_refuses_staff_a_relaunch_of_anothers_configuration(
+    owner, staff, image, scored, monkeypatch, django_capture_on_commit_callbacks
+):
+    """403, nothing created or submitted; the body carries the job request to read."""
+    from jobs import tasks
+
+    submitted = []
+    monkeypatch.setattr(tasks.submit_job, "delay", lambda *a: submitted.append(a))
+    api = factories.api_client(staff)
+    with django_capture_on_commit_callbacks(execute=True):
+        refused = api.post(f"/api/v1/experiments/{scored.pk}/relaunch/", {}, format="json")
+    assert refused.status_code == 403
+    body = refused.json()
+    assert "launch it as your own job" in body["error"]["message"]
+    assert body["launch"]["container"] == image.slug
+    assert "PORTAL_PARAM_LR=0.01" in body["launch"]["command"]
+    assert body["launch"]["partition"] == "cpu" and body["launch"]["kind"] == "batch"
+    assert not Job.objects.exists() and submitted == []
+
+
 def test_launch_again_from_a_trials_job_runs_its_configuration_with_its_parameters(
     client, owner, scored
 ):
