@@ -166,13 +166,16 @@ def refresh(experiment: Experiment, trial: Trial) -> None:
 
 
 def stop_unpromising(experiment: Experiment, trials: list[Trial]) -> None:
-    """Ask the experiment's pruner about each running trial; stop those it rejects."""
-    settings_ = search.Settings.of(experiment)
-    observed = [observe(t) for t in trials]
-    for trial in trials:
-        if trial.state != Trial.State.RUNNING or trial.stop_requested:
-            continue
-        verdict = search.should_stop(settings_, observed, trial.number)
+    """Ask the experiment's pruner about each running trial (one study for them all);
+    stop those it rejects."""
+    running = [t for t in trials if t.state == Trial.State.RUNNING and not t.stop_requested]
+    if not running:
+        return
+    verdicts = search.stop_verdicts(
+        search.Settings.of(experiment), [observe(t) for t in trials], [t.number for t in running]
+    )
+    for trial in running:
+        verdict = verdicts[trial.number]
         updates: dict = {}
         if verdict.attrs != trial.optuna_attrs:
             updates["optuna_attrs"] = verdict.attrs

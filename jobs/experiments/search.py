@@ -173,40 +173,60 @@ class Verdict:
 
 
 def should_stop(settings: Settings, observed: list[Observed], number: int) -> Verdict:
-    """Whether running trial ``number`` should stop now, by the experiment's rule, with the
-    reason in words. No trial stops before ``stopping_min_trials`` others have finished."""
+    """Whether running trial ``number`` should stop now (stop_verdicts for one trial)."""
+    return stop_verdicts(settings, observed, [number])[number]
+
+
+def stop_verdicts(
+    settings: Settings, observed: list[Observed], numbers: list[int]
+) -> dict[int, Verdict]:
+    """Whether each running trial of ``numbers`` should stop now, by the experiment's rule,
+    with the reason in words. No trial stops before ``stopping_min_trials`` others have
+    finished. One study serves them all (built once, only if some trial has a curve), so a
+    controller step costs the size of the history, not that times the running trials; the
+    pruner sees the rungs the trials asked before it recorded (as in one Optuna storage)."""
+    verdicts = {number: Verdict(False) for number in numbers}
     if settings.stopping == "none":
-        return Verdict(False)
-    target = next((t for t in observed if t.number == number), None)
-    if target is None or target.state != "running" or not target.intermediate:
-        return Verdict(False)
+        return verdicts
+    by_number = {t.number: t for t in observed}
+    asked = [
+        by_number[n]
+        for n in numbers
+        if n in by_number and by_number[n].state == "running" and by_number[n].intermediate
+    ]
+    if not asked:
+        return verdicts
     finished = [t for t in observed if t.state in ("complete", "pruned") and t.intermediate]
     current = study(settings, observed)
-    frozen = next(t for t in current.trials if t.number == _position(observed, number))
-    stop = current.pruner.prune(current, frozen)  # also records the rungs it passed
-    attrs = dict(current._storage.get_trial(frozen._trial_id).system_attrs)
-    if not stop or len(finished) < settings.stopping_min_trials:
-        return Verdict(False, attrs=attrs)
-    step = max(target.intermediate)
+    # Optuna numbers the rebuilt study's trials 0, 1, … in the order they were added.
+    frozen_trials = current.get_trials(deepcopy=False)
+    position = {number: i for i, number in enumerate(sorted(by_number))}
+    for target in asked:
+        trial_id = frozen_trials[position[target.number]]._trial_id
+        frozen = current._storage.get_trial(trial_id)  # with the rungs recorded so far
+        stop = current.pruner.prune(current, frozen)  # also records the rungs it passed
+        attrs = dict(current._storage.get_trial(trial_id).system_attrs)
+        if not stop or len(finished) < settings.stopping_min_trials:
+            verdicts[target.number] = Verdict(False, attrs=attrs)
+            continue
+        step = max(target.intermediate)
+        verdicts[target.number] = Verdict(True, _reason(settings, finished, target, step), attrs)
+    return verdicts
+
+
+def _reason(settings: Settings, finished: list[Observed], target: Observed, step: int) -> str:
     value = target.intermediate[step]
     if settings.stopping == "median":
         others = [t.intermediate[step] for t in finished if step in t.intermediate]
         middle = statistics.median(others) if others else float("nan")
-        reason = (
+        return (
             f"Stopped early by the median rule at step {step}: its value {value:.4g} is "
             f"worse than the median {middle:.4g} of {len(others)} earlier trials at that step."
         )
-    else:
-        reason = (
-            f"Stopped early by successive halving at step {step}: its value {value:.4g} is "
-            "not in the best third of the trials that reached that rung."
-        )
-    return Verdict(True, reason, attrs)
-
-
-def _position(observed: list[Observed], number: int) -> int:
-    """Optuna numbers the rebuilt study's trials 0, 1, … in the order they were added."""
-    return sorted(t.number for t in observed).index(number)
+    return (
+        f"Stopped early by successive halving at step {step}: its value {value:.4g} is "
+        "not in the best third of the trials that reached that rung."
+    )
 
 
 def importances(settings: Settings, observed: list[Observed]) -> dict[str, float]:

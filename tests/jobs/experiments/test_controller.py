@@ -286,3 +286,44 @@ def test_a_resumable_launch_is_refused_for_an_experiment(owner, cluster, image):
     with pytest.raises(spec.SpecError) as caught:
         factories.experiment(owner, launch={"command": "train", "resumable": True})
     assert "do not checkpoint and requeue" in caught.value.errors["launch.resumable"]
+
+
+@pytest.mark.parametrize(("running", "finished"), [(2, 4), (8, 16)])
+def test_a_step_asks_the_pruner_from_one_study_whatever_the_running_trials(
+    owner, cluster, image, monkeypatch, running, finished
+):
+    """Early stopping asks about every running trial from one study built per step: its
+    cost is the history's size (one Optuna trial per recorded trial), not that times the
+    running trials (R × N trials of up to 2,000 values each, every few seconds)."""
+    from jobs.experiments import search
+
+    experiment = factories.experiment_record(
+        owner, cluster, image, method="random", stopping="median", stopping_min_trials=3
+    )
+    params = {"lr": 0.01, "act": "relu"}
+    for number in range(finished):
+        Trial.objects.create(
+            experiment=experiment,
+            number=number,
+            params=params,
+            state="completed",
+            value=0.9,
+            intermediate={str(s): 0.5 + s / 1000 for s in range(200)},
+        )
+    for number in range(finished, finished + running):
+        Trial.objects.create(
+            experiment=experiment,
+            number=number,
+            params=params,
+            state="running",
+            intermediate={str(s): (0.9 if number % 2 else 0.1) for s in range(100)},
+        )
+    studies, built = [], []
+    real_study, real_trial = search.study, search.create_trial
+    monkeypatch.setattr(search, "study", lambda *a, **k: studies.append(1) or real_study(*a, **k))
+    monkeypatch.setattr(search, "create_trial", lambda **k: built.append(1) or real_trial(**k))
+    controller.stop_unpromising(experiment, list(experiment.trials.all()))
+    assert len(studies) == 1 and len(built) == finished + running
+    # Each running trial still got its own verdict: the poor half stopped, the rest not.
+    stopped = set(experiment.trials.filter(stop_requested=True).values_list("number", flat=True))
+    assert stopped == {n for n in range(finished, finished + running) if n % 2 == 0}
