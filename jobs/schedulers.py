@@ -43,6 +43,9 @@ class Status:
     # Set when the scheduler reported something the adapter cannot read (an unknown
     # state): the job is left as it was, and this is logged.
     unreadable: str = ""
+    # A line for the job's timeline without a change of state: something of the report
+    # the adapter refused (a node its job ad names that the machine does not confirm).
+    note: str = ""
 
 
 @dataclass(frozen=True)

@@ -278,6 +278,8 @@ def _sync_account(group: list[Job]) -> int:
         except ValueError as exc:  # one job's odd report never stops the others
             log.error("job %s: %s", job.pk, exc)
             continue
+        if status.note:
+            job.note(status.note)
         changed += moved
         if moved:
             moved_from[job] = before[2]

@@ -275,10 +275,37 @@ def attempts(
                 elapsed_seconds=job.wall_seconds,
                 gpus=job.gpus,
                 cpus=job.cpus,
-                account=job.account,
             )
         ]
     return runs
+
+
+def claims(conn: ssh.Connection, job_ids: list[str]) -> list[parsers.Claim]:
+    """The claimed slots running any of ``job_ids`` ("<cluster>.<proc>"), as their
+    startds report them: one ``condor_status`` however many jobs. Raises
+    SchedulerUnavailable when the collector does not answer (or answers nonsense)."""
+    if not job_ids:
+        return []
+    for job_id in job_ids:
+        if not parsers.SCHEDULER_ID.match(job_id):
+            raise ValueError(f"not an HTCondor job id: {job_id!r}")
+    ids = ",".join(f'"{job_id}"' for job_id in sorted(set(job_ids)))
+    out = run(
+        conn,
+        [
+            "condor_status",
+            "-json",
+            "-attributes",
+            ",".join(parsers.CLAIM_ATTRIBUTES),
+            "-constraint",
+            f'State =?= "Claimed" && member(JobId, {{{ids}}})',
+        ],
+        max_bytes=QUERY_MAX_BYTES,
+    ).stdout
+    try:
+        return parsers.parse_claims(out)
+    except parsers.Unparsable as exc:
+        raise SchedulerUnavailable(str(exc)) from None
 
 
 def _one(scheduler_id: str, job_name: str) -> str:

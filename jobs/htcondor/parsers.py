@@ -6,6 +6,14 @@ so a job's name, arguments or hold reason cannot change the structure. Attribute
 are case-insensitive in ClassAds (``RequestGpus`` comes back as ``RequestGPUs``): they are
 compared lower-cased. What a job can write into its own ad (``condor_qedit``, a hold
 reason) is bounded and shown as text only.
+
+A job's owner can ``condor_qedit`` every attribute of its ad but Owner, ClusterId, ProcId,
+MyType, TargetType, User and JobStatus (SYSTEM_IMMUTABLE_JOB_ATTRS; checked on HTCondor
+23.9): RemoteHost, GlobalJobId, GPUsProvisioned, CpusProvisioned, AssignedGPUs, AcctGroup
+included. So nothing read from a job ad decides where the proxy connects or what is
+charged: the machine a job runs on is what the startd that holds its claim reports
+(``condor_status``: slot ads, which users cannot edit; ``parse_claims``), and usage is
+bounded below by what the portal asked for (jobs/htcondor/scheduler.py).
 """
 
 from __future__ import annotations
@@ -40,10 +48,14 @@ JOB_ATTRIBUTES = (
     "RemoteWallClockTime",
     "RequestCpus",
     "RequestGpus",
+    "CpusProvisioned",
+    "GPUsProvisioned",
     "LastRejMatchReason",
     "AssignedGPUs",
-    "AcctGroup",
 )
+
+# What is read of a claimed slot's ad (condor_status): set by the startd, not by the job.
+CLAIM_ATTRIBUTES = ("Name", "Machine", "State", "JobId", "RemoteOwner", "Cpus", "GPUs")
 
 # A scheduler id the portal stores for an HTCondor job: "<cluster>.<proc>".
 SCHEDULER_ID = re.compile(r"(\d{1,12})\.(\d{1,9})\Z")
@@ -74,15 +86,18 @@ class CondorJob:
     exit_code: int | None = None
     exit_by_signal: bool = False
     exit_signal: int | None = None
-    node: str = ""  # the execute machine's name (RemoteHost or LastRemoteHost, after "@")
+    # The execute machine's name (RemoteHost or LastRemoteHost, after "@"), and the slot
+    # RemoteHost names ("slot1_1@node7"): what the job ad says, for display and to look the
+    # claim up; the job can edit both, so neither is where a session is routed.
+    node: str = ""
+    slot: str = ""
     starts: int = 0  # NumJobStarts
     started_at: datetime | None = None
     ended_at: datetime | None = None
     wall_seconds: int = 0  # RemoteWallClockTime: every run so far
-    cpus: int = 0
-    gpus: int = 0
+    cpus: int = 0  # CpusProvisioned, else RequestCpus (the job can edit both)
+    gpus: int = 0  # GPUsProvisioned, else how many AssignedGPUs, else RequestGpus (idem)
     unmatched: bool = False  # the negotiator found no machine for it in its last cycle
-    account: str = ""
 
 
 def _int(value, high: int = 2**53) -> int | None:
@@ -117,10 +132,39 @@ def _epoch(value) -> datetime | None:
         return None
 
 
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}")
+_SLOT = re.compile(r"[A-Za-z0-9_.@-]{1,200}@[A-Za-z0-9][A-Za-z0-9.-]{0,252}")
+
+
 def _machine(value) -> str:
     """'slot1_1@node7.example.org' -> 'node7.example.org' (a hostname, or nothing)."""
     text = _text(value).rpartition("@")[2]
-    return text if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}", text) else ""
+    return text if _HOST.fullmatch(text) else ""
+
+
+def _slot(value) -> str:
+    """'slot1_1@node7.example.org' as it is, if it is a slot's name; else nothing."""
+    text = value if isinstance(value, str) else ""
+    return text if _SLOT.fullmatch(text) else ""
+
+
+def _count(ad: dict, *keys: str) -> int:
+    """The first of ``keys`` the ad holds a usable count in (0 if none)."""
+    for key in keys:
+        value = _int(ad.get(key), MAX_COUNT)
+        if value is not None and value >= 0:
+            return value
+    return 0
+
+
+def _gpus(ad: dict) -> int:
+    provisioned = _int(ad.get("gpusprovisioned"), MAX_COUNT)
+    if provisioned is not None and provisioned >= 0:
+        return provisioned
+    assigned = _text(ad.get("assignedgpus"))
+    if assigned:
+        return min(len([d for d in assigned.split(",") if d.strip()]), MAX_COUNT)
+    return _count(ad, "requestgpus")
 
 
 def parse_ads(output: str, command: str) -> list[dict]:
@@ -166,14 +210,14 @@ def parse_jobs(output: str, command: str, username: str) -> list[CondorJob]:
                 exit_by_signal=ad.get("exitbysignal") is True,
                 exit_signal=_int(ad.get("exitsignal"), 255),
                 node=_machine(ad.get("remotehost")) or _machine(ad.get("lastremotehost")),
+                slot=_slot(ad.get("remotehost")),
                 starts=max(0, _int(ad.get("numjobstarts"), MAX_STARTS) or 0),
                 started_at=started,
                 ended_at=ended,
                 wall_seconds=max(0, _int(ad.get("remotewallclocktime"), MAX_SECONDS) or 0),
-                cpus=max(0, _int(ad.get("requestcpus"), MAX_COUNT) or 0),
-                gpus=max(0, _int(ad.get("requestgpus"), MAX_COUNT) or 0),
+                cpus=_count(ad, "cpusprovisioned", "requestcpus"),
+                gpus=_gpus(ad),
                 unmatched=bool(_text(ad.get("lastrejmatchreason"))),
-                account=_text(ad.get("acctgroup"))[:64],
             )
         )
     return jobs
@@ -187,6 +231,36 @@ def match_jobs(jobs: list[CondorJob], expected: dict[str, str]) -> dict[str, Con
         if expected.get(job.scheduler_id) == job.name and job.name:
             found[job.scheduler_id] = job
     return found
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claimed slot as its startd reports it to the collector (a slot ad: the job's
+    owner cannot edit it, unlike the job's own ad)."""
+
+    slot: str  # Name: "slot1_1@node7"
+    machine: str  # Machine: the execute machine's name, where its sessions are routed
+    job_id: str  # JobId: "<cluster>.<proc>" of the job running in it
+    owner: str  # RemoteOwner's user name (before "@")
+    cpus: int
+    gpus: int
+
+
+def parse_claims(output: str) -> list[Claim]:
+    """``condor_status -json -attributes CLAIM_ATTRIBUTES``: the claimed slots running a
+    job. A slot ad without a slot name, machine, job id or owner is left out."""
+    claims = []
+    for ad in parse_ads(output, "condor_status"):
+        slot, machine = _slot(ad.get("name")), _machine(ad.get("machine"))
+        job_id, owner = ad.get("jobid"), ad.get("remoteowner")
+        job_id = job_id if isinstance(job_id, str) else ""
+        owner = owner.partition("@")[0] if isinstance(owner, str) else ""
+        if ad.get("state") != "Claimed" or not slot or not machine:
+            continue
+        if not SCHEDULER_ID.match(job_id) or not owner:
+            continue
+        claims.append(Claim(slot, machine, job_id, owner, _count(ad, "cpus"), _count(ad, "gpus")))
+    return claims
 
 
 # Messages that mean the schedd is unreachable or busy, not that the request is bad.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -9,11 +11,14 @@ from jobs.htcondor import operations, parsers, submit
 from jobs.htcondor.status import to_status
 from jobs.models.choices import State
 from jobs.schedulers import Attempt, Status, Submission
+from jobs.slurm import ssh
 
 if TYPE_CHECKING:
     from jobs.models import Job
     from jobs.slurm.ssh import Connection
 
+
+log = logging.getLogger(__name__)
 
 # How far before the oldest submission the history is read (ads leave the queue roughly,
 # not strictly, in the order their state last changed).
@@ -26,6 +31,60 @@ def since(jobs) -> int | None:
     if not times or any(t is None for t in times):
         return None
     return int(min(times).timestamp()) - HISTORY_SLACK_SECONDS
+
+
+def confirmed(
+    status: Status,
+    ad: parsers.CondorJob,
+    job: Job,
+    username: str,
+    claims: list[parsers.Claim] | None,
+) -> Status:
+    """``status`` with the node a startd confirms, never one the job ad alone names (its
+    owner can condor_qedit RemoteHost to any text). Running: the machine of the slot
+    RemoteHost names, if that slot's startd reports it claimed by this job of this user;
+    when the startd reports the job in another slot, no node (its session is not routed)
+    and a line for the timeline; while the collector has not heard of the claim yet, no
+    node. ``claims`` None (the collector did not answer): the node confirmed before, while
+    the ad still names its machine. Other states keep the node confirmed last."""
+    if status.state == State.PENDING:
+        return status
+    if status.state != State.RUNNING:
+        return dataclasses.replace(status, node=job.node)
+    if claims is None:
+        kept = job.node if job.node and job.node == ad.node else ""
+        return dataclasses.replace(status, node=kept)
+    mine = [c for c in claims if c.job_id == ad.scheduler_id and c.owner == username]
+    claim = next((c for c in mine if ad.slot and c.slot == ad.slot), None)
+    if claim is not None:
+        return dataclasses.replace(status, node=claim.machine)
+    note = ""
+    if mine:
+        note = (
+            f"HTCondor's job ad says it runs in slot {ad.slot or '(none)'!r}, but the machine "
+            f"running it reports slot {mine[0].slot!r}: the portal routes its session to "
+            "neither while they disagree."
+        )
+    return dataclasses.replace(status, node="", note=note)
+
+
+def charged(run: Attempt, job: Job) -> Attempt:
+    """What a run is charged: its GPUs and CPUs as HTCondor provisioned them (its ad),
+    never less than the portal asked for (job.sub) nor more than a node of its partition
+    has, under the account the portal submitted it to (accounting_group), never the ad's
+    AcctGroup: the job can edit its ad, not the portal's own record."""
+    partition = job.partition
+    gpus_asked = int(job.gpus)
+    cpus_asked = int(job.cpus) * int(job.tasks_per_node)
+    most_gpus = (partition.max_gpus_per_node or partition.max_gpus_per_job) if partition else 0
+    most_cpus = partition.max_cpus_per_job if partition else 0
+    return dataclasses.replace(
+        run,
+        gpus=min(max(run.gpus, gpus_asked), max(most_gpus, gpus_asked)),
+        cpus=min(max(run.cpus, cpus_asked), max(most_cpus, cpus_asked)),
+        account=job.account or job.cluster.default_account,
+        node=job.node or run.node,
+    )
 
 
 class HTCondor:
@@ -85,21 +144,37 @@ class HTCondor:
         found = operations.jobs(
             conn, username, {i: j.slurm_name for i, j in by_id.items()}, since(by_id.values())
         )
-        for scheduler_id, ad in found.items():
+        # Where the running ones run, as their startds report it: one condor_status.
+        claims: list[parsers.Claim] | None = None
+        running = [i for i, ad in found.items() if ad.status == parsers.RUNNING]
+        if running:
             try:
-                statuses[scheduler_id] = to_status(ad)
+                claims = operations.claims(conn, running)
+            except ssh.SlurmError as exc:
+                log.warning("condor_status: claims unknown, nodes as confirmed before: %s", exc)
+        for scheduler_id, ad in found.items():
+            job = by_id[scheduler_id]
+            try:
+                status = to_status(ad)
             except ValueError as exc:  # a JobStatus this portal does not know
-                job = by_id[scheduler_id]
                 statuses[scheduler_id] = Status(state=State(job.state), unreadable=str(exc))
+                continue
+            statuses[scheduler_id] = confirmed(status, ad, job, username, claims)
         return statuses
 
     def attempts(
         self, conn: Connection, username: str, jobs: Sequence[Job]
     ) -> dict[str, list[Attempt]]:
-        readable = [j for j in jobs if parsers.SCHEDULER_ID.match(j.scheduler_job_id)]
-        return operations.attempts(
-            conn, username, {j.scheduler_job_id: j.slurm_name for j in readable}, since(readable)
+        readable = {
+            j.scheduler_job_id: j for j in jobs if parsers.SCHEDULER_ID.match(j.scheduler_job_id)
+        }
+        runs = operations.attempts(
+            conn,
+            username,
+            {i: j.slurm_name for i, j in readable.items()},
+            since(readable.values()),
         )
+        return {i: [charged(run, readable[i]) for run in rs] for i, rs in runs.items()}
 
     def cancel(self, conn: Connection, scheduler_id: str, job_name: str) -> None:
         operations.cancel(conn, scheduler_id, job_name)

@@ -463,6 +463,17 @@ class Job(models.Model):
             transaction.on_commit(lambda: publish_job(self))
         return True
 
+    def note(self, message: str) -> bool:
+        """A line in the job's timeline without a change of state (something the portal
+        refused for it), once: not again while the timeline says it already."""
+        if JobEvent.objects.filter(job=self, message=message).exists():
+            return False
+        JobEvent.objects.create(
+            job=self, from_state=self.state, to_state=self.state, message=message
+        )
+        transaction.on_commit(lambda: publish_job(self))
+        return True
+
     @property
     def ended_badly(self) -> bool:
         """Failed or timed out on the cluster: its stderr likely says why."""

@@ -61,3 +61,64 @@ def test_a_job_that_renames_itself_is_no_longer_taken_for_the_portals(condorpool
     # Not ended (nor moved) by what it wrote: its grace period runs.
     assert job.state in {"pending", "running"}
     assert job.scheduler_unseen_since is not None
+
+
+def _sync_until(job: Job, done, timeout: float = 120, seen=None):
+    """Sync (as beat would) until ``done(job, session)``; ``seen`` collects, per sync,
+    (job's node, session's state and host, the address its route would connect to)."""
+    from proxy import routes
+    from proxy.models import SessionLink
+
+    deadline = time.monotonic() + timeout
+    while True:
+        tasks.sync_jobs(Job.objects.filter(pk=job.pk))
+        job.refresh_from_db()
+        session = SessionLink.objects.select_related("job", "job__owner").get(job=job)
+        route = routes.route_of(session)
+        if seen is not None:
+            seen.append((job.node, session.state, session.host, route and route.address))
+        if done(job, session):
+            return session
+        if time.monotonic() > deadline:
+            raise AssertionError(f"job {job.pk}: {job.state} {job.message!r}; {seen}")
+        time.sleep(0.5)
+
+
+def test_a_qedited_remotehost_never_moves_a_sessions_route(condorpool, owner):
+    """Found by a security review: the node came from RemoteHost, which a job's owner can
+    condor_qedit; the node change reset the session, and the connection file registered
+    it again at the new "node", any address (the proxy a way into its network). Now the
+    node is the machine whose startd reports the claim (condor_status): an edited
+    RemoteHost routes nowhere, says so in the timeline, and the route comes back as it
+    was once the ad agrees with the startd again."""
+    from proxy import routes
+
+    job = factories.job(owner, condorpool, "", kind=Job.Kind.NOTEBOOK, time_limit_minutes=10)
+    tasks.submit_job.apply(args=[job.pk])
+    first = _sync_until(job, lambda j, s: s.state == "ready" and s.is_open, timeout=180)
+    route = routes.route_of(first)
+    assert route is not None
+    where = (first.host, first.port, route.address)
+    slot = remote(job.cluster_account, ["condor_q", job.scheduler_job_id, "-af", "RemoteHost"])
+    slot = slot.strip()
+    assert slot.endswith(f"@{first.host}")
+
+    remote(
+        job.cluster_account,
+        ["condor_qedit", job.scheduler_job_id, "RemoteHost", '"slot1@10.66.66.66"'],
+    )
+    seen: list = []
+    _sync_until(job, lambda j, s: len(seen) >= 12, seen=seen)
+    assert not [s for s in seen if s[3] not in (None, route.address)], seen
+    assert not [s for s in seen if "10.66.66.66" in (s[0], s[2])], seen
+    assert seen[-1][0] == "" and seen[-1][3] is None  # no node, no route while they disagree
+    assert any(
+        "HTCondor's job ad says it runs in slot 'slot1@10.66.66.66'" in e.message
+        for e in job.events.all()
+    )
+
+    # The ad agrees with the startd again: the same route, never anything else.
+    remote(job.cluster_account, ["condor_qedit", job.scheduler_job_id, "RemoteHost", f'"{slot}"'])
+    again = _sync_until(job, lambda j, s: s.is_open, timeout=30)
+    back = routes.route_of(again)
+    assert back is not None and (again.host, again.port, back.address) == where

@@ -1,6 +1,7 @@
 """The HTCondor adapter's pure parts, on output captured from the dev pool (minicondor
 23.9): parsing as data, state mapping, and the rendered submit description."""
 
+import dataclasses
 import json
 from decimal import Decimal
 from pathlib import Path
@@ -380,3 +381,102 @@ def test_ids_that_are_not_htcondors_are_reported_not_fatal(pool, owner, monkeypa
     job = factories.job(owner, pool, partition="gpu", state="pending", scheduler_job_id="123_4")
     found = HTCONDOR.statuses(None, "u", [job])
     assert "not an HTCondor job id" in found["123_4"].unreadable
+
+
+# -- where a job runs and what it is charged: never decided by its own (editable) ad ------
+
+
+def ad(**fields) -> parsers.CondorJob:
+    values = {"scheduler_id": "4.0", "owner": "condoruser", "name": "p", "status": 2}
+    return parsers.CondorJob(**{**values, **fields})
+
+
+CLAIMS = parsers.parse_claims(captured("condor_status_claims.json"))
+
+
+def test_claimed_slots_are_read_from_the_startds_ads():
+    assert CLAIMS == [parsers.Claim("slot1_1@vm", "vm", "4.0", "condoruser", 1, 1)]
+    odd = [
+        {"Name": "slot1@vm", "Machine": "vm", "State": "Unclaimed", "JobId": "4.0"},
+        {"Name": "x y", "Machine": "vm", "State": "Claimed", "JobId": "4.0", "RemoteOwner": "u@d"},
+        {"Name": "s@vm", "Machine": "vm", "State": "Claimed", "JobId": "4", "RemoteOwner": "u@d"},
+        {"Name": "s@vm", "Machine": "v m", "State": "Claimed", "JobId": "4.0", "RemoteOwner": "u"},
+        {"Name": "s@vm", "Machine": "vm", "State": "Claimed", "JobId": "4.0"},
+    ]
+    assert parsers.parse_claims(json.dumps(odd)) == []
+    with pytest.raises(parsers.Unparsable):
+        parsers.parse_claims("{")
+
+
+@pytest.mark.parametrize(
+    "remote_host, node, noted",
+    [
+        ("slot1_1@vm", "vm", False),  # the ad and the startd agree
+        ("slot1@10.66.66.66", "", True),  # condor_qedit RemoteHost: refused, said so
+        ("slot1@vm", "", True),  # another slot of the same machine: refused too
+        ("", "", True),
+    ],
+)
+def test_a_running_jobs_node_is_the_machine_whose_startd_holds_its_claim(
+    pool, owner, remote_host, node, noted
+):
+    from jobs.htcondor.scheduler import confirmed
+    from jobs.schedulers import Status
+
+    job = factories.job(owner, pool, partition="gpu", state="running", node="vm")
+    running = ad(node=parsers._machine(remote_host), slot=parsers._slot(remote_host))
+    got = confirmed(
+        Status(state=Job.State.RUNNING, node=running.node), running, job, "condoruser", CLAIMS
+    )
+    assert got.node == node and bool(got.note) is noted
+    # Another user's job with the same id (another schedd), or no claim heard of yet:
+    # no node, nothing to say.
+    for user, claims in (("someoneelse", CLAIMS), ("condoruser", [])):
+        status = Status(state=Job.State.RUNNING, node=running.node)
+        assert confirmed(status, running, job, user, claims) == Status(
+            state=Job.State.RUNNING, node=""
+        )
+
+
+def test_without_the_collector_only_the_node_confirmed_before_is_kept(pool, owner):
+    from jobs.htcondor.scheduler import confirmed
+    from jobs.schedulers import Status
+
+    job = factories.job(owner, pool, partition="gpu", state="running", node="vm")
+    for remote_host, node in (("slot1_1@vm", "vm"), ("slot1@10.66.66.66", "")):
+        running = ad(node=parsers._machine(remote_host), slot=parsers._slot(remote_host))
+        status = Status(state=Job.State.RUNNING, node=running.node)
+        assert confirmed(status, running, job, "condoruser", None).node == node
+    # Ended or completing: the node confirmed last, whatever LastRemoteHost says.
+    ended = ad(status=4, node="10.66.66.66")
+    status = Status(state=Job.State.COMPLETED, node="10.66.66.66")
+    assert confirmed(status, ended, job, "condoruser", None).node == "vm"
+
+
+def test_usage_is_never_less_than_asked_nor_charged_to_an_account_the_job_chose(pool, owner):
+    from datetime import UTC, datetime
+
+    from jobs.htcondor.scheduler import charged
+    from jobs.schedulers import Attempt
+
+    job = factories.job(owner, pool, partition="gpu", gpus=1, cpus=2, account="physics", node="vm")
+    run = Attempt("COMPLETED", "10.66.66.66", datetime(2026, 1, 1, tzinfo=UTC), None, 60, 0, 0)
+    # GPUsProvisioned and CpusProvisioned edited down to 0, AcctGroup to another group.
+    run = dataclasses.replace(run, account="other")
+    assert (charged(run, job).gpus, charged(run, job).cpus) == (1, 2)
+    assert charged(run, job).account == "physics" and charged(run, job).node == "vm"
+    # Up: at most what a node of its partition has.
+    more = dataclasses.replace(run, gpus=10**5, cpus=10**5)
+    assert (charged(more, job).gpus, charged(more, job).cpus) == (2, 8)
+
+
+def test_provisioned_resources_are_read_before_requested_ones():
+    base = {"ClusterId": 1, "ProcId": 0, "Owner": "u", "PortalName": "p", "JobStatus": 4}
+    cases = [
+        ({"RequestGpus": 1, "GPUsProvisioned": 2, "RequestCpus": 1, "CpusProvisioned": 3}, 2, 3),
+        ({"RequestGpus": 1, "AssignedGPUs": "GPU-a, GPU-b", "RequestCpus": 2}, 2, 2),
+        ({"RequestGpus": 1, "GPUsProvisioned": 0}, 0, 0),
+    ]
+    for extra, gpus, cpus in cases:
+        job = parsers.parse_jobs(json.dumps([{**base, **extra}]), "condor_history", "u")[0]
+        assert (job.gpus, job.cpus) == (gpus, cpus), extra
