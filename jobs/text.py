@@ -1,9 +1,11 @@
 """Text a job wrote (its stderr, a check's output), made safe to keep and show: control
-characters and terminal escapes removed, bounded in lines and characters."""
+characters and terminal escapes removed, bounded in lines and characters; and values a
+user sent, quoted and cut for a message (quoted())."""
 
 from __future__ import annotations
 
 import re
+import reprlib
 
 _ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -33,3 +35,22 @@ def error_tail(text: str, max_lines: int = 20, max_chars: int = 2000) -> str:
         kept.append(line)
         used += len(line) + 1
     return "\n".join(reversed(kept))
+
+
+class _Short(reprlib.Repr):
+    def repr_int(self, x, level):
+        if x.bit_length() > 128:  # repr() of a 5,000-digit int raises (and costs)
+            return f"<a number of about {int(x.bit_length() * 0.30103)} digits>"
+        return super().repr_int(x, level)
+
+
+def quoted(value: object, limit: int = 60) -> str:
+    """A value someone sent, for a message: quoted as repr() quotes it, cut to at most
+    ``limit`` characters (lists and mappings two levels deep, a few items each), so that
+    an error never echoes a whole document back, however large or deep it is."""
+    short = _Short()
+    short.maxlevel = 2
+    short.maxlist = short.maxtuple = short.maxset = short.maxdict = 4
+    short.maxstring = short.maxother = short.maxlong = max(limit, 8)
+    text = short.repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

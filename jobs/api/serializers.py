@@ -12,6 +12,7 @@ from rest_framework import serializers
 from jobs.broadcast import session_payload
 from jobs.launch import LaunchForm, image_layout, launch_initial
 from jobs.models import Cluster, ContainerImage, GpuType, Job, JobEvent, Partition, Tag
+from jobs.text import quoted
 
 
 class ContainerSerializer(serializers.ModelSerializer):
@@ -311,7 +312,8 @@ class JobCreateSerializer(serializers.Serializer):
                     raise serializers.ValidationError(
                         {
                             "partition": [
-                                f"Cluster {data.get('cluster')} has no partition {wanted!r}."
+                                f"Cluster {quoted(data.get('cluster'), 40)} has no partition "
+                                f"{quoted(wanted, 40)}."
                             ]
                         }
                     )

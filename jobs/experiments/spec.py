@@ -26,13 +26,18 @@ from typing import Any
 
 import yaml
 
+from jobs import documents
+from jobs.text import quoted
+
 MAX_PARAMETERS = 20
 MAX_CHOICES = 100
 MAX_TRIALS = 10_000
 MAX_CONCURRENT = 1_000
 MAX_FOLDS = 20
 MAX_SPEC_BYTES = 64 * 1024
+MAX_NUMBER_CHARS = 40
 NAME = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
+PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]{1,40}\Z")  # shown as is in a message; others quoted
 METRIC = re.compile(r"[A-Za-z0-9_./-]{1,100}\Z")  # as the metrics client accepts keys
 TOP_LEVEL = {
     "name",
@@ -56,23 +61,103 @@ class SpecError(ValueError):
         self.errors = errors
 
 
+class _Refused(yaml.MarkedYAMLError):
+    pass
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader (data only, no tags) without what makes a small text a large
+    document: anchors and aliases (&a / *a: each level of aliases multiplies the size), more
+    than documents.MAX_DEPTH levels or MAX_NODES values, and numbers of more than
+    MAX_NUMBER_CHARS characters (int() of 5,000 digits raises; it would be a 500)."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = 0
+        self._nodes = 0
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise _Refused(
+                None,
+                None,
+                "anchors and aliases (&name, *name) are not accepted; write the value out",
+                event.start_mark,
+            )
+        self._nodes += 1
+        if self._nodes > documents.MAX_NODES:
+            raise _Refused(None, None, f"more than {documents.MAX_NODES} values", event.start_mark)
+        self._depth += 1
+        try:
+            if self._depth > documents.MAX_DEPTH:
+                raise _Refused(
+                    None,
+                    None,
+                    f"nested more than {documents.MAX_DEPTH} levels deep",
+                    event.start_mark,
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def _bounded_number(self, node):
+        if len(node.value) > MAX_NUMBER_CHARS:
+            raise _Refused(
+                None,
+                None,
+                f"a number longer than {MAX_NUMBER_CHARS} characters",
+                node.start_mark,
+            )
+
+    def construct_yaml_int(self, node):
+        self._bounded_number(node)
+        return super().construct_yaml_int(node)
+
+    def construct_yaml_float(self, node):
+        self._bounded_number(node)
+        return super().construct_yaml_float(node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+_Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)
+
+
 def load(text: str) -> dict:
-    """YAML (JSON is YAML too) -> a mapping. Safe loading: data only, no tags."""
+    """YAML (JSON is YAML too) -> a mapping. Safe loading: data only, no tags, no aliases,
+    bounded in size, depth, values and numbers (_Loader, documents.check)."""
     if len(text.encode()) > MAX_SPEC_BYTES:
         raise SpecError({"spec": f"The spec is larger than {MAX_SPEC_BYTES // 1024} KiB."})
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         at = f" (line {where.line + 1}, column {where.column + 1})" if where else ""
-        raise SpecError(
-            {"spec": f"Not valid YAML or JSON{at}: {getattr(exc, 'problem', exc)}"}
-        ) from None
+        problem = getattr(exc, "problem", None) or "unreadable"
+        raise SpecError({"spec": f"Not valid YAML or JSON{at}: {problem}"}) from None
+    except (ValueError, RecursionError):  # a backstop: the loader bounds what raises these
+        raise SpecError({"spec": "Not valid YAML or JSON."}) from None
     if not isinstance(data, dict):
         raise SpecError(
             {"spec": "The spec must be a mapping (name: value lines, or a JSON object)."}
         )
+    bounded(data)
     return data
+
+
+def bounded(data: object) -> None:
+    """SpecError unless the spec is within documents.check()'s bounds."""
+    try:
+        documents.check(data)
+    except documents.DocumentError as exc:
+        raise SpecError({"spec": f"The spec is too large: {exc}"}) from None
+
+
+def _names(keys) -> str:
+    """Unknown keys for a message: the first few, each quoted and cut."""
+    names = sorted(str(k) for k in keys)
+    shown = ", ".join(n if PLAIN_KEY.match(n) else quoted(n, 40) for n in names[:5])
+    return shown + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
 def _number(value: Any) -> bool:
@@ -85,7 +170,7 @@ def _int(value: Any) -> bool:
 
 def parameter(name: str, raw: Any, errors: dict[str, str]) -> dict | None:
     """One parameter's definition, normalised: {"type": ..., ...}."""
-    where = f"parameters.{name}"
+    where = f"parameters.{name if PLAIN_KEY.match(name) else quoted(name, 40)}"
     if not NAME.match(name):
         errors[where] = (
             "A parameter's name is a lower-case letter, then letters, digits, _ (at most 32)."
@@ -99,7 +184,7 @@ def parameter(name: str, raw: Any, errors: dict[str, str]) -> dict | None:
     kind = raw.get("type")
     unknown = set(raw) - {"type", "low", "high", "log", "step", "values"}
     if unknown:
-        errors[where] = f"Unknown key(s): {', '.join(sorted(map(str, unknown)))}."
+        errors[where] = f"Unknown key(s): {_names(unknown)}."
         return None
     if kind == "choice":
         values = raw.get("values")
@@ -113,7 +198,9 @@ def parameter(name: str, raw: Any, errors: dict[str, str]) -> dict | None:
                 or (isinstance(value, str) and 0 < len(value) <= 100 and value.isprintable())
             )
             if not ok:
-                errors[where] = f"Choice {value!r}: values are numbers, true/false or short text."
+                errors[where] = (
+                    f"Choice {quoted(value)}: values are numbers, true/false or short text."
+                )
                 return None
         if len({json.dumps(v) for v in values}) != len(values):
             errors[where] = "A choice's values must differ."
@@ -183,10 +270,11 @@ def _whole(section: dict, key: str, where: str, default: int, low: int, high: in
 def validate(data: dict) -> dict:
     """The experiment's fields (model names) from a spec mapping; the ``launch`` mapping is
     returned as given under "launch" (the job API's serializer checks it)."""
+    bounded(data)
     errors: dict[str, str] = {}
     unknown = set(data) - TOP_LEVEL
     if unknown:
-        errors["spec"] = f"Unknown key(s): {', '.join(sorted(map(str, unknown)))}."
+        errors["spec"] = f"Unknown key(s): {_names(unknown)}."
     name = data.get("name", "")
     if not isinstance(name, str) or len(name) > 100:
         errors["name"] = "At most 100 characters of text."
