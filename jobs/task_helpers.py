@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -12,14 +13,18 @@ from django.core.cache import cache
 
 @contextmanager
 def single_flight(key: str, timeout: int) -> Iterator[bool]:
-    """Yields True in the one worker holding ``key`` (a cache lock), False in the others."""
-    if not cache.add(key, 1, timeout=timeout):
+    """Yields True in the one worker holding ``key`` (a cache lock), False in the others.
+    The holder releases only its own lock: one that expired under it (the holder ran past
+    ``timeout``) and was taken by another worker stays that worker's."""
+    token = secrets.token_hex(8)
+    if not cache.add(key, token, timeout=timeout):
         yield False
         return
     try:
         yield True
     finally:
-        cache.delete(key)
+        if cache.get(key) == token:
+            cache.delete(key)
 
 
 def backoff(retries: int) -> float:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Exchange, Queue
 
 from portal.env import env_bool, env_float, env_int, env_list, env_secret, env_str, local_secret
 
@@ -207,6 +208,9 @@ PORTAL_RECOVER_AFTER = env_float("PORTAL_RECOVER_AFTER", 60.0, minimum=2)
 # still be arriving before a missing objective counts as never logged.
 PORTAL_EXPERIMENT_INTERVAL = env_float("PORTAL_EXPERIMENT_INTERVAL", 5.0, minimum=0.5)
 PORTAL_EXPERIMENT_SETTLE = env_float("PORTAL_EXPERIMENT_SETTLE", 15.0, minimum=0)
+# The longest one controller step may run (seconds; it talks to no cluster: cancellations
+# and submissions are tasks of their own). Its lock outlives it, so steps never overlap.
+PORTAL_EXPERIMENT_STEP_TIME_LIMIT = env_float("PORTAL_EXPERIMENT_STEP_TIME_LIMIT", 60.0, minimum=10)
 # Usage (jobs/usage.py): a running job whose GPUs all stayed at or below this utilisation
 # (per cent, from the metrics client's nvidia-smi samples) for this many minutes is flagged
 # to its owner and listed for staff; the Usage page shows at most this many rows.
@@ -215,6 +219,17 @@ PORTAL_GPU_IDLE_PERCENT = env_float("PORTAL_GPU_IDLE_PERCENT", 5.0, minimum=0)
 PORTAL_USAGE_MAX_ROWS = env_int("PORTAL_USAGE_MAX_ROWS", 5000, minimum=1)
 # Queue name, so that several portals (or a test run) can share one Redis.
 CELERY_TASK_DEFAULT_QUEUE = env_str("PORTAL_CELERY_QUEUE", "celery")
+# Experiments' controller steps have their own queue, so that sweeps never delay other
+# users' submissions. A worker started without -Q consumes both queues; a busy site gives
+# experiments a worker of their own (-Q <this queue>) and the others -Q <the default>.
+PORTAL_EXPERIMENT_QUEUE = env_str(
+    "PORTAL_EXPERIMENT_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}-experiments"
+)
+CELERY_TASK_QUEUES = [
+    Queue(name, Exchange(name), routing_key=name)
+    for name in (CELERY_TASK_DEFAULT_QUEUE, PORTAL_EXPERIMENT_QUEUE)
+]
+CELERY_TASK_ROUTES = {"jobs.experiments.tasks.*": {"queue": PORTAL_EXPERIMENT_QUEUE}}
 
 CHANNEL_LAYERS = {
     "default": {

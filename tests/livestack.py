@@ -185,8 +185,8 @@ class LiveStack:
                 "-A",
                 "portal",
                 "worker",
-                "-Q",
-                self.queue,
+                # No -Q: as `make demo` starts it, it consumes the run's queue and the
+                # experiments' own (settings.CELERY_TASK_QUEUES).
                 "--concurrency",
                 "2",
                 "--without-mingle",

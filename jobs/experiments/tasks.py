@@ -8,30 +8,44 @@ from django.db import close_old_connections
 
 from jobs.experiments import controller
 from jobs.experiments.models import Experiment
-from jobs.task_helpers import limits, single_flight
+from jobs.task_helpers import single_flight
 
-LOCK_SECONDS = 30
+# The step lock outlives the longest a step may run (the task's hard time limit) by this
+# much: two steps of one experiment never overlap, and a worker killed mid-step holds the
+# experiment back for at most PORTAL_EXPERIMENT_STEP_TIME_LIMIT + LOCK_MARGIN seconds.
+LOCK_MARGIN = 15
+
+
+def step_limits() -> dict:
+    """Celery's time limits for a step (read at import, like jobs.task_helpers.limits)."""
+    hard = settings.PORTAL_EXPERIMENT_STEP_TIME_LIMIT
+    return {"time_limit": hard, "soft_time_limit": max(1.0, hard - 5)}
+
+
+def lock_seconds() -> int:
+    return int(settings.PORTAL_EXPERIMENT_STEP_TIME_LIMIT + LOCK_MARGIN)
 
 
 @shared_task
 def advance_experiments() -> int:
-    """Periodic (beat): one controller step for every running experiment."""
+    """Periodic (beat): one controller step for every running experiment. Each expires
+    by the next round, which queues a fresh one: a backlog never grows."""
     ids = list(
         Experiment.objects.filter(state=Experiment.State.RUNNING).values_list("pk", flat=True)
     )
     for experiment_id in ids:
-        advance_experiment.delay(experiment_id)
+        advance_experiment.apply_async(
+            (experiment_id,), expires=max(2.0, settings.PORTAL_EXPERIMENT_INTERVAL * 2)
+        )
     return len(ids)
 
 
-@shared_task(**limits())
+@shared_task(**step_limits())
 def advance_experiment(experiment_id: int) -> None:
-    """One step of the experiment's controller, in one worker at a time. A step takes about
-    a second; the lock outlives a killed worker by at most LOCK_SECONDS (two steps that
-    overlap after that are still safe: trials are created under a row lock, stops repeat
-    harmlessly)."""
-    timeout = max(LOCK_SECONDS, int(settings.PORTAL_EXPERIMENT_INTERVAL * 2))
-    with single_flight(f"experiment-lock:{experiment_id}", timeout) as mine:
+    """One step of the experiment's controller, in one worker at a time (the lock outlives
+    the step's time limit). Steps run on the experiments' own queue
+    (settings.PORTAL_EXPERIMENT_QUEUE), never in the way of other users' submissions."""
+    with single_flight(f"experiment-lock:{experiment_id}", lock_seconds()) as mine:
         if not mine:
             return
         try:
