@@ -83,6 +83,8 @@ ASGI_APPLICATION = "portal.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
+    # A view's database error (the database restarting) is a 503 with Retry-After.
+    "portal.middleware.DatabaseUnavailableMiddleware",
         "DIRS": [],
         "APP_DIRS": True,
         "OPTIONS": {

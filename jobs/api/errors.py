@@ -5,9 +5,12 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError as DatabaseInterfaceError
+from django.db import OperationalError as DatabaseOperationalError
 from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -15,6 +18,8 @@ from rest_framework import status
 from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
+
+log = logging.getLogger(__name__)
 
 
 class TooLarge(APIException):
@@ -32,8 +37,21 @@ class ServiceUnavailable(APIException):
     )
 
 
+class DatabaseUnavailable(ServiceUnavailable):
+    default_code = "unavailable"
+    default_detail = (
+        "The portal's database cannot be reached just now (it may be restarting). Try "
+        "again in a few seconds."
+    )
+
+
 # What Redis (cache, throttling, broker) raises while it is down or restarting.
 _REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, KombuOperationalError)
+# What Django raises while the database does not answer: refused or dropped connections,
+# a connection that broke under a request (PostgreSQL restarting, SQLite locked too long).
+DATABASE_DOWN = (DatabaseOperationalError, DatabaseInterfaceError)
+# Seconds a client is asked to wait before it tries again (the Retry-After header).
+RETRY_AFTER = "5"
 
 
 def _flatten(value) -> list[str]:
@@ -49,11 +67,14 @@ def exception_handler(exc, context):
         exc = TooLarge()
     if isinstance(exc, _REDIS_DOWN):
         exc = ServiceUnavailable()
+    if isinstance(exc, DATABASE_DOWN):
+        log.warning("database unavailable: %s", str(exc).strip()[:200])
+        exc = DatabaseUnavailable()
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
     if isinstance(exc, ServiceUnavailable):
-        response["Retry-After"] = "5"
+        response["Retry-After"] = RETRY_AFTER
     data = response.data
     fields: dict[str, list[str]] = {}
     message = ""
