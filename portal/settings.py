@@ -74,6 +74,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # A view's database error (the database restarting) is a 503 with Retry-After.
+    "portal.middleware.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -83,8 +85,6 @@ ASGI_APPLICATION = "portal.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-    # A view's database error (the database restarting) is a 503 with Retry-After.
-    "portal.middleware.DatabaseUnavailableMiddleware",
         "DIRS": [],
         "APP_DIRS": True,
         "OPTIONS": {
