@@ -108,3 +108,17 @@ def local_secret(path: Path, nbytes: int = 48) -> str:
     finally:
         tmp.unlink(missing_ok=True)
     return path.read_text().strip()
+
+
+def env_networks(name: str, default: list[str]) -> list[str]:
+    """Comma-separated IP networks in CIDR form ("10.0.0.0/8,fd00::/8"), normalised; an
+    address with host bits set ("10.0.0.1/8") is refused as a likely typo."""
+    import ipaddress
+
+    networks = []
+    for item in env_list(name, default):
+        try:
+            networks.append(str(ipaddress.ip_network(item, strict=True)))
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not a network ({exc})") from None
+    return networks

@@ -12,6 +12,7 @@ before a revocation cannot put the revoked route back after the revocation's pus
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import secrets
 import socket
@@ -67,13 +68,40 @@ class Unresolved(Exception):
     existing route, if any, is left as it is rather than cut."""
 
 
+def upstream_allowed(address: str) -> bool:
+    """Whether ``address`` (an IP literal) lies in PORTAL_UPSTREAM_NETWORKS: the only
+    networks the proxy may connect to, whatever a scheduler or a job says."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped  # ::ffff:10.1.2.3 is 10.1.2.3
+    return any(ip in ipaddress.ip_network(net) for net in settings.PORTAL_UPSTREAM_NETWORKS)
+
+
 def route_of(session) -> Route | None:
-    """The route an open session should have; None when it should have none."""
+    """The route an open session should have; None when it should have none. This is
+    the one place every route passes (push and reconcile, every scheduler): an address
+    outside PORTAL_UPSTREAM_NETWORKS is refused here, and the job's timeline says so."""
     if not session.is_open:
         return None
     address = resolve(session.host)
     if address is None:
         raise Unresolved(session.host)
+    if not upstream_allowed(address):
+        log.warning(
+            "session %s: %s (%s) is outside PORTAL_UPSTREAM_NETWORKS: not routed",
+            session.public_id,
+            session.host,
+            address,
+        )
+        session.job.note(
+            f"Its session is not routed: its node {session.host} ({address}) is outside the "
+            "networks the portal's proxy may connect to (PORTAL_UPSTREAM_NETWORKS).",
+            publish=False,  # under the routes lock: a publish would push, and wait for it
+        )
+        return None
     try:
         return Route(session.public_id, address, session.port, session.upstream_token())
     except ValueError as exc:  # stored values HAProxy must not receive

@@ -463,15 +463,18 @@ class Job(models.Model):
             transaction.on_commit(lambda: publish_job(self))
         return True
 
-    def note(self, message: str) -> bool:
+    def note(self, message: str, *, publish: bool = True) -> bool:
         """A line in the job's timeline without a change of state (something the portal
-        refused for it), once: not again while the timeline says it already."""
+        refused for it), once: not again while the timeline says it already. ``publish``
+        False: pages see it on their next update (for callers that hold the routes lock,
+        which a publish would wait for: it pushes the job's route)."""
         if JobEvent.objects.filter(job=self, message=message).exists():
             return False
         JobEvent.objects.create(
             job=self, from_state=self.state, to_state=self.state, message=message
         )
-        transaction.on_commit(lambda: publish_job(self))
+        if publish:
+            transaction.on_commit(lambda: publish_job(self))
         return True
 
     @property

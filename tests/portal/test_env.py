@@ -52,3 +52,15 @@ def test_env_secret_reads_a_file(monkeypatch, tmp_path):
     monkeypatch.setenv("TOKEN_FILE", str(tmp_path / "missing"))
     with pytest.raises(ImproperlyConfigured, match="TOKEN_FILE=.* cannot be read"):
         env_secret("TOKEN")
+
+
+def test_env_networks_reads_cidrs_and_refuses_typos(monkeypatch):
+    from portal.env import env_networks
+
+    monkeypatch.setenv("NETS", " 10.1.0.0/16, fd00::/8 ,192.168.7.7")
+    assert env_networks("NETS", []) == ["10.1.0.0/16", "fd00::/8", "192.168.7.7/32"]
+    assert env_networks("UNSET_NETS", ["127.0.0.0/8"]) == ["127.0.0.0/8"]
+    for bad in ("10.0.0.1/8", "node7", "10.0.0.0/33"):
+        monkeypatch.setenv("NETS", bad)
+        with pytest.raises(ImproperlyConfigured, match=f"NETS: '{bad}' is not a network"):
+            env_networks("NETS", [])

@@ -252,3 +252,24 @@ def test_a_renamed_proxy_setting_stops_the_start_instead_of_being_ignored():
     )
     assert result.returncode != 0
     assert "SESSION_DOMAIN is now called PROXY_SESSION_DOMAIN" in result.stderr
+
+
+def test_sessions_reach_the_portals_own_host_only_in_demo_and_debug():
+    """PORTAL_UPSTREAM_NETWORKS: private ranges by default; loopback (the portal's own
+    host in production) only where the dev clusters' nodes are 127.0.0.1."""
+    from jobs.crypto import generate_key
+
+    code = """
+        import django; django.setup()
+        from django.conf import settings
+        print(",".join(settings.PORTAL_UPSTREAM_NETWORKS))
+    """
+    production = {"SECRET_KEY": "x" * 50, "PORTAL_ENCRYPTION_KEYS": generate_key()}
+    result = run_python(code, production)
+    assert result.stdout.split() == ["10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"], (
+        result.stderr
+    )
+    result = run_python(code, {"PORTAL_DEMO": "1"})
+    assert "127.0.0.0/8" in result.stdout.split(",") and "::1/128" in result.stdout, result.stderr
+    result = run_python(code, {**production, "PORTAL_UPSTREAM_NETWORKS": "10.0.0.1/8"})
+    assert result.returncode != 0 and "PORTAL_UPSTREAM_NETWORKS" in result.stderr

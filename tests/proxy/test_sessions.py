@@ -478,3 +478,22 @@ def test_the_portals_own_host_is_served_whole_by_the_same_haproxy(data_path, liv
         f"http://127.0.0.1:{data_path.port}/accounts/login/", headers={"Host": host}, timeout=10
     )
     assert response.status_code == 200 and "Sign in" in response.text
+
+
+def test_a_session_outside_the_allowed_networks_is_never_routed(ready, data_path, echo, settings):
+    """PORTAL_UPSTREAM_NETWORKS, through a real HAProxy: a route it excludes is taken away
+    (reconcile) and never pushed; allowed again, it comes back."""
+    from proxy import routes
+
+    assert routes.push(ready) is True
+    assert data_path.api.routes() == {ready.public_id: ("127.0.0.1", echo, TOKEN)}
+    settings.PORTAL_UPSTREAM_NETWORKS = ["10.0.0.0/8", "fc00::/7"]
+    assert routes.reconcile() == {data_path.admin: (0, 1)}
+    assert data_path.api.routes() == {}
+    assert routes.push(ready) is False
+    assert data_path.api.routes() == {}
+    assert data_path.get(ready.public_id, cookie=f"{cookie_name()}=x").status_code == 302
+    assert any("outside the networks" in e.message for e in ready.job.events.all())
+    settings.PORTAL_UPSTREAM_NETWORKS = ["127.0.0.0/8"]
+    assert routes.push(ready) is True
+    assert data_path.api.routes() == {ready.public_id: ("127.0.0.1", echo, TOKEN)}
