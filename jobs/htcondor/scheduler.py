@@ -46,11 +46,14 @@ def confirmed(
     when the startd reports the job in another slot, no node (its session is not routed)
     and a line for the timeline; while the collector has not heard of the claim yet, no
     node. ``claims`` None (the collector did not answer): the node confirmed before, while
-    the ad still names its machine. Other states keep the node confirmed last."""
+    the ad still names its machine. Other states keep the node confirmed last (a job
+    not running has no route)."""
     if status.state == State.PENDING:
         return status
     if status.state != State.RUNNING:
-        return dataclasses.replace(status, node=job.node)
+        # No session is routed to a job that is not running: the ad's machine is shown
+        # only where no startd confirmed one (a job that ended between two syncs).
+        return dataclasses.replace(status, node=job.node or ad.node)
     if claims is None:
         kept = job.node if job.node and job.node == ad.node else ""
         return dataclasses.replace(status, node=kept)

@@ -46,7 +46,13 @@ def test_command_exiting_3_ends_failed_with_exit_code_3(condorpool, owner):
 def test_cancelling_a_running_job_ends_cancelled(condorpool, owner):
     job = factories.submitted_job(owner, condorpool, "sleep 300")
     job = run_until(job, {"running"})
-    assert job.node == "vm" or job.node  # the execute machine, from RemoteHost
+    for _ in range(20):  # the node: once the startd's claim reaches the collector
+        if job.node:
+            break
+        time.sleep(0.5)
+        tasks.sync_jobs(Job.objects.filter(pk=job.pk))
+        job.refresh_from_db()
+    assert job.node == "vm"  # the execute machine, as its startd reports the claim
     assert job.request_cancel()
     tasks.cancel_job.apply(args=[job.pk])
     job = run_until(job, {"cancelled"}, timeout=30)

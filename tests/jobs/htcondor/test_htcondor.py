@@ -447,10 +447,13 @@ def test_without_the_collector_only_the_node_confirmed_before_is_kept(pool, owne
         running = ad(node=parsers._machine(remote_host), slot=parsers._slot(remote_host))
         status = Status(state=Job.State.RUNNING, node=running.node)
         assert confirmed(status, running, job, "condoruser", None).node == node
-    # Ended or completing: the node confirmed last, whatever LastRemoteHost says.
+    # Ended or completing: the node confirmed last, whatever LastRemoteHost says; the
+    # ad's only where none was (it ended between two syncs: no session was routed).
     ended = ad(status=4, node="10.66.66.66")
     status = Status(state=Job.State.COMPLETED, node="10.66.66.66")
     assert confirmed(status, ended, job, "condoruser", None).node == "vm"
+    job.node = ""
+    assert confirmed(status, ended, job, "condoruser", None).node == "10.66.66.66"
 
 
 def test_usage_is_never_less_than_asked_nor_charged_to_an_account_the_job_chose(pool, owner):
