@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 from jobs.experiments import report, service, spec
 from jobs.experiments.models import Experiment
 from jobs.models import ContainerImage
+from portal.throttle import throttled
 
 # The spec the form starts from: the demo experiment (docs/examples/), with the first
 # offered image when the demo's is not in the catalog.
@@ -74,6 +75,7 @@ def experiment_detail(request, pk: int):
 
 
 @login_required
+@throttled("cluster-pages", json=True)
 def experiment_data(request, pk: int):
     """Everything the page draws, polled while the experiment runs."""
     return JsonResponse(report.detail(get_experiment_for_user(request, pk)))

@@ -16,6 +16,7 @@ from jobs.launch import LaunchForm, launch_initial, partition_limits, tensorboar
 from jobs.models import ApiToken, ClusterAccount, ContainerImage, Job, Tag
 from jobs.models.attempts import usage_of
 from jobs.slurm import files, operations, ssh
+from portal.throttle import throttled
 
 PAGE_SIZE = 20
 STATE_FILTERS = {"active": Job.ACTIVE_STATES, **{s: (s,) for s in Job.State.values}}
@@ -171,6 +172,7 @@ def job_cancel(request, pk: int):
 
 
 @login_required
+@throttled("cluster-pages", json=True)
 def job_logs(request, pk: int, stream: str):
     job = get_job_for_user(request, pk)
     if stream not in files.LOG_STREAMS:
@@ -212,6 +214,7 @@ def _on_work_dir(job, operation, missing: str):
 
 
 @login_required
+@throttled("cluster-pages")
 def job_files(request, pk: int):
     """A directory of the job's work directory: outputs, checkpoints, logs (over SFTP;
     links and FIFOs shown for what they are, never followed; the portal's secrets hidden)."""
@@ -243,6 +246,7 @@ def job_files(request, pk: int):
 
 
 @login_required
+@throttled("cluster-pages")
 def job_file_download(request, pk: int):
     """One regular file of the job's work directory, streamed in bounded SFTP reads."""
     job = get_job_for_user(request, pk)
@@ -330,6 +334,7 @@ def token_revoke(request, pk: int):
 
 @login_required
 @require_POST
+@throttled("cluster-pages", json=True)
 def account_test(request, pk: int):
     cluster_account = get_object_or_404(ClusterAccount.objects.filter(user=request.user), pk=pk)
     try:

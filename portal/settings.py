@@ -405,6 +405,11 @@ LOGGING = {
 # --- REST API ---------------------------------------------------------------------------------
 # Requests per token (or signed-in user) and period, e.g. "600/min".
 PORTAL_API_RATE = env_str("PORTAL_API_RATE", "600/min")
+# Pages that reach a cluster over SSH (logs, files, downloads, experiment data, opening a
+# session, testing an account): requests per signed-in user and period, all such pages
+# together (portal/throttle.py); a job's session registration: calls per session.
+PORTAL_PAGE_CLUSTER_RATE = env_str("PORTAL_PAGE_CLUSTER_RATE", "120/min")
+PORTAL_SESSION_REGISTER_RATE = env_str("PORTAL_SESSION_REGISTER_RATE", "40/min")
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "jobs.api.auth.BearerTokenAuthentication",

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 
 from jobs import validators
 from jobs.models import Job
+from portal.throttle import digest, throttled
 from proxy import routes
 from proxy.codes import (
     cookie_name,
@@ -26,8 +27,13 @@ from proxy.codes import (
 from proxy.models import SessionLink
 
 
+def _session(request, public_id: str) -> str:
+    return f"session-{digest(public_id)}"
+
+
 @csrf_exempt
 @require_POST
+@throttled("session-register", ident=_session, json=True)
 def register(request, public_id: str):
     """Called by the notebook job when Jupyter listens. Authenticated by the job's one-time secret."""
     session = SessionLink.objects.filter(public_id=public_id).select_related("job").first()
@@ -73,6 +79,7 @@ def get_session_for_user(request, public_id: str) -> SessionLink:
 
 
 @login_required
+@throttled("cluster-pages")
 def open_session(request, public_id: str):
     """Hand the signed-in owner to the proxy with a one-time code bound to the browser's
     state (set on the session host by session_start); or say why not."""

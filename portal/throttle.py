@@ -1,0 +1,78 @@
+"""Request budgets for what the API's throttling (jobs.api.auth.TokenRateThrottle) does not
+cover: the pages that reach a cluster over SSH (logs, files, downloads, experiment data,
+opening a session, testing an account), one budget per signed-in user, and the session
+registration call a job makes, one budget per session. Counted in the portal's cache
+(Redis, keys under PORTAL_CACHE_PREFIX) as DRF counts the API's; over budget is a 429
+with Retry-After, before anything reaches a cluster."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, cast
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from rest_framework import throttling
+
+# scope -> the setting that holds its rate ("120/min"), read at call time.
+RATES = {
+    "cluster-pages": "PORTAL_PAGE_CLUSTER_RATE",
+    "session-register": "PORTAL_SESSION_REGISTER_RATE",
+}
+
+
+class Budget(throttling.SimpleRateThrottle):
+    """DRF's sliding-window count, for one scope and one caller (``ident``)."""
+
+    def __init__(self, scope: str, ident: str):
+        self.scope = scope
+        self.ident = ident
+        super().__init__()
+
+    def get_rate(self) -> str:
+        return getattr(settings, RATES[self.scope or ""])
+
+    def get_cache_key(self, request, view) -> str:
+        return self.cache_format % {"scope": self.scope, "ident": self.ident}
+
+
+def by_user(request: HttpRequest, *args, **kwargs) -> str:
+    return f"user-{request.user.pk}"
+
+
+def too_many(wait: float, *, json: bool) -> HttpResponse:
+    seconds = max(1, math.ceil(wait))
+    message = f"Too many requests; try again in {seconds} s."
+    response: HttpResponse = (
+        JsonResponse({"error": message}, status=429)
+        if json
+        else HttpResponse(message, status=429, content_type="text/plain; charset=utf-8")
+    )
+    response["Retry-After"] = str(seconds)
+    return response
+
+
+def throttled(scope: str, *, ident: Callable[..., str] = by_user, json: bool = False):
+    """A view decorator: ``ident(request, *args, **kwargs)`` names whose budget a request
+    spends (the signed-in user by default: put it under login_required). ``json``: the
+    429 is a JSON {"error": ...} (for views that answer JSON)."""
+
+    def decorate(view):
+        @wraps(view)
+        def wrapper(request, *args, **kwargs):
+            budget = Budget(scope, ident(request, *args, **kwargs))
+            if not budget.allow_request(request, cast(Any, None)):  # no DRF view here
+                return too_many(budget.wait() or 1, json=json)
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def digest(value: str) -> str:
+    """A short fixed-length cache key part for any text a caller chose (a URL part)."""
+    return hashlib.sha256(value.encode(errors="replace")).hexdigest()[:32]

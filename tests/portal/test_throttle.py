@@ -1,0 +1,145 @@
+"""Pages that reach a cluster, and a job's session registration, have request budgets
+(portal/throttle.py, issue #30): the call past the budget is a 429 with Retry-After and
+reaches no cluster. The SSH boundary (jobs.slurm.pool.with_connection) is a fake that
+counts its calls (and answers as an unreachable cluster)."""
+
+import json
+import uuid
+
+import pytest
+
+from jobs.models import Job
+from jobs.slurm import pool, ssh
+from proxy.models import SessionLink
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def ssh_calls(monkeypatch):
+    calls: list[object] = []
+
+    def with_connection(account, operation):
+        calls.append(account)  # each page answers an unreachable cluster with a 502
+        raise ssh.ClusterUnreachable("a test: no cluster behind this fake")
+
+    monkeypatch.setattr(pool, "with_connection", with_connection)
+    return calls
+
+
+@pytest.fixture
+def rates(settings):
+    """Budgets of 3 calls; each test's own users and sessions, so no other test's count
+    (kept in Redis under this run's prefix) is seen."""
+    settings.PORTAL_PAGE_CLUSTER_RATE = "3/min"
+    settings.PORTAL_SESSION_REGISTER_RATE = "3/min"
+
+
+def person(name: str):
+    return factories.user(f"{name}-{uuid.uuid4().hex[:8]}", "pass-123-pass")
+
+
+@pytest.fixture
+def running(cluster):
+    """A running batch job of a fresh user's, with its account and work directory."""
+    owner = person("owner")
+    account = factories.account(cluster, owner, "alice")
+    return factories.job(
+        owner,
+        cluster,
+        state="running",
+        cluster_account=account,
+        scheduler_job_id="77",
+        work_dir="/home/alice/.portal/jobs/1-x",
+    )
+
+
+def test_the_logs_page_past_its_budget_is_429_and_reaches_no_cluster(
+    client, rates, running, ssh_calls
+):
+    client.force_login(running.owner)
+    url = f"/jobs/{running.pk}/logs/stdout/"
+    codes = [client.get(url).status_code for _ in range(3)]
+    assert 429 not in codes and len(ssh_calls) == 3
+    refused = client.get(url)
+    assert refused.status_code == 429 and int(refused["Retry-After"]) >= 1
+    assert "error" in refused.json()
+    assert len(ssh_calls) == 3  # the refused call reached no cluster
+    # Another user's budget is their own.
+    other = person("other")
+    client.force_login(other)
+    assert client.get(url).status_code == 404
+
+
+@pytest.mark.parametrize(
+    "path, method",
+    [
+        ("/jobs/{job}/files/", "get"),
+        ("/jobs/{job}/files/download/?path=out.txt", "get"),
+        ("/account/{account}/test/", "post"),
+    ],
+)
+def test_every_page_that_reaches_a_cluster_has_a_budget(
+    client, rates, running, ssh_calls, path, method
+):
+    client.force_login(running.owner)
+    url = path.format(job=running.pk, account=running.cluster_account_id)
+    for _ in range(3):
+        assert getattr(client, method)(url).status_code != 429
+    reached = len(ssh_calls)
+    refused = getattr(client, method)(url)
+    assert refused.status_code == 429 and refused.has_header("Retry-After")
+    assert len(ssh_calls) == reached
+
+
+def test_the_budget_is_shared_by_those_pages(client, rates, running, ssh_calls):
+    client.force_login(running.owner)
+    client.get(f"/jobs/{running.pk}/logs/stdout/")
+    client.get(f"/jobs/{running.pk}/files/")
+    client.get(f"/jobs/{running.pk}/logs/stderr/")
+    assert client.get(f"/jobs/{running.pk}/files/").status_code == 429
+
+
+def test_experiment_data_and_opening_a_session_have_budgets(client, rates, cluster):
+    owner = person("owner")
+    experiment = factories.experiment_record(owner, cluster)
+    notebook = factories.job(owner, cluster, "", kind=Job.Kind.NOTEBOOK, state="pending")
+    link = SessionLink.for_job(notebook)
+    client.force_login(owner)
+    for url in (f"/experiments/{experiment.pk}/data/", f"/sessions/{link.public_id}/open/"):
+        assert [client.get(url).status_code for _ in range(4)][-1] == 429
+
+
+def test_registration_past_its_budget_is_429_and_asks_no_scheduler(
+    client, rates, ssh_calls, cluster
+):
+    owner = person("owner")
+    account = factories.account(cluster, owner, "alice")
+    job = factories.job(
+        owner,
+        cluster,
+        "",
+        kind=Job.Kind.NOTEBOOK,
+        state="pending",
+        scheduler_job_id="78",
+        cluster_account=account,
+    )
+    link = SessionLink.for_job(job)
+    secret = link.issue_register_secret()
+
+    def register():
+        return client.post(
+            f"/sessions/register/{link.public_id}/",
+            json.dumps({"port": 8888, "token": "abc"}),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {secret}",
+        )
+
+    # Pending: each call asks the scheduler over SSH (unreachable: the job stays pending),
+    # and is told to come back.
+    assert [register().status_code for _ in range(3)] == [409, 409, 409]
+    assert len(ssh_calls) == 3
+    refused = register()
+    assert refused.status_code == 429 and int(refused["Retry-After"]) >= 1
+    assert len(ssh_calls) == 3
