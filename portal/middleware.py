@@ -8,21 +8,28 @@ import logging
 
 from django.http import HttpResponse, JsonResponse
 
-from jobs.api.errors import DATABASE_DOWN, RETRY_AFTER, DatabaseUnavailable
+from jobs.api.errors import (
+    DATABASE_DOWN,
+    REDIS_DOWN,
+    RETRY_AFTER,
+    DatabaseUnavailable,
+    ServiceUnavailable,
+)
 
 log = logging.getLogger(__name__)
 
 PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Portal unavailable</title></head>
 <body><h1>The portal is unavailable for a moment</h1>
-<p>Its database cannot be reached just now (it may be restarting). Nothing is lost:
-reload this page in a few seconds.</p></body></html>
+<p>Its database or its cache cannot be reached just now (one may be restarting). Nothing
+is lost: reload this page in a few seconds.</p></body></html>
 """
 
 
 class DatabaseUnavailableMiddleware:
-    """Turns a view's django.db.OperationalError/InterfaceError into a 503. Renders no
-    template: a template's context processors would ask the database for the user."""
+    """Turns a view's django.db.OperationalError/InterfaceError, or Redis not answering
+    (page budgets, locks), into a 503. Renders no template: a template's context
+    processors would ask the database for the user."""
 
     def __init__(self, get_response) -> None:
         self.get_response = get_response
@@ -31,18 +38,20 @@ class DatabaseUnavailableMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request, exception):
-        if not isinstance(exception, DATABASE_DOWN):
+        if isinstance(exception, DATABASE_DOWN):
+            unavailable: type[ServiceUnavailable] = DatabaseUnavailable
+        elif isinstance(exception, REDIS_DOWN):
+            unavailable = ServiceUnavailable
+        else:
             return None
-        log.warning(
-            "database unavailable for %s: %s", request.path[:200], str(exception).strip()[:200]
-        )
+        log.warning("unavailable for %s: %s", request.path[:200], str(exception).strip()[:200])
         if request.path.startswith("/api/"):
             response: HttpResponse = JsonResponse(
                 {
                     "error": {
                         "status": 503,
-                        "code": DatabaseUnavailable.default_code,
-                        "message": str(DatabaseUnavailable.default_detail),
+                        "code": unavailable.default_code,
+                        "message": str(unavailable.default_detail),
                         "fields": {},
                     }
                 },

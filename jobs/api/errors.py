@@ -46,7 +46,7 @@ class DatabaseUnavailable(ServiceUnavailable):
 
 
 # What Redis (cache, throttling, broker) raises while it is down or restarting.
-_REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, KombuOperationalError)
+REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, KombuOperationalError)
 # What Django raises while the database does not answer: refused or dropped connections,
 # a connection that broke under a request (PostgreSQL restarting, SQLite locked too long).
 DATABASE_DOWN = (DatabaseOperationalError, DatabaseInterfaceError)
@@ -65,7 +65,7 @@ def _flatten(value) -> list[str]:
 def exception_handler(exc, context):
     if isinstance(exc, RequestDataTooBig):  # Django's DATA_UPLOAD_MAX_MEMORY_SIZE
         exc = TooLarge()
-    if isinstance(exc, _REDIS_DOWN):
+    if isinstance(exc, REDIS_DOWN):
         exc = ServiceUnavailable()
     if isinstance(exc, DATABASE_DOWN):
         log.warning("database unavailable: %s", str(exc).strip()[:200])

@@ -56,3 +56,19 @@ def test_other_errors_are_not_hidden(client, owner, monkeypatch):
     monkeypatch.setattr(auth, "get_user", broken)
     with pytest.raises(RuntimeError):
         client.get("/")
+
+
+def test_a_page_whose_budget_redis_cannot_count_answers_503(client, owner, monkeypatch):
+    """The pages that reach a cluster count their budget in Redis: Redis away is a 503
+    too (as in the API), not a 500."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from portal import throttle
+
+    def away(self, request, view):
+        raise RedisConnectionError("Connection refused")
+
+    monkeypatch.setattr(throttle.Budget, "allow_request", away)
+    client.force_login(owner)
+    response = client.get("/jobs/1/logs/stdout/")
+    assert response.status_code == 503 and response["Retry-After"] == "5"
