@@ -29,10 +29,18 @@ class LaunchForm(forms.ModelForm):
         },
     )
     cluster = ClusterChoiceField(
-        queryset=Cluster.objects.filter(enabled=True), to_field_name="name", empty_label=None
+        queryset=Cluster.objects.filter(enabled=True),
+        to_field_name="name",
+        empty_label=None,
+        error_messages={
+            "invalid_choice": "Choose a cluster from the list (a disabled cluster takes no "
+            "new jobs)."
+        },
     )
     partition = forms.ModelChoiceField(
-        queryset=Partition.objects.filter(cluster__enabled=True), empty_label=None
+        queryset=Partition.objects.filter(cluster__enabled=True),
+        empty_label=None,
+        error_messages={"invalid_choice": "Choose a partition of an enabled cluster."},
     )
 
     class Meta:

@@ -219,6 +219,12 @@ PORTAL_RECOVER_AFTER = env_float("PORTAL_RECOVER_AFTER", 60.0, minimum=2)
 # still be arriving before a missing objective counts as never logged.
 PORTAL_EXPERIMENT_INTERVAL = env_float("PORTAL_EXPERIMENT_INTERVAL", 5.0, minimum=0.5)
 PORTAL_EXPERIMENT_SETTLE = env_float("PORTAL_EXPERIMENT_SETTLE", 15.0, minimum=0)
+# Budgets, checked when an experiment starts: a user's experiments running at once, the
+# trials of one experiment, and the jobs all of a user's running experiments may run at
+# once (the sum of their max_concurrent).
+PORTAL_EXPERIMENTS_MAX_RUNNING = env_int("PORTAL_EXPERIMENTS_MAX_RUNNING", 5, minimum=1)
+PORTAL_EXPERIMENT_MAX_TRIALS = env_int("PORTAL_EXPERIMENT_MAX_TRIALS", 1000, minimum=1)
+PORTAL_EXPERIMENTS_MAX_CONCURRENT = env_int("PORTAL_EXPERIMENTS_MAX_CONCURRENT", 64, minimum=1)
 # The longest one controller step may run (seconds; it talks to no cluster: cancellations
 # and submissions are tasks of their own). Its lock outlives it, so steps never overlap.
 PORTAL_EXPERIMENT_STEP_TIME_LIMIT = env_float("PORTAL_EXPERIMENT_STEP_TIME_LIMIT", 60.0, minimum=10)

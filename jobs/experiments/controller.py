@@ -70,7 +70,9 @@ def observe(trial: Trial) -> search.Observed:
 
 
 def advance(experiment_id: int) -> None:
-    experiment = Experiment.objects.select_related("cluster").filter(pk=experiment_id).first()
+    experiment = (
+        Experiment.objects.select_related("cluster", "owner").filter(pk=experiment_id).first()
+    )
     if experiment is None or experiment.is_final:
         return
     trials = list(
@@ -82,9 +84,12 @@ def advance(experiment_id: int) -> None:
         if not trial.is_final:
             refresh(experiment, trial)
     if experiment.cancel_requested_at:
-        _cancel_open(trials, "The experiment was cancelled.")
+        _cancel_open(trials, experiment.message or "The experiment was cancelled.")
         if all(t.is_final for t in trials):
             _finish(experiment, trials, Experiment.State.CANCELLED)
+        return
+    if not experiment.owner.is_active:
+        stop(experiment, trials, f"Stopped: {experiment.owner}'s account was deactivated.")
         return
     broken = first_trials_all_failed(trials)
     if broken:
@@ -95,12 +100,46 @@ def advance(experiment_id: int) -> None:
         stop_unpromising(experiment, trials)
     free = experiment.max_concurrent - slots_in_use(experiment)
     remaining = experiment.max_trials - len(trials)
-    if free > 0 and remaining > 0 and start_trials(experiment, trials, free, remaining):
-        return
+    if free > 0 and remaining > 0:
+        refused = launch_refusal(experiment)
+        if refused:
+            stop(experiment, trials, refused)
+            return
+        if start_trials(experiment, trials, free, remaining):
+            return
     if (remaining <= 0 or _search_exhausted(experiment, trials)) and all(
         t.is_final for t in trials
     ):
         _finish(experiment, trials, Experiment.State.COMPLETED)
+
+
+def launch_refusal(experiment: Experiment) -> str:
+    """Why new trials may not start ('' if they may): the launch page's and the API's own
+    rules (jobs.launch.LaunchForm: the image still offered, the cluster and partition
+    enabled, the owner's account on it, the partition's current limits), asked again before
+    every new batch, so that disabling any of these stops a running sweep too."""
+    from jobs.launch import LaunchForm, launch_initial
+
+    owner = experiment.owner
+    job = Job(**experiment.launch, owner=owner, kind=Job.Kind.BATCH)
+    form = LaunchForm(data=launch_initial(owner, job), user=owner)
+    if form.is_valid():
+        return ""
+    why = " ".join(str(m) for messages in form.errors.values() for m in messages)
+    return f"Stopped: the launch is no longer allowed, so no new trial may start. {why}"
+
+
+def stop(experiment: Experiment, trials: list[Trial], reason: str) -> None:
+    """Cancel the experiment for ``reason`` (kept as its message): its open jobs are
+    cancelled with it and no trial starts; it ends once they have."""
+    Experiment.objects.filter(
+        pk=experiment.pk, state=Experiment.State.RUNNING, cancel_requested_at__isnull=True
+    ).update(cancel_requested_at=timezone.now(), message=reason)
+    experiment.refresh_from_db()
+    log.info("experiment %s: %s", experiment.pk, reason)
+    _cancel_open(trials, experiment.message)
+    if all(t.is_final for t in trials):
+        _finish(experiment, trials, Experiment.State.CANCELLED)
 
 
 # After this many trials, all failed and none completed, the experiment starts no more.
@@ -304,6 +343,8 @@ def _finish(experiment: Experiment, trials: list[Trial], state: str) -> None:
     summary = ", ".join(f"{n} {label}" for label, n in sorted(counts.items()))
     best = experiment.best_of(trials)
     message = f"{len(trials)} trials: {summary}."
+    if state == Experiment.State.CANCELLED and experiment.message:
+        message = f"{experiment.message} {message}"  # why it was stopped
     if best is not None:
         message += f" Best: trial {best.number}, {experiment.metric} = {best.value:.4g}."
     experiment.finish(state, message)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from jobs import lifecycle
@@ -56,6 +58,11 @@ def create(user, source: str | dict) -> Experiment:
     assert job is not None
     fields.pop("launch")
     with transaction.atomic():
+        # One creation per user at a time: two at once cannot both fit the last budget.
+        get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+        errors = budget_errors(user, fields)
+        if errors:
+            raise spec.SpecError(errors)
         experiment = Experiment.objects.create(
             owner=user,
             cluster=job.cluster,
@@ -66,6 +73,36 @@ def create(user, source: str | dict) -> Experiment:
         )
         transaction.on_commit(lambda: _step(experiment.pk))
     return experiment
+
+
+def budget_errors(user, fields: dict) -> dict[str, str]:
+    """What of a new experiment (spec.validate's fields) exceeds the user's budgets: trials
+    per experiment, experiments running at once, and the jobs all their running
+    experiments may run at once (settings.PORTAL_EXPERIMENT*_MAX_*)."""
+    errors: dict[str, str] = {}
+    most_trials = settings.PORTAL_EXPERIMENT_MAX_TRIALS
+    if fields["max_trials"] > most_trials:
+        errors["budget.max_trials"] = (
+            f"At most {most_trials} trials per experiment on this portal: ask for fewer."
+        )
+    running = Experiment.objects.filter(owner=user, state=Experiment.State.RUNNING)
+    most_running = settings.PORTAL_EXPERIMENTS_MAX_RUNNING
+    count = running.count()
+    if count >= most_running:
+        errors["budget"] = (
+            f"You have {count} experiments running, the most this portal allows at once: "
+            "wait for one to end, or cancel one."
+        )
+    in_use = sum(running.values_list("max_concurrent", flat=True))
+    most_jobs = settings.PORTAL_EXPERIMENTS_MAX_CONCURRENT
+    if in_use + fields["max_concurrent"] > most_jobs:
+        left = max(0, most_jobs - in_use)
+        errors["budget.max_concurrent"] = (
+            f"Your experiments may run at most {most_jobs} jobs at once in all"
+            + (f"; those running take {in_use}" if in_use else "")
+            + (f": ask for at most {left}." if left else ": wait for one to end.")
+        )
+    return errors
 
 
 def cancel(experiment: Experiment) -> bool:

@@ -172,3 +172,33 @@ def test_cancelling_an_experiment_scancels_its_running_and_throttled_jobs(stack,
     assert {t.state for t in experiment.trials.all()} == {"cancelled"}
     left = remote(account, ["squeue", "-h", "-o", "%j"]).split()
     assert not names & set(left), left
+
+
+def test_a_deactivated_owners_experiment_stops_submitting(stack, devcluster, owner):
+    """An administrator deactivates the owner while a Bayesian sweep runs its first batch:
+    no further trial is submitted, its running jobs are scancelled, and the experiment ends
+    cancelled saying why."""
+    factories.image("host-sweep")
+    account = devcluster.accounts.get(user=owner)
+    experiment = factories.experiment(
+        owner,
+        "host-sweep",
+        "sleep 60",
+        method="bayesian",
+        budget={"max_trials": 6, "max_concurrent": 2},
+    )
+    deadline = time.monotonic() + 90
+    while Job.objects.filter(trial__experiment=experiment, state="running").count() < 2:
+        assert time.monotonic() < deadline, "the first batch never ran"
+        time.sleep(1)
+    names = {j.slurm_name for j in Job.objects.filter(trial__experiment=experiment)}
+    owner.is_active = False
+    owner.save(update_fields=["is_active"])
+    experiment = wait_experiment(experiment, 90)
+    assert experiment.state == "cancelled", experiment.message
+    assert experiment.message.startswith("Stopped: owner's account was deactivated.")
+    assert experiment.trials.count() == 2
+    jobs = Job.objects.filter(trial__experiment=experiment)
+    assert jobs.count() == 2 and {j.state for j in jobs} == {"cancelled"}
+    left = remote(account, ["squeue", "-h", "-o", "%j"]).split()
+    assert not names & set(left), left

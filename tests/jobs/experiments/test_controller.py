@@ -31,6 +31,7 @@ def no_broker(monkeypatch):
 
 @pytest.fixture
 def experiment(owner, cluster, image, django_capture_on_commit_callbacks):
+    factories.account(cluster, owner, "alice")  # the launch rules ask for it at each batch
     return factories.experiment_record(
         owner, cluster, image, method="random", max_trials=5, max_concurrent=4, folds=2
     )
@@ -327,3 +328,86 @@ def test_a_step_asks_the_pruner_from_one_study_whatever_the_running_trials(
     # Each running trial still got its own verdict: the poor half stopped, the rest not.
     stopped = set(experiment.trials.filter(stop_requested=True).values_list("number", flat=True))
     assert stopped == {n for n in range(finished, finished + running) if n % 2 == 0}
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ("image", "no longer offered"),
+        ("cluster", "a disabled cluster takes no new jobs"),
+        ("partition", "Partition cpu allows at most 1 CPUs per job."),
+        ("owner", "owner's account was deactivated"),
+    ],
+)
+def test_trials_start_only_while_the_launch_rules_allow_them(
+    experiment, django_capture_on_commit_callbacks, no_broker, change, why
+):
+    """Each new batch is checked as a launch is (image offered, cluster enabled, the
+    partition's current limits, the owner active): once an administrator disables any of
+    them the experiment is stopped with the reason, its open jobs cancelled, and no trial
+    starts."""
+    Experiment.objects.filter(pk=experiment.pk).update(method="bayesian", max_concurrent=2, folds=1)
+    experiment.refresh_from_db()
+    step(experiment, django_capture_on_commit_callbacks)
+    assert experiment.trials.count() == 2
+    Job.objects.filter(trial__experiment=experiment).update(state="completed")
+    first = Job.objects.filter(trial__experiment=experiment).first()
+    Job.objects.filter(pk=first.pk).update(state="running")  # one still runs
+    if change == "image":
+        type(first.image).objects.filter(pk=first.image_id).update(enabled=False)
+    elif change == "cluster":
+        type(first.cluster).objects.filter(pk=first.cluster_id).update(enabled=False)
+    elif change == "partition":
+        type(first.partition).objects.filter(pk=first.partition_id).update(max_cpus_per_job=1)
+        Experiment.objects.filter(pk=experiment.pk).update(launch={**experiment.launch, "cpus": 2})
+    else:
+        type(experiment.owner).objects.filter(pk=experiment.owner_id).update(is_active=False)
+    no_broker.clear()
+    step(experiment, django_capture_on_commit_callbacks)
+    assert experiment.trials.count() == 2 and JobArray.objects.count() == 1
+    assert experiment.cancel_requested_at is not None
+    assert experiment.message.startswith("Stopped: ") and why in experiment.message
+    assert no_broker == [("cancel", (first.pk,))]  # the running job is cancelled, nothing new
+    Job.objects.filter(pk=first.pk).update(state="cancelled")
+    step(experiment, django_capture_on_commit_callbacks)
+    assert experiment.state == "cancelled" and why in experiment.message
+    assert JobArray.objects.count() == 1
+
+
+def test_the_service_keeps_each_user_within_the_experiment_budgets(
+    owner, outsider, cluster, image, settings, monkeypatch
+):
+    """Trials per experiment, experiments running at once and the jobs they run at once
+    are capped per user when an experiment starts, each with its own message."""
+    from jobs.experiments import tasks as experiment_tasks
+
+    monkeypatch.setattr(experiment_tasks.advance_experiment, "delay", lambda *a: None)
+    settings.PORTAL_EXPERIMENT_MAX_TRIALS = 10
+    settings.PORTAL_EXPERIMENTS_MAX_RUNNING = 2
+    settings.PORTAL_EXPERIMENTS_MAX_CONCURRENT = 5
+    for user, name in ((owner, "alice"), (outsider, "bob")):
+        factories.account(cluster, user, name)
+    with pytest.raises(spec.SpecError) as refused:
+        factories.experiment(owner, image.slug, budget={"max_trials": 11, "max_concurrent": 1})
+    assert refused.value.errors == {
+        "budget.max_trials": "At most 10 trials per experiment on this portal: ask for fewer."
+    }
+    factories.experiment(owner, image.slug, budget={"max_trials": 10, "max_concurrent": 3})
+    with pytest.raises(spec.SpecError) as refused:
+        factories.experiment(owner, image.slug, budget={"max_trials": 4, "max_concurrent": 3})
+    assert refused.value.errors == {
+        "budget.max_concurrent": "Your experiments may run at most 5 jobs at once in all; "
+        "those running take 3: ask for at most 2."
+    }
+    factories.experiment(owner, image.slug, budget={"max_trials": 4, "max_concurrent": 2})
+    with pytest.raises(spec.SpecError) as refused:
+        factories.experiment(owner, image.slug, budget={"max_trials": 4, "max_concurrent": 1})
+    assert refused.value.errors["budget"] == (
+        "You have 2 experiments running, the most this portal allows at once: wait for one "
+        "to end, or cancel one."
+    )
+    # Another user's budget is their own; an ended experiment frees its share.
+    factories.experiment(outsider, image.slug, budget={"max_trials": 4, "max_concurrent": 5})
+    Experiment.objects.filter(owner=owner).last().finish(Experiment.State.CANCELLED)  # 3 jobs
+    factories.experiment(owner, image.slug, budget={"max_trials": 4, "max_concurrent": 3})
+    assert Experiment.objects.filter(owner=owner, state="running").count() == 2
