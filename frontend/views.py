@@ -16,6 +16,7 @@ from jobs.launch import LaunchForm, launch_initial, partition_limits, tensorboar
 from jobs.models import ApiToken, ClusterAccount, ContainerImage, Job, Tag
 from jobs.models.attempts import usage_of
 from jobs.slurm import files, operations, ssh
+from jobs.text import quoted
 from portal.throttle import throttled
 
 PAGE_SIZE = 20
@@ -264,7 +265,7 @@ def job_file_download(request, pk: int):
         return _work_dir_failure(
             request,
             job,
-            f"{rel} is {size:,} bytes, more than the portal serves "
+            f"{quoted(rel, 120)} is {size:,} bytes, more than the portal serves "
             f"({settings.PORTAL_DOWNLOAD_MAX_BYTES:,}); copy it with scp or rsync from "
             f"{job.cluster.ssh_host}:{path}",
             413,

@@ -60,7 +60,8 @@ def register(request, public_id: str):
     try:
         body = json.loads(request.body)
         port, token = int(body["port"]), str(body["token"])
-    except (ValueError, KeyError, TypeError):
+    # A body nested past the parser's depth, or {"port": Infinity}, is bad input, not a 500.
+    except (ValueError, KeyError, TypeError, RecursionError, OverflowError):
         return JsonResponse(
             {"error": 'send JSON {"port": <int>, "token": "<jupyter token>"}'}, status=400
         )

@@ -143,3 +143,18 @@ def test_registration_past_its_budget_is_429_and_asks_no_scheduler(
     refused = register()
     assert refused.status_code == 429 and int(refused["Retry-After"]) >= 1
     assert len(ssh_calls) == 3
+
+
+@pytest.mark.parametrize(
+    "body", [b"[" * 100_000 + b"]" * 100_000, b'{"port": Infinity, "token": "abc"}']
+)
+def test_a_hostile_registration_body_is_a_400(client, rates, running_notebook, body):
+    link = SessionLink.for_job(running_notebook)
+    secret = link.issue_register_secret()
+    response = client.post(
+        f"/sessions/register/{link.public_id}/",
+        body,
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {secret}",
+    )
+    assert response.status_code == 400 and len(response.content) < 200
