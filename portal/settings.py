@@ -205,6 +205,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A broker outage never ends the worker (portal/worker.py: Redis, mended for reconnects).
+CELERY_BROKER_TRANSPORT = "portal.worker:Transport"
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # A task whose worker process is killed goes back to the queue at once; tasks that talk
 # to clusters are killed after PORTAL_TASK_TIME_LIMIT seconds; a message a dead worker

@@ -4,6 +4,8 @@ gunicorn with the uvicorn worker (HTTP + websockets), a Celery worker and Celery
 from __future__ import annotations
 
 import os
+import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -12,6 +14,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+import redis
 from django.conf import settings
 from django.db import connection
 
@@ -213,8 +216,47 @@ class LiveStack:
                 proc.kill()
         self.procs.clear()
 
+    def exited(self) -> dict[str, int]:
+        """The stack's processes that ended by themselves, with their exit codes."""
+        return {name: code for name, proc in self.procs if (code := proc.poll()) is not None}
+
     def logs(self) -> str:
         return "\n".join(
             f"--- {name}\n{(self.tmp / f'{name}.log').read_text()[-3000:]}"
             for name, _ in self.procs
         )
+
+
+class Redis:
+    """A Redis of the test's own that can be killed and come back empty. With a password,
+    like the portal's: the dev cluster's jobs run on this machine (its config is read from
+    stdin, so the password is on no command line)."""
+
+    def __init__(self, tmp: Path):
+        self.port, self.tmp, self.proc = free_port(), tmp, None
+        self.password = secrets.token_hex(16)
+        self.url = f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        config = [f"port {self.port}", "bind 127.0.0.1", f"requirepass {self.password}"]
+        config += ['save ""', "appendonly no", f'dir "{self.tmp}"']
+        self.proc = subprocess.Popen(
+            [shutil.which("redis-server") or "/usr/bin/redis-server", "-"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.proc.stdin.write("\n".join(config).encode() + b"\n")
+        self.proc.stdin.close()
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5)
+        for _ in range(100):
+            try:
+                client.ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise AssertionError("redis-server did not start")
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=10)

@@ -8,7 +8,7 @@ from django.db import transaction
 from jobs import tasks
 from jobs.models import Job
 from tests import factories
-from tests.livestack import LiveStack
+from tests.livestack import LiveStack, Redis
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
 
@@ -52,3 +52,46 @@ def test_worker_cancels_a_running_job(worker, devcluster, owner):
     assert job.request_cancel()
     tasks.cancel_job.apply_async((job.pk,), queue=worker)
     assert wait_for(job, {"cancelled"}, worker, timeout=30).state == "cancelled"
+
+
+def test_worker_survives_three_redis_restarts_under_load_and_still_runs_jobs(
+    devcluster, owner, tmp_path
+):
+    """Redis killed and started empty three times while the worker takes, retries and
+    queues tasks (Celery 5.7 alone ends the worker with "Unrecoverable error" here:
+    portal/worker.py). The same worker process then still submits a job to Slurm."""
+    broker = Redis(tmp_path)
+    broker.start()
+    stack = LiveStack(tmp_path, env={"REDIS_URL": broker.url})
+    stack.start_worker()
+    app = tasks.submit_job.app
+    try:
+        with app.connection_for_write(broker.url) as conn:
+            for restart in range(3):
+                deadline = time.monotonic() + 4
+                while time.monotonic() < deadline:  # tasks in flight as Redis goes
+                    for _ in range(5):
+                        tasks.sync_cluster.apply_async(
+                            (devcluster.pk,), queue=stack.queue, countdown=3, connection=conn
+                        )
+                        tasks.recover_jobs.apply_async(queue=stack.queue, connection=conn)
+                    time.sleep(0.1)
+                broker.kill()
+                time.sleep(2)
+                broker.start()
+                time.sleep(1)
+                assert not stack.exited(), f"restart {restart + 1}: {stack.logs()}"
+        time.sleep(5)  # the consumer reconnects (backing off) after the last restart
+        assert not stack.exited(), stack.logs()
+        job = factories.job(owner, devcluster, "echo after outages", image=factories.image("h-r"))
+        with app.connection_for_write(broker.url) as conn:
+            tasks.submit_job.apply_async((job.pk,), queue=stack.queue, connection=conn)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and job.state == "pending":
+            time.sleep(1)
+            job.refresh_from_db()
+        assert job.state != "pending", f"the worker took nothing after the outages\n{stack.logs()}"
+        assert not stack.exited(), stack.logs()
+    finally:
+        stack.stop()
+        broker.kill()

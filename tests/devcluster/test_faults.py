@@ -3,7 +3,8 @@
 The whole stack (gunicorn + uvicorn, Celery worker and beat, its own Redis) submits short
 batch jobs through the public API to the dev cluster's real Slurm while its parts are
 killed by PID and restarted: the Celery worker (kill -9, process group, right after bursts
-of submissions), the web server, Redis (restarted empty: every queued message is lost),
+of submissions), the web server, Redis (restarted empty three times under the running
+worker, web server and beat, none of which may exit: every queued message is lost),
 slurmctld and the dev sshd. Afterwards every portal job must be final, agree with what
 Slurm itself says about it, and exist in Slurm at most once.
 """
@@ -12,8 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
-import shutil
 import signal
 import subprocess
 import time
@@ -22,51 +21,15 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-import redis
 
 from jobs import demo_catalog
 from jobs.models import ApiToken, Job
 from jobs.slurm import parsers
-from tests.livestack import ROOT, LiveStack, free_port
+from tests.livestack import ROOT, LiveStack, Redis
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
 
 STATE = Path(os.environ.get("PORTAL_DEVCLUSTER_DIR", "/var/lib/portal-devcluster"))
-
-
-class Redis:
-    """A Redis of the test's own that can be killed and come back empty. With a password,
-    like the portal's: the dev cluster's jobs run on this machine (its config is read from
-    stdin, so the password is on no command line)."""
-
-    def __init__(self, tmp: Path):
-        self.port, self.tmp, self.proc = free_port(), tmp, None
-        self.password = secrets.token_hex(16)
-        self.url = f"redis://:{self.password}@127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        config = [f"port {self.port}", "bind 127.0.0.1", f"requirepass {self.password}"]
-        config += ['save ""', "appendonly no", f'dir "{self.tmp}"']
-        self.proc = subprocess.Popen(
-            [shutil.which("redis-server") or "/usr/bin/redis-server", "-"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        self.proc.stdin.write("\n".join(config).encode() + b"\n")
-        self.proc.stdin.close()
-        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5)
-        for _ in range(100):
-            try:
-                client.ping()
-                return
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise AssertionError("redis-server did not start")
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait(timeout=10)
 
 
 class Api:
@@ -190,20 +153,21 @@ def test_every_job_reaches_its_true_final_state_under_faults(devcluster, owner, 
         stack.restart("web")
         ids += [api.submit(command) for _ in range(4)]
 
-        # 3. Redis dies and comes back empty: whatever was queued is gone.
-        ids += [api.submit(command) for _ in range(6)]
-        broker.kill()
-        time.sleep(1)
+        # 3. Redis dies and comes back empty, three times, under the running worker, web
+        #    server and beat (none of them is restarted): whatever was queued is gone.
         outage = urllib.request.Request(
             f"{stack.url}/api/v1/jobs/", headers={"Authorization": f"Bearer {token}"}
         )
-        with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(outage, timeout=30)
-        assert refused.value.code == 503  # never a 500: come back later
-        broker.start()
-        ids += [api.submit(command) for _ in range(4)]
-        stack.kill("worker")
-        stack.restart("worker")
+        for _ in range(3):
+            ids += [api.submit(command) for _ in range(3)]
+            broker.kill()
+            time.sleep(1)
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(outage, timeout=30)
+            assert refused.value.code == 503  # never a 500: come back later
+            broker.start()
+            ids += [api.submit(command) for _ in range(2)]
+        assert not stack.exited(), f"a portal process ended with Redis\n{stack.logs()}"
 
         # 4. Cancels, then slurmctld and the dev sshd restart under them.
         ids += [api.submit("sleep 30") for _ in range(4)]
@@ -228,6 +192,8 @@ def test_every_job_reaches_its_true_final_state_under_faults(devcluster, owner, 
         stuck = {j.pk: (j.state, j.message) for j in Job.objects.filter(pk__in=ids)}
         stuck = {k: v for k, v in stuck.items() if v[0] not in Job.FINAL_STATES}
         assert not stuck, f"jobs not final: {stuck}\n{stack.logs()}"
+        # Only the processes the test killed itself were started again.
+        assert not stack.exited(), f"a portal process ended\n{stack.logs()}"
     finally:
         stack.stop()
         broker.kill()
