@@ -6,10 +6,11 @@ IS_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 DEMO_ENV := PORTAL_DEMO=1
 PORT ?= 8000
 SESSION_PORT ?= 8443
+DATA_DIR := $(or $(PORTAL_DATA_DIR),var)
 
 # Chromium for the end-to-end tests: Debian's package (Playwright's own download
 # is not possible on machines without internet access).
-.PHONY: help venv services services-down browser devcluster devcluster-down condorpool condorpool-down demo-setup demo test bench lint typecheck format clean
+.PHONY: help venv services services-down browser devcluster devcluster-down condorpool condorpool-down demo-free demo-setup demo test bench lint typecheck format clean
 
 help:
 	@echo "make demo            set everything up and run the portal at http://localhost:$(PORT)/"
@@ -80,11 +81,17 @@ ifeq ($(IS_ROOT),yes)
 	@$(DEMO_ENV) $(PY) manage.py register_condorpool --account demo=condoruser
 endif
 
-demo: demo-setup
+# A second `make demo` on the same data directory stops before set-up touches anything
+# (deploy/stack-free.sh); the running stack holds DATA_DIR/demo.lock while it runs.
+demo-free:
+	@bash deploy/stack-free.sh "$(DATA_DIR)"
+
+demo: demo-free demo-setup
 	@echo "Portal: http://localhost:$(PORT)/  (admin: http://localhost:$(PORT)/admin/)  Ctrl-C stops everything."
 	@echo "Session links: https://<id>.sessions.localhost:$(SESSION_PORT)/ (dev CA: var/tls/ca.pem)"
 	@$(DEMO_ENV) PORT=$(PORT) PROXY_SESSION_PUBLIC_PORT=$(SESSION_PORT) PORTAL_URL=http://localhost:$(PORT) \
-		exec .venv/bin/honcho -d . -f deploy/Procfile.demo start
+		exec flock --nonblock --conflict-exit-code 75 "$(DATA_DIR)/demo.lock" \
+		.venv/bin/honcho -d . -f deploy/Procfile.demo start
 
 # Type errors fail the run before anything is set up.
 test: venv typecheck services browser devcluster condorpool

@@ -8,6 +8,8 @@ runs under systemd with a config from ``render_proxy_config`` (deploy/haproxy/).
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
 import signal
 import subprocess
@@ -31,6 +33,28 @@ def combined_pem(tls_dir: Path, into: Path) -> Path:
         (tls_dir / "sessions.pem").read_bytes() + (tls_dir / "sessions-key.pem").read_bytes()
     )
     return pem
+
+
+def own_workdir(work: Path) -> int:
+    """Lock ``work`` for this process before anything in it is touched, or refuse: a second
+    `make demo` or run_proxy on the same data directory would otherwise unlink the running
+    HAProxy's admin socket and rewrite its configuration, and the first stack's sessions
+    would never get a route again. The lock goes with the process, however it ends."""
+    work.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(work / "run_proxy.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise CommandError(
+            f"{work} belongs to a running run_proxy (PID {holder}): stop that stack first "
+            "(Ctrl-C where `make demo` runs), or give this one its own PORTAL_DATA_DIR. "
+            "Nothing was changed."
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
 
 
 class Command(BaseCommand):
@@ -58,7 +82,7 @@ class Command(BaseCommand):
         if not Path(haproxy).exists():
             raise CommandError("haproxy is missing: `make services` installs Debian's haproxy")
         work = Path(options["workdir"] or Path(settings.DATA_DIR) / "proxy")
-        work.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.lock = own_workdir(work)  # first: nothing is touched while another owns it
         Path(settings.PROXY_MAP_PATH).parent.mkdir(parents=True, exist_ok=True)
         Path(settings.PROXY_MAP_PATH).write_text("")  # routes come over the admin socket
         bind = options["bind"] or f"127.0.0.1:{settings.PROXY_SESSION_PUBLIC_PORT or 443}"
