@@ -9,12 +9,13 @@
 # settings read in demo mode. `deploy/redis.sh stop` stops it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+VAR=$(realpath -m "${PORTAL_DATA_DIR:-var}")  # the portal's data directory, as in the settings
 log() { printf 'services: %s\n' "$*"; }
 umask 077
 
 running_pid() {  # our redis-server's pid, if its pidfile names a live redis-server
     local pid
-    pid=$(cat var/redis/redis.pid 2>/dev/null) || return 1
+    pid=$(cat "$VAR/redis/redis.pid" 2>/dev/null) || return 1
     [ -n "$pid" ] && [ "$(ps -o comm= -p "$pid" 2>/dev/null)" = redis-server ] && echo "$pid"
 }
 stop_ours() {
@@ -30,7 +31,7 @@ if [ "${1:-}" = stop ]; then
     if running_pid >/dev/null; then stop_ours && log "stopped the portal's redis-server"; fi
     exit 0
 fi
-mkdir -p var/redis && chmod 700 var var/redis
+mkdir -p "$VAR/redis" && chmod 700 "$VAR" "$VAR/redis"
 
 if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
     if [ "$(id -u)" != 0 ]; then
@@ -41,20 +42,23 @@ if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; th
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null
 fi
 
-if [ ! -s var/redis.password ]; then  # made once; written aside, then linked (never half a file)
-    python3 -c 'import secrets; print(secrets.token_hex(24))' > "var/.redis.password.$$"
-    ln "var/.redis.password.$$" var/redis.password 2>/dev/null || true
-    rm -f "var/.redis.password.$$"
+if [ ! -s "$VAR/redis.password" ]; then  # made once; written aside, then linked (never half a file)
+    python3 -c 'import secrets; print(secrets.token_hex(24))' > "$VAR/.redis.password.$$"
+    ln "$VAR/.redis.password.$$" "$VAR/redis.password" 2>/dev/null || true
+    rm -f "$VAR/.redis.password.$$"
 fi
-chmod 600 var/redis.password
-REDIS_PASSWORD=$(cat var/redis.password)
+chmod 600 "$VAR/redis.password"
+REDIS_PASSWORD=$(cat "$VAR/redis.password")
 
-cli() { env -u REDISCLI_AUTH timeout 3 redis-cli -h 127.0.0.1 -p "$@" 2>&1; }
-# Ours: nothing is allowed without a password, and ours is accepted. (redis-cli with a
-# password still gets PONG from a Redis that has none, such as the machine's shared one.)
+# Ours: what listens on the port is the redis-server our pidfile names, and it accepts our
+# password. Answers alone prove nothing: any local user (a job on the dev node) can listen
+# on the port first and answer NOAUTH, then PONG to whatever password it is sent; so the
+# password goes only to our own process.
 is_ours() {
-    cli "$1" ping | grep -q NOAUTH &&
-        REDISCLI_AUTH=$REDIS_PASSWORD timeout 3 redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null | grep -q PONG
+    local pid
+    pid=$(running_pid) || return 1
+    ss -Hltnp "sport = :$1" 2>/dev/null | grep -q "pid=$pid," || return 1
+    REDISCLI_AUTH=$REDIS_PASSWORD timeout 3 redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null | grep -q PONG
 }
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -72,22 +76,22 @@ if [ -z "$REDIS_PORT" ]; then
     for port in $PORTS; do
         port_free "$port" || continue
         printf '%s\n' "bind 127.0.0.1" "protected-mode yes" "port $port" \
-            "requirepass $REDIS_PASSWORD" 'save ""' "appendonly no" "dir $PWD/var/redis" \
-            "pidfile $PWD/var/redis/redis.pid" "logfile $PWD/var/redis/redis.log" \
-            "daemonize yes" > var/redis/redis.conf
-        chmod 600 var/redis/redis.conf
-        log "starting the portal's redis-server on 127.0.0.1:$port (password in var/redis.password)"
-        redis-server var/redis/redis.conf || true
+            "requirepass $REDIS_PASSWORD" 'save ""' "appendonly no" "dir $VAR/redis" \
+            "pidfile $VAR/redis/redis.pid" "logfile $VAR/redis/redis.log" \
+            "daemonize yes" > "$VAR/redis/redis.conf"
+        chmod 600 "$VAR/redis/redis.conf"
+        log "starting the portal's redis-server on 127.0.0.1:$port (password in $VAR/redis.password)"
+        redis-server "$VAR/redis/redis.conf" || true
         for _ in $(seq 50); do is_ours "$port" && break; sleep 0.1; done
         if is_ours "$port"; then REDIS_PORT=$port; break; fi
-        if ! tail -n 3 var/redis/redis.log 2>/dev/null | grep -q "Address already in use"; then
-            log "redis-server did not come up; see var/redis/redis.log"
+        if ! tail -n 3 "$VAR/redis/redis.log" 2>/dev/null | grep -q "Address already in use"; then
+            log "redis-server did not come up; see $VAR/redis/redis.log"
             exit 1
         fi
         log "127.0.0.1:$port is in use after all; trying the next port"
     done
     [ -n "$REDIS_PORT" ] || { log "no free port for Redis in $BASE_PORT-$((BASE_PORT + 20))"; exit 1; }
 fi
-echo "redis://:$REDIS_PASSWORD@127.0.0.1:$REDIS_PORT/0" > var/redis.url
-chmod 600 var/redis.url
-log "Redis up at 127.0.0.1:$REDIS_PORT (password-protected; URL in var/redis.url)"
+echo "redis://:$REDIS_PASSWORD@127.0.0.1:$REDIS_PORT/0" > "$VAR/redis.url"
+chmod 600 "$VAR/redis.url"
+log "Redis up at 127.0.0.1:$REDIS_PORT (password-protected; URL in $VAR/redis.url)"
