@@ -41,20 +41,30 @@ if ! pg_up && [ "$ROOT" = 1 ]; then
     fi
 fi
 if pg_up; then
-    # A password role works with Debian's default (scram) and with trust auth.
+    # The test role's password is random, made once and kept in var/ (0600): the dev
+    # cluster's jobs run on this machine and reach 127.0.0.1:5432 too. A password role works
+    # with Debian's default (scram) and with trust auth.
+    if [ ! -s var/postgres.password ]; then
+        (umask 077 && python3 -c 'import secrets; print(secrets.token_hex(24))' > var/postgres.password)
+    fi
+    chmod 600 var/postgres.password
+    PG_PASSWORD=$(cat var/postgres.password)
     if [ "$ROOT" = 1 ] && command -v runuser >/dev/null && id postgres >/dev/null 2>&1; then
-        runuser -u postgres -- psql -q -h /var/run/postgresql -d postgres -v ON_ERROR_STOP=1 <<'SQL' >/dev/null 2>&1 || true
-DO $$ BEGIN
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'portal') THEN
-    CREATE ROLE portal LOGIN PASSWORD 'portal' CREATEDB;
-  END IF;
-END $$;
+        # The password reaches psql as a variable on stdin, never on a command line.
+        runuser -u postgres -- psql -q -h /var/run/postgresql -d postgres -v ON_ERROR_STOP=1 \
+            -v "pw=$PG_PASSWORD" >/dev/null 2>&1 <<'SQL' || true
+SELECT format('CREATE ROLE portal LOGIN CREATEDB PASSWORD %L', :'pw')
+  WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'portal') \gexec
+SELECT format('ALTER ROLE portal PASSWORD %L', :'pw') \gexec
 SQL
         runuser -u postgres -- createdb -h /var/run/postgresql -O portal portal 2>/dev/null || true
     fi
-    if PGPASSWORD=portal psql -q -h 127.0.0.1 -U portal -d portal -c 'select 1' >/dev/null 2>&1; then
-        echo "PORTAL_TEST_DATABASE_URL=postgres://portal:portal@127.0.0.1:5432/portal" >> "$ENV_FILE"
-        log "PostgreSQL available for tests (role portal)"
+    if PGPASSWORD=$PG_PASSWORD psql -q -h 127.0.0.1 -U portal -d portal -c 'select 1' >/dev/null 2>&1; then
+        echo "PORTAL_TEST_DATABASE_URL=postgres://portal:$PG_PASSWORD@127.0.0.1:5432/portal" >> "$ENV_FILE"
+        log "PostgreSQL available for tests (role portal, password in var/postgres.password)"
+        if PGPASSWORD=not-the-password psql -q -h 127.0.0.1 -U portal -d portal -c 'select 1' >/dev/null 2>&1; then
+            log "warning: PostgreSQL trusts connections on 127.0.0.1 (pg_hba.conf 'trust'): any local user, a dev-cluster job too, reaches the test database whatever the password"
+        fi
     else
         log "PostgreSQL runs but role 'portal' cannot log in; tests use SQLite"
     fi

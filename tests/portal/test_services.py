@@ -4,7 +4,9 @@ without its password, keep that password private, and never take over a Redis th
 
 import os
 import shutil
+import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -122,3 +124,73 @@ def test_a_port_that_is_some_connections_local_end_is_skipped(checkout):
         assert redis.Redis.from_url(url).ping()
     finally:
         held.close()
+
+
+class Impostor:
+    """A server that answers like a password-protected Redis: NOAUTH, then PONG to any
+    password, which it keeps (as any local user, a job on the dev node, could)."""
+
+    def __init__(self, port: int):
+        self.heard: list[bytes] = []
+        self.server = socket.create_server(("127.0.0.1", port))
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.talk, args=(conn,), daemon=True).start()
+
+    def talk(self, conn: socket.socket) -> None:
+        authed = False
+        with conn:
+            while data := conn.recv(4096):
+                self.heard.append(data)
+                if b"AUTH" in data.upper():
+                    authed = True
+                    conn.sendall(b"+OK\r\n")
+                elif b"PING" in data.upper():
+                    conn.sendall(
+                        b"+PONG\r\n" if authed else b"-NOAUTH Authentication required.\r\n"
+                    )
+                else:
+                    conn.sendall(b"+OK\r\n")
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def test_an_impostor_on_the_port_is_neither_taken_nor_told_the_password(checkout):
+    """Any local user (a job on the dev node) may listen first on the port and answer like a
+    password-protected Redis; the password goes only to the redis-server of our pidfile."""
+    port = free_port()
+    impostor = Impostor(port)
+    try:
+        up = run_script(checkout, port)
+        assert up.returncode == 0, up.stdout + up.stderr
+        var = checkout / "var"
+        password = (var / "redis.password").read_text().strip()
+        url = (var / "redis.url").read_text().strip()
+        assert f"@127.0.0.1:{port}/" not in url, f"the impostor was taken for ours: {up.stdout}"
+        assert not any(password.encode() in data for data in impostor.heard)
+        ours = int(url.rsplit(":", 1)[1].split("/")[0])
+        pid = int((var / "redis" / "redis.pid").read_text())
+        listening = subprocess.run(
+            ["ss", "-Hltnp", f"sport = :{ours}"], capture_output=True, text=True
+        ).stdout
+        assert f"pid={pid}," in listening
+    finally:
+        impostor.close()
+
+
+def test_the_test_databases_role_has_a_random_password_kept_in_var():
+    """The dev cluster's jobs reach 127.0.0.1:5432 too: no well-known password."""
+    env_file = ROOT / "var" / "services.env"
+    if "PORTAL_TEST_DATABASE_URL" not in (env_file.read_text() if env_file.exists() else ""):
+        pytest.skip("no PostgreSQL for tests here (deploy/services.sh)")
+    kept = ROOT / "var" / "postgres.password"
+    password = kept.read_text().strip()
+    assert mode(kept) == 0o600 and len(password) >= 32
+    assert f"postgres://portal:{password}@" in env_file.read_text()
