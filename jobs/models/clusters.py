@@ -103,10 +103,28 @@ class Cluster(models.Model):
         """All users' jobs run as one cluster user: they can reach each other's work."""
         return self.login_mode == self.LoginMode.SERVICE
 
+    def clean(self) -> None:
+        super().clean()
+        if self.login_mode == self.LoginMode.PER_USER:
+            errors = {
+                field: "Each user has their own cluster account here: the folder must "
+                "contain {user}, or every user's work directories would share one folder."
+                for field in ("home_root", "scratch_root")
+                if getattr(self, field) and "{user}" not in getattr(self, field)
+            }
+            if errors:
+                raise ValidationError(errors)
+
     def work_dir_root(self, kind: str, cluster_username: str) -> str:
         template = self.scratch_root if kind == WorkDir.SCRATCH else self.home_root
         if not template:
             raise ValidationError(f"Cluster {self.name} has no {kind} directory.")
+        if self.login_mode == self.LoginMode.PER_USER and "{user}" not in template:
+            # A row saved before the rule (clean()) or around the admin: never one folder.
+            raise ValidationError(
+                f"Cluster {self.name}'s {kind} directory has no {{user}}; an administrator "
+                "must fix it before jobs can use it."
+            )
         return template.replace("{user}", cluster_username)
 
     def default_partition(self) -> Partition | None:

@@ -138,9 +138,22 @@ def test_cluster_rejects_unsafe_hosts(host):
     assert "ssh_host" in errors_of(unsaved_cluster(ssh_host=host))
 
 
-@pytest.mark.parametrize("root", ["/home/{user}", "/scratch/{user}/work", "/data"])
+@pytest.mark.parametrize("root", ["/home/{user}", "/scratch/{user}/work"])
 def test_work_dir_roots_accept_absolute_templates(root):
     unsaved_cluster(home_root=root, scratch_root=root).full_clean()
+
+
+def test_one_folder_for_everyone_only_on_a_service_account_cluster():
+    unsaved_cluster(login_mode="service", home_root="/data", scratch_root="/data").full_clean()
+    errors = errors_of(unsaved_cluster(home_root="/data", scratch_root="/scratch/shared"))
+    assert set(errors) == {"home_root", "scratch_root"}
+    assert "must contain {user}" in errors["home_root"][0]
+
+
+def test_a_per_user_cluster_saved_without_user_in_a_root_gives_no_work_directory(cluster):
+    cluster.scratch_root = "/scratch/shared"  # saved around clean(), e.g. before the rule
+    with pytest.raises(ValidationError, match="has no {user}"):
+        cluster.work_dir_root("scratch", "alice")
 
 
 @pytest.mark.parametrize(
