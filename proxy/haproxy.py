@@ -39,6 +39,7 @@ def render_config(
     portal_upstream: str,
     admin_socket: str | None = None,
     run_as: tuple[str, str] | None = None,
+    admin_group: str | None = None,
     redirect_bind: str | None = None,
 ) -> str:
     """HAProxy's configuration for this portal: ``bind`` (host:port) with TLS from
@@ -46,9 +47,16 @@ def render_config(
     handing the portal's own host (PORTAL_URL) and ``/_portal/`` on session hosts to
     the portal at ``portal_upstream``, with its runtime API on ``admin_socket``
     (default: the first of PROXY_INSTANCES). Production: ``run_as`` (user, group)
-    drops root and lets that group (the portal's) use the admin socket;
+    drops root to HAProxy's own user and group, and ``admin_group`` (the portal's) may
+    use the admin socket, the one thing the two share;
     ``redirect_bind`` (e.g. ":80") sends plain HTTP to HTTPS and adds HSTS."""
     admin = admin_socket or settings.PROXY_INSTANCES[0]
+    if run_as and admin_group and run_as[1] == admin_group:
+        # HAProxy with the portal's group could read what the group may (its data folder).
+        raise ValueError(
+            f"HAProxy runs with its own group, not {admin_group!r}: the portal's group "
+            "shares only the admin socket (run_as haproxy:haproxy, admin_group portal)"
+        )
     extra_binds = ""
     if redirect_bind:
         extra_binds = (
@@ -57,7 +65,7 @@ def render_config(
         )
     return Template(TEMPLATE.read_text()).substitute(
         admin_socket=admin.removeprefix("unix:").removeprefix("tcp:"),
-        socket_access=f"mode 660 group {run_as[1]}" if run_as else "mode 600",
+        socket_access=f"mode 660 group {admin_group}" if admin_group else "mode 600",
         run_as=f"\n    user {run_as[0]}\n    group {run_as[1]}" if run_as else "",
         extra_binds=extra_binds,
         hsts=(

@@ -5,9 +5,11 @@ by HAProxy itself on every request; revoking a session closes its open WebSocket
 """
 
 import asyncio
+import grp
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -223,16 +225,56 @@ def test_the_production_config_is_one_haproxy_accepts(settings, tmp_path):
         portal="127.0.0.1:8000",
         admin_socket=f"unix:{tmp_path / 'admin.sock'}",
         run_as="nobody:nogroup",
+        admin_group="daemon",  # standing in for the portal's group
         redirect_http=f"127.0.0.1:{free_port()}",
         output=str(out),
     )
     text = out.read_text()
-    assert "user nobody" in text and "mode 660 group nogroup" in text
+    assert "user nobody\n    group nogroup" in text and "mode 660 group daemon" in text
     assert "redirect scheme https code 301 unless { ssl_fc }" in text
     assert "Strict-Transport-Security" in text
     check = subprocess.run([HAPROXY, "-c", "-f", str(out)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
     assert "WARNING" not in check.stdout + check.stderr, check.stdout + check.stderr
+    if os.getuid() != 0:
+        return
+    # Started as root: the running HAProxy has its own group, never the portal's; the
+    # portal's group owns only the admin socket.
+    proc = subprocess.Popen([HAPROXY, "-W", "-db", "-f", str(out)])
+    try:
+        sock = tmp_path / "admin.sock"
+        deadline = time.monotonic() + 10
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert grp.getgrgid(sock.stat().st_gid).gr_name == "daemon"
+        assert sock.stat().st_mode & 0o777 == 0o660
+        workers = subprocess.run(
+            ["pgrep", "-P", str(proc.pid)], capture_output=True, text=True
+        ).stdout.split()
+        assert workers
+        for pid in workers:
+            status = Path(f"/proc/{pid}/status").read_text()
+            gids = next(line for line in status.splitlines() if line.startswith("Groups:"))
+            real = next(line for line in status.splitlines() if line.startswith("Gid:"))
+            assert set(real.split()[1:]) == {str(grp.getgrnam("nogroup").gr_gid)}, real
+            assert str(grp.getgrnam("daemon").gr_gid) not in gids.split()[1:], gids
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_haproxy_may_not_run_with_the_portals_group(settings):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="its own group"):
+        call_command(
+            "render_proxy_config",
+            bind=":443",
+            portal="127.0.0.1:8000",
+            run_as="haproxy:portal",
+            admin_group="portal",
+        )
 
 
 def test_a_stalled_notebook_holds_only_its_own_share_and_others_still_answer(

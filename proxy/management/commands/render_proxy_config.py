@@ -2,9 +2,15 @@
 
 from pathlib import Path
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from proxy.haproxy import render_config
+
+
+def run_as(value: str) -> tuple[str, str]:
+    """USER:GROUP, or USER alone for a group of the same name (Debian's haproxy:haproxy)."""
+    user, _, group = value.partition(":")
+    return user, group or user
 
 
 class Command(BaseCommand):
@@ -25,7 +31,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--run-as",
             metavar="USER:GROUP",
-            help="drop root to USER; GROUP (the portal's) may use the admin socket",
+            help="drop root to HAProxy's own user and group (e.g. haproxy:haproxy)",
+        )
+        parser.add_argument(
+            "--admin-group",
+            metavar="GROUP",
+            help="the portal's group: it may use the admin socket (and nothing else of HAProxy)",
         )
         parser.add_argument(
             "--redirect-http", metavar="BIND", help="also listen here, redirecting to HTTPS"
@@ -33,14 +44,18 @@ class Command(BaseCommand):
         parser.add_argument("-o", "--output", help="write here instead of printing")
 
     def handle(self, *args, **options):
-        text = render_config(
-            bind=options["bind"],
-            tls_pem=options["tls_pem"],
-            portal_upstream=options["portal"],
-            admin_socket=options["admin_socket"],
-            run_as=tuple(options["run_as"].split(":", 1)) if options["run_as"] else None,
-            redirect_bind=options["redirect_http"],
-        )
+        try:
+            text = render_config(
+                bind=options["bind"],
+                tls_pem=options["tls_pem"],
+                portal_upstream=options["portal"],
+                admin_socket=options["admin_socket"],
+                run_as=run_as(options["run_as"]) if options["run_as"] else None,
+                admin_group=options["admin_group"],
+                redirect_bind=options["redirect_http"],
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
         if options["output"]:
             # It holds the session cookie's key: readable by root and HAProxy's group only.
             out = Path(options["output"])
