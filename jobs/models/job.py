@@ -9,7 +9,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
 from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -81,7 +81,11 @@ class Job(models.Model):
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.NOTEBOOK)
     name = models.CharField(max_length=100, blank=True)
     command = models.TextField(
-        blank=True, help_text="Batch jobs: run by the job's shell as written."
+        blank=True,
+        # Bounded like every user document: a job script is read whole by sbatch and
+        # slurmctld, and shown on pages; nobody types 100,000 characters.
+        validators=[MaxLengthValidator(100_000)],
+        help_text="Batch jobs: run by the job's shell as written.",
     )
 
     gpus = models.PositiveSmallIntegerField(

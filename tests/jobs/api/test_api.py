@@ -238,6 +238,7 @@ def test_a_resumable_job_by_the_api_and_its_refusals(api, owner, cluster, no_bro
         ({"time_limit": 100000, "partition": "cpu"}, "time_limit", "at most 30"),
         ({"gpus": "many"}, "gpus", "valid integer"),
         ({"workdir": "tmp"}, "workdir", "valid choice"),
+        ({"kind": "batch", "command": "x" * 100_001}, "command", "at most 100000"),
     ],
 )
 def test_bad_job_requests_get_field_errors(api, payload, field, text):
