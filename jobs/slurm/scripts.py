@@ -191,8 +191,11 @@ def container_launch(
             "PORTAL_CHECKPOINT_REQUEST",
             "PORTAL_ATTEMPT",
             "PORTAL_MAX_ATTEMPTS",
-            # The distributed-training contract (on_node/distributed/).
+            # The distributed-training contract (on_node/distributed/), and what torchrun
+            # reads of it (portal_rank.sh).
             *DISTRIBUTED_ENV,
+            "PET_NODE_RANK",
+            "PET_MASTER_PORT",
         ):
             argv += ["--env", name]
         return argv + ["--volume", volume, "--workdir", work_dir, image.location]
@@ -459,9 +462,15 @@ def launcher_argv(job: Job, work_dir: str, command: str | None = None) -> list[s
     if job.launcher == Job.Launcher.NONE:
         return inner + user
     if job.launcher == Job.Launcher.TORCHRUN:
-        # One torchrun per node (srun), rendezvous (c10d) on the first node's MASTER_PORT;
-        # the rendezvous id is the Slurm job id. --kill-on-bad-exit: one node failing
-        # stops the others; torchrun itself stops its workers when one fails.
+        # One torchrun per node (srun). The static rendezvous: the first node's torchrun
+        # serves the job's store at MASTER_ADDR:MASTER_PORT (a random free port, from the
+        # job script) and fails if it cannot; each node's rank is the portal's NODE_RANK.
+        # It exchanges only JSON there, where c10d's rendezvous unpickled what anyone who
+        # reached its store wrote (and joined whatever held its port). The node's rank and
+        # the port come as PET_NODE_RANK and PET_MASTER_PORT (portal_rank.sh), the port so
+        # that no other user reads it in ps before torchrun listens on it.
+        # --kill-on-bad-exit: one node failing stops the others; torchrun itself stops its
+        # workers when one fails.
         return [
             "srun",
             Expand("--nodes=$NNODES"),
@@ -475,8 +484,8 @@ def launcher_argv(job: Job, work_dir: str, command: str | None = None) -> list[s
             "torchrun",
             Expand("--nnodes=$NNODES"),
             Expand("--nproc-per-node=$NPROC_PER_NODE"),
-            "--rdzv-backend=c10d",
-            Expand("--rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT"),
+            "--rdzv-backend=static",
+            Expand("--master-addr=$MASTER_ADDR"),
             Expand("--rdzv-id=$SLURM_JOB_ID"),
             "--max-restarts=0",
             "--no-python",

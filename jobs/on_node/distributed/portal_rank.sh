@@ -1,7 +1,8 @@
 # One process of a distributed portal job: the environment contract, then "$@".
 # Written to $PORTAL_WORK_DIR/lib/portal_rank.sh by the job script; run as
 #   portal_rank.sh node COMMAND...   once per node (torchrun then starts the ranks and
-#                                    sets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE)
+#                                    sets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE;
+#                                    it is told PET_NODE_RANK and PET_MASTER_PORT)
 #   portal_rank.sh rank COMMAND...   once per rank (under mpirun or srun)
 # The job script already exported NNODES, NPROC_PER_NODE, WORLD_SIZE, MASTER_ADDR and
 # MASTER_PORT; see the portal's README, "Distributed training".
@@ -39,6 +40,10 @@ if [ "$_portal_scope" = rank ]; then
     fi
     echo "portal: rank $RANK of $WORLD_SIZE (local rank $LOCAL_RANK of $LOCAL_WORLD_SIZE) on $PORTAL_NODE (node rank $NODE_RANK), CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-}"
 else
+    # torchrun's static rendezvous reads its node's rank and its store's port from these
+    # (its options' PET_ variables): the rank is this node's, known only here, and the
+    # port stays out of argv, which every user of the node can read (ps).
+    export PET_NODE_RANK=$NODE_RANK PET_MASTER_PORT=${MASTER_PORT:-}
     echo "portal: node rank $NODE_RANK of ${NNODES:-1} is $PORTAL_NODE, CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-}"
 fi
 exec "$@"

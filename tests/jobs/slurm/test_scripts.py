@@ -409,8 +409,8 @@ def test_the_torchrun_line_runs_one_torchrun_per_node_with_the_rendezvous(owner,
         "torchrun",
         "--nnodes=$NNODES",
         "--nproc-per-node=$NPROC_PER_NODE",
-        "--rdzv-backend=c10d",
-        "--rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT",
+        "--rdzv-backend=static",  # not c10d's, which unpickles what its store holds
+        "--master-addr=$MASTER_ADDR",
         "--rdzv-id=$SLURM_JOB_ID",
         "--max-restarts=0",
         "--no-python",
@@ -419,7 +419,71 @@ def test_the_torchrun_line_runs_one_torchrun_per_node_with_the_rendezvous(owner,
         "python train.py --epochs 3",
     ]
     assert "export NPROC_PER_NODE=2" in script
-    assert "export MASTER_PORT=$(( 20000 + ${SLURM_JOB_ID:-0} % 20000 ))" in script
+    # The node's rank and the port reach torchrun in its environment (not in argv, for ps).
+    assert "export PET_NODE_RANK=$NODE_RANK PET_MASTER_PORT=${MASTER_PORT:-}" in script
+    assert "SLURM_JOB_ID:-0} % 20000" not in script  # no port anyone can work out
+    podman = factories.image("pt2", "PyTorch", runtime="podman", location="pt:2")
+    line = start_line(
+        scripts.render(distributed(owner, cluster, image=podman, launcher="torchrun"), WORK)
+    )
+    assert "PET_NODE_RANK" in line and "PET_MASTER_PORT" in line  # podman --env
+
+
+def test_the_master_port_is_random_and_free_on_the_first_node(owner, cluster, image, tmp_path):
+    """The job script's choice of MASTER_PORT, run here: 20000 + a random number from
+    /dev/urandom mod 12000, drawn again while a socket of this machine has the port."""
+    import socket
+
+    script = scripts.render(distributed(owner, cluster, image=image, launcher="mpi"), WORK)
+    lines = script.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith('_portal_taken=" "'))
+    end = lines.index("export MASTER_PORT")
+    chooser = "\n".join(lines[start : end + 1]) + '\necho "$MASTER_PORT"\n'
+    assert "od -An -N4 -tu4 /dev/urandom" in chooser
+
+    def choose(draws: list[int] | None = None) -> int:
+        fake = ""
+        if draws is not None:  # od answers these, one per call, instead of /dev/urandom
+            (tmp_path / "draws").write_text("".join(f" {d}\n" for d in draws))
+            (tmp_path / "n").write_text("0")
+            fake = f"cd {tmp_path}; od() {{ n=$(( $(cat n) + 1 )); echo $n > n; sed -n ${{n}}p draws; }}\n"
+        out = subprocess.run(["bash", "-uc", fake + chooser], capture_output=True, text=True)
+        assert out.returncode == 0 and not out.stderr, out.stderr
+        return int(out.stdout)
+
+    held: list[socket.socket] = []
+    try:
+        for port in range(31999, 20000, -1):  # two ports of the range that sockets here hold
+            if len(held) == 2:
+                break
+            sock = socket.socket()
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                sock.close()
+                continue
+            sock.listen()
+            held.append(sock)
+        ports = [s.getsockname()[1] for s in held]
+        free = next(p for p in range(20000, 32000) if p not in ports and _free(p))
+        draws = [p - 20000 + 12000 * 7 for p in ports] + [free - 20000 + 12000 * 3]
+        assert choose(draws) == free  # the held ones, drawn first, were passed over
+    finally:
+        for sock in held:
+            sock.close()
+    seen = {choose() for _ in range(10)}
+    assert all(20000 <= p < 32000 for p in seen) and len(seen) > 5
+
+
+def _free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def test_the_mpi_line_starts_one_rank_per_task_through_the_rank_script(owner, cluster):
