@@ -83,8 +83,9 @@ def test_mpi_ranks_run_on_both_nodes_with_the_contract_and_one_gpu_each(devclust
     assert [by_rank[r]["LOCAL_RANK"] for r in range(4)] == ["0", "1", "0", "1"]
     assert [by_rank[r]["CUDA_VISIBLE_DEVICES"] for r in range(4)] == ["0", "1", "0", "1"]
     assert {c["MASTER_ADDR"] for c in seen} == {"node1"}
-    port = int(by_rank[0]["MASTER_PORT"])
-    assert port == 20000 + int(job.scheduler_job_id) % 20000
+    # One port for all, drawn at random on the first node (not worked out from the job id).
+    assert len({c["MASTER_PORT"] for c in seen}) == 1
+    assert 20000 <= int(by_rank[0]["MASTER_PORT"]) < 32000
     assert (
         "portal: rank 3 of 4 (local rank 1 of 2) on node2" in files.read_job_log(job, "stdout").text
     )
@@ -108,7 +109,7 @@ EOF"""
 @pytest.mark.django_db
 def test_a_real_torchrun_job_joins_its_ranks_across_both_nodes(devcluster, owner):
     """PyTorch's own torchrun (the CPU build the dev cluster installs where this machine has
-    its wheel) under the portal's srun line: one torchrun per node, c10d rendezvous on the
+    its wheel) under the portal's srun line: one torchrun per node, static rendezvous on the
     first node at MASTER_PORT, four workers that allreduce over gloo across the nodes."""
     if not Path("/usr/local/bin/torchrun").exists():
         pytest.skip("the dev cluster has no PyTorch: this machine has no CPU wheel of it")
@@ -133,9 +134,169 @@ def test_a_real_torchrun_job_joins_its_ranks_across_both_nodes(devcluster, owner
     for rank, c in seen.items():
         assert rank == 2 * int(c["group_rank"]) + int(c["LOCAL_RANK"])
     out = files.read_job_log(job, "stdout").text
-    port = 20000 + int(job.scheduler_job_id) % 20000
+    port = seen[0]["MASTER_PORT"]
+    assert {c["MASTER_PORT"] for c in seen.values()} == {port}  # torchrun's store's port
     assert f"MASTER_ADDR=node1 MASTER_PORT={port}" in out
     assert "portal: node rank 1 of 2 is node2" in out
+
+
+# Like DDP, but the workers, once in their process group, wait for a file "go" in the work
+# directory (at most two minutes) before they allreduce: a 2-node job that stays running.
+DDP_WAITING = DDP.replace(
+    'dist.init_process_group("gloo")\n',
+    'dist.init_process_group("gloo")\n'
+    "import time\n"
+    'open("started-" + os.environ["RANK"], "w").close()\n'
+    "deadline = time.monotonic() + 120\n"
+    'while not os.path.exists("go") and time.monotonic() < deadline:\n'
+    "    time.sleep(0.5)\n",
+)
+
+# Another cluster user's attack on a torchrun job's rendezvous store: a TCPStore client to
+# node1:PORT sets the rendezvous keys, c10d's and the static rendezvous's, to a pickle that
+# runs `id -un > MARKER` when unpickled (base64 too, as c10d's rendezvous keeps its state).
+# Prints "wrote" if it got in.
+ATTACK = r"""
+import base64, datetime, os, pickle, sys
+from torch.distributed import TCPStore
+
+marker, run_id, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+class Payload:
+    def __reduce__(self):
+        return (os.system, ("id -un > " + marker,))
+
+raw = pickle.dumps(Payload())
+keys = {}
+for prefix in ("", run_id + "/"):  # the static rendezvous's keys are under its run id
+    keys[prefix + "torch.rendezvous." + run_id] = base64.b64encode(raw)
+    for i in (0, 1):
+        for name in ("torchelastic/role_info/", "torchelastic/assigned_ranks/"):
+            keys[prefix + name + str(i)] = raw
+store = TCPStore(
+    "node1", port, is_master=False, timeout=datetime.timedelta(seconds=10),
+    wait_for_workers=False,
+)
+for key, value in keys.items():
+    store.set(key, value)
+print("wrote")
+"""
+
+
+def attack(marker: Path, run_id: str, ports: list[int]) -> set[int]:
+    """ATTACK as hpcuser2 on node1 at each of ``ports`` (at once); the ports where it
+    wrote the keys."""
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(port: int) -> bool:
+        argv = ["runuser", "-u", "hpcuser2", "--", "torch-python", "-c", ATTACK]
+        try:
+            done = subprocess.run(
+                [*argv, str(marker), run_id, str(port)],
+                capture_output=True,
+                text=True,
+                timeout=60,  # what is not a store may keep the connection without a word
+                cwd="/tmp",
+            )
+        except subprocess.TimeoutExpired:
+            return False
+        return done.returncode == 0 and done.stdout.strip() == "wrote"
+
+    with ThreadPoolExecutor(len(ports)) as pool:
+        return {port for port, wrote in zip(ports, pool.map(one, ports), strict=True) if wrote}
+
+
+def is_torch(pid: int, scheduler_job_id: str) -> bool:
+    """Whether process ``pid`` runs the dev cluster's PyTorch Python (torchrun, workers)
+    in Slurm job ``scheduler_job_id``."""
+    try:
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return (
+        argv0.startswith(b"/opt/portal-devcluster/torch/bin/python")
+        and f"SLURM_JOB_ID={scheduler_job_id}".encode() in env
+    )
+
+
+def listening_ports(pids) -> set[int]:
+    """The TCP ports that the processes ``pids`` (of this host) listen on."""
+    inodes = set()
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+@pytest.mark.django_db
+def test_another_users_store_writes_do_nothing_to_a_running_torchrun_job(devcluster, owner):
+    """While a 2-node torchrun job runs, hpcuser2 writes pickles under the rendezvous keys
+    of every port the job's processes listen on (its store's among them) and of the port
+    the job id used to give: nothing runs them, and the job ends with its true ranks. (With
+    c10d's rendezvous, both nodes' torchrun unpickled them at their next keep-alive.)"""
+    import uuid
+
+    if not Path("/usr/local/bin/torchrun").exists():
+        pytest.skip("the dev cluster has no PyTorch: this machine has no CPU wheel of it")
+    marker = Path(f"/tmp/portal-rendezvous-pickle-{uuid.uuid4().hex}")
+    job = distributed_job(owner, devcluster, DDP_WAITING, "torchrun", gpus=0, gpu_type="")
+    try:
+        job = run_until(job, {"running"}, timeout=60)
+        account = job.cluster_account
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:  # every worker is in the process group
+            names = remote(account, ["ls", job.work_dir]).split()
+            if len([n for n in names if n.startswith("started-")]) == 4:
+                break
+            time.sleep(1)
+        assert len([n for n in names if n.startswith("started-")]) == 4, names
+        # The ports of the job's PyTorch processes: both nodes' torchrun and their workers
+        # (not srun's, which a silent connection holds up: a matter of Slurm's, not this).
+        torch = [pid for pid in job_processes(job) if is_torch(pid, job.scheduler_job_id)]
+        ports = listening_ports(torch)
+        old_port = 20000 + int(job.scheduler_job_id) % 20000
+        tried = sorted(ports | {old_port})
+        written = attack(marker, job.scheduler_job_id, tried)
+        # The attack reached the job's store (the workers' and torchrun's): writes land...
+        assert written, (tried, torch)
+        time.sleep(15)  # ... c10d's agents synced their state every 5 s
+        assert not marker.exists(), f"the job ran the pickle as {marker.read_text().strip()}"
+        remote(account, ["touch", f"{job.work_dir}/go"])
+        job = run_until(job, {"completed", "failed"}, timeout=120)
+        assert not marker.exists(), f"the job ran the pickle as {marker.read_text().strip()}"
+    finally:
+        marker.unlink(missing_ok=True)
+    assert job.state == "completed", (job.message, files.read_job_log(job, "stderr").text)
+    seen = {int(c["RANK"]): c for c in contracts(job)}
+    assert sorted(seen) == [0, 1, 2, 3]
+    assert {c["sum"] for c in seen.values()} == {6.0} and {c["size"] for c in seen.values()} == {4}
+    nodes = {(c["PORTAL_NODE"], c["NODE_RANK"], c["LOCAL_RANK"]) for c in seen.values()}
+    assert nodes == {
+        ("node1", "0", "0"),
+        ("node1", "0", "1"),
+        ("node2", "1", "0"),
+        ("node2", "1", "1"),
+    }
+    for rank, c in seen.items():
+        assert rank == 2 * int(c["group_rank"]) + int(c["LOCAL_RANK"])
+    assert int(seen[0]["MASTER_PORT"]) in written  # the store the attack wrote to
 
 
 def job_processes(job) -> dict[int, str]:
