@@ -33,6 +33,13 @@ if [ "${1:-}" = stop ]; then
 fi
 mkdir -p "$VAR/redis" && chmod 700 "$VAR" "$VAR/redis"
 
+if ! command -v ss >/dev/null; then  # is_ours() asks ss which process listens
+    if [ "$(id -u)" != 0 ]; then
+        log "ss is missing and cannot be installed without root (apt-get install iproute2)"
+        exit 1
+    fi
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iproute2 >/dev/null
+fi
 if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
     if [ "$(id -u)" != 0 ]; then
         log "redis-server is missing and cannot be installed without root (apt-get install redis-server)"

@@ -50,13 +50,15 @@ if pg_up; then
     chmod 600 var/postgres.password
     PG_PASSWORD=$(cat var/postgres.password)
     if [ "$ROOT" = 1 ] && command -v runuser >/dev/null && id postgres >/dev/null 2>&1; then
-        # The password reaches psql as a variable on stdin, never on a command line.
-        runuser -u postgres -- psql -q -h /var/run/postgresql -d postgres -v ON_ERROR_STOP=1 \
-            -v "pw=$PG_PASSWORD" >/dev/null 2>&1 <<'SQL' || true
+        # The password reaches psql on stdin (a \set line), never on a command line,
+        # where any local user could read it.
+        { printf "\\set pw '%s'\n" "$PG_PASSWORD"; cat <<'SQL'; } |
 SELECT format('CREATE ROLE portal LOGIN CREATEDB PASSWORD %L', :'pw')
   WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'portal') \gexec
 SELECT format('ALTER ROLE portal PASSWORD %L', :'pw') \gexec
 SQL
+            runuser -u postgres -- psql -q -h /var/run/postgresql -d postgres -v ON_ERROR_STOP=1 \
+                >/dev/null 2>&1 || true
         runuser -u postgres -- createdb -h /var/run/postgresql -O portal portal 2>/dev/null || true
     fi
     if PGPASSWORD=$PG_PASSWORD psql -q -h 127.0.0.1 -U portal -d portal -c 'select 1' >/dev/null 2>&1; then

@@ -51,6 +51,11 @@ def render_config(
     use the admin socket, the one thing the two share;
     ``redirect_bind`` (e.g. ":80") sends plain HTTP to HTTPS and adds HSTS."""
     admin = admin_socket or settings.PROXY_INSTANCES[0]
+    if run_as and not admin_group:
+        raise ValueError(
+            "HAProxy dropping root needs the portal's group for the admin socket "
+            "(admin_group, --admin-group portal); HAProxy keeps its own (--run-as haproxy:haproxy)"
+        )
     if run_as and admin_group and run_as[1] == admin_group:
         # HAProxy with the portal's group could read what the group may (its data folder).
         raise ValueError(

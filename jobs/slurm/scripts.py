@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 
+from django.core.exceptions import ValidationError
+
 from jobs.models import ContainerImage, Job
 
 # What runs on the compute node: the templates and the in-job metrics client.
@@ -58,9 +60,18 @@ def _directive(option: str, value: object) -> str:
 WORK_DIRS = "/.portal/jobs/"
 
 
+def work_dir_root(cluster, kind: str, cluster_username: str) -> str:
+    """The cluster's home or scratch root for that user; a cluster without one (or, with
+    per-user accounts, one without {user}) ends the submission with the model's message."""
+    try:
+        return cluster.work_dir_root(kind, cluster_username)
+    except ValidationError as exc:
+        raise ScriptError(" ".join(exc.messages)) from None
+
+
 def job_work_dir(job: Job, cluster_username: str) -> str:
     """``<root>/.portal/jobs/<job id>-<uid>`` under the cluster user's home or scratch."""
-    root = job.cluster.work_dir_root(job.work_dir_kind, cluster_username)
+    root = work_dir_root(job.cluster, job.work_dir_kind, cluster_username)
     return f"{root.rstrip('/')}{WORK_DIRS}{job.pk}-{job.uid}"
 
 
@@ -364,7 +375,7 @@ def work_dir_var() -> str:
 
 def array_work_dir(array, cluster_username: str, kind: str) -> str:
     """``<root>/.portal/jobs/a<array id>-<uid>``: members work in ``<index>`` below it."""
-    root = array.cluster.work_dir_root(kind, cluster_username)
+    root = work_dir_root(array.cluster, kind, cluster_username)
     return f"{root.rstrip('/')}{WORK_DIRS}a{array.pk}-{array.uid}"
 
 

@@ -263,17 +263,23 @@ def test_the_production_config_is_one_haproxy_accepts(settings, tmp_path):
         proc.wait(10)
 
 
-def test_haproxy_may_not_run_with_the_portals_group(settings):
+@pytest.mark.parametrize(
+    ("run_as", "admin_group", "why"),
+    [("haproxy:portal", "portal", "its own group"), ("haproxy:portal", None, "--admin-group")],
+)
+def test_haproxy_may_not_run_with_the_portals_group(settings, run_as, admin_group, why):
+    """Neither with the portal's group given twice, nor as before #30 (--run-as
+    haproxy:portal alone), which rendered HAProxy in the portal's group."""
     from django.core.management import call_command
     from django.core.management.base import CommandError
 
-    with pytest.raises(CommandError, match="its own group"):
+    with pytest.raises(CommandError, match=why):
         call_command(
             "render_proxy_config",
             bind=":443",
             portal="127.0.0.1:8000",
-            run_as="haproxy:portal",
-            admin_group="portal",
+            run_as=run_as,
+            admin_group=admin_group,
         )
 
 

@@ -63,6 +63,16 @@ def test_work_dir_is_under_the_chosen_root(owner, cluster, image):
     assert scripts.job_work_dir(job, "alice") == f"/home/alice/.portal/jobs/{job.pk}-{job.uid}"
 
 
+def test_a_root_without_user_on_a_per_user_cluster_ends_the_submission_with_why(
+    owner, cluster, image
+):
+    """A row saved before the {user} rule: the submit step's ScriptError, not a crash."""
+    job = job_with(owner, cluster, image=image)
+    cluster.scratch_root = "/scratch/shared"
+    with pytest.raises(scripts.ScriptError, match="has no {user}"):
+        scripts.job_work_dir(job, "alice")
+
+
 def test_cluster_default_account_and_untyped_gres(owner, cluster, image):
     cluster.default_account = "default-acct"
     cluster.save()
