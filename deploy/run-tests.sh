@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 [ -f var/services.env ] && set -a && . var/services.env && set +a
 if [ -n "${PORTAL_TEST_DATABASE_URL:-}" ]; then
     export DATABASE_URL=$PORTAL_TEST_DATABASE_URL
-    echo "run-tests: database $DATABASE_URL"
+    echo "run-tests: database $(sed -E 's#//([^:/@]*):[^@]*@#//\1:***@#' <<< "$DATABASE_URL")"  # never its password
 else
     echo "run-tests: database SQLite (embedded default)"
 fi
