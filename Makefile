@@ -10,7 +10,7 @@ DATA_DIR := $(or $(PORTAL_DATA_DIR),var)
 
 # Chromium for the end-to-end tests: Debian's package (Playwright's own download
 # is not possible on machines without internet access).
-.PHONY: help venv services services-down browser devcluster devcluster-down condorpool condorpool-down demo-free demo-setup demo test bench lint typecheck format clean
+.PHONY: help venv services services-down browser devcluster devcluster-down condorpool condorpool-down demo-locked demo-setup demo test bench lint typecheck format clean
 
 help:
 	@echo "make demo            set everything up and run the portal at http://localhost:$(PORT)/"
@@ -81,17 +81,23 @@ ifeq ($(IS_ROOT),yes)
 	@$(DEMO_ENV) $(PY) manage.py register_condorpool --account demo=condoruser
 endif
 
-# A second `make demo` on the same data directory stops before set-up touches anything
-# (deploy/stack-free.sh); the running stack holds DATA_DIR/demo.lock while it runs.
-demo-free:
-	@bash deploy/stack-free.sh "$(DATA_DIR)"
+# One stack per data directory: `make demo` holds DATA_DIR/demo.lock (flock) from before
+# set-up until the stack stops, and a second one stops at once, before set-up touches
+# anything; deploy/stack-free.sh also refuses while another run_proxy (a test stack) serves
+# from there.
+demo:
+	@mkdir -p -m 700 "$(DATA_DIR)"
+	@flock --nonblock --conflict-exit-code 75 "$(DATA_DIR)/demo.lock" $(MAKE) --no-print-directory demo-locked; \
+		status=$$?; [ $$status != 75 ] || echo "make demo: a portal stack already runs from $(DATA_DIR) (its make demo holds $(DATA_DIR)/demo.lock); stop it first (Ctrl-C where it runs), or give this one its own PORTAL_DATA_DIR. Nothing was changed." >&2; \
+		exit $$status
 
-demo: demo-free demo-setup
+demo-locked:
+	@bash deploy/stack-free.sh "$(DATA_DIR)"
+	@$(MAKE) --no-print-directory demo-setup
 	@echo "Portal: http://localhost:$(PORT)/  (admin: http://localhost:$(PORT)/admin/)  Ctrl-C stops everything."
 	@echo "Session links: https://<id>.sessions.localhost:$(SESSION_PORT)/ (dev CA: var/tls/ca.pem)"
 	@$(DEMO_ENV) PORT=$(PORT) PROXY_SESSION_PUBLIC_PORT=$(SESSION_PORT) PORTAL_URL=http://localhost:$(PORT) \
-		exec flock --nonblock --conflict-exit-code 75 "$(DATA_DIR)/demo.lock" \
-		.venv/bin/honcho -d . -f deploy/Procfile.demo start
+		exec .venv/bin/honcho -d . -f deploy/Procfile.demo start
 
 # Type errors fail the run before anything is set up.
 test: venv typecheck services browser devcluster condorpool

@@ -82,7 +82,13 @@ class Command(BaseCommand):
         if not Path(haproxy).exists():
             raise CommandError("haproxy is missing: `make services` installs Debian's haproxy")
         work = Path(options["workdir"] or Path(settings.DATA_DIR) / "proxy")
-        self.lock = own_workdir(work)  # first: nothing is touched while another owns it
+        # First: nothing is touched while another owns it. What a second run would break is
+        # the running HAProxy's admin socket (and the map beside it), wherever --workdir is.
+        admin = settings.PROXY_INSTANCES[0]
+        owned = Path(admin[5:]).parent if admin.startswith("unix:") else work
+        self.locks = [own_workdir(owned)]
+        if work.resolve() != owned.resolve():
+            self.locks.append(own_workdir(work))
         Path(settings.PROXY_MAP_PATH).parent.mkdir(parents=True, exist_ok=True)
         Path(settings.PROXY_MAP_PATH).write_text("")  # routes come over the admin socket
         bind = options["bind"] or f"127.0.0.1:{settings.PROXY_SESSION_PUBLIC_PORT or 443}"
@@ -106,7 +112,6 @@ class Command(BaseCommand):
         )
         if check.returncode:
             raise CommandError(f"HAProxy refuses {config}: {check.stderr.decode().strip()}")
-        admin = settings.PROXY_INSTANCES[0]
         if admin.startswith("unix:"):
             Path(admin[5:]).unlink(missing_ok=True)
         stopping = []
