@@ -106,6 +106,27 @@ dist.destroy_process_group()
 EOF"""
 
 
+def two_nodes_of_two_ranks(job) -> dict[int, dict]:
+    """A 2 × 2 torchrun job's workers, by rank: each allreduced over both nodes, and a
+    node's two workers (local ranks 0 and 1) are consecutive ranks with the portal's node
+    rank (the static rendezvous orders the nodes by it)."""
+    seen = {int(c["RANK"]): c for c in contracts(job)}
+    assert sorted(seen) == [0, 1, 2, 3]
+    assert {c["sum"] for c in seen.values()} == {6.0}  # 0 + 1 + 2 + 3, over both nodes
+    assert {c["size"] for c in seen.values()} == {4}
+    assert {c["WORLD_SIZE"] for c in seen.values()} == {"4"}
+    nodes = {(c["PORTAL_NODE"], c["NODE_RANK"], c["LOCAL_RANK"]) for c in seen.values()}
+    assert nodes == {
+        ("node1", "0", "0"),
+        ("node1", "0", "1"),
+        ("node2", "1", "0"),
+        ("node2", "1", "1"),
+    }
+    for rank, c in seen.items():
+        assert rank == 2 * int(c["group_rank"]) + int(c["LOCAL_RANK"])
+    return seen
+
+
 @pytest.mark.django_db
 def test_a_real_torchrun_job_joins_its_ranks_across_both_nodes(devcluster, owner):
     """PyTorch's own torchrun (the CPU build the dev cluster installs where this machine has
@@ -116,23 +137,7 @@ def test_a_real_torchrun_job_joins_its_ranks_across_both_nodes(devcluster, owner
     job = distributed_job(owner, devcluster, DDP, "torchrun", gpus=0, gpu_type="")
     job = run_until(job, {"completed", "failed"}, timeout=180)
     assert job.state == "completed", (job.message, files.read_job_log(job, "stderr").text)
-    seen = {int(c["RANK"]): c for c in contracts(job)}
-    assert sorted(seen) == [0, 1, 2, 3]
-    assert {c["sum"] for c in seen.values()} == {6.0}  # 0 + 1 + 2 + 3, over both nodes
-    assert {c["size"] for c in seen.values()} == {4} and {
-        c["WORLD_SIZE"] for c in seen.values()
-    } == {"4"}
-    # Each node's two workers, local ranks 0 and 1, with the node's rank from the portal.
-    nodes = {(c["PORTAL_NODE"], c["NODE_RANK"], c["LOCAL_RANK"]) for c in seen.values()}
-    assert nodes == {
-        ("node1", "0", "0"),
-        ("node1", "0", "1"),
-        ("node2", "1", "0"),
-        ("node2", "1", "1"),
-    }
-    # A node's workers are consecutive ranks (torchrun's rendezvous orders the nodes).
-    for rank, c in seen.items():
-        assert rank == 2 * int(c["group_rank"]) + int(c["LOCAL_RANK"])
+    seen = two_nodes_of_two_ranks(job)
     out = files.read_job_log(job, "stdout").text
     port = seen[0]["MASTER_PORT"]
     assert {c["MASTER_PORT"] for c in seen.values()} == {port}  # torchrun's store's port
@@ -284,18 +289,7 @@ def test_another_users_store_writes_do_nothing_to_a_running_torchrun_job(devclus
     finally:
         marker.unlink(missing_ok=True)
     assert job.state == "completed", (job.message, files.read_job_log(job, "stderr").text)
-    seen = {int(c["RANK"]): c for c in contracts(job)}
-    assert sorted(seen) == [0, 1, 2, 3]
-    assert {c["sum"] for c in seen.values()} == {6.0} and {c["size"] for c in seen.values()} == {4}
-    nodes = {(c["PORTAL_NODE"], c["NODE_RANK"], c["LOCAL_RANK"]) for c in seen.values()}
-    assert nodes == {
-        ("node1", "0", "0"),
-        ("node1", "0", "1"),
-        ("node2", "1", "0"),
-        ("node2", "1", "1"),
-    }
-    for rank, c in seen.items():
-        assert rank == 2 * int(c["group_rank"]) + int(c["LOCAL_RANK"])
+    seen = two_nodes_of_two_ranks(job)
     assert int(seen[0]["MASTER_PORT"]) in written  # the store the attack wrote to
 
 

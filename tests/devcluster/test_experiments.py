@@ -146,23 +146,29 @@ def test_early_stopping_cancels_with_its_reason_and_a_killed_worker_loses_no_tri
     assert any(t.state == "completed" for t in trials)
 
 
-def test_cancelling_an_experiment_scancels_its_running_and_throttled_jobs(stack, devcluster, owner):
-    from jobs.experiments import service
-
+def two_trials_running(owner, command: str, method: str):
+    """A sweep of 6 trials, 2 at a time, once its first two jobs run: (experiment, the
+    Slurm names of its jobs so far)."""
     factories.image("host-sweep")
-    account = devcluster.accounts.get(user=owner)
     experiment = factories.experiment(
         owner,
         "host-sweep",
-        "sleep 300",
-        method="random",
+        command,
+        method=method,
         budget={"max_trials": 6, "max_concurrent": 2},
     )
     deadline = time.monotonic() + 90
     while Job.objects.filter(trial__experiment=experiment, state="running").count() < 2:
-        assert time.monotonic() < deadline, "two trials never ran"
+        assert time.monotonic() < deadline, "the first two trials never ran"
         time.sleep(1)
-    names = {j.slurm_name for j in Job.objects.filter(trial__experiment=experiment)}
+    return experiment, {j.slurm_name for j in Job.objects.filter(trial__experiment=experiment)}
+
+
+def test_cancelling_an_experiment_scancels_its_running_and_throttled_jobs(stack, devcluster, owner):
+    from jobs.experiments import service
+
+    account = devcluster.accounts.get(user=owner)
+    experiment, names = two_trials_running(owner, "sleep 300", "random")
     assert service.cancel(experiment)
     experiment = wait_experiment(experiment, 90)
     assert experiment.state == "cancelled"
@@ -178,20 +184,8 @@ def test_a_deactivated_owners_experiment_stops_submitting(stack, devcluster, own
     """An administrator deactivates the owner while a Bayesian sweep runs its first batch:
     no further trial is submitted, its running jobs are scancelled, and the experiment ends
     cancelled saying why."""
-    factories.image("host-sweep")
     account = devcluster.accounts.get(user=owner)
-    experiment = factories.experiment(
-        owner,
-        "host-sweep",
-        "sleep 60",
-        method="bayesian",
-        budget={"max_trials": 6, "max_concurrent": 2},
-    )
-    deadline = time.monotonic() + 90
-    while Job.objects.filter(trial__experiment=experiment, state="running").count() < 2:
-        assert time.monotonic() < deadline, "the first batch never ran"
-        time.sleep(1)
-    names = {j.slurm_name for j in Job.objects.filter(trial__experiment=experiment)}
+    experiment, names = two_trials_running(owner, "sleep 60", "bayesian")
     owner.is_active = False
     owner.save(update_fields=["is_active"])
     experiment = wait_experiment(experiment, 90)

@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+from proxy.models import SessionLink
+
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 
 
@@ -49,3 +51,18 @@ def page_errors(page, errors: list[str] | None = None) -> list[str]:
     errors = [] if errors is None else errors
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     return errors
+
+
+def open_session(page, stack, job):
+    """On ``job``'s page: wait for its session's link (the notebook registered), open it
+    in a new tab and wait for the session's host; returns (its SessionLink, the tab)."""
+    open_link = page.locator("#session [data-open-session]")
+    open_link.wait_for(state="visible", timeout=120_000)
+    session = SessionLink.objects.get(job=job)
+    assert session.state == "ready"
+    with page.context.expect_page() as new_tab:
+        open_link.click()
+    tab = new_tab.value
+    host = f"https://{session.public_id}.sessions.localhost:{stack.proxy_port}"
+    tab.wait_for_url(f"{host}/lab**", timeout=60_000)
+    return session, tab

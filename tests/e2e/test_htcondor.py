@@ -5,10 +5,9 @@ through the session proxy and runs a cell."""
 import pytest
 
 from jobs.models import Job
-from proxy.models import SessionLink
 from tests import factories
 from tests.devcluster.helpers import remote
-from tests.e2e.pages import launch, sign_in
+from tests.e2e.pages import launch, open_session, sign_in
 from tests.livestack import LiveStack
 
 pytestmark = [pytest.mark.condorpool, pytest.mark.django_db(transaction=True)]
@@ -52,15 +51,8 @@ def test_notebook_on_htcondor_opens_through_the_proxy_and_runs_a_cell(
     page = sign_in(tls_browser, stack, "owner", "owner-pass-123")
     launch(page, stack, "Python (host)", "Notebook session")
     job = Job.objects.get()
-    open_link = page.locator("#session [data-open-session]")
-    open_link.wait_for(state="visible", timeout=120_000)
-    session = SessionLink.objects.get(job=job)
-    assert session.state == "ready"
-    with page.context.expect_page() as new_tab:
-        open_link.click()
-    lab = new_tab.value
+    session, lab = open_session(page, stack, job)
     lab_url = f"https://{session.public_id}.sessions.localhost:{stack.proxy_port}/lab"
-    lab.wait_for_url(f"{lab_url}**", timeout=60_000)
     # The pool user's home outlives sessions: JupyterLab would restore the last one's tabs.
     lab.goto(f"{lab_url}?reset")
     lab.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
