@@ -55,6 +55,14 @@ def too_many(wait: float, *, json: bool) -> HttpResponse:
     return response
 
 
+def over_budget(request: HttpRequest, scope: str, ident: str, *, json: bool) -> HttpResponse | None:
+    """Spend one request of ``ident``'s budget in ``scope``: None, or the 429 to answer."""
+    budget = Budget(scope, ident)
+    if budget.allow_request(request, cast(Any, None)):  # no DRF view here
+        return None
+    return too_many(budget.wait() or 1, json=json)
+
+
 def throttled(scope: str, *, ident: Callable[..., str] = by_user, json: bool = False):
     """A view decorator: ``ident(request, *args, **kwargs)`` names whose budget a request
     spends (the signed-in user by default: put it under login_required). ``json``: the
@@ -63,10 +71,8 @@ def throttled(scope: str, *, ident: Callable[..., str] = by_user, json: bool = F
     def decorate(view):
         @wraps(view)
         def wrapper(request, *args, **kwargs):
-            budget = Budget(scope, ident(request, *args, **kwargs))
-            if not budget.allow_request(request, cast(Any, None)):  # no DRF view here
-                return too_many(budget.wait() or 1, json=json)
-            return view(request, *args, **kwargs)
+            refused = over_budget(request, scope, ident(request, *args, **kwargs), json=json)
+            return refused or view(request, *args, **kwargs)
 
         return wrapper
 

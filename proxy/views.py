@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from jobs import validators
 from jobs.models import Job
-from portal.throttle import digest, throttled
+from portal.throttle import digest, over_budget, throttled
 from proxy import routes
 from proxy.codes import (
     cookie_name,
@@ -33,7 +33,6 @@ def _session(request, public_id: str) -> str:
 
 @csrf_exempt
 @require_POST
-@throttled("session-register", ident=_session, json=True)
 def register(request, public_id: str):
     """Called by the notebook job when Jupyter listens. Authenticated by the job's one-time secret."""
     session = SessionLink.objects.filter(public_id=public_id).select_related("job").first()
@@ -43,6 +42,11 @@ def register(request, public_id: str):
         return JsonResponse({"error": "this session is already registered or closed"}, status=409)
     if session is None or not session.check_register_secret(secret):
         return JsonResponse({"error": "unknown session or wrong secret"}, status=403)
+    # The session's budget is spent only by calls with its secret: whoever merely knows
+    # the session's id (its host name) cannot use up the job's registrations.
+    refused = over_budget(request, "session-register", _session(request, public_id), json=True)
+    if refused:
+        return refused
     job = session.job
     if job.state in (Job.State.QUEUED, Job.State.PENDING) and job.scheduler_job_id:
         # The job calls as soon as Jupyter listens, often before the periodic sync has

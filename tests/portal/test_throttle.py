@@ -145,6 +145,36 @@ def test_registration_past_its_budget_is_429_and_asks_no_scheduler(
     assert len(ssh_calls) == 3
 
 
+def test_calls_without_the_secret_do_not_spend_a_sessions_budget(client, rates, ssh_calls, cluster):
+    """The session's id is its host name (TLS SNI, DNS, logs): whoever knows it may not use
+    up the job's registrations."""
+    owner = person("owner")
+    account = factories.account(cluster, owner, "alice")
+    job = factories.job(
+        owner,
+        cluster,
+        "",
+        kind=Job.Kind.NOTEBOOK,
+        state="pending",
+        scheduler_job_id="79",
+        cluster_account=account,
+    )
+    link = SessionLink.for_job(job)
+    secret = link.issue_register_secret()
+
+    def register(secret):
+        return client.post(
+            f"/sessions/register/{link.public_id}/",
+            json.dumps({"port": 8888, "token": "abc"}),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {secret}",
+        )
+
+    assert {register("guessed").status_code for _ in range(10)} == {403}
+    assert register(secret).status_code == 409  # the job's own call still gets through
+    assert len(ssh_calls) == 1
+
+
 @pytest.mark.parametrize(
     "body", [b"[" * 100_000 + b"]" * 100_000, b'{"port": Infinity, "token": "abc"}']
 )
