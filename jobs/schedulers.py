@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Protocol
 from jobs.models.choices import State
 
 if TYPE_CHECKING:
+    from jobs.cluster.ssh import Connection
     from jobs.models import Cluster, Job
-    from jobs.slurm.ssh import Connection
 
 # Bound of a stored pending reason (Job.pending_reason's max_length).
 REASON_MAX_LENGTH = 200

@@ -7,7 +7,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
-from jobs.slurm import ssh
+from jobs.cluster import ssh
 from jobs.text import plain_line
 
 

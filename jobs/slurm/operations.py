@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from jobs.cluster import ssh
 from jobs.schedulers import Attempt, Submission
-from jobs.slurm import parsers, pool, ssh
+from jobs.slurm import parsers
 from jobs.slurm.attempts import parse_attempts
 
 log = logging.getLogger(__name__)
@@ -305,8 +306,3 @@ def release(conn: ssh.Connection, username: str, scheduler_id: str, job_name: st
     if not query(conn, username, {scheduler_id: job_name}):
         raise ssh.CommandFailed(f"Slurm job {scheduler_id} is no longer this job; not released.")
     run(conn, ["scontrol", "release", scheduler_id])
-
-
-def on_account(account, operation):
-    """Run ``operation(conn)`` on the account's pooled connection (one reconnect)."""
-    return pool.with_connection(account, operation)

@@ -414,7 +414,8 @@ def test_tasks_an_arrays_ended_record_left_unnamed_end_with_it():
 
 def test_the_sync_settles_those_tasks_from_accounting():
     """operations.accounting() with the captured answers: all five folds are final."""
-    from jobs.slurm import operations, ssh
+    from jobs.cluster import ssh
+    from jobs.slurm import operations
 
     class Accounting:
         def __init__(self):
