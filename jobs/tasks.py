@@ -16,10 +16,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs import schedulers, sessions
-from jobs.cluster import files, pool, ssh
+from jobs.cluster import files, pool, ssh, workdir
 from jobs.metrics.tasks import tail_metrics
 from jobs.models import Cluster, ClusterAccount, Job, JobArray, JobAttempt, choices
-from jobs.slurm import scripts
 from jobs.task_helpers import backoff, limits, single_flight
 
 log = logging.getLogger(__name__)
@@ -51,7 +50,7 @@ def submit_job(self, job_id: int) -> None:
         )
         return
     try:
-        work_dir = scripts.job_work_dir(job, account.username)
+        work_dir = workdir.job_work_dir(job, account.username)
         secret, register_url = "", ""
         if job.has_session:
             secret, register_url = sessions.links().prepare(job)
@@ -69,7 +68,7 @@ def submit_job(self, job_id: int) -> None:
                 conn, work_dir, job.slurm_name, script, secret, metrics_token
             ),
         )
-    except (ssh.ClusterError, scripts.ScriptError, ValueError) as exc:
+    except (ssh.ClusterError, workdir.ScriptError, ValueError) as exc:
         _submit_failed(self, exc, job, f"job {job_id}", [job])
         return
     moved = job.transition(
@@ -149,7 +148,7 @@ def submit_array(self, array_id: int) -> None:
     from jobs.metrics.ingest import issue_token
 
     try:
-        work_dir = scripts.array_work_dir(array, account.username, members[0].work_dir_kind)
+        work_dir = workdir.array_work_dir(array, account.username, members[0].work_dir_kind)
         tokens = [(job.array_index or 0, issue_token(job)) for job in members]
         scheduler = schedulers.for_cluster(array.cluster)
         script = scheduler.render_array(
@@ -162,7 +161,7 @@ def submit_array(self, array_id: int) -> None:
             account,
             lambda conn: scheduler.submit_array(conn, work_dir, array.slurm_name, script, tokens),
         )
-    except (ssh.ClusterError, scripts.ScriptError, ValueError) as exc:
+    except (ssh.ClusterError, workdir.ScriptError, ValueError) as exc:
         _submit_failed(self, exc, array, f"job array {array_id}", members)
         return
     now = timezone.now()

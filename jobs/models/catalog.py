@@ -201,8 +201,7 @@ class ImageCheck(models.Model):
         """Check ``images`` on ``cluster`` in one SSH command, as the admin's own cluster
         account or else the cluster's service account (never as another user), and record
         the outcome per image."""
-        from jobs.cluster import pool, ssh
-        from jobs.slurm import image_check
+        from jobs.cluster import image_check, pool, ssh
 
         images = list(images)
         account = (

@@ -11,6 +11,7 @@ import logging
 from dataclasses import replace
 
 from jobs.cluster import ssh
+from jobs.cluster.workdir import ENTER_WORK_DIR, MEMBER_DIRS, WORK_DIR_SECRETS
 from jobs.schedulers import Attempt, Submission
 from jobs.slurm import parsers
 from jobs.slurm.attempts import parse_attempts
@@ -33,37 +34,6 @@ def run(
     return ssh.run_scheduler_command(
         conn, argv, parsers.is_transient, stdin=stdin, check=check, max_bytes=max_bytes
     )
-
-
-# What every submit step starts with, on the login node, with $dir set: the work
-# directory (private), entered. Then, for one job, WORK_DIR_SECRETS; for an array,
-# MEMBER_DIRS (with $count set). Shared by every adapter's submit step.
-ENTER_WORK_DIR = r"""
-(umask 077 && mkdir -p -- "$dir")
-cd -- "$dir"
-"""
-# stdin: a line with the notebook's registration secret, a line with the metrics upload
-# token (either may be empty). Both go to private files, never onto a command line.
-WORK_DIR_SECRETS = r"""
-IFS= read -r secret || true
-IFS= read -r metrics_token || true
-if [ -n "$secret" ]; then (umask 077 && printf '%s\n' "$secret" > .portal_secret); fi
-if [ -n "$metrics_token" ]; then
-    (umask 077 && printf '%s\n' "$metrics_token" > .portal_metrics_token)
-fi
-"""
-# stdin: one line per member, "<index> <metrics upload token>": each member's directory
-# (the scheduler opens its logs there before the script runs) with its private token.
-MEMBER_DIRS = r"""
-i=0
-while [ "$i" -lt "$count" ]; do
-    IFS=' ' read -r index token || { echo "portal: member list cut short" >&2; exit 3; }
-    case $index in ''|*[!0-9]*) echo "portal: bad member index" >&2; exit 3 ;; esac
-    (umask 077 && mkdir -p -- "$index")
-    if [ -n "$token" ]; then (umask 077 && printf '%s\n' "$token" > "$index/.portal_metrics_token"); fi
-    i=$((i + 1))
-done
-"""
 
 
 # How both submit steps end: keep the script in the work directory and submit it unless

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ValidationError
 
+from jobs.cluster import workdir
 from jobs.models import GpuType, Partition
 from jobs.models.gpus import NoGpuMatches, choose, record_discovery, seen_types
 from jobs.slurm import parsers, scripts
@@ -113,7 +114,7 @@ def test_impossible_gpu_requests_are_refused_before_submission(described, fields
 
 def test_a_hostile_constraint_is_never_rendered(described):
     made = job(described, save=True, gpu_constraint="a100|x;touch /tmp/p")
-    with pytest.raises(scripts.ScriptError):
+    with pytest.raises(workdir.ScriptError):
         scripts.render(made, "/w")
 
 

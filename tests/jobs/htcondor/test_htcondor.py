@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from jobs.cluster.ssh import CommandFailed
+from jobs.cluster.workdir import ScriptError
 from jobs.htcondor import parsers, status, submit
 from jobs.models import ContainerImage, Job
 from jobs.schedulers import is_held_reason
-from jobs.slurm.scripts import ScriptError
 from tests import factories
 
 CAPTURED = Path(__file__).parent / "captured"

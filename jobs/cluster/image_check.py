@@ -87,7 +87,7 @@ done
 def check_images(conn: ssh.Connection, images) -> list[list[CheckFinding]]:
     """What each image needs (runtime, image file, modules), checked on the login node
     in one command; findings per image, in order."""
-    from jobs.slurm.scripts import MODULE_INIT  # scripts imports the models: imported late
+    from jobs.cluster.jobscript import MODULE_INIT  # it imports the models: imported late
 
     nonce = secrets.token_hex(8)
     script = _CHECK_IMAGES.replace("__MODULE_INIT__", MODULE_INIT)
