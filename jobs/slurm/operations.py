@@ -13,8 +13,9 @@ from dataclasses import replace
 from jobs.cluster import ssh
 from jobs.cluster.workdir import ENTER_WORK_DIR, MEMBER_DIRS, WORK_DIR_SECRETS
 from jobs.schedulers import Attempt, Submission
-from jobs.slurm import parsers
+from jobs.slurm import arrays, parsers, sinfo
 from jobs.slurm.attempts import parse_attempts
+from jobs.slurm.json_fields import Unparsable
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +160,7 @@ def query(
     ).stdout
     try:
         live = parsers.parse_squeue_json(out, username)
-    except parsers.Unparsable as exc:
+    except Unparsable as exc:
         raise SchedulerUnavailable(str(exc)) from None
     found = parsers.match_jobs(live, expected)
     short = [i for i, st in found.items() if st.state == "pending" and st.reason == "Resources"]
@@ -175,13 +176,13 @@ def query(
     return found
 
 
-def free_on_nodes(conn: ssh.Connection) -> list[parsers.NodeFree] | None:
+def free_on_nodes(conn: ssh.Connection) -> list[sinfo.NodeFree] | None:
     """What every node has free (one ``sinfo --json``); None when sinfo cannot say: a
     pending job then keeps the general 'waiting for free resources'."""
     try:
         out = run(conn, ["sinfo", "--json"], max_bytes=16 * 1024 * 1024).stdout
-        return parsers.parse_sinfo_json(out)
-    except (ssh.CommandFailed, parsers.Unparsable) as exc:
+        return sinfo.parse_sinfo_json(out)
+    except (ssh.CommandFailed, Unparsable) as exc:
         log.warning("sinfo: free resources unknown (%s)", exc)
         return None
 
@@ -202,7 +203,7 @@ def accounting(
         raise SchedulerUnavailable(f"sacct failed: {acct.stderr.strip()}", stderr=acct.stderr)
     try:
         statuses = parsers.parse_sacct_json(acct.stdout, username)
-    except parsers.Unparsable as exc:
+    except Unparsable as exc:
         raise SchedulerUnavailable(str(exc)) from None
     settled = parsers.match_jobs(statuses, expected)
     final = {i: s for i, s in settled.items() if s.is_final and s.signal is None}
@@ -223,7 +224,7 @@ def accounting(
         ).stdout
         for job_id, (code, signal) in parsers.exit_codes(text, username, final).items():
             settled[job_id] = replace(settled[job_id], exit_code=code, signal=signal)
-    settled.update(parsers.remainder_tasks(statuses, expected, settled))
+    settled.update(arrays.remainder_tasks(statuses, expected, settled))
     return settled
 
 
@@ -248,7 +249,7 @@ def attempts(
         raise SchedulerUnavailable(f"sacct failed: {acct.stderr.strip()}", stderr=acct.stderr)
     try:
         return parse_attempts(acct.stdout, username, expected)
-    except parsers.Unparsable as exc:
+    except Unparsable as exc:
         raise SchedulerUnavailable(str(exc)) from None
 
 

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from jobs.cluster import workdir
 from jobs.models import GpuType, Partition
 from jobs.models.gpus import NoGpuMatches, choose, record_discovery, seen_types
-from jobs.slurm import parsers, scripts
+from jobs.slurm import scripts, sinfo
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -129,7 +129,7 @@ def test_memory_per_gpu_where_the_partition_wants_it(described):
 
 
 def test_discovery_from_sinfo_describes_known_cards_and_offers_them(cluster):
-    nodes = parsers.parse_sinfo_json(SINFO.read_text())
+    nodes = sinfo.parse_sinfo_json(SINFO.read_text())
     seen = seen_types(nodes)
     assert {n: (sorted(s.nodes), sorted(s.features)) for n, s in seen.items()} == {
         "v100": (["node1"], ["v100"]),
