@@ -1,4 +1,4 @@
-"""Page views: short; logic lives on the models and in jobs.slurm."""
+"""Page views: short; logic lives on the models and in jobs.cluster."""
 
 from django.conf import settings
 from django.contrib import messages

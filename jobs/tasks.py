@@ -1,5 +1,5 @@
 """Celery tasks: thin. They take ids, reload rows, return quietly if the job has
-moved on, and call model and ``jobs.slurm`` code."""
+moved on, and call model, scheduler (jobs.schedulers) and ``jobs.cluster`` code."""
 
 from __future__ import annotations
 
