@@ -14,6 +14,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from jobs.cluster.envmodules import MODULE_INIT
 from jobs.cluster.launchers import (
     TEMPLATES,
     container_launch,
@@ -26,15 +27,6 @@ from jobs.cluster.workdir import ScriptError, work_dir_var, work_root
 from jobs.models import ContainerImage, Job
 
 METRICS_MODULE = TEMPLATES / "portal_metrics.py"
-
-
-# Defines `module` in a non-interactive shell (batch scripts and the image check do not
-# read the login profile): Lmod's or Environment Modules' bash init, whichever is there.
-MODULE_INIT = """if ! command -v module >/dev/null 2>&1; then
-    for f in /etc/profile.d/lmod.sh /etc/profile.d/modules.sh /usr/share/lmod/lmod/init/bash; do
-        [ -r "$f" ] && . "$f" && break
-    done
-fi"""
 
 
 def module_lines(image: ContainerImage) -> str:
