@@ -27,7 +27,8 @@ django.setup()
 from django.conf import settings  # noqa: E402
 
 from jobs import devcluster  # noqa: E402
-from jobs.slurm import operations, ssh  # noqa: E402
+from jobs.cluster import ssh  # noqa: E402
+from jobs.slurm import operations  # noqa: E402
 
 SCRIPT = (
     "#!/bin/bash\n#SBATCH --hold\n#SBATCH --output=/dev/null\n#SBATCH --job-name={name}\nsleep 1\n"

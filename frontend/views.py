@@ -1,4 +1,4 @@
-"""Page views: short; logic lives on the models and in jobs.slurm."""
+"""Page views: short; logic lives on the models and in jobs.cluster."""
 
 from django.conf import settings
 from django.contrib import messages
@@ -12,10 +12,10 @@ from django.views.decorators.http import require_POST
 from frontend.forms import ClusterAccountForm
 from jobs import lifecycle, usage
 from jobs.access import sees_every_job
+from jobs.cluster import files, pool, ssh
 from jobs.launch import LaunchForm, launch_initial, partition_limits, tensorboard_initial
 from jobs.models import ApiToken, ClusterAccount, ContainerImage, Job, Tag
 from jobs.models.attempts import usage_of
-from jobs.slurm import files, operations, ssh
 from jobs.text import quoted
 from portal.throttle import throttled
 
@@ -180,7 +180,7 @@ def job_logs(request, pk: int, stream: str):
         raise Http404("no such log")
     try:
         tail = files.read_job_log(job, stream)
-    except ssh.SlurmError as exc:
+    except ssh.ClusterError as exc:
         return JsonResponse(
             {"error": f"Could not read the log from {job.cluster.name}: {exc}"}, status=502
         )
@@ -203,14 +203,12 @@ def _on_work_dir(job, operation, missing: str):
     if not job.work_dir or job.cluster_account is None:
         raise _WorkDirFailure("The job has no work directory yet.", 404)
     try:
-        return operations.on_account(
-            job.cluster_account, lambda conn: operation(conn, job.work_dir)
-        )
+        return pool.with_connection(job.cluster_account, lambda conn: operation(conn, job.work_dir))
     except (files.BadPath, files.NotARegularFile) as exc:
         raise _WorkDirFailure(str(exc), 400) from None
     except FileNotFoundError:
         raise _WorkDirFailure(missing, 404) from None
-    except (ssh.SlurmError, OSError) as exc:
+    except (ssh.ClusterError, OSError) as exc:
         raise _WorkDirFailure(f"Could not reach it on {job.cluster.name}: {exc}", 502) from None
 
 
@@ -276,7 +274,7 @@ def job_file_download(request, pk: int):
         sent = 0
         while sent < size:
             want = min(chunk, size - sent)
-            data = operations.on_account(
+            data = pool.with_connection(
                 account, lambda conn, at=sent, n=want: files.read_chunk(conn, path, at, n)
             )
             if not data:
@@ -339,10 +337,10 @@ def token_revoke(request, pk: int):
 def account_test(request, pk: int):
     cluster_account = get_object_or_404(ClusterAccount.objects.filter(user=request.user), pk=pk)
     try:
-        who = operations.on_account(
+        who = pool.with_connection(
             cluster_account, lambda conn: conn.run(["whoami"])
         ).stdout.strip()
-    except ssh.SlurmError as exc:
+    except ssh.ClusterError as exc:
         return JsonResponse({"ok": False, "message": str(exc)})
     return JsonResponse(
         {"ok": True, "message": f"Connected to {cluster_account.cluster.name} as {who}."}

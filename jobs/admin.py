@@ -10,6 +10,7 @@ from django.db.models import Count
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from jobs.cluster import pool, ssh
 from jobs.models import (
     Cluster,
     ClusterAccount,
@@ -21,7 +22,6 @@ from jobs.models import (
     Partition,
     Tag,
 )
-from jobs.slurm import ssh
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -137,7 +137,7 @@ class ClusterAdmin(admin.ModelAdmin):
                 )
                 continue
             if cluster.scheduler == Cluster.Scheduler.HTCONDOR:
-                devices = operations.on_account(account, condor.gpu_devices)
+                devices = pool.with_connection(account, condor.gpu_devices)
                 if devices is None:
                     self.message_user(
                         request, f"{cluster.name}: condor_status did not answer.", messages.ERROR
@@ -145,7 +145,7 @@ class ClusterAdmin(admin.ModelAdmin):
                     continue
                 report = record_devices(cluster, devices)
             else:
-                nodes = operations.on_account(account, operations.free_on_nodes)
+                nodes = pool.with_connection(account, operations.free_on_nodes)
                 if nodes is None:
                     self.message_user(
                         request, f"{cluster.name}: sinfo did not answer.", messages.ERROR
@@ -162,7 +162,7 @@ class ClusterAdmin(admin.ModelAdmin):
         for cluster in queryset:
             try:
                 key = ssh.fetch_host_key(cluster.ssh_host, cluster.ssh_port)
-            except ssh.SlurmError as exc:
+            except ssh.ClusterError as exc:
                 self.message_user(request, f"{cluster.name}: {exc}", messages.ERROR)
                 continue
             old = cluster.host_key_fingerprint if cluster.host_key else "none"

@@ -146,7 +146,7 @@ def last_notebook_dir(user) -> str:
 def tensorboard_initial(job: Job) -> dict:
     """A TensorBoard session on ``job``'s runs: its work directory as the folder, on its
     cluster, in its image if that has TensorBoard (else the first image that has)."""
-    from jobs.slurm.scripts import work_root
+    from jobs.cluster.workdir import work_root
 
     initial: dict = {
         "kind": Job.Kind.TENSORBOARD,

@@ -5,8 +5,10 @@ An adapter turns its scheduler's commands and output into ``Status``: the portal
 (jobs/models/choices.py), the reason in words, the node, times and exit code. ``Job``
 applies only these neutral values (``Job.apply_scheduler_status``). Two adapters:
 Slurm (jobs/slurm/: commands in operations.py, parsing in parsers.py, mapping in
-status.py, scripts in scripts.py) and HTCondor (jobs/htcondor/, the same split, reusing
-the Slurm package's job-script body and SSH layer); ``Cluster.scheduler`` chooses.
+status.py, #SBATCH header in scripts.py) and HTCondor (jobs/htcondor/, the same split, its
+submit description in submit.py); both build on the scheduler-neutral jobs/cluster/ (SSH,
+work directories, the job script's body) and never on each other. ``Cluster.scheduler``
+chooses.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from typing import TYPE_CHECKING, Protocol
 from jobs.models.choices import State
 
 if TYPE_CHECKING:
+    from jobs.cluster.ssh import Connection
     from jobs.models import Cluster, Job
-    from jobs.slurm.ssh import Connection
 
 # Bound of a stored pending reason (Job.pending_reason's max_length).
 REASON_MAX_LENGTH = 200
@@ -88,7 +90,7 @@ class Scheduler(Protocol):
         ...
 
     def render_array(self, array, members: list, work_dir: str, system_interval: float = 0) -> str:
-        """What ``submit_array`` sends for an array's members (jobs.slurm.scripts.Member)."""
+        """What ``submit_array`` sends for an array's members (jobs.cluster.jobscript.Member)."""
         ...
 
     def member_id(self, array_id: str, index: int) -> str:

@@ -1,5 +1,5 @@
 """Celery tasks: thin. They take ids, reload rows, return quietly if the job has
-moved on, and call model and ``jobs.slurm`` code."""
+moved on, and call model, scheduler (jobs.schedulers) and ``jobs.cluster`` code."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs import schedulers, sessions
+from jobs.cluster import files, pool, ssh, workdir
 from jobs.metrics.tasks import tail_metrics
 from jobs.models import Cluster, ClusterAccount, Job, JobArray, JobAttempt, choices
-from jobs.slurm import files, operations, scripts, ssh
 from jobs.task_helpers import backoff, limits, single_flight
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ def submit_job(self, job_id: int) -> None:
         )
         return
     try:
-        work_dir = scripts.job_work_dir(job, account.username)
+        work_dir = workdir.job_work_dir(job, account.username)
         secret, register_url = "", ""
         if job.has_session:
             secret, register_url = sessions.links().prepare(job)
@@ -62,13 +62,13 @@ def submit_job(self, job_id: int) -> None:
         script = scheduler.render(
             job, work_dir, register_url, metrics_url, settings.PORTAL_SYSTEM_METRICS_INTERVAL
         )
-        submission = operations.on_account(
+        submission = pool.with_connection(
             account,
             lambda conn: scheduler.submit(
                 conn, work_dir, job.slurm_name, script, secret, metrics_token
             ),
         )
-    except (ssh.SlurmError, scripts.ScriptError, ValueError) as exc:
+    except (ssh.ClusterError, workdir.ScriptError, ValueError) as exc:
         _submit_failed(self, exc, job, f"job {job_id}", [job])
         return
     moved = job.transition(
@@ -85,7 +85,7 @@ def submit_job(self, job_id: int) -> None:
         # Cancelled while we were submitting: do not leave an orphan running.
         job.refresh_from_db()
         if job.state == Job.State.CANCELLED:
-            operations.on_account(
+            pool.with_connection(
                 account,
                 lambda conn: schedulers.for_cluster(job.cluster).cancel(
                     conn, submission.scheduler_id, job.slurm_name
@@ -98,7 +98,7 @@ def _submit_failed(task, exc: Exception, claimed, what: str, jobs: list[Job]) ->
     """A submission failed: a transient cluster error retries the task (the submit claim
     released); anything else, or too many retries, ends each queued job of ``jobs``
     submit_failed with the reason."""
-    transient = isinstance(exc, ssh.SlurmError) and exc.transient
+    transient = isinstance(exc, ssh.ClusterError) and exc.transient
     if transient and task.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
         claimed.release_submit_claim()
         log.warning("submit of %s failed (%s); retrying", what, exc)
@@ -148,7 +148,7 @@ def submit_array(self, array_id: int) -> None:
     from jobs.metrics.ingest import issue_token
 
     try:
-        work_dir = scripts.array_work_dir(array, account.username, members[0].work_dir_kind)
+        work_dir = workdir.array_work_dir(array, account.username, members[0].work_dir_kind)
         tokens = [(job.array_index or 0, issue_token(job)) for job in members]
         scheduler = schedulers.for_cluster(array.cluster)
         script = scheduler.render_array(
@@ -157,11 +157,11 @@ def submit_array(self, array_id: int) -> None:
             work_dir,
             settings.PORTAL_SYSTEM_METRICS_INTERVAL,
         )
-        submission = operations.on_account(
+        submission = pool.with_connection(
             account,
             lambda conn: scheduler.submit_array(conn, work_dir, array.slurm_name, script, tokens),
         )
-    except (ssh.SlurmError, scripts.ScriptError, ValueError) as exc:
+    except (ssh.ClusterError, workdir.ScriptError, ValueError) as exc:
         _submit_failed(self, exc, array, f"job array {array_id}", members)
         return
     now = timezone.now()
@@ -187,7 +187,7 @@ def submit_array(self, array_id: int) -> None:
             job.refresh_from_db()
             if job.state == Job.State.CANCELLED:  # cancelled while we were submitting
                 Job.objects.filter(pk=job.pk).update(scheduler_job_id=task_id)
-                operations.on_account(
+                pool.with_connection(
                     account, lambda conn, t=task_id: scheduler.cancel(conn, t, array.slurm_name)
                 )
 
@@ -254,10 +254,10 @@ def _sync_account(group: list[Job]) -> int:
         return 0
     scheduler = schedulers.for_cluster(account.cluster)
     try:
-        statuses = operations.on_account(
+        statuses = pool.with_connection(
             account, lambda conn: scheduler.statuses(conn, account.username, group)
         )
-    except ssh.SlurmError as exc:
+    except ssh.ClusterError as exc:
         log.warning("sync of %s skipped, states unchanged: %s", account, exc)
         return 0
     changed = 0
@@ -327,7 +327,7 @@ def record_attempts(self, job_ids: list[int]) -> None:
     for group in by_account(Job.objects.filter(pk__in=job_ids[:1000])):
         try:
             runs = _attempts_of(group)
-        except ssh.SlurmError as exc:
+        except ssh.ClusterError as exc:
             if exc.transient:
                 raise self.retry(countdown=backoff(self.request.retries)) from None
             log.warning("attempts of %s not read: %s", [j.pk for j in group], exc)
@@ -347,7 +347,7 @@ def _attempts_of(group: list[Job]) -> dict[str, list[schedulers.Attempt]]:
     if account is None:  # grouped by cluster_account_id: never
         return {}
     scheduler = schedulers.for_cluster(account.cluster)
-    return operations.on_account(
+    return pool.with_connection(
         account, lambda conn: scheduler.attempts(conn, account.username, group)
     )
 
@@ -359,10 +359,10 @@ def discover_sessions(account, running_jobs) -> None:
         return  # every sync passes here: no query when there is nothing to find
     for job in sessions.links().waiting(notebooks):
         try:
-            info = operations.on_account(
+            info = pool.with_connection(
                 account, lambda conn, j=job: files.read_connection_file(conn, j.work_dir)
             )
-        except ssh.SlurmError as exc:
+        except ssh.ClusterError as exc:
             log.info("connection file of job %s not readable yet: %s", job.pk, exc)
             continue
         if info is not None and job.node:
@@ -413,8 +413,8 @@ def _act_on_job(task, job: Job, doing: str, operation) -> None:
     others are recorded on the job; then the outcome is synced at once rather than at
     the next periodic sync."""
     try:
-        operations.on_account(job.cluster_account, operation)
-    except ssh.SlurmError as exc:
+        pool.with_connection(job.cluster_account, operation)
+    except ssh.ClusterError as exc:
         if exc.transient and task.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
             raise task.retry(exc=exc, countdown=backoff(task.request.retries)) from None
         job.update_details(message=f"{doing} failed: {exc}")
@@ -478,7 +478,7 @@ def read_error_tail(self, job_id: int) -> None:
         return
     try:
         tail = files.read_job_log(job, "stderr", max_bytes=ERROR_TAIL_BYTES)
-    except ssh.SlurmError as exc:
+    except ssh.ClusterError as exc:
         if exc.transient:
             raise self.retry(countdown=backoff(self.request.retries)) from None
         log.warning("stderr of job %s not read: %s", job_id, exc)

@@ -38,9 +38,9 @@ from jobs.api.serializers import (
     JobDetailSerializer,
     JobSerializer,
 )
+from jobs.cluster import files, ssh
 from jobs.metrics.views import MetricsActions
 from jobs.models import Cluster, ContainerImage, Job
-from jobs.slurm import files, ssh
 
 
 class ClusterError(APIException):
@@ -300,7 +300,7 @@ class JobViewSet(
             offset = int(offset)
         try:
             tail = files.read_job_log(job, stream, offset=offset)
-        except ssh.SlurmError as exc:
+        except ssh.ClusterError as exc:
             raise ClusterError(f"Could not read the log from {job.cluster.name}: {exc}") from None
         return Response(
             {

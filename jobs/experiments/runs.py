@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import shlex
 
+from jobs.cluster.jobscript import Member
 from jobs.models import Job
-from jobs.slurm.scripts import Member
 
 PARAMS_FILE = "params.json"
 

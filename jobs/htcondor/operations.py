@@ -11,11 +11,11 @@ from __future__ import annotations
 import logging
 import re
 
+from jobs.cluster import ssh
+from jobs.cluster.workdir import ENTER_WORK_DIR, MEMBER_DIRS, WORK_DIR_SECRETS
 from jobs.htcondor import parsers
 from jobs.htcondor.submit import SEPARATOR
 from jobs.schedulers import Attempt, Submission
-from jobs.slurm import ssh
-from jobs.slurm.operations import ENTER_WORK_DIR, MEMBER_DIRS, WORK_DIR_SECRETS
 
 log = logging.getLogger(__name__)
 

@@ -7,15 +7,15 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from jobs.cluster import ssh
 from jobs.htcondor import operations, parsers, submit
 from jobs.htcondor.status import to_status
 from jobs.models.choices import State
 from jobs.schedulers import Attempt, Status, Submission
-from jobs.slurm import ssh
 
 if TYPE_CHECKING:
+    from jobs.cluster.ssh import Connection
     from jobs.models import Job
-    from jobs.slurm.ssh import Connection
 
 
 log = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ class HTCondor:
         if running:
             try:
                 claims = operations.claims(conn, running)
-            except ssh.SlurmError as exc:
+            except ssh.ClusterError as exc:
                 log.warning("condor_status: claims unknown, nodes as confirmed before: %s", exc)
         for scheduler_id, ad in found.items():
             job = by_id[scheduler_id]

@@ -1,6 +1,6 @@
 """Render a Job into an HTCondor submit description and the job script it runs.
 
-The job script is the same body as on Slurm (jobs/slurm/scripts.py: wrapper, metrics
+The job script is the same body as on Slurm (jobs/cluster/jobscript.py: wrapper, metrics
 client, payloads) under a header of plain shell lines instead of #SBATCH directives. What
 the portal submits and keeps as the job's script is both, one after the other: the submit
 description (``job.sub``), a separator line, then the script (``job.sh``).
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import re
 
+from jobs.cluster import jobscript
+from jobs.cluster.workdir import ScriptError
 from jobs.htcondor.status import TIME_LIMIT_ATTRIBUTE
 from jobs.models import ContainerImage, Job
-from jobs.slurm import scripts
-from jobs.slurm.scripts import ScriptError
 
 # Between job.sub and job.sh in what is submitted (never a line of the description).
 SEPARATOR = "#-- portal: end of job.sub; job.sh follows --"
@@ -147,7 +147,7 @@ def render(
     metrics_url: str = "",
     system_interval: float = 0,
 ) -> str:
-    script = scripts.render(
+    script = jobscript.render(
         job,
         work_dir,
         register_url,
@@ -164,7 +164,7 @@ def render_array(array, members: list, work_dir: str, system_interval: float = 0
     """One cluster of procs for an array's members (``queue N``; HTCondor's job array)."""
     if not members:
         raise ScriptError("an array needs members")
-    script = scripts.render_array(
+    script = jobscript.render_array(
         array, members, work_dir, system_interval, header=header(members[0].job), container=False
     )
     lines = description(

@@ -12,9 +12,9 @@ import logging
 from django.conf import settings
 from django.db import transaction
 
+from jobs.cluster import files, pool
 from jobs.metrics import ingest
 from jobs.metrics.models import MetricFile
-from jobs.slurm import files, operations
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def tail_job(job, max_passes: int = 1) -> int:
     inserted = 0
     for _ in range(max_passes):
         offsets = dict(MetricFile.objects.filter(job=job).values_list("name", "offset"))
-        listed = operations.on_account(
+        listed = pool.with_connection(
             job.cluster_account, lambda conn: files.list_metric_files(conn, directory)
         )
         budget = settings.PORTAL_METRICS_TAIL_BYTES
@@ -43,7 +43,7 @@ def tail_job(job, max_passes: int = 1) -> int:
             if size <= start or budget <= 0:
                 continue
             try:
-                data = operations.on_account(
+                data = pool.with_connection(
                     job.cluster_account,
                     lambda conn, n=name, s=start, b=budget: files.read_chunk(
                         conn, f"{directory}/{n}", s, b

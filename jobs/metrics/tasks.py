@@ -7,9 +7,9 @@ import logging
 
 from celery import shared_task
 
+from jobs.cluster import ssh
 from jobs.metrics.tail import tail_job
 from jobs.models import Job
-from jobs.slurm import ssh
 from jobs.task_helpers import limits, single_flight
 
 log = logging.getLogger(__name__)
@@ -31,5 +31,5 @@ def tail_metrics(self, job_id: int, final: bool = False) -> None:
             return
         try:
             tail_job(job, max_passes=50 if final else 1)
-        except ssh.SlurmError as exc:
+        except ssh.ClusterError as exc:
             log.warning("metrics of job %s not read: %s", job_id, exc)

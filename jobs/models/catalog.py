@@ -201,7 +201,7 @@ class ImageCheck(models.Model):
         """Check ``images`` on ``cluster`` in one SSH command, as the admin's own cluster
         account or else the cluster's service account (never as another user), and record
         the outcome per image."""
-        from jobs.slurm import image_check, operations, ssh
+        from jobs.cluster import image_check, pool, ssh
 
         images = list(images)
         account = (
@@ -217,12 +217,12 @@ class ImageCheck(models.Model):
             ] * len(images)
         else:
             try:
-                found = operations.on_account(
+                found = pool.with_connection(
                     account, lambda conn: image_check.check_images(conn, images)
                 )
                 mark = {True: "✔", False: "✘", None: "·"}
                 findings = [[f"{mark[f.ok]} {f.text}" for f in each] for each in found]
-            except (ssh.SlurmError, ValidationError) as exc:
+            except (ssh.ClusterError, ValidationError) as exc:
                 findings = [[f"✘ could not check on {cluster.name}: {exc}"]] * len(images)
         now = timezone.now()
         checks: list[ImageCheck] = []

@@ -172,7 +172,7 @@ class Seen:
 
 
 def seen_types(nodes) -> dict[str, Seen]:
-    """GPU types on ``nodes`` (jobs.slurm.parsers.NodeFree: gpus by GRES type, features);
+    """GPU types on ``nodes`` (jobs.slurm.sinfo.NodeFree: gpus by GRES type, features);
     untyped GPUs ("gpu:2") have no name to describe and are left out."""
     found: dict[str, Seen] = {}
     for node in nodes:

@@ -8,7 +8,9 @@ import logging
 from datetime import datetime
 
 from jobs.schedulers import Attempt
-from jobs.slurm.parsers import _epoch, _load, _number, _sacct_ids, _text, sacct_owner
+from jobs.slurm.arrays import sacct_ids
+from jobs.slurm.json_fields import _epoch, _load, _number, _text
+from jobs.slurm.parsers import sacct_owner
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +79,7 @@ def parse_attempts(
                 account=_text(entry.get("account"))[:64],
             )
             order = (_number(times.get("submission")) or 0, start)
-            for scheduler_id in _sacct_ids(entry, job_id):
+            for scheduler_id in sacct_ids(entry, job_id):
                 if expected.get(scheduler_id) != _text(entry.get("name")):
                     continue
                 runs = found.setdefault(scheduler_id, [])

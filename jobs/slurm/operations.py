@@ -10,9 +10,12 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from jobs.cluster import ssh
+from jobs.cluster.workdir import ENTER_WORK_DIR, MEMBER_DIRS, WORK_DIR_SECRETS
 from jobs.schedulers import Attempt, Submission
-from jobs.slurm import parsers, pool, ssh
+from jobs.slurm import arrays, parsers, sinfo
 from jobs.slurm.attempts import parse_attempts
+from jobs.slurm.json_fields import Unparsable
 
 log = logging.getLogger(__name__)
 
@@ -32,37 +35,6 @@ def run(
     return ssh.run_scheduler_command(
         conn, argv, parsers.is_transient, stdin=stdin, check=check, max_bytes=max_bytes
     )
-
-
-# What every submit step starts with, on the login node, with $dir set: the work
-# directory (private), entered. Then, for one job, WORK_DIR_SECRETS; for an array,
-# MEMBER_DIRS (with $count set). Shared by every adapter's submit step.
-ENTER_WORK_DIR = r"""
-(umask 077 && mkdir -p -- "$dir")
-cd -- "$dir"
-"""
-# stdin: a line with the notebook's registration secret, a line with the metrics upload
-# token (either may be empty). Both go to private files, never onto a command line.
-WORK_DIR_SECRETS = r"""
-IFS= read -r secret || true
-IFS= read -r metrics_token || true
-if [ -n "$secret" ]; then (umask 077 && printf '%s\n' "$secret" > .portal_secret); fi
-if [ -n "$metrics_token" ]; then
-    (umask 077 && printf '%s\n' "$metrics_token" > .portal_metrics_token)
-fi
-"""
-# stdin: one line per member, "<index> <metrics upload token>": each member's directory
-# (the scheduler opens its logs there before the script runs) with its private token.
-MEMBER_DIRS = r"""
-i=0
-while [ "$i" -lt "$count" ]; do
-    IFS=' ' read -r index token || { echo "portal: member list cut short" >&2; exit 3; }
-    case $index in ''|*[!0-9]*) echo "portal: bad member index" >&2; exit 3 ;; esac
-    (umask 077 && mkdir -p -- "$index")
-    if [ -n "$token" ]; then (umask 077 && printf '%s\n' "$token" > "$index/.portal_metrics_token"); fi
-    i=$((i + 1))
-done
-"""
 
 
 # How both submit steps end: keep the script in the work directory and submit it unless
@@ -188,7 +160,7 @@ def query(
     ).stdout
     try:
         live = parsers.parse_squeue_json(out, username)
-    except parsers.Unparsable as exc:
+    except Unparsable as exc:
         raise SchedulerUnavailable(str(exc)) from None
     found = parsers.match_jobs(live, expected)
     short = [i for i, st in found.items() if st.state == "pending" and st.reason == "Resources"]
@@ -204,13 +176,13 @@ def query(
     return found
 
 
-def free_on_nodes(conn: ssh.Connection) -> list[parsers.NodeFree] | None:
+def free_on_nodes(conn: ssh.Connection) -> list[sinfo.NodeFree] | None:
     """What every node has free (one ``sinfo --json``); None when sinfo cannot say: a
     pending job then keeps the general 'waiting for free resources'."""
     try:
         out = run(conn, ["sinfo", "--json"], max_bytes=16 * 1024 * 1024).stdout
-        return parsers.parse_sinfo_json(out)
-    except (ssh.CommandFailed, parsers.Unparsable) as exc:
+        return sinfo.parse_sinfo_json(out)
+    except (ssh.CommandFailed, Unparsable) as exc:
         log.warning("sinfo: free resources unknown (%s)", exc)
         return None
 
@@ -231,7 +203,7 @@ def accounting(
         raise SchedulerUnavailable(f"sacct failed: {acct.stderr.strip()}", stderr=acct.stderr)
     try:
         statuses = parsers.parse_sacct_json(acct.stdout, username)
-    except parsers.Unparsable as exc:
+    except Unparsable as exc:
         raise SchedulerUnavailable(str(exc)) from None
     settled = parsers.match_jobs(statuses, expected)
     final = {i: s for i, s in settled.items() if s.is_final and s.signal is None}
@@ -252,7 +224,7 @@ def accounting(
         ).stdout
         for job_id, (code, signal) in parsers.exit_codes(text, username, final).items():
             settled[job_id] = replace(settled[job_id], exit_code=code, signal=signal)
-    settled.update(parsers.remainder_tasks(statuses, expected, settled))
+    settled.update(arrays.remainder_tasks(statuses, expected, settled))
     return settled
 
 
@@ -277,7 +249,7 @@ def attempts(
         raise SchedulerUnavailable(f"sacct failed: {acct.stderr.strip()}", stderr=acct.stderr)
     try:
         return parse_attempts(acct.stdout, username, expected)
-    except parsers.Unparsable as exc:
+    except Unparsable as exc:
         raise SchedulerUnavailable(str(exc)) from None
 
 
@@ -305,8 +277,3 @@ def release(conn: ssh.Connection, username: str, scheduler_id: str, job_name: st
     if not query(conn, username, {scheduler_id: job_name}):
         raise ssh.CommandFailed(f"Slurm job {scheduler_id} is no longer this job; not released.")
     run(conn, ["scontrol", "release", scheduler_id])
-
-
-def on_account(account, operation):
-    """Run ``operation(conn)`` on the account's pooled connection (one reconnect)."""
-    return pool.with_connection(account, operation)

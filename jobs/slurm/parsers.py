@@ -1,14 +1,17 @@
-"""Pure functions from Slurm's output to data. No I/O here: tests feed captured output."""
+"""Pure functions from squeue, sacct and sbatch output to data (sinfo: sinfo.py; array task
+lists: arrays.py). No I/O here: tests feed captured output."""
 
 from __future__ import annotations
 
-import json
 import logging
 import re
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import datetime
 
 from jobs.models.choices import FINAL_STATES
+from jobs.slurm.arrays import sacct_ids, squeue_ids
+from jobs.slurm.json_fields import _epoch, _json_state, _load, _none_if_null, _number, _text
+from jobs.slurm.sinfo import NodeFree
 from jobs.slurm.status import map_state
 
 log = logging.getLogger(__name__)
@@ -33,94 +36,6 @@ SACCT_FIELDS = (
 
 # A scheduler id the portal stores: a job's number, or an array task's "ARRAY_TASK".
 SCHEDULER_ID = re.compile(r"\d+(_\d+)?\Z")
-# At most this many tasks are read from one pending array record ("0-999%4"); Slurm's own
-# MaxArraySize defaults to 1001.
-MAX_ARRAY_TASKS = 100_000
-
-
-def array_tasks(spec: str) -> list[int]:
-    """Task ids of a pending array record's ``array_task_string``: '2-5%2' -> [2, 3, 4, 5],
-    '1,3,8-12:2' -> [1, 3, 8, 10, 12]. A malformed spec raises ValueError; more than
-    MAX_ARRAY_TASKS tasks too (a record is never read in part)."""
-    spec = spec.split("%")[0].strip()
-    tasks: list[int] = []
-    for item in spec.split(","):
-        match = re.fullmatch(r"(\d{1,9})(?:-(\d{1,9})(?::(\d{1,9}))?)?", item.strip())
-        if not match:
-            raise ValueError(f"unreadable array task list {spec[:80]!r}")
-        low = int(match.group(1))
-        high = int(match.group(2)) if match.group(2) else low
-        step = int(match.group(3)) if match.group(3) else 1
-        if high < low or step < 1 or len(tasks) + (high - low) // step + 1 > MAX_ARRAY_TASKS:
-            raise ValueError(f"array task list {spec[:80]!r} out of bounds")
-        tasks.extend(range(low, high + 1, step))
-    return tasks
-
-
-def _squeue_ids(entry: dict, job_id: int) -> list[str]:
-    """The scheduler ids one squeue record stands for: a job's own id, an array task's
-    'ARRAY_TASK', or every task still pending in an array's one record."""
-    array_id = _number(entry.get("array_job_id"))
-    if not array_id:
-        return [str(job_id)]
-    task = _number(entry.get("array_task_id"))
-    if task is not None:
-        return [f"{array_id}_{task}"]
-    spec = _text(entry.get("array_task_string"))
-    if not spec:
-        return [str(job_id)]
-    return [f"{array_id}_{t}" for t in array_tasks(spec)]
-
-
-def bitmap_tasks(value: str) -> list[int]:
-    """Task ids of sacct's ``array.task`` bitmap ('0x1E' -> [1, 2, 3, 4]): the tasks an
-    array's own record still stood for when it ended (pending tasks cancelled together)."""
-    if not re.fullmatch(r"0x[0-9A-Fa-f]{1,25000}", value):
-        raise ValueError(f"unreadable array task bitmap {value[:40]!r}")
-    bits = int(value, 16)
-    if bits.bit_length() > MAX_ARRAY_TASKS:
-        raise ValueError("array task bitmap out of bounds")
-    return [i for i in range(bits.bit_length()) if bits >> i & 1]
-
-
-# An array's own record that ended without saying which tasks it still stood for.
-REMAINDER = "_*"
-
-
-def _sacct_ids(entry: dict, job_id: int) -> list[str]:
-    """The scheduler ids one sacct record stands for (see _squeue_ids): a job, an array
-    task, or the tasks of an array's own record, whose ``task`` is a bitmap. Without the
-    bitmap (seen when tasks waiting behind the throttle were cancelled as the array's
-    next task was being started) the record is ``<array>_*``: see remainder_tasks()."""
-    array = a if isinstance(a := entry.get("array"), dict) else {}
-    array_id = _number(array.get("job_id"))
-    if not array_id:
-        return [str(job_id)]
-    task = _number(array.get("task_id"))
-    if task is not None:
-        return [f"{array_id}_{task}"]
-    bitmap = _text(array.get("task"))
-    if bitmap:
-        return [f"{array_id}_{t}" for t in bitmap_tasks(bitmap)]
-    return [f"{array_id}{REMAINDER}" if array_id == job_id else str(job_id)]
-
-
-def remainder_tasks(
-    statuses: list[SlurmJob], expected: dict[str, str], settled: dict[str, SlurmJob]
-) -> dict[str, SlurmJob]:
-    """Tasks of ``expected`` that accounting gave no record of their own, settled by their
-    array's own record once that has ended: the tasks that never left it (a task that
-    started has its own record, one still waiting is in squeue) ended with it. Only under
-    the array's name, like match_jobs()."""
-    found: dict[str, SlurmJob] = {}
-    for status in statuses:
-        if not status.scheduler_id.endswith(REMAINDER) or not status.is_final:
-            continue
-        prefix = status.scheduler_id.removesuffix("*")
-        for job_id, name in expected.items():
-            if job_id.startswith(prefix) and job_id not in settled and name == status.name:
-                found[job_id] = replace(status, scheduler_id=job_id)
-    return found
 
 
 @dataclass(frozen=True)
@@ -175,48 +90,6 @@ def parse_exit_code(value: str) -> tuple[int | None, int | None]:
     return int(match.group(1)), int(match.group(2))
 
 
-def _none_if_null(value: str) -> str:
-    value = value.strip()
-    return "" if value in {"(null)", "None", "N/A", "n/a"} else value
-
-
-class Unparsable(ValueError):
-    """The command's output as a whole is not what it should be (not one bad job)."""
-
-
-def _number(value) -> int | None:
-    """A JSON number as Slurm writes it: a plain integer (22.05) or, from 23.02 on,
-    ``{"set": true, "infinite": false, "number": N}``. None when unset or not a number."""
-    if isinstance(value, dict):
-        if not value.get("set", True) or value.get("infinite"):
-            return None
-        value = value.get("number")
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value
-
-
-def _epoch(value) -> datetime | None:
-    seconds = _number(value)
-    if not seconds or seconds <= 0:
-        return None
-    try:
-        return datetime.fromtimestamp(seconds, tz=UTC)
-    except (OverflowError, OSError, ValueError):
-        return None
-
-
-def _text(value) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _json_state(value) -> str:
-    """'RUNNING' (22.05) or ['RUNNING', 'COMPLETING'] (23.02 on): the base state first."""
-    if isinstance(value, list):
-        value = value[0] if value and isinstance(value[0], str) else ""
-    return _text(value)
-
-
 def _json_exit(value) -> tuple[int | None, int | None]:
     """squeue's exit_code: a raw wait status (22.05: 768 is exit 3, 9 is signal 9) or,
     from 23.02 on, {"return_code": N, "signal": {"id": N}}."""
@@ -231,20 +104,6 @@ def _json_exit(value) -> tuple[int | None, int | None]:
     if raw & 0x7F:
         return 0, raw & 0x7F
     return (raw >> 8) & 0xFF, 0
-
-
-def _load(output: str, command: str, key: str = "jobs") -> list:
-    """The ``jobs`` (or ``nodes``) list of a ``--json`` answer. Slurm escapes every string
-    it writes, so a job's name or comment cannot change the structure; a damaged document
-    is Unparsable."""
-    try:
-        document = json.loads(output)
-    except (ValueError, RecursionError) as exc:
-        raise Unparsable(f"{command} --json printed no JSON document: {exc}") from None
-    entries = document.get(key) if isinstance(document, dict) else None
-    if not isinstance(entries, list):
-        raise Unparsable(f"{command} --json printed no list of {key}")
-    return entries
 
 
 def parse_squeue_json(output: str, username: str) -> list[SlurmJob]:
@@ -286,7 +145,7 @@ def parse_squeue_json(output: str, username: str) -> list[SlurmJob]:
                     estimated_start=_epoch(entry.get("start_time")) if state == "PENDING" else None,
                     partition=_partition(entry),
                 )
-                for scheduler_id in _squeue_ids(entry, job_id)
+                for scheduler_id in squeue_ids(entry, job_id)
             )
         except ValueError as exc:
             log.warning("squeue: skipped a job entry (%s)", exc)
@@ -353,7 +212,7 @@ def parse_sacct_json(output: str, username: str) -> list[SlurmJob]:
                 raise ValueError("no job_id")
             map_state(state)
             times = t if isinstance(t := entry.get("time"), dict) else {}
-            ids = _sacct_ids(entry, job_id)
+            ids = sacct_ids(entry, job_id)
             exit_info = entry.get("exit_code")
             signal = None
             if isinstance(exit_info, dict) and _text(exit_info.get("status")) == "SIGNALED":
@@ -484,89 +343,3 @@ def is_transient(stderr: str) -> bool:
 
 def accounting_disabled(stderr: str) -> bool:
     return "accounting storage is disabled" in stderr.lower()
-
-
-# -- what the nodes have free ----------------------------------------------------
-
-# Node states and flags under which Slurm starts nothing new on a node.
-_UNUSABLE = {
-    "DOWN",
-    "DRAIN",
-    "DRAINED",
-    "DRAINING",
-    "FAIL",
-    "FAILING",
-    "MAINTENANCE",
-    "POWERED_DOWN",
-    "POWER_DOWN",
-    "NOT_RESPONDING",
-    "RESERVED",
-    "FUTURE",
-    "UNKNOWN",
-}
-
-
-@dataclass(frozen=True)
-class NodeFree:
-    """What one node could still give a job."""
-
-    name: str
-    partitions: tuple[str, ...]
-    usable: bool
-    cpus: int
-    memory_mb: int
-    gpus: tuple[tuple[str, int], ...]  # (type or '', free count)
-    features: tuple[str, ...] = ()
-
-    def free_gpus(self, gpu_type: str = "") -> int:
-        if not gpu_type:
-            return sum(n for _, n in self.gpus)
-        if gpu_type in self.features:
-            return sum(n for _, n in self.gpus)
-        return sum(n for t, n in self.gpus if t == gpu_type)
-
-
-def _gres_counts(value: str) -> dict[str, int]:
-    """'gpu:v100:4(S:0-1),gpu:a100:2' -> {'v100': 4, 'a100': 2}; 'gpu:2' -> {'': 2}."""
-    counts: dict[str, int] = {}
-    for item in value.split(","):
-        parts = item.split("(")[0].split(":")
-        if parts[0] != "gpu" or len(parts) < 2:
-            continue
-        kind, count = (parts[1], parts[2]) if len(parts) >= 3 else ("", parts[1])
-        if count.isdigit():
-            counts[kind] = counts.get(kind, 0) + int(count)
-    return counts
-
-
-def parse_sinfo_json(output: str) -> list[NodeFree]:
-    """``sinfo --json`` -> what each node has free (CPUs, memory, GPUs by type). Read by
-    key, like the job lists; a node entry that is not what it should be is skipped."""
-    entries = _load(output, "sinfo", "nodes")
-    nodes = []
-    for entry in entries[:10000]:
-        if not isinstance(entry, dict):
-            continue
-        cpus, alloc = _number(entry.get("cpus")), _number(entry.get("alloc_cpus")) or 0
-        memory, used = _number(entry.get("real_memory")), _number(entry.get("alloc_memory")) or 0
-        if cpus is None or memory is None:
-            continue
-        flags = f if isinstance(f := entry.get("state_flags"), list) else []
-        states = {_json_state(entry.get("state")).upper(), *(_text(f).upper() for f in flags)}
-        total, in_use = (
-            _gres_counts(_text(entry.get("gres"))),
-            _gres_counts(_text(entry.get("gres_used"))),
-        )
-        partitions = p if isinstance(p := entry.get("partitions"), list) else []
-        nodes.append(
-            NodeFree(
-                name=_text(entry.get("name")),
-                partitions=tuple(_text(p) for p in partitions),
-                usable=not (states & _UNUSABLE),
-                cpus=max(cpus - alloc, 0),
-                memory_mb=max(memory - used, 0),
-                gpus=tuple((t, max(n - in_use.get(t, 0), 0)) for t, n in sorted(total.items())),
-                features=tuple(f for f in _text(entry.get("active_features")).split(",") if f),
-            )
-        )
-    return nodes

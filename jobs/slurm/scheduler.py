@@ -11,8 +11,8 @@ from jobs.slurm import operations, scripts
 from jobs.slurm.status import to_status
 
 if TYPE_CHECKING:
+    from jobs.cluster.ssh import Connection
     from jobs.models import Job
-    from jobs.slurm.ssh import Connection
 
 
 class Slurm:

@@ -11,7 +11,8 @@ from jobs.schedulers import REASON_MAX_LENGTH, Status
 
 if TYPE_CHECKING:
     from jobs.models import Job
-    from jobs.slurm.parsers import NodeFree, SlurmJob
+    from jobs.slurm.parsers import SlurmJob
+    from jobs.slurm.sinfo import NodeFree
 
 # Every Slurm job state, mapped onto the portal's vocabulary.
 STATE_MAP = {

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from jobs.cluster import files
 from jobs.models import ApiToken, ContainerImage, Job
-from jobs.slurm import files
 from portal_client import cli
 from proxy.models import SessionLink
 from tests import factories
@@ -281,7 +281,7 @@ def test_wait_logs_keeps_the_jobs_exit_code_when_its_log_cannot_be_read(
     portal_env, monkeypatch, capsys
 ):
     from jobs import tasks
-    from jobs.slurm import ssh
+    from jobs.cluster import ssh
 
     def read_job_log(job, stream, max_bytes=None, offset=None):
         raise ssh.ClusterUnreachable("connection reset")

@@ -3,7 +3,7 @@
 
 import pytest
 
-from jobs.slurm import pool
+from jobs.cluster import pool
 
 
 @pytest.fixture(autouse=True)

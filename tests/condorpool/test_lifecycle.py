@@ -6,8 +6,8 @@ from decimal import Decimal
 import pytest
 
 from jobs import tasks
+from jobs.cluster import files, pool, ssh
 from jobs.models import ClusterAccount, Job
-from jobs.slurm import files, ssh
 from tests import factories
 from tests.conftest import as_pool_root
 from tests.devcluster.helpers import remote, run_until, submit_from_threads
@@ -242,11 +242,10 @@ def test_a_schedd_outage_never_marks_running_jobs_ended(condorpool, owner):
 def test_gpu_types_are_discovered_from_condor_status(condorpool, owner):
     from jobs.htcondor import operations as condor
     from jobs.models.gpus import record_devices
-    from jobs.slurm import operations
 
     condorpool.gpu_types.all().delete()
     account = ClusterAccount.for_user(condorpool, owner)
-    devices = operations.on_account(account, condor.gpu_devices)
+    devices = pool.with_connection(account, condor.gpu_devices)
     record_devices(condorpool, devices)
     described = {
         t.name: (str(t.compute_capability), t.memory_gb) for t in condorpool.gpu_types.all()

@@ -1,6 +1,6 @@
 import pytest
 
-from jobs.slurm import pool
+from jobs.cluster import pool
 
 
 @pytest.fixture(autouse=True)

@@ -4,8 +4,8 @@ import subprocess
 import time
 
 from jobs import tasks
+from jobs.cluster import pool
 from jobs.models import Job
-from jobs.slurm import operations
 from tests import factories
 
 
@@ -57,7 +57,7 @@ def submit_from_threads(job: Job, threads: int = 4) -> list[Exception]:
 
 def remote(account, argv):
     """The stdout of ``argv`` run over SSH as ``account``."""
-    return operations.on_account(account, lambda conn: conn.run(argv)).stdout
+    return pool.with_connection(account, lambda conn: conn.run(argv)).stdout
 
 
 def squeue_field(scheduler_id: str, field: str) -> str:

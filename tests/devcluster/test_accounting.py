@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from jobs.cluster import pool
 from jobs.models import Job
 from jobs.slurm import operations, parsers
 from tests import factories
@@ -18,7 +19,7 @@ def from_accounting(job: Job, timeout: float = 30) -> parsers.SlurmJob:
     account = job.cluster_account
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = operations.on_account(
+        found = pool.with_connection(
             account,
             lambda conn: operations.accounting(
                 conn, account.username, {job.scheduler_job_id: job.slurm_name}
@@ -48,7 +49,7 @@ def test_sacct_gives_the_final_state_and_exit_code(devcluster, owner):
     assert status.state == controller.state == "failed"
     # Under another name the same id is not this job (ids are reissued after a crash).
     account = failed.cluster_account
-    other = operations.on_account(
+    other = pool.with_connection(
         account,
         lambda conn: operations.accounting(
             conn, account.username, {failed.scheduler_job_id: "portal-0-someone"}

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from jobs.cluster import ssh
 from jobs.models import ClusterAccount
-from jobs.slurm import ssh
 from tests import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.devcluster]

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from jobs import tasks
+from jobs.cluster import files
 from jobs.metrics import ranks
 from jobs.metrics.models import MetricSeries
 from jobs.metrics.tail import tail_job
 from jobs.models import Job
-from jobs.slurm import files
 from tests import factories
 from tests.devcluster.helpers import remote, run_until
 

@@ -9,6 +9,7 @@ from decimal import Decimal
 import pytest
 
 from jobs import tasks
+from jobs.cluster import pool
 from jobs.launch import LaunchForm
 from jobs.models import GpuType, Job
 from jobs.models.gpus import record_discovery
@@ -23,7 +24,7 @@ def test_discovery_describes_both_types_from_sinfo(devcluster, owner):
     GpuType.objects.filter(cluster=devcluster).delete()
     devcluster.partitions.filter(name="gpu").update(gpu_types="")
     account = devcluster.accounts.get(user=owner)
-    nodes = operations.on_account(account, operations.free_on_nodes)
+    nodes = pool.with_connection(account, operations.free_on_nodes)
     record_discovery(devcluster, nodes)
     assert {
         (t.name, str(t.compute_capability), t.memory_gb, t.feature)

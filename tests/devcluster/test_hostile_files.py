@@ -10,9 +10,9 @@ import tracemalloc
 
 import pytest
 
+from jobs.cluster import files, pool, ssh
 from jobs.metrics.models import MetricPoint
 from jobs.metrics.tail import tail_job
-from jobs.slurm import files, operations, ssh
 from tests.devcluster.helpers import run_job
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
@@ -110,7 +110,7 @@ def test_a_hostile_connection_file_never_becomes_a_route(devcluster, owner):
                 conn.run(["sh", "-c", 'printf %s "$1" > "$2"', "sh", content, path])
             return files.read_connection_file(conn, job.work_dir)
 
-        return timed(lambda: operations.on_account(account, go))
+        return timed(lambda: pool.with_connection(account, go))
 
     good = "A" * 32
     assert read_with(f'{{"port": 8888, "secret": "{good}"}}')[0] == {"port": 8888, "secret": good}

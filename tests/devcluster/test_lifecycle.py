@@ -10,8 +10,8 @@ import pytest
 from django.conf import settings
 
 from jobs import tasks
+from jobs.cluster import files, pool, ssh
 from jobs.models import ClusterAccount, Job, Partition
-from jobs.slurm import files, pool, ssh
 from tests import factories
 from tests.devcluster.helpers import remote, run_until, submit_from_threads
 

@@ -11,8 +11,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from jobs import tasks
+from jobs.cluster import files, pool
 from jobs.models import ClusterAccount
-from jobs.slurm import files, operations
 from tests import factories
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
@@ -48,7 +48,7 @@ def test_a_notebook_opens_in_the_folder_chosen_and_makes_it(devcluster, owner):
         # connection.json follows Jupyter's "is running at" by up to a moment.
         deadline, info = time.monotonic() + 30, None
         while info is None and time.monotonic() < deadline:
-            info = operations.on_account(
+            info = pool.with_connection(
                 account, lambda conn: files.read_connection_file(conn, job.work_dir)
             )
             time.sleep(0.2 if info is None else 0)
@@ -86,4 +86,4 @@ def test_a_notebook_opens_in_the_folder_chosen_and_makes_it(devcluster, owner):
         job.request_cancel()
         tasks.cancel_job.apply(args=[job.pk])
         top = f"{home}/{folder.split('/')[0]}"
-        operations.on_account(account, lambda conn: conn.run(["rm", "-rf", "--", top]))
+        pool.with_connection(account, lambda conn: conn.run(["rm", "-rf", "--", top]))

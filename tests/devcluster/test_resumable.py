@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from jobs import tasks
+from jobs.cluster import files
 from jobs.metrics.models import MetricPoint, MetricSeries
 from jobs.metrics.tail import tail_job
 from jobs.models import Job
-from jobs.slurm import files
 from tests import factories
 from tests.devcluster.helpers import start_now_if_held_for_requeue
 

@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from jobs import tasks
+from jobs.cluster import files, pool
 from jobs.models import ClusterAccount
-from jobs.slurm import files, operations
 from tests import factories
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
@@ -33,7 +33,7 @@ def test_tensorboard_serves_the_runs_to_the_sessions_secret_only(devcluster, own
     folder = f"portal-test-{secrets.token_hex(3)}"
     account = ClusterAccount.for_user(devcluster, owner)
     home = devcluster.work_dir_root("home", account.username)
-    operations.on_account(
+    pool.with_connection(
         account, lambda conn: conn.run([PYTHON, "-c", WRITE_EVENTS, f"{home}/{folder}/run1"])
     )
     image = factories.image("tb-host", offers_tensorboard=True, offers_notebook=False)
@@ -44,7 +44,7 @@ def test_tensorboard_serves_the_runs_to_the_sessions_secret_only(devcluster, own
         deadline, info = time.monotonic() + 120, None
         while time.monotonic() < deadline and info is None:
             time.sleep(1)
-            info = operations.on_account(
+            info = pool.with_connection(
                 account, lambda conn: files.read_connection_file(conn, job.work_dir)
             )
         assert info is not None, files.read_job_log(job, "stderr").text[-3000:]
@@ -64,12 +64,12 @@ def test_tensorboard_serves_the_runs_to_the_sessions_secret_only(devcluster, own
         assert httpx.get(f"http://127.0.0.1:{info['port']}/").status_code == 403
         # One port only: TensorBoard's process listens on nothing but the session's port
         # (with --load_fast=false it starts no data server of its own either).
-        pids = operations.on_account(
+        pids = pool.with_connection(
             account,
             lambda conn: conn.run(["pgrep", "-f", f"serve_tensorboard.py .*{folder}"]).stdout,
         ).split()
         assert pids
-        listening = operations.on_account(account, lambda conn: conn.run(["ss", "-Hltnp"]).stdout)
+        listening = pool.with_connection(account, lambda conn: conn.run(["ss", "-Hltnp"]).stdout)
         ports = {
             line.split()[3].rsplit(":", 1)[1]
             for line in listening.splitlines()
@@ -79,6 +79,6 @@ def test_tensorboard_serves_the_runs_to_the_sessions_secret_only(devcluster, own
     finally:
         job.request_cancel()
         tasks.cancel_job.apply(args=[job.pk])
-        operations.on_account(
+        pool.with_connection(
             account, lambda conn: conn.run(["rm", "-rf", "--", f"{home}/{folder}"])
         )

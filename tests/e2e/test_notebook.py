@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from jobs.cluster import files, pool
 from jobs.models import ClusterAccount, Job
-from jobs.slurm import files, operations
 from proxy.models import SessionLink
 from tests import factories
 from tests.e2e.pages import launch, sign_in
@@ -145,4 +145,4 @@ def test_owner_opens_jupyterlab_over_https_and_runs_a_cell(
         )
         screenshot(again, "24-next-session-sees-the-notebook")
     finally:
-        operations.on_account(account, lambda conn: conn.run(["rm", "-f", f"{home}/{notebook}"]))
+        pool.with_connection(account, lambda conn: conn.run(["rm", "-f", f"{home}/{notebook}"]))

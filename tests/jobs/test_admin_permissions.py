@@ -6,8 +6,8 @@ import pytest
 from django.urls import reverse
 
 from jobs.admin import ClusterAdmin
+from jobs.cluster import ssh
 from jobs.models import ContainerImage
-from jobs.slurm import ssh
 from tests import factories
 
 pytestmark = pytest.mark.django_db

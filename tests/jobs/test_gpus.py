@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ValidationError
 
+from jobs.cluster import workdir
 from jobs.models import GpuType, Partition
 from jobs.models.gpus import NoGpuMatches, choose, record_discovery, seen_types
-from jobs.slurm import parsers, scripts
+from jobs.slurm import scripts, sinfo
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -113,7 +114,7 @@ def test_impossible_gpu_requests_are_refused_before_submission(described, fields
 
 def test_a_hostile_constraint_is_never_rendered(described):
     made = job(described, save=True, gpu_constraint="a100|x;touch /tmp/p")
-    with pytest.raises(scripts.ScriptError):
+    with pytest.raises(workdir.ScriptError):
         scripts.render(made, "/w")
 
 
@@ -128,7 +129,7 @@ def test_memory_per_gpu_where_the_partition_wants_it(described):
 
 
 def test_discovery_from_sinfo_describes_known_cards_and_offers_them(cluster):
-    nodes = parsers.parse_sinfo_json(SINFO.read_text())
+    nodes = sinfo.parse_sinfo_json(SINFO.read_text())
     seen = seen_types(nodes)
     assert {n: (sorted(s.nodes), sorted(s.features)) for n, s in seen.items()} == {
         "v100": (["node1"], ["v100"]),

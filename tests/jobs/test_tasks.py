@@ -6,8 +6,9 @@ import pytest
 from django.test import override_settings
 
 from jobs import schedulers, tasks
+from jobs.cluster import pool, ssh
 from jobs.models import ClusterAccount, Job
-from jobs.slurm import operations, parsers, ssh
+from jobs.slurm import operations, parsers
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -35,7 +36,7 @@ class FakeConnection:
 @pytest.fixture
 def fake(monkeypatch):
     conn = FakeConnection({})
-    monkeypatch.setattr(operations, "on_account", lambda account, op: op(conn))
+    monkeypatch.setattr(pool, "with_connection", lambda account, op: op(conn))
     return conn
 
 
@@ -289,7 +290,7 @@ def test_a_status_the_adapter_cannot_read_leaves_that_job_alone_and_syncs_the_ot
             "56": parsers.SlurmJob("56", "COMPLETED", name=expected["56"]),
         },
     )
-    monkeypatch.setattr(operations, "on_account", lambda account, op: op(None))
+    monkeypatch.setattr(pool, "with_connection", lambda account, op: op(None))
     tasks.sync_jobs(Job.objects.filter(pk__in=[pending(job).get().pk, other.pk]))
     assert Job.objects.get(pk=job.pk).state == "running"  # as it was
     assert Job.objects.get(pk=other.pk).state == "completed"

@@ -2,7 +2,7 @@
 image check's answer lines (pure parsers; the real path is in tests/devcluster)."""
 
 from jobs import text
-from jobs.slurm import image_check
+from jobs.cluster import image_check
 
 
 def test_error_tail_keeps_the_last_lines_as_plain_text():

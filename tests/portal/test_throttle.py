@@ -1,6 +1,6 @@
 """Pages that reach a cluster, and a job's session registration, have request budgets
 (portal/throttle.py, issue #30): the call past the budget is a 429 with Retry-After and
-reaches no cluster. The SSH boundary (jobs.slurm.pool.with_connection) is a fake that
+reaches no cluster. The SSH boundary (jobs.cluster.pool.with_connection) is a fake that
 counts its calls (and answers as an unreachable cluster)."""
 
 import json
@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
+from jobs.cluster import pool, ssh
 from jobs.models import Job
-from jobs.slurm import pool, ssh
 from proxy.models import SessionLink
 from tests import factories
 

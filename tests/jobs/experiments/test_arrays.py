@@ -6,6 +6,7 @@ import subprocess
 
 import pytest
 
+from jobs.cluster import jobscript, workdir
 from jobs.experiments import runs
 from jobs.models import Job, JobArray
 from jobs.slurm import operations, scripts
@@ -60,7 +61,7 @@ def test_each_task_finds_its_member_and_hostile_values_stay_data(owner, cluster,
     script = scripts.render_array(
         array,
         [
-            scripts.Member(
+            jobscript.Member(
                 job=j,
                 command=j.command,
                 env={"PORTAL_PARAM_LR": str(j.command)},
@@ -107,8 +108,8 @@ def test_the_trial_command_gets_its_arguments_as_one_word_each(owner, cluster, i
 def test_a_members_own_environment_names_and_file_names_are_checked(owner, cluster, image):
     array, jobs = members(owner, cluster, image, [{"lr": 0.1}])
     for bad in ({"env": {"lr; rm": "x"}}, {"files": {"../x": "y"}}):
-        with pytest.raises(scripts.ScriptError):
-            scripts.render_array(array, [scripts.Member(job=jobs[0], command="x", **bad)], WORK)
+        with pytest.raises(workdir.ScriptError):
+            scripts.render_array(array, [jobscript.Member(job=jobs[0], command="x", **bad)], WORK)
 
 
 def test_trial_members_are_told_their_trial_fold_and_parameters(owner, cluster, image):
@@ -159,7 +160,7 @@ def test_a_multi_node_trial_starts_its_members_command_through_the_launcher(owne
         gpus=2,
         launcher="mpi",
     )
-    script = scripts.render_array(array, [scripts.Member(job=job, command=job.command)], WORK)
+    script = scripts.render_array(array, [jobscript.Member(job=job, command=job.command)], WORK)
     start = next(line for line in script.splitlines() if line.startswith("mpirun "))
     assert start.endswith('bash -c "$PORTAL_COMMAND" &')
     assert "python train.py" not in start

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from jobs.cluster.ssh import CommandFailed
+from jobs.cluster.workdir import ScriptError
 from jobs.htcondor import parsers, status, submit
 from jobs.models import ContainerImage, Job
 from jobs.schedulers import is_held_reason
-from jobs.slurm.scripts import ScriptError
-from jobs.slurm.ssh import CommandFailed
 from tests import factories
 
 CAPTURED = Path(__file__).parent / "captured"
@@ -277,7 +277,7 @@ class LocalConnection:
         import os
         import subprocess
 
-        from jobs.slurm import ssh
+        from jobs.cluster import ssh
 
         env = {**os.environ, "PATH": f"{self.bin_dir}:/usr/bin:/bin"}
         done = subprocess.run(

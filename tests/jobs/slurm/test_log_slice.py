@@ -1,7 +1,7 @@
 """files.log_slice: which bytes of a log a tail or a follower gets (pure; the SFTP
 reads around it are exercised on the dev cluster)."""
 
-from jobs.slurm.files import log_slice, whole_utf8
+from jobs.cluster.files import log_slice, whole_utf8
 
 
 def test_whole_file_read_from_the_start():

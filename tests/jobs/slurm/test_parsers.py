@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from jobs.models import Job
-from jobs.slurm import parsers, status
+from jobs.slurm import arrays, json_fields, parsers, sinfo, status
 
 OUTPUT = Path(__file__).parent / "slurm_output"
 
@@ -95,7 +95,7 @@ def test_parse_squeue_json_skips_a_bad_entry_and_keeps_the_others():
 
 @pytest.mark.parametrize("text", ["", "{", '{"jobs": 3}', "[]", "[" * 100_000])
 def test_parse_squeue_json_refuses_a_damaged_document(text):
-    with pytest.raises(parsers.Unparsable):
+    with pytest.raises(json_fields.Unparsable):
         parsers.parse_squeue_json(text, "u")
 
 
@@ -259,10 +259,10 @@ def sinfo_with(**node_fields) -> str:
 
 
 def test_parse_sinfo_json_reads_what_the_node_has_free():
-    (node,) = parsers.parse_sinfo_json(captured("sinfo.json"))
+    (node,) = sinfo.parse_sinfo_json(captured("sinfo.json"))
     assert node.name == "vm" and set(node.partitions) == {"gpu", "cpu"} and node.usable
     assert (node.cpus, node.memory_mb, node.gpus) == (16, 32000, (("v100", 4),))
-    busy = parsers.parse_sinfo_json(
+    busy = sinfo.parse_sinfo_json(
         sinfo_with(alloc_cpus=12, alloc_memory=24000, gres_used="gpu:v100:3(IDX:0-2)")
     )[0]
     assert (busy.cpus, busy.memory_mb, busy.free_gpus("v100"), busy.free_gpus("a100")) == (
@@ -271,7 +271,7 @@ def test_parse_sinfo_json_reads_what_the_node_has_free():
         1,
         0,
     )
-    drained = parsers.parse_sinfo_json(sinfo_with(state="idle", state_flags=["DRAIN"]))[0]
+    drained = sinfo.parse_sinfo_json(sinfo_with(state="idle", state_flags=["DRAIN"]))[0]
     assert not drained.usable
 
 
@@ -298,7 +298,7 @@ def test_parse_sinfo_json_reads_what_the_node_has_free():
     ],
 )
 def test_waiting_for_names_the_short_resource(fields, ask, text):
-    nodes = tuple(parsers.parse_sinfo_json(sinfo_with(**fields)))
+    nodes = tuple(sinfo.parse_sinfo_json(sinfo_with(**fields)))
     assert status.waiting_for(nodes, *ask) == text
 
 
@@ -307,16 +307,16 @@ def test_waiting_for_one_node_with_everything_free_at_once():
     a, b = dict(document["nodes"][0]), dict(document["nodes"][0])
     a.update(name="a", alloc_cpus=16)  # GPUs free, no CPUs
     b.update(name="b", gres_used="gpu:v100:4(IDX:0-3)")  # CPUs free, no GPUs
-    nodes = tuple(parsers.parse_sinfo_json(json.dumps({"nodes": [a, b]})))
+    nodes = tuple(sinfo.parse_sinfo_json(json.dumps({"nodes": [a, b]})))
     assert status.waiting_for(nodes, 2, 2, 1, "v100") == (
         "waiting for one node with the CPUs, memory and GPUs it asks all free at once"
     )
 
 
 def test_sinfo_that_is_not_json_is_unparsable_and_odd_nodes_are_skipped():
-    with pytest.raises(parsers.Unparsable):
-        parsers.parse_sinfo_json("sinfo: error: ...")
-    nodes = parsers.parse_sinfo_json(json.dumps({"nodes": [1, {"name": "x"}, {"cpus": "many"}]}))
+    with pytest.raises(json_fields.Unparsable):
+        sinfo.parse_sinfo_json("sinfo: error: ...")
+    nodes = sinfo.parse_sinfo_json(json.dumps({"nodes": [1, {"name": "x"}, {"cpus": "many"}]}))
     assert nodes == []
 
 
@@ -356,13 +356,13 @@ def test_sacct_names_array_tasks_by_array_and_task_in_json_and_text():
     ],
 )
 def test_array_task_lists(spec, tasks):
-    assert parsers.array_tasks(spec) == tasks
+    assert arrays.array_tasks(spec) == tasks
 
 
 @pytest.mark.parametrize("spec", ["", "1-", "5-2", "0-99999999", "a", "1;2", "0-4:0"])
 def test_a_bad_or_huge_array_task_list_is_refused_whole(spec):
     with pytest.raises(ValueError):
-        parsers.array_tasks(spec)
+        arrays.array_tasks(spec)
 
 
 def test_a_pending_array_record_with_a_bad_task_list_is_skipped_not_guessed():
@@ -400,21 +400,22 @@ def test_tasks_an_arrays_ended_record_left_unnamed_end_with_it():
     expected = {f"646_{i}": name for i in range(5)}
     settled = parsers.match_jobs(statuses, expected)
     assert set(settled) == {"646_0"} and settled["646_0"].state == "completed"
-    rest = parsers.remainder_tasks(statuses, expected, settled)
+    rest = arrays.remainder_tasks(statuses, expected, settled)
     assert set(rest) == {"646_1", "646_2", "646_3", "646_4"}
     assert {(s.scheduler_id, s.state) for s in rest.values()} == {
         (f"646_{i}", "cancelled") for i in range(1, 5)
     }
     # Only under the array's own name, only once it has ended, never over a task's own record.
-    assert parsers.remainder_tasks(statuses, {"646_1": "portal-a99-other"}, {}) == {}
-    assert parsers.remainder_tasks(statuses, {"6460_1": name}, {}) == {}
+    assert arrays.remainder_tasks(statuses, {"646_1": "portal-a99-other"}, {}) == {}
+    assert arrays.remainder_tasks(statuses, {"6460_1": name}, {}) == {}
     pending = [replace(s, slurm_state="PENDING") for s in statuses]
-    assert parsers.remainder_tasks(pending, expected, settled) == {}
+    assert arrays.remainder_tasks(pending, expected, settled) == {}
 
 
 def test_the_sync_settles_those_tasks_from_accounting():
     """operations.accounting() with the captured answers: all five folds are final."""
-    from jobs.slurm import operations, ssh
+    from jobs.cluster import ssh
+    from jobs.slurm import operations
 
     class Accounting:
         def __init__(self):
@@ -438,13 +439,13 @@ def test_the_sync_settles_those_tasks_from_accounting():
 
 @pytest.mark.parametrize(("bitmap", "tasks"), [("0x1E", [1, 2, 3, 4]), ("0x1", [0]), ("0x0", [])])
 def test_array_task_bitmaps(bitmap, tasks):
-    assert parsers.bitmap_tasks(bitmap) == tasks
+    assert arrays.bitmap_tasks(bitmap) == tasks
 
 
 @pytest.mark.parametrize("bitmap", ["1E", "0xZZ", "0x" + "F" * 30000])
 def test_a_bad_or_huge_bitmap_is_refused(bitmap):
     with pytest.raises(ValueError):
-        parsers.bitmap_tasks(bitmap)
+        arrays.bitmap_tasks(bitmap)
 
 
 def test_each_run_of_a_requeued_gpu_job_with_what_it_held():

@@ -7,6 +7,7 @@ from functools import partial
 
 import pytest
 
+from jobs.cluster import launchers, workdir
 from jobs.models import Job, Partition
 from jobs.slurm import scripts
 from tests import factories
@@ -58,9 +59,9 @@ def test_directives_carry_resources_name_comment_and_work_dir(owner, cluster, im
 
 def test_work_dir_is_under_the_chosen_root(owner, cluster, image):
     job = job_with(owner, cluster, image=image)
-    assert scripts.job_work_dir(job, "alice") == f"/scratch/alice/.portal/jobs/{job.pk}-{job.uid}"
+    assert workdir.job_work_dir(job, "alice") == f"/scratch/alice/.portal/jobs/{job.pk}-{job.uid}"
     job.work_dir_kind = "home"
-    assert scripts.job_work_dir(job, "alice") == f"/home/alice/.portal/jobs/{job.pk}-{job.uid}"
+    assert workdir.job_work_dir(job, "alice") == f"/home/alice/.portal/jobs/{job.pk}-{job.uid}"
 
 
 def test_a_root_without_user_on_a_per_user_cluster_ends_the_submission_with_why(
@@ -69,8 +70,8 @@ def test_a_root_without_user_on_a_per_user_cluster_ends_the_submission_with_why(
     """A row saved before the {user} rule: the submit step's ScriptError, not a crash."""
     job = job_with(owner, cluster, image=image)
     cluster.scratch_root = "/scratch/shared"
-    with pytest.raises(scripts.ScriptError, match="has no {user}"):
-        scripts.job_work_dir(job, "alice")
+    with pytest.raises(workdir.ScriptError, match="has no {user}"):
+        workdir.job_work_dir(job, "alice")
 
 
 def test_cluster_default_account_and_untyped_gres(owner, cluster, image):
@@ -152,9 +153,9 @@ def test_a_notebook_opens_in_the_home_or_scratch_root_with_it_mounted(owner, clu
         assert argv[argv.index("--pwd") + 1] == WORK  # connection.json is written there
     if runtime == "podman":
         assert argv[argv.index("--volume") + 1] == "/scratch/alice:/scratch/alice"
-    assert scripts.work_root("/home/o'brien/.portal/jobs/1-x") == "/home/o'brien"
-    with pytest.raises(scripts.ScriptError):
-        scripts.work_root("/tmp/elsewhere")
+    assert workdir.work_root("/home/o'brien/.portal/jobs/1-x") == "/home/o'brien"
+    with pytest.raises(workdir.ScriptError):
+        workdir.work_root("/tmp/elsewhere")
 
 
 def test_a_notebook_opens_in_the_folder_chosen_with_the_whole_root_mounted(owner, cluster):
@@ -295,10 +296,10 @@ def test_hostile_values_in_directives_are_refused(owner, cluster, image):
     for field in ("account", "gpu_type"):
         job = job_with(owner, cluster, image=image)
         setattr(job, field, HOSTILE)
-        with pytest.raises(scripts.ScriptError, match="unexpected characters"):
+        with pytest.raises(workdir.ScriptError, match="unexpected characters"):
             scripts.render(job, WORK)
     job = job_with(owner, cluster, image=image)
-    with pytest.raises(scripts.ScriptError):
+    with pytest.raises(workdir.ScriptError):
         scripts.render(job, "/scratch/a b/$(id)")
 
 
@@ -338,7 +339,7 @@ def test_a_tensorboard_session_serves_the_folder_behind_the_sessions_secret(
     assert argv[-3:] == ["serve_tensorboard.py", "/scratch/alice/runs/a b", "$_portal_port"]
     # The server script is written from the template, whole, and checks the secret.
     served = script.split("<<'PORTAL_TENSORBOARD'\n", 1)[1].split("PORTAL_TENSORBOARD\n", 1)[0]
-    assert served == (scripts.TEMPLATES / "tensorboard" / "serve_tensorboard.py").read_text()
+    assert served == (launchers.TEMPLATES / "tensorboard" / "serve_tensorboard.py").read_text()
     assert "hmac.compare_digest" in served and '"--load_fast", "false"' in served
     # It registers like a notebook, with the same secret the server checks.
     assert "export PORTAL_SESSION_PORT=$_portal_port PORTAL_SESSION_TOKEN=$_portal_secret" in script
@@ -363,7 +364,7 @@ def test_the_tensorboard_server_refuses_requests_without_the_secret():
     try:
         os.environ["PORTAL_SESSION_TOKEN"] = "s3cret-" + "x" * 20
         spec = importlib.util.spec_from_file_location(
-            "serve_tensorboard", scripts.TEMPLATES / "tensorboard" / "serve_tensorboard.py"
+            "serve_tensorboard", launchers.TEMPLATES / "tensorboard" / "serve_tensorboard.py"
         )
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -536,16 +537,16 @@ def test_a_hostile_command_stays_one_word_in_a_distributed_job(
 
 
 def test_only_the_contracts_own_words_are_left_to_expand():
-    assert scripts.Expand("--nnodes=$NNODES").shell() == '"--nnodes=$NNODES"'
+    assert launchers.Expand("--nnodes=$NNODES").shell() == '"--nnodes=$NNODES"'
     for word in ("$(id)", "$NNODES;id", "`id`", "$NNODES $X", '$A"'):
-        with pytest.raises(scripts.ScriptError):
-            scripts.Expand(word).shell()
+        with pytest.raises(workdir.ScriptError):
+            launchers.Expand(word).shell()
 
 
 def test_the_rank_script_pins_each_rank_to_its_share_of_the_nodes_gpus(tmp_path):
     """portal_rank.sh under Open MPI's variables: rank 3 is local rank 1 of 2 on a node
     with GPUs 2,3 (and 4 GPUs for 2 ranks: two each)."""
-    rank_script = scripts.RANK_SCRIPT
+    rank_script = launchers.RANK_SCRIPT
     show = [
         "sh",
         "-c",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from jobs import validators
-from jobs.slurm import pool, ssh
+from jobs.cluster import pool, ssh
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def log_slice(data: bytes, start: int, size: int, *, whole_lines: bool) -> LogTa
     return LogTail(body.decode(errors="replace"), size, truncated, first, first + len(body))
 
 
-class NotARegularFile(ssh.SlurmError):
+class NotARegularFile(ssh.ClusterError):
     """A job's file is a link, FIFO, device or directory: the portal reads none of them."""
 
 

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from jobs.slurm import ssh
+from jobs.cluster import ssh
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -76,8 +76,10 @@ def close_all() -> None:
         conn.close()
 
 
-def with_connection(account, operation: Callable[[ssh.Connection], T]) -> T:
+def with_connection(account, operation: Callable[..., T]) -> T:
     """Run ``operation`` on the pooled connection; on a dropped connection, once more on a new one.
+    (``operation`` is called with the connection alone: typed loosely for the callers' lambdas
+    that bind loop values as defaults.)
 
     Only for operations that are safe to repeat (queries, scancel, the
     idempotent submit script).

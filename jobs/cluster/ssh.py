@@ -29,7 +29,7 @@ MAX_OUTPUT_BYTES = 32 * 1024 * 1024
 counters = {"connections": 0, "commands": 0}
 
 
-class SlurmError(Exception):
+class ClusterError(Exception):
     """A cluster operation failed. ``transient`` says whether trying again may help."""
 
     transient = False
@@ -43,25 +43,25 @@ class SlurmError(Exception):
         self.exit_status = exit_status
 
 
-class ClusterUnreachable(SlurmError):
+class ClusterUnreachable(ClusterError):
     """Network trouble, a dropped connection or a timeout: try again later."""
 
     transient = True
 
 
-class HostKeyMismatch(SlurmError):
+class HostKeyMismatch(ClusterError):
     """The server presented a key other than the pinned one: never connect."""
 
 
-class AuthenticationFailed(SlurmError):
+class AuthenticationFailed(ClusterError):
     """The cluster refused the account's key."""
 
 
-class CommandFailed(SlurmError):
+class CommandFailed(ClusterError):
     """The remote command ran and exited non-zero; ``stderr`` holds its message."""
 
 
-class SchedulerUnavailable(SlurmError):
+class SchedulerUnavailable(ClusterError):
     """The scheduler answered with an error that means 'busy or down, try again'."""
 
     transient = True
@@ -197,7 +197,7 @@ class Connection:
                     f"{where} refused the account's key ({exc}). Is the public key in "
                     f"~{self.username}/.ssh/authorized_keys on the cluster?"
                 ) from None
-        except SlurmError:
+        except ClusterError:
             transport.close()
             raise
         except (paramiko.SSHException, OSError, EOFError) as exc:
@@ -263,7 +263,7 @@ class Connection:
     ) -> Result:
         """Run a command line built by this package from quoted parts.
 
-        Only callers inside ``jobs.slurm`` use this, with fixed text and values
+        Only the cluster layer and the scheduler adapters use this, with fixed text and values
         passed through :func:`quote_command` or ``shlex.quote``.
         """
         transport = self._live_transport()

@@ -7,7 +7,8 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
-from jobs.slurm import ssh
+from jobs.cluster import ssh
+from jobs.cluster.envmodules import MODULE_INIT
 from jobs.text import plain_line
 
 
@@ -87,8 +88,6 @@ done
 def check_images(conn: ssh.Connection, images) -> list[list[CheckFinding]]:
     """What each image needs (runtime, image file, modules), checked on the login node
     in one command; findings per image, in order."""
-    from jobs.slurm.scripts import MODULE_INIT  # scripts imports the models: imported late
-
     nonce = secrets.token_hex(8)
     script = _CHECK_IMAGES.replace("__MODULE_INIT__", MODULE_INIT)
     argv = ["bash", "-c", script, "portal-check", nonce]

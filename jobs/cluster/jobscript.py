@@ -1,0 +1,227 @@
+"""The job script's body, whatever the scheduler: the wrapper (jobs/on_node/wrapper.sh)
+with the job's identity, environment modules, checkpointing, the in-job metrics client
+and the payload (a batch command, a session, a distributed launch). The adapter gives the
+header: #SBATCH directives (jobs/slurm/scripts.py) or shell lines under an HTCondor submit
+description (jobs/htcondor/submit.py).
+
+Every value in the script is either shell-quoted (``shlex.quote``) or checked against a
+strict pattern right here, whatever the models already validated.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from jobs.cluster.envmodules import MODULE_INIT
+from jobs.cluster.launchers import (
+    TEMPLATES,
+    container_launch,
+    distributed_payload,
+    heredoc_body,
+    template,
+    word,
+)
+from jobs.cluster.workdir import ScriptError, work_dir_var, work_root
+from jobs.models import ContainerImage, Job
+
+METRICS_MODULE = TEMPLATES / "portal_metrics.py"
+
+
+def module_lines(image: ContainerImage) -> str:
+    modules = image.module_list
+    if not modules:
+        return ""
+    lines = ["# Environment modules for this image.", MODULE_INIT]
+    for module in modules:
+        quoted = shlex.quote(module)
+        lines.append(
+            f"module load {quoted} || {{ echo portal: module load {quoted} failed >&2; exit 1; }}"
+        )
+    return "\n".join(lines)
+
+
+def render(
+    job: Job,
+    work_dir: str,
+    register_url: str = "",
+    metrics_url: str = "",
+    system_interval: float = 0,
+    *,
+    header: list[str],
+    container: bool = True,
+) -> str:
+    """The complete job script for ``job``, to run from ``work_dir``.
+
+    ``register_url`` is where a notebook job announces itself, ``metrics_url``
+    where the metrics client uploads (empty: the portal finds both through the
+    job's files instead). ``header``: the adapter's lines after ``#!/bin/bash`` (the
+    #SBATCH directives, or HTCondor's environment set-up); ``container``: the script starts the image's runtime itself
+    (False where the scheduler does, as HTCondor's ``container_image``).
+    """
+    identity = "\n".join(
+        [
+            f"export PORTAL_JOB_ID={shlex.quote(str(job.pk))}",
+            f"export PORTAL_WORK_DIR={shlex.quote(work_dir)}",
+            f"export PORTAL_METRICS_URL={shlex.quote(metrics_url)}",
+        ]
+    )
+    return _wrap(
+        job,
+        header,
+        identity,
+        f"portal job {int(job.pk)}",
+        _payload(job, work_dir, register_url, shlex.quote(job.command), container),
+        system_interval,
+    )
+
+
+@dataclass(frozen=True)
+class Member:
+    """One member of a job array: its job, what it alone is told (environment variables
+    and files in its directory) and the command it runs."""
+
+    job: Job
+    command: str
+    env: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+    metrics_url: str = ""
+
+
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,63}\Z")
+_FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
+
+
+def render_array(
+    array,
+    members: list[Member],
+    work_dir: str,
+    system_interval: float = 0,
+    *,
+    header: list[str],
+    container: bool = True,
+) -> str:
+    """One script for every member of ``array`` (the scheduler runs it once per array task
+    or proc): the shared request, then a table from ``$PORTAL_ARRAY_INDEX`` (Slurm's
+    ``$SLURM_ARRAY_TASK_ID``, or set by the scheduler's submit description) to the
+    member's job id, work directory ``<work_dir>/<index>``, command, environment and
+    files. The members share everything else (image, resources, launcher): they come
+    from one launch. ``header`` and ``container`` as for ``render``."""
+    if not members:
+        raise ScriptError("an array needs members")
+    first = members[0].job
+    table = [
+        "export PORTAL_ARRAY_INDEX=${SLURM_ARRAY_TASK_ID:-${PORTAL_ARRAY_INDEX:-}}",
+        'case "$PORTAL_ARRAY_INDEX" in',
+    ]
+    for index, member in enumerate(members):
+        if member.job.array_index != index:
+            raise ScriptError(f"array member {member.job.pk} is not at index {index}")
+        lines = [
+            f"export PORTAL_JOB_ID={shlex.quote(str(member.job.pk))}",
+            f"export PORTAL_METRICS_URL={shlex.quote(member.metrics_url)}",
+            f"PORTAL_COMMAND={shlex.quote(member.command)}",
+        ]
+        for name, value in sorted(member.env.items()):
+            if not _ENV_NAME.match(name):
+                raise ScriptError(f"refusing to render environment variable {name!r}")
+            lines.append(f"export {name}={shlex.quote(value)}")
+        for name, text in sorted(member.files.items()):
+            if not _FILE_NAME.match(name):
+                raise ScriptError(f"refusing to render file name {name!r}")
+            lines.append(f'printf "%s\\n" {shlex.quote(text)} > "{work_dir_var()}/{name}"')
+        table.append(f"{index})")
+        table += [f"    {line}" for line in lines]
+        table.append("    ;;")
+    table += [
+        '*) echo "portal: array task ${PORTAL_ARRAY_INDEX:-?} is not in this script" >&2; exit 1 ;;',
+        "esac",
+    ]
+    identity = "\n".join(
+        [
+            "# Which member of the array this task is: its job, command and parameters.",
+            *table[:1],
+            f'export PORTAL_WORK_DIR={shlex.quote(work_dir)}/"$PORTAL_ARRAY_INDEX"',
+            *table[1:],
+        ]
+    )
+    return _wrap(
+        first,
+        header,
+        identity,
+        f"portal job array {int(array.pk)} ({len(members)} members)",
+        _payload(first, f"{work_dir}/$PORTAL_ARRAY_INDEX", "", '"$PORTAL_COMMAND"', container),
+        system_interval,
+    )
+
+
+def _wrap(
+    job: Job,
+    options: list[str],
+    identity: str,
+    rendered_for: str,
+    payload: str,
+    system_interval: float,
+) -> str:
+    return template("wrapper.sh").substitute(
+        directives="\n".join(options),
+        identity=identity,
+        rendered_for=rendered_for,
+        modules=module_lines(job.image),
+        checkpoint=checkpoint_lines(job),
+        metrics_module=metrics_module(),
+        system_interval=shlex.quote(f"{float(system_interval):g}"),
+        payload=payload,
+    )
+
+
+def checkpoint_lines(job: Job) -> str:
+    """A resumable job's part of the wrapper: where checkpoints go, which attempt this is,
+    and what the warning before the time limit does (on_node/checkpoint.sh)."""
+    if not job.resumable:
+        return "_portal_resumable="
+    return template("checkpoint.sh").substitute(
+        max_attempts=int(job.max_attempts),
+        # The script's time to save after the warning; the rest is the requeue's margin.
+        grace=max(10, int(job.checkpoint_warning_seconds) - 20),
+    )
+
+
+def _payload(
+    job: Job, work_dir: str, register_url: str, command: str, container: bool = True
+) -> str:
+    """What the job runs, after the wrapper's set-up. ``command`` is the user's command as
+    one shell word: quoted text, or ``"$PORTAL_COMMAND"`` in an array's script;
+    ``container``: start the image's runtime here (else the scheduler has)."""
+    if job.kind == Job.Kind.BATCH:
+        if not job.command.strip():
+            raise ScriptError("a batch job needs a command")
+        if job.is_distributed:
+            return distributed_payload(job, work_dir, command)
+        argv = container_launch(job.image, job.gpus, work_dir) if container else []
+        launch = " ".join(word(a) for a in argv)
+        return template("batch/payload.sh").substitute(launch=launch, command=command)
+    if job.kind in Job.SESSION_KINDS:
+        root = work_root(work_dir)
+        argv = container_launch(job.image, job.gpus, work_dir, bind=root) if container else []
+        folder = shlex.quote(f"{root}/{job.notebook_dir}" if job.notebook_dir else root)
+        # What every session kind shares: its port and secret, then its registration.
+        common = {
+            "launch": " ".join(word(a) for a in argv),
+            "session_start": template("session_start.sh").substitute(
+                register_url=shlex.quote(register_url)
+            ),
+            "register": template("session_register.sh").substitute(),
+        }
+        if job.kind == Job.Kind.NOTEBOOK:
+            return template("notebook/payload.sh").substitute(notebook_root=folder, **common)
+        serve = (TEMPLATES / "tensorboard" / "serve_tensorboard.py").read_text()
+        return template("tensorboard/payload.sh").substitute(
+            logdir=folder, serve_script=serve, **common
+        )
+    raise ScriptError(f"unknown job kind {job.kind!r}")
+
+
+def metrics_module() -> str:
+    return heredoc_body(METRICS_MODULE, "PORTAL_METRICS_PY")
