@@ -12,7 +12,7 @@ from django.db import transaction
 from jobs import lifecycle
 from jobs.experiments import runs, spec
 from jobs.experiments.models import Experiment, Trial
-from jobs.launch import API_NAMES, trial_fields, validate_request
+from jobs.launch import as_request, trial_fields, validate_request
 from jobs.models import Job
 
 
@@ -144,32 +144,12 @@ def relaunch(trial: Trial, user) -> Job:
     return lifecycle.launch_job(job)
 
 
-# What launch_request gives of the job, besides its image, cluster, partition, kind,
-# command and name (jobs.launch.LAUNCH_FIELDS' names; API_NAMES renames them).
-RELAUNCH_FIELDS = (
-    "gpus",
-    "gpu_type",
-    "nodes",
-    "tasks_per_node",
-    "launcher",
-    "cpus",
-    "memory_gb",
-    "time_limit_minutes",
-    "account",
-    "work_dir_kind",
-)
-
-
 def launch_request(trial: Trial) -> dict:
     """What relaunch would run, as a request for POST /api/v1/jobs/ (for someone who is
     not the owner to read and send as their own)."""
     experiment = trial.experiment
     job = Job(**experiment.launch, owner_id=experiment.owner_id, kind=Job.Kind.BATCH)
-    request = {API_NAMES.get(name, name): getattr(job, name) for name in RELAUNCH_FIELDS}
-    return request | {
-        "container": job.image.slug,
-        "cluster": job.cluster.name,
-        "partition": job.partition.name,
+    return as_request(job) | {
         "kind": Job.Kind.BATCH,
         "command": runs.again_command(experiment, trial.params),
         "name": runs.again_name(trial),

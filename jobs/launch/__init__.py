@@ -17,7 +17,7 @@ from jobs.launch.form import (
     tensorboard_initial,
     trial_fields,
 )
-from jobs.launch.request import API_FIELDS, API_NAMES, Checked, validate_request
+from jobs.launch.request import API_FIELDS, API_NAMES, Checked, as_request, validate_request
 
 __all__ = [
     "API_FIELDS",
@@ -25,6 +25,7 @@ __all__ = [
     "LAUNCH_FIELDS",
     "TRIAL_FIELDS",
     "Checked",
+    "as_request",
     "LaunchForm",
     "image_layout",
     "last_notebook_dir",

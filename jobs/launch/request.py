@@ -14,7 +14,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from jobs.launch.form import LaunchForm, image_layout, launch_initial
+from jobs.launch.form import TRIAL_FIELDS, LaunchForm, image_layout, launch_initial
 from jobs.models import Cluster, ContainerImage, Job, Partition
 from jobs.text import quoted
 
@@ -40,6 +40,21 @@ class Checked:
         """The job the request asks for (unsaved)."""
         assert self.form is not None, self.errors
         return self.form.instance
+
+
+def as_request(job: Job) -> dict:
+    """What an experiment's launch fixes of ``job`` (TRIAL_FIELDS), as a request (API
+    names; relations by slug and name). The GPU constraint it resolved to is no request
+    field: its GPU type stands for it."""
+    request = {
+        "container": job.image.slug,
+        "cluster": job.cluster.name,
+        "partition": job.partition.name,
+    }
+    for name in TRIAL_FIELDS:
+        if not name.endswith("_id") and name != "gpu_constraint":
+            request[API_NAMES.get(name, name)] = getattr(job, name)
+    return request
 
 
 def validate_request(user: Any, data: dict) -> Checked:
