@@ -1,4 +1,4 @@
-"""Forms of the pages that are not the launch form (that one is jobs/launch.py)."""
+"""Forms of the pages that are not the launch form (that one is jobs/launch/form.py)."""
 
 from typing import cast
 

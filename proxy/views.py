@@ -6,7 +6,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -15,6 +15,7 @@ from jobs import validators
 from jobs.models import Job
 from portal.throttle import digest, over_budget, throttled
 from proxy import routes
+from proxy.access import session_for_user
 from proxy.codes import (
     cookie_name,
     issue_code,
@@ -78,17 +79,12 @@ def register(request, public_id: str):
     return HttpResponse(status=204)
 
 
-def get_session_for_user(request, public_id: str) -> SessionLink:
-    sessions = SessionLink.objects.for_user(request.user).select_related("job", "job__owner")
-    return get_object_or_404(sessions, public_id=public_id)
-
-
 @login_required
 @throttled("cluster-pages")
 def open_session(request, public_id: str):
     """Hand the signed-in owner to the proxy with a one-time code bound to the browser's
     state (set on the session host by session_start); or say why not."""
-    session = get_session_for_user(request, public_id)
+    session = session_for_user(request, public_id)
     context = {"session": session, "job": session.job}
     if session.display_state == "closed":
         return render(request, "proxy/closed.html", context, status=410)
@@ -107,14 +103,14 @@ def open_session(request, public_id: str):
 
 @login_required
 def session_status(request, public_id: str):
-    session = get_session_for_user(request, public_id)
+    session = session_for_user(request, public_id)
     return JsonResponse({"state": session.display_state, "job_state": session.job.state})
 
 
 @login_required
 @require_POST
 def revoke(request, public_id: str):
-    session = get_session_for_user(request, public_id)
+    session = session_for_user(request, public_id)
     session.close()
     return redirect("job-detail", pk=session.job_id)
 

@@ -19,29 +19,13 @@ from django.utils import timezone
 from jobs import lifecycle, schedulers
 from jobs.experiments import runs, scoring, search
 from jobs.experiments.models import Experiment, Trial
+from jobs.launch.form import TRIAL_FIELDS, trial_fields
 from jobs.models import Job, JobArray
 
 log = logging.getLogger(__name__)
 
-# Job fields an experiment's launch fixes for every trial (relations by id).
-LAUNCH_FIELDS = (
-    "cluster_id",
-    "partition_id",
-    "image_id",
-    "command",
-    "gpus",
-    "gpu_type",
-    # A request by compute capability and memory, resolved once: "v100|a100" (or a type).
-    "gpu_constraint",
-    "nodes",
-    "tasks_per_node",
-    "launcher",
-    "cpus",
-    "memory_gb",
-    "time_limit_minutes",
-    "account",
-    "work_dir_kind",
-)
+# Job fields an experiment's launch fixes for every trial: jobs.launch owns the list.
+LAUNCH_FIELDS = TRIAL_FIELDS
 
 OBSERVED_STATE = {
     Trial.State.WAITING: "running",
@@ -55,7 +39,7 @@ OBSERVED_STATE = {
 
 def launch_fields(job: Job) -> dict:
     """What of a validated (unsaved) job every trial's jobs copy."""
-    return {name: getattr(job, name) for name in LAUNCH_FIELDS}
+    return trial_fields(job)
 
 
 def observe(trial: Trial) -> search.Observed:

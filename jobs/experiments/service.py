@@ -4,7 +4,6 @@ call (like jobs/lifecycle.py for jobs)."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -12,24 +11,15 @@ from django.db import transaction
 
 from jobs import lifecycle
 from jobs.experiments import runs, spec
-from jobs.experiments.controller import launch_fields
 from jobs.experiments.models import Experiment, Trial
+from jobs.launch import as_request, trial_fields, validate_request
 from jobs.models import Job
-
-
-@dataclass
-class _Request:
-    """What the job API's serializer reads of a request: the user."""
-
-    user: object
 
 
 def create(user, source: str | dict) -> Experiment:
     """A new experiment from a spec (YAML/JSON text, or an already-read mapping); raises
     spec.SpecError with one message per wrong field (the launch's fields under
     'launch.<field>'). Its first trials start at once."""
-    from jobs.api.serializers import JobCreateSerializer
-
     if isinstance(source, str):
         text, data = source, spec.load(source)
     else:
@@ -45,14 +35,11 @@ def create(user, source: str | dict) -> Experiment:
     if launch is not None:
         if launch.get("kind", Job.Kind.BATCH) != Job.Kind.BATCH:
             errors["launch.kind"] = "Trials are batch jobs."
-        incoming = JobCreateSerializer(
-            data={**launch, "kind": Job.Kind.BATCH}, context={"request": _Request(user)}
-        )
-        if incoming.is_valid():
-            job = incoming.validated_data["form"].instance
-        else:
-            for field, messages in incoming.errors.items():
-                errors[f"launch.{field}"] = " ".join(str(m) for m in messages)
+        checked = validate_request(user, {**launch, "kind": Job.Kind.BATCH})
+        if checked.form is not None:
+            job = checked.job
+        for field, messages in checked.errors.items():
+            errors[f"launch.{field}"] = " ".join(messages)
     if errors:
         raise spec.SpecError(errors)
     assert job is not None
@@ -67,7 +54,7 @@ def create(user, source: str | dict) -> Experiment:
             owner=user,
             cluster=job.cluster,
             spec_text=text,
-            launch=launch_fields(job),
+            launch=trial_fields(job),
             parameter_names=list(fields["parameters"]),
             **fields,
         )
@@ -162,22 +149,9 @@ def launch_request(trial: Trial) -> dict:
     not the owner to read and send as their own)."""
     experiment = trial.experiment
     job = Job(**experiment.launch, owner_id=experiment.owner_id, kind=Job.Kind.BATCH)
-    return {
-        "container": job.image.slug,
-        "cluster": job.cluster.name,
-        "partition": job.partition.name,
+    return as_request(job) | {
         "kind": Job.Kind.BATCH,
         "command": runs.again_command(experiment, trial.params),
-        "gpus": job.gpus,
-        "gpu_type": job.gpu_type,
-        "nodes": job.nodes,
-        "tasks_per_node": job.tasks_per_node,
-        "launcher": job.launcher,
-        "cpus": job.cpus,
-        "memory_gb": job.memory_gb,
-        "time_limit": job.time_limit_minutes,
-        "account": job.account,
-        "workdir": job.work_dir_kind,
         "name": runs.again_name(trial),
     }
 

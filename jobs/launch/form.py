@@ -1,12 +1,65 @@
-"""What a launch may ask for, checked once for the launch page and the API alike: the
-launch form (validated field by field by Job.clean() against the partition and image), its
-defaults, and the limits the page shows before submitting."""
+"""The launch form (validated field by field by Job.clean() against the partition and
+image), the fields a launch sets, its defaults, and the limits the page shows before
+submitting. A request from the API or an experiment's spec goes through the same form
+(jobs.launch.request)."""
 
 from typing import Any
 
 from django import forms
 
 from jobs.models import Cluster, ClusterAccount, ContainerImage, Job, Partition
+
+# What a launch request sets of a job, in the launch form's order (model field names; the
+# API calls three of them otherwise: jobs.launch.request.API_NAMES).
+LAUNCH_FIELDS = [
+    "image",
+    "kind",
+    "cluster",
+    "partition",
+    "gpu_type",
+    "min_gpu_capability",
+    "min_gpu_memory_gb",
+    "gpus",
+    "nodes",
+    "tasks_per_node",
+    "launcher",
+    "cpus",
+    "memory_gb",
+    "time_limit_minutes",
+    "resumable",
+    "max_attempts",
+    "checkpoint_warning_seconds",
+    "account",
+    "work_dir_kind",
+    "notebook_dir",
+    "command",
+    "name",
+]
+
+# Job fields an experiment's launch fixes for every trial (relations by id).
+TRIAL_FIELDS = (
+    "cluster_id",
+    "partition_id",
+    "image_id",
+    "command",
+    "gpus",
+    "gpu_type",
+    # A request by compute capability and memory, resolved once: "v100|a100" (or a type).
+    "gpu_constraint",
+    "nodes",
+    "tasks_per_node",
+    "launcher",
+    "cpus",
+    "memory_gb",
+    "time_limit_minutes",
+    "account",
+    "work_dir_kind",
+)
+
+
+def trial_fields(job: Job) -> dict:
+    """What of a validated (unsaved) job every trial's jobs copy."""
+    return {name: getattr(job, name) for name in TRIAL_FIELDS}
 
 
 class ClusterChoiceField(forms.ModelChoiceField):
@@ -45,30 +98,7 @@ class LaunchForm(forms.ModelForm):
 
     class Meta:
         model = Job
-        fields = [
-            "image",
-            "kind",
-            "cluster",
-            "partition",
-            "gpu_type",
-            "min_gpu_capability",
-            "min_gpu_memory_gb",
-            "gpus",
-            "nodes",
-            "tasks_per_node",
-            "launcher",
-            "cpus",
-            "memory_gb",
-            "time_limit_minutes",
-            "resumable",
-            "max_attempts",
-            "checkpoint_warning_seconds",
-            "account",
-            "work_dir_kind",
-            "notebook_dir",
-            "command",
-            "name",
-        ]
+        fields = LAUNCH_FIELDS
         labels = {
             "gpus": "GPUs per node",
             "gpu_type": "GPU type",
@@ -184,34 +214,23 @@ def _trial_again(source: Job) -> dict:
 def launch_initial(user, source: Job | None = None) -> dict:
     """Defaults that make "choose an image, press Launch" work; or a copy of ``source``."""
     if source is not None:
-        return {
-            "image": source.image.slug,
-            "kind": source.kind,
-            "cluster": source.cluster.name,
-            "partition": source.partition_id,
-            # Asked by capability and memory: asked again that way (the type they resolved
-            # to then may change with the partition).
-            "gpu_type": ""
-            if source.min_gpu_capability or source.min_gpu_memory_gb
-            else source.gpu_type,
-            "min_gpu_capability": source.min_gpu_capability,
-            "min_gpu_memory_gb": source.min_gpu_memory_gb,
-            "gpus": source.gpus,
-            "nodes": source.nodes,
-            "tasks_per_node": source.tasks_per_node,
-            "launcher": source.launcher,
-            "cpus": source.cpus,
-            "memory_gb": source.memory_gb,
-            "time_limit_minutes": source.time_limit_minutes,
-            "resumable": source.resumable,
-            "max_attempts": source.max_attempts,
-            "checkpoint_warning_seconds": source.checkpoint_warning_seconds,
-            "account": source.account,
-            "work_dir_kind": source.work_dir_kind,
-            "notebook_dir": source.notebook_dir or last_notebook_dir(user),
-            "command": source.command,
-            "name": source.name,
-        } | _trial_again(source)
+        relations = {"image", "cluster", "partition"}  # by slug, name and id, below
+        copy = {name: getattr(source, name) for name in LAUNCH_FIELDS if name not in relations}
+        return (
+            copy
+            | {
+                "image": source.image.slug,
+                "cluster": source.cluster.name,
+                "partition": source.partition_id,
+                # Asked by capability and memory: asked again that way (the type they resolved
+                # to then may change with the partition).
+                "gpu_type": ""
+                if source.min_gpu_capability or source.min_gpu_memory_gb
+                else source.gpu_type,
+                "notebook_dir": source.notebook_dir or last_notebook_dir(user),
+            }
+            | _trial_again(source)
+        )
     clusters = list(Cluster.objects.filter(enabled=True))
     cluster = next(
         (c for c in clusters if ClusterAccount.for_user(c, user)), clusters[0] if clusters else None
