@@ -13,7 +13,7 @@ import re
 
 from jobs.htcondor import parsers
 from jobs.htcondor.submit import SEPARATOR
-from jobs.schedulers import Attempt, Submission
+from jobs.seam import Attempt, Submission
 from jobs.slurm import ssh
 from jobs.slurm.operations import ENTER_WORK_DIR, MEMBER_DIRS, WORK_DIR_SECRETS
 

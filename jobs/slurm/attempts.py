@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from jobs.schedulers import Attempt
+from jobs.seam import Attempt
 from jobs.slurm.parsers import _epoch, _load, _number, _sacct_ids, _text, sacct_owner
 
 log = logging.getLogger(__name__)

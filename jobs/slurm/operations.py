@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from jobs.schedulers import Attempt, Submission
+from jobs.seam import Attempt, Submission
 from jobs.slurm import parsers, pool, ssh
 from jobs.slurm.attempts import parse_attempts
 
