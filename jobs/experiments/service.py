@@ -11,9 +11,11 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from jobs import lifecycle
+from jobs.api.serializers import JobCreateSerializer
 from jobs.experiments import runs, spec
 from jobs.experiments.controller import launch_fields
 from jobs.experiments.models import Experiment, Trial
+from jobs.experiments.tasks import advance_experiment
 from jobs.models import Job
 
 
@@ -28,8 +30,6 @@ def create(user, source: str | dict) -> Experiment:
     """A new experiment from a spec (YAML/JSON text, or an already-read mapping); raises
     spec.SpecError with one message per wrong field (the launch's fields under
     'launch.<field>'). Its first trials start at once."""
-    from jobs.api.serializers import JobCreateSerializer
-
     if isinstance(source, str):
         text, data = source, spec.load(source)
     else:
@@ -195,8 +195,6 @@ def _now():
 
 
 def _step(experiment_id: int) -> None:
-    from jobs.experiments.tasks import advance_experiment
-
     try:
         advance_experiment.delay(experiment_id)
     except Exception:  # noqa: BLE001 - beat steps it when the broker is back
