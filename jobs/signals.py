@@ -9,7 +9,8 @@ from __future__ import annotations
 from django.db import transaction
 from django.dispatch import Signal
 
-# A job's row changed (its state, details or timeline): ``job=``.
+# A job's row changed (its state, details or timeline; jobs' models send it on commit), or
+# its session link did (proxy/models.py, at once): ``job=``.
 job_updated = Signal()
 
 # A job reached a final state (completed, failed, cancelled, ...): ``job=``. Once per job.

@@ -12,9 +12,8 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs import crypto
+from jobs import crypto, signals
 from jobs.access import sees_every_job
-from jobs.broadcast import publish_job
 from jobs.models import Job
 
 
@@ -139,7 +138,7 @@ class SessionLink(models.Model):
         )
         if updated:
             self.refresh_from_db()
-            publish_job(self.job)
+            signals.job_updated.send(sender=Job, job=self.job)
         return bool(updated)
 
     @classmethod
@@ -154,7 +153,7 @@ class SessionLink(models.Model):
             ready_at=None,
         )
         if updated:
-            publish_job(job)
+            signals.job_updated.send(sender=Job, job=job)
         return bool(updated)
 
     def close(self) -> None:
@@ -164,7 +163,7 @@ class SessionLink(models.Model):
             .update(state=self.State.CLOSED, closed_at=timezone.now(), upstream_token_encrypted="")
         ):
             self.refresh_from_db()
-            publish_job(self.job)
+            signals.job_updated.send(sender=Job, job=self.job)
 
     # -- what jobs/ asks of session links (jobs.sessions.SessionLinks) ------------------
     @classmethod
