@@ -10,7 +10,7 @@ from django.utils.http import content_disposition_header, url_has_allowed_host_a
 from django.views.decorators.http import require_POST
 
 from frontend.forms import ClusterAccountForm
-from jobs import lifecycle, usage
+from jobs import lifecycle, schedulers, usage
 from jobs.access import sees_every_job
 from jobs.cluster import files, pool, ssh
 from jobs.launch import LaunchForm, launch_initial, partition_limits, tensorboard_initial
@@ -78,6 +78,15 @@ def job_row(request, pk: int):
     )
 
 
+def limits_with_capabilities() -> dict:
+    """Each cluster's partition limits (jobs.launch.partition_limits) with what its
+    scheduler can do (its adapter's capabilities): the page asks these, never the name."""
+    limits = partition_limits()
+    for cluster in limits.values():
+        cluster["capabilities"] = schedulers.adapter(cluster["scheduler"]).capabilities()
+    return limits
+
+
 @login_required
 def launch(request):
     if request.method == "POST":
@@ -112,7 +121,7 @@ def launch(request):
         {
             "form": form,
             "images": images,
-            "limits": partition_limits(),
+            "limits": limits_with_capabilities(),
             "tags": Tag.objects.filter(images__enabled=True).distinct(),
             "gpu_images": [i.slug for i in images if i.supports_gpu],
             "image_kinds": {i.slug: i.kinds for i in images},

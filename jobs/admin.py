@@ -10,7 +10,8 @@ from django.db.models import Count
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from jobs.cluster import pool, ssh
+from jobs import image_checks, schedulers
+from jobs.cluster import ssh
 from jobs.models import (
     Cluster,
     ClusterAccount,
@@ -121,10 +122,6 @@ class ClusterAdmin(admin.ModelAdmin):
         permissions=["change"],
     )
     def discover_gpu_types(self, request, queryset):
-        from jobs.htcondor import operations as condor
-        from jobs.models.gpus import record_devices, record_discovery
-        from jobs.slurm import operations
-
         for cluster in queryset:
             account = ClusterAccount.for_user(cluster, request.user) or (
                 ClusterAccount.objects.filter(cluster=cluster, user__isnull=True).first()
@@ -136,22 +133,15 @@ class ClusterAdmin(admin.ModelAdmin):
                     messages.ERROR,
                 )
                 continue
-            if cluster.scheduler == Cluster.Scheduler.HTCONDOR:
-                devices = pool.with_connection(account, condor.gpu_devices)
-                if devices is None:
-                    self.message_user(
-                        request, f"{cluster.name}: condor_status did not answer.", messages.ERROR
-                    )
-                    continue
-                report = record_devices(cluster, devices)
-            else:
-                nodes = pool.with_connection(account, operations.free_on_nodes)
-                if nodes is None:
-                    self.message_user(
-                        request, f"{cluster.name}: sinfo did not answer.", messages.ERROR
-                    )
-                    continue
-                report = record_discovery(cluster, nodes)
+            scheduler = schedulers.for_cluster(cluster)
+            report = scheduler.discover_gpu_types(account, cluster)
+            if report is None:
+                self.message_user(
+                    request,
+                    f"{cluster.name}: {scheduler.gpu_discovery_command} did not answer.",
+                    messages.ERROR,
+                )
+                continue
             for line in report:
                 self.message_user(request, f"{cluster.name}: {line}", messages.INFO)
 
@@ -324,7 +314,7 @@ class ContainerImageAdmin(admin.ModelAdmin):
     def check_on_clusters(self, request, queryset):
         images = list(queryset)
         for cluster in Cluster.objects.filter(enabled=True):
-            checks = ImageCheck.run(images, cluster, request.user)
+            checks = image_checks.run(images, cluster, request.user)
             bad = [c for c in checks if not c.ok]
             if not bad:
                 self.message_user(

@@ -86,3 +86,8 @@ def publish_job(job) -> None:
         async_to_sync(layer.group_send)(STAFF_GROUP, message)
     except Exception:  # noqa: BLE001 - any layer failure is logged, never raised
         log.exception("could not publish job %s on the channel layer", job.pk)
+
+
+def on_job_updated(sender, job, **kwargs) -> None:
+    """jobs.signals.job_updated's receiver (connected in JobsConfig.ready())."""
+    publish_job(job)

@@ -5,6 +5,8 @@ task after it commits; if the broker is away the job says so, and the recovery s
 
 from __future__ import annotations
 
+import logging
+
 from celery import Task
 from django.db import transaction
 
@@ -12,6 +14,8 @@ from jobs import tasks
 from jobs.broadcast import publish_job
 from jobs.launch import LaunchForm
 from jobs.models import Job
+
+log = logging.getLogger(__name__)
 
 
 def launch(form: LaunchForm) -> Job:
@@ -54,6 +58,16 @@ def release(job: Job) -> bool:
         lambda: _queue(job, tasks.release_job, "The portal could not queue the release ({exc}).")
     )
     return True
+
+
+def submit_array(array_id: int) -> None:
+    """Queue the submission of a job array the portal built (an experiment's batch of
+    trial runs). A broker outage is logged: the recovery sweep submits it once the broker
+    is back."""
+    try:
+        tasks.submit_array.delay(array_id)
+    except Exception:  # noqa: BLE001 - the recovery sweep submits it when the broker is back
+        log.exception("could not queue the submission of job array %s", array_id)
 
 
 def _submit(job: Job) -> None:

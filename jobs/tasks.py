@@ -17,8 +17,11 @@ from django.utils import timezone
 
 from jobs import schedulers, sessions
 from jobs.cluster import files, pool, ssh, workdir
+from jobs.experiments.runs import array_member
+from jobs.metrics.ingest import issue_token
 from jobs.metrics.tasks import tail_metrics
 from jobs.models import Cluster, ClusterAccount, Job, JobArray, JobAttempt, choices
+from jobs.seam import Attempt
 from jobs.task_helpers import backoff, limits, single_flight
 
 log = logging.getLogger(__name__)
@@ -54,8 +57,6 @@ def submit_job(self, job_id: int) -> None:
         secret, register_url = "", ""
         if job.has_session:
             secret, register_url = sessions.links().prepare(job)
-        from jobs.metrics.ingest import issue_token
-
         metrics_token = issue_token(job)
         metrics_url = metrics_upload_url(job)
         scheduler = schedulers.for_cluster(job.cluster)
@@ -65,7 +66,7 @@ def submit_job(self, job_id: int) -> None:
         submission = pool.with_connection(
             account,
             lambda conn: scheduler.submit(
-                conn, work_dir, job.slurm_name, script, secret, metrics_token
+                conn, work_dir, job.scheduler_name, script, secret, metrics_token
             ),
         )
     except (ssh.ClusterError, workdir.ScriptError, ValueError) as exc:
@@ -88,7 +89,7 @@ def submit_job(self, job_id: int) -> None:
             pool.with_connection(
                 account,
                 lambda conn: schedulers.for_cluster(job.cluster).cancel(
-                    conn, submission.scheduler_id, job.slurm_name
+                    conn, submission.scheduler_id, job.scheduler_name
                 ),
             )
             Job.objects.filter(pk=job.pk).update(scheduler_job_id=submission.scheduler_id)
@@ -144,8 +145,6 @@ def submit_array(self, array_id: int) -> None:
                 "add one on your account page or ask an administrator.",
             )
         return
-    from jobs.experiments.runs import array_member
-    from jobs.metrics.ingest import issue_token
 
     try:
         work_dir = workdir.array_work_dir(array, account.username, members[0].work_dir_kind)
@@ -159,7 +158,9 @@ def submit_array(self, array_id: int) -> None:
         )
         submission = pool.with_connection(
             account,
-            lambda conn: scheduler.submit_array(conn, work_dir, array.slurm_name, script, tokens),
+            lambda conn: scheduler.submit_array(
+                conn, work_dir, array.scheduler_name, script, tokens
+            ),
         )
     except (ssh.ClusterError, workdir.ScriptError, ValueError) as exc:
         _submit_failed(self, exc, array, f"job array {array_id}", members)
@@ -188,7 +189,7 @@ def submit_array(self, array_id: int) -> None:
             if job.state == Job.State.CANCELLED:  # cancelled while we were submitting
                 Job.objects.filter(pk=job.pk).update(scheduler_job_id=task_id)
                 pool.with_connection(
-                    account, lambda conn, t=task_id: scheduler.cancel(conn, t, array.slurm_name)
+                    account, lambda conn, t=task_id: scheduler.cancel(conn, t, array.scheduler_name)
                 )
 
 
@@ -296,28 +297,12 @@ def _sync_account(group: list[Job]) -> int:
     ]
     if runs_changed:
         _enqueue(record_attempts, runs_changed)
-    _advance_experiments_of([job for job in group if job.trial_id and job.is_final])
     running = [job for job in group if job.state == Job.State.RUNNING]
     discover_sessions(account, running)
     if account.cluster.metrics_over_ssh:
         for job in running:
             _enqueue(tail_metrics, job.pk)
     return changed
-
-
-def _advance_experiments_of(ended: list[Job]) -> None:
-    """A trial's job ended: its experiment steps now (stop, score, start the next trials)
-    rather than at its next periodic step."""
-    if not ended:
-        return
-    from jobs.experiments.models import Trial
-    from jobs.experiments.tasks import advance_experiment
-
-    trial_ids = {job.trial_id for job in ended if job.trial_id is not None}
-    for experiment_id in set(
-        Trial.objects.filter(pk__in=trial_ids).values_list("experiment_id", flat=True)
-    ):
-        _enqueue(advance_experiment, experiment_id)
 
 
 @shared_task(bind=True, acks_late=True, max_retries=5, **limits())
@@ -342,7 +327,7 @@ def record_attempts(self, job_ids: list[int]) -> None:
             raise self.retry(countdown=backoff(self.request.retries))
 
 
-def _attempts_of(group: list[Job]) -> dict[str, list[schedulers.Attempt]]:
+def _attempts_of(group: list[Job]) -> dict[str, list[Attempt]]:
     account = group[0].cluster_account
     if account is None:  # grouped by cluster_account_id: never
         return {}
@@ -386,7 +371,7 @@ def cancel_job(self, job_id: int) -> None:
         job,
         "Cancelling",
         lambda conn: schedulers.for_cluster(job.cluster).cancel(
-            conn, job.scheduler_job_id, job.slurm_name
+            conn, job.scheduler_job_id, job.scheduler_name
         ),
     )
 
@@ -403,7 +388,7 @@ def release_job(self, job_id: int) -> None:
         job,
         "Releasing",
         lambda conn: schedulers.for_cluster(job.cluster).release(
-            conn, username, job.scheduler_job_id, job.slurm_name
+            conn, username, job.scheduler_job_id, job.scheduler_name
         ),
     )
 

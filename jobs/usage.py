@@ -17,6 +17,7 @@ from django.db.models import Count, F, Max, Min, Q, Sum, Value
 from django.db.models.functions import Coalesce, NullIf, TruncMonth
 
 from jobs.access import sees_every_job
+from jobs.metrics.models import MetricPoint
 from jobs.models import Job, JobAttempt
 
 # The sampler's per-GPU utilisation series: "sys/gpu<index>_util_percent@<node>".
@@ -195,8 +196,6 @@ def idle_gpu_jobs(jobs, now: float | None = None) -> dict[int, Idle]:
     """Running GPU jobs among ``jobs`` whose every GPU sample of the last
     PORTAL_GPU_IDLE_MINUTES is at most PORTAL_GPU_IDLE_PERCENT, sampled over that whole
     window and recently (a job whose sampler stopped is not judged). Two queries."""
-    from jobs.metrics.models import MetricPoint
-
     now = time.time() if now is None else now
     window = settings.PORTAL_GPU_IDLE_MINUTES * 60
     ids = list(jobs.filter(state=Job.State.RUNNING, gpus__gt=0).values_list("pk", flat=True)[:5000])

@@ -12,8 +12,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs import crypto
-from jobs.broadcast import publish_job
+from jobs import crypto, signals
 from jobs.models import Job
 
 
@@ -134,7 +133,7 @@ class SessionLink(models.Model):
         )
         if updated:
             self.refresh_from_db()
-            publish_job(self.job)
+            signals.job_updated.send(sender=Job, job=self.job)
         return bool(updated)
 
     @classmethod
@@ -149,7 +148,7 @@ class SessionLink(models.Model):
             ready_at=None,
         )
         if updated:
-            publish_job(job)
+            signals.job_updated.send(sender=Job, job=job)
         return bool(updated)
 
     def close(self) -> None:
@@ -159,7 +158,7 @@ class SessionLink(models.Model):
             .update(state=self.State.CLOSED, closed_at=timezone.now(), upstream_token_encrypted="")
         ):
             self.refresh_from_db()
-            publish_job(self.job)
+            signals.job_updated.send(sender=Job, job=self.job)
 
     # -- what jobs/ asks of session links (jobs.sessions.SessionLinks) ------------------
     @classmethod

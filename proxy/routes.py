@@ -24,6 +24,7 @@ from django.core.cache import cache
 from django.db import transaction
 
 from proxy.haproxy import HAProxyError, Route, RuntimeAPI
+from proxy.models import SessionLink
 
 log = logging.getLogger(__name__)
 
@@ -110,8 +111,6 @@ def route_of(session) -> Route | None:
 
 
 def _fresh(session):
-    from proxy.models import SessionLink
-
     return SessionLink.objects.select_related("job", "job__owner").filter(pk=session.pk).first()
 
 
@@ -143,8 +142,6 @@ def push(session) -> bool:
 def reconcile() -> dict[str, tuple[int, int] | str]:
     """Every instance routes exactly the open sessions: address -> (added, removed), or
     why it was not reconciled (another reconcile running, the instance unreachable)."""
-    from proxy.models import SessionLink
-
     with _locked(wait=0) as taken:
         if not taken:
             return {"*": "another push or reconcile holds the lock"}
@@ -178,8 +175,6 @@ def on_user_saved(sender, instance, **kwargs) -> None:
     user_id = instance.pk
 
     def after_commit() -> None:
-        from proxy.models import SessionLink
-
         try:
             for session in SessionLink.objects.filter(
                 job__owner_id=user_id, state=SessionLink.State.READY
@@ -199,8 +194,6 @@ def on_job_changed(sender, job, **kwargs) -> None:
     job_id = job.pk
 
     def after_commit() -> None:
-        from proxy.models import SessionLink
-
         # A failing push must not stop the job's own update (its publishing, the sync
         # of other jobs): it is logged, and the next reconcile repairs the route.
         try:

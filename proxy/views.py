@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 
 from jobs import validators
 from jobs.models import Job
+from jobs.tasks import sync_jobs
 from portal.throttle import digest, over_budget, throttled
 from proxy import routes
 from proxy.access import session_for_user
@@ -52,8 +53,6 @@ def register(request, public_id: str):
     if job.state in (Job.State.QUEUED, Job.State.PENDING) and job.scheduler_job_id:
         # The job calls as soon as Jupyter listens, often before the periodic sync has
         # seen it start: ask the scheduler now rather than keep the user waiting.
-        from jobs.tasks import sync_jobs
-
         sync_jobs(Job.objects.filter(pk=job.pk))
         job.refresh_from_db()
     if job.state != Job.State.RUNNING or not job.node:

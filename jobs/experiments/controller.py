@@ -19,6 +19,8 @@ from django.utils import timezone
 from jobs import lifecycle, schedulers
 from jobs.experiments import runs, scoring, search
 from jobs.experiments.models import Experiment, Trial
+from jobs.experiments.spec import grid
+from jobs.launch import LaunchForm, launch_initial
 from jobs.launch.form import TRIAL_FIELDS, trial_fields
 from jobs.models import Job, JobArray
 
@@ -102,8 +104,6 @@ def launch_refusal(experiment: Experiment) -> str:
     rules (jobs.launch.LaunchForm: the image still offered, the cluster and partition
     enabled, the owner's account on it, the partition's current limits), asked again before
     every new batch, so that disabling any of these stops a running sweep too."""
-    from jobs.launch import LaunchForm, launch_initial
-
     owner = experiment.owner
     job = Job(**experiment.launch, owner=owner, kind=Job.Kind.BATCH)
     form = LaunchForm(data=launch_initial(owner, job), user=owner)
@@ -251,7 +251,7 @@ def batch_size(experiment: Experiment, free: int, remaining: int) -> int:
     allows, throttled by the scheduler (where it cannot throttle, as HTCondor: the free
     slots' worth, like Bayesian)."""
     fit = max(1, (experiment.cluster.max_array_size - 1) // experiment.folds)
-    throttled = schedulers.for_cluster(experiment.cluster).throttles_arrays
+    throttled = schedulers.for_cluster(experiment.cluster).array_throttle
     if experiment.method == Experiment.Method.BAYESIAN or not throttled:
         wanted = math.ceil(free / experiment.folds)
     else:
@@ -298,24 +298,13 @@ def start_trials(experiment: Experiment, trials: list[Trial], free: int, remaini
                     array_index=index,
                 )
                 index += 1
-        transaction.on_commit(lambda: _submit(array.pk))
+        transaction.on_commit(lambda: lifecycle.submit_array(array.pk))
     return True
-
-
-def _submit(array_id: int) -> None:
-    from jobs.tasks import submit_array
-
-    try:
-        submit_array.delay(array_id)
-    except Exception:  # noqa: BLE001 - the recovery sweep submits it when the broker is back
-        log.exception("could not queue the submission of job array %s", array_id)
 
 
 def _search_exhausted(experiment: Experiment, trials: list[Trial]) -> bool:
     if experiment.method != Experiment.Method.GRID:
         return False
-    from jobs.experiments.spec import grid
-
     return len(trials) >= len(grid(experiment.space))
 
 

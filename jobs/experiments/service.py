@@ -12,6 +12,7 @@ from django.db import transaction
 from jobs import lifecycle
 from jobs.experiments import runs, spec
 from jobs.experiments.models import Experiment, Trial
+from jobs.experiments.tasks import advance_experiment
 from jobs.launch import as_request, trial_fields, validate_request
 from jobs.models import Job
 
@@ -169,8 +170,6 @@ def _now():
 
 
 def _step(experiment_id: int) -> None:
-    from jobs.experiments.tasks import advance_experiment
-
     try:
         advance_experiment.delay(experiment_id)
     except Exception:  # noqa: BLE001 - beat steps it when the broker is back

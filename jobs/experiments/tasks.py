@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 from django.conf import settings
 from django.db import close_old_connections
 
 from jobs.experiments import controller
-from jobs.experiments.models import Experiment
+from jobs.experiments.models import Experiment, Trial
 from jobs.task_helpers import single_flight
+
+log = logging.getLogger(__name__)
 
 # The step lock outlives the longest a step may run (the task's hard time limit) by this
 # much: two steps of one experiment never overlap, and a worker killed mid-step holds the
@@ -52,3 +56,17 @@ def advance_experiment(experiment_id: int) -> None:
             controller.advance(experiment_id)
         finally:
             close_old_connections()
+
+
+def step_on_job_finished(sender, job, **kwargs) -> None:
+    """jobs.signals.job_finished's receiver (ExperimentsConfig.ready()): a trial's job
+    ended, so its experiment steps now (stop, score, start the next trials) rather than at
+    its next periodic step. A broker outage is logged, never raised into the job's sync."""
+    if job.trial_id is None:
+        return
+    experiment_id = Trial.objects.filter(pk=job.trial_id).values_list("experiment_id", flat=True)
+    for experiment in experiment_id[:1]:
+        try:
+            advance_experiment.delay(experiment)
+        except Exception:  # noqa: BLE001 - a broker outage must not stop the sync
+            log.exception("could not queue %s(%r)", advance_experiment.name, experiment)

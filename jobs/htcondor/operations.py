@@ -15,7 +15,7 @@ from jobs.cluster import ssh
 from jobs.cluster.workdir import ENTER_WORK_DIR, MEMBER_DIRS, WORK_DIR_SECRETS
 from jobs.htcondor import parsers
 from jobs.htcondor.submit import SEPARATOR
-from jobs.schedulers import Attempt, Submission
+from jobs.seam import Attempt, Submission
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""HTCondor behind the scheduler seam (jobs/schedulers.py)."""
+"""HTCondor behind the scheduler seam (jobs/seam.py)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,16 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from jobs.cluster import ssh
+from jobs.cluster import pool, ssh
 from jobs.htcondor import operations, parsers, submit
 from jobs.htcondor.status import to_status
 from jobs.models.choices import State
-from jobs.schedulers import Attempt, Status, Submission
+from jobs.models.gpus import record_devices
+from jobs.seam import Adapter, Attempt, Status
 
 if TYPE_CHECKING:
     from jobs.cluster.ssh import Connection
-    from jobs.models import Job
+    from jobs.models import Cluster, ClusterAccount, Job
 
 
 log = logging.getLogger(__name__)
@@ -90,48 +91,22 @@ def charged(run: Attempt, job: Job) -> Attempt:
     )
 
 
-class HTCondor:
+class HTCondor(Adapter):
     name = "HTCondor"
+    scripts = submit
+    operations = operations
+    # One process on one machine per job, and it requeues nothing itself (README,
+    # "Schedulers").
+    supports_multi_node = False
+    supports_launchers = False
+    supports_resumable = False
     # Late materialization (max_materialize) would hide the waiting procs from condor_q;
     # the experiment controller submits only as many as may run instead.
-    throttles_arrays = False
-
-    def render(
-        self,
-        job: Job,
-        work_dir: str,
-        register_url: str = "",
-        metrics_url: str = "",
-        system_interval: float = 0,
-    ) -> str:
-        return submit.render(job, work_dir, register_url, metrics_url, system_interval)
-
-    def render_array(self, array, members: list, work_dir: str, system_interval: float = 0) -> str:
-        return submit.render_array(array, members, work_dir, system_interval)
+    array_throttle = False
+    gpu_discovery_command = "condor_status"
 
     def member_id(self, array_id: str, index: int) -> str:
         return f"{array_id}.{int(index)}"
-
-    def submit(
-        self,
-        conn: Connection,
-        work_dir: str,
-        job_name: str,
-        script: str,
-        secret: str = "",
-        metrics_token: str = "",
-    ) -> Submission:
-        return operations.submit(conn, work_dir, job_name, script, secret, metrics_token)
-
-    def submit_array(
-        self,
-        conn: Connection,
-        work_dir: str,
-        name: str,
-        script: str,
-        tokens: list[tuple[int, str]],
-    ) -> Submission:
-        return operations.submit_array(conn, work_dir, name, script, tokens)
 
     def statuses(self, conn: Connection, username: str, jobs: Sequence[Job]) -> dict[str, Status]:
         statuses: dict[str, Status] = {}
@@ -145,7 +120,7 @@ class HTCondor:
                     unreadable=f"{job.scheduler_job_id!r} is not an HTCondor job id",
                 )
         found = operations.jobs(
-            conn, username, {i: j.slurm_name for i, j in by_id.items()}, since(by_id.values())
+            conn, username, {i: j.scheduler_name for i, j in by_id.items()}, since(by_id.values())
         )
         # Where the running ones run, as their startds report it: one condor_status.
         claims: list[parsers.Claim] | None = None
@@ -174,16 +149,14 @@ class HTCondor:
         runs = operations.attempts(
             conn,
             username,
-            {i: j.slurm_name for i, j in readable.items()},
+            {i: j.scheduler_name for i, j in readable.items()},
             since(readable.values()),
         )
         return {i: [charged(run, readable[i]) for run in rs] for i, rs in runs.items()}
 
-    def cancel(self, conn: Connection, scheduler_id: str, job_name: str) -> None:
-        operations.cancel(conn, scheduler_id, job_name)
-
-    def release(self, conn: Connection, username: str, scheduler_id: str, job_name: str) -> None:
-        operations.release(conn, username, scheduler_id, job_name)
+    def discover_gpu_types(self, account: ClusterAccount, cluster: Cluster) -> list[str] | None:
+        devices = pool.with_connection(account, operations.gpu_devices)
+        return None if devices is None else record_devices(cluster, devices)
 
 
 HTCONDOR = HTCondor()

@@ -1,11 +1,11 @@
 """The HTCondor adapter's translation: JobStatus, hold and remove reasons into the portal's
-neutral status (jobs/schedulers.py). This is where an HTCondor state is mapped."""
+neutral status (jobs/seam.py). This is where an HTCondor state is mapped."""
 
 from __future__ import annotations
 
 from jobs.htcondor import parsers as p
 from jobs.models.choices import State
-from jobs.schedulers import HELD_PREFIX, REASON_MAX_LENGTH, Status
+from jobs.seam import HELD_PREFIX, REASON_MAX_LENGTH, Status
 
 # The submit description's time limit (jobs/htcondor/submit.py) removes a job with this
 # expression; its RemoveReason quotes it.
@@ -85,4 +85,5 @@ def to_status(job: p.CondorJob) -> Status:
         exit_code=code,
         signal=signal,
         attempt=max(job.starts - 1, 0),
+        held=job.status == p.HELD,
     )

@@ -156,7 +156,7 @@ def render(
         header=header(job),
         container=False,
     )
-    lines = description(job, work_dir, job.slurm_name, f"{work_dir}/job.sh")
+    lines = description(job, work_dir, job.scheduler_name, f"{work_dir}/job.sh")
     return combined(lines, script)
 
 
@@ -170,7 +170,7 @@ def render_array(array, members: list, work_dir: str, system_interval: float = 0
     lines = description(
         members[0].job,
         work_dir,
-        array.slurm_name,
+        array.scheduler_name,
         f"{work_dir}/job.sh",
         array_size=len(members),
     )

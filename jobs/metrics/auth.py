@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.models import AnonymousUser
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
+
+from jobs.metrics import ingest
+from jobs.models import Job
 
 
 class JobTokenAuthentication(authentication.BaseAuthentication):
@@ -13,11 +17,6 @@ class JobTokenAuthentication(authentication.BaseAuthentication):
     token get the same answer, so job ids cannot be probed this way."""
 
     def authenticate(self, request):
-        from django.contrib.auth.models import AnonymousUser
-
-        from jobs.metrics import ingest
-        from jobs.models import Job
-
         scheme, _, token = (
             authentication.get_authorization_header(request).decode(errors="replace").partition(" ")
         )

@@ -21,6 +21,7 @@ from django.db import connection, transaction
 from django.db.models import F, Sum
 
 from jobs import crypto
+from jobs.metrics.broadcast import publish_metrics
 from jobs.metrics.models import MetricPoint, MetricSeries
 from jobs.models import Job
 
@@ -285,8 +286,6 @@ def _insert(rows: list[tuple]) -> None:
 
 
 def publish_points(job: Job, result: IngestResult) -> None:
-    from jobs.metrics.broadcast import publish_metrics
-
     publish_metrics(
         job.pk,
         {

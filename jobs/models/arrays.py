@@ -37,9 +37,12 @@ class JobArray(models.Model):
         return f"job array {self.pk}"
 
     @property
-    def slurm_name(self) -> str:
+    def scheduler_name(self) -> str:
         """Every member's name on the cluster; the submit step adopts the array by it."""
         return f"portal-a{self.pk}-{self.uid}"
+
+    # The name it had when Slurm was the only scheduler (the job script still says it).
+    slurm_name = scheduler_name
 
     @property
     def slurm_comment(self) -> str:

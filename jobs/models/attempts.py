@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from django.db import models, transaction
 
+from jobs import signals
+
 
 class JobAttempt(models.Model):
     """One run of a job as accounting (``sacct -D``) reports it; attempt 0 is the first."""
@@ -42,16 +44,14 @@ class JobAttempt(models.Model):
 
     @classmethod
     def record(cls, job, runs) -> int:
-        """Store ``runs`` (jobs.schedulers.Attempt, oldest first, from accounting) as the
+        """Store ``runs`` (jobs.seam.Attempt, oldest first, from accounting) as the
         job's attempts 0, 1, ...; returns how many changed. Never goes back: an ended run
         is not replaced by an older snapshot of it still running, nor a longer elapsed time
         by a shorter one (two reads of one job may finish in either order)."""
-        from jobs.models import Job
-
         changed = 0
         with transaction.atomic():
             # One writer per job at a time (PostgreSQL row lock; SQLite writes serialise).
-            Job.objects.select_for_update().filter(pk=job.pk).values_list("pk").first()
+            type(job).objects.select_for_update().filter(pk=job.pk).values_list("pk").first()
             have = {row.number: row for row in cls.objects.filter(job=job)}
             for number, run in enumerate(runs):
                 values = {
@@ -76,9 +76,7 @@ class JobAttempt(models.Model):
                     cls.objects.filter(pk=row.pk).update(**values)
                     changed += 1
         if changed:
-            from jobs.broadcast import publish_job
-
-            transaction.on_commit(lambda: publish_job(job))  # the job page shows its runs
+            signals.updated_on_commit(job)  # the job page shows its runs
         return changed
 
     @classmethod

@@ -10,7 +10,7 @@ from django.utils import timezone
 from jobs import validators
 from jobs.models import choices
 from jobs.models.choices import Kind
-from jobs.models.clusters import Cluster, ClusterAccount
+from jobs.models.clusters import Cluster
 from jobs.validators import split_list
 
 
@@ -197,33 +197,9 @@ class ImageCheck(models.Model):
         return [line[2:] for line in self.report.splitlines() if line.startswith("✘ ")]
 
     @classmethod
-    def run(cls, images, cluster: Cluster, user) -> list[ImageCheck]:
-        """Check ``images`` on ``cluster`` in one SSH command, as the admin's own cluster
-        account or else the cluster's service account (never as another user), and record
-        the outcome per image."""
-        from jobs.cluster import image_check, pool, ssh
-
-        images = list(images)
-        account = (
-            ClusterAccount.for_user(cluster, user)
-            or ClusterAccount.objects.filter(cluster=cluster, user__isnull=True).first()
-        )
-        if account is None:
-            findings = [
-                [
-                    f"✘ not checked: you have no account on {cluster.name} and it has no "
-                    "service account (add one on the Account page or in the admin)"
-                ]
-            ] * len(images)
-        else:
-            try:
-                found = pool.with_connection(
-                    account, lambda conn: image_check.check_images(conn, images)
-                )
-                mark = {True: "✔", False: "✘", None: "·"}
-                findings = [[f"{mark[f.ok]} {f.text}" for f in each] for each in found]
-            except (ssh.ClusterError, ValidationError) as exc:
-                findings = [[f"✘ could not check on {cluster.name}: {exc}"]] * len(images)
+    def record(cls, images, cluster: Cluster, account, findings) -> list[ImageCheck]:
+        """Record each image's check lines (jobs.image_checks.run) as checked by
+        ``account`` (None: not checked) now."""
         now = timezone.now()
         checks: list[ImageCheck] = []
         for image, lines in zip(images, findings, strict=True):

@@ -14,12 +14,13 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs import validators
+from jobs import signals, validators
 from jobs.access import sees_every_job
-from jobs.broadcast import publish_job
 from jobs.hostlist import expand_hostlist
 from jobs.models import choices, limits
-from jobs.schedulers import REASON_MAX_LENGTH, Status, is_held_reason
+from jobs.models.gpus import wants
+from jobs.schedulers import is_held_reason
+from jobs.seam import REASON_MAX_LENGTH, Status
 from jobs.text import error_tail
 
 
@@ -232,12 +233,16 @@ class Job(models.Model):
         return f"job {self.pk} ({self.get_kind_display()}, {self.state})"
 
     @property
-    def slurm_name(self) -> str:
-        """The Slurm job name; submit looks jobs up by it, so it is unique per portal job
-        (an array's members share the array's)."""
+    def scheduler_name(self) -> str:
+        """The job's name on its scheduler; submit looks jobs up by it, so it is unique per
+        portal job (an array's members share the array's)."""
         if self.array is not None:
-            return self.array.slurm_name
+            return self.array.scheduler_name
         return f"portal-{self.pk}-{self.uid}"
+
+    # The name it had when Slurm was the only scheduler (the job script and the dev
+    # cluster's tests still say it).
+    slurm_name = scheduler_name
 
     @property
     def submitted_script(self) -> str:
@@ -413,8 +418,6 @@ class Job(models.Model):
         """'2 × a100 (asked: compute capability ≥ 8.0)', '1 × v100 or a100', '2 × any'."""
         if not self.gpus:
             return "none"
-        from jobs.models.gpus import wants
-
         kind = self.gpu_type or " or ".join(self.gpu_constraint.split("|")) or "any"
         text = f"{self.gpus} × {kind}"
         if self.nodes > 1:
@@ -464,7 +467,9 @@ class Job(models.Model):
             JobEvent.objects.create(job=self, from_state=current, to_state=to, message=message)
             for key, value in values.items():
                 setattr(self, key, value)
-            transaction.on_commit(lambda: publish_job(self))
+            signals.updated_on_commit(self)
+            if to in self.FINAL_STATES:
+                signals.finished_on_commit(self)
         return True
 
     def note(self, message: str, *, publish: bool = True) -> bool:
@@ -478,7 +483,7 @@ class Job(models.Model):
             job=self, from_state=self.state, to_state=self.state, message=message
         )
         if publish:
-            transaction.on_commit(lambda: publish_job(self))
+            signals.updated_on_commit(self)
         return True
 
     @property
@@ -492,7 +497,7 @@ class Job(models.Model):
         if tail != self.stderr_tail:
             Job.objects.filter(pk=self.pk).update(stderr_tail=tail)
             self.stderr_tail = tail
-            transaction.on_commit(lambda: publish_job(self))
+            signals.updated_on_commit(self)
 
     def update_details(self, **fields) -> bool:
         """Change fields that are not the state (pending reason, node); publish if any changed."""
@@ -505,7 +510,7 @@ class Job(models.Model):
             return False
         for key, value in changed.items():
             setattr(self, key, value)
-        transaction.on_commit(lambda: publish_job(self))
+        signals.updated_on_commit(self)
         return True
 
     # -- submission ----------------------------------------------------------
@@ -560,13 +565,13 @@ class Job(models.Model):
             self.State.FAILED,
             expect=(self.state,),
             message=f"The scheduler no longer knows this job (id {self.scheduler_job_id} "
-            f"under the name {self.slurm_name}): neither the controller nor accounting has "
+            f"under the name {self.scheduler_name}): neither the controller nor accounting has "
             f"reported it for {int(grace // 60)} minutes. Its outcome is unknown; its files "
             "are still in its work directory.",
         )
 
     def apply_scheduler_status(self, status: Status) -> bool:
-        """Record what the scheduler says (neutral values from its adapter, jobs/schedulers.py).
+        """Record what the scheduler says (neutral values from its adapter, jobs/seam.py).
         True if anything changed."""
         if self.scheduler_unseen_since is not None:
             Job.objects.filter(pk=self.pk).update(scheduler_unseen_since=None)
@@ -658,7 +663,7 @@ class Job(models.Model):
             cancel_requested_at=self.cancel_requested_at, cancel_reason=self.cancel_reason
         )
         # Pages show the request, and a notebook's link closes now, not when Slurm ends it.
-        transaction.on_commit(lambda: publish_job(self))
+        signals.updated_on_commit(self)
         return True
 
 

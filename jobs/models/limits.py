@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from jobs import schedulers
 from jobs.models.choices import SESSION_KINDS, Launcher
+from jobs.models.gpus import NoGpuMatches, choose, wants
 
 if TYPE_CHECKING:
     from jobs.models.clusters import Partition
@@ -98,19 +100,21 @@ def partition_errors(job: Job, partition: Partition) -> dict[str, str]:
 
 
 def scheduler_errors(job, cluster) -> dict[str, str]:
-    """What the cluster's scheduler cannot run (README, 'Schedulers')."""
-    if cluster.scheduler != "htcondor":
-        return {}
+    """What the cluster's scheduler cannot run: its adapter's capabilities (README,
+    'Schedulers')."""
+    scheduler = schedulers.for_cluster(cluster)
     errors: dict[str, str] = {}
-    if job.nodes > 1 or job.tasks_per_node > 1 or job.launcher != Launcher.NONE:
+    if (not scheduler.supports_multi_node and (job.nodes > 1 or job.tasks_per_node > 1)) or (
+        not scheduler.supports_launchers and job.launcher != Launcher.NONE
+    ):
         errors["nodes"] = (
-            f"Cluster {cluster.name} runs HTCondor: one process on one machine per job "
-            "(multi-node jobs and launchers need a Slurm cluster)."
+            f"Cluster {cluster.name} runs {scheduler.name}: one process on one machine per "
+            "job (multi-node jobs and launchers need a Slurm cluster)."
         )
-    if job.resumable:
+    if job.resumable and not scheduler.supports_resumable:
         errors["resumable"] = (
-            f"Cluster {cluster.name} runs HTCondor: checkpoint and requeue need a Slurm "
-            "cluster here."
+            f"Cluster {cluster.name} runs {scheduler.name}: checkpoint and requeue need a "
+            "Slurm cluster here."
         )
     return errors
 
@@ -119,8 +123,6 @@ def gpu_requirement_errors(job, partition) -> dict[str, str]:
     """A request by compute capability and memory: the matching GPU types of ``partition``
     become the job's gpu_type (one type) or gpu_constraint (one of several); refused with
     the closest alternatives when none matches."""
-    from jobs.models.gpus import NoGpuMatches, choose, wants
-
     capability, memory = job.min_gpu_capability, job.min_gpu_memory_gb
     job.gpu_constraint = ""
     if capability is None and memory is None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from jobs.schedulers import Attempt
+from jobs.seam import Attempt
 from jobs.slurm.arrays import sacct_ids
 from jobs.slurm.json_fields import _epoch, _load, _number, _text
 from jobs.slurm.parsers import sacct_owner

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from jobs.cluster import ssh
 from jobs.cluster.workdir import ENTER_WORK_DIR, MEMBER_DIRS, WORK_DIR_SECRETS
-from jobs.schedulers import Attempt, Submission
+from jobs.seam import Attempt, Submission
 from jobs.slurm import arrays, parsers, sinfo
 from jobs.slurm.attempts import parse_attempts
 from jobs.slurm.json_fields import Unparsable

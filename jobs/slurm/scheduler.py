@@ -1,64 +1,35 @@
-"""Slurm behind the scheduler seam (jobs/schedulers.py)."""
+"""Slurm behind the scheduler seam (jobs/seam.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from jobs.cluster import pool
 from jobs.models.choices import State
-from jobs.schedulers import Attempt, Status, Submission
+from jobs.models.gpus import record_discovery
+from jobs.seam import Adapter, Attempt, Status
 from jobs.slurm import operations, scripts
-from jobs.slurm.status import to_status
+from jobs.slurm.status import HELD_TEXTS, to_status
 
 if TYPE_CHECKING:
     from jobs.cluster.ssh import Connection
-    from jobs.models import Job
+    from jobs.models import Cluster, ClusterAccount, Job
 
 
-class Slurm:
+class Slurm(Adapter):
     name = "Slurm"
-    throttles_arrays = True
-
-    def render(
-        self,
-        job: Job,
-        work_dir: str,
-        register_url: str = "",
-        metrics_url: str = "",
-        system_interval: float = 0,
-    ) -> str:
-        return scripts.render(job, work_dir, register_url, metrics_url, system_interval)
-
-    def render_array(self, array, members: list, work_dir: str, system_interval: float = 0) -> str:
-        return scripts.render_array(array, members, work_dir, system_interval)
+    scripts = scripts
+    operations = operations
+    array_throttle = True
+    gpu_discovery_command = "sinfo"
 
     def member_id(self, array_id: str, index: int) -> str:
         return f"{array_id}_{int(index)}"
 
-    def submit(
-        self,
-        conn: Connection,
-        work_dir: str,
-        job_name: str,
-        script: str,
-        secret: str = "",
-        metrics_token: str = "",
-    ) -> Submission:
-        return operations.submit(conn, work_dir, job_name, script, secret, metrics_token)
-
-    def submit_array(
-        self,
-        conn: Connection,
-        work_dir: str,
-        name: str,
-        script: str,
-        tokens: list[tuple[int, str]],
-    ) -> Submission:
-        return operations.submit_array(conn, work_dir, name, script, tokens)
-
     def statuses(self, conn: Connection, username: str, jobs: Sequence[Job]) -> dict[str, Status]:
         by_id = {job.scheduler_job_id: job for job in jobs}
-        raw = operations.query(conn, username, {i: j.slurm_name for i, j in by_id.items()})
+        raw = operations.query(conn, username, {i: j.scheduler_name for i, j in by_id.items()})
         statuses = {}
         for scheduler_id, found in raw.items():
             job = by_id[scheduler_id]
@@ -71,13 +42,16 @@ class Slurm:
     def attempts(
         self, conn: Connection, username: str, jobs: Sequence[Job]
     ) -> dict[str, list[Attempt]]:
-        return operations.attempts(conn, username, {j.scheduler_job_id: j.slurm_name for j in jobs})
+        return operations.attempts(
+            conn, username, {j.scheduler_job_id: j.scheduler_name for j in jobs}
+        )
 
-    def cancel(self, conn: Connection, scheduler_id: str, job_name: str) -> None:
-        operations.cancel(conn, scheduler_id, job_name)
+    def discover_gpu_types(self, account: ClusterAccount, cluster: Cluster) -> list[str] | None:
+        nodes = pool.with_connection(account, operations.free_on_nodes)
+        return None if nodes is None else record_discovery(cluster, nodes)
 
-    def release(self, conn: Connection, username: str, scheduler_id: str, job_name: str) -> None:
-        operations.release(conn, username, scheduler_id, job_name)
+    def is_held_reason(self, reason: str) -> bool:
+        return reason in HELD_TEXTS or super().is_held_reason(reason)
 
 
 SLURM = Slurm()

@@ -1,5 +1,5 @@
 """The Slurm adapter's translation: Slurm's states, reasons and free resources into the
-portal's neutral status (jobs/schedulers.py). This is where a Slurm state is mapped."""
+portal's neutral status (jobs/seam.py). This is where a Slurm state is mapped."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 from typing import TYPE_CHECKING
 
 from jobs.models.choices import State
-from jobs.schedulers import REASON_MAX_LENGTH, Status
+from jobs.seam import REASON_MAX_LENGTH, Status
 
 if TYPE_CHECKING:
     from jobs.models import Job
@@ -225,4 +225,5 @@ def to_status(raw: SlurmJob, job: Job) -> Status:
         attempt=raw.restarts,
         queue_position=raw.queue_position if pending else None,
         estimated_start=raw.estimated_start if pending else None,
+        held=pending and raw.reason in HELD_REASONS,
     )

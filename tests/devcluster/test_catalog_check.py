@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from jobs import tasks
+from jobs import image_checks, tasks
 from jobs.models import ImageCheck, Job
 from tests import factories
 
@@ -95,13 +95,13 @@ def test_the_admin_check_finds_a_missing_sif_a_missing_runtime_and_modules(
     # Checked again after the file appears: the record is replaced, not added to.
     missing.write_bytes(b"now here")
     missing.chmod(0o644)
-    (check,) = ImageCheck.run([images[0]], devcluster, owner)
+    (check,) = image_checks.run([images[0]], devcluster, owner)
     assert ImageCheck.objects.filter(image=images[0]).count() == 1
     assert f"image file {missing} is there (8 bytes)" in check.report
     # An admin without an account there (and no service account) is told so; nobody
     # else's login is borrowed.
     devcluster.accounts.filter(user__isnull=True).delete()
-    (check,) = ImageCheck.run([images[0]], devcluster, staff)
+    (check,) = image_checks.run([images[0]], devcluster, staff)
     assert not check.ok and check.checked_as == ""
     assert "not checked: you have no account on" in check.report
 

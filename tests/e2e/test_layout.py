@@ -98,7 +98,8 @@ def test_no_page_is_wider_than_the_screen(browser, stack, long_jobs, screenshot,
 def test_the_admin_catalog_shows_availability_and_checks_at_laptop_width(
     browser, stack, staff, devcluster, screenshot
 ):
-    from jobs.models import ContainerImage, ImageCheck, Tag
+    from jobs import image_checks
+    from jobs.models import ContainerImage, Tag
 
     tags = [Tag.objects.create(name=n) for n in ("pytorch", "tensorflow", "jax", "cuda-12")]
     for n, (enabled, deprecated) in enumerate(((True, False), (True, True), (False, False))):
@@ -113,7 +114,7 @@ def test_the_admin_catalog_shows_availability_and_checks_at_laptop_width(
             deprecated=deprecated,
         )
         image.tags.set(tags)
-    ImageCheck.run(ContainerImage.objects.all(), devcluster, staff)
+    image_checks.run(ContainerImage.objects.all(), devcluster, staff)
     page = sign_in(browser, stack, "staff", "staff-pass-123", viewport=DESKTOP)
     page.goto(f"{stack.url}/admin/jobs/containerimage/")
     screenshot(page, "51-desktop-admin-catalog")

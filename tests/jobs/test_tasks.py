@@ -5,9 +5,10 @@ import json
 import pytest
 from django.test import override_settings
 
-from jobs import schedulers, tasks
+from jobs import tasks
 from jobs.cluster import pool, ssh
 from jobs.models import ClusterAccount, Job
+from jobs.seam import Submission
 from jobs.slurm import operations, parsers
 from tests import factories
 
@@ -117,11 +118,11 @@ def test_submit_claimed_by_another_worker_does_nothing(fake, job):
 def test_job_cancelled_while_being_submitted_is_scancelled(fake, job, monkeypatch):
     def submit_then_user_cancels(conn, work_dir, name, script, secret="", metrics_token=""):
         Job.objects.filter(pk=job.pk).update(state="cancelled")
-        return schedulers.Submission("91", adopted=False)
+        return Submission("91", adopted=False)
 
     monkeypatch.setattr(operations, "submit", submit_then_user_cancels)
     tasks.submit_job.apply(args=[job.pk])
-    assert ["scancel", f"--name={job.slurm_name}", "91"] in fake.commands
+    assert ["scancel", f"--name={job.scheduler_name}", "91"] in fake.commands
 
 
 def pending(job, sid="55"):
@@ -164,7 +165,7 @@ def test_a_job_seen_again_starts_its_grace_period_over(fake, job):
     fake.answers.update(squeue=NO_JOBS, sacct=NO_JOBS)
     tasks.sync_jobs(pending(job))
     assert Job.objects.get(pk=job.pk).scheduler_unseen_since is not None
-    seen = {"job_id": 55, "user_name": "alice", "name": job.slurm_name, "job_state": "RUNNING"}
+    seen = {"job_id": 55, "user_name": "alice", "name": job.scheduler_name, "job_state": "RUNNING"}
     fake.answers.update(squeue=json.dumps({"jobs": [seen]}))
     tasks.sync_jobs(pending(job))
     assert Job.objects.get(pk=job.pk).scheduler_unseen_since is None
@@ -268,7 +269,7 @@ def test_a_cancel_that_meets_an_unreachable_controller_is_retried(fake, job):
         "", "scancel: error: Kill job error on job id 55: Unable to contact slurm controller", 1
     )
     with pytest.raises(operations.SchedulerUnavailable):
-        operations.cancel(fake, "55", job.slurm_name)
+        operations.cancel(fake, "55", job.scheduler_name)
 
 
 def test_a_status_the_adapter_cannot_read_leaves_that_job_alone_and_syncs_the_others(
@@ -301,7 +302,7 @@ def test_a_requeue_seen_only_after_the_job_runs_again_is_still_in_its_timeline(f
     again = {
         "job_id": 55,
         "user_name": "alice",
-        "name": job.slurm_name,
+        "name": job.scheduler_name,
         "job_state": "RUNNING",
         "restart_cnt": 1,
         "nodes": "vm",

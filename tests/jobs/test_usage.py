@@ -128,7 +128,7 @@ def test_the_usage_api_gives_the_same_rows_and_refuses_bad_months(runs, owner, s
 
 def test_accounting_reads_never_go_back_and_the_account_charged_counts(owner, cluster):
     from jobs.models import JobAttempt
-    from jobs.schedulers import Attempt
+    from jobs.seam import Attempt
 
     job = factories.job(owner, cluster, partition="gpu", gpus=1, account="asked")
     running = Attempt("RUNNING", "node1", NOV, None, 60, 1, 2, account="charged")

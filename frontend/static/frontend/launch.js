@@ -155,14 +155,17 @@ const PortalLaunch = (() => {
   function onKind() {
     const kind = form.querySelector("input[name=kind]:checked");
     const batch = kind && kind.value === "batch";
-    // HTCondor runs one process on one machine per job, and requeues nothing itself.
-    const condor = (limits[cluster.value] || {}).scheduler === "htcondor";
+    // What the cluster's scheduler can do, as its adapter says (HTCondor runs one process
+    // on one machine per job, and requeues nothing itself).
+    const can = (limits[cluster.value] || {}).capabilities || {};
+    const oneNode = can.supports_multi_node === false || can.supports_launchers === false;
+    const noResume = can.supports_resumable === false;
     const note = form.querySelector("[data-scheduler-note]");
-    if (note) note.hidden = !condor;
+    if (note) note.hidden = !(oneNode || noResume);
     $("command-field").hidden = !batch;
     // Sessions are one process on one node.
-    $("distributed-fields").hidden = !batch || condor;
-    if (!batch || condor) {
+    $("distributed-fields").hidden = !batch || oneNode;
+    if (!batch || oneNode) {
       nodes.value = 1; tasks.value = 1;
       form.querySelector("input[name=launcher][value=none]").checked = true;
       onLayout();
@@ -170,8 +173,8 @@ const PortalLaunch = (() => {
     $("notebook-field").hidden = batch;
     $("id_command").required = batch;
     // Only batch jobs checkpoint and requeue themselves (on Slurm).
-    $("resumable-fields").hidden = !batch || condor;
-    if (!batch || condor) $("id_resumable").checked = false;
+    $("resumable-fields").hidden = !batch || noResume;
+    if (!batch || noResume) $("id_resumable").checked = false;
     onResumable();
     if (kind && kind.value === "tensorboard" && Number(gpus.value) > 0) { // it needs none
       gpus.value = 0;

@@ -137,7 +137,7 @@ def test_the_submit_step_refuses_a_token_that_could_break_its_member_list():
 
 def test_a_member_is_named_by_its_array_on_the_cluster(owner, cluster, image):
     array, jobs = members(owner, cluster, image, [{"lr": 0.1}])
-    assert jobs[0].slurm_name == array.slurm_name
+    assert jobs[0].scheduler_name == array.scheduler_name
     assert Job.objects.get(pk=jobs[0].pk).submitted_script == ""
     JobArray.objects.filter(pk=array.pk).update(script="#!/bin/bash")
     assert Job.objects.get(pk=jobs[0].pk).submitted_script == "#!/bin/bash"

@@ -144,7 +144,7 @@ def pool(db):
 
 def description_of(job, **kw) -> list[str]:
     return submit.description(
-        job, "/home/u/.portal/jobs/1-x", job.slurm_name, "/home/u/x/job.sh", **kw
+        job, "/home/u/.portal/jobs/1-x", job.scheduler_name, "/home/u/x/job.sh", **kw
     )
 
 
@@ -165,7 +165,7 @@ def test_the_description_asks_for_what_the_job_asks(pool, owner):
     assert "request_memory = 3072" in lines
     assert "gpus_minimum_capability = 7.5" in lines and "gpus_minimum_memory = 40960" in lines
     assert "+PortalTimeLimit = 420" in lines
-    assert f'+PortalName = "{job.slurm_name}"' in lines and lines[-1] == "queue"
+    assert f'+PortalName = "{job.scheduler_name}"' in lines and lines[-1] == "queue"
     assert "should_transfer_files = NO" in lines
 
 
@@ -421,7 +421,7 @@ def test_a_running_jobs_node_is_the_machine_whose_startd_holds_its_claim(
     pool, owner, remote_host, node, noted
 ):
     from jobs.htcondor.scheduler import confirmed
-    from jobs.schedulers import Status
+    from jobs.seam import Status
 
     job = factories.job(owner, pool, partition="gpu", state="running", node="vm")
     running = ad(node=parsers._machine(remote_host), slot=parsers._slot(remote_host))
@@ -440,7 +440,7 @@ def test_a_running_jobs_node_is_the_machine_whose_startd_holds_its_claim(
 
 def test_without_the_collector_only_the_node_confirmed_before_is_kept(pool, owner):
     from jobs.htcondor.scheduler import confirmed
-    from jobs.schedulers import Status
+    from jobs.seam import Status
 
     job = factories.job(owner, pool, partition="gpu", state="running", node="vm")
     for remote_host, node in (("slot1_1@vm", "vm"), ("slot1@10.66.66.66", "")):
@@ -460,7 +460,7 @@ def test_usage_is_never_less_than_asked_nor_charged_to_an_account_the_job_chose(
     from datetime import UTC, datetime
 
     from jobs.htcondor.scheduler import charged
-    from jobs.schedulers import Attempt
+    from jobs.seam import Attempt
 
     job = factories.job(owner, pool, partition="gpu", gpus=1, cpus=2, account="physics", node="vm")
     run = Attempt("COMPLETED", "10.66.66.66", datetime(2026, 1, 1, tzinfo=UTC), None, 60, 0, 0)

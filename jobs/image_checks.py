@@ -1,0 +1,38 @@
+"""Checking catalog images on a cluster over SSH (jobs/cluster/image_check.py runs the
+command), recorded as ``ImageCheck`` rows. Outside the model: a model imports no SSH code."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+
+from jobs.cluster import image_check, pool, ssh
+from jobs.models import ClusterAccount, ImageCheck
+from jobs.models.clusters import Cluster
+
+
+def run(images, cluster: Cluster, user) -> list[ImageCheck]:
+    """Check ``images`` on ``cluster`` in one SSH command, as the admin's own cluster
+    account or else the cluster's service account (never as another user), and record
+    the outcome per image."""
+    images = list(images)
+    account = (
+        ClusterAccount.for_user(cluster, user)
+        or ClusterAccount.objects.filter(cluster=cluster, user__isnull=True).first()
+    )
+    if account is None:
+        findings = [
+            [
+                f"✘ not checked: you have no account on {cluster.name} and it has no "
+                "service account (add one on the Account page or in the admin)"
+            ]
+        ] * len(images)
+    else:
+        try:
+            found = pool.with_connection(
+                account, lambda conn: image_check.check_images(conn, images)
+            )
+            mark = {True: "✔", False: "✘", None: "·"}
+            findings = [[f"{mark[f.ok]} {f.text}" for f in each] for each in found]
+        except (ssh.ClusterError, ValidationError) as exc:
+            findings = [[f"✘ could not check on {cluster.name}: {exc}"]] * len(images)
+    return ImageCheck.record(images, cluster, account, findings)

@@ -1,0 +1,240 @@
+"""The seam between the portal and a batch scheduler (Open OnDemand's ood_core adapters,
+cut to what the portal needs): the neutral types an adapter answers in, what it must do
+(``Scheduler``) and what it can (``Adapter``'s capabilities). Imports no model: models,
+adapters and tasks all import it; it imports none of them.
+
+An adapter turns its scheduler's commands and output into ``Status``: the portal's state
+(jobs/models/choices.py), the reason in words, the node, times and exit code. ``Job``
+applies only these neutral values (``Job.apply_scheduler_status``). Adapters are found
+through the registry in jobs/schedulers.py; ``Cluster.scheduler`` chooses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from jobs.cluster.ssh import Connection
+    from jobs.models import Cluster, ClusterAccount, Job
+    from jobs.models.choices import State
+
+# Bound of a stored pending reason (Job.pending_reason's max_length).
+REASON_MAX_LENGTH = 200
+
+
+@dataclass(frozen=True)
+class Status:
+    """One job as its scheduler reports it, in the portal's words."""
+
+    state: State
+    reason: str = ""  # pending: why it waits, in words
+    message: str = ""  # why it changed, where the state alone does not say ("the node failed")
+    node: str = ""
+    started: bool = False  # the scheduler has a start time for it
+    exit_code: int | None = None
+    signal: int | None = None
+    attempt: int | None = None  # restarts so far (requeues); None: the scheduler did not say
+    queue_position: int | None = None  # pending: 1 = next in its queue
+    estimated_start: datetime | None = None  # pending: the scheduler's estimate
+    # Set when the scheduler reported something the adapter cannot read (an unknown
+    # state): the job is left as it was, and this is logged.
+    unreadable: str = ""
+    # Pending and held (by the user, an administrator, or the scheduler after a failed
+    # launch): it waits until released. Set by the adapter's status parser.
+    held: bool = False
+    # A line for the job's timeline without a change of state: something of the report
+    # the adapter refused (a node its job ad names that the machine does not confirm).
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One run of a job, from accounting: a requeued job has several."""
+
+    scheduler_state: str  # the scheduler's word for how it ended (or RUNNING)
+    node: str
+    started_at: datetime
+    ended_at: datetime | None
+    elapsed_seconds: int
+    gpus: int  # held over all its nodes
+    cpus: int
+    account: str = ""  # charged to
+
+
+@dataclass(frozen=True)
+class Submission:
+    scheduler_id: str
+    adopted: bool  # True when an earlier attempt had already submitted it
+
+
+class Scheduler(Protocol):
+    """What the portal asks of a scheduler, over an SSH connection to its login node."""
+
+    name: str
+    supports_multi_node: bool
+    supports_launchers: bool
+    supports_resumable: bool
+    array_throttle: bool
+    gpu_discovery_command: str
+
+    def render(
+        self,
+        job: Job,
+        work_dir: str,
+        register_url: str = "",
+        metrics_url: str = "",
+        system_interval: float = 0,
+    ) -> str:
+        """What ``submit`` sends for ``job``; kept as the job's script (shown on its page)."""
+        ...
+
+    def render_array(self, array, members: list, work_dir: str, system_interval: float = 0) -> str:
+        """What ``submit_array`` sends for an array's members (jobs.cluster.jobscript.Member)."""
+        ...
+
+    def member_id(self, array_id: str, index: int) -> str:
+        """The scheduler's id of an array's member (Slurm "12_3", HTCondor "12.3")."""
+        ...
+
+    def submit(
+        self,
+        conn: Connection,
+        work_dir: str,
+        job_name: str,
+        script: str,
+        secret: str = "",
+        metrics_token: str = "",
+    ) -> Submission: ...
+
+    def submit_array(
+        self,
+        conn: Connection,
+        work_dir: str,
+        name: str,
+        script: str,
+        tokens: list[tuple[int, str]],
+    ) -> Submission:
+        """Submit (or adopt) a job array: one script, members ``<id>_<index>``."""
+        ...
+
+    def statuses(self, conn: Connection, username: str, jobs: Sequence[Job]) -> dict[str, Status]:
+        """Status of ``jobs`` by scheduler id, in O(1) commands; unknown jobs left out."""
+        ...
+
+    def attempts(
+        self, conn: Connection, username: str, jobs: Sequence[Job]
+    ) -> dict[str, list[Attempt]]:
+        """Each run of ``jobs`` with what it held, oldest first, from accounting, in O(1)
+        commands ({} where the scheduler keeps no accounting)."""
+        ...
+
+    def cancel(self, conn: Connection, scheduler_id: str, job_name: str) -> None: ...
+
+    def release(
+        self, conn: Connection, username: str, scheduler_id: str, job_name: str
+    ) -> None: ...
+
+    def discover_gpu_types(self, account: ClusterAccount, cluster: Cluster) -> list[str] | None:
+        """Describe the GPU types the cluster's nodes report (lines for the admin); None
+        when the scheduler did not answer."""
+        ...
+
+
+class Adapter:
+    """What every adapter shares: its capabilities, with the defaults of a full batch
+    scheduler (Slurm); an adapter overrides what its scheduler cannot do. The launch page
+    gets them as data (``capabilities``), job validation asks them (jobs/models/limits.py)."""
+
+    name = ""
+    # Jobs over several nodes (or several tasks on one) are run.
+    supports_multi_node = True
+    # A launcher (torchrun, mpirun, srun) starts the job's processes.
+    supports_launchers = True
+    # A job checkpoints and is requeued by the scheduler (resumable, max_attempts).
+    supports_resumable = True
+    # Runs an array's members at most N at a time by itself (Slurm's --array=0-9%N); else
+    # the portal submits no more members than may run at once.
+    array_throttle = False
+    # What the admin's GPU discovery runs (named when it does not answer).
+    gpu_discovery_command = ""
+
+    # The adapter's modules: ``scripts.render``/``render_array`` write what is submitted,
+    # ``operations.submit``/``submit_array``/``cancel``/``release`` run the commands.
+    scripts: Any = None
+    operations: Any = None
+
+    def render(
+        self,
+        job: Job,
+        work_dir: str,
+        register_url: str = "",
+        metrics_url: str = "",
+        system_interval: float = 0,
+    ) -> str:
+        return self.scripts.render(job, work_dir, register_url, metrics_url, system_interval)
+
+    def render_array(self, array, members: list, work_dir: str, system_interval: float = 0) -> str:
+        return self.scripts.render_array(array, members, work_dir, system_interval)
+
+    def submit(
+        self,
+        conn: Connection,
+        work_dir: str,
+        job_name: str,
+        script: str,
+        secret: str = "",
+        metrics_token: str = "",
+    ) -> Submission:
+        return self.operations.submit(conn, work_dir, job_name, script, secret, metrics_token)
+
+    def submit_array(
+        self,
+        conn: Connection,
+        work_dir: str,
+        name: str,
+        script: str,
+        tokens: list[tuple[int, str]],
+    ) -> Submission:
+        return self.operations.submit_array(conn, work_dir, name, script, tokens)
+
+    def cancel(self, conn: Connection, scheduler_id: str, job_name: str) -> None:
+        self.operations.cancel(conn, scheduler_id, job_name)
+
+    def release(self, conn: Connection, username: str, scheduler_id: str, job_name: str) -> None:
+        self.operations.release(conn, username, scheduler_id, job_name)
+
+    def member_id(self, array_id: str, index: int) -> str:
+        raise NotImplementedError
+
+    def statuses(self, conn: Connection, username: str, jobs: Sequence[Job]) -> dict[str, Status]:
+        raise NotImplementedError
+
+    def attempts(
+        self, conn: Connection, username: str, jobs: Sequence[Job]
+    ) -> dict[str, list[Attempt]]:
+        raise NotImplementedError
+
+    def discover_gpu_types(self, account: ClusterAccount, cluster: Cluster) -> list[str] | None:
+        raise NotImplementedError
+
+    def is_held_reason(self, reason: str) -> bool:
+        """A stored pending reason of this scheduler's that means 'held'."""
+        return reason.startswith(HELD_PREFIX)
+
+    def capabilities(self) -> dict[str, object]:
+        """The capabilities, as data for the page."""
+        return {
+            "scheduler_name": self.name,
+            "supports_multi_node": self.supports_multi_node,
+            "supports_launchers": self.supports_launchers,
+            "supports_resumable": self.supports_resumable,
+            "array_throttle": self.array_throttle,
+        }
+
+
+# How an adapter starts a pending reason that means "held" in the scheduler's own words
+# (HTCondor's HoldReason): "held: <reason>".
+HELD_PREFIX = "held: "

@@ -1,0 +1,27 @@
+"""What a job's model says happened to it, for the parts of the portal that follow jobs.
+Models send these after their transaction commits; they import no receiver. Receivers are
+connected in their app's ``AppConfig.ready()``: jobs.broadcast publishes every change to
+pages (JobsConfig), the experiments app steps a trial's experiment when its job ends
+(ExperimentsConfig)."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.dispatch import Signal
+
+# A job's row changed (its state, details or timeline; jobs' models send it on commit), or
+# its session link did (proxy/models.py, at once): ``job=``.
+job_updated = Signal()
+
+# A job reached a final state (completed, failed, cancelled, ...): ``job=``. Once per job.
+job_finished = Signal()
+
+
+def updated_on_commit(job) -> None:
+    """Send ``job_updated`` for ``job`` once the current transaction commits."""
+    transaction.on_commit(lambda: job_updated.send(sender=type(job), job=job))
+
+
+def finished_on_commit(job) -> None:
+    """Send ``job_finished`` for ``job`` once the current transaction commits."""
+    transaction.on_commit(lambda: job_finished.send(sender=type(job), job=job))
