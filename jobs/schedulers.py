@@ -36,9 +36,3 @@ def adapter(scheduler: str) -> Adapter:
 def for_cluster(cluster: Cluster) -> Adapter:
     """The adapter for ``cluster``'s scheduler."""
     return adapter(cluster.scheduler)
-
-
-def is_held_reason(reason: str) -> bool:
-    """A stored pending reason that means 'held' to any adapter: the job waits until it is
-    released."""
-    return any(adapter(name).is_held_reason(reason) for name in SCHEDULERS)

@@ -220,10 +220,6 @@ class Adapter:
     def discover_gpu_types(self, account: ClusterAccount, cluster: Cluster) -> list[str] | None:
         raise NotImplementedError
 
-    def is_held_reason(self, reason: str) -> bool:
-        """A stored pending reason of this scheduler's that means 'held'."""
-        return reason.startswith(HELD_PREFIX)
-
     def capabilities(self) -> dict[str, object]:
         """The capabilities, as data for the page."""
         return {
@@ -233,8 +229,3 @@ class Adapter:
             "supports_resumable": self.supports_resumable,
             "array_throttle": self.array_throttle,
         }
-
-
-# How an adapter starts a pending reason that means "held" in the scheduler's own words
-# (HTCondor's HoldReason): "held: <reason>".
-HELD_PREFIX = "held: "

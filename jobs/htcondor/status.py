@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from jobs.htcondor import parsers as p
 from jobs.models.choices import State
-from jobs.seam import HELD_PREFIX, REASON_MAX_LENGTH, Status
+from jobs.seam import REASON_MAX_LENGTH, Status
+
+# A held job's pending reason: HTCondor's HoldReason in its own words after this.
+HELD_PREFIX = "held: "
 
 # The submit description's time limit (jobs/htcondor/submit.py) removes a job with this
 # expression; its RemoveReason quotes it.

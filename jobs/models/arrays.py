@@ -41,9 +41,6 @@ class JobArray(models.Model):
         """Every member's name on the cluster; the submit step adopts the array by it."""
         return f"portal-a{self.pk}-{self.uid}"
 
-    # The name it had when Slurm was the only scheduler (the job script still says it).
-    slurm_name = scheduler_name
-
     @property
     def slurm_comment(self) -> str:
         return f"portal-array-{self.pk}-{self.uid}"

@@ -19,7 +19,6 @@ from jobs.access import sees_every_job
 from jobs.hostlist import expand_hostlist
 from jobs.models import choices, limits
 from jobs.models.gpus import wants
-from jobs.schedulers import is_held_reason
 from jobs.seam import REASON_MAX_LENGTH, Status
 from jobs.text import error_tail
 
@@ -173,6 +172,8 @@ class Job(models.Model):
     )
     scheduler_job_id = models.CharField(max_length=32, blank=True, db_index=True)
     pending_reason = models.CharField(max_length=REASON_MAX_LENGTH, blank=True)
+    # While pending: the scheduler holds it until released (its adapter says so: Status.held).
+    held = models.BooleanField(default=False)
     # While pending: place in the partition's queue (1 = next) and Slurm's estimated start.
     queue_position = models.PositiveIntegerField(null=True, blank=True)
     estimated_start = models.DateTimeField(null=True, blank=True)
@@ -240,10 +241,6 @@ class Job(models.Model):
             return self.array.scheduler_name
         return f"portal-{self.pk}-{self.uid}"
 
-    # The name it had when Slurm was the only scheduler (the job script and the dev
-    # cluster's tests still say it).
-    slurm_name = scheduler_name
-
     @property
     def submitted_script(self) -> str:
         """The script the scheduler runs for this job (an array member's is the array's)."""
@@ -278,7 +275,7 @@ class Job(models.Model):
     def is_held(self) -> bool:
         """Pending and held (by the user, an administrator, or the scheduler after a failed
         launch): it waits until released."""
-        return self.state == self.State.PENDING and is_held_reason(self.pending_reason)
+        return self.state == self.State.PENDING and self.held
 
     @property
     def is_active(self) -> bool:
@@ -583,13 +580,17 @@ class Job(models.Model):
         node = status.node[:4000]
         attempt = self.attempt if status.attempt is None else status.attempt
         queue = {"queue_position": status.queue_position, "estimated_start": status.estimated_start}
+        held = pending and status.held
         if new_state == self.state and attempt == self.attempt:
-            return self.update_details(pending_reason=reason, node=node, attempt=attempt, **queue)
+            return self.update_details(
+                pending_reason=reason, held=held, node=node, attempt=attempt, **queue
+            )
         # A new state, or a restart seen only afterwards (running again between two syncs):
         # either way a JobEvent, so the timeline shows every attempt.
         message = status.message
         fields = {
             "pending_reason": reason,
+            "held": held,
             "node": node or (self.node if not pending else ""),
             "attempt": attempt,
             **queue,

@@ -10,7 +10,7 @@ from jobs.models.choices import State
 from jobs.models.gpus import record_discovery
 from jobs.seam import Adapter, Attempt, Status
 from jobs.slurm import operations, scripts
-from jobs.slurm.status import HELD_TEXTS, to_status
+from jobs.slurm.status import to_status
 
 if TYPE_CHECKING:
     from jobs.cluster.ssh import Connection
@@ -49,9 +49,6 @@ class Slurm(Adapter):
     def discover_gpu_types(self, account: ClusterAccount, cluster: Cluster) -> list[str] | None:
         nodes = pool.with_connection(account, operations.free_on_nodes)
         return None if nodes is None else record_discovery(cluster, nodes)
-
-    def is_held_reason(self, reason: str) -> bool:
-        return reason in HELD_TEXTS or super().is_held_reason(reason)
 
 
 SLURM = Slurm()

@@ -59,7 +59,7 @@ def directives(job: Job, work_dir: str, logs: str = "") -> list[str]:
     """The #SBATCH lines; ``logs``: a pattern appended to the work directory for the log
     files' directory (an array's "%a", each member's own)."""
     options: list[tuple[str, object]] = [
-        ("job-name", job.slurm_name),
+        ("job-name", job.scheduler_name),
         ("comment", job.slurm_comment),
         ("partition", job.partition.name),
     ]
@@ -131,7 +131,7 @@ def render_array(array, members: list[Member], work_dir: str, system_interval: f
         raise ScriptError("an array needs members")
     first = members[0].job
     header = [
-        _directive("job-name", array.slurm_name),
+        _directive("job-name", array.scheduler_name),
         _directive("comment", array.slurm_comment),
         _array_directive(array.task_spec(len(members))),
         _directive("chdir", work_dir),

@@ -7,7 +7,7 @@ import re
 from typing import TYPE_CHECKING
 
 from jobs.models.choices import State
-from jobs.seam import REASON_MAX_LENGTH, Status
+from jobs.seam import Status
 
 if TYPE_CHECKING:
     from jobs.models import Job
@@ -193,10 +193,6 @@ def _waiting_for_nodes(
             f"once ({fits} have them now)"
         )
     return "waiting for the scheduler: what it asks is free now"
-
-
-# What a held job's pending_reason reads (it waits until released).
-HELD_TEXTS = frozenset(reason_text(r)[:REASON_MAX_LENGTH] for r in HELD_REASONS)
 
 
 def to_status(raw: SlurmJob, job: Job) -> Status:

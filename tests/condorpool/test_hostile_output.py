@@ -27,7 +27,7 @@ def test_jobs_named_like_a_portal_job_never_speak_for_it(condorpool, owner):
     victim = factories.submitted_job(owner, condorpool, "sleep 3")
     # Another user's job and one of the owner's own, submitted outside the portal under
     # the victim's name, both ending with exit code 7 before it.
-    description = FORGED.format(home="/home/condoruser2", name=victim.slurm_name)
+    description = FORGED.format(home="/home/condoruser2", name=victim.scheduler_name)
     as_pool_root(
         "runuser",
         "-u",
@@ -37,7 +37,7 @@ def test_jobs_named_like_a_portal_job_never_speak_for_it(condorpool, owner):
         "-c",
         f"cat <<'EOF' | condor_submit -\n{description}EOF",
     )
-    mine = FORGED.format(home="/home/condoruser", name=victim.slurm_name)
+    mine = FORGED.format(home="/home/condoruser", name=victim.scheduler_name)
     remote(
         victim.cluster_account,
         ["bash", "-c", 'printf "%s" "$1" | condor_submit -terse -', "x", mine],

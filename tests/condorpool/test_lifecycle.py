@@ -181,7 +181,7 @@ def test_duplicated_submit_tasks_produce_one_htcondor_job(condorpool, owner):
     assert not errors
     job.refresh_from_db()
     account = ClusterAccount.for_user(condorpool, owner)
-    assert slurm_like_names(account, job.slurm_name) == [job.scheduler_job_id.split(".")[0]]
+    assert slurm_like_names(account, job.scheduler_name) == [job.scheduler_job_id.split(".")[0]]
     assert job.events.filter(to_state="pending").count() == 1
 
 
@@ -198,7 +198,7 @@ def test_redelivered_submit_after_a_lost_update_adopts_the_submitted_job(condorp
     job.refresh_from_db()
     assert job.scheduler_job_id == first
     assert "Adopted" in job.events.last().message
-    assert slurm_like_names(job.cluster_account, job.slurm_name) == [first.split(".")[0]]
+    assert slurm_like_names(job.cluster_account, job.scheduler_name) == [first.split(".")[0]]
 
 
 def test_one_sync_of_many_jobs_issues_a_constant_number_of_ssh_commands(condorpool, owner):

@@ -22,7 +22,7 @@ def from_accounting(job: Job, timeout: float = 30) -> parsers.SlurmJob:
         found = pool.with_connection(
             account,
             lambda conn: operations.accounting(
-                conn, account.username, {job.scheduler_job_id: job.slurm_name}
+                conn, account.username, {job.scheduler_job_id: job.scheduler_name}
             ),
         )
         status = found.get(job.scheduler_job_id)
@@ -91,4 +91,4 @@ def test_sacct_lists_every_attempt_of_a_requeued_job(devcluster, owner):
     ).stdout
     attempts = [s for s in parsers.parse_sacct(text, "hpcuser") if s.scheduler_id == sid]
     assert [a.slurm_state.split()[0] for a in attempts] == ["REQUEUED", "CANCELLED"]
-    assert all(a.name == job.slurm_name for a in attempts)
+    assert all(a.name == job.scheduler_name for a in attempts)

@@ -130,7 +130,7 @@ def test_early_stopping_cancels_with_its_reason_and_a_killed_worker_loses_no_tri
     # Nothing was submitted twice: every array sacct knows under the experiment's names
     # (a duplicated submission would be a second array with the same name) is a recorded
     # one, and each started task is one of the jobs' tasks.
-    names = sorted({j.slurm_name for j in Job.objects.filter(pk__in=[j.pk for j in jobs])})
+    names = sorted({j.scheduler_name for j in Job.objects.filter(pk__in=[j.pk for j in jobs])})
     by_name = remote(
         account, ["sacct", "-n", "-X", "-P", "-o", "JobID", f"--name={','.join(names)}"]
     ).split()
@@ -161,7 +161,7 @@ def two_trials_running(owner, command: str, method: str):
     while Job.objects.filter(trial__experiment=experiment, state="running").count() < 2:
         assert time.monotonic() < deadline, "the first two trials never ran"
         time.sleep(1)
-    return experiment, {j.slurm_name for j in Job.objects.filter(trial__experiment=experiment)}
+    return experiment, {j.scheduler_name for j in Job.objects.filter(trial__experiment=experiment)}
 
 
 def test_cancelling_an_experiment_scancels_its_running_and_throttled_jobs(stack, devcluster, owner):

@@ -201,7 +201,7 @@ def test_every_job_reaches_its_true_final_state_under_faults(devcluster, owner, 
     slurm = slurm_jobs_by_name()
     wrong = {}
     for job in Job.objects.filter(pk__in=ids):
-        copies = slurm.get(job.slurm_name, [])
+        copies = slurm.get(job.scheduler_name, [])
         assert len(copies) <= 1, f"job {job.pk} is in Slurm {len(copies)} times"
         if not copies:
             # Never reached Slurm: only a cancel before submission may say so.

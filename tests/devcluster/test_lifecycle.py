@@ -216,7 +216,7 @@ def test_duplicated_submit_tasks_produce_one_slurm_job(devcluster, owner):
     assert not errors
     job.refresh_from_db()
     account = ClusterAccount.for_user(devcluster, owner)
-    assert slurm_jobs_named(account, job.slurm_name) == [job.scheduler_job_id]
+    assert slurm_jobs_named(account, job.scheduler_name) == [job.scheduler_job_id]
     assert job.events.filter(to_state="pending").count() == 1
 
 
@@ -235,7 +235,7 @@ def test_redelivered_submit_after_a_lost_update_adopts_the_submitted_job(devclus
     job.refresh_from_db()
     assert job.scheduler_job_id == first
     assert "Adopted" in job.events.last().message
-    assert slurm_jobs_named(job.cluster_account, job.slurm_name) == [first]
+    assert slurm_jobs_named(job.cluster_account, job.scheduler_name) == [first]
 
 
 @pytest.mark.django_db
@@ -254,7 +254,7 @@ def test_one_sync_of_50_active_jobs_issues_a_constant_number_of_ssh_commands(dev
             'for name in "$@"; do sbatch --parsable --hold -J "$name" --comment=portal-sync-test '
             "-o /dev/null --wrap 'sleep 1'; done",
             "submit-50",
-            *[job.slurm_name for job in jobs],
+            *[job.scheduler_name for job in jobs],
         ],
     )
     ids = out.split()

@@ -78,7 +78,7 @@ def test_registration_of_a_job_slurm_reports_pending_is_refused(devcluster, owne
             "-p",
             "cpu",
             "-J",
-            job.slurm_name,
+            job.scheduler_name,
             "--wrap",
             "sleep 60",
         ],

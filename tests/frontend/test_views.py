@@ -386,13 +386,15 @@ def test_a_job_slurm_holds_after_a_failed_launch_offers_release(
     from jobs.slurm.status import reason_text
 
     held = reason_text("launch failed requeued held")
-    Job.objects.filter(pk=job.pk).update(state="pending", scheduler_job_id="7", pending_reason=held)
+    Job.objects.filter(pk=job.pk).update(
+        state="pending", scheduler_job_id="7", pending_reason=held, held=True
+    )
     page = signed_in.get(f"/jobs/{job.pk}/").content.decode()
     assert "could not start it and Slurm holds it" in page and "Release job" in page
     with django_capture_on_commit_callbacks(execute=True):
         signed_in.post(f"/jobs/{job.pk}/release/")
     assert queued_tasks == [("release", job.pk)]
-    Job.objects.filter(pk=job.pk).update(pending_reason="waiting for free resources")
+    Job.objects.filter(pk=job.pk).update(pending_reason="waiting for free resources", held=False)
     assert "Release job" not in signed_in.get(f"/jobs/{job.pk}/").content.decode()
 
 

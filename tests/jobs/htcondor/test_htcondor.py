@@ -12,7 +12,6 @@ from jobs.cluster.ssh import CommandFailed
 from jobs.cluster.workdir import ScriptError
 from jobs.htcondor import parsers, status, submit
 from jobs.models import ContainerImage, Job
-from jobs.schedulers import is_held_reason
 from tests import factories
 
 CAPTURED = Path(__file__).parent / "captured"
@@ -53,7 +52,7 @@ def test_states_in_the_portals_words():
     assert timeout.state == "timeout" and "time limit" in timeout.message
     # A hold whose reason HTCondor did not keep (null): its code in words.
     on_hold = status.to_status(held)
-    assert on_hold.state == "pending" and is_held_reason(on_hold.reason)
+    assert on_hold.state == "pending" and on_hold.held and on_hold.reason.startswith("held: ")
     assert on_hold.reason == "held: held by its owner or an administrator (condor_hold)"
 
 
@@ -217,10 +216,10 @@ def test_slurm_only_requests_are_refused_on_htcondor(pool, owner):
         description_of(job)
 
 
-def test_a_job_on_htcondor_is_held_by_htcondors_words():
-    job = Job(state="pending", pending_reason="held: disk full")
-    assert job.is_held
-    assert not Job(state="pending", pending_reason="waiting for a matching machine").is_held
+def test_held_is_what_the_adapter_said_not_a_reading_of_the_reason():
+    assert Job(state="pending", held=True, pending_reason="held: disk full").is_held
+    assert not Job(state="pending", pending_reason="held: disk full").is_held
+    assert not Job(state="running", held=True).is_held
 
 
 def test_the_launch_check_refuses_what_htcondor_cannot_run(pool, owner):
