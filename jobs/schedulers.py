@@ -1,7 +1,7 @@
 """The registry of scheduler adapters: ``Cluster.scheduler`` names one, this finds it.
 
-The seam itself (``Status``, ``Attempt``, ``Submission``, the ``Scheduler`` protocol and
-the ``Adapter`` base class with its capabilities) is jobs/seam.py. Adapters are named by
+The seam itself (``Status``, ``Attempt``, ``Submission`` and the ``Adapter`` base class:
+what an adapter must do and its capabilities) is jobs/seam.py. Adapters are named by
 dotted path and imported when first asked for (healthchecks' TRANSPORTS), so nothing that
 imports this module imports an adapter: Slurm (jobs/slurm/: commands in operations.py,
 parsing in parsers.py, mapping in status.py, scripts in scripts.py) and HTCondor

@@ -1,6 +1,7 @@
 """The seam between the portal and a batch scheduler (Open OnDemand's ood_core adapters,
-cut to what the portal needs): the neutral types an adapter answers in, what it must do
-(``Scheduler``) and what it can (``Adapter``'s capabilities). Imports no model: models,
+cut to what the portal needs): the neutral types an adapter answers in, and ``Adapter``: what
+an adapter must do (its methods, over an SSH connection to the login node) and what it can
+(its capabilities). Imports no model: models,
 adapters and tasks all import it; it imports none of them.
 
 An adapter turns its scheduler's commands and output into ``Status``: the portal's state
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from jobs.cluster.ssh import Connection
@@ -70,81 +71,8 @@ class Submission:
     adopted: bool  # True when an earlier attempt had already submitted it
 
 
-class Scheduler(Protocol):
-    """What the portal asks of a scheduler, over an SSH connection to its login node."""
-
-    name: str
-    supports_multi_node: bool
-    supports_launchers: bool
-    supports_resumable: bool
-    array_throttle: bool
-    gpu_discovery_command: str
-
-    def render(
-        self,
-        job: Job,
-        work_dir: str,
-        register_url: str = "",
-        metrics_url: str = "",
-        system_interval: float = 0,
-    ) -> str:
-        """What ``submit`` sends for ``job``; kept as the job's script (shown on its page)."""
-        ...
-
-    def render_array(self, array, members: list, work_dir: str, system_interval: float = 0) -> str:
-        """What ``submit_array`` sends for an array's members (jobs.cluster.jobscript.Member)."""
-        ...
-
-    def member_id(self, array_id: str, index: int) -> str:
-        """The scheduler's id of an array's member (Slurm "12_3", HTCondor "12.3")."""
-        ...
-
-    def submit(
-        self,
-        conn: Connection,
-        work_dir: str,
-        job_name: str,
-        script: str,
-        secret: str = "",
-        metrics_token: str = "",
-    ) -> Submission: ...
-
-    def submit_array(
-        self,
-        conn: Connection,
-        work_dir: str,
-        name: str,
-        script: str,
-        tokens: list[tuple[int, str]],
-    ) -> Submission:
-        """Submit (or adopt) a job array: one script, members ``<id>_<index>``."""
-        ...
-
-    def statuses(self, conn: Connection, username: str, jobs: Sequence[Job]) -> dict[str, Status]:
-        """Status of ``jobs`` by scheduler id, in O(1) commands; unknown jobs left out."""
-        ...
-
-    def attempts(
-        self, conn: Connection, username: str, jobs: Sequence[Job]
-    ) -> dict[str, list[Attempt]]:
-        """Each run of ``jobs`` with what it held, oldest first, from accounting, in O(1)
-        commands ({} where the scheduler keeps no accounting)."""
-        ...
-
-    def cancel(self, conn: Connection, scheduler_id: str, job_name: str) -> None: ...
-
-    def release(
-        self, conn: Connection, username: str, scheduler_id: str, job_name: str
-    ) -> None: ...
-
-    def discover_gpu_types(self, account: ClusterAccount, cluster: Cluster) -> list[str] | None:
-        """Describe the GPU types the cluster's nodes report (lines for the admin); None
-        when the scheduler did not answer."""
-        ...
-
-
 class Adapter:
-    """What every adapter shares: its capabilities, with the defaults of a full batch
+    """What the portal asks of a scheduler, and what every adapter shares: its capabilities, with the defaults of a full batch
     scheduler (Slurm); an adapter overrides what its scheduler cannot do. The launch page
     gets them as data (``capabilities``), job validation asks them (jobs/models/limits.py)."""
 
@@ -174,9 +102,11 @@ class Adapter:
         metrics_url: str = "",
         system_interval: float = 0,
     ) -> str:
+        """What ``submit`` sends for ``job``; kept as the job's script (shown on its page)."""
         return self.scripts.render(job, work_dir, register_url, metrics_url, system_interval)
 
     def render_array(self, array, members: list, work_dir: str, system_interval: float = 0) -> str:
+        """What ``submit_array`` sends for an array's members (jobs.cluster.jobscript.Member)."""
         return self.scripts.render_array(array, members, work_dir, system_interval)
 
     def submit(
@@ -198,6 +128,7 @@ class Adapter:
         script: str,
         tokens: list[tuple[int, str]],
     ) -> Submission:
+        """Submit (or adopt) a job array: one script, members ``<id>_<index>``."""
         return self.operations.submit_array(conn, work_dir, name, script, tokens)
 
     def cancel(self, conn: Connection, scheduler_id: str, job_name: str) -> None:
@@ -207,17 +138,23 @@ class Adapter:
         self.operations.release(conn, username, scheduler_id, job_name)
 
     def member_id(self, array_id: str, index: int) -> str:
+        """The scheduler's id of an array's member (Slurm "12_3", HTCondor "12.3")."""
         raise NotImplementedError
 
     def statuses(self, conn: Connection, username: str, jobs: Sequence[Job]) -> dict[str, Status]:
+        """Status of ``jobs`` by scheduler id, in O(1) commands; unknown jobs left out."""
         raise NotImplementedError
 
     def attempts(
         self, conn: Connection, username: str, jobs: Sequence[Job]
     ) -> dict[str, list[Attempt]]:
+        """Each run of ``jobs`` with what it held, oldest first, from accounting, in O(1)
+        commands ({} where the scheduler keeps no accounting)."""
         raise NotImplementedError
 
     def discover_gpu_types(self, account: ClusterAccount, cluster: Cluster) -> list[str] | None:
+        """Describe the GPU types the cluster's nodes report (lines for the admin); None
+        when the scheduler did not answer."""
         raise NotImplementedError
 
     def capabilities(self) -> dict[str, object]:
