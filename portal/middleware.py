@@ -14,6 +14,7 @@ from jobs.api.errors import (
     RETRY_AFTER,
     DatabaseUnavailable,
     ServiceUnavailable,
+    error_body,
 )
 
 log = logging.getLogger(__name__)
@@ -47,14 +48,7 @@ class DatabaseUnavailableMiddleware:
         log.warning("unavailable for %s: %s", request.path[:200], str(exception).strip()[:200])
         if request.path.startswith("/api/"):
             response: HttpResponse = JsonResponse(
-                {
-                    "error": {
-                        "status": 503,
-                        "code": unavailable.default_code,
-                        "message": str(unavailable.default_detail),
-                        "fields": {},
-                    }
-                },
+                error_body(503, unavailable.default_code, str(unavailable.default_detail)),
                 status=503,
             )
         else:

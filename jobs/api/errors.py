@@ -62,6 +62,13 @@ def _flatten(value) -> list[str]:
     return [str(value)]
 
 
+def error_body(status_code: int, code: str, message: str, fields=None) -> dict:
+    """The API's error format: every error answer, from DRF views or the outage middleware."""
+    return {
+        "error": {"status": status_code, "code": code, "message": message, "fields": fields or {}}
+    }
+
+
 def exception_handler(exc, context):
     if isinstance(exc, RequestDataTooBig):  # Django's DATA_UPLOAD_MAX_MEMORY_SIZE
         exc = TooLarge()
@@ -92,14 +99,7 @@ def exception_handler(exc, context):
             message = f"Please correct: {', '.join(fields)}."
     else:
         message = " ".join(_flatten(data))
-    response.data = {
-        "error": {
-            "status": response.status_code,
-            "code": str(code),
-            "message": message,
-            "fields": fields,
-        }
-    }
+    response.data = error_body(response.status_code, str(code), message, fields)
     return response
 
 
