@@ -111,9 +111,9 @@ def test_experiment_data_and_opening_a_session_have_budgets(client, rates, clust
         assert [client.get(url).status_code for _ in range(4)][-1] == 429
 
 
-def test_registration_past_its_budget_is_429_and_asks_no_scheduler(
-    client, rates, ssh_calls, cluster
-):
+@pytest.fixture
+def pending_link(cluster):
+    """A pending notebook job's session link (the scheduler knows the job as 78)."""
     owner = person("owner")
     account = factories.account(cluster, owner, "alice")
     job = factories.job(
@@ -125,53 +125,39 @@ def test_registration_past_its_budget_is_429_and_asks_no_scheduler(
         scheduler_job_id="78",
         cluster_account=account,
     )
-    link = SessionLink.for_job(job)
-    secret = link.issue_register_secret()
+    return SessionLink.for_job(job)
 
-    def register():
-        return client.post(
-            f"/sessions/register/{link.public_id}/",
-            json.dumps({"port": 8888, "token": "abc"}),
-            content_type="application/json",
-            HTTP_AUTHORIZATION=f"Bearer {secret}",
-        )
 
+def register(client, link, secret):
+    return client.post(
+        f"/sessions/register/{link.public_id}/",
+        json.dumps({"port": 8888, "token": "abc"}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {secret}",
+    )
+
+
+def test_registration_past_its_budget_is_429_and_asks_no_scheduler(
+    client, rates, ssh_calls, pending_link
+):
+    secret = pending_link.issue_register_secret()
     # Pending: each call asks the scheduler over SSH (unreachable: the job stays pending),
     # and is told to come back.
-    assert [register().status_code for _ in range(3)] == [409, 409, 409]
+    assert [register(client, pending_link, secret).status_code for _ in range(3)] == [409] * 3
     assert len(ssh_calls) == 3
-    refused = register()
+    refused = register(client, pending_link, secret)
     assert refused.status_code == 429 and int(refused["Retry-After"]) >= 1
     assert len(ssh_calls) == 3
 
 
-def test_calls_without_the_secret_do_not_spend_a_sessions_budget(client, rates, ssh_calls, cluster):
+def test_calls_without_the_secret_do_not_spend_a_sessions_budget(
+    client, rates, ssh_calls, pending_link
+):
     """The session's id is its host name (TLS SNI, DNS, logs): whoever knows it may not use
     up the job's registrations."""
-    owner = person("owner")
-    account = factories.account(cluster, owner, "alice")
-    job = factories.job(
-        owner,
-        cluster,
-        "",
-        kind=Job.Kind.NOTEBOOK,
-        state="pending",
-        scheduler_job_id="79",
-        cluster_account=account,
-    )
-    link = SessionLink.for_job(job)
-    secret = link.issue_register_secret()
-
-    def register(secret):
-        return client.post(
-            f"/sessions/register/{link.public_id}/",
-            json.dumps({"port": 8888, "token": "abc"}),
-            content_type="application/json",
-            HTTP_AUTHORIZATION=f"Bearer {secret}",
-        )
-
-    assert {register("guessed").status_code for _ in range(10)} == {403}
-    assert register(secret).status_code == 409  # the job's own call still gets through
+    secret = pending_link.issue_register_secret()
+    assert {register(client, pending_link, "guessed").status_code for _ in range(10)} == {403}
+    assert register(client, pending_link, secret).status_code == 409  # the job's own call
     assert len(ssh_calls) == 1
 
 
