@@ -10,7 +10,7 @@ from django.utils.http import content_disposition_header, url_has_allowed_host_a
 from django.views.decorators.http import require_POST
 
 from frontend.forms import ClusterAccountForm
-from jobs import lifecycle, schedulers, usage
+from jobs import audit, lifecycle, schedulers, usage
 from jobs.access import sees_every_job
 from jobs.cluster import files, pool, ssh
 from jobs.launch import LaunchForm, launch_initial, partition_limits, tensorboard_initial
@@ -188,7 +188,15 @@ def job_logs(request, pk: int, stream: str):
     if stream not in files.LOG_STREAMS:
         raise Http404("no such log")
     try:
-        tail = files.read_job_log(job, stream)
+        with audit.action(
+            audit.Action.FILE_READ,
+            user=request.user,
+            account=job.cluster_account,
+            cluster=job.cluster,
+            target=f"job {job.pk} {stream}.log",
+            repeat_window=audit.FOLLOW_WINDOW,
+        ):
+            tail = files.read_job_log(job, stream)
     except ssh.ClusterError as exc:
         return JsonResponse(
             {"error": f"Could not read the log from {job.cluster.name}: {exc}"}, status=502
@@ -206,13 +214,22 @@ class _WorkDirFailure(Exception):
         self.status = status
 
 
-def _on_work_dir(job, operation, missing: str):
-    """``operation(conn, work_dir)`` on the job's account; what can go wrong becomes a
-    _WorkDirFailure with the message and status the page shows."""
+def _on_work_dir(request, job, what: str, rel: str, operation, missing: str):
+    """``operation(conn, work_dir)`` on the job's account, audited as ``what`` on ``rel``
+    for the user who asked; what can go wrong becomes a _WorkDirFailure with the message
+    and status the page shows."""
     if not job.work_dir or job.cluster_account is None:
         raise _WorkDirFailure("The job has no work directory yet.", 404)
     try:
-        return pool.with_connection(job.cluster_account, lambda conn: operation(conn, job.work_dir))
+        with audit.action(
+            what,
+            user=request.user,
+            account=job.cluster_account,
+            target=f"job {job.pk} {rel or '.'}",
+        ):
+            return pool.with_connection(
+                job.cluster_account, lambda conn: operation(conn, job.work_dir)
+            )
     except (files.BadPath, files.NotARegularFile) as exc:
         raise _WorkDirFailure(str(exc), 400) from None
     except FileNotFoundError:
@@ -231,7 +248,10 @@ def job_files(request, pk: int):
     try:
         parts = files.work_path_parts(rel)
         entries, total = _on_work_dir(
+            request,
             job,
+            audit.Action.FILE_LIST,
+            rel,
             lambda conn, work_dir: files.list_work_dir(conn, work_dir, rel),
             "No such directory (any more).",
         )
@@ -262,7 +282,10 @@ def job_file_download(request, pk: int):
     account = job.cluster_account
     try:
         path, size = _on_work_dir(
+            request,
             job,
+            audit.Action.FILE_DOWNLOAD,
+            rel,
             lambda conn, work_dir: files.work_file_size(conn, work_dir, rel),
             "No such file (any more).",
         )
@@ -346,9 +369,12 @@ def token_revoke(request, pk: int):
 def account_test(request, pk: int):
     cluster_account = get_object_or_404(ClusterAccount.objects.filter(user=request.user), pk=pk)
     try:
-        who = pool.with_connection(
-            cluster_account, lambda conn: conn.run(["whoami"])
-        ).stdout.strip()
+        with audit.action(
+            audit.Action.ACCOUNT_TEST, user=request.user, account=cluster_account, target="whoami"
+        ):
+            who = pool.with_connection(
+                cluster_account, lambda conn: conn.run(["whoami"])
+            ).stdout.strip()
     except ssh.ClusterError as exc:
         return JsonResponse({"ok": False, "message": str(exc)})
     return JsonResponse(

@@ -10,9 +10,11 @@ from django.db.models import Count
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from jobs import image_checks, schedulers
+from jobs import audit, image_checks, schedulers
+from jobs.audit_admin import AuditEventAdmin
 from jobs.cluster import ssh
 from jobs.models import (
+    AuditEvent,
     Cluster,
     ClusterAccount,
     ContainerImage,
@@ -134,7 +136,15 @@ class ClusterAdmin(admin.ModelAdmin):
                 )
                 continue
             scheduler = schedulers.for_cluster(cluster)
-            report = scheduler.discover_gpu_types(account, cluster)
+            with audit.action(
+                audit.Action.GPU_DISCOVERY,
+                user=request.user,
+                account=account,
+                target=scheduler.gpu_discovery_command,
+            ) as entry:
+                report = scheduler.discover_gpu_types(account, cluster)
+                if report is None:
+                    entry.failed("no answer")
             if report is None:
                 self.message_user(
                     request,
@@ -433,3 +443,6 @@ class JobAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False
+
+
+admin.site.register(AuditEvent, AuditEventAdmin)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 
+from jobs import audit
 from jobs.cluster import image_check, pool, ssh
 from jobs.models import ClusterAccount, ImageCheck
 from jobs.models.clusters import Cluster
@@ -26,11 +27,26 @@ def run(images, cluster: Cluster, user) -> list[ImageCheck]:
                 "service account (add one on the Account page or in the admin)"
             ]
         ] * len(images)
+        audit.record(
+            audit.Action.CATALOG_CHECK,
+            audit.Outcome.REFUSED,
+            user=user,
+            cluster=cluster,
+            target=", ".join(i.slug for i in images),
+            message="no cluster account of the admin's and no service account",
+        )
     else:
         try:
-            found = pool.with_connection(
-                account, lambda conn: image_check.check_images(conn, images)
-            )
+            with audit.action(
+                audit.Action.CATALOG_CHECK,
+                user=user,
+                account=account,
+                target=", ".join(i.slug for i in images),
+            ) as entry:
+                found = pool.with_connection(
+                    account, lambda conn: image_check.check_images(conn, images)
+                )
+                entry.note(f"{len(images)} image(s) checked")
             mark = {True: "✔", False: "✘", None: "·"}
             findings = [[f"{mark[f.ok]} {f.text}" for f in each] for each in found]
         except (ssh.ClusterError, ValidationError) as exc:

@@ -15,7 +15,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs import schedulers, sessions
+from jobs import audit, schedulers, sessions
 from jobs.cluster import files, pool, ssh, workdir
 from jobs.experiments.runs import array_member
 from jobs.metrics.ingest import issue_token
@@ -63,12 +63,16 @@ def submit_job(self, job_id: int) -> None:
         script = scheduler.render(
             job, work_dir, register_url, metrics_url, settings.PORTAL_SYSTEM_METRICS_INTERVAL
         )
-        submission = pool.with_connection(
-            account,
-            lambda conn: scheduler.submit(
-                conn, work_dir, job.scheduler_name, script, secret, metrics_token
-            ),
-        )
+        with audit.action(
+            audit.Action.SUBMIT, user=job.owner, account=account, target=f"job {job.pk}"
+        ) as entry:
+            submission = pool.with_connection(
+                account,
+                lambda conn: scheduler.submit(
+                    conn, work_dir, job.scheduler_name, script, secret, metrics_token
+                ),
+            )
+            entry.note(f"scheduler id {submission.scheduler_id}")
     except (ssh.ClusterError, workdir.ScriptError, ValueError) as exc:
         _submit_failed(self, exc, job, f"job {job_id}", [job])
         return
@@ -86,12 +90,18 @@ def submit_job(self, job_id: int) -> None:
         # Cancelled while we were submitting: do not leave an orphan running.
         job.refresh_from_db()
         if job.state == Job.State.CANCELLED:
-            pool.with_connection(
-                account,
-                lambda conn: schedulers.for_cluster(job.cluster).cancel(
-                    conn, submission.scheduler_id, job.scheduler_name
-                ),
-            )
+            with audit.action(
+                audit.Action.CANCEL,
+                user=job.owner,
+                account=account,
+                target=f"job {job.pk} ({submission.scheduler_id}), cancelled while submitted",
+            ):
+                pool.with_connection(
+                    account,
+                    lambda conn: schedulers.for_cluster(job.cluster).cancel(
+                        conn, submission.scheduler_id, job.scheduler_name
+                    ),
+                )
             Job.objects.filter(pk=job.pk).update(scheduler_job_id=submission.scheduler_id)
 
 
@@ -156,12 +166,19 @@ def submit_array(self, array_id: int) -> None:
             work_dir,
             settings.PORTAL_SYSTEM_METRICS_INTERVAL,
         )
-        submission = pool.with_connection(
-            account,
-            lambda conn: scheduler.submit_array(
-                conn, work_dir, array.scheduler_name, script, tokens
-            ),
-        )
+        with audit.action(
+            audit.Action.SUBMIT,
+            user=array.owner,
+            account=account,
+            target=f"job array {array.pk} ({len(members)} jobs)",
+        ) as entry:
+            submission = pool.with_connection(
+                account,
+                lambda conn: scheduler.submit_array(
+                    conn, work_dir, array.scheduler_name, script, tokens
+                ),
+            )
+            entry.note(f"scheduler id {submission.scheduler_id}")
     except (ssh.ClusterError, workdir.ScriptError, ValueError) as exc:
         _submit_failed(self, exc, array, f"job array {array_id}", members)
         return
@@ -188,9 +205,16 @@ def submit_array(self, array_id: int) -> None:
             job.refresh_from_db()
             if job.state == Job.State.CANCELLED:  # cancelled while we were submitting
                 Job.objects.filter(pk=job.pk).update(scheduler_job_id=task_id)
-                pool.with_connection(
-                    account, lambda conn, t=task_id: scheduler.cancel(conn, t, array.scheduler_name)
-                )
+                with audit.action(
+                    audit.Action.CANCEL,
+                    user=array.owner,
+                    account=account,
+                    target=f"job {job.pk} ({task_id}), cancelled while submitted",
+                ):
+                    pool.with_connection(
+                        account,
+                        lambda conn, t=task_id: scheduler.cancel(conn, t, array.scheduler_name),
+                    )
 
 
 @shared_task
@@ -357,7 +381,11 @@ def discover_sessions(account, running_jobs) -> None:
 
 @shared_task(bind=True, acks_late=True, max_retries=None, **limits())
 def cancel_job(self, job_id: int) -> None:
-    job = Job.objects.select_related("cluster_account__cluster", "array").filter(pk=job_id).first()
+    job = (
+        Job.objects.select_related("cluster_account__cluster", "array", "owner")
+        .filter(pk=job_id)
+        .first()
+    )
     if job is None or job.is_final:
         return
     if job.state == Job.State.QUEUED:
@@ -369,6 +397,7 @@ def cancel_job(self, job_id: int) -> None:
     _act_on_job(
         self,
         job,
+        audit.Action.CANCEL,
         "Cancelling",
         lambda conn: schedulers.for_cluster(job.cluster).cancel(
             conn, job.scheduler_job_id, job.scheduler_name
@@ -379,13 +408,14 @@ def cancel_job(self, job_id: int) -> None:
 @shared_task(bind=True, acks_late=True, max_retries=None, **limits())
 def release_job(self, job_id: int) -> None:
     """Release a held job (after a failed launch, or held by its owner)."""
-    job = Job.objects.select_related("cluster_account__cluster").filter(pk=job_id).first()
+    job = Job.objects.select_related("cluster_account__cluster", "owner").filter(pk=job_id).first()
     if job is None or not job.is_held or job.cluster_account is None:
         return
     username = job.cluster_account.username
     _act_on_job(
         self,
         job,
+        audit.Action.RELEASE,
         "Releasing",
         lambda conn: schedulers.for_cluster(job.cluster).release(
             conn, username, job.scheduler_job_id, job.scheduler_name
@@ -393,12 +423,18 @@ def release_job(self, job_id: int) -> None:
     )
 
 
-def _act_on_job(task, job: Job, doing: str, operation) -> None:
-    """Run a scheduler ``operation`` on the job's account: transient errors retry the task,
-    others are recorded on the job; then the outcome is synced at once rather than at
-    the next periodic sync."""
+def _act_on_job(task, job: Job, what: str, doing: str, operation) -> None:
+    """Run a scheduler ``operation`` (audited as ``what``, for the job's owner) on the
+    job's account: transient errors retry the task, others are recorded on the job; then
+    the outcome is synced at once rather than at the next periodic sync."""
     try:
-        pool.with_connection(job.cluster_account, operation)
+        with audit.action(
+            what,
+            user=job.owner,
+            account=job.cluster_account,
+            target=f"job {job.pk} ({job.scheduler_job_id})",
+        ):
+            pool.with_connection(job.cluster_account, operation)
     except ssh.ClusterError as exc:
         if exc.transient and task.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
             raise task.retry(exc=exc, countdown=backoff(task.request.retries)) from None
@@ -469,3 +505,9 @@ def read_error_tail(self, job_id: int) -> None:
         log.warning("stderr of job %s not read: %s", job_id, exc)
         return
     job.record_error_tail(tail.text)
+
+
+@shared_task
+def prune_audit_log() -> int:
+    """Periodic (beat): delete audit rows older than PORTAL_AUDIT_RETENTION_DAYS, in batches."""
+    return audit.prune(settings.PORTAL_AUDIT_RETENTION_DAYS)

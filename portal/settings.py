@@ -296,6 +296,9 @@ PORTAL_LOG_TAIL_BYTES = env_int("PORTAL_LOG_TAIL_BYTES", 64 * 1024, minimum=1024
 # read over SFTP this many bytes at a time.
 PORTAL_DOWNLOAD_MAX_BYTES = env_int("PORTAL_DOWNLOAD_MAX_BYTES", 2 * 1024**3, minimum=0)
 PORTAL_DOWNLOAD_CHUNK_BYTES = env_int("PORTAL_DOWNLOAD_CHUNK_BYTES", 1024**2, minimum=4096)
+# The audit log of actions on clusters (jobs/audit.py): rows older than this many days
+# are deleted by a daily task.
+PORTAL_AUDIT_RETENTION_DAYS = env_int("PORTAL_AUDIT_RETENTION_DAYS", 400, minimum=1)
 # Training metrics: how often the in-job client samples CPU/GPU/memory (seconds, 0 = off),
 # and the most of a metrics file the SSH tail reads per file and pass (bytes).
 PORTAL_SYSTEM_METRICS_INTERVAL = env_float("PORTAL_SYSTEM_METRICS_INTERVAL", 5.0, minimum=0)
@@ -370,6 +373,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "jobs.experiments.tasks.advance_experiments",
         "schedule": PORTAL_EXPERIMENT_INTERVAL,
         "options": {"expires": PORTAL_EXPERIMENT_INTERVAL},
+    },
+    "prune-audit-log": {
+        "task": "jobs.tasks.prune_audit_log",
+        "schedule": 24 * 3600,
+        "options": {"expires": 24 * 3600},
     },
     "reconcile-session-routes": {
         "task": "proxy.tasks.reconcile_routes",

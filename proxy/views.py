@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from jobs import validators
+from jobs import audit, validators
 from jobs.models import Job
 from jobs.tasks import sync_jobs
 from portal.throttle import digest, over_budget, throttled
@@ -33,21 +33,48 @@ def _session(request, public_id: str) -> str:
     return f"session-{digest(public_id)}"
 
 
+def _audit_registration(session: SessionLink, outcome: str, message: str = "") -> None:
+    """One audit row for a registration call about a known session (for its job's owner,
+    on the job's account); calls naming no session act for nobody and are not recorded."""
+    job = session.job
+    audit.record(
+        audit.Action.SESSION_REGISTER,
+        outcome,
+        user=job.owner,
+        account=job.cluster_account,
+        cluster=job.cluster,
+        target=f"job {job.pk} session {session.public_id}",
+        message=message,
+    )
+
+
+def _refused(session: SessionLink | None, error: str, status: int) -> JsonResponse:
+    if session is not None:
+        _audit_registration(session, audit.Outcome.REFUSED, error)
+    return JsonResponse({"error": error}, status=status)
+
+
 @csrf_exempt
 @require_POST
 def register(request, public_id: str):
-    """Called by the notebook job when Jupyter listens. Authenticated by the job's one-time secret."""
-    session = SessionLink.objects.filter(public_id=public_id).select_related("job").first()
+    """Called by the notebook job when Jupyter listens. Authenticated by the job's one-time
+    secret. Every answer about a known session but "not running yet" is audited."""
+    session = (
+        SessionLink.objects.filter(public_id=public_id)
+        .select_related("job__owner", "job__cluster", "job__cluster_account")
+        .first()
+    )
     auth = request.headers.get("Authorization", "")
     secret = auth[7:] if auth.startswith("Bearer ") else ""
     if session is not None and session.state != SessionLink.State.STARTING:
-        return JsonResponse({"error": "this session is already registered or closed"}, status=409)
+        return _refused(session, "this session is already registered or closed", 409)
     if session is None or not session.check_register_secret(secret):
-        return JsonResponse({"error": "unknown session or wrong secret"}, status=403)
+        return _refused(session, "unknown session or wrong secret", 403)
     # The session's budget is spent only by calls with its secret: whoever merely knows
     # the session's id (its host name) cannot use up the job's registrations.
     refused = over_budget(request, "session-register", _session(request, public_id), json=True)
     if refused:
+        _audit_registration(session, audit.Outcome.REFUSED, "over the registration budget")
         return refused
     job = session.job
     if job.state in (Job.State.QUEUED, Job.State.PENDING) and job.scheduler_job_id:
@@ -66,15 +93,14 @@ def register(request, public_id: str):
         port, token = int(body["port"]), str(body["token"])
     # A body nested past the parser's depth, or {"port": Infinity}, is bad input, not a 500.
     except (ValueError, KeyError, TypeError, RecursionError, OverflowError):
-        return JsonResponse(
-            {"error": 'send JSON {"port": <int>, "token": "<jupyter token>"}'}, status=400
-        )
+        return _refused(session, 'send JSON {"port": <int>, "token": "<jupyter token>"}', 400)
     if not (1024 <= port <= 65535) or not validators.SESSION_TOKEN.match(token):
-        return JsonResponse({"error": "port must be 1024-65535 and token URL-safe"}, status=400)
+        return _refused(session, "port must be 1024-65535 and token URL-safe", 400)
     # Where to connect: the node the scheduler reports, never a host named in the
     # request or the caller's address, so a job cannot aim the proxy anywhere else.
     if not session.mark_ready(job.node, port, token):
-        return JsonResponse({"error": "this session is already registered"}, status=409)
+        return _refused(session, "this session is already registered", 409)
+    _audit_registration(session, audit.Outcome.OK, f"accepted: {job.node} port {port}")
     return HttpResponse(status=204)
 
 

@@ -1,6 +1,6 @@
 """The one way tests and benchmarks build users, clusters, partitions, images, cluster
-accounts, GPU types, jobs, API clients and metric records: a test says what differs, not how a job
-is made.
+accounts, GPU types, jobs, API clients, metric records and audit rows: a test says what
+differs, not how a job is made.
 
 Every default is a keyword argument; a caller that needs other values passes them. Named
 things (users, clusters, partitions, images) are made if missing, so a benchmark can run
@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 
 from jobs.models import (
     ApiToken,
+    AuditEvent,
     Cluster,
     ClusterAccount,
     ContainerImage,
@@ -172,6 +173,26 @@ def submitted_job(owner, cluster: Cluster, command: str = "echo hello", **fields
     made.refresh_from_db()
     assert made.scheduler_job_id, made.message
     return made
+
+
+def audit_event(
+    username: str = "owner",
+    action: str = "cancel",
+    *,
+    days_ago: float = 0,
+    outcome: str = "ok",
+    **fields,
+) -> AuditEvent:
+    """An audit row written ``days_ago`` days ago (the log's own writer is jobs.audit)."""
+    from django.utils import timezone
+
+    return AuditEvent.objects.create(
+        at=timezone.now() - timedelta(days=days_ago),
+        username=username,
+        action=action,
+        outcome=outcome,
+        **fields,
+    )
 
 
 def api_client(user, token_name: str = "t"):

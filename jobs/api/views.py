@@ -29,7 +29,7 @@ from rest_framework.exceptions import (
 )
 from rest_framework.response import Response
 
-from jobs import lifecycle, usage
+from jobs import audit, lifecycle, usage
 from jobs.api.errors import RefuseNul
 from jobs.api.serializers import (
     ClusterSerializer,
@@ -299,7 +299,15 @@ class JobViewSet(
                 raise ValidationError({"offset": ["Use a byte offset: a whole number >= 0."]})
             offset = int(offset)
         try:
-            tail = files.read_job_log(job, stream, offset=offset)
+            with audit.action(
+                audit.Action.FILE_READ,
+                user=request.user,
+                account=job.cluster_account,
+                cluster=job.cluster,
+                target=f"job {job.pk} {stream}.log",
+                repeat_window=audit.FOLLOW_WINDOW,
+            ):
+                tail = files.read_job_log(job, stream, offset=offset)
         except ssh.ClusterError as exc:
             raise ClusterError(f"Could not read the log from {job.cluster.name}: {exc}") from None
         return Response(

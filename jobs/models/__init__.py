@@ -8,10 +8,12 @@
 - attempts: JobAttempt (each run of a requeued job, from accounting)
 - gpus: GpuType (a cluster's GPU types: capability, memory) and choosing by them
 - tokens: ApiToken
+- audit: AuditEvent (what the portal did on a cluster for whom)
 """
 
 from jobs.models.arrays import JobArray
 from jobs.models.attempts import JobAttempt
+from jobs.models.audit import AuditEvent
 from jobs.models.catalog import ContainerImage, ImageCheck, Tag
 from jobs.models.clusters import Cluster, ClusterAccount, Partition
 from jobs.models.gpus import GpuType
@@ -20,6 +22,7 @@ from jobs.models.tokens import ApiToken
 
 __all__ = [
     "ApiToken",
+    "AuditEvent",
     "Cluster",
     "ClusterAccount",
     "ContainerImage",

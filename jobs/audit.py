@@ -1,0 +1,168 @@
+"""The audit log's one writer: every action the portal takes on a cluster on someone's
+behalf is recorded here, as one ``AuditEvent`` row (jobs/models/audit.py).
+
+Recorded, where the portal user is known (the code that acts calls ``action()``):
+submitting, cancelling and releasing jobs (jobs/tasks.py: the owner's account; a job
+array's submission too), reading a job's log, listing its work directory and
+downloading a file (the pages and the API: the user who asked, staff included, and the
+job's account), a session job's registration (proxy/views.py: accepted or refused),
+the catalog check and GPU type discovery (the admin's actions), and the test of a
+cluster account from the Account page.
+
+Not recorded: the portal's own bookkeeping, done for nobody in particular — the periodic
+sync (squeue/sacct/condor_q), reading accounting, the metrics tail, reading a failed
+job's stderr for its page, finding a session's connection file, and pinning a host key
+(no login). These run on the same accounts but act for no one who asked.
+
+A row says who (portal user and cluster user), what (action and target: a job id, a
+path, an image, bounded), with which key (the certificate's key id the connection pool
+sets in ``jobs.cluster.acting.key_id``; "" for a stored key) and the outcome: ``ok``,
+``refused`` (the portal or the cluster said no by rule: a path outside the work
+directory, a wrong registration secret) or ``failed`` (an error; its start is kept).
+Writing the row never breaks the action: a failed write is logged and the action's own
+result or exception goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.core.exceptions import PermissionDenied
+from django.db import DatabaseError, transaction
+from django.utils import timezone
+
+from jobs.cluster import acting, files
+from jobs.models import AuditEvent
+from jobs.models.audit import KEY_ID_MAX, MESSAGE_MAX, TARGET_MAX, bounded
+
+log = logging.getLogger(__name__)
+
+Action = AuditEvent.Action
+Outcome = AuditEvent.Outcome
+
+# A log followed by a page (every 5 s) or `portal logs -f` is read again and again: a
+# successful read repeated within this many seconds (same user, account, target and key)
+# is the row already written, not a new one.
+FOLLOW_WINDOW = 300
+
+# Exceptions that are the portal saying no by rule (recorded as refused, not failed).
+REFUSALS: tuple[type[Exception], ...] = (files.BadPath, files.NotARegularFile, PermissionDenied)
+
+
+@dataclass
+class Entry:
+    """What the block tells the row when the outcome is not an exception: an action that
+    catches its own errors (a check that records its findings, a task that keeps the
+    error on the job) calls ``failed()`` or ``refused()``."""
+
+    outcome: str = Outcome.OK
+    message: str = ""
+
+    def failed(self, message: object) -> None:
+        self.outcome, self.message = Outcome.FAILED, str(message)
+
+    def refused(self, message: object) -> None:
+        self.outcome, self.message = Outcome.REFUSED, str(message)
+
+    def note(self, message: object) -> None:
+        """A remark on a successful action (e.g. a download's size)."""
+        self.message = str(message)
+
+
+@contextmanager
+def action(
+    what: str,
+    *,
+    user=None,
+    account=None,
+    cluster=None,
+    target: object = "",
+    repeat_window: int = 0,
+) -> Iterator[Entry]:
+    """Record the block as one action ``what`` (an ``AuditEvent.Action``) by ``user`` on
+    ``account`` (a ClusterAccount; its cluster unless ``cluster`` is given). While it
+    runs, ``acting.purpose`` names it (a certificate signed meanwhile carries it) and
+    ``acting.key_id`` starts empty; afterwards the row takes the key id the connection
+    set. An exception is recorded (refused for REFUSALS, else failed) and re-raised.
+    With ``repeat_window`` (seconds) a success the same as one recorded that recently
+    adds no row (see FOLLOW_WINDOW)."""
+    target_text = bounded(str(target), TARGET_MAX)
+    entry = Entry()
+    purpose = acting.purpose.set(bounded(f"{what} {target_text}".strip(), 200))
+    key = acting.key_id.set("")
+    try:
+        yield entry
+    except REFUSALS as exc:
+        entry.refused(exc)
+        raise
+    except BaseException as exc:
+        entry.failed(f"{type(exc).__name__}: {exc}" if not str(exc) else exc)
+        raise
+    finally:
+        used_key = acting.key_id.get()
+        acting.key_id.reset(key)
+        acting.purpose.reset(purpose)
+        _write(what, user, account, cluster, target_text, used_key, entry, repeat_window)
+
+
+def record(
+    what: str,
+    outcome: str,
+    *,
+    user=None,
+    account=None,
+    cluster=None,
+    target: object = "",
+    message: object = "",
+) -> None:
+    """Record an action that is not a block of code run here (a job's registration call:
+    accepted or refused)."""
+    entry = Entry(outcome, str(message))
+    _write(what, user, account, cluster, bounded(str(target), TARGET_MAX), "", entry)
+
+
+def _write(
+    what, user, account, cluster, target: str, key_id: str, entry: Entry, repeat_window: int = 0
+) -> None:
+    if account is not None and cluster is None:
+        cluster = account.cluster
+    if user is not None and not getattr(user, "is_authenticated", False):
+        user = None
+    row = {
+        "user": user,
+        "username": user.get_username() if user is not None else "",
+        "cluster": cluster,
+        "cluster_name": cluster.name if cluster is not None else "",
+        "cluster_username": account.username if account is not None else "",
+        "action": what,
+        "target": target,
+        "key_id": bounded(key_id, KEY_ID_MAX),
+        "outcome": entry.outcome,
+    }
+    try:
+        if repeat_window and entry.outcome == Outcome.OK:
+            since = timezone.now() - timedelta(seconds=repeat_window)
+            if AuditEvent.objects.filter(at__gte=since, **row).exists():
+                return
+        # Its own savepoint: a failed write never spoils the caller's transaction.
+        with transaction.atomic():
+            AuditEvent.objects.create(message=bounded(entry.message, MESSAGE_MAX), **row)
+    except (DatabaseError, ValueError, TypeError, AttributeError):
+        # The action has happened (or failed) already: its result must not be lost.
+        log.exception("audit: could not record %s %s (%s)", what, target, entry.outcome)
+
+
+def prune(days: int, batch: int = 1000) -> int:
+    """Delete rows older than ``days``, ``batch`` at a time (short transactions on a big
+    table). Returns how many went."""
+    removed = 0
+    old = AuditEvent.objects.older_than(days)
+    while True:
+        ids = list(old.order_by("at").values_list("pk", flat=True)[:batch])
+        if not ids:
+            return removed
+        removed += AuditEvent.objects.filter(pk__in=ids).delete()[0]

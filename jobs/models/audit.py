@@ -1,0 +1,86 @@
+"""The audit log: one row per action the portal takes on a cluster on someone's behalf
+(written by ``jobs.audit``, the one place that records; read by staff in the admin)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+# Bounds of the text columns: a target names a job, a path or an image, never a user's
+# whole text; a message is the start of what went wrong.
+TARGET_MAX = 300
+MESSAGE_MAX = 500
+KEY_ID_MAX = 300
+
+
+def bounded(text: str, limit: int) -> str:
+    """``text`` on one line, at most ``limit`` characters (an ellipsis marks the cut)."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class AuditEventQuerySet(models.QuerySet):
+    def older_than(self, days: int) -> AuditEventQuerySet:
+        return self.filter(at__lt=timezone.now() - timedelta(days=days))
+
+
+class AuditEvent(models.Model):
+    class Action(models.TextChoices):
+        SUBMIT = "submit", "submit a job"
+        CANCEL = "cancel", "cancel a job"
+        RELEASE = "release", "release a held job"
+        FILE_READ = "file_read", "read a job's log"
+        FILE_LIST = "file_list", "list a job's work directory"
+        FILE_DOWNLOAD = "file_download", "download a job's file"
+        SESSION_REGISTER = "session_register", "session registration"
+        CATALOG_CHECK = "catalog_check", "catalog check"
+        GPU_DISCOVERY = "gpu_discovery", "GPU type discovery"
+        ACCOUNT_TEST = "account_test", "test a cluster account"
+
+    class Outcome(models.TextChoices):
+        OK = "ok"
+        REFUSED = "refused"
+        FAILED = "failed"
+
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    # Who: the portal user (kept as text too, so the row outlives the user) ...
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    username = models.CharField(max_length=150, blank=True)
+    # ... and as whom on which cluster (names kept for the same reason).
+    cluster = models.ForeignKey(
+        "jobs.Cluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    cluster_name = models.CharField(max_length=100, blank=True)
+    cluster_username = models.CharField(max_length=64, blank=True)
+    action = models.CharField(max_length=20, choices=Action.choices)
+    target = models.CharField(max_length=TARGET_MAX, blank=True)
+    # The key id of the SSH certificate the action ran on ("" for a stored key).
+    key_id = models.CharField("key id", max_length=KEY_ID_MAX, blank=True)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices)
+    message = models.CharField(max_length=MESSAGE_MAX, blank=True)
+
+    objects = AuditEventQuerySet.as_manager()
+
+    class Meta:
+        app_label = "jobs"
+        ordering = ["-at", "-pk"]
+        indexes = [
+            models.Index(fields=["username", "at"]),
+            models.Index(fields=["cluster_username", "at"]),
+            models.Index(fields=["cluster", "at"]),
+            models.Index(fields=["action", "at"]),
+            models.Index(fields=["outcome", "at"]),
+        ]
+
+    def __str__(self) -> str:
+        who = self.username or "-"
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {who} {self.action} {self.target} {self.outcome}"
