@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from jobs import tasks
+from jobs import image_checks, tasks
 from jobs.models import AuditEvent, Job
 from tests import factories
 from tests.devcluster.helpers import run_until
@@ -62,3 +62,16 @@ def test_submit_read_download_refuse_and_cancel_are_each_recorded(
     tasks.cancel_job.apply(args=[job.pk])
     assert run_until(job, {"cancelled"}, timeout=30).state == "cancelled"
     assert rows("cancel") == [("owner", login, f"job {job.pk} ({job.scheduler_job_id})", "ok")]
+
+
+def test_a_catalog_check_is_recorded_as_the_admin_who_ran_it(devcluster, devcluster_info, owner):
+    image = factories.image("host-audit", "Host (audit)")
+    (check,) = image_checks.run([image], devcluster, owner)
+    assert check.checked_as == devcluster_info["default_user"]
+    [row] = AuditEvent.objects.filter(action="catalog_check")
+    assert (row.username, row.cluster_username, row.target, row.outcome) == (
+        "owner",
+        devcluster_info["default_user"],
+        "host-audit",
+        "ok",
+    )
