@@ -155,7 +155,7 @@ def job_detail(request, pk: int):
 @require_POST
 def job_release(request, pk: int):
     job = get_job_for_user(request, pk)
-    if lifecycle.release(job):
+    if lifecycle.release(job, by=request.user):
         messages.info(request, f"Releasing job {job.pk}.")
     else:
         messages.info(request, f"Job {job.pk} is not held.")
@@ -166,7 +166,7 @@ def job_release(request, pk: int):
 @require_POST
 def job_cancel(request, pk: int):
     job = get_job_for_user(request, pk)
-    if lifecycle.cancel(job):
+    if lifecycle.cancel(job, by=request.user):
         message = f"Cancelling job {job.pk}."
     else:
         message = f"Job {job.pk} has already ended ({job.get_state_display().lower()})."

@@ -34,28 +34,35 @@ def launch_job(job: Job) -> Job:
     return job
 
 
-def cancel(job: Job, reason: str = "") -> bool:
+def cancel(job: Job, reason: str = "", by=None) -> bool:
     """Cancel ``job``: at once if it never reached the scheduler, else by a worker's
-    scancel. ``reason``: why the portal cancels it (its final message). False if it had
-    already ended (nothing to do)."""
+    scancel. ``reason``: why the portal cancels it (its final message); ``by``: the person
+    who asked (the audit log names them; None: the portal itself, recorded for the owner).
+    False if it had already ended (nothing to do)."""
     if job.is_final:
         return False
     with transaction.atomic():
         if job.request_cancel(reason):
             transaction.on_commit(
                 lambda: _queue(
-                    job, tasks.cancel_job, "Waiting for the portal's task queue to cancel ({exc})."
+                    job,
+                    tasks.cancel_job,
+                    "Waiting for the portal's task queue to cancel ({exc}).",
+                    *_asker(by),
                 )
             )
     return True
 
 
-def release(job: Job) -> bool:
-    """Release a held job (a worker runs the scheduler's release). False if it is not held."""
+def release(job: Job, by=None) -> bool:
+    """Release a held job (a worker runs the scheduler's release; ``by`` as for cancel).
+    False if it is not held."""
     if not job.is_held:
         return False
     transaction.on_commit(
-        lambda: _queue(job, tasks.release_job, "The portal could not queue the release ({exc}).")
+        lambda: _queue(
+            job, tasks.release_job, "The portal could not queue the release ({exc}).", *_asker(by)
+        )
     )
     return True
 
@@ -79,9 +86,15 @@ def _submit(job: Job) -> None:
     )
 
 
-def _queue(job: Job, task: Task, if_away: str) -> None:
-    """Queue the task; if the broker is away, the job's message says so (``if_away``)."""
+def _asker(user) -> tuple[int, ...]:
+    """The task's extra argument naming who asked (none when the portal acts by itself)."""
+    return () if user is None else (user.pk,)
+
+
+def _queue(job: Job, task: Task, if_away: str, *args) -> None:
+    """Queue the task for ``job`` (with ``args``); if the broker is away, the job's message
+    says so (``if_away``)."""
     try:
-        task.delay(job.pk)
+        task.delay(job.pk, *args)
     except Exception as exc:  # noqa: BLE001 - any broker failure
         job.update_details(message=if_away.format(exc=exc))

@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import close_old_connections
 from django.db.models import Q
 from django.urls import reverse
@@ -380,7 +381,9 @@ def discover_sessions(account, running_jobs) -> None:
 
 
 @shared_task(bind=True, acks_late=True, max_retries=None, **limits())
-def cancel_job(self, job_id: int) -> None:
+def cancel_job(self, job_id: int, requested_by: int | None = None) -> None:
+    """Cancel a job on its cluster; the audit log names ``requested_by`` (a user id; None:
+    the portal itself, recorded for the owner)."""
     job = (
         Job.objects.select_related("cluster_account__cluster", "array", "owner")
         .filter(pk=job_id)
@@ -399,6 +402,7 @@ def cancel_job(self, job_id: int) -> None:
         job,
         audit.Action.CANCEL,
         "Cancelling",
+        requested_by,
         lambda conn: schedulers.for_cluster(job.cluster).cancel(
             conn, job.scheduler_job_id, job.scheduler_name
         ),
@@ -406,7 +410,7 @@ def cancel_job(self, job_id: int) -> None:
 
 
 @shared_task(bind=True, acks_late=True, max_retries=None, **limits())
-def release_job(self, job_id: int) -> None:
+def release_job(self, job_id: int, requested_by: int | None = None) -> None:
     """Release a held job (after a failed launch, or held by its owner)."""
     job = Job.objects.select_related("cluster_account__cluster", "owner").filter(pk=job_id).first()
     if job is None or not job.is_held or job.cluster_account is None:
@@ -417,20 +421,25 @@ def release_job(self, job_id: int) -> None:
         job,
         audit.Action.RELEASE,
         "Releasing",
+        requested_by,
         lambda conn: schedulers.for_cluster(job.cluster).release(
             conn, username, job.scheduler_job_id, job.scheduler_name
         ),
     )
 
 
-def _act_on_job(task, job: Job, what: str, doing: str, operation) -> None:
-    """Run a scheduler ``operation`` (audited as ``what``, for the job's owner) on the
-    job's account: transient errors retry the task, others are recorded on the job; then
-    the outcome is synced at once rather than at the next periodic sync."""
+def _act_on_job(task, job: Job, what: str, doing: str, requested_by: int | None, operation) -> None:
+    """Run a scheduler ``operation`` on the job's account, audited as ``what`` for the
+    person who asked (``requested_by``; the owner when the portal acted by itself):
+    transient errors retry the task, others are recorded on the job; then the outcome is
+    synced at once rather than at the next periodic sync."""
+    asker = None
+    if requested_by is not None and requested_by != job.owner_id:
+        asker = get_user_model().objects.filter(pk=requested_by).first()
     try:
         with audit.action(
             what,
-            user=job.owner,
+            user=asker or job.owner,
             account=job.cluster_account,
             target=f"job {job.pk} ({job.scheduler_job_id})",
         ):

@@ -256,7 +256,7 @@ class JobViewSet(
     def cancel(self, request, pk=None):
         """Cancel the job (202: the cancellation is on its way; 200 if it had ended)."""
         job = self.get_object()
-        if not lifecycle.cancel(job):
+        if not lifecycle.cancel(job, by=request.user):
             return Response(JobSerializer(job, context={"request": request}).data)
         job.refresh_from_db()
         return Response(
@@ -269,7 +269,7 @@ class JobViewSet(
         """Release a held job (202), e.g. one Slurm holds after its node failed to start it;
         409 if it is not held."""
         job = self.get_object()
-        if not lifecycle.release(job):
+        if not lifecycle.release(job, by=request.user):
             raise Conflict(f"Job {job.pk} is not held.")
         return Response(
             JobSerializer(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED

@@ -138,7 +138,9 @@ def test_a_held_job_says_so_and_is_released_through_the_api(
     from django.test import TestCase
 
     # No worker here: the task runs in this process, over the real SSH connection.
-    monkeypatch.setattr(tasks.release_job, "delay", lambda pk: tasks.release_job.apply(args=[pk]))
+    monkeypatch.setattr(
+        tasks.release_job, "delay", lambda pk, *by: tasks.release_job.apply(args=[pk, *by])
+    )
     with TestCase.captureOnCommitCallbacks(execute=True):
         assert api.post(f"/api/v1/jobs/{job.pk}/release/").status_code == 202
     job = sync_until(job, {"completed", "failed"})

@@ -39,8 +39,8 @@ def queued_tasks(monkeypatch):
 
     sent = []
     monkeypatch.setattr(tasks.submit_job, "delay", lambda pk: sent.append(("submit", pk)))
-    monkeypatch.setattr(tasks.cancel_job, "delay", lambda pk: sent.append(("cancel", pk)))
-    monkeypatch.setattr(tasks.release_job, "delay", lambda pk: sent.append(("release", pk)))
+    monkeypatch.setattr(tasks.cancel_job, "delay", lambda pk, *by: sent.append(("cancel", pk)))
+    monkeypatch.setattr(tasks.release_job, "delay", lambda pk, *by: sent.append(("release", pk)))
     return sent
 
 

@@ -154,6 +154,30 @@ def test_the_cancel_task_records_the_owner_and_the_cluster_error(
     assert row.target == f"job {job.pk} (123)" and "Invalid job id" in row.message
 
 
+def test_staff_cancelling_someones_job_is_recorded_as_staff(
+    client, staff, owner, cluster, account, monkeypatch, django_capture_on_commit_callbacks
+):
+    """The row names who asked, not the owner whose cluster account ran the scancel."""
+    job = factories.job(owner, cluster, state="running", scheduler_job_id="77")
+    job.cluster_account = account
+    job.save()
+    monkeypatch.setattr(tasks.pool, "with_connection", lambda acct, op: None)
+    monkeypatch.setattr(tasks, "sync_jobs", lambda jobs: None)
+    monkeypatch.setattr(
+        tasks.cancel_job, "delay", lambda pk, by=None: tasks.cancel_job.apply(args=[pk, by])
+    )
+    client.force_login(staff)
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("job-cancel", args=[job.pk]))
+    row = only_row()
+    assert (row.username, row.cluster_username, row.action, row.outcome) == (
+        "staff",
+        "alice",
+        "cancel",
+        "ok",
+    )
+
+
 def test_staff_reading_someones_log_is_recorded_as_staff(
     client, staff, owner, cluster, account, monkeypatch
 ):

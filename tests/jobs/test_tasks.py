@@ -248,7 +248,7 @@ def test_recovery_sweep_queues_lost_submissions_and_cancellations(job, monkeypat
 
     sent = []
     monkeypatch.setattr(tasks.submit_job, "delay", lambda pk: sent.append(("submit", pk)))
-    monkeypatch.setattr(tasks.cancel_job, "delay", lambda pk: sent.append(("cancel", pk)))
+    monkeypatch.setattr(tasks.cancel_job, "delay", lambda pk, *by: sent.append(("cancel", pk)))
     settings.PORTAL_RECOVER_AFTER = 60
     assert tasks.recover_jobs() == {"submits": 0, "cancels": 0}  # too young to be lost
     old = timezone.now() - timedelta(minutes=5)

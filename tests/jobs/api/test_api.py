@@ -322,7 +322,7 @@ def test_cancel_and_metrics(api, owner, cluster, no_broker, django_capture_on_co
     }
     with django_capture_on_commit_callbacks(execute=True):
         response = api.post(f"/api/v1/jobs/{job.pk}/cancel/")
-    assert response.status_code == 202 and ("cancel", (job.pk,)) in no_broker
+    assert response.status_code == 202 and ("cancel", (job.pk, owner.pk)) in no_broker
     job.transition("cancelled")
     assert api.post(f"/api/v1/jobs/{job.pk}/cancel/").status_code == 200
 
