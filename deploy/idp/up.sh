@@ -85,16 +85,20 @@ if [ ! -s "$STATE/oidc-rsa.key" ]; then
 fi
 chmod 600 "$STATE/oidc-rsa.key"
 
-# --- the login web app: the package's files, our config.json ----------------------------
-# (the package's webapp/config.json is a dangling link to /etc; the app reads its API
-# address from config.json, "./" = this server)
+# --- the login web app: a copy of the package's files with our config.json -----------------
+# (glewlwyd's file server serves no symbolic links, and the package's webapp/config.json
+# links to a directory; the app reads its API address from config.json, "./" = here)
 WEBAPP=$STATE/webapp
-install -d -m 755 "$WEBAPP"
-for f in /usr/share/glewlwyd/webapp/*; do
-    name=$(basename "$f")
-    [ "$name" = config.json ] && continue
-    ln -sfn "$f" "$WEBAPP/$name"
-done
+GLEWLWYD_VERSION=$(dpkg-query -W -f '${Version}' glewlwyd)
+if [ "$(cat "$WEBAPP/.copied" 2>/dev/null)" != "$GLEWLWYD_VERSION" ]; then
+    log "copying glewlwyd's login web app ($GLEWLWYD_VERSION)"
+    rm -rf "$WEBAPP" "$WEBAPP.new"
+    cp -rL /usr/share/glewlwyd/webapp "$WEBAPP.new" 2>/dev/null || true  # (config.json: a directory)
+    [ -s "$WEBAPP.new/login.html" ] || die "could not copy /usr/share/glewlwyd/webapp"
+    rm -rf "$WEBAPP.new/config.json"
+    echo "$GLEWLWYD_VERSION" > "$WEBAPP.new/.copied"
+    mv "$WEBAPP.new" "$WEBAPP"
+fi
 /usr/bin/python3 - "$WEBAPP/config.json" <<'PY'
 import json, pathlib, sys
 conf = json.loads(pathlib.Path("/etc/glewlwyd/config-2.7.json/config.json").read_text())
