@@ -261,8 +261,8 @@ def configure_plugin(api: Api, state: Path, issuer: str) -> None:
         sys.exit(f"idp: error: GET /mod/plugin/{PLUGIN} answered {status}: {have}")
     elif differs(params, have.get("parameters", {})) or not have.get("enabled"):
         api.must("PUT", f"/mod/plugin/{PLUGIN}", want)
-        if not have.get("enabled"):
-            api.must("PUT", f"/mod/plugin/{PLUGIN}/enable")
+        # (PUT only writes the database: the running instance reads it on reset/enable)
+        api.must("PUT", f"/mod/plugin/{PLUGIN}/{'reset' if have.get('enabled') else 'enable'}")
         CHANGES.append("updated the OpenID Connect plugin")
 
 
