@@ -211,7 +211,9 @@ def configure_plugin(api: Api, state: Path, issuer: str) -> None:
         "session-management-allowed": True,
         "session-cookie-name": "GLEWLWYD2_OIDC_SID",
         "session-cookie-expiration": 86400,
-        "front-channel-logout-allowed": False,
+        # (the login app's end-session page reads its session list, which answers 400
+        # unless front-channel logout is allowed; the portal's client registers no URI)
+        "front-channel-logout-allowed": True,
         "back-channel-logout-allowed": False,
         "name-claim": "mandatory",
         "email-claim": "mandatory",

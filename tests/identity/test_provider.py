@@ -243,21 +243,26 @@ def page():
             browser.close()
 
 
-def test_login_page_in_chromium_accepts_the_password(idp_provider, page, stack_uris):
-    redirect, _ = stack_uris
+def test_login_page_in_chromium_accepts_the_password_and_logs_out(idp_provider, page, stack_uris):
+    """The selectors a browser test of the portal uses: #username, #password, #loginbut,
+    then the "Continue" button; on the end-session page the red "Logout" button."""
+    redirect, post_logout = stack_uris
     arrived: list[str] = []
-    # Nothing listens on the stack's port: catch the browser's arrival at the callback.
-    page.route(f"{redirect}**", lambda route: (arrived.append(route.request.url), route.abort()))
+    # Nothing listens on the stack's port: catch the browser's arrivals there.
+    base = post_logout.rstrip("/")
+    page.route(f"{base}/**", lambda route: (arrived.append(route.request.url), route.abort()))
+    verifier, challenge = idp.pkce_pair()
+    doc = idp_provider.discovery()
     url = httpx.URL(
-        idp_provider.discovery()["authorization_endpoint"],
+        doc["authorization_endpoint"],
         params={
             "response_type": "code",
             "client_id": idp_provider.client_id,
             "redirect_uri": redirect,
             "scope": "openid profile email",
             "state": "browser-state",
-            "nonce": "browser-nonce",  # glewlwyd requires one, also in the code flow
-            "code_challenge": idp.pkce_pair()[1],
+            "nonce": "nonce-456",  # glewlwyd requires one, also in the code flow
+            "code_challenge": challenge,
             "code_challenge_method": "S256",
         },
     )
@@ -270,9 +275,40 @@ def test_login_page_in_chromium_accepts_the_password(idp_provider, page, stack_u
     page.fill("#password", idp_provider.users["hpcuser"].password)
     page.click("#loginbut")
     page.get_by_role("button", name="Continue").click()
-    deadline = time.monotonic() + 10
-    while not arrived and time.monotonic() < deadline:
-        page.wait_for_timeout(100)
-    assert arrived, page.url
+    wait_for(page, arrived, 1)
     query = idp.query_of(arrived[0])
-    assert query["state"] == "browser-state" and query["code"]
+    assert arrived[0].startswith(redirect + "?") and query["state"] == "browser-state"
+    tokens = httpx.post(
+        doc["token_endpoint"],
+        data={
+            "grant_type": "authorization_code",
+            "code": query["code"],
+            "redirect_uri": redirect,
+            "code_verifier": verifier,
+        },
+        auth=(idp_provider.client_id, idp_provider.client_secret),
+        timeout=15,
+    ).json()
+    assert verified_claims(idp_provider, tokens["id_token"])["preferred_username"] == "hpcuser"
+
+    end_session = httpx.URL(
+        doc["end_session_endpoint"],
+        params={
+            "id_token_hint": tokens["id_token"],
+            "post_logout_redirect_uri": post_logout,
+            "state": "bye",
+        },
+    )
+    page.goto(str(end_session))
+    page.click('button.btn-danger:has-text("Logout")')
+    wait_for(page, arrived, 2)
+    assert arrived[1] == f"{post_logout}?state=bye"
+    page.goto(str(url))  # signed out at the provider: the login form again
+    page.wait_for_selector("#password")
+
+
+def wait_for(page, arrived: list[str], count: int) -> None:
+    deadline = time.monotonic() + 10
+    while len(arrived) < count and time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+    assert len(arrived) >= count, page.url
