@@ -10,7 +10,7 @@ DATA_DIR := $(or $(PORTAL_DATA_DIR),var)
 
 # Chromium for the end-to-end tests: Debian's package (Playwright's own download
 # is not possible on machines without internet access).
-.PHONY: help venv services services-down browser devcluster devcluster-down condorpool condorpool-down demo-locked demo-setup demo test bench lint typecheck format clean
+.PHONY: help venv services services-down browser devcluster devcluster-down condorpool condorpool-down idp idp-down demo-locked demo-setup demo test bench lint typecheck format clean
 
 help:
 	@echo "make demo            set everything up and run the portal at http://localhost:$(PORT)/"
@@ -19,6 +19,8 @@ help:
 	@echo "make devcluster-down stop it"
 	@echo "make condorpool      start the local HTCondor pool + its sshd (root)"
 	@echo "make condorpool-down stop it"
+	@echo "make idp             start the local OpenID Connect provider (glewlwyd, root)"
+	@echo "make idp-down        stop it"
 	@echo "make services-down   stop the portal's own Redis (make clean does too)"
 	@echo "make bench           benchmarks in bench/ (dev cluster)"
 	@echo "make lint            ruff and mypy"
@@ -70,7 +72,22 @@ endif
 condorpool-down:
 	@bash deploy/condorpool/down.sh
 
-demo-setup: venv services devcluster condorpool
+# A real OpenID Connect provider on 127.0.0.1:4593 (Debian's glewlwyd) with the people
+# demo, hpcuser, hpcuser2 and outsider; the portal's client settings in
+# /var/lib/portal-idp/portal.env, the passwords in users.json (both root only).
+IDP_DIR := $(or $(PORTAL_IDP_DIR),/var/lib/portal-idp)
+IDP_PORT := $(or $(PORTAL_IDP_PORT),4593)
+idp:
+ifeq ($(IS_ROOT),yes)
+	@bash deploy/idp/up.sh
+else
+	@echo "idp: skipped (needs root); run 'sudo make idp' for a local OpenID Connect provider"
+endif
+
+idp-down:
+	@bash deploy/idp/down.sh
+
+demo-setup: venv services devcluster condorpool idp
 	@$(DEMO_ENV) $(PY) manage.py migrate --noinput -v0
 	@$(DEMO_ENV) $(PY) manage.py collectstatic --noinput -v0
 	@$(DEMO_ENV) $(PY) manage.py make_dev_certs
@@ -96,11 +113,14 @@ demo-locked:
 	@$(MAKE) --no-print-directory demo-setup
 	@echo "Portal: http://localhost:$(PORT)/  (admin: http://localhost:$(PORT)/admin/)  Ctrl-C stops everything."
 	@echo "Session links: https://<id>.sessions.localhost:$(SESSION_PORT)/ (dev CA: var/tls/ca.pem)"
+ifeq ($(IS_ROOT),yes)
+	@/usr/bin/python3 -c 'import json, sys; u = json.load(open(sys.argv[1]))["users"]["demo"]; print("Identity provider: http://localhost:$(IDP_PORT)/  sign in as demo, password", u["password"], "(groups:", ", ".join(u["groups"]) + "; the others in", sys.argv[1] + ")")' "$(IDP_DIR)/users.json"
+endif
 	@$(DEMO_ENV) PORT=$(PORT) PROXY_SESSION_PUBLIC_PORT=$(SESSION_PORT) PORTAL_URL=http://localhost:$(PORT) \
 		exec .venv/bin/honcho -d . -f deploy/Procfile.demo start
 
 # Type errors fail the run before anything is set up.
-test: venv typecheck services browser devcluster condorpool
+test: venv typecheck services browser devcluster condorpool idp
 	@PORTAL_DEMO=1 $(PY) manage.py collectstatic --noinput -v0
 	@bash deploy/run-tests.sh
 

@@ -10,12 +10,15 @@ from django.conf import settings
 from jobs import devcluster as devcluster_mod
 from jobs.models import Job
 from tests import factories
+from tests import idp as idp_mod
 
 # --- the suite in two parts ------------------------------------------------------------
 # deploy/run-tests.sh runs the tests that use the Slurm dev cluster (`--part=slurm`) beside
 # all the others (`--part=other`: units, the HTCondor pool, the proxy), in two processes. The
 # parts share no daemon a test stops or restarts: the Slurm tests kill slurmctld, the pool's
-# tests stop its schedd and remove their user's jobs. Each test is in exactly one part.
+# tests stop its schedd and remove their user's jobs. Each test is in exactly one part. The
+# identity provider (`idp` marker, `idp_provider` fixture) is in the other part unless the
+# test also uses the Slurm cluster; no test stops it, so either part may use it.
 PARTS = ("slurm", "other")
 
 
@@ -223,3 +226,13 @@ def condorpool(db, condorpool_info, owner):
     cluster = devcluster_mod.register(condorpool_info, {"owner": condorpool_info["default_user"]})
     yield cluster
     as_pool_root("condor_rm", condorpool_info["default_user"], check=False)
+
+
+# --- the real OpenID Connect provider ------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def idp_provider() -> idp_mod.Provider:
+    """The provider `make idp` started (tests/idp.py); skips (or fails, when required)
+    without it."""
+    return idp_mod.provider()

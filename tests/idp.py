@@ -1,0 +1,211 @@
+"""The real OpenID Connect provider from `make idp` (deploy/idp/up.sh, glewlwyd) for tests.
+
+``provider()`` reads what up.sh kept in its state directory (root only) and skips the test
+when the provider is absent, or fails it when ``PORTAL_REQUIRE_DEVCLUSTER=1`` (as
+deploy/run-tests.sh sets as root, where `make test` has started it).
+
+The client ``portal`` accepts exact redirect URIs only (glewlwyd has no patterns), so a
+test stack on a random port registers its own with ``redirect_uris(provider, base_url)``,
+which removes them again afterwards.
+
+glewlwyd's session cookie carries an empty ``Domain=``: browsers take it as a host-only
+cookie, Python's cookie jar drops it, so ``ProviderClient`` keeps cookies by hand.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+
+CALLBACK_PATH = "/oidc/callback/"
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("PORTAL_IDP_DIR", "/var/lib/portal-idp"))
+
+
+@dataclass(frozen=True)
+class Person:
+    password: str
+    groups: list[str]
+    email: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Provider:
+    issuer: str  # e.g. http://localhost:4593/api/oidc
+    client_id: str
+    client_secret: str
+    users: dict[str, Person]
+    admin_password: str = field(repr=False)
+    state: Path
+
+    @property
+    def api(self) -> str:
+        """glewlwyd's REST API (admin and login), next to the plugin's /api/oidc."""
+        return self.issuer.rsplit("/", 1)[0]
+
+    @property
+    def origin(self) -> str:
+        parts = urlsplit(self.issuer)
+        return f"{parts.scheme}://{parts.netloc}"
+
+    def discovery(self) -> dict:
+        return httpx.get(f"{self.issuer}/.well-known/openid-configuration", timeout=10).json()
+
+
+class ProviderMissing(Exception):
+    pass
+
+
+def read_provider(state: Path | None = None) -> Provider:
+    state = state or state_dir()
+    try:
+        env = dict(
+            line.split("=", 1)
+            for line in (state / "portal.env").read_text().splitlines()
+            if "=" in line
+        )
+        people = json.loads((state / "users.json").read_text())["users"]
+        admin_password = (state / "admin.password").read_text().strip()
+    except (OSError, ValueError, KeyError) as exc:
+        raise ProviderMissing(
+            f"no identity provider in {state} (`make idp` as root): {exc}"
+        ) from exc
+    provider = Provider(
+        issuer=env["PORTAL_OIDC_ISSUER"],
+        client_id=env["PORTAL_OIDC_CLIENT_ID"],
+        client_secret=env["PORTAL_OIDC_CLIENT_SECRET"],
+        users={
+            name: Person(p["password"], list(p["groups"]), p["email"], p["name"])
+            for name, p in people.items()
+        },
+        admin_password=admin_password,
+        state=state,
+    )
+    try:
+        provider.discovery()
+    except (httpx.HTTPError, ValueError) as exc:
+        raise ProviderMissing(
+            f"the identity provider {provider.issuer} does not answer: {exc}"
+        ) from exc
+    return provider
+
+
+def provider() -> Provider:
+    """The provider `make idp` started; skips (or fails, when required) without it."""
+    try:
+        return read_provider()
+    except ProviderMissing as exc:
+        if os.environ.get("PORTAL_REQUIRE_DEVCLUSTER") == "1":
+            pytest.fail(f"PORTAL_REQUIRE_DEVCLUSTER=1 but {exc}")
+        pytest.skip(str(exc))
+
+
+class ProviderClient:
+    """httpx against the provider, keeping its cookies as a browser does (see above)."""
+
+    def __init__(self, provider: Provider) -> None:
+        self.provider = provider
+        self.cookies: dict[str, str] = {}
+        self.http = httpx.Client(timeout=15, event_hooks={"response": [self._keep_cookies]})
+
+    def _keep_cookies(self, response: httpx.Response) -> None:
+        for header in response.headers.get_list("set-cookie"):
+            name, _, value = header.split(";", 1)[0].partition("=")
+            if value:
+                self.cookies[name.strip()] = value.strip()
+            else:  # an emptied cookie is a removed one
+                self.cookies.pop(name.strip(), None)
+
+    def request(self, method: str, url: str, **kwargs) -> httpx.Response:
+        headers = dict(kwargs.pop("headers", {}))
+        if self.cookies:
+            headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        return self.http.request(method, url, headers=headers, **kwargs)
+
+    def sign_in(self, username: str, password: str) -> httpx.Response:
+        """What the login page does with the form: POST the password to /api/auth/."""
+        return self.request(
+            "POST", f"{self.provider.api}/auth/", json={"username": username, "password": password}
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def pkce_pair() -> tuple[str, str]:
+    """(code_verifier, S256 code_challenge)"""
+    verifier = secrets.token_urlsafe(48)
+    digest = hashlib.sha256(verifier.encode()).digest()
+    return verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def query_of(url: str) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
+
+
+# --- redirect URIs for test stacks on random ports ----------------------------------------
+
+
+@contextmanager
+def _client_lock(provider: Provider) -> Iterator[None]:
+    """Test processes run side by side: each read-modify-write of the client holds this."""
+    with open(provider.state / "run" / "client.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _admin(provider: Provider) -> ProviderClient:
+    admin = ProviderClient(provider)
+    response = admin.sign_in("admin", provider.admin_password)
+    assert response.status_code == 200, f"glewlwyd admin sign-in: {response.status_code}"
+    return admin
+
+
+def _change_client(provider: Provider, add: bool, redirect: str, post_logout: str) -> None:
+    admin = _admin(provider)
+    try:
+        with _client_lock(provider):
+            url = f"{provider.api}/client/{provider.client_id}"
+            client = admin.request("GET", url).raise_for_status().json()
+            for key, uri in (
+                ("redirect_uri", redirect),
+                ("post_logout_redirect_uris", post_logout),
+            ):
+                uris = [u for u in client.get(key, []) if u != uri]
+                client[key] = [*uris, uri] if add else uris
+            client.pop("source", None)
+            admin.request("PUT", url, json=client).raise_for_status()
+    finally:
+        admin.close()
+
+
+@contextmanager
+def redirect_uris(provider: Provider, base_url: str) -> Iterator[tuple[str, str]]:
+    """Let the client ``portal`` come back to a stack at ``base_url`` (e.g.
+    ``http://127.0.0.1:51234``): registers ``base_url/oidc/callback/`` as redirect URI and
+    ``base_url/`` as post-logout redirect URI, yields both, removes them afterwards."""
+    base = base_url.rstrip("/")
+    redirect, post_logout = f"{base}{CALLBACK_PATH}", f"{base}/"
+    _change_client(provider, True, redirect, post_logout)
+    try:
+        yield redirect, post_logout
+    finally:
+        _change_client(provider, False, redirect, post_logout)
