@@ -48,7 +48,8 @@ endif
 # still serves the admin and catalog, with no cluster to submit to.
 devcluster: venv
 ifeq ($(IS_ROOT),yes)
-	@bash deploy/devcluster/up.sh
+	@$(DEMO_ENV) $(PY) manage.py ssh_ca --pub-out "$(DATA_DIR)/ssh-ca/trusted.pub" >/dev/null
+	@PORTAL_SSH_CA_PUB="$(DATA_DIR)/ssh-ca/trusted.pub" bash deploy/devcluster/up.sh
 	@$(DEMO_ENV) $(PY) manage.py migrate --noinput -v0
 	@$(DEMO_ENV) $(PY) manage.py register_devcluster
 else
@@ -62,7 +63,8 @@ devcluster-down:
 # once into /var/lib/portal-condorpool) with its own sshd: the second scheduler.
 condorpool: venv
 ifeq ($(IS_ROOT),yes)
-	@bash deploy/condorpool/up.sh
+	@$(DEMO_ENV) $(PY) manage.py ssh_ca --pub-out "$(DATA_DIR)/ssh-ca/trusted.pub" >/dev/null
+	@PORTAL_SSH_CA_PUB="$(DATA_DIR)/ssh-ca/trusted.pub" bash deploy/condorpool/up.sh
 	@$(DEMO_ENV) $(PY) manage.py migrate --noinput -v0
 	@$(DEMO_ENV) $(PY) manage.py register_condorpool
 else
@@ -94,8 +96,8 @@ demo-setup: venv services devcluster condorpool idp
 	@$(DEMO_ENV) $(PY) manage.py load_demo_catalog
 	@$(DEMO_ENV) $(PY) manage.py create_demo_user
 ifeq ($(IS_ROOT),yes)
-	@$(DEMO_ENV) $(PY) manage.py register_devcluster --account demo=hpcuser
-	@$(DEMO_ENV) $(PY) manage.py register_condorpool --account demo=condoruser
+	@$(DEMO_ENV) $(PY) manage.py register_devcluster --ssh-auth certificate --account demo=hpcuser
+	@$(DEMO_ENV) $(PY) manage.py register_condorpool --ssh-auth certificate --account demo=condoruser
 endif
 
 # One stack per data directory: `make demo` holds DATA_DIR/demo.lock (flock) from before
@@ -131,6 +133,7 @@ ifeq ($(IS_ROOT),yes)
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends wrk curl gcc libc6-dev >/dev/null; }
 endif
 	@$(DEMO_ENV) $(PY) bench/ssh_reuse.py
+	@$(DEMO_ENV) $(PY) bench/ssh_cert.py
 	@$(DEMO_ENV) $(PY) bench/proxy.py
 	@$(DEMO_ENV) $(PY) bench/proxy_ws.py
 	@$(DEMO_ENV) $(PY) bench/metrics.py

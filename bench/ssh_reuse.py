@@ -65,7 +65,9 @@ def main() -> None:
     key = Path(info["users"][user]["private_key_file"]).read_text()
 
     def factory():
-        return ssh.Connection(info["ssh_host"], info["ssh_port"], user, key, info["host_key"])
+        return ssh.Connection(
+            info["ssh_host"], info["ssh_port"], user, ssh.load_private_key(key), info["host_key"]
+        )
 
     run_id = uuid.uuid4().hex[:8]
     pooled = factory().open()

@@ -325,6 +325,14 @@ def account(request):
     form = ClusterAccountForm(request.POST or None, user=request.user)
     if request.method == "POST" and form.is_valid():
         cluster_account = form.save(commit=False)
+        if cluster_account.cluster.uses_certificates:
+            cluster_account.save()  # the portal signs a certificate for each connection
+            messages.success(
+                request,
+                "Account added. This cluster trusts the portal's certificates: there is no "
+                "key to install.",
+            )
+            return redirect("account")
         cluster_account.generate_key_pair()
         cluster_account.save()
         messages.success(request, "Key pair created: install the public key below on the cluster.")

@@ -73,7 +73,7 @@ class ClusterAdmin(admin.ModelAdmin):
         "partition_count",
         "enabled",
     )
-    list_filter = ("enabled", "scheduler", "login_mode")
+    list_filter = ("enabled", "scheduler", "login_mode", "ssh_auth")
     search_fields = ("name", "ssh_host", "description")
     readonly_fields = ("host_key_fingerprint",)
     inlines = [PartitionInline, GpuTypeInline]
@@ -81,7 +81,16 @@ class ClusterAdmin(admin.ModelAdmin):
         (None, {"fields": ("name", "description", "scheduler", "enabled")}),
         (
             "SSH",
-            {"fields": ("ssh_host", "ssh_port", "host_key", "host_key_fingerprint", "login_mode")},
+            {
+                "fields": (
+                    "ssh_host",
+                    "ssh_port",
+                    "host_key",
+                    "host_key_fingerprint",
+                    "login_mode",
+                    "ssh_auth",
+                )
+            },
         ),
         (
             "Slurm",
@@ -394,7 +403,15 @@ class ClusterAccountAdmin(admin.ModelAdmin):
         description="Generate a new key pair (replaces the current key)", permissions=["change"]
     )
     def generate_key_pair(self, request, queryset):
-        for account in queryset:
+        for account in queryset.select_related("cluster"):
+            if account.cluster.uses_certificates:
+                self.message_user(
+                    request,
+                    f"{account}: {account.cluster.name} uses certificates signed by the portal; "
+                    "no key pair is made or kept for its accounts.",
+                    messages.WARNING,
+                )
+                continue
             public = account.generate_key_pair()
             account.save()
             self.message_user(

@@ -33,12 +33,17 @@ def _public_key(private_key_file: Path) -> str:
 
 
 @transaction.atomic
-def register(info: dict, accounts: dict[str, str] | None = None) -> Cluster:
+def register(
+    info: dict, accounts: dict[str, str] | None = None, ssh_auth: str | None = None
+) -> Cluster:
     """Create or update the dev cluster, its partitions and cluster accounts.
 
     ``accounts`` maps portal user names to cluster user names; the cluster's
-    default user also becomes its service account.
+    default user also becomes its service account. ``ssh_auth`` (a Cluster.SshAuth) sets
+    how the portal logs in; None keeps the registered cluster's (a new one: key pairs).
+    In certificate mode the accounts get no key: the sshd trusts the portal's CA.
     """
+    defaults = {} if ssh_auth is None else {"ssh_auth": Cluster.SshAuth(ssh_auth)}
     cluster, _ = Cluster.objects.update_or_create(
         name=info["name"],
         defaults={
@@ -54,6 +59,7 @@ def register(info: dict, accounts: dict[str, str] | None = None) -> Cluster:
             "home_root": "/home/{user}",
             "scratch_root": info.get("scratch_root", "/scratch/{user}"),
             "enabled": True,
+            **defaults,
         },
     )
     # Each GPU type as the admin would describe it (cluster.json from an older up.sh: one).
@@ -121,8 +127,9 @@ def register(info: dict, accounts: dict[str, str] | None = None) -> Cluster:
             cluster=cluster, user=user, defaults={"username": cluster_user}
         )
         account.username = cluster_user
-        account.set_private_key(key_file.read_text())
-        account.public_key = _public_key(key_file)
+        if not cluster.uses_certificates:
+            account.set_private_key(key_file.read_text())
+            account.public_key = _public_key(key_file)
         account.save()
         return account
 

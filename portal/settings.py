@@ -272,6 +272,18 @@ CACHES = {
 SSH_CONNECT_TIMEOUT = env_float("PORTAL_SSH_CONNECT_TIMEOUT", 10.0, minimum=0.1)
 SSH_COMMAND_TIMEOUT = env_float("PORTAL_SSH_COMMAND_TIMEOUT", 60.0, minimum=0.1)
 SSH_KEEPALIVE_INTERVAL = env_int("PORTAL_SSH_KEEPALIVE", 30, minimum=0)
+# Clusters in certificate mode (Cluster.ssh_auth; jobs/cluster/certs.py): the portal's SSH
+# user CA, as OpenSSH private key files (comma-separated; the first signs, every one listed
+# is the portal's, for rotation; `manage.py ssh_ca` makes them). Default only in DEBUG or
+# PORTAL_DEMO; elsewhere it must be set before a cluster uses certificates. A certificate is
+# valid for PORTAL_SSH_CERT_MINUTES and, with PORTAL_SSH_CERT_SOURCE_ADDRESSES (CIDRs: the
+# portal's own addresses as the login nodes see them), only from those addresses.
+PORTAL_SSH_CA_KEY_FILES = env_list(
+    "PORTAL_SSH_CA_KEY_FILES",
+    [str(DATA_DIR / "ssh-ca" / "user_ca")] if INSECURE_DEFAULTS_ALLOWED else [],
+)
+PORTAL_SSH_CERT_MINUTES = env_int("PORTAL_SSH_CERT_MINUTES", 5, minimum=1)
+PORTAL_SSH_CERT_SOURCE_ADDRESSES = env_networks("PORTAL_SSH_CERT_SOURCE_ADDRESSES", [])
 # How often Celery beat asks each cluster about its active jobs (seconds), and
 # the fraction of that interval over which the per-cluster polls are spread.
 PORTAL_SYNC_INTERVAL = env_float("PORTAL_SYNC_INTERVAL", 15.0, minimum=1)

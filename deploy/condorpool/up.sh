@@ -149,6 +149,26 @@ done
 # --- sshd inside the root on 127.0.0.1:$SSH_PORT --------------------------------------------------
 [ -f "$ROOT/etc/ssh/portal_host_ed25519_key" ] \
     || inroot ssh-keygen -q -t ed25519 -N '' -f /etc/ssh/portal_host_ed25519_key
+# Certificates signed by the portal's CA, as on the dev cluster (deploy/devcluster/up.sh):
+# trusted CA keys (PORTAL_SSH_CA_PUB's lines added, none dropped) and one principals file
+# per user naming only that user. Paths inside the root.
+TRUSTED=$ROOT/etc/ssh/portal_trusted_user_ca_keys
+install -d -m 755 "$ROOT/etc/ssh/portal_principals"
+for user in "${USERS[@]}"; do
+    printf '%s\n' "$user" > "$ROOT/etc/ssh/portal_principals/$user"
+    chmod 644 "$ROOT/etc/ssh/portal_principals/$user"
+done
+touch "$TRUSTED"; chmod 644 "$TRUSTED"
+if [ -n "${PORTAL_SSH_CA_PUB:-}" ]; then
+    [ -r "$PORTAL_SSH_CA_PUB" ] || die "PORTAL_SSH_CA_PUB=$PORTAL_SSH_CA_PUB cannot be read"
+    (   flock 9  # (tests add and remove their own CAs under the same lock)
+        while IFS= read -r line; do
+            [ -n "$line" ] || continue
+            grep -qxF "$line" "$TRUSTED" || printf '%s\n' "$line" >> "$TRUSTED"
+        done < "$PORTAL_SSH_CA_PUB"
+    ) 9>>"$TRUSTED"
+fi
+SSHD_CONFIG_BEFORE=$(cat "$ROOT/etc/ssh/portal_sshd_config" 2>/dev/null || true)
 cat > "$ROOT/etc/ssh/portal_sshd_config" <<EOF
 $MARK
 ListenAddress 127.0.0.1
@@ -162,15 +182,21 @@ KbdInteractiveAuthentication no
 PermitRootLogin no
 UsePAM no
 AuthorizedKeysFile .ssh/authorized_keys
+TrustedUserCAKeys /etc/ssh/portal_trusted_user_ca_keys
+AuthorizedPrincipalsFile /etc/ssh/portal_principals/%u
 MaxSessions 64
 MaxStartups 64:30:128
 ClientAliveInterval 30
 Subsystem sftp internal-sftp
 EOF
 inroot install -d -m 755 /run/sshd
+inroot /usr/sbin/sshd -t -f /etc/ssh/portal_sshd_config || die "sshd rejects portal_sshd_config"
 if ! alive "$ROOT/run/portal-sshd.pid"; then
     log "starting sshd on 127.0.0.1:$SSH_PORT (inside $ROOT)"
     inroot /usr/sbin/sshd -f /etc/ssh/portal_sshd_config -E /var/log/portal-sshd.log
+elif [ "$SSHD_CONFIG_BEFORE" != "$(cat "$ROOT/etc/ssh/portal_sshd_config")" ]; then
+    log "sshd_config changed; reloading sshd"  # (SIGHUP: open sessions carry on)
+    kill -HUP "$(cat "$ROOT/run/portal-sshd.pid")"
 fi
 
 # --- condor_master ---------------------------------------------------------------------------------
@@ -222,6 +248,9 @@ info = {
     "host_key": " ".join(open(host_key).read().split(" ")[0:2]),
     "users": {u: {"private_key_file": f"{state}/{u}_ed25519"} for u in users},
     "default_user": users[0],
+    # Where tests trust a CA of their own (certificate mode) and read sshd's log (host paths).
+    "trusted_user_ca_keys": f"{state}/root/etc/ssh/portal_trusted_user_ca_keys",
+    "sshd_log": f"{state}/root/var/log/portal-sshd.log",
     # What condor_gpu_discovery -simulate:2,1,4,1 reports, as an admin would describe it.
     "gpu_types": [
         {"name": "v100", "model": "Tesla V100-PCIE-16GB", "compute_capability": "7.0", "memory_gb": 23},

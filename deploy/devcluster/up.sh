@@ -104,6 +104,27 @@ stop_recorded() {  # stop_recorded PIDFILE...: TERM what they name, wait until i
 }
 
 [ -f "$STATE/ssh_host_ed25519_key" ] || ssh-keygen -q -t ed25519 -N '' -f "$STATE/ssh_host_ed25519_key"
+# Certificates signed by the portal's CA (clusters in certificate mode): sshd trusts the CA
+# keys in $STATE/trusted_user_ca_keys (make devcluster adds the portal's, given as the file
+# PORTAL_SSH_CA_PUB; lines are only ever added here, never dropped: removing an old CA
+# after a rotation is an admin's edit) and accepts a certificate for a user only if its
+# principal is named in that user's principals file. Plain authorized_keys keep working.
+TRUSTED=$STATE/trusted_user_ca_keys
+install -d -m 755 "$STATE/principals"
+for user in "$CLUSTER_USER" "$SECOND_USER"; do
+    printf '%s\n' "$user" > "$STATE/principals/$user"; chmod 644 "$STATE/principals/$user"
+done
+touch "$TRUSTED"; chmod 644 "$TRUSTED"
+if [ -n "${PORTAL_SSH_CA_PUB:-}" ]; then
+    [ -r "$PORTAL_SSH_CA_PUB" ] || die "PORTAL_SSH_CA_PUB=$PORTAL_SSH_CA_PUB cannot be read"
+    (   flock 9  # (tests add and remove their own CAs under the same lock)
+        while IFS= read -r line; do
+            [ -n "$line" ] || continue
+            grep -qxF "$line" "$TRUSTED" || printf '%s\n' "$line" >> "$TRUSTED"
+        done < "$PORTAL_SSH_CA_PUB"
+    ) 9>>"$TRUSTED"
+fi
+SSHD_CONFIG_BEFORE=$(cat "$STATE/sshd_config" 2>/dev/null || true)
 cat > "$STATE/sshd_config" <<EOF
 $MARK
 ListenAddress 127.0.0.1
@@ -117,15 +138,21 @@ KbdInteractiveAuthentication no
 PermitRootLogin no
 UsePAM no
 AuthorizedKeysFile .ssh/authorized_keys
+TrustedUserCAKeys $TRUSTED
+AuthorizedPrincipalsFile $STATE/principals/%u
 MaxSessions 64
 MaxStartups 64:30:128
 ClientAliveInterval 30
 Subsystem sftp internal-sftp
 EOF
 mkdir -p /run/sshd
+/usr/sbin/sshd -t -f "$STATE/sshd_config" || die "sshd rejects $STATE/sshd_config"
 if ! alive "$STATE/run/sshd.pid"; then
     log "starting sshd on 127.0.0.1:$SSH_PORT"
     /usr/sbin/sshd -f "$STATE/sshd_config" -E "$STATE/log/sshd.log"
+elif [ "$SSHD_CONFIG_BEFORE" != "$(cat "$STATE/sshd_config")" ]; then
+    log "sshd_config changed; reloading sshd"  # (SIGHUP: open sessions carry on)
+    kill -HUP "$(cat "$STATE/run/sshd.pid")"
 fi
 
 # --- munge ------------------------------------------------------------------------------
@@ -413,6 +440,9 @@ info = {
         u: {"private_key_file": f"{state}/{u}_ed25519"} for u in (user, user2)
     },
     "default_user": user,
+    # Where tests trust a CA of their own (certificate mode) and read sshd's log.
+    "trusted_user_ca_keys": f"{state}/trusted_user_ca_keys",
+    "sshd_log": f"{state}/log/sshd.log",
     "partitions": ["gpu", "cpu"],
     # What the admin describes once per GPU type (GpuType); sinfo cannot say it.
     "gpu_types": [

@@ -2,8 +2,10 @@
 
 A connection is opened on first use and kept (with keep-alives); a dropped
 transport is replaced once, transparently, for commands that are safe to repeat.
-A change to the cluster's address, pinned key or the account's key opens a new
-connection. After fork (Celery prefork) the child starts with an empty pool.
+A change to the cluster's address, pinned key, the account's key, the cluster's SSH
+authentication mode or (certificate mode) the signing CA opens a new connection, and so
+does a certificate's expiry. After fork (Celery prefork) the child starts with an empty
+pool. Each operation records the key id that carries it in ``acting.key_id``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from jobs.cluster import ssh
+from jobs.cluster import acting, certs, ssh
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -41,7 +43,9 @@ def _config_key(account) -> str:
             str(cluster.ssh_port),
             cluster.host_key.strip(),
             account.username,
-            account.private_key_encrypted,
+            cluster.ssh_auth,
+            # A rotation (a new first CA) opens new connections with the new CA's certificates.
+            certs.ca_fingerprint() if cluster.uses_certificates else account.private_key_encrypted,
         ]
     )
     return hashlib.sha256(material.encode()).hexdigest()
@@ -49,16 +53,21 @@ def _config_key(account) -> str:
 
 def get(account) -> ssh.Connection:
     """An open connection for ``account``, reused when its configuration is unchanged."""
-    key = _config_key(account)
+    try:
+        key = _config_key(account)
+    except certs.CAMissing as exc:
+        raise ssh.AuthenticationFailed(str(exc)) from None
     with _lock:
         entry = _connections.get(account.pk)
-        if entry and entry[0] == key and entry[1].is_open:
-            return entry[1]
-        if entry:
-            entry[1].close()
-        conn = ssh.connect_account(account)
-        _connections[account.pk] = (key, conn)
-        return conn
+        if entry and entry[0] == key and entry[1].is_open and not entry[1].expired:
+            conn = entry[1]
+        else:
+            if entry:
+                entry[1].close()
+            conn = ssh.connect_account(account)
+            _connections[account.pk] = (key, conn)
+    acting.key_id.set(conn.key_id)
+    return conn
 
 
 def discard(account) -> None:
@@ -90,4 +99,4 @@ def with_connection(account, operation: Callable[..., T]) -> T:
     except ssh.ClusterUnreachable as exc:
         log.info("SSH connection to %s failed (%s); reconnecting once", conn, exc)
         discard(account)
-        return operation(get(account))
+        return operation(get(account))  # (get() records the new connection's key id)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import paramiko
 
 from jobs import crypto
+from jobs.cluster import acting, certs
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +144,7 @@ class Connection:
         host: str,
         port: int,
         username: str,
-        private_key: str,
+        pkey: paramiko.PKey,
         pinned_host_key: str,
         *,
         connect_timeout: float = 10.0,
@@ -154,7 +155,11 @@ class Connection:
         self.pinned_host_key = pinned_host_key
         self.connect_timeout = connect_timeout
         self.command_timeout = command_timeout
-        self._pkey = load_private_key(private_key)
+        self._pkey = pkey
+        cert = certs.certificate_of(pkey)
+        # The certificate's key id ("" for a stored key) and when it stops being accepted.
+        self.key_id = cert.key_id.decode(errors="replace") if cert else ""
+        self.expires_at: float | None = float(cert.valid_before) if cert else None
         self._transport: paramiko.Transport | None = None
         self._sftp: paramiko.SFTPClient | None = None
         self._keepalive = keepalive
@@ -168,8 +173,15 @@ class Connection:
     def is_open(self) -> bool:
         return self._transport is not None and self._transport.is_active()
 
+    @property
+    def expired(self) -> bool:
+        """Its certificate has expired (or is about to): the pool replaces the connection."""
+        return self.expires_at is not None and time.time() >= self.expires_at - 10
+
     def open(self) -> Connection:
         where = f"{self.username}@{self.host}:{self.port}"
+        if self.expired:  # a fresh connection gets a fresh certificate (pool.with_connection)
+            raise ClusterUnreachable(f"The certificate for {where} has expired; reconnect.")
         try:
             sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout)
         except OSError as exc:
@@ -193,9 +205,16 @@ class Connection:
             try:
                 transport.auth_publickey(self.username, self._pkey)
             except paramiko.AuthenticationException as exc:
+                hint = (
+                    f"Does its sshd trust the portal's CA (TrustedUserCAKeys) and list "
+                    f"{self.username} in the AuthorizedPrincipalsFile for {self.username}?"
+                    if self.key_id
+                    else f"Is the public key in ~{self.username}/.ssh/authorized_keys on "
+                    "the cluster?"
+                )
                 raise AuthenticationFailed(
-                    f"{where} refused the account's key ({exc}). Is the public key in "
-                    f"~{self.username}/.ssh/authorized_keys on the cluster?"
+                    f"{where} refused the account's {'certificate' if self.key_id else 'key'} "
+                    f"({exc}). {hint}"
                 ) from None
         except ClusterError:
             transport.close()
@@ -361,6 +380,23 @@ class Connection:
         return sftp
 
 
+def account_key(account) -> paramiko.PKey:
+    """What a ClusterAccount logs in with: in certificate mode a fresh key and certificate
+    (key id naming the portal user and ``acting.purpose``), else its stored key."""
+    cluster = account.cluster
+    if not cluster.uses_certificates:
+        return load_private_key(account.private_key())
+    try:
+        return certs.issue(
+            account.username,
+            account.user.get_username() if account.user_id else "",
+            acting.purpose.get(),
+            cluster=cluster.name,
+        )
+    except certs.CAMissing as exc:
+        raise AuthenticationFailed(str(exc)) from None
+
+
 def connect_account(account) -> Connection:
     """An opened Connection for a ClusterAccount, with timeouts from settings."""
     from django.conf import settings
@@ -370,7 +406,7 @@ def connect_account(account) -> Connection:
         cluster.ssh_host,
         cluster.ssh_port,
         account.username,
-        account.private_key(),
+        account_key(account),
         cluster.host_key,
         connect_timeout=settings.SSH_CONNECT_TIMEOUT,
         command_timeout=settings.SSH_COMMAND_TIMEOUT,

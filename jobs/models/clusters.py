@@ -27,6 +27,10 @@ class Cluster(models.Model):
         SLURM = "slurm", "Slurm"
         HTCONDOR = "htcondor", "HTCondor"
 
+    class SshAuth(models.TextChoices):
+        KEY_PAIR = "key_pair", "A stored key pair per account"
+        CERTIFICATE = "certificate", "Short-lived certificates signed by the portal's CA"
+
     name = models.SlugField(max_length=64, unique=True)
     description = models.CharField(max_length=200, blank=True)
     scheduler = models.CharField(
@@ -53,6 +57,20 @@ class Cluster(models.Model):
         "jobs run as the same cluster user, so any job can read, change or cancel the files "
         "and jobs of every other user there. Use it only for users who trust each other "
         "(one group, one project); otherwise give each user their own cluster account.",
+    )
+    ssh_auth = models.CharField(
+        "SSH authentication",
+        max_length=16,
+        choices=SshAuth.choices,
+        default=SshAuth.KEY_PAIR,
+        help_text="For every account of this cluster (per-user and service account). "
+        "Certificates: the portal signs a certificate valid for a few minutes for each "
+        "connection, with the cluster user as its only principal, and keeps no private key "
+        "for the account; the login nodes' sshd must trust the portal's CA "
+        "(TrustedUserCAKeys: `manage.py ssh_ca` prints it) and name each user in its "
+        "AuthorizedPrincipalsFile. Switching to certificates deletes the accounts' stored keys. "
+        "Key pair: the portal keeps an encrypted private key per account, whose public key "
+        "is installed in authorized_keys.",
     )
     default_account = models.CharField(
         max_length=64,
@@ -99,6 +117,18 @@ class Cluster(models.Model):
         return key if key.startswith("SHA256:") else validators.host_key_fingerprint(key)
 
     @property
+    def uses_certificates(self) -> bool:
+        return self.ssh_auth == self.SshAuth.CERTIFICATE
+
+    def save(self, *args, **kwargs) -> None:
+        super().save(*args, **kwargs)
+        if self.uses_certificates:
+            # A key the portal no longer uses is only a liability: none is kept in this mode.
+            self.accounts.exclude(private_key_encrypted="", public_key="").update(
+                private_key_encrypted="", public_key=""
+            )
+
+    @property
     def is_one_trust_domain(self) -> bool:
         """All users' jobs run as one cluster user: they can reach each other's work."""
         return self.login_mode == self.LoginMode.SERVICE
@@ -114,6 +144,13 @@ class Cluster(models.Model):
             }
             if errors:
                 raise ValidationError(errors)
+        if self.uses_certificates and not settings.PORTAL_SSH_CA_KEY_FILES:
+            raise ValidationError(
+                {
+                    "ssh_auth": "Certificates need the portal's CA: set PORTAL_SSH_CA_KEY_FILES "
+                    "(make the key with `manage.py ssh_ca`)."
+                }
+            )
 
     def work_dir_root(self, kind: str, cluster_username: str) -> str:
         template = self.scratch_root if kind == WorkDir.SCRATCH else self.home_root
@@ -338,7 +375,15 @@ class ClusterAccount(models.Model):
         who = self.user.get_username() if self.user is not None else "service account"
         return f"{self.username}@{self.cluster.name} ({who})"
 
+    def _refuse_key_in_certificate_mode(self) -> None:
+        if self.cluster.uses_certificates:
+            raise ValidationError(
+                f"{self.cluster.name} uses certificates signed by the portal: its accounts "
+                "have no key pair."
+            )
+
     def set_private_key(self, openssh_private_key: str) -> None:
+        self._refuse_key_in_certificate_mode()
         self.private_key_encrypted = crypto.encrypt(openssh_private_key)
 
     def generate_key_pair(self) -> str:

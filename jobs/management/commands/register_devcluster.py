@@ -16,8 +16,16 @@ class Command(BaseCommand):
             metavar="PORTAL_USER=CLUSTER_USER",
             help="map a portal user to a dev-cluster user (repeatable)",
         )
+        parser.add_argument(
+            "--ssh-auth",
+            choices=["key_pair", "certificate"],
+            default=None,
+            help="how the portal logs in: the users' stored key pairs, or certificates signed "
+            "by its CA (manage.py ssh_ca; no private key is kept). Default: as registered "
+            "before (key_pair for a new one)",
+        )
 
-    def handle(self, *args, state_dir=None, account=(), **options):
+    def handle(self, *args, state_dir=None, account=(), ssh_auth=None, **options):
         accounts = {}
         for item in account:
             portal_user, sep, cluster_user = item.partition("=")
@@ -26,12 +34,12 @@ class Command(BaseCommand):
             accounts[portal_user] = cluster_user
         try:
             info = devcluster.read_info(state_dir or settings.DEVCLUSTER_DIR)
-            cluster = devcluster.register(info, accounts)
+            cluster = devcluster.register(info, accounts, ssh_auth)
         except (devcluster.DevclusterMissing, ValueError) as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(
             f"Registered cluster {cluster.name} at {cluster.ssh_host}:{cluster.ssh_port} "
-            f"(host key {cluster.host_key_fingerprint})"
+            f"(host key {cluster.host_key_fingerprint}; SSH: {cluster.get_ssh_auth_display()})"
         )
         for portal_user, cluster_user in accounts.items():
             self.stdout.write(f"  portal user {portal_user} -> cluster user {cluster_user}")

@@ -1,0 +1,211 @@
+"""The portal as an SSH certificate authority for clusters in certificate mode.
+
+For each connection the portal makes an Ed25519 key pair in memory and signs a short-lived
+OpenSSH user certificate for it: the cluster user as the only principal, valid for
+``PORTAL_SSH_CERT_MINUTES``, a key id naming the portal user, the cluster user and what
+the portal is doing (sshd logs it with every login), and ``source-address`` when
+``PORTAL_SSH_CERT_SOURCE_ADDRESSES`` is set. Neither the key nor the certificate is ever
+written anywhere: the CA's private key (``PORTAL_SSH_CA_KEY_FILES``) is the one secret.
+
+Several CA files may be listed (rotation): the first signs, every one listed is "ours".
+The certificate format is cryptography's (``SSHCertificateBuilder``); paramiko presents it.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import io
+import os
+import re
+import secrets
+import threading
+from pathlib import Path
+
+import paramiko
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from cryptography.hazmat.primitives.serialization import (
+    SSHCertificate,
+    SSHCertificateBuilder,
+    SSHCertificateType,
+)
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from jobs import crypto
+
+# sshd logs the key id; keep it to characters that read unambiguously in a log line.
+_UNSAFE = re.compile(r"[^A-Za-z0-9._@:+=-]+")
+KEY_ID_MAX = 200
+# The certificate is valid from a little before now: the cluster's clock may run behind.
+CLOCK_SKEW = dt.timedelta(seconds=30)
+
+CAKey = ed25519.Ed25519PrivateKey  # (any key cryptography can sign certificates with)
+
+
+class CAMissing(ImproperlyConfigured):
+    """No usable CA key: certificate-mode clusters cannot be reached."""
+
+
+_cache_lock = threading.Lock()
+_cache: dict[str, tuple[tuple[int, int], object]] = {}
+
+
+def load_ca(path: str):
+    """The CA private key in ``path`` (cached while the file is unchanged)."""
+    try:
+        stat = os.stat(path)
+    except OSError as exc:
+        raise CAMissing(
+            f"The SSH certificate authority's key {path} cannot be read ({exc.strerror}); "
+            "create it with `manage.py ssh_ca` or set PORTAL_SSH_CA_KEY_FILES."
+        ) from None
+    stamp = (stat.st_mtime_ns, stat.st_size)
+    with _cache_lock:
+        hit = _cache.get(path)
+        if hit and hit[0] == stamp:
+            return hit[1]
+    try:
+        key = serialization.load_ssh_private_key(Path(path).read_bytes(), password=None)
+    except (OSError, ValueError) as exc:
+        raise CAMissing(f"The SSH CA key {path} is not an OpenSSH private key: {exc}") from None
+    with _cache_lock:
+        _cache[path] = (stamp, key)
+    return key
+
+
+def ca_files() -> list[str]:
+    files = list(settings.PORTAL_SSH_CA_KEY_FILES)
+    if not files:
+        raise CAMissing(
+            "A cluster uses SSH certificates but PORTAL_SSH_CA_KEY_FILES is not set: name the "
+            "CA's private key file(s) (the first signs), made with `manage.py ssh_ca`."
+        )
+    return files
+
+
+def signing_key():
+    """The CA key that signs: the first of PORTAL_SSH_CA_KEY_FILES."""
+    return load_ca(ca_files()[0])
+
+
+def public_line(key, comment: str = "") -> str:
+    """A CA key's OpenSSH public key line, for TrustedUserCAKeys."""
+    line = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        .decode()
+    )
+    return f"{line} {comment}".strip()
+
+
+def fingerprint(key) -> str:
+    blob = base64.b64decode(public_line(key).split()[1])
+    return crypto.ssh_fingerprint(blob)
+
+
+def ca_fingerprint() -> str:
+    """SHA256 fingerprint of the signing CA: a rotation changes it (the pool reconnects)."""
+    return fingerprint(signing_key())
+
+
+def is_ours(ca_public_key) -> bool:
+    """Whether a CA public key is one of PORTAL_SSH_CA_KEY_FILES'."""
+    wanted = ca_public_key.public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    )
+    return any(
+        load_ca(path)
+        .public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        == wanted
+        for path in ca_files()
+    )
+
+
+def make_key_id(
+    portal_user: str, cluster_user: str, cluster: str, purpose: str, serial: int
+) -> str:
+    raw = f"portal:{portal_user}:{cluster_user}@{cluster}:{purpose or 'sync'}"
+    safe = _UNSAFE.sub("_", raw).strip("_")
+    suffix = f":{serial:016x}"
+    return safe[: KEY_ID_MAX - len(suffix)] + suffix
+
+
+def issue(
+    cluster_user: str, portal_user: str, purpose: str = "", *, cluster: str = ""
+) -> paramiko.PKey:
+    """A fresh in-memory Ed25519 key with a certificate for ``cluster_user`` loaded.
+
+    ``portal_user`` ("" for the service account's work) and ``purpose`` go into the key id.
+    """
+    ca = signing_key()
+    key = ed25519.Ed25519PrivateKey.generate()
+    serial = secrets.randbits(64)
+    now = dt.datetime.now(dt.UTC)
+    minutes = settings.PORTAL_SSH_CERT_MINUTES
+    builder = (
+        SSHCertificateBuilder()
+        .public_key(key.public_key())
+        .serial(serial)
+        .type(SSHCertificateType.USER)
+        .key_id(make_key_id(portal_user or "-", cluster_user, cluster, purpose, serial).encode())
+        .valid_principals([cluster_user.encode()])
+        .valid_after(int((now - CLOCK_SKEW).timestamp()))
+        .valid_before(int((now + dt.timedelta(minutes=minutes)).timestamp()))
+    )
+    addresses = settings.PORTAL_SSH_CERT_SOURCE_ADDRESSES
+    if addresses:
+        builder = builder.add_critical_option(b"source-address", ",".join(addresses).encode())
+    certificate = builder.sign(ca)
+    return with_certificate(key, certificate)
+
+
+def with_certificate(key: ed25519.Ed25519PrivateKey, certificate: SSHCertificate) -> paramiko.PKey:
+    """A paramiko key for ``key`` that offers ``certificate`` (both stay in memory)."""
+    text = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.OpenSSH,
+        serialization.NoEncryption(),
+    ).decode()
+    pkey = paramiko.Ed25519Key.from_private_key(io.StringIO(text))
+    blob = base64.b64decode(certificate.public_bytes().split()[1])
+    pkey.load_certificate(paramiko.Message(blob))
+    return pkey
+
+
+def certificate_of(pkey: paramiko.PKey) -> SSHCertificate | None:
+    """The certificate a paramiko key offers, or None for a plain key."""
+    blob = pkey.public_blob
+    if blob is None or not blob.key_type.endswith("-cert-v01@openssh.com"):
+        return None
+    line = f"{blob.key_type} {base64.b64encode(blob.key_blob).decode()}".encode()
+    identity = serialization.load_ssh_public_identity(line)
+    return identity if isinstance(identity, SSHCertificate) else None
+
+
+def new_ca_file(path: Path) -> bool:
+    """Create an Ed25519 CA key at ``path`` (0600, its .pub beside it) unless one is there.
+    Returns whether it made one."""
+    if path.exists():
+        return False
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    key = ed25519.Ed25519PrivateKey.generate()
+    data = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.OpenSSH,
+        serialization.NoEncryption(),
+    )
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    try:
+        os.link(tmp, path)  # never replaces a CA another process made meanwhile
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink(missing_ok=True)
+    Path(f"{path}.pub").write_text(public_line(key, f"hpc-portal-user-ca:{path.name}") + "\n")
+    return True
