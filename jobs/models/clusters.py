@@ -111,6 +111,14 @@ class Cluster(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def save(self, *args, **kwargs) -> None:
+        super().save(*args, **kwargs)
+        if self.uses_certificates:
+            # A key the portal no longer uses is only a liability: none is kept in this mode.
+            self.accounts.exclude(private_key_encrypted="", public_key="").update(
+                private_key_encrypted="", public_key=""
+            )
+
     @property
     def host_key_fingerprint(self) -> str:
         key = self.host_key.strip()
@@ -119,14 +127,6 @@ class Cluster(models.Model):
     @property
     def uses_certificates(self) -> bool:
         return self.ssh_auth == self.SshAuth.CERTIFICATE
-
-    def save(self, *args, **kwargs) -> None:
-        super().save(*args, **kwargs)
-        if self.uses_certificates:
-            # A key the portal no longer uses is only a liability: none is kept in this mode.
-            self.accounts.exclude(private_key_encrypted="", public_key="").update(
-                private_key_encrypted="", public_key=""
-            )
 
     @property
     def is_one_trust_domain(self) -> bool:
