@@ -236,3 +236,47 @@ def idp_provider() -> idp_mod.Provider:
     """The provider `make idp` started (tests/idp.py); skips (or fails, when required)
     without it."""
     return idp_mod.provider()
+
+
+# --- SSH certificates (clusters in certificate mode) -----------------------------------------
+
+
+def _edit_trusted_ca_keys(path: str, *, add: str = "", remove: str = "") -> None:
+    """Add or remove one line of an sshd's TrustedUserCAKeys file, in place under flock on
+    the file (deploy/*/up.sh takes the same lock; both test parts share the sshd)."""
+    import fcntl
+
+    with open(path, "r+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        lines = [line for line in fh.read().splitlines() if line and line != remove]
+        if add and add not in lines:
+            lines.append(add)
+        fh.seek(0)
+        fh.write("".join(f"{line}\n" for line in lines))
+        fh.truncate()
+
+
+@pytest.fixture
+def trusted_ca(tmp_path, settings):
+    """``trust(info, name)``: a CA of the test's own (a key file in tmp_path), its public key
+    added to the trusted CA file of the cluster ``info`` describes (cluster.json, pool.json)
+    and removed afterwards. The portal signs with the CAs trusted so far, the newest first
+    (as after a rotation); returns the CA's key file."""
+    from jobs.cluster import certs
+
+    added: list[tuple[str, str]] = []
+    signing: list[str] = []
+
+    def trust(info: dict, name: str = "ca") -> Path:
+        path = tmp_path / f"{info['name']}-{name}"
+        certs.new_ca_file(path)
+        line = Path(f"{path}.pub").read_text().strip()
+        _edit_trusted_ca_keys(info["trusted_user_ca_keys"], add=line)
+        added.append((info["trusted_user_ca_keys"], line))
+        signing.insert(0, str(path))
+        settings.PORTAL_SSH_CA_KEY_FILES = list(signing)
+        return path
+
+    yield trust
+    for file, line in added:
+        _edit_trusted_ca_keys(file, remove=line)

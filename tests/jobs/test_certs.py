@@ -1,0 +1,211 @@
+"""The portal's SSH certificate authority (jobs/cluster/certs.py) with real keys, and the
+certificate mode of clusters: no key is made or kept for their accounts."""
+
+import base64
+import re
+import time
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from django.core.exceptions import ValidationError
+
+from jobs import crypto
+from jobs import devcluster as devcluster_mod
+from jobs.cluster import acting, certs, pool, ssh
+from jobs.models import Cluster, ClusterAccount
+from tests import factories
+
+
+@pytest.fixture
+def ca_files(tmp_path, settings):
+    """Two CAs, the first signing (as during a rotation)."""
+    paths = [tmp_path / "new_ca", tmp_path / "old_ca"]
+    for path in paths:
+        assert certs.new_ca_file(path)
+    settings.PORTAL_SSH_CA_KEY_FILES = [str(p) for p in paths]
+    return paths
+
+
+def _public(path) -> bytes:
+    key = certs.load_ca(str(path))
+    return key.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    )
+
+
+def test_a_certificate_names_only_the_cluster_user_and_is_signed_by_the_first_ca(ca_files):
+    before = int(time.time())
+    pkey = certs.issue("hpcuser", "alice", "submit job 42", cluster="devcluster")
+    cert = certs.certificate_of(pkey)
+    assert cert is not None
+    cert.verify_cert_signature()  # raises unless the signature is good
+    assert cert.signature_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    ) == _public(ca_files[0])
+    assert cert.type == serialization.SSHCertificateType.USER
+    assert cert.valid_principals == [b"hpcuser"]
+    assert before - 31 <= cert.valid_after <= before - 29
+    assert cert.valid_before - cert.valid_after == 5 * 60 + 30  # PORTAL_SSH_CERT_MINUTES
+    assert cert.critical_options == {}
+    assert (
+        cert.key_id.decode() == f"portal:alice:hpcuser@devcluster:submit_job_42:{cert.serial:016x}"
+    )
+    # The certificate is for the key paramiko signs with, made in memory for this one call.
+    line = cert.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    )
+    assert pkey.asbytes() == base64.b64decode(line.split()[1])
+    other = certs.certificate_of(certs.issue("hpcuser", "alice"))
+    assert other is not None and other.serial != cert.serial
+    assert other.key_id.decode().startswith("portal:alice:hpcuser@:sync:")
+
+
+def test_the_lifetime_comes_from_the_setting(ca_files, settings):
+    settings.PORTAL_SSH_CERT_MINUTES = 2
+    cert = certs.certificate_of(certs.issue("hpcuser", "alice"))
+    assert cert is not None and cert.valid_before - cert.valid_after == 2 * 60 + 30
+
+
+def test_key_ids_are_sanitised_and_bounded(ca_files):
+    hostile = 'x\nID forged (serial 1) CA; rm -rf / "quoted" \u00e9 ' + "y" * 500
+    cert = certs.certificate_of(certs.issue("hpcuser", "bob smith", hostile, cluster="c"))
+    assert cert is not None
+    key_id = cert.key_id.decode()
+    assert re.fullmatch(r"[A-Za-z0-9._@:+=-]+", key_id), key_id
+    assert len(key_id) <= certs.KEY_ID_MAX
+    assert key_id.startswith("portal:bob_smith:hpcuser@c:x_ID_forged_serial_1_CA_rm_-rf_")
+    assert key_id.endswith(f":{cert.serial:016x}")  # the serial survives the cut
+
+
+def test_source_address_is_a_critical_option_when_the_portals_addresses_are_set(ca_files, settings):
+    settings.PORTAL_SSH_CERT_SOURCE_ADDRESSES = ["192.0.2.10/32", "2001:db8::/64"]
+    cert = certs.certificate_of(certs.issue("hpcuser", "alice"))
+    assert cert is not None
+    assert cert.critical_options == {b"source-address": b"192.0.2.10/32,2001:db8::/64"}
+
+
+def test_every_listed_ca_is_ours_and_a_rotation_changes_the_fingerprint(ca_files, settings):
+    new, old = (certs.load_ca(str(p)).public_key() for p in ca_files)
+    assert certs.is_ours(new) and certs.is_ours(old)
+    rotated = certs.ca_fingerprint()
+    settings.PORTAL_SSH_CA_KEY_FILES = [str(ca_files[1])]
+    assert certs.ca_fingerprint() != rotated and not certs.is_ours(new)
+
+
+def test_ca_files_are_private_and_made_once(tmp_path):
+    path = tmp_path / "ca"
+    assert certs.new_ca_file(path) and not certs.new_ca_file(path)
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "ca.pub").read_text().startswith("ssh-ed25519 ")
+
+
+def test_without_a_ca_a_certificate_cluster_cannot_connect_and_says_why(db, settings):
+    settings.PORTAL_SSH_CA_KEY_FILES = []
+    cluster = factories.cluster(ssh_auth=Cluster.SshAuth.CERTIFICATE)
+    account = factories.account(cluster, None, "svc")
+    with pytest.raises(ssh.AuthenticationFailed, match="PORTAL_SSH_CA_KEY_FILES"):
+        pool.get(account)
+    with pytest.raises(ValidationError, match="PORTAL_SSH_CA_KEY_FILES"):
+        cluster.full_clean()
+
+
+def test_a_plain_key_offers_no_certificate():
+    key = ssh.load_private_key(crypto.new_ssh_key_pair("t")[0])
+    assert certs.certificate_of(key) is None
+
+
+# --- certificate mode keeps no key -------------------------------------------------------
+
+
+def test_switching_a_cluster_to_certificates_deletes_its_stored_keys(db, ca_files, owner):
+    cluster = factories.cluster()
+    account = factories.account(cluster, owner, "hpcuser")
+    account.generate_key_pair()
+    account.save()
+    cluster.ssh_auth = Cluster.SshAuth.CERTIFICATE
+    cluster.save()
+    account.refresh_from_db()
+    assert (account.private_key_encrypted, account.public_key) == ("", "")
+    with pytest.raises(ValidationError, match="certificates"):
+        account.generate_key_pair()
+    with pytest.raises(ValidationError, match="certificates"):
+        account.set_private_key("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+
+
+def test_registering_the_dev_cluster_in_certificate_mode_stores_no_key(db, ca_files, tmp_path):
+    key = tmp_path / "u_ed25519"
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nnot used\n")
+    factories.user("alice")
+    info = {
+        "name": "devcluster",
+        "ssh_host": "127.0.0.1",
+        "ssh_port": 2222,
+        "host_key": factories.HOST_KEY,
+        "users": {"u": {"private_key_file": str(key)}},
+        "default_user": "u",
+    }
+    devcluster_mod.register(info, {"alice": "u"})  # key pairs first (the default)
+    assert ClusterAccount.objects.exclude(private_key_encrypted="").count() == 2
+    cluster = devcluster_mod.register(info, {"alice": "u"}, "certificate")
+    assert cluster.uses_certificates
+    assert not ClusterAccount.objects.exclude(private_key_encrypted="").exists()
+    cluster = devcluster_mod.register(info, {"alice": "u"})  # None keeps the mode
+    assert cluster.uses_certificates
+    assert not ClusterAccount.objects.exclude(private_key_encrypted="").exists()
+
+
+def test_the_account_page_makes_no_key_pair_for_a_certificate_cluster(client, db, ca_files):
+    cluster = factories.cluster(ssh_auth=Cluster.SshAuth.CERTIFICATE)
+    alice = factories.user("alice", "pw-alice-123")
+    client.force_login(alice)
+    answer = client.post("/account/", {"cluster": cluster.pk, "username": "alice"}, follow=True)
+    assert answer.status_code == 200
+    account = ClusterAccount.objects.get(user=alice)
+    assert (account.private_key_encrypted, account.public_key) == ("", "")
+    assert "no key to install" in answer.content.decode()
+
+
+# --- the connection pool ------------------------------------------------------------------
+
+
+class _FakeConnection:
+    def __init__(self, key_id: str, expires_at: float | None):
+        self.key_id, self.expires_at, self.closed = key_id, expires_at, False
+
+    @property
+    def is_open(self) -> bool:
+        return not self.closed
+
+    @property
+    def expired(self) -> bool:
+        return self.expires_at is not None and time.time() >= self.expires_at - 10
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_pool_replaces_an_expired_or_rotated_connection_and_records_its_key_id(
+    db, ca_files, settings, monkeypatch
+):
+    cluster = factories.cluster(ssh_auth=Cluster.SshAuth.CERTIFICATE)
+    account = factories.account(cluster, None, "svc")
+    made: list[_FakeConnection] = []
+
+    def connect(acc):
+        conn = _FakeConnection(f"id-{len(made)}", time.time() + 300)
+        made.append(conn)
+        return conn
+
+    monkeypatch.setattr(ssh, "connect_account", connect)
+    pool.close_all()
+    try:
+        assert pool.get(account) is pool.get(account) is made[0]
+        assert acting.key_id.get() == "id-0"
+        made[0].expires_at = time.time() + 5  # its certificate is about to expire
+        assert pool.get(account) is made[1] and made[0].closed
+        assert acting.key_id.get() == "id-1"
+        settings.PORTAL_SSH_CA_KEY_FILES = [str(ca_files[1])]  # another CA signs now
+        assert pool.get(account) is made[2]
+        assert pool.with_connection(account, lambda conn: conn.key_id) == "id-2"
+    finally:
+        pool.close_all()
