@@ -1,5 +1,6 @@
 """Driving jobs on the dev cluster as the portal's periodic tasks would."""
 
+import os
 import subprocess
 import time
 
@@ -78,3 +79,121 @@ def start_now_if_held_for_requeue(scheduler_id: str) -> bool:
     time.sleep(2)
     subprocess.run(["scontrol", "update", f"JobId={scheduler_id}", "StartTime=now"], check=True)
     return True
+
+
+# --- clusters in certificate mode ------------------------------------------------------------
+
+
+def record_issued_keys(monkeypatch) -> list[bytes]:
+    """The raw private bytes of every key certs.issue() makes from now on (to look for)."""
+    from cryptography.hazmat.primitives import serialization
+
+    from jobs.cluster import certs
+
+    made: list[bytes] = []
+    original = certs.with_certificate
+
+    def recording(key, certificate):
+        made.append(
+            key.private_bytes(
+                serialization.Encoding.Raw,
+                serialization.PrivateFormat.Raw,
+                serialization.NoEncryption(),
+            )
+        )
+        return original(key, certificate)
+
+    monkeypatch.setattr(certs, "with_certificate", recording)
+    return made
+
+
+def private_keys_in_key_columns(secrets: list[bytes]) -> list[str]:
+    """Every column whose name contains "key", of every table, read back: where a value
+    holds a private key (PEM/OpenSSH text, or one of ``secrets`` in hex or base64), before
+    or after decrypting it as the portal decrypts stored keys."""
+    import base64
+
+    from django.db import connection
+
+    from jobs import crypto
+
+    needles = ["PRIVATE KEY"]
+    for raw in secrets:
+        needles += [raw.hex(), base64.b64encode(raw).decode().rstrip("=")]
+    found = []
+    with connection.cursor() as cursor:
+        for table in connection.introspection.table_names(cursor):
+            columns = [
+                c.name
+                for c in connection.introspection.get_table_description(cursor, table)
+                if "key" in c.name.lower()
+            ]
+            for column in columns:
+                qn = connection.ops.quote_name
+                cursor.execute(f"SELECT {qn(column)} FROM {qn(table)}")  # noqa: S608 (names)
+                for (value,) in cursor.fetchall():
+                    texts = [str(value)] if value is not None else []
+                    try:
+                        texts.append(crypto.decrypt(str(value)))
+                    except Exception:  # noqa: BLE001 (not a stored key: plain text only)
+                        pass
+                    if any(n in t for n in needles for t in texts):
+                        found.append(f"{table}.{column}")
+    return found
+
+
+class SshdLog:
+    """What an sshd wrote to its log since this was made."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.start = os.path.getsize(path)
+
+    def text(self) -> str:
+        with open(self.path, "rb") as fh:
+            fh.seek(self.start)
+            return fh.read().decode(errors="replace")
+
+
+def sshd_accepts(info: dict, user: str, pkey) -> bool:
+    """Whether the cluster's real sshd lets ``pkey`` (with its certificate) in as ``user``;
+    a refusal is paramiko's AuthenticationException from the server."""
+    import paramiko
+
+    transport = paramiko.Transport((info["ssh_host"], info["ssh_port"]))
+    try:
+        transport.start_client(timeout=10)
+        try:
+            transport.auth_publickey(user, pkey)
+        except paramiko.AuthenticationException:
+            return False
+        return transport.is_authenticated()
+    finally:
+        transport.close()
+
+
+def certificate(ca_file, principal: str, *, valid_after: int, valid_before: int):
+    """A paramiko key with a certificate for ``principal`` signed by ``ca_file``, valid
+    from ``valid_after`` to ``valid_before`` (Unix times): for certificates the portal
+    would never issue."""
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+    from cryptography.hazmat.primitives.serialization import (
+        SSHCertificateBuilder,
+        SSHCertificateType,
+    )
+
+    from jobs.cluster import certs
+
+    key = ed25519.Ed25519PrivateKey.generate()
+    cert = (
+        SSHCertificateBuilder()
+        .public_key(key.public_key())
+        .serial(1)
+        .type(SSHCertificateType.USER)
+        .key_id(b"test-certificate")
+        .valid_principals([principal.encode()])
+        .valid_after(valid_after)
+        .valid_before(valid_before)
+        .sign(certs.load_ca(str(ca_file)))
+    )
+    return certs.with_certificate(key, cert)

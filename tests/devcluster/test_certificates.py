@@ -1,0 +1,149 @@
+"""The dev cluster in certificate mode: the portal signs a short-lived certificate for each
+connection and keeps no private key; the real sshd checks it (#32)."""
+
+import time
+
+import pytest
+
+from jobs import devcluster as devcluster_mod
+from jobs import tasks
+from jobs.cluster import acting, certs, files, pool
+from jobs.models import ClusterAccount, Job
+from tests import factories
+from tests.devcluster.helpers import (
+    SshdLog,
+    certificate,
+    private_keys_in_key_columns,
+    record_issued_keys,
+    remote,
+    run_until,
+    sshd_accepts,
+)
+
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
+
+
+@pytest.fixture
+def cert_cluster(devcluster, devcluster_info, trusted_ca):
+    """The dev cluster registered in certificate mode, a test CA of its own trusted."""
+    trusted_ca(devcluster_info)
+    cluster = devcluster_mod.register(
+        devcluster_info, {"owner": devcluster_info["default_user"]}, "certificate"
+    )
+    assert cluster.uses_certificates
+    return cluster
+
+
+def sync_until_held(job: Job, held: bool, timeout: float = 60) -> Job:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        tasks.sync_jobs(Job.objects.filter(pk=job.pk))
+        job.refresh_from_db()
+        if job.is_held == held and job.state == Job.State.PENDING:
+            return job
+        time.sleep(0.5)
+    raise AssertionError(f"job {job.pk}: held={job.is_held} ({job.state}), wanted {held}")
+
+
+def test_jobs_and_a_notebook_run_over_certificates_and_no_private_key_is_kept(
+    cert_cluster, devcluster_info, owner, monkeypatch
+):
+    issued = record_issued_keys(monkeypatch)
+    log = SshdLog(devcluster_info["sshd_log"])
+    account = ClusterAccount.for_user(cert_cluster, owner)
+    assert account is not None and account.private_key_encrypted == ""
+
+    # A job followed to running; a second one queued behind it (both take every GPU).
+    first = factories.job(owner, cert_cluster, "sleep 300", partition="gpu", gpus=2, nodes=2)
+    second = factories.job(
+        owner, cert_cluster, "echo released-$((6*7))", partition="gpu", gpus=2, nodes=2
+    )
+    tasks.submit_job.apply(args=[first.pk])
+    first = run_until(first, {"running"}, timeout=180)
+    tasks.submit_job.apply(args=[second.pk])
+    second.refresh_from_db()
+    assert second.state == Job.State.PENDING, second.message
+    # Held by its owner (over the portal's connection), then released by the portal.
+    remote(account, ["scontrol", "hold", second.scheduler_job_id])
+    second = sync_until_held(second, True)
+    tasks.release_job.apply(args=[second.pk])
+    second = sync_until_held(second, False)
+    # The first cancelled; the second then runs, and its log and files are read.
+    assert first.request_cancel()
+    tasks.cancel_job.apply(args=[first.pk])
+    run_until(first, {"cancelled"}, timeout=30)
+    second = run_until(second, {"completed", "failed"}, timeout=120)
+    assert second.state == Job.State.COMPLETED, second.message
+    assert "released-42" in files.read_job_log(second, "stdout").text
+    entries, _ = pool.with_connection(
+        account, lambda conn: files.list_work_dir(conn, second.work_dir, "")
+    )
+    assert "job.sh" in {entry.name for entry in entries}
+
+    # A notebook session opens (its connection file read over SFTP).
+    image = factories.image("nb-host", offers_notebook=True)
+    notebook = factories.submitted_job(owner, cert_cluster, "", kind="notebook", image=image)
+    deadline, info = time.monotonic() + 120, None
+    while info is None and time.monotonic() < deadline:
+        time.sleep(1)
+        info = pool.with_connection(
+            account, lambda conn: files.read_connection_file(conn, notebook.work_dir)
+        )
+    assert info is not None and info["port"], "the notebook did not start within 120 s"
+    assert notebook.request_cancel()
+    tasks.cancel_job.apply(args=[notebook.pk])
+
+    # Every login was a certificate of the portal's, named in sshd's log by its key id.
+    key_id = acting.key_id.get()
+    assert key_id.startswith("portal:owner:hpcuser@devcluster:sync:"), key_id
+    text = log.text()
+    assert f" ID {key_id} (serial " in text, text[-2000:]
+    assert len(issued) >= 1
+    assert text.count("Accepted publickey for hpcuser") == text.count("ED25519-CERT")
+    # No private key for the user anywhere in the database's key columns.
+    assert private_keys_in_key_columns(issued) == []
+    assert not ClusterAccount.objects.exclude(private_key_encrypted="").exists()
+
+
+def test_sshd_refuses_an_expired_certificate_and_one_for_another_user(
+    cert_cluster, devcluster_info, settings
+):
+    ca = settings.PORTAL_SSH_CA_KEY_FILES[0]
+    log = SshdLog(devcluster_info["sshd_log"])
+    now = int(time.time())
+    fresh = certificate(ca, "hpcuser", valid_after=now - 60, valid_before=now + 300)
+    assert sshd_accepts(devcluster_info, "hpcuser", fresh)  # the CA is trusted
+    expired = certificate(ca, "hpcuser", valid_after=now - 3600, valid_before=now - 600)
+    assert not sshd_accepts(devcluster_info, "hpcuser", expired)
+    assert "Certificate invalid: expired" in log.text()
+    # The portal's own certificate for hpcuser, presented as hpcuser2.
+    mine = certs.issue("hpcuser", "owner", cluster="devcluster")
+    assert sshd_accepts(devcluster_info, "hpcuser", mine)
+    assert not sshd_accepts(devcluster_info, "hpcuser2", mine)
+    assert "Certificate does not contain an authorized principal" in log.text()
+
+
+def test_a_running_job_is_followed_across_a_ca_rotation(
+    cert_cluster, devcluster_info, owner, trusted_ca, settings
+):
+    old_ca = settings.PORTAL_SSH_CA_KEY_FILES[0]
+    job = factories.submitted_job(owner, cert_cluster, "sleep 300")
+    job = run_until(job, {"running"}, timeout=120)
+    before = acting.key_id.get()
+    old_fingerprint = certs.ca_fingerprint()
+    log = SshdLog(devcluster_info["sshd_log"])
+
+    # Rotation: the new CA trusted beside the old one and signing first.
+    trusted_ca(devcluster_info, "new")
+    assert settings.PORTAL_SSH_CA_KEY_FILES[1] == old_ca
+    assert certs.ca_fingerprint() != old_fingerprint
+    tasks.sync_jobs(Job.objects.filter(pk=job.pk))
+    job.refresh_from_db()
+    assert job.state == Job.State.RUNNING, job.message
+    after = acting.key_id.get()
+    assert after and after != before  # a new connection, with the new CA's certificate
+    accepted = [line for line in log.text().splitlines() if f" ID {after} " in line]
+    assert accepted and accepted[0].endswith(f"CA ED25519 {certs.ca_fingerprint()}"), accepted
+    assert job.request_cancel()
+    tasks.cancel_job.apply(args=[job.pk])
+    run_until(job, {"cancelled"}, timeout=30)
