@@ -165,6 +165,22 @@ def test_the_account_page_makes_no_key_pair_for_a_certificate_cluster(client, db
     assert "no key to install" in answer.content.decode()
 
 
+def test_the_admin_makes_no_key_pair_for_a_certificate_clusters_account(client, db, ca_files):
+    from django.urls import reverse
+
+    cluster = factories.cluster(ssh_auth=Cluster.SshAuth.CERTIFICATE)
+    account = factories.account(cluster, None, "svc")
+    client.force_login(factories.user("root", superuser=True))
+    answer = client.post(
+        reverse("admin:jobs_clusteraccount_changelist"),
+        {"action": "generate_key_pair", "_selected_action": [account.pk]},
+        follow=True,
+    )
+    assert "no key pair is made or kept" in answer.content.decode()
+    account.refresh_from_db()
+    assert (account.private_key_encrypted, account.public_key) == ("", "")
+
+
 # --- the connection pool ------------------------------------------------------------------
 
 
