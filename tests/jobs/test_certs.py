@@ -225,3 +225,24 @@ def test_the_pool_replaces_an_expired_or_rotated_connection_and_records_its_key_
         assert pool.with_connection(account, lambda conn: conn.key_id) == "id-2"
     finally:
         pool.close_all()
+
+
+def test_ssh_ca_makes_the_ca_once_and_prints_every_trusted_line(tmp_path, settings):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    settings.PORTAL_SSH_CA_KEY_FILES = [str(tmp_path / "a"), str(tmp_path / "b")]
+    out = StringIO()
+    call_command(
+        "ssh_ca", "--pub-out", str(tmp_path / "trusted.pub"), stdout=out, stderr=StringIO()
+    )
+    lines = out.getvalue().splitlines()
+    assert [line.split()[0] for line in lines] == ["ssh-ed25519", "ssh-ed25519"]
+    assert (tmp_path / "trusted.pub").read_text().splitlines() == lines
+    assert (tmp_path / "a").stat().st_mode & 0o777 == 0o600
+    again = StringIO()
+    call_command("ssh_ca", stdout=again, stderr=StringIO())
+    assert again.getvalue().splitlines() == lines  # made once, never replaced
+    call_command("ssh_ca", "--new", str(tmp_path / "c"), stdout=again, stderr=StringIO())
+    assert (tmp_path / "c").exists() and (tmp_path / "c.pub").exists()
