@@ -8,7 +8,7 @@ import pytest
 from jobs import devcluster as devcluster_mod
 from jobs import tasks
 from jobs.cluster import acting, certs, files, pool
-from jobs.models import ClusterAccount, Job
+from jobs.models import AuditEvent, ClusterAccount, Job
 from tests import factories
 from tests.devcluster.helpers import (
     SshdLog,
@@ -95,10 +95,17 @@ def test_jobs_and_a_notebook_run_over_certificates_and_no_private_key_is_kept(
 
     # Every login was a certificate of the portal's, named in sshd's log by its key id.
     key_id = acting.key_id.get()
-    assert key_id.startswith("portal:owner:hpcuser@devcluster:sync:"), key_id
+    # The connection was opened for the first submission (the audit log names the action).
+    assert key_id.startswith(f"portal:owner:hpcuser@devcluster:submit_job_{first.pk}:"), key_id
     text = log.text()
     assert f" ID {key_id} (serial " in text, text[-2000:]
     assert issued  # (stored-key logins of other tests may share the log: none counted)
+    # The audit log names the certificate that carried each action; sshd logged each login.
+    audited = AuditEvent.objects.filter(cluster=cert_cluster).exclude(key_id="")
+    assert {"submit", "release", "cancel"} <= {row.action for row in audited}
+    for row in audited:
+        assert row.key_id.startswith("portal:owner:hpcuser@devcluster:"), row.key_id
+        assert f" ID {row.key_id} (serial " in text, row.key_id
     # No private key for the user anywhere in the database's key columns.
     assert private_keys_in_key_columns(issued) == []
     assert not ClusterAccount.objects.exclude(private_key_encrypted="").exists()
