@@ -7,6 +7,10 @@ DEMO_ENV := PORTAL_DEMO=1
 PORT ?= 8000
 SESSION_PORT ?= 8443
 DATA_DIR := $(or $(PORTAL_DATA_DIR),var)
+# The demo's identity provider (its helper writes PORTAL_OIDC_* lines here): `make demo`
+# signs in through it when the file is there, the demo user keeping its password as the
+# emergency admin. Tests never read it.
+IDP_ENV ?= /var/lib/portal-idp/portal.env
 
 # Chromium for the end-to-end tests: Debian's package (Playwright's own download
 # is not possible on machines without internet access).
@@ -96,7 +100,9 @@ demo-locked:
 	@$(MAKE) --no-print-directory demo-setup
 	@echo "Portal: http://localhost:$(PORT)/  (admin: http://localhost:$(PORT)/admin/)  Ctrl-C stops everything."
 	@echo "Session links: https://<id>.sessions.localhost:$(SESSION_PORT)/ (dev CA: var/tls/ca.pem)"
-	@$(DEMO_ENV) PORT=$(PORT) PROXY_SESSION_PUBLIC_PORT=$(SESSION_PORT) PORTAL_URL=http://localhost:$(PORT) \
+	@if [ -r "$(IDP_ENV)" ]; then echo "Sign-in: OIDC provider from $(IDP_ENV) (local passwords: PORTAL_LOCAL_LOGIN_USERS)"; fi
+	@set -a; [ -r "$(IDP_ENV)" ] && . "$(IDP_ENV)"; PORTAL_LOCAL_LOGIN_USERS=$${PORTAL_LOCAL_LOGIN_USERS-demo}; set +a; \
+		$(DEMO_ENV) PORT=$(PORT) PROXY_SESSION_PUBLIC_PORT=$(SESSION_PORT) PORTAL_URL=http://localhost:$(PORT) \
 		exec .venv/bin/honcho -d . -f deploy/Procfile.demo start
 
 # Type errors fail the run before anything is set up.

@@ -16,7 +16,10 @@ import time
 from dataclasses import dataclass, field
 
 import requests
-from authlib.integrations.django_client import DjangoIntegration, DjangoOAuth2App
+from authlib.integrations.django_client import (  # type: ignore[import-untyped]
+    DjangoIntegration,
+    DjangoOAuth2App,
+)
 from django.conf import settings
 from joserfc import jwt
 from joserfc.errors import InvalidKeyIdError, JoseError

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 
 import requests
-from authlib.integrations.base_client import OAuthError
+from authlib.integrations.base_client import OAuthError  # type: ignore[import-untyped]
 from django.conf import settings
 from django.contrib import auth
 from django.contrib.auth import views as auth_views

@@ -187,6 +187,9 @@ def test_a_cluster_the_groups_no_longer_allow_is_disabled_keeping_the_account(oi
     oidc.claims["groups"] = ["hpc-users"]
     assert flow(Client(), oidc).status_code == 302
     assert ClusterAccount.for_user(gpu, user) is None
+    page = Client()
+    page.force_login(user)
+    assert "data-account-disabled" in page.get("/account/").content.decode()
     job.refresh_from_db()
     assert job.cluster_account is not None and job.cluster_account.disabled_at is not None
     oidc.claims["groups"] = ["hpc-users", "gpu-users"]  # back again: usable again
