@@ -255,3 +255,22 @@ def test_with_oidc_off_the_views_are_absent_and_passwords_work(settings):
     ok = client.post("/accounts/login/", {"username": "owner", "password": "owner-pass-123"})
     assert ok.status_code == 302 and signed_in(client)
     assert client.post("/oidc/logout/").status_code == 302 and not signed_in(client)
+
+
+def test_a_local_user_of_the_same_name_is_linked_once_and_never_an_emergency_admin(oidc):
+    existing = factories.user("ada", "ada-pass-123")
+    assert flow(Client(), oidc).status_code == 302
+    assert Identity.objects.get(subject="subject-123").user == existing
+    oidc.claims.update(sub="another-subject")  # someone else claiming the name later
+    client = Client()
+    assert_refused(flow(client, oidc), client, "already belongs to someone else")
+    factories.user("rescue", "rescue-pass-123", superuser=True)
+    oidc.claims.update(sub="third-subject", preferred_username="rescue")
+    assert_refused(flow(client, oidc), client, "already belongs to someone else")
+
+
+def test_a_person_deactivated_in_the_portal_cannot_sign_in(oidc):
+    assert flow(Client(), oidc).status_code == 302
+    get_user_model().objects.filter(username="ada").update(is_active=False)
+    client = Client()
+    assert_refused(flow(client, oidc), client, "deactivated")
