@@ -122,6 +122,9 @@ def _cluster_accounts(user, person: mapping.Person, claims: dict) -> None:
                 account.save(update_fields=["disabled_at"])
             continue
         name = mapping.cluster_username(cluster.user_map, person.username, claims)
+        if name is not None and _taken(cluster, name, user):
+            log.warning("%s: cluster user %s belongs to another portal user", cluster, name)
+            name = None
         if account is None:
             if name is None:
                 continue
@@ -135,3 +138,9 @@ def _cluster_accounts(user, person: mapping.Person, claims: dict) -> None:
             account.username = name
         account.disabled_at = None
         account.save(update_fields=["username", "disabled_at"])
+
+
+def _taken(cluster: Cluster, name: str, user) -> bool:
+    """Another portal user's account on ``cluster`` is already ``name``: never two people
+    as one cluster user (their jobs could reach each other's)."""
+    return ClusterAccount.objects.filter(cluster=cluster, username=name).exclude(user=user).exists()

@@ -274,3 +274,10 @@ def test_a_person_deactivated_in_the_portal_cannot_sign_in(oidc):
     get_user_model().objects.filter(username="ada").update(is_active=False)
     client = Client()
     assert_refused(flow(client, oidc), client, "deactivated")
+
+
+def test_a_cluster_user_already_someone_elses_is_never_given_to_a_second_person(oidc):
+    alpha = factories.cluster("alpha", user_map="{preferred_username}")
+    factories.account(alpha, factories.user("older"), "ada")
+    assert flow(Client(), oidc).status_code == 302
+    assert not ClusterAccount.objects.filter(user__username="ada").exists()
