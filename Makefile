@@ -7,6 +7,11 @@ DEMO_ENV := PORTAL_DEMO=1
 PORT ?= 8000
 SESSION_PORT ?= 8443
 DATA_DIR := $(or $(PORTAL_DATA_DIR),var)
+# The demo's identity provider (deploy/idp/up.sh writes its PORTAL_OIDC_* lines here):
+# `make demo` signs in through it when the file is there (the provider's demo is the portal's
+# demo: same name, linked at the first sign-in). Tests never read it: their stacks turn OIDC
+# on themselves.
+IDP_ENV ?= $(IDP_DIR)/portal.env
 
 # Chromium for the end-to-end tests: Debian's package (Playwright's own download
 # is not possible on machines without internet access).
@@ -118,7 +123,12 @@ demo-locked:
 ifeq ($(IS_ROOT),yes)
 	@/usr/bin/python3 -c 'import json, sys; u = json.load(open(sys.argv[1]))["users"]["demo"]; print("Identity provider: http://localhost:$(IDP_PORT)/  sign in as demo, password", u["password"], "(groups:", ", ".join(u["groups"]) + "; the others in", sys.argv[1] + ")")' "$(IDP_DIR)/users.json"
 endif
-	@$(DEMO_ENV) PORT=$(PORT) PROXY_SESSION_PUBLIC_PORT=$(SESSION_PORT) PORTAL_URL=http://localhost:$(PORT) \
+	@if [ -r "$(IDP_ENV)" ]; then echo "Sign-in: through the identity provider ($(IDP_ENV)); local passwords only for PORTAL_LOCAL_LOGIN_USERS"; fi
+	@set -a; if [ -r "$(IDP_ENV)" ]; then . "$(IDP_ENV)"; \
+		PORTAL_OIDC_PROVIDER_NAME=$${PORTAL_OIDC_PROVIDER_NAME-the demo identity provider}; \
+		PORTAL_OIDC_ALLOWED_GROUPS=$${PORTAL_OIDC_ALLOWED_GROUPS-portal-users}; \
+		PORTAL_OIDC_STAFF_GROUPS=$${PORTAL_OIDC_STAFF_GROUPS-portal-staff}; fi; set +a; \
+		$(DEMO_ENV) PORT=$(PORT) PROXY_SESSION_PUBLIC_PORT=$(SESSION_PORT) PORTAL_URL=http://localhost:$(PORT) \
 		exec .venv/bin/honcho -d . -f deploy/Procfile.demo start
 
 # Type errors fail the run before anything is set up.

@@ -7,6 +7,7 @@ from django.contrib.auth.forms import AuthenticationForm
 
 from jobs.models import Cluster, ClusterAccount
 from portal import signin
+from portal.identity import backends
 
 
 class ClusterAccountForm(forms.ModelForm):
@@ -32,4 +33,6 @@ class SignInForm(AuthenticationForm):
     def clean(self):
         if signin.is_locked(self.request, self.cleaned_data.get("username")):
             raise forms.ValidationError(signin.locked_message(), code="locked")
+        if backends.refuses_password(self.cleaned_data.get("username")):
+            raise forms.ValidationError(backends.LOCAL_OFF, code="local_off")
         return super().clean()

@@ -3,6 +3,7 @@
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -342,6 +343,7 @@ def account(request):
         "accounts": accounts,
         "form": form,
         "tokens": ApiToken.objects.filter(user=request.user),
+        "token_max_days": settings.PORTAL_API_TOKEN_MAX_DAYS,
         # Shown once, straight after creation (kept in the session only until this render).
         "new_token": request.session.pop("new_api_token", None),
         "new_token_name": request.session.pop("new_api_token_name", None),
@@ -355,9 +357,15 @@ def token_create(request):
     name = request.POST.get("name", "").strip()[:100]
     days = request.POST.get("days", "")
     if not name or (days and not days.isdigit()):
-        messages.error(request, "Give the token a name (and a number of days, or never).")
+        messages.error(request, "Give the token a name (and a number of days).")
         return redirect("account")
-    row, token = ApiToken.issue(request.user, name, int(days) if days else None)
+    try:
+        row, token = ApiToken.issue(
+            request.user, name, int(days) if days else None, request.POST.getlist("scopes")
+        )
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return redirect("account")
     request.session["new_api_token"] = token
     request.session["new_api_token_name"] = row.name
     return redirect("account")

@@ -1,7 +1,10 @@
 """Who may see and act on a job, written once: its owner, or staff (who see every job).
 
 Pages, the API, websockets and session links all ask through these two functions (or
-``Job.objects.for_user``, which is built on them)."""
+``Job.objects.for_user``, which is built on them).
+
+An API request made with a token (jobs/api/auth.py) carries the token's scopes on the user
+as ``api_scopes``: a staff member's token without the admin scope acts as its owner alone."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from typing import Any
 
 
 def sees_every_job(user: Any) -> bool:
-    return bool(user.is_staff)
+    return bool(user.is_staff) and "admin" in getattr(user, "api_scopes", ("admin",))
 
 
 def may_see(user: Any, owner_id: int | None) -> bool:

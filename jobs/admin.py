@@ -104,6 +104,7 @@ class ClusterAdmin(admin.ModelAdmin):
                 )
             },
         ),
+        ("Sign-in with the identity provider (OIDC)", {"fields": ("user_map", "allowed_groups")}),
     )
 
     def get_queryset(self, request):
@@ -391,12 +392,12 @@ class ContainerImageAdmin(admin.ModelAdmin):
 
 @admin.register(ClusterAccount)
 class ClusterAccountAdmin(admin.ModelAdmin):
-    list_display = ("username", "cluster", "user", "has_private_key", "created_at")
+    list_display = ("username", "cluster", "user", "has_private_key", "created_at", "disabled_at")
     list_filter = ("cluster",)
     search_fields = ("username", "user__username", "user__email")
     autocomplete_fields = ("user",)
     readonly_fields = ("public_key", "created_at")
-    fields = ("cluster", "user", "username", "public_key", "created_at")
+    fields = ("cluster", "user", "username", "public_key", "created_at", "disabled_at")
     actions = ("generate_key_pair",)
 
     @admin.action(

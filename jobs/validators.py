@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.utils.deconstruct import deconstructible
 
-from jobs import crypto
+from jobs import crypto, usermap
 
 # Slurm partition, account, GRES type and feature names.
 slurm_name = RegexValidator(
@@ -171,3 +171,8 @@ def host_key(value: str) -> None:
         base64.b64decode(parts[1], validate=True)
     except ValueError:
         raise ValidationError("The host key's base64 part is damaged.") from None
+
+
+def user_map(value: str) -> None:
+    """A cluster's user_map parses (jobs/usermap.py says what it may be)."""
+    usermap.parse(value)

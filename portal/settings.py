@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "jobs",
     "jobs.metrics",
+    "portal.identity",
     "jobs.experiments",
     "proxy",
     "frontend",
@@ -133,9 +134,14 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Auth -----------------------------------------------------------------------
 # Sign-in throttling comes first, in front of whatever backends are configured.
+# Then the local-password rule (with OIDC on, only PORTAL_LOCAL_LOGIN_USERS may use a
+# password, the admin's login included), and last the backend that keeps a session made by
+# an OIDC sign-in (portal/identity/backends.py).
 AUTHENTICATION_BACKENDS = [
     "portal.signin.SignInThrottle",
+    "portal.identity.backends.LocalPasswordPolicy",
     *env_list("AUTHENTICATION_BACKENDS", ["django.contrib.auth.backends.ModelBackend"]),
+    "portal.identity.backends.ProviderSessionBackend",
 ]
 # Failed sign-ins per user name (x5 per client address) within the window (seconds).
 PORTAL_SIGNIN_FAILURES = env_int("PORTAL_SIGNIN_FAILURES", 10, minimum=1)
@@ -146,6 +152,41 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# --- OIDC sign-in (portal/identity/) ----------------------------------------------------
+# Off while PORTAL_OIDC_ISSUER is empty. The issuer's /.well-known/openid-configuration
+# gives every endpoint and the JWKS; the portal is a confidential client using the
+# authorization code flow with PKCE (redirect URI: <PORTAL_URL>/oidc/callback/).
+PORTAL_OIDC_ISSUER = env_str("PORTAL_OIDC_ISSUER", "").rstrip("/")
+PORTAL_OIDC_CLIENT_ID = env_str("PORTAL_OIDC_CLIENT_ID", "")
+PORTAL_OIDC_CLIENT_SECRET = env_secret("PORTAL_OIDC_CLIENT_SECRET") or ""
+if PORTAL_OIDC_ISSUER and not PORTAL_OIDC_CLIENT_ID:
+    raise ImproperlyConfigured("PORTAL_OIDC_ISSUER is set: PORTAL_OIDC_CLIENT_ID is required too")
+PORTAL_OIDC_PROVIDER_NAME = env_str("PORTAL_OIDC_PROVIDER_NAME", "your organisation")
+PORTAL_OIDC_SCOPES = env_str("PORTAL_OIDC_SCOPES", "openid profile email")
+if PORTAL_OIDC_ISSUER and "openid" not in PORTAL_OIDC_SCOPES.split():
+    raise ImproperlyConfigured("PORTAL_OIDC_SCOPES must contain openid")
+# Which claim names the portal user, and which lists the person's groups.
+PORTAL_OIDC_USERNAME_CLAIM = env_str("PORTAL_OIDC_USERNAME_CLAIM", "preferred_username")
+PORTAL_OIDC_GROUPS_CLAIM = env_str("PORTAL_OIDC_GROUPS_CLAIM", "groups")
+# Empty: anyone the provider authenticates gets an account. Otherwise one of these groups.
+PORTAL_OIDC_ALLOWED_GROUPS = env_list("PORTAL_OIDC_ALLOWED_GROUPS", [])
+# Staff / superuser flags follow these groups at every sign-in.
+PORTAL_OIDC_STAFF_GROUPS = env_list("PORTAL_OIDC_STAFF_GROUPS", [])
+PORTAL_OIDC_SUPERUSER_GROUPS = env_list("PORTAL_OIDC_SUPERUSER_GROUPS", [])
+# The id token must carry one of these acr values / contain one of these amr values (MFA).
+PORTAL_OIDC_REQUIRE_ACR = env_list("PORTAL_OIDC_REQUIRE_ACR", [])
+PORTAL_OIDC_REQUIRE_AMR = env_list("PORTAL_OIDC_REQUIRE_AMR", [])
+# Clock skew allowed on exp/iat/nbf (seconds), for id tokens and API access tokens.
+PORTAL_OIDC_LEEWAY = env_int("PORTAL_OIDC_LEEWAY", 60, minimum=0)
+if PORTAL_OIDC_LEEWAY > 300:
+    raise ImproperlyConfigured(f"PORTAL_OIDC_LEEWAY={PORTAL_OIDC_LEEWAY} must be at most 300")
+# The audience the provider's JWT access tokens must name to be accepted by the API.
+PORTAL_OIDC_API_AUDIENCE = env_str("PORTAL_OIDC_API_AUDIENCE", "") or PORTAL_OIDC_CLIENT_ID
+# Who may still sign in with a local password while OIDC is on (emergency admins).
+PORTAL_LOCAL_LOGIN_USERS = env_list("PORTAL_LOCAL_LOGIN_USERS", [])
+# Personal API tokens live at most this many days (a token asked "never" gets it).
+PORTAL_API_TOKEN_MAX_DAYS = env_int("PORTAL_API_TOKEN_MAX_DAYS", 90, minimum=1)
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
@@ -441,9 +482,13 @@ PORTAL_SESSION_REGISTER_RATE = env_str("PORTAL_SESSION_REGISTER_RATE", "40/min")
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "jobs.api.auth.BearerTokenAuthentication",
+        "jobs.api.auth.ProviderTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "jobs.api.auth.HasTokenScope",
+    ],
     "DEFAULT_THROTTLE_CLASSES": ["jobs.api.auth.TokenRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"api": PORTAL_API_RATE, "ingest": PORTAL_METRICS_INGEST_RATE},
     "DEFAULT_PARSER_CLASSES": [

@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from frontend.forms import SignInForm
+from portal.identity.views import SignInView
 
 admin.site.site_header = "HPC portal administration"
 admin.site.site_title = "HPC portal admin"
@@ -13,14 +14,11 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path(
         "accounts/login/",
-        auth_views.LoginView.as_view(
-            template_name="frontend/login.html",
-            redirect_authenticated_user=True,
-            authentication_form=SignInForm,
-        ),
+        SignInView.as_view(authentication_form=SignInForm),
         name="login",
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("oidc/", include("portal.identity.urls")),
     path("sessions/", include("proxy.urls")),
     path("api/v1/", include("jobs.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -195,14 +195,28 @@ def audit_event(
     )
 
 
-def api_client(user, token_name: str = "t"):
-    """A REST client that sends a new API token of ``user``'s."""
+def api_client(user, token_name: str = "t", scopes: str = "read,submit"):
+    """A REST client that sends a new API token of ``user``'s (with ``scopes``)."""
+    _, token = ApiToken.issue(user, token_name, scopes=scopes)
+    return bearer_client(token)
+
+
+def bearer_client(token: str):
+    """A REST client that sends ``token`` (a personal one, or a provider's JWT)."""
     from rest_framework.test import APIClient
 
-    _, token = ApiToken.issue(user, token_name)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     return client
+
+
+def identity(user, issuer: str, subject: str):
+    """``user`` is ``subject`` at the OIDC provider ``issuer`` (signed in there before)."""
+    from portal.identity.models import Identity
+
+    return Identity.objects.get_or_create(issuer=issuer, subject=subject, defaults={"user": user})[
+        0
+    ]
 
 
 def metric_records(n: int, start: int = 0, attempt: int = 0, rank: int = 0, **extra):

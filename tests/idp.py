@@ -30,6 +30,8 @@ import httpx
 import pytest
 
 CALLBACK_PATH = "/oidc/callback/"
+# Where the portal sends a person after the provider's logout (LOGOUT_REDIRECT_URL).
+POST_LOGOUT_PATH = "/accounts/login/"
 
 
 def state_dir() -> Path:
@@ -201,9 +203,9 @@ def _change_client(provider: Provider, add: bool, redirect: str, post_logout: st
 def redirect_uris(provider: Provider, base_url: str) -> Iterator[tuple[str, str]]:
     """Let the client ``portal`` come back to a stack at ``base_url`` (e.g.
     ``http://127.0.0.1:51234``): registers ``base_url/oidc/callback/`` as redirect URI and
-    ``base_url/`` as post-logout redirect URI, yields both, removes them afterwards."""
+    ``base_url/accounts/login/`` as post-logout redirect URI, yields both, removes them afterwards."""
     base = base_url.rstrip("/")
-    redirect, post_logout = f"{base}{CALLBACK_PATH}", f"{base}/"
+    redirect, post_logout = f"{base}{CALLBACK_PATH}", f"{base}{POST_LOGOUT_PATH}"
     _change_client(provider, True, redirect, post_logout)
     try:
         yield redirect, post_logout

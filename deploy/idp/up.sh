@@ -186,7 +186,7 @@ curl -fsS -o /dev/null "http://127.0.0.1:$PORT/config/" || die "glewlwyd does no
 
 # --- users, groups, the portal's client, the OIDC plugin (through the admin API) ------------
 /usr/bin/python3 "$HERE/configure.py" "$STATE" "http://127.0.0.1:$PORT/api" "$ISSUER" \
-    "$DEMO_URL/oidc/callback/" "$DEMO_URL/"
+    "$DEMO_URL/oidc/callback/" "$DEMO_URL/accounts/login/"
 
 curl -fsS "http://127.0.0.1:$PORT/api/oidc/.well-known/openid-configuration" | grep -qF "\"issuer\":\"$ISSUER\"" \
     || die "the discovery document does not name $ISSUER"

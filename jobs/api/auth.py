@@ -1,11 +1,48 @@
-"""DRF authentication and throttling for personal API tokens."""
+"""DRF authentication, scopes and throttling for the API.
+
+Two kinds of bearer token: the portal's personal tokens (``pp_…``, jobs.models.ApiToken)
+and, with OIDC sign-in on, JWT access tokens from the same provider (audience
+PORTAL_OIDC_API_AUDIENCE, checked against its JWKS) for a person who has signed in before.
+Either carries scopes; ``HasTokenScope`` lets GET/HEAD/OPTIONS through with ``read`` and
+every other method with ``submit``; staff powers need ``admin`` (jobs/access.py).
+"""
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
+
+import requests
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from rest_framework import authentication, exceptions, throttling
+from joserfc.errors import JoseError
+from rest_framework import authentication, exceptions, permissions, throttling
 
 from jobs.models import ApiToken
+from jobs.models.tokens import ADMIN, PREFIX, READ, SUBMIT
+from portal.identity import provider
+from portal.identity.models import Identity
+
+log = logging.getLogger(__name__)
+
+# A provider access token's `scope` claim grants these portal scopes; none of them: read.
+PROVIDER_SCOPES = {"portal:read": READ, "portal:submit": SUBMIT, "portal:admin": ADMIN}
+
+
+def _bearer(request) -> str | None:
+    header = authentication.get_authorization_header(request).decode(errors="replace")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    token = token.strip()
+    if not token:
+        raise exceptions.AuthenticationFailed("The Authorization header has no token.")
+    return token
+
+
+def _with_scopes(user, scopes: frozenset[str]):
+    """The request's user carries its token's scopes (jobs/access.py reads them)."""
+    user.api_scopes = scopes if user.is_staff else scopes - {ADMIN}
+    return user
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -14,22 +51,87 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
     keyword = "bearer"
 
     def authenticate(self, request):
-        header = authentication.get_authorization_header(request).decode(errors="replace")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != self.keyword:
+        token = _bearer(request)
+        if token is None:
             return None
-        token = token.strip()
-        if not token:
-            raise exceptions.AuthenticationFailed("The Authorization header has no token.")
+        if not token.startswith(PREFIX) and provider.enabled():
+            return None  # a provider's access token: ProviderTokenAuthentication's
         row = ApiToken.authenticate(token)
         if row is None:
             raise exceptions.AuthenticationFailed(
                 "This token is not valid: it is unknown, revoked or expired."
             )
-        return row.user, row
+        return _with_scopes(row.user, row.scope_set), row
 
     def authenticate_header(self, request):
         return 'Bearer realm="api"'
+
+
+@dataclass(frozen=True)
+class ProviderToken:
+    """``request.auth`` for a provider's JWT access token."""
+
+    subject: str
+    scope_set: frozenset[str]
+    claims: dict
+
+
+class ProviderTokenAuthentication(authentication.BaseAuthentication):
+    """``Authorization: Bearer <JWT>`` from the OIDC provider (PORTAL_OIDC_ISSUER), for an
+    active portal user who has signed in with that provider before."""
+
+    def authenticate(self, request):
+        if not provider.enabled():
+            return None
+        token = _bearer(request)
+        if token is None or token.startswith(PREFIX):
+            return None
+        try:
+            claims = provider.verify_access_token(token)
+        except (JoseError, ValueError) as exc:
+            log.info("provider access token refused: %s", exc)
+            raise exceptions.AuthenticationFailed(
+                "This access token is not valid here (signature, issuer, audience or expiry)."
+            ) from None
+        except (provider.ProviderError, requests.RequestException) as exc:
+            log.warning("provider keys unavailable: %s", exc)
+            raise exceptions.AuthenticationFailed(
+                "The identity provider's keys cannot be fetched; try again later."
+            ) from None
+        identity = (
+            Identity.objects.select_related("user")
+            .filter(issuer=claims["iss"], subject=claims["sub"], user__is_active=True)
+            .first()
+        )
+        if identity is None:
+            raise exceptions.AuthenticationFailed(
+                "No active portal user for this token; sign in to the portal once first."
+            )
+        granted = claims.get("scope", "")
+        names = granted.split() if isinstance(granted, str) else []
+        scopes = frozenset(PROVIDER_SCOPES[n] for n in names if n in PROVIDER_SCOPES) or {READ}
+        auth = ProviderToken(str(claims["sub"]), frozenset(scopes), claims)
+        return _with_scopes(identity.user, auth.scope_set), auth
+
+    def authenticate_header(self, request):
+        return 'Bearer realm="api"'
+
+
+class HasTokenScope(permissions.BasePermission):
+    """Reading needs the read scope, anything else the submit scope (a signed-in browser
+    session holds every scope its user may have)."""
+
+    message = "This token's scopes do not allow this request."
+
+    def has_permission(self, request, view):
+        scopes = getattr(request.auth, "scope_set", None)
+        if scopes is None:
+            return True
+        needed = READ if request.method in permissions.SAFE_METHODS else SUBMIT
+        if needed in scopes:
+            return True
+        self.message = f"This token lacks the {needed} scope this request needs."
+        return False
 
 
 class TokenRateThrottle(throttling.SimpleRateThrottle):
@@ -55,4 +157,25 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema):
-        return {"type": "http", "scheme": "bearer", "description": "A personal API token (pp_…)."}
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "A personal API token (pp_…) with scopes read (GET), submit "
+            "(every other method) and admin (staff only: a staff member's powers).",
+        }
+
+
+class ProviderTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "jobs.api.auth.ProviderTokenAuthentication"
+    name = "providerJwt"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": "JWT",
+            "description": "With OIDC sign-in on: an access token (JWT) from the portal's "
+            "identity provider whose audience is the portal, for someone who has signed in "
+            "once. Its scope claim grants portal:read, portal:submit, portal:admin "
+            "(none of them: read only).",
+        }

@@ -104,6 +104,23 @@ class Cluster(models.Model):
         "below it. Experiments split their trials into arrays that fit.",
     )
     enabled = models.BooleanField(default=True)
+    # OIDC sign-in (portal/identity/): which cluster user a person is here, and who may use it.
+    user_map = models.TextField(
+        "cluster user from sign-in",
+        blank=True,
+        validators=[validators.user_map],
+        help_text="With OIDC sign-in: the cluster user name made from the person's claims. "
+        "Either a template such as {preferred_username} (any claim name in braces), or "
+        "lines 'REGEX => TEMPLATE' tried in order against the portal user name, the first "
+        r"match winning (\1 or \g<name> take the regex's groups). Empty: no account is "
+        "made at sign-in.",
+    )
+    allowed_groups = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="With OIDC sign-in: the provider groups whose members may use this "
+        "cluster, comma-separated. Empty: everyone allowed into the portal.",
+    )
 
     class Meta:
         ordering = ["name"]
@@ -361,6 +378,9 @@ class ClusterAccount(models.Model):
     public_key = models.TextField(blank=True)
     private_key_encrypted = models.TextField(blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Set when the person lost the right to use the cluster (OIDC groups): no new job runs
+    # under it, and its jobs keep their history (Job.cluster_account would be nulled).
+    disabled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["cluster__name", "username"]
@@ -400,7 +420,7 @@ class ClusterAccount(models.Model):
 
     @classmethod
     def for_user(cls, cluster: Cluster, user) -> ClusterAccount | None:
-        """The account a portal user's jobs run under on ``cluster``."""
+        """The account a portal user's jobs run under on ``cluster`` (none once disabled)."""
         if cluster.login_mode == Cluster.LoginMode.SERVICE:
             return cls.objects.filter(cluster=cluster, user__isnull=True).first()
-        return cls.objects.filter(cluster=cluster, user=user).first()
+        return cls.objects.filter(cluster=cluster, user=user, disabled_at__isnull=True).first()

@@ -1,4 +1,6 @@
-"""Personal API tokens: shown once, stored as a SHA-256 hash, optionally expiring."""
+"""Personal API tokens: shown once, stored as a SHA-256 hash, expiring after at most
+PORTAL_API_TOKEN_MAX_DAYS, each with scopes (read, submit, admin) that jobs/api/auth.py
+enforces."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
@@ -14,12 +17,37 @@ from jobs import crypto
 PREFIX = "pp_"
 
 
+# read: every GET; submit: launching, cancelling, releasing (every other method);
+# admin: a staff member's powers (every user's jobs and usage), for staff only.
+READ, SUBMIT, ADMIN = "read", "submit", "admin"
+SCOPES = (READ, SUBMIT, ADMIN)
+DEFAULT_SCOPES = (READ, SUBMIT)
+
+
+def parse_scopes(value: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """Scopes from "read,submit" or a list, in SCOPES order; unknown ones are an error."""
+    items = value.replace(" ", ",").split(",") if isinstance(value, str) else list(value)
+    wanted = {item.strip().lower() for item in items if item.strip()}
+    unknown = wanted - set(SCOPES)
+    if unknown:
+        raise ValidationError(
+            f"Unknown scope(s) {', '.join(sorted(unknown))}; use {', '.join(SCOPES)}."
+        )
+    return tuple(scope for scope in SCOPES if scope in wanted)
+
+
 class ApiTokenQuerySet(models.QuerySet):
     def usable(self) -> ApiTokenQuerySet:
         now = timezone.now()
+        oldest = now - timedelta(days=settings.PORTAL_API_TOKEN_MAX_DAYS)
+        # A token from before the maximum lifetime (no expiry) ends when it would have.
         return self.filter(revoked_at__isnull=True).filter(
-            models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now)
+            models.Q(expires_at__isnull=True, created_at__gt=oldest) | models.Q(expires_at__gt=now)
         )
+
+    def revoke_all(self, user) -> int:
+        """Revoke every live token of ``user`` at once (deactivated, or left the groups)."""
+        return self.filter(user=user, revoked_at__isnull=True).update(revoked_at=timezone.now())
 
 
 class ApiToken(models.Model):
@@ -35,6 +63,11 @@ class ApiToken(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    scopes = models.CharField(
+        max_length=40,
+        default=",".join(DEFAULT_SCOPES),
+        help_text="What the token may do, comma-separated: read, submit, admin (staff only).",
+    )
 
     objects = ApiTokenQuerySet.as_manager()
 
@@ -46,18 +79,36 @@ class ApiToken(models.Model):
         return f"{self.name} ({self.hint}…) of {self.user}"
 
     @classmethod
-    def issue(cls, user, name: str, days: int | None = None) -> tuple[ApiToken, str]:
-        """A new token; the plain text is returned once and never stored."""
+    def issue(
+        cls,
+        user,
+        name: str,
+        days: int | None = None,
+        scopes: str | tuple[str, ...] | list[str] = DEFAULT_SCOPES,
+    ) -> tuple[ApiToken, str]:
+        """A new token; the plain text is returned once and never stored. It lives ``days``
+        (at most, and by default, PORTAL_API_TOKEN_MAX_DAYS); ValidationError for scopes
+        that are unknown, empty, or admin for someone who is not staff."""
+        chosen = parse_scopes(scopes)
+        if not chosen:
+            raise ValidationError("A token needs at least one scope.")
+        if ADMIN in chosen and not user.is_staff:
+            raise ValidationError("Only staff may hold a token with the admin scope.")
+        longest = settings.PORTAL_API_TOKEN_MAX_DAYS
         token = PREFIX + secrets.token_urlsafe(32)
-        expires = timezone.now() + timedelta(days=days) if days else None
         row = cls.objects.create(
             user=user,
             name=name[:100],
             hint=token[:10],
             token_hash=crypto.secret_hash(token),
-            expires_at=expires,
+            expires_at=timezone.now() + timedelta(days=min(days or longest, longest)),
+            scopes=",".join(chosen),
         )
         return row, token
+
+    @property
+    def scope_set(self) -> frozenset[str]:
+        return frozenset(parse_scopes(self.scopes))
 
     @classmethod
     def authenticate(cls, token: str) -> ApiToken | None:
@@ -78,11 +129,21 @@ class ApiToken(models.Model):
 
     @property
     def is_usable(self) -> bool:
-        return self.revoked_at is None and (
-            self.expires_at is None or self.expires_at > timezone.now()
-        )
+        now = timezone.now()
+        if self.revoked_at is not None:
+            return False
+        if self.expires_at is not None:
+            return self.expires_at > now
+        return self.created_at > now - timedelta(days=settings.PORTAL_API_TOKEN_MAX_DAYS)
 
     def revoke(self) -> None:
         if self.revoked_at is None:
             self.revoked_at = timezone.now()
             self.save(update_fields=["revoked_at"])
+
+
+def revoke_when_deactivated(sender, instance, **kwargs) -> None:
+    """post_save of the user model (connected in JobsConfig.ready): a person deactivated
+    in the portal (admin, a script, an OIDC refusal) loses every token at once."""
+    if not instance.is_active:
+        ApiToken.objects.revoke_all(instance)

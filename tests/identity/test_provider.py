@@ -249,7 +249,7 @@ def test_login_page_in_chromium_accepts_the_password_and_logs_out(idp_provider, 
     redirect, post_logout = stack_uris
     arrived: list[str] = []
     # Nothing listens on the stack's port: catch the browser's arrivals there.
-    base = post_logout.rstrip("/")
+    base = redirect.removesuffix(idp.CALLBACK_PATH)
     page.route(f"{base}/**", lambda route: (arrived.append(route.request.url), route.abort()))
     verifier, challenge = idp.pkce_pair()
     doc = idp_provider.discovery()

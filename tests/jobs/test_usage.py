@@ -122,7 +122,9 @@ def test_the_usage_api_gives_the_same_rows_and_refuses_bad_months(runs, owner, s
         "from": ["'2026-13' is not a month like 2026-11."],
         "user": ["Only staff see other users' usage."],
     }
-    everyone = factories.api_client(staff).get("/api/v1/usage/?from=2026-11&to=2026-11").json()
+    # Staff powers through the API need a token with the admin scope.
+    admin = factories.api_client(staff, scopes="read,admin")
+    everyone = admin.get("/api/v1/usage/?from=2026-11&to=2026-11").json()
     assert {r["user"] for r in everyone} == {"owner", "bob"}
 
 

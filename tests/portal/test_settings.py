@@ -273,3 +273,40 @@ def test_sessions_reach_the_portals_own_host_only_in_demo_and_debug():
     assert "127.0.0.0/8" in result.stdout.split(",") and "::1/128" in result.stdout, result.stderr
     result = run_python(code, {**production, "PORTAL_UPSTREAM_NETWORKS": "10.0.0.1/8"})
     assert result.returncode != 0 and "PORTAL_UPSTREAM_NETWORKS" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"PORTAL_OIDC_ISSUER": "https://idp.example.org"}, "PORTAL_OIDC_CLIENT_ID is required"),
+        (
+            {
+                "PORTAL_OIDC_ISSUER": "https://idp.example.org",
+                "PORTAL_OIDC_CLIENT_ID": "p",
+                "PORTAL_OIDC_SCOPES": "profile",
+            },
+            "PORTAL_OIDC_SCOPES must contain openid",
+        ),
+        ({"PORTAL_OIDC_LEEWAY": "3600"}, "PORTAL_OIDC_LEEWAY=3600 must be at most 300"),
+    ],
+)
+def test_oidc_settings_that_cannot_work_stop_the_start(env, message):
+    result = run_python("import django; django.setup()", {"PORTAL_DEMO": "1", **env})
+    assert result.returncode != 0 and message in result.stderr
+
+
+def test_oidc_is_off_without_an_issuer_and_the_client_secret_may_come_from_a_file(tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_text("s3cret\n")
+    code = """
+        import django; django.setup()
+        from django.conf import settings
+        print(settings.PORTAL_OIDC_CLIENT_SECRET, settings.PORTAL_OIDC_API_AUDIENCE)
+    """
+    env = {
+        "PORTAL_DEMO": "1",
+        "PORTAL_OIDC_ISSUER": "https://idp.example.org/",
+        "PORTAL_OIDC_CLIENT_ID": "portal",
+        "PORTAL_OIDC_CLIENT_SECRET_FILE": str(secret),
+    }
+    assert run_python(code, env).stdout.split() == ["s3cret", "portal"]

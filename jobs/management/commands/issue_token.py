@@ -1,6 +1,7 @@
 """Make a personal API token for a user (printed once; only its hash is kept)."""
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.models import ApiToken
@@ -12,15 +13,28 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("username")
         parser.add_argument("--name", default="issued by an administrator")
-        parser.add_argument("--days", type=int, default=None, help="expire after this many days")
+        parser.add_argument(
+            "--days",
+            type=int,
+            default=None,
+            help="expire after this many days (at most, and by default, PORTAL_API_TOKEN_MAX_DAYS)",
+        )
+        parser.add_argument(
+            "--scopes",
+            default="read,submit",
+            help="read, submit, admin (staff only), comma-separated",
+        )
 
-    def handle(self, username, name, days, **options):
+    def handle(self, username, name, days, scopes, **options):
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"No user {username!r}.")
         if days is not None and days < 1:
             raise CommandError("--days must be at least 1.")
-        row, token = ApiToken.issue(user, name, days)
+        try:
+            row, token = ApiToken.issue(user, name, days, scopes)
+        except ValidationError as exc:
+            raise CommandError(" ".join(exc.messages)) from None
         expiry = f", expires {row.expires_at:%Y-%m-%d %H:%M} UTC" if row.expires_at else ""
-        self.stderr.write(f"Token '{row.name}' for {username}{expiry}:")
+        self.stderr.write(f"Token '{row.name}' for {username} ({row.scopes}){expiry}:")
         self.stdout.write(token)

@@ -90,7 +90,7 @@ def test_throttling_is_per_token(owner, monkeypatch):
 def test_account_page_creates_shows_once_and_revokes_tokens(owner):
     client = APIClient()
     client.force_login(owner)
-    client.post("/account/tokens/", {"name": "laptop", "days": "30"})
+    client.post("/account/tokens/", {"name": "laptop", "days": "30", "scopes": ["read", "submit"]})
     page = client.get("/account/").content.decode()
     row = ApiToken.objects.get(user=owner, name="laptop")
     assert "data-new-token" in page

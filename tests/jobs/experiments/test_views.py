@@ -208,7 +208,7 @@ def test_the_api_refuses_staff_a_relaunch_of_anothers_configuration(
 
     submitted = []
     monkeypatch.setattr(tasks.submit_job, "delay", lambda *a: submitted.append(a))
-    api = factories.api_client(staff)
+    api = factories.api_client(staff, scopes="read,submit,admin")
     with django_capture_on_commit_callbacks(execute=True):
         refused = api.post(f"/api/v1/experiments/{scored.pk}/relaunch/", {}, format="json")
     assert refused.status_code == 403

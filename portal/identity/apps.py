@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class IdentityConfig(AppConfig):
+    name = "portal.identity"
+    label = "identity"
+    verbose_name = "Sign-in with an identity provider"
+    default_auto_field = "django.db.models.BigAutoField"

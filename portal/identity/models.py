@@ -1,0 +1,26 @@
+"""Who a portal user is at the identity provider: (issuer, subject), never the user name,
+so a person renamed at the provider stays the same portal user."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Identity(models.Model):
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="identities"
+    )
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_sign_in = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "identities"
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="one_user_per_subject")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer} ({self.user})"

@@ -1,0 +1,146 @@
+"""One OIDC sign-in applied to the portal: the verified id token's claims in, the portal
+user out (made at the first sign-in, kept current after), or ``mapping.Refused``.
+
+At every sign-in: name and e-mail follow the claims; staff and superuser follow
+PORTAL_OIDC_STAFF_GROUPS / PORTAL_OIDC_SUPERUSER_GROUPS (when set); each cluster the
+person's groups allow gets a cluster account named by its user_map, and each cluster they
+no longer allow has the account disabled (kept, so its jobs keep their history). A person
+outside PORTAL_OIDC_ALLOWED_GROUPS gets no account, and one who had an account loses every
+API token and cluster account at once.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.models import ApiToken, Cluster, ClusterAccount
+from jobs.validators import split_list
+from portal.identity import mapping
+from portal.identity.mapping import Refused
+from portal.identity.models import Identity
+
+log = logging.getLogger(__name__)
+
+NOT_ALLOWED = (
+    "Your identity provider signed you in, but you are not in a group that may use this "
+    "portal. Ask the portal's administrators if you need access."
+)
+
+
+def sign_in(claims: dict):
+    """The portal user for verified id token ``claims``; Refused says why there is none."""
+    mapping.check_authentication(
+        claims, settings.PORTAL_OIDC_REQUIRE_ACR, settings.PORTAL_OIDC_REQUIRE_AMR
+    )
+    mapping.check_audience(claims, settings.PORTAL_OIDC_CLIENT_ID)
+    person = mapping.person(
+        claims, settings.PORTAL_OIDC_USERNAME_CLAIM, settings.PORTAL_OIDC_GROUPS_CLAIM
+    )
+    issuer, subject = str(claims["iss"]), str(claims["sub"])
+    if not mapping.in_any(person.groups, settings.PORTAL_OIDC_ALLOWED_GROUPS):
+        known = Identity.objects.filter(issuer=issuer, subject=subject).first()
+        if known is not None:
+            withdraw(known.user)
+        raise Refused(NOT_ALLOWED)
+    with transaction.atomic():
+        user = _user(issuer, subject, person)
+        _flags(user, person)
+        _cluster_accounts(user, person, claims)
+    return user
+
+
+def withdraw(user) -> None:
+    """A person who may no longer use the portal: every token and cluster account, at once."""
+    with transaction.atomic():
+        ApiToken.objects.revoke_all(user)
+        ClusterAccount.objects.filter(user=user, disabled_at__isnull=True).update(
+            disabled_at=timezone.now()
+        )
+
+
+def _user(issuer: str, subject: str, person: mapping.Person):
+    users = get_user_model()
+    # Two first sign-ins of one person at once: the unique (issuer, subject) lets one win.
+    identity = (
+        Identity.objects.select_for_update()
+        .select_related("user")
+        .filter(issuer=issuer, subject=subject)
+        .first()
+    )
+    if identity is None:
+        user = users.objects.filter(username=person.username).first()
+        if user is not None and (
+            user.identities.exists() or user.username in settings.PORTAL_LOCAL_LOGIN_USERS
+        ):
+            raise Refused(
+                f"The portal user name {person.username!r} already belongs to someone else; "
+                "ask the portal's administrators."
+            )
+        if user is None:
+            user = users.objects.create_user(person.username)  # no usable password
+        identity = Identity.objects.create(user=user, issuer=issuer, subject=subject)
+    user = identity.user
+    if not user.is_active:
+        raise Refused("Your portal account is deactivated; ask the portal's administrators.")
+    if user.username != person.username:
+        if users.objects.filter(username=person.username).exists():
+            log.warning("%s renamed to %s, which is taken; name kept", user, person.username)
+        else:
+            user.username = person.username
+    user.first_name, user.last_name, user.email = person.first_name, person.last_name, person.email
+    user.save()
+    Identity.objects.filter(pk=identity.pk).update(last_sign_in=timezone.now())
+    return user
+
+
+def _flags(user, person: mapping.Person) -> None:
+    changed = []
+    if settings.PORTAL_OIDC_SUPERUSER_GROUPS:
+        user.is_superuser = mapping.in_any(person.groups, settings.PORTAL_OIDC_SUPERUSER_GROUPS)
+        changed.append("is_superuser")
+    if settings.PORTAL_OIDC_STAFF_GROUPS or settings.PORTAL_OIDC_SUPERUSER_GROUPS:
+        staff_groups = [*settings.PORTAL_OIDC_STAFF_GROUPS, *settings.PORTAL_OIDC_SUPERUSER_GROUPS]
+        user.is_staff = mapping.in_any(person.groups, staff_groups)
+        changed.append("is_staff")
+    if changed:
+        user.save(update_fields=changed)
+
+
+def _cluster_accounts(user, person: mapping.Person, claims: dict) -> None:
+    clusters = Cluster.objects.filter(enabled=True, login_mode=Cluster.LoginMode.PER_USER)
+    accounts = {a.cluster_id: a for a in ClusterAccount.objects.filter(user=user)}
+    for cluster in clusters:
+        account = accounts.get(cluster.pk)
+        if not mapping.in_any(person.groups, split_list(cluster.allowed_groups)):
+            if account is not None and account.disabled_at is None:
+                account.disabled_at = timezone.now()
+                account.save(update_fields=["disabled_at"])
+            continue
+        name = mapping.cluster_username(cluster.user_map, person.username, claims)
+        if name is not None and _taken(cluster, name, user):
+            log.warning("%s: cluster user %s belongs to another portal user", cluster, name)
+            name = None
+        if account is None:
+            if name is None:
+                continue
+            account = ClusterAccount(cluster=cluster, user=user, username=name)
+            # Clusters that trust the portal's SSH certificates need no key pair of their own.
+            if not cluster.uses_certificates:
+                account.generate_key_pair()
+            account.save()
+            continue
+        if name is not None and name != account.username:
+            account.username = name
+        account.disabled_at = None
+        account.save(update_fields=["username", "disabled_at"])
+
+
+def _taken(cluster: Cluster, name: str, user) -> bool:
+    """Another portal user's account on ``cluster`` is already ``name``: never two people
+    as one cluster user (their jobs could reach each other's)."""
+    return ClusterAccount.objects.filter(cluster=cluster, username=name).exclude(user=user).exists()

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from portal.identity import views
+
+urlpatterns = [
+    path("login/", views.login, name="oidc-login"),
+    path("callback/", views.callback, name="oidc-callback"),
+    path("logout/", views.logout, name="oidc-logout"),
+]

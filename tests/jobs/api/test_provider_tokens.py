@@ -1,0 +1,112 @@
+"""JWT access tokens from the OIDC provider, accepted by the API as a second way for
+scripts: verified against the provider's JWKS over real HTTP (tests/oidcprovider.py)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from portal.identity import provider as portal_provider
+from tests import factories
+from tests.oidcprovider import CLIENT_ID, CLIENT_SECRET, Provider, ec_key, rsa_key, sign
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(scope="module")
+def idp():
+    running = Provider()
+    yield running
+    running.close()
+
+
+@pytest.fixture
+def oidc(idp, settings, owner):
+    idp.reset()
+    portal_provider.forget_keys()
+    settings.PORTAL_OIDC_ISSUER = idp.issuer
+    settings.PORTAL_OIDC_CLIENT_ID = CLIENT_ID
+    settings.PORTAL_OIDC_CLIENT_SECRET = CLIENT_SECRET
+    settings.PORTAL_OIDC_API_AUDIENCE = "https://portal.example.org"
+    factories.identity(owner, idp.issuer, idp.claims["sub"])
+    yield idp
+    portal_provider.forget_keys()
+
+
+AUD = "https://portal.example.org"
+
+
+def status(token: str, method: str = "get", path: str = "/api/v1/jobs/") -> int:
+    return getattr(factories.bearer_client(token), method)(path).status_code
+
+
+def test_a_provider_access_token_for_the_portal_is_accepted(oidc, owner, cluster):
+    job = factories.job(owner, cluster)
+    client = factories.bearer_client(oidc.access_token(aud=AUD))
+    response = client.get("/api/v1/jobs/")
+    assert response.status_code == 200 and response.json()["results"][0]["id"] == job.pk
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        pytest.param({"aud": CLIENT_ID}, id="other-audience"),
+        pytest.param({"aud": AUD, "iss": "http://127.0.0.1:1/evil"}, id="other-issuer"),
+        pytest.param({"aud": AUD, "exp": int(time.time()) - 3600}, id="expired"),
+        pytest.param({"aud": AUD, "nbf": int(time.time()) + 3600}, id="not-yet-valid"),
+        pytest.param({"aud": AUD, "sub": "someone-else"}, id="no-portal-user"),
+    ],
+)
+def test_provider_tokens_that_do_not_fit_are_refused(oidc, claims):
+    assert status(oidc.access_token(**claims)) == 401
+
+
+def test_a_token_signed_with_an_unknown_or_forged_key_is_refused(oidc):
+    claims = {
+        "iss": oidc.issuer,
+        "sub": oidc.claims["sub"],
+        "aud": AUD,
+        "exp": int(time.time()) + 60,
+    }
+    assert status(sign(claims, rsa_key("never-published"))) == 401
+    assert status(sign(claims, rsa_key("key-1"))) == 401  # the published kid, another key
+    assert status(sign(claims, ec_key("key-ec"))) == 401
+
+
+def test_a_rotated_key_is_fetched_once_and_unknown_kids_do_not_flood_the_provider(oidc):
+    assert status(oidc.access_token(aud=AUD)) == 200
+    oidc.signing_key = ec_key("key-2")
+    oidc.published.append(oidc.signing_key)
+    # Fetched within the last JWKS_REFETCH seconds: not again yet.
+    assert status(oidc.access_token(aud=AUD)) == 401
+    portal_provider._keys[oidc.issuer].fetched_at -= portal_provider.JWKS_REFETCH + 1
+    fetched = oidc.jwks_fetches
+    assert status(oidc.access_token(aud=AUD)) == 200
+    for _ in range(5):
+        assert status(sign({"sub": "x"}, rsa_key("made-up"))) == 401
+    assert oidc.jwks_fetches == fetched + 1
+
+
+def test_a_token_of_a_deactivated_person_is_refused(oidc, owner):
+    owner.is_active = False
+    owner.save()
+    assert status(oidc.access_token(aud=AUD)) == 401
+
+
+def test_the_scope_claim_grants_portal_scopes(oidc, owner, cluster, monkeypatch):
+    from jobs import tasks
+
+    monkeypatch.setattr(tasks.cancel_job, "delay", lambda *a: None)
+    job = factories.job(owner, cluster, state="running", scheduler_job_id="9")
+    cancel = f"/api/v1/jobs/{job.pk}/cancel/"
+    assert status(oidc.access_token(aud=AUD, scope="openid"), "post", cancel) == 403
+    assert status(oidc.access_token(aud=AUD, scope="openid"), "get") == 200  # none: read
+    assert status(oidc.access_token(aud=AUD, scope="portal:read"), "post", cancel) == 403
+    assert status(oidc.access_token(aud=AUD, scope="portal:submit"), "post", cancel) in (200, 202)
+
+
+def test_with_oidc_off_a_jwt_is_just_an_unknown_token(oidc, settings):
+    token = oidc.access_token(aud=AUD)
+    settings.PORTAL_OIDC_ISSUER = ""
+    assert status(token) == 401

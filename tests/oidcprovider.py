@@ -1,0 +1,190 @@
+"""A small OpenID Connect provider for tests: a thread serving discovery, a JWKS, an
+authorization endpoint that signs everyone in at once, a token endpoint (client secret and
+PKCE checked) and an end-session endpoint, over real HTTP with real keys (joserfc).
+
+A test changes what it answers through attributes: ``claims`` (the person), ``tweak``
+(claims changed after the standard ones are set: another aud, an old exp), ``signing_key``
+(a key the JWKS may not publish), ``published`` (the JWKS), ``replay`` (an id token to send
+whatever the request).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import secrets
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+from joserfc import jwt
+from joserfc.jwk import ECKey, RSAKey
+
+CLIENT_ID = "hpc-portal"
+CLIENT_SECRET = "test-secret-" + "x" * 20
+
+
+def rsa_key(kid: str) -> RSAKey:
+    return RSAKey.generate_key(2048, parameters={"kid": kid, "use": "sig"})
+
+
+def ec_key(kid: str) -> ECKey:
+    return ECKey.generate_key("P-256", parameters={"kid": kid, "use": "sig"})
+
+
+def sign(claims: dict, key, alg: str | None = None) -> str:
+    alg = alg or ("ES256" if isinstance(key, ECKey) else "RS256")
+    return jwt.encode({"alg": alg, "kid": key.kid, "typ": "JWT"}, claims, key)
+
+
+class Provider:
+    def __init__(self) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.issuer = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.reset()
+
+    def reset(self) -> None:
+        self.signing_key = rsa_key("key-1")
+        self.published = [self.signing_key, ec_key("key-ec")]
+        self.claims: dict = {
+            "sub": "subject-123",
+            "preferred_username": "ada",
+            "given_name": "Ada",
+            "family_name": "Lovelace",
+            "email": "ada@example.org",
+            "email_verified": True,
+            "groups": ["hpc-users"],
+        }
+        self.tweak: dict = {}
+        self.replay: str | None = None
+        self.codes: dict[str, dict] = {}
+        self.issued: list[str] = []  # id tokens, in order
+        self.jwks_fetches = 0
+        self.authorize_requests: list[dict] = []
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    # --- what a test calls -------------------------------------------------------------
+
+    def authorize(self, url: str) -> tuple[str, str]:
+        """Answer the portal's redirect to the authorization endpoint as a signed-in person
+        would: (code, state) for the callback."""
+        query = {k: v[0] for k, v in parse_qs(urlparse(url).query).items()}
+        assert url.startswith(self.issuer + "/authorize?"), url
+        assert query["client_id"] == CLIENT_ID and query["response_type"] == "code"
+        assert query["code_challenge_method"] == "S256" and query["code_challenge"]
+        self.authorize_requests.append(query)
+        code = secrets.token_urlsafe(16)
+        self.codes[code] = query
+        return code, query["state"]
+
+    def access_token(self, **claims) -> str:
+        """A JWT access token for the API, signed with ``signing_key``."""
+        now = int(time.time())
+        body = {
+            "iss": self.issuer,
+            "sub": self.claims["sub"],
+            "aud": CLIENT_ID,
+            "iat": now,
+            "exp": now + 300,
+            "scope": "openid portal:read portal:submit",
+        }
+        body.update(claims)
+        return sign({k: v for k, v in body.items() if v is not None}, self.signing_key)
+
+    # --- the endpoints -----------------------------------------------------------------
+
+    def _id_token(self, request: dict) -> str:
+        if self.replay is not None:
+            return self.replay
+        now = int(time.time())
+        claims = {
+            "iss": self.issuer,
+            "aud": CLIENT_ID,
+            "iat": now,
+            "exp": now + 300,
+            "nonce": request.get("nonce"),
+            **self.claims,
+        }
+        claims.update(self.tweak)
+        token = sign({k: v for k, v in claims.items() if v is not None}, self.signing_key)
+        self.issued.append(token)
+        return token
+
+    def _token(self, form: dict, authorization: str) -> tuple[int, dict]:
+        if authorization.startswith("Basic "):
+            client_id, _, secret = base64.b64decode(authorization[6:]).decode().partition(":")
+        else:
+            client_id, secret = form.get("client_id", ""), form.get("client_secret", "")
+        if client_id != CLIENT_ID or secret != CLIENT_SECRET:
+            return 401, {"error": "invalid_client"}
+        request = self.codes.pop(form.get("code", ""), None)
+        if request is None or form.get("redirect_uri") != request["redirect_uri"]:
+            return 400, {"error": "invalid_grant"}
+        verifier = form.get("code_verifier", "")
+        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest())
+        if challenge.rstrip(b"=").decode() != request["code_challenge"]:
+            return 400, {"error": "invalid_grant", "error_description": "PKCE"}
+        return 200, {
+            "access_token": secrets.token_urlsafe(24),
+            "token_type": "Bearer",
+            "expires_in": 300,
+            "id_token": self._id_token(request),
+        }
+
+    def _handler(self):
+        provider = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def _send(self, status: int, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                path = urlparse(self.path).path
+                if path == "/.well-known/openid-configuration":
+                    base = provider.issuer
+                    self._send(
+                        200,
+                        {
+                            "issuer": base,
+                            "authorization_endpoint": base + "/authorize",
+                            "token_endpoint": base + "/token",
+                            "jwks_uri": base + "/jwks",
+                            "end_session_endpoint": base + "/logout",
+                            "response_types_supported": ["code"],
+                            "subject_types_supported": ["public"],
+                            "id_token_signing_alg_values_supported": ["RS256", "ES256"],
+                            "code_challenge_methods_supported": ["S256"],
+                        },
+                    )
+                elif path == "/jwks":
+                    provider.jwks_fetches += 1
+                    keys = [k.as_dict(private=False) for k in provider.published]
+                    self._send(200, {"keys": keys})
+                else:
+                    self._send(404, {"error": "not_found"})
+
+            def do_POST(self) -> None:
+                if urlparse(self.path).path != "/token":
+                    self._send(404, {"error": "not_found"})
+                    return
+                length = int(self.headers.get("Content-Length", "0"))
+                form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
+                status, body = provider._token(form, self.headers.get("Authorization", ""))
+                self._send(status, body)
+
+        return Handler
