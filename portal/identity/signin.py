@@ -15,6 +15,7 @@ import logging
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
@@ -109,6 +110,10 @@ def _flags(user, person: mapping.Person) -> None:
         changed.append("is_staff")
     if changed:
         user.save(update_fields=changed)
+    # Permissions come from the portal's Django groups, and for a person who signs in here
+    # the provider says which: they are in exactly the Django groups named like their
+    # provider groups (an admin makes "portal-staff" and gives it "view" on the catalog).
+    user.groups.set(Group.objects.filter(name__in=person.groups))
 
 
 def _cluster_accounts(user, person: mapping.Person, claims: dict) -> None:

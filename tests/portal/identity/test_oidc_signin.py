@@ -12,6 +12,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.test import Client
 
 from jobs.models import ApiToken, ClusterAccount
@@ -96,6 +97,21 @@ def test_a_renamed_person_stays_the_same_user_with_current_name_and_email(oidc):
     first.refresh_from_db()
     assert (first.username, first.email, first.is_staff) == ("ada.king", "ada@king.example", True)
     assert get_user_model().objects.count() == 1
+
+
+def test_django_groups_follow_the_provider_groups_of_the_same_name(oidc):
+    """Permissions come from Django groups; for a person who signs in with the provider,
+    membership is exactly the groups named like their provider groups, at every sign-in."""
+    admins = Group.objects.create(name="hpc-admins")
+    Group.objects.create(name="local-only")
+    oidc.claims.update(groups=["hpc-users", "hpc-admins"])
+    assert flow(Client(), oidc).status_code == 302
+    user = get_user_model().objects.get(username="ada")
+    assert list(user.groups.all()) == [admins] and user.is_staff
+    oidc.claims.update(groups=["hpc-users"])  # left hpc-admins at the provider
+    assert flow(Client(), oidc).status_code == 302
+    user.refresh_from_db()
+    assert list(user.groups.all()) == [] and not user.is_staff
 
 
 @pytest.mark.parametrize(
