@@ -86,7 +86,7 @@ IDP_DIR := $(or $(PORTAL_IDP_DIR),/var/lib/portal-idp)
 IDP_PORT := $(or $(PORTAL_IDP_PORT),4593)
 idp:
 ifeq ($(IS_ROOT),yes)
-	@bash deploy/idp/up.sh
+	@PORTAL_IDP_DEMO_URL=$${PORTAL_IDP_DEMO_URL:-http://localhost:$(PORT)} bash deploy/idp/up.sh
 else
 	@echo "idp: skipped (needs root); run 'sudo make idp' for a local OpenID Connect provider"
 endif

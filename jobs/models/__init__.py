@@ -9,8 +9,10 @@
 - gpus: GpuType (a cluster's GPU types: capability, memory) and choosing by them
 - tokens: ApiToken
 - audit: AuditEvent (what the portal did on a cluster for whom)
+- annotations: JobTag (a run's tags; its note is Job.notes)
 """
 
+from jobs.models.annotations import JobTag
 from jobs.models.arrays import JobArray
 from jobs.models.attempts import JobAttempt
 from jobs.models.audit import AuditEvent
@@ -32,6 +34,7 @@ __all__ = [
     "JobArray",
     "JobAttempt",
     "JobEvent",
+    "JobTag",
     "Partition",
     "Tag",
 ]

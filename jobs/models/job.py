@@ -87,6 +87,11 @@ class Job(models.Model):
         validators=[MaxLengthValidator(100_000)],
         help_text="Batch jobs: run by the job's shell as written.",
     )
+    notes = models.TextField(
+        blank=True,
+        validators=[MaxLengthValidator(10_000)],
+        help_text="What its owner wants to remember about this run (plain text).",
+    )
 
     gpus = models.PositiveSmallIntegerField(
         default=0, help_text="GPUs on each node (the job has nodes × this many)."
