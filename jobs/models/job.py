@@ -92,6 +92,13 @@ class Job(models.Model):
         validators=[MaxLengthValidator(10_000)],
         help_text="What its owner wants to remember about this run (plain text).",
     )
+    params = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The run's parameters (name: number, text or boolean): given at launch "
+        "(PORTAL_PARAM_* and params.json in the job), an experiment trial's, or reported by "
+        "the job (pm.params()); what comparisons show and group by.",
+    )
 
     gpus = models.PositiveSmallIntegerField(
         default=0, help_text="GPUs on each node (the job has nodes × this many)."

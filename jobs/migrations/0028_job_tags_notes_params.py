@@ -17,6 +17,11 @@ class Migration(migrations.Migration):
             name='notes',
             field=models.TextField(blank=True, help_text='What its owner wants to remember about this run (plain text).', validators=[django.core.validators.MaxLengthValidator(10000)]),
         ),
+        migrations.AddField(
+            model_name='job',
+            name='params',
+            field=models.JSONField(blank=True, default=dict, help_text="The run's parameters (name: number, text or boolean): given at launch (PORTAL_PARAM_* and params.json in the job), an experiment trial's, or reported by the job (pm.params()); what comparisons show and group by."),
+        ),
         migrations.CreateModel(
             name='JobTag',
             fields=[
