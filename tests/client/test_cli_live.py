@@ -121,7 +121,9 @@ def test_jobs_show_and_cancel_own_jobs_only(
         code, out, err = run(capsys, *argv)
         assert code == 1 and f"No job {theirs.pk}: it does not exist or is not yours." in err
     code, out, _ = run(capsys, "cancel", str(mine.pk))
-    assert code == 0 and "cancelling" in out and ("cancel", mine.pk) in submitted
+    assert (
+        code == 0 and "cancelling" in out and ("cancel", mine.pk, owner.pk) in submitted
+    )  # owner asked
     theirs.refresh_from_db()
     assert theirs.cancel_requested_at is None
     mine.transition("cancelled")
