@@ -189,15 +189,7 @@ def job_logs(request, pk: int, stream: str):
     if stream not in files.LOG_STREAMS:
         raise Http404("no such log")
     try:
-        with audit.action(
-            audit.Action.FILE_READ,
-            user=request.user,
-            account=job.cluster_account,
-            cluster=job.cluster,
-            target=f"job {job.pk} {stream}.log",
-            repeat_window=audit.FOLLOW_WINDOW,
-        ):
-            tail = files.read_job_log(job, stream)
+        tail = audit.read_job_log(request.user, job, stream)
     except ssh.ClusterError as exc:
         return JsonResponse(
             {"error": f"Could not read the log from {job.cluster.name}: {exc}"}, status=502

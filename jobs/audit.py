@@ -109,6 +109,20 @@ def action(
         _write(what, user, account, cluster, target_text, used_key, entry, repeat_window)
 
 
+def read_job_log(user, job, stream: str, offset: int | None = None) -> files.LogTail:
+    """A job's log read for ``user`` (a page or the API), recorded as one file_read; a log
+    followed by polling is one row per FOLLOW_WINDOW."""
+    with action(
+        Action.FILE_READ,
+        user=user,
+        account=job.cluster_account,
+        cluster=job.cluster,
+        target=f"job {job.pk} {stream}.log",
+        repeat_window=FOLLOW_WINDOW,
+    ):
+        return files.read_job_log(job, stream, offset=offset)
+
+
 def record(
     what: str,
     outcome: str,

@@ -149,25 +149,12 @@ done
 # --- sshd inside the root on 127.0.0.1:$SSH_PORT --------------------------------------------------
 [ -f "$ROOT/etc/ssh/portal_host_ed25519_key" ] \
     || inroot ssh-keygen -q -t ed25519 -N '' -f /etc/ssh/portal_host_ed25519_key
-# Certificates signed by the portal's CA, as on the dev cluster (deploy/devcluster/up.sh):
-# trusted CA keys (PORTAL_SSH_CA_PUB's lines added, none dropped) and one principals file
-# per user naming only that user. Paths inside the root.
+# Certificates signed by the portal's CA, as on the dev cluster (deploy/lib/ssh_ca.sh);
+# paths inside the root.
 TRUSTED=$ROOT/etc/ssh/portal_trusted_user_ca_keys
-install -d -m 755 "$ROOT/etc/ssh/portal_principals"
-for user in "${USERS[@]}"; do
-    printf '%s\n' "$user" > "$ROOT/etc/ssh/portal_principals/$user"
-    chmod 644 "$ROOT/etc/ssh/portal_principals/$user"
-done
-touch "$TRUSTED"; chmod 644 "$TRUSTED"
-if [ -n "${PORTAL_SSH_CA_PUB:-}" ]; then
-    [ -r "$PORTAL_SSH_CA_PUB" ] || die "PORTAL_SSH_CA_PUB=$PORTAL_SSH_CA_PUB cannot be read"
-    (   flock 9  # (tests add and remove their own CAs under the same lock)
-        while IFS= read -r line; do
-            [ -n "$line" ] || continue
-            grep -qxF "$line" "$TRUSTED" || printf '%s\n' "$line" >> "$TRUSTED"
-        done < "$PORTAL_SSH_CA_PUB"
-    ) 9>>"$TRUSTED"
-fi
+# shellcheck source=deploy/lib/ssh_ca.sh
+. "$HERE/../lib/ssh_ca.sh"
+trust_portal_ca "$TRUSTED" "$ROOT/etc/ssh/portal_principals" "${USERS[@]}"
 SSHD_CONFIG_BEFORE=$(cat "$ROOT/etc/ssh/portal_sshd_config" 2>/dev/null || true)
 cat > "$ROOT/etc/ssh/portal_sshd_config" <<EOF
 $MARK

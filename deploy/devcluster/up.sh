@@ -104,26 +104,11 @@ stop_recorded() {  # stop_recorded PIDFILE...: TERM what they name, wait until i
 }
 
 [ -f "$STATE/ssh_host_ed25519_key" ] || ssh-keygen -q -t ed25519 -N '' -f "$STATE/ssh_host_ed25519_key"
-# Certificates signed by the portal's CA (clusters in certificate mode): sshd trusts the CA
-# keys in $STATE/trusted_user_ca_keys (make devcluster adds the portal's, given as the file
-# PORTAL_SSH_CA_PUB; lines are only ever added here, never dropped: removing an old CA
-# after a rotation is an admin's edit) and accepts a certificate for a user only if its
-# principal is named in that user's principals file. Plain authorized_keys keep working.
+# Certificates signed by the portal's CA (clusters in certificate mode): deploy/lib/ssh_ca.sh.
 TRUSTED=$STATE/trusted_user_ca_keys
-install -d -m 755 "$STATE/principals"
-for user in "$CLUSTER_USER" "$SECOND_USER"; do
-    printf '%s\n' "$user" > "$STATE/principals/$user"; chmod 644 "$STATE/principals/$user"
-done
-touch "$TRUSTED"; chmod 644 "$TRUSTED"
-if [ -n "${PORTAL_SSH_CA_PUB:-}" ]; then
-    [ -r "$PORTAL_SSH_CA_PUB" ] || die "PORTAL_SSH_CA_PUB=$PORTAL_SSH_CA_PUB cannot be read"
-    (   flock 9  # (tests add and remove their own CAs under the same lock)
-        while IFS= read -r line; do
-            [ -n "$line" ] || continue
-            grep -qxF "$line" "$TRUSTED" || printf '%s\n' "$line" >> "$TRUSTED"
-        done < "$PORTAL_SSH_CA_PUB"
-    ) 9>>"$TRUSTED"
-fi
+# shellcheck source=deploy/lib/ssh_ca.sh
+. "$HERE/../lib/ssh_ca.sh"
+trust_portal_ca "$TRUSTED" "$STATE/principals" "$CLUSTER_USER" "$SECOND_USER"
 SSHD_CONFIG_BEFORE=$(cat "$STATE/sshd_config" 2>/dev/null || true)
 cat > "$STATE/sshd_config" <<EOF
 $MARK

@@ -299,15 +299,7 @@ class JobViewSet(
                 raise ValidationError({"offset": ["Use a byte offset: a whole number >= 0."]})
             offset = int(offset)
         try:
-            with audit.action(
-                audit.Action.FILE_READ,
-                user=request.user,
-                account=job.cluster_account,
-                cluster=job.cluster,
-                target=f"job {job.pk} {stream}.log",
-                repeat_window=audit.FOLLOW_WINDOW,
-            ):
-                tail = files.read_job_log(job, stream, offset=offset)
+            tail = audit.read_job_log(request.user, job, stream, offset)
         except ssh.ClusterError as exc:
             raise ClusterError(f"Could not read the log from {job.cluster.name}: {exc}") from None
         return Response(
