@@ -238,6 +238,17 @@ def idp_provider() -> idp_mod.Provider:
     return idp_mod.provider()
 
 
+@pytest.fixture(scope="module")
+def oidc_test_provider():
+    """An in-test OpenID Connect provider (tests/oidcprovider.py: HTTP in a thread, real
+    keys) for the unit tests of sign-in and API tokens; the real one is idp_provider."""
+    from tests.oidcprovider import Provider
+
+    running = Provider()
+    yield running
+    running.close()
+
+
 # --- SSH certificates (clusters in certificate mode) -----------------------------------------
 
 

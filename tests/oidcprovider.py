@@ -16,6 +16,8 @@ import json
 import secrets
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
@@ -188,3 +190,22 @@ class Provider:
                 self._send(status, body)
 
         return Handler
+
+
+@contextmanager
+def portal_uses(provider: Provider, settings, **more) -> Iterator[Provider]:
+    """OIDC on in this test's settings, pointed at ``provider`` (reset, its keys forgotten
+    by the portal before and after); ``more``: further PORTAL_OIDC_* settings."""
+    from portal.identity import provider as portal_provider
+
+    provider.reset()
+    portal_provider.forget_keys()
+    settings.PORTAL_OIDC_ISSUER = provider.issuer
+    settings.PORTAL_OIDC_CLIENT_ID = CLIENT_ID
+    settings.PORTAL_OIDC_CLIENT_SECRET = CLIENT_SECRET
+    for name, value in more.items():
+        setattr(settings, name, value)
+    try:
+        yield provider
+    finally:
+        portal_provider.forget_keys()

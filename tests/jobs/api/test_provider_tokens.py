@@ -8,33 +8,22 @@ import time
 import pytest
 
 from portal.identity import provider as portal_provider
-from tests import factories
-from tests.oidcprovider import CLIENT_ID, CLIENT_SECRET, Provider, ec_key, rsa_key, sign
+from tests import factories, oidcprovider
+from tests.oidcprovider import CLIENT_ID, ec_key, rsa_key, sign
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(scope="module")
-def idp():
-    running = Provider()
-    yield running
-    running.close()
+AUD = "https://portal.example.org"
 
 
 @pytest.fixture
-def oidc(idp, settings, owner):
-    idp.reset()
-    portal_provider.forget_keys()
-    settings.PORTAL_OIDC_ISSUER = idp.issuer
-    settings.PORTAL_OIDC_CLIENT_ID = CLIENT_ID
-    settings.PORTAL_OIDC_CLIENT_SECRET = CLIENT_SECRET
-    settings.PORTAL_OIDC_API_AUDIENCE = "https://portal.example.org"
-    factories.identity(owner, idp.issuer, idp.claims["sub"])
-    yield idp
-    portal_provider.forget_keys()
-
-
-AUD = "https://portal.example.org"
+def oidc(oidc_test_provider, settings, owner):
+    with oidcprovider.portal_uses(
+        oidc_test_provider, settings, PORTAL_OIDC_API_AUDIENCE=AUD
+    ) as idp:
+        factories.identity(owner, idp.issuer, idp.claims["sub"])
+        yield idp
 
 
 def status(token: str, method: str = "get", path: str = "/api/v1/jobs/") -> int:

@@ -16,36 +16,26 @@ from django.contrib.auth.models import Group
 from django.test import Client
 
 from jobs.models import ApiToken, ClusterAccount
-from portal.identity import provider as portal_provider
 from portal.identity.models import Identity
-from tests import factories
-from tests.oidcprovider import CLIENT_ID, CLIENT_SECRET, Provider, ec_key, rsa_key
+from tests import factories, oidcprovider
+from tests.oidcprovider import CLIENT_ID, Provider, ec_key, rsa_key
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(scope="module")
-def idp():
-    running = Provider()
-    yield running
-    running.close()
-
-
 @pytest.fixture
-def oidc(idp, settings):
+def oidc(oidc_test_provider, settings):
     """OIDC on, pointed at the test provider (only for the test that asks)."""
-    idp.reset()
-    portal_provider.forget_keys()
-    settings.PORTAL_OIDC_ISSUER = idp.issuer
-    settings.PORTAL_OIDC_CLIENT_ID = CLIENT_ID
-    settings.PORTAL_OIDC_CLIENT_SECRET = CLIENT_SECRET
-    settings.PORTAL_OIDC_PROVIDER_NAME = "Test IdP"
-    settings.PORTAL_OIDC_API_AUDIENCE = CLIENT_ID
-    settings.PORTAL_OIDC_ALLOWED_GROUPS = ["hpc-users"]
-    settings.PORTAL_OIDC_STAFF_GROUPS = ["hpc-admins"]
-    settings.PORTAL_LOCAL_LOGIN_USERS = ["rescue"]
-    yield idp
-    portal_provider.forget_keys()
+    with oidcprovider.portal_uses(
+        oidc_test_provider,
+        settings,
+        PORTAL_OIDC_PROVIDER_NAME="Test IdP",
+        PORTAL_OIDC_API_AUDIENCE=CLIENT_ID,
+        PORTAL_OIDC_ALLOWED_GROUPS=["hpc-users"],
+        PORTAL_OIDC_STAFF_GROUPS=["hpc-admins"],
+        PORTAL_LOCAL_LOGIN_USERS=["rescue"],
+    ) as idp:
+        yield idp
 
 
 def flow(client: Client, idp: Provider, **login_query):
