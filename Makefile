@@ -101,7 +101,7 @@ demo-setup: venv services devcluster condorpool idp
 	@$(DEMO_ENV) $(PY) manage.py load_demo_catalog
 	@$(DEMO_ENV) $(PY) manage.py create_demo_user
 ifeq ($(IS_ROOT),yes)
-	@$(DEMO_ENV) $(PY) manage.py register_devcluster --ssh-auth certificate --account demo=hpcuser
+	@$(DEMO_ENV) $(PY) manage.py register_devcluster --ssh-auth certificate --account demo=hpcuser --default
 	@$(DEMO_ENV) $(PY) manage.py register_condorpool --ssh-auth certificate --account demo=condoruser
 endif
 

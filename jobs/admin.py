@@ -72,13 +72,14 @@ class ClusterAdmin(admin.ModelAdmin):
         "default_account",
         "partition_count",
         "enabled",
+        "is_default",
     )
     list_filter = ("enabled", "scheduler", "login_mode", "ssh_auth")
     search_fields = ("name", "ssh_host", "description")
     readonly_fields = ("host_key_fingerprint",)
     inlines = [PartitionInline, GpuTypeInline]
     fieldsets = (
-        (None, {"fields": ("name", "description", "scheduler", "enabled")}),
+        (None, {"fields": ("name", "description", "scheduler", "enabled", "is_default")}),
         (
             "SSH",
             {
@@ -127,7 +128,20 @@ class ClusterAdmin(admin.ModelAdmin):
                 messages.WARNING,
             )
 
-    actions = ("pin_presented_host_key", "discover_gpu_types")
+    actions = ("pin_presented_host_key", "discover_gpu_types", "make_default")
+
+    @admin.action(description="Make it the default cluster", permissions=["change"])
+    def make_default(self, request, queryset):
+        if queryset.count() != 1:
+            self.message_user(request, "Choose one cluster to be the default.", messages.ERROR)
+            return
+        cluster = queryset.get()
+        cluster.mark_default()
+        self.message_user(
+            request,
+            f"{cluster.name} is the default cluster: jobs that name no cluster go there.",
+            messages.SUCCESS,
+        )
 
     @admin.action(
         description="Discover GPU types from the nodes (sinfo, condor_status)",

@@ -34,9 +34,13 @@ def _public_key(private_key_file: Path) -> str:
 
 @transaction.atomic
 def register(
-    info: dict, accounts: dict[str, str] | None = None, ssh_auth: str | None = None
+    info: dict,
+    accounts: dict[str, str] | None = None,
+    ssh_auth: str | None = None,
+    default: bool = False,
 ) -> Cluster:
-    """Create or update the dev cluster, its partitions and cluster accounts.
+    """Create or update the dev cluster, its partitions and cluster accounts; ``default``
+    makes it the default cluster (``make demo`` does, for the Slurm dev cluster).
 
     ``accounts`` maps portal user names to cluster user names; the cluster's
     default user also becomes its service account. ``ssh_auth`` (a Cluster.SshAuth) sets
@@ -141,4 +145,6 @@ def register(
                 f"the dev cluster has no user {cluster_user!r}; it has {sorted(info['users'])}"
             )
         save_account(User.objects.get(username=portal_user), cluster_user)
+    if default:
+        cluster.mark_default()
     return cluster

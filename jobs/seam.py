@@ -88,6 +88,13 @@ class Adapter:
     array_throttle = False
     # What the admin's GPU discovery runs (named when it does not answer).
     gpu_discovery_command = ""
+    # The launch form's words for this scheduler: what the account a job is charged to is
+    # called and what it is, and a line said when this scheduler's cluster is chosen (what
+    # it runs differently; empty: nothing to say). The words a person reads, never a pointer
+    # elsewhere.
+    account_label = "Account"
+    account_help = "Charged for the job; empty: the cluster's default."
+    launch_note = ""
 
     # The adapter's modules: ``scripts.render``/``render_array`` write what is submitted,
     # ``operations.submit``/``submit_array``/``cancel``/``release`` run the commands.
@@ -165,4 +172,7 @@ class Adapter:
             "supports_launchers": self.supports_launchers,
             "supports_resumable": self.supports_resumable,
             "array_throttle": self.array_throttle,
+            "account_label": self.account_label,
+            "account_help": self.account_help,
+            "launch_note": self.launch_note,
         }

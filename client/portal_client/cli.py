@@ -640,7 +640,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     submit.add_argument("--container", "-c", help="catalog slug (see `portal containers`)")
-    submit.add_argument("--cluster")
+    submit.add_argument(
+        "--cluster",
+        help="cluster name (see `portal clusters`); omitted, the portal chooses: the default "
+        "cluster its administrators marked, else the cluster of your most recent job, else "
+        "the first by name, among the clusters you have an account on",
+    )
     submit.add_argument("--partition", "-p")
     submit.add_argument("--gpus", "-g", type=int, help="GPUs on each node")
     submit.add_argument("--nodes", "-N", type=int, help="nodes (multi-node training)")
@@ -664,13 +669,18 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--cpus", type=int, help="CPUs per task")
     submit.add_argument("--mem", type=int, metavar="GB", help="memory in GB")
     submit.add_argument("--time", "-t", type=parse_minutes, help="walltime: 90, 2h, 01:30:00")
-    submit.add_argument("--account", "-A", help="Slurm account")
+    submit.add_argument(
+        "--account",
+        "-A",
+        help="charged for the job: the Slurm account or HTCondor accounting group "
+        "(default: the cluster's)",
+    )
     submit.add_argument("--workdir", choices=["home", "scratch"])
     submit.add_argument("--name", "-n")
     submit.add_argument(
         "--resumable",
         action="store_true",
-        help="checkpoint when warned before the time limit and requeue (README, Long runs)",
+        help="checkpoint when warned before the time limit and requeue (Slurm clusters)",
     )
     submit.add_argument(
         "--attempts", type=int, metavar="N", help="resumable: up to N runs of --time each"
@@ -746,7 +756,8 @@ def build_parser() -> argparse.ArgumentParser:
     sweep = commands.add_parser(
         "sweep",
         help="experiments: hyper-parameter sweeps, K-fold",
-        description='Experiments: many jobs over a search space (README, "Experiments").',
+        description="Experiments: many jobs over a search space, from a spec: name, launch "
+        "(a job request, as `portal submit` sends), parameters, method, objective, budget.",
     )
     sweeps = sweep.add_subparsers(dest="sweep_cmd", metavar="ACTION", required=True)
     create = sweeps.add_parser("create", help="start an experiment from a YAML or JSON spec")

@@ -95,8 +95,7 @@ class HTCondor(Adapter):
     name = "HTCondor"
     scripts = submit
     operations = operations
-    # One process on one machine per job, and it requeues nothing itself (README,
-    # "Schedulers").
+    # One process on one machine per job, and it requeues nothing itself.
     supports_multi_node = False
     supports_launchers = False
     supports_resumable = False
@@ -104,6 +103,15 @@ class HTCondor(Adapter):
     # the experiment controller submits only as many as may run instead.
     array_throttle = False
     gpu_discovery_command = "condor_status"
+    account_label = "Accounting group"
+    account_help = (
+        "The group the job's usage is charged to (accounting_group); empty: the cluster's default."
+    )
+    launch_note = (
+        "This cluster runs HTCondor: each job runs as one process on one machine, with GPUs "
+        "chosen by compute capability and memory. For a job on several nodes, a launcher "
+        "(torchrun, mpirun) or checkpoint and requeue, choose a Slurm cluster."
+    )
 
     def member_id(self, array_id: str, index: int) -> str:
         return f"{array_id}.{int(index)}"

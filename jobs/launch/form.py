@@ -7,6 +7,7 @@ from typing import Any
 
 from django import forms
 
+from jobs import schedulers
 from jobs.models import Cluster, ClusterAccount, ContainerImage, Job, Partition
 
 # What a launch request sets of a job, in the launch form's order (model field names; the
@@ -112,7 +113,6 @@ class LaunchForm(forms.ModelForm):
             "resumable": "Checkpoint and requeue",
             "max_attempts": "Attempts",
             "checkpoint_warning_seconds": "Warning before the limit (s)",
-            "account": "Slurm account",
             "work_dir_kind": "Work directory",
             "notebook_dir": "Folder",
             "name": "Name (optional)",
@@ -131,10 +131,21 @@ class LaunchForm(forms.ModelForm):
         self.user = user
         self.instance.owner = user
         self.fields["account"].widget.attrs["placeholder"] = "cluster default"
+        self.name_account()
         # Left out (a form or script from before multi-node jobs): one process on one node.
         for name in self.OPTIONAL_DEFAULTS:
             self.fields[name].required = False
         self.fields["notebook_dir"].widget.attrs["placeholder"] = "e.g. projects/mnist"
+
+    def name_account(self) -> None:
+        """The account field in the words of the chosen cluster's scheduler ("Slurm
+        account", "Accounting group"): its adapter's; the page follows a change of cluster."""
+        chosen = self.data.get("cluster") if self.is_bound else self.initial.get("cluster")
+        cluster = Cluster.objects.filter(name=str(chosen or ""), enabled=True).first()
+        adapter = schedulers.for_cluster(cluster) if cluster is not None else None
+        field = self.fields["account"]
+        field.label = adapter.account_label if adapter else "Account"
+        field.help_text = adapter.account_help if adapter else ""
 
     LAYOUT_DEFAULTS = {"nodes": 1, "tasks_per_node": 1, "launcher": Job.Launcher.NONE}
     # Left out (the page sends no disabled field): as the model's defaults.
@@ -231,10 +242,7 @@ def launch_initial(user, source: Job | None = None) -> dict:
             }
             | _trial_again(source)
         )
-    clusters = list(Cluster.objects.filter(enabled=True))
-    cluster = next(
-        (c for c in clusters if ClusterAccount.for_user(c, user)), clusters[0] if clusters else None
-    )
+    cluster = Cluster.objects.default_for(user)
     partition = cluster.default_partition() if cluster else None
     image = ContainerImage.objects.offered().filter(deprecated=False).first()
     initial = {

@@ -69,7 +69,12 @@ class LaunchRequest(serializers.Serializer):
     """The request for a new job; defaults are the catalog's, as on the launch page."""
 
     container = serializers.CharField(required=False, help_text="Catalog slug.")
-    cluster = serializers.CharField(required=False)
+    cluster = serializers.CharField(
+        required=False,
+        help_text="Cluster name. Omitted: the default cluster an administrator marked; with "
+        "none marked, the cluster of your most recent job, else the first by name (each "
+        "among the enabled clusters you have an account on), as on the launch page.",
+    )
     partition = serializers.CharField(required=False)
     kind = serializers.ChoiceField(choices=Job.Kind.choices, default=Job.Kind.BATCH)
     command = serializers.CharField(
@@ -117,7 +122,9 @@ class LaunchRequest(serializers.Serializer):
     resumable = serializers.BooleanField(
         required=False,
         help_text="Batch: warned before the time limit, the job checkpoints and requeues "
-        "itself (README, 'Long runs').",
+        "itself (the script checks portal_metrics.should_checkpoint(), saves to "
+        "$PORTAL_CHECKPOINT_DIR and exits; the next attempt resumes from resume_step()). "
+        "Slurm clusters only.",
     )
     max_attempts = serializers.IntegerField(
         required=False,
@@ -131,7 +138,12 @@ class LaunchRequest(serializers.Serializer):
         max_value=3600,
         help_text="Resumable: how long before the time limit the job is asked to checkpoint.",
     )
-    account = serializers.CharField(required=False, allow_blank=True)
+    account = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="Charged for the job: the Slurm account, or the HTCondor accounting group. "
+        "Omitted: the cluster's default.",
+    )
     workdir = serializers.ChoiceField(choices=Job.WorkDir.choices, required=False)
     notebook_dir = serializers.CharField(
         required=False,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
 
 from jobs import crypto, validators
@@ -16,6 +16,32 @@ from jobs.validators import split_list
 
 if TYPE_CHECKING:
     from jobs.models.catalog import ContainerImage
+
+
+class ClusterQuerySet(models.QuerySet["Cluster"]):
+    def default_for(self, user) -> Cluster | None:
+        """The cluster a job of ``user`` goes to when it names none: the launch form's
+        first choice, and the cluster of an API or CLI request without one. Among the
+        enabled clusters the user has an account on (all enabled ones if none): the one an
+        administrator marked default; else the cluster of the user's most recent job;
+        else the first by name."""
+        enabled: list[Cluster] = list(self.filter(enabled=True).order_by("name"))
+        known = getattr(user, "pk", None) is not None
+        usable = [
+            c for c in enabled if known and ClusterAccount.for_user(c, user) is not None
+        ] or enabled
+        marked = next((c for c in usable if c.is_default), None)
+        if marked is not None:
+            return marked
+        if known:
+            last: Cluster | None = (
+                self.filter(pk__in=[c.pk for c in usable], jobs__owner=user)
+                .order_by("-jobs__created_at", "-jobs__pk")
+                .first()
+            )
+            if last is not None:
+                return last
+        return usable[0] if usable else None
 
 
 class Cluster(models.Model):
@@ -38,7 +64,8 @@ class Cluster(models.Model):
         choices=Scheduler.choices,
         default=Scheduler.SLURM,
         help_text="The batch system behind the login node (an HTCondor access point): what "
-        "the portal submits with. README, 'Schedulers', says what each one supports.",
+        "the portal submits with. Slurm runs multi-node jobs, launchers (torchrun, mpirun) "
+        "and checkpoint-and-requeue; HTCondor runs each job as one process on one machine.",
     )
     ssh_host = models.CharField(max_length=253, validators=[validators.hostname])
     ssh_port = models.PositiveIntegerField(
@@ -76,7 +103,8 @@ class Cluster(models.Model):
         max_length=64,
         blank=True,
         validators=[validators.slurm_name],
-        help_text="Slurm account (--account) used when the user does not choose one.",
+        help_text="Charged when the user names none: the Slurm account (--account) or the "
+        "HTCondor accounting group (accounting_group).",
     )
     home_root = models.CharField(
         max_length=255,
@@ -104,6 +132,14 @@ class Cluster(models.Model):
         "below it. Experiments split their trials into arrays that fit.",
     )
     enabled = models.BooleanField(default=True)
+    is_default = models.BooleanField(
+        "default cluster",
+        default=False,
+        help_text="Where a job goes when it names no cluster: the launch form's first choice "
+        "and the cluster of API and CLI requests without one. At most one cluster is the "
+        "default; with none, each user's jobs go to the cluster of their last job (or the "
+        "first by name).",
+    )
     # OIDC sign-in (portal/identity/): which cluster user a person is here, and who may use it.
     user_map = models.TextField(
         "cluster user from sign-in",
@@ -122,8 +158,19 @@ class Cluster(models.Model):
         "cluster, comma-separated. Empty: everyone allowed into the portal.",
     )
 
+    objects = ClusterQuerySet.as_manager()
+
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["is_default"],
+                condition=Q(is_default=True),
+                name="one_default_cluster",
+                violation_error_message="Another cluster is already the default: unmark it "
+                "first, or use the action “Make it the default cluster” in the list.",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -135,6 +182,15 @@ class Cluster(models.Model):
             self.accounts.exclude(private_key_encrypted="", public_key="").update(
                 private_key_encrypted="", public_key=""
             )
+
+    def mark_default(self) -> None:
+        """Make this the default cluster, and no other."""
+        # One transaction: no reader sees two defaults or none; two admins marking at once
+        # meet the constraint (one_default_cluster), and the second one is refused.
+        with transaction.atomic():
+            Cluster.objects.filter(is_default=True).exclude(pk=self.pk).update(is_default=False)
+            Cluster.objects.filter(pk=self.pk).update(is_default=True)
+        self.is_default = True
 
     @property
     def host_key_fingerprint(self) -> str:

@@ -23,6 +23,8 @@ class Slurm(Adapter):
     operations = operations
     array_throttle = True
     gpu_discovery_command = "sinfo"
+    account_label = "Slurm account"
+    account_help = "Charged for the job (sbatch --account); empty: the cluster's default."
 
     def member_id(self, array_id: str, index: int) -> str:
         return f"{array_id}_{int(index)}"

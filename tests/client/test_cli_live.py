@@ -79,6 +79,23 @@ def test_submit_prints_the_id_and_takes_the_catalogs_defaults(portal_env, submit
     assert shlex.split(job.command) == ["python", "train.py", "--name", "my run"]
 
 
+def test_submit_without_a_cluster_goes_where_the_portal_decides(
+    portal_env, owner, catalog, submitted, capsys
+):
+    """`portal submit` names no cluster: the admin's default, else the user's last."""
+    first = factories.cluster("acluster", scheduler="htcondor")
+    factories.partition(first, "cpu", is_default=True)
+    factories.account(first, owner, "alice")
+    assert run(capsys, "submit", "--", "echo", "hi")[0] == 0
+    assert Job.objects.latest("pk").cluster.name == "acluster"  # the first by name
+    assert run(capsys, "submit", "--cluster", "testcluster", "--", "echo", "hi")[0] == 0
+    assert run(capsys, "submit", "--", "echo", "hi")[0] == 0
+    assert Job.objects.latest("pk").cluster.name == "testcluster"  # the last one used
+    first.mark_default()
+    assert run(capsys, "submit", "--", "echo", "hi")[0] == 0
+    assert Job.objects.latest("pk").cluster.name == "acluster"  # the admin's default
+
+
 def test_submit_without_a_command_runs_the_images_own(portal_env, submitted, capsys):
     assert run(capsys, "submit")[0] == 0
     assert Job.objects.get().command == "python train.py"

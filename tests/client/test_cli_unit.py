@@ -260,3 +260,23 @@ def test_usage_prints_a_table_and_the_total(capsys):
     cli.cmd_usage(Portal(), cli.parse_args(["usage", "--from", "2026-10"]), cli.Output(False))
     out = capsys.readouterr().out
     assert "GPU-H" in out and " 2.50 " in out and "2.50 GPU-hours in all" in out
+
+
+def test_submit_without_a_cluster_leaves_the_choice_to_the_portal_and_says_how(capsys):
+    sent = {}
+
+    class Portal:
+        def submit(self, **fields):
+            sent.update(fields)
+            return {"id": 5, "url": "http://portal/jobs/5/", "state": "queued"}
+
+    cli.cmd_submit(Portal(), cli.parse_args(["submit", "--", "train"]), cli.Output(False))
+    assert sent["cluster"] is None  # the client leaves out what is None: the server decides
+    with pytest.raises(SystemExit):
+        cli.main(["submit", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert (
+        "the default cluster its administrators marked, else the cluster of your most "
+        "recent job, else the first by name" in help_text
+    )
+    assert "README" not in help_text

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from jobs.cluster import ssh
-from jobs.models import ClusterAccount
+from jobs.models import Cluster, ClusterAccount
 from tests import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.devcluster]
@@ -215,6 +215,17 @@ def test_register_devcluster_command_is_idempotent(devcluster_info, owner):
         )
     assert "Registered cluster devcluster" in out.getvalue()
     assert ClusterAccount.objects.filter(cluster__name="devcluster").count() == 2  # service + owner
+    # Only `make demo` asks for it to be the default cluster (--default): never by itself.
+    assert not Cluster.objects.get(name="devcluster").is_default
+    other = factories.cluster("another", is_default=True)
+    out = StringIO()
+    call_command("register_devcluster", "--default", stdout=out)
+    assert "the default cluster" in out.getvalue()
+    assert list(Cluster.objects.filter(is_default=True).values_list("name", flat=True)) == [
+        "devcluster"
+    ]
+    other.refresh_from_db()
+    assert not other.is_default
 
 
 def test_command_output_arrives_whole_every_time(conn):

@@ -286,6 +286,50 @@ def test_launch_defaults_work_without_changes(signed_in, cluster, host_python):
     assert {p["name"] for p in limits["testcluster"]["partitions"]} == {"gpu", "cpu"}
 
 
+def test_the_launch_page_speaks_each_schedulers_words_and_names_no_readme(
+    signed_in, owner, cluster, host_python
+):
+    """The account field as the preselected cluster's scheduler calls it, each cluster's
+    words for the page's script to switch to, and no pointer to the README anywhere."""
+    pool = factories.cluster("acondorpool", scheduler="htcondor")
+    factories.partition(pool, "cpu", is_default=True)
+    factories.account(pool, owner, "alice")
+    body = signed_in.get("/launch/").content.decode()
+    assert '<label for="id_account">Accounting group</label>' in body  # first by name
+    limits = json.loads(
+        body.split('id="partition-limits" type="application/json">')[1].split("</script>")[0]
+    )
+    slurm, condor = limits["testcluster"]["capabilities"], limits["acondorpool"]["capabilities"]
+    assert (slurm["account_label"], condor["account_label"]) == (
+        "Slurm account",
+        "Accounting group",
+    )
+    assert slurm["launch_note"] == "" and "one process on one machine" in condor["launch_note"]
+    cluster.mark_default()
+    body = signed_in.get("/launch/").content.decode()
+    assert '<label for="id_account">Slurm account</label>' in body
+    assert signed_in.get("/launch/").context["form"].initial["cluster"] == "testcluster"
+    for page in (body, signed_in.get("/experiments/").content.decode()):
+        assert "README" not in page
+
+
+def test_no_help_text_a_person_reads_names_the_readme():
+    """Model fields (the admin's forms, the launch form) and the API's request fields (its
+    schema): each says what is needed itself."""
+    from django.apps import apps
+
+    from jobs.launch.request import LaunchRequest
+
+    texts = [
+        (f"{model.__name__}.{field.name}", str(getattr(field, "help_text", "")))
+        for model in apps.get_models()
+        if model.__module__.startswith(("jobs.", "proxy.", "portal.", "frontend."))
+        for field in model._meta.get_fields()
+    ]
+    texts += [(f"api.{n}", str(f.help_text or "")) for n, f in LaunchRequest().fields.items()]
+    assert [name for name, text in texts if "README" in text] == []
+
+
 def test_launch_again_prefills_the_form(signed_in, job):
     form = signed_in.get(f"/launch/?from={job.pk}").context["form"]
     assert form.initial["command"] == "echo hi" and form.initial["partition"] == job.partition_id

@@ -171,3 +171,21 @@ def test_non_staff_cannot_use_the_admin(client, owner):
     client.force_login(owner)
     response = client.get(CHANGELIST)
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+def test_an_admin_makes_one_cluster_the_default(admin_client):
+    first, second = factories.cluster("alpha"), factories.cluster("beta")
+    changelist = reverse("admin:jobs_cluster_changelist")
+    for chosen in (first, second):
+        response = admin_client.post(
+            changelist,
+            {"action": "make_default", "_selected_action": [chosen.pk]},
+            follow=True,
+        )
+        said = [str(m) for m in response.context["messages"]]
+        assert f"{chosen.name} is the default cluster" in " ".join(said), said
+        assert list(Cluster.objects.filter(is_default=True)) == [chosen]
+    response = admin_client.post(
+        changelist, {"action": "make_default", "_selected_action": [first.pk, second.pk]}
+    )
+    assert Cluster.objects.get(is_default=True) == second  # two at once: refused

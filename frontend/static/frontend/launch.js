@@ -160,8 +160,16 @@ const PortalLaunch = (() => {
     const can = (limits[cluster.value] || {}).capabilities || {};
     const oneNode = can.supports_multi_node === false || can.supports_launchers === false;
     const noResume = can.supports_resumable === false;
+    // The scheduler's own words: its note, and what it calls the account a job is charged to.
     const note = form.querySelector("[data-scheduler-note]");
-    if (note) note.hidden = !(oneNode || noResume);
+    if (note) { note.textContent = can.launch_note || ""; note.hidden = !note.textContent; }
+    const account = $("account-field");
+    if (account && can.account_label) {
+      account.querySelector("label").textContent = can.account_label;
+      let help = account.querySelector("small");
+      if (!help) help = account.querySelector(".field").appendChild(document.createElement("small"));
+      help.textContent = can.account_help || "";
+    }
     $("command-field").hidden = !batch;
     // Sessions are one process on one node.
     $("distributed-fields").hidden = !batch || oneNode;

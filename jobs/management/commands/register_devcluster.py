@@ -25,7 +25,14 @@ class Command(BaseCommand):
             "before (key_pair for a new one)",
         )
 
-    def handle(self, *args, state_dir=None, account=(), ssh_auth=None, **options):
+        parser.add_argument(
+            "--default",
+            action="store_true",
+            help="make it the default cluster: where the launch form, the API and the CLI "
+            "send a job that names no cluster (any other cluster stops being the default)",
+        )
+
+    def handle(self, *args, state_dir=None, account=(), ssh_auth=None, default=False, **options):
         accounts = {}
         for item in account:
             portal_user, sep, cluster_user = item.partition("=")
@@ -34,12 +41,13 @@ class Command(BaseCommand):
             accounts[portal_user] = cluster_user
         try:
             info = devcluster.read_info(state_dir or settings.DEVCLUSTER_DIR)
-            cluster = devcluster.register(info, accounts, ssh_auth)
+            cluster = devcluster.register(info, accounts, ssh_auth, default=default)
         except (devcluster.DevclusterMissing, ValueError) as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(
             f"Registered cluster {cluster.name} at {cluster.ssh_host}:{cluster.ssh_port} "
             f"(host key {cluster.host_key_fingerprint}; SSH: {cluster.get_ssh_auth_display()})"
+            + ("; the default cluster" if cluster.is_default else "")
         )
         for portal_user, cluster_user in accounts.items():
             self.stdout.write(f"  portal user {portal_user} -> cluster user {cluster_user}")

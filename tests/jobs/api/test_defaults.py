@@ -2,10 +2,12 @@
 chosen image (GPUs only where the image and the partition have them)."""
 
 import pytest
+import yaml
 from django.core.exceptions import ValidationError
+from rest_framework.test import APIClient
 
 from jobs.launch import launch_initial
-from jobs.models import ContainerImage, Job, Partition
+from jobs.models import Cluster, ContainerImage, Job, Partition
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -99,3 +101,44 @@ def test_an_admin_cannot_set_defaults_above_the_limits(cluster):
     with pytest.raises(ValidationError) as raised:
         p.full_clean()
     assert set(raised.value.message_dict) == {"default_cpus", "default_memory_gb"}
+
+
+@pytest.fixture
+def first_by_name(catalog, owner):
+    """A second cluster the owner can use, before testcluster by name (as `make demo`'s
+    condorpool comes before devcluster)."""
+    cluster = factories.cluster("acluster", scheduler="htcondor")
+    factories.partition(cluster, "cpu", is_default=True)
+    factories.account(cluster, owner, "alice")
+    return cluster
+
+
+def launched_to(api, **payload) -> str:
+    response = api.post("/api/v1/jobs/", {"command": "echo hi", **payload}, format="json")
+    assert response.status_code == 201, response.content
+    return response.json()["cluster"]
+
+
+def test_a_request_without_a_cluster_goes_to_the_admins_default(api, first_by_name, catalog):
+    assert launched_to(api) == "acluster"  # no default, no job yet: the first by name
+    catalog.mark_default()
+    assert launched_to(api) == "testcluster"
+    # A partition alone is looked up on that cluster.
+    assert launched_to(api, partition="gpu") == "testcluster"
+    assert launched_to(api, cluster="acluster") == "acluster"  # named: as named
+    assert launched_to(api) == "testcluster"  # the admin's default outranks the last used
+
+
+def test_without_a_default_a_request_goes_to_the_users_last_cluster(api, first_by_name):
+    assert launched_to(api, cluster="testcluster") == "testcluster"
+    assert launched_to(api) == "testcluster"
+    assert launched_to(api, cluster="acluster") == "acluster"
+    assert launched_to(api) == "acluster"
+    assert not Cluster.objects.filter(is_default=True).exists()
+
+
+def test_the_schema_says_where_a_request_without_a_cluster_goes(api):
+    schema = yaml.safe_load(APIClient().get("/api/schema/").content)
+    text = str(schema["components"]["schemas"])
+    assert "Omitted: the default cluster an administrator marked" in text
+    assert "most recent job" in text and "README" not in text
