@@ -283,6 +283,7 @@ class JobViewSet(
         except tagging.BadAnnotation as exc:
             field = "notes" if "note" in str(exc).lower() else "tags"
             raise ValidationError({field: [str(exc)]}) from None
+        job = self.get_object()  # its tags anew (the first read prefetched the old ones)
         return Response(JobSerializer(job, context={"request": request}).data)
 
     @extend_schema(request=None, responses={202: JobSerializer})
