@@ -3,7 +3,7 @@ user: the image's exact identity (an Apptainer file's sha256, a Podman/Docker re
 digest where the runtime resolves it, "host" without a container) and, when the job's
 folder is a git checkout, its commit, whether it was modified and (opted in) its diff.
 
-One fixed script runs it all in one command; values reach it as positional parameters. Its
+One fixed POSIX sh script runs it all in one command; values reach it as positional parameters. Its
 answer is hostile data: only ``<nonce> <word> <value>`` lines count (a login banner is
 ignored), each value must match a strict pattern, and the diff is cut to a byte bound and
 kept as text that is shown, never run.
@@ -150,7 +150,7 @@ def read(
     folder = git_folder(job, work_dir)
     nonce = secrets.token_hex(8)
     argv = [
-        "bash",
+        "sh",  # POSIX shell only: whatever the login node's bash
         "-c",
         _SCRIPT,
         "portal-provenance",

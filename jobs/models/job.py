@@ -406,7 +406,7 @@ class Job(models.Model):
     # -- tags, notes and parameters (jobs/models/tagging.py has their bounds) -------------
     @property
     def tag_names(self) -> list[str]:
-        return [t.name for t in self.tags.all()]
+        return [t.name for t in self.tags.all()] if self.pk else []
 
     def set_tags(self, names: list[str]) -> None:
         """The job's tags become ``names`` (checked: BadAnnotation)."""

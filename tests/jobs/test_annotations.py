@@ -185,7 +185,7 @@ def test_a_jobs_token_tags_its_own_job_only(owner, cluster, client):
 def run_script(folder: str, *, runtime: str = "", location: str = "", diff: bool = False):
     """The provenance script as the cluster runs it (bash, real git), and its parse."""
     nonce = "n0nce"
-    argv = ["bash", "-c", provenance._SCRIPT, "x", nonce, runtime, location, folder]
+    argv = ["sh", "-c", provenance._SCRIPT, "x", nonce, runtime, location, folder]
     argv += ["1" if diff else "0", "2001"]
     out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60).stdout
     return provenance.parse(out, nonce, {"runtime": runtime}, folder, 2000)
@@ -319,7 +319,7 @@ def test_what_is_asked_of_the_cluster_for_each_runtime(owner, cluster):
         job.keep_diff = True
         conn = Recorder()
         found = provenance.read(conn, job, WORK, max_diff=1000)  # type: ignore[arg-type]
-        assert conn.argv[:2] == ["bash", "-c"] and conn.argv[4:] == [
+        assert conn.argv[:2] == ["sh", "-c"] and conn.argv[4:] == [
             conn.argv[4],
             asked,
             location,
