@@ -62,7 +62,7 @@ def test_a_dirty_checkout_is_recorded_and_launch_again_reproduces_the_run(
         # "Launch again": the form as the page fills it in, sent back unchanged.
         form = client.get(f"/launch/?from={job.pk}").context["form"]
         data = {name: form[name].value() for name in form.fields}
-        data = {k: v for k, v in data.items() if v not in (None, False)}
+        data = {k: v for k, v in data.items() if v is not None and v is not False}
         response = client.post("/launch/", data)
         assert response.status_code == 302, response.context["form"].errors
         again = Job.objects.exclude(pk=job.pk).get()
