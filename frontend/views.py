@@ -5,8 +5,9 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import Http404, JsonResponse, StreamingHttpResponse
+from django.http import Http404, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils.http import content_disposition_header, url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
@@ -16,6 +17,7 @@ from jobs.access import sees_every_job
 from jobs.cluster import files, pool, ssh
 from jobs.launch import LaunchForm, launch_initial, partition_limits, tensorboard_initial
 from jobs.models import ApiToken, ClusterAccount, ContainerImage, Job, Tag
+from jobs.models import annotations as tagging
 from jobs.models.attempts import usage_of
 from jobs.text import quoted
 from portal.throttle import throttled
@@ -109,6 +111,8 @@ def launch(request):
             runs_of = get_job_for_user(request, _int_or_404(request.GET["tensorboard_for"]))
             initial.update(tensorboard_initial(runs_of))
         form = LaunchForm(initial=initial, user=request.user)
+        if source is not None:
+            form.source = source  # the page shows what the run was reproduced from
         if source is not None and not source.image.enabled:
             # Said where the image is chosen, instead of a silently empty choice.
             form.image_notice = (
@@ -139,7 +143,13 @@ def job_detail(request, pk: int):
         if request.GET.get("fragment") == "live"
         else "frontend/job_detail.html"
     )
-    context = {"job": job, "events": job.events.all(), "usage": usage_of(job)}
+    context = {
+        "job": job,
+        "events": job.events.all(),
+        "usage": usage_of(job),
+        "may_annotate": job.owner_id == request.user.pk,
+        "max_note_chars": tagging.MAX_NOTE_CHARS,
+    }
     if job.state == Job.State.RUNNING and job.gpus:
         context["idle_gpus"] = usage.idle_gpu_jobs(Job.objects.filter(pk=job.pk)).get(job.pk)
     if template == "frontend/job_detail.html":
@@ -150,6 +160,38 @@ def job_detail(request, pk: int):
             .select_related("image")[:50]
         )
     return render(request, template, context)
+
+
+@login_required
+@require_POST
+def job_annotate(request, pk: int):
+    """Its owner adds or removes a tag, or saves the note (staff only see them)."""
+    job = get_job_for_user(request, pk)
+    if job.owner_id != request.user.pk:
+        messages.error(request, "Only the job's owner changes its tags and note.")
+        return redirect("job-detail", pk=job.pk)
+    try:
+        if "notes" in request.POST:
+            job.set_notes(request.POST["notes"].replace("\r\n", "\n"))
+            messages.success(request, "Note saved.")
+        elif request.POST.get("add_tags", "").strip():
+            job.change_tags(add=tagging.clean_tags(request.POST["add_tags"]))
+        elif request.POST.get("remove_tag"):
+            job.change_tags(remove=[request.POST["remove_tag"]])
+    except tagging.BadAnnotation as exc:
+        messages.error(request, str(exc))
+    return redirect(f"{reverse('job-detail', args=[job.pk])}#annotations")
+
+
+@login_required
+def job_diff(request, pk: int):
+    """The git diff kept at submit, as plain text to read (never run)."""
+    job = get_job_for_user(request, pk)
+    if not job.git_diff:
+        raise Http404("No diff was kept for this job.")
+    response = HttpResponse(job.git_diff, content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'inline; filename="job-{job.pk}.diff"'
+    return response
 
 
 @login_required

@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs import audit, schedulers, sessions
-from jobs.cluster import files, pool, ssh, workdir
+from jobs.cluster import files, pool, provenance, ssh, workdir
 from jobs.experiments.runs import array_member
 from jobs.metrics.ingest import issue_token
 from jobs.metrics.tasks import tail_metrics
@@ -64,6 +64,7 @@ def submit_job(self, job_id: int) -> None:
         script = scheduler.render(
             job, work_dir, register_url, metrics_url, settings.PORTAL_SYSTEM_METRICS_INTERVAL
         )
+        reproduce, git_diff = read_provenance(job, account, work_dir)
         with audit.action(
             audit.Action.SUBMIT, user=job.owner, account=account, target=f"job {job.pk}"
         ) as entry:
@@ -86,6 +87,8 @@ def submit_job(self, job_id: int) -> None:
         work_dir=work_dir,
         script=script,
         cluster_account=account,
+        reproduce=reproduce,
+        git_diff=git_diff,
     )
     if not moved:
         # Cancelled while we were submitting: do not leave an orphan running.
@@ -120,6 +123,22 @@ def _submit_failed(task, exc: Exception, claimed, what: str, jobs: list[Job]) ->
         job.transition(
             Job.State.SUBMIT_FAILED, expect=(Job.State.QUEUED,), message=f"{prefix}{exc}"
         )
+
+
+def read_provenance(job: Job, account, work_dir: str) -> tuple[dict, str]:
+    """What reproduces ``job`` (jobs/cluster/provenance.py) and its kept diff; a cluster
+    that cannot say is recorded as such and the submission goes on."""
+    try:
+        found = pool.with_connection(
+            account,
+            lambda conn: provenance.read(
+                conn, job, work_dir, max_diff=settings.PORTAL_GIT_DIFF_MAX_BYTES
+            ),
+        )
+    except ssh.ClusterError as exc:
+        identity = provenance.image_identity(job.image)
+        return {"image": identity, "error": f"not read on the cluster: {str(exc)[:300]}"}, ""
+    return found.as_record() | {"read_at": timezone.now().isoformat()}, found.diff
 
 
 def metrics_upload_url(job: Job) -> str:

@@ -356,6 +356,9 @@ PORTAL_AUDIT_RETENTION_DAYS = env_int("PORTAL_AUDIT_RETENTION_DAYS", 400, minimu
 # and the most of a metrics file the SSH tail reads per file and pass (bytes).
 PORTAL_SYSTEM_METRICS_INTERVAL = env_float("PORTAL_SYSTEM_METRICS_INTERVAL", 5.0, minimum=0)
 PORTAL_METRICS_TAIL_BYTES = env_int("PORTAL_METRICS_TAIL_BYTES", 4 * 1024 * 1024, minimum=4096)
+# What reproduces a run: the most of a checkout's `git diff` kept beside a job that asks for
+# it (bytes; the rest is cut and marked so).
+PORTAL_GIT_DIFF_MAX_BYTES = env_int("PORTAL_GIT_DIFF_MAX_BYTES", 1024 * 1024, minimum=1024)
 # Per-job metric quotas: series (name x rank x attempt), stored points, bytes received
 # (uploads and files), ranks (0 .. N-1), and upload requests per job (DRF rate).
 PORTAL_METRICS_MAX_SERIES = env_int("PORTAL_METRICS_MAX_SERIES", 2000, minimum=1)

@@ -193,6 +193,10 @@ class Client:
     def cancel(self, job_id: int) -> dict:
         return self._job_request("POST", job_id, "cancel/")
 
+    def annotate(self, job_id: int, **change) -> dict:
+        """Change a job's note or tags (notes=, tags=, add_tags=, remove_tags=)."""
+        return self._job_request("PATCH", job_id, "", body=change)
+
     def logs(self, job_id: int, stream: str = "stdout", offset: int | None = None) -> dict:
         return self._job_request(
             "GET", job_id, "logs/", params={"stream": stream, "offset": offset}

@@ -145,6 +145,9 @@ def cmd_submit(client: Client, args, out: Output) -> int:
         "account": args.account,
         "workdir": args.workdir,
         "name": args.name,
+        "tags": args.tag or None,
+        "params": parse_params(args.param) if args.param else None,
+        "keep_diff": True if args.keep_diff else None,
     }
     if args.resumable or args.attempts is not None or args.checkpoint_warning is not None:
         # --attempts or --checkpoint-warning alone imply a resumable job.
@@ -178,6 +181,66 @@ def cmd_submit(client: Client, args, out: Output) -> int:
     elif args.logs and status != 130:
         print_output(client, job, failed=status != 0, out=out)
     return status
+
+
+def param_value(text: str):
+    """``--param name=value``'s value: a number, true/false, or the text (as the portal
+    reads the launch form's)."""
+    if text.strip().lower() in ("true", "false"):
+        return text.strip().lower() == "true"
+    for kind in (int, float):
+        try:
+            value = kind(text)
+        except ValueError:
+            continue
+        if value == value and value not in (float("inf"), float("-inf")):
+            return value
+    return text
+
+
+def parse_params(items: list[str]) -> dict:
+    params: dict = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise PortalError(f"--param {item!r}: write it as name=value.")
+        if name in params:
+            raise PortalError(f"--param {name} is given twice.")
+        params[name] = param_value(value)
+    return params
+
+
+def cmd_tag(client: Client, args, out: Output) -> int:
+    change = "add_tags" if args.action == "add" else "remove_tags"
+    job = client.annotate(args.id, **{change: args.tags})
+    out.data(job, f"job {job['id']}: tags {' '.join(job.get('tags') or []) or '(none)'}")
+    return 0
+
+
+def cmd_note(client: Client, args, out: Output) -> int:
+    text = sys.stdin.read() if args.text == "-" else args.text
+    job = client.annotate(args.id, notes=text)
+    out.data(job, f"job {job['id']}: note {'saved' if job.get('notes') else 'cleared'}")
+    return 0
+
+
+def _reproduce(job: dict) -> list[tuple[str, object]]:
+    """What reproduces the run, as `portal show` lines."""
+    found = job.get("reproduce") or {}
+    image = found.get("image") or {}
+    lines: list[tuple[str, object]] = []
+    if image:
+        which = (
+            f"sha256 {image['sha256']}"
+            if image.get("sha256")
+            else image.get("digest") or image.get("identity") or image.get("error") or "?"
+        )
+        lines.append(("Image", f"{image.get('location') or image.get('runtime')} ({which})"))
+    git = found.get("git")
+    if git:
+        state = "modified" if git.get("modified") else "clean"
+        lines.append(("Git", f"{git['commit']} ({state}) in {git.get('folder', '?')}"))
+    return lines
 
 
 def read_output(client: Client, job: dict, failed: bool, out: Output) -> dict:
@@ -342,6 +405,14 @@ def cmd_show(client: Client, args, out: Output) -> int:
             f"{job.get('shape') or _layout(job)}, launcher {job.get('launcher') or 'none'}",
         ),
         ("Command", job["command"] or "-"),
+        *([("Tags", " ".join(job["tags"]))] if job.get("tags") else []),
+        *(
+            [("Params", " ".join(f"{k}={v}" for k, v in job["params"].items()))]
+            if job.get("params")
+            else []
+        ),
+        *_reproduce(job),
+        *([("Note", job["notes"])] if job.get("notes") else []),
         *(
             [
                 (
@@ -691,6 +762,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="resumable: warn S seconds before the end",
     )
+    submit.add_argument(
+        "--tag", action="append", metavar="TAG", help="tag the run (repeat for several)"
+    )
+    submit.add_argument(
+        "--param",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a parameter of the run (repeat): the job reads PORTAL_PARAM_<NAME> and params.json",
+    )
+    submit.add_argument(
+        "--keep-diff",
+        action="store_true",
+        help="keep the git diff of the job's folder beside the job",
+    )
     submit.add_argument("--notebook", action="store_true", help="a notebook session, no command")
     submit.add_argument(
         "--tensorboard",
@@ -742,6 +827,17 @@ def build_parser() -> argparse.ArgumentParser:
     cancel = commands.add_parser("cancel", help="cancel a job")
     cancel.add_argument("id", type=job_id)
     cancel.set_defaults(run=cmd_cancel)
+
+    tag = commands.add_parser("tag", help="add or remove a job's tags")
+    tag.add_argument("id", type=job_id)
+    tag.add_argument("action", choices=["add", "rm"])
+    tag.add_argument("tags", nargs="+", metavar="TAG")
+    tag.set_defaults(run=cmd_tag)
+
+    note = commands.add_parser("note", help="set a job's note ('' clears it, - reads stdin)")
+    note.add_argument("id", type=job_id)
+    note.add_argument("text")
+    note.set_defaults(run=cmd_note)
 
     open_ = commands.add_parser("open", help="print (or open) a notebook's session link")
     open_.add_argument("id", type=job_id)

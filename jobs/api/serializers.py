@@ -11,6 +11,7 @@ from rest_framework import serializers
 from jobs.broadcast import session_payload
 from jobs.launch.request import LaunchRequest
 from jobs.models import Cluster, ContainerImage, GpuType, Job, JobEvent, Partition, Tag
+from jobs.models.annotations import MAX_NOTE_CHARS, MAX_TAGS_PER_JOB
 
 
 class ContainerSerializer(serializers.ModelSerializer):
@@ -117,6 +118,15 @@ class JobSerializer(serializers.ModelSerializer):
     trial = serializers.IntegerField(
         source="trial.number", read_only=True, allow_null=True, help_text="Its trial's number."
     )
+    tags = serializers.ListField(source="tag_names", child=serializers.CharField(), read_only=True)
+    params = serializers.DictField(read_only=True, help_text="The run's parameters.")
+    reproduce = serializers.DictField(
+        read_only=True,
+        help_text="What reproduces the run, read on the cluster at submit: `image` (runtime, "
+        "location and `sha256` of an Apptainer file, `digest` of a Podman reference, or "
+        "`identity: host`), `git` (folder, commit, branch, modified, changed and untracked "
+        "files, diff_bytes) when the folder is a checkout.",
+    )
 
     class Meta:
         model = Job
@@ -124,6 +134,9 @@ class JobSerializer(serializers.ModelSerializer):
             "id",
             "url",
             "name",
+            "tags",
+            "notes",
+            "params",
             "experiment",
             "trial",
             "fold",
@@ -170,6 +183,8 @@ class JobSerializer(serializers.ModelSerializer):
             "started_at",
             "ended_at",
             "session_url",
+            "keep_diff",
+            "reproduce",
         ]
         read_only_fields = fields
 
@@ -204,6 +219,31 @@ class JobDetailSerializer(JobSerializer):
     class Meta(JobSerializer.Meta):
         fields = [*JobSerializer.Meta.fields, "stderr_tail", "events"]
         read_only_fields = fields
+
+
+class JobAnnotationsSerializer(serializers.Serializer):
+    """What a job's owner changes of it afterwards: its note, and its tags (all of them, or
+    some added and removed)."""
+
+    notes = serializers.CharField(
+        required=False, allow_blank=True, trim_whitespace=False, max_length=MAX_NOTE_CHARS
+    )
+    tags = serializers.ListField(
+        child=serializers.CharField(max_length=64), required=False, max_length=MAX_TAGS_PER_JOB
+    )
+    add_tags = serializers.ListField(
+        child=serializers.CharField(max_length=64), required=False, max_length=MAX_TAGS_PER_JOB
+    )
+    remove_tags = serializers.ListField(
+        child=serializers.CharField(max_length=64), required=False, max_length=MAX_TAGS_PER_JOB
+    )
+
+    def validate(self, attrs):
+        if not attrs:
+            raise serializers.ValidationError("Send notes, tags, add_tags or remove_tags.")
+        if "tags" in attrs and ("add_tags" in attrs or "remove_tags" in attrs):
+            raise serializers.ValidationError("Send tags, or add_tags/remove_tags, not both.")
+        return attrs
 
 
 class JobCreateSerializer(LaunchRequest):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
@@ -25,6 +26,7 @@ from rest_framework import (
 from rest_framework.decorators import action
 from rest_framework.exceptions import (
     APIException,
+    PermissionDenied,
     ValidationError,
 )
 from rest_framework.response import Response
@@ -34,6 +36,7 @@ from jobs.api.errors import RefuseNul
 from jobs.api.serializers import (
     ClusterSerializer,
     ContainerSerializer,
+    JobAnnotationsSerializer,
     JobCreateSerializer,
     JobDetailSerializer,
     JobSerializer,
@@ -41,6 +44,7 @@ from jobs.api.serializers import (
 from jobs.cluster import files, ssh
 from jobs.metrics.views import MetricsActions
 from jobs.models import Cluster, ContainerImage, Job
+from jobs.models import annotations as tagging
 
 
 class ClusterError(APIException):
@@ -158,8 +162,10 @@ class JobViewSet(
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation
             return Job.objects.none()
-        jobs = Job.objects.for_user(self.request.user).select_related(
-            "image", "cluster", "partition", "owner", "session", "trial"
+        jobs = (
+            Job.objects.for_user(self.request.user)
+            .select_related("image", "cluster", "partition", "owner", "session", "trial")
+            .prefetch_related("tags")
         )
         if self.action == "retrieve":
             return jobs.prefetch_related("events")
@@ -250,6 +256,35 @@ class JobViewSet(
         job = lifecycle.launch(incoming.validated_data["form"])
         body = JobSerializer(job, context={"request": request}).data
         return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Change a job's note or tags",
+        request=JobAnnotationsSerializer,
+        responses={200: JobSerializer},
+    )
+    def partial_update(self, request, *args, **kwargs):
+        """Its owner changes the job's note (`notes`) and tags: `tags` replaces them all,
+        `add_tags`/`remove_tags` change some. Staff see others' jobs but change only their own
+        (403); bounds: 32 tags of one word each, a note of 10,000 characters."""
+        job = self.get_object()
+        if job.owner_id != request.user.pk:
+            raise PermissionDenied("Only the job's owner changes its tags and note.")
+        incoming = JobAnnotationsSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        change = incoming.validated_data
+        try:
+            with transaction.atomic():
+                if "notes" in change:
+                    job.set_notes(change["notes"])
+                if "tags" in change:
+                    job.set_tags(change["tags"])
+                if "add_tags" in change or "remove_tags" in change:
+                    job.change_tags(change.get("add_tags", ()), change.get("remove_tags", ()))
+        except tagging.BadAnnotation as exc:
+            field = "notes" if "note" in str(exc).lower() else "tags"
+            raise ValidationError({field: [str(exc)]}) from None
+        job = self.get_object()  # its tags anew (the first read prefetched the old ones)
+        return Response(JobSerializer(job, context={"request": request}).data)
 
     @extend_schema(request=None, responses={202: JobSerializer})
     @action(detail=True, methods=["post"])

@@ -25,6 +25,7 @@ from jobs.cluster.launchers import (
 )
 from jobs.cluster.workdir import ScriptError, work_dir_var, work_root
 from jobs.models import ContainerImage, Job
+from jobs.models.annotations import PARAMS_FILE, params_env, params_json
 
 METRICS_MODULE = TEMPLATES / "portal_metrics.py"
 
@@ -60,11 +61,17 @@ def render(
     #SBATCH directives, or HTCondor's environment set-up); ``container``: the script starts the image's runtime itself
     (False where the scheduler does, as HTCondor's ``container_image``).
     """
+    told = []
+    if job.params:
+        # Its parameters, as a trial's (jobs/experiments/runs.py): PORTAL_PARAM_<NAME> and
+        # params.json in the work directory.
+        told = told_lines(params_env(job.params), {PARAMS_FILE: params_json(job.params)})
     identity = "\n".join(
         [
             f"export PORTAL_JOB_ID={shlex.quote(str(job.pk))}",
             f"export PORTAL_WORK_DIR={shlex.quote(work_dir)}",
             f"export PORTAL_METRICS_URL={shlex.quote(metrics_url)}",
+            *told,
         ]
     )
     return _wrap(
@@ -122,15 +129,8 @@ def render_array(
             f"export PORTAL_JOB_ID={shlex.quote(str(member.job.pk))}",
             f"export PORTAL_METRICS_URL={shlex.quote(member.metrics_url)}",
             f"PORTAL_COMMAND={shlex.quote(member.command)}",
+            *told_lines(member.env, member.files),
         ]
-        for name, value in sorted(member.env.items()):
-            if not _ENV_NAME.match(name):
-                raise ScriptError(f"refusing to render environment variable {name!r}")
-            lines.append(f"export {name}={shlex.quote(value)}")
-        for name, text in sorted(member.files.items()):
-            if not _FILE_NAME.match(name):
-                raise ScriptError(f"refusing to render file name {name!r}")
-            lines.append(f'printf "%s\\n" {shlex.quote(text)} > "{work_dir_var()}/{name}"')
         table.append(f"{index})")
         table += [f"    {line}" for line in lines]
         table.append("    ;;")
@@ -154,6 +154,21 @@ def render_array(
         _payload(first, f"{work_dir}/$PORTAL_ARRAY_INDEX", "", '"$PORTAL_COMMAND"', container),
         system_interval,
     )
+
+
+def told_lines(env: dict[str, str], files: dict[str, str]) -> list[str]:
+    """What a job alone is told: its environment variables and files in its work directory
+    (names checked against a pattern, values quoted)."""
+    lines = []
+    for name, value in sorted(env.items()):
+        if not _ENV_NAME.match(name):
+            raise ScriptError(f"refusing to render environment variable {name!r}")
+        lines.append(f"export {name}={shlex.quote(value)}")
+    for name, text in sorted(files.items()):
+        if not _FILE_NAME.match(name):
+            raise ScriptError(f"refusing to render file name {name!r}")
+        lines.append(f'printf "%s\\n" {shlex.quote(text)} > "{work_dir_var()}/{name}"')
+    return lines
 
 
 def _wrap(

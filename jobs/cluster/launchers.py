@@ -90,6 +90,8 @@ def container_launch(
             *DISTRIBUTED_ENV,
             "PET_NODE_RANK",
             "PET_MASTER_PORT",
+            # The run's parameters (jobs/models/annotations.py): every PORTAL_PARAM_<NAME>.
+            "PORTAL_PARAM_*",
         ):
             argv += ["--env", name]
         return argv + ["--volume", volume, "--workdir", work_dir, image.location]

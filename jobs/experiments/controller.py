@@ -294,6 +294,7 @@ def start_trials(experiment: Experiment, trials: list[Trial], free: int, remaini
                     name=label[:100],
                     trial=trial,
                     fold=fold,
+                    params=params,  # what comparisons show and group by
                     array=array,
                     array_index=index,
                 )

@@ -8,19 +8,10 @@ import shlex
 
 from jobs.cluster.jobscript import Member
 from jobs.models import Job
+from jobs.models.annotations import PARAMS_FILE, param_env_name, params_env, params_json
+from jobs.models.annotations import format_param as format_value
 
-PARAMS_FILE = "params.json"
-
-
-def param_env_name(name: str) -> str:
-    return f"PORTAL_PARAM_{name.upper()}"
-
-
-def format_value(value) -> str:
-    """A parameter value as it reaches the command line and the environment."""
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
+__all__ = ["PARAMS_FILE", "param_env_name", "format_value"]
 
 
 def arguments(params: dict) -> str:
@@ -62,12 +53,11 @@ def array_member(job: Job, metrics_url: str) -> Member:
         "FOLD": str(job.fold or 0),
         "NUM_FOLDS": str(experiment.folds),
     }
-    for name, value in trial.params.items():
-        env[param_env_name(name)] = format_value(value)
+    env.update(params_env(trial.params))
     return Member(
         job=job,
         command=job.command,
         env=env,
-        files={PARAMS_FILE: json.dumps(trial.params, sort_keys=True)},
+        files={PARAMS_FILE: params_json(trial.params)},
         metrics_url=metrics_url,
     )

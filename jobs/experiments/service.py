@@ -140,6 +140,7 @@ def relaunch(trial: Trial, user) -> Job:
         owner=user,
         kind=Job.Kind.BATCH,
         name=runs.again_name(trial),
+        params=trial.params,
     )
     job.full_clean(exclude=["uid"])
     return lifecycle.launch_job(job)

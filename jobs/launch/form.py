@@ -9,6 +9,7 @@ from django import forms
 
 from jobs import schedulers
 from jobs.models import Cluster, ClusterAccount, ContainerImage, Job, Partition
+from jobs.models import annotations as tagging
 
 # What a launch request sets of a job, in the launch form's order (model field names; the
 # API calls three of them otherwise: jobs.launch.request.API_NAMES).
@@ -35,6 +36,8 @@ LAUNCH_FIELDS = [
     "notebook_dir",
     "command",
     "name",
+    "params",
+    "keep_diff",
 ]
 
 # Job fields an experiment's launch fixes for every trial (relations by id).
@@ -61,6 +64,36 @@ TRIAL_FIELDS = (
 def trial_fields(job: Job) -> dict:
     """What of a validated (unsaved) job every trial's jobs copy."""
     return {name: getattr(job, name) for name in TRIAL_FIELDS}
+
+
+class ParamsField(forms.Field):
+    """A run's parameters: ``name=value`` lines on the page, an object from the API."""
+
+    widget = forms.Textarea(attrs={"rows": 2, "placeholder": "lr=0.01\nseed=3"})
+
+    def prepare_value(self, value):
+        return tagging.params_text(value) if isinstance(value, dict) else value
+
+    def to_python(self, value):
+        try:
+            if isinstance(value, dict):
+                return tagging.clean_params(value)
+            return tagging.parse_params_text(value or "")
+        except tagging.BadAnnotation as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+
+class TagsField(forms.Field):
+    """Tags: words separated by spaces on the page, a list from the API."""
+
+    def prepare_value(self, value):
+        return " ".join(value) if isinstance(value, (list, tuple)) else value
+
+    def to_python(self, value):
+        try:
+            return tagging.clean_tags(value or [])
+        except tagging.BadAnnotation as exc:
+            raise forms.ValidationError(str(exc)) from None
 
 
 class ClusterChoiceField(forms.ModelChoiceField):
@@ -95,6 +128,17 @@ class LaunchForm(forms.ModelForm):
         queryset=Partition.objects.filter(cluster__enabled=True),
         empty_label=None,
         error_messages={"invalid_choice": "Choose a partition of an enabled cluster."},
+    )
+    params = ParamsField(
+        required=False,
+        label="Parameters",
+        help_text="name=value, one a line: the job reads them as PORTAL_PARAM_<NAME> and in "
+        "params.json; comparisons show and group by them.",
+    )
+    tags = TagsField(
+        required=False,
+        label="Tags",
+        help_text="Words to find and group runs by (e.g. resnet seed=3).",
     )
 
     class Meta:
@@ -157,6 +201,8 @@ class LaunchForm(forms.ModelForm):
 
     # A word about the image shown before the user submits (a disabled one).
     image_notice = ""
+    # "Launch again": the job this copies (the page shows what reproduced it).
+    source: Job | None = None
 
     def clean(self):
         super().clean()  # ModelForm's returns cleaned_data (its stubs allow None)
@@ -176,6 +222,12 @@ class LaunchForm(forms.ModelForm):
                 f"You have no account on {cluster.name} yet: set one up on your Account page.",
             )
         return cleaned
+
+    def save(self, commit: bool = True) -> Job:
+        job = super().save(commit=commit)
+        if commit:
+            job.set_tags(self.cleaned_data.get("tags") or [])
+        return job
 
 
 def last_notebook_dir(user) -> str:
@@ -239,6 +291,7 @@ def launch_initial(user, source: Job | None = None) -> dict:
                 if source.min_gpu_capability or source.min_gpu_memory_gb
                 else source.gpu_type,
                 "notebook_dir": source.notebook_dir or last_notebook_dir(user),
+                "tags": source.tag_names,
             }
             | _trial_again(source)
         )

@@ -16,6 +16,7 @@ from rest_framework import serializers
 
 from jobs.launch.form import TRIAL_FIELDS, LaunchForm, image_layout, launch_initial
 from jobs.models import Cluster, ContainerImage, Job, Partition
+from jobs.models.annotations import MAX_PARAMS, MAX_TAGS_PER_JOB
 from jobs.text import quoted
 
 # API name -> launch form (model) field; the other fields have the same name in both.
@@ -155,6 +156,23 @@ class LaunchRequest(serializers.Serializer):
         "`.portal/jobs/<id>-<uid>`, is allowed too).",
     )
     name = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    tags = serializers.ListField(
+        child=serializers.CharField(max_length=64),
+        required=False,
+        max_length=MAX_TAGS_PER_JOB,
+        help_text="Words to find and group runs by: letters, digits and ._:=+- (at most 64 "
+        f"characters each, {MAX_TAGS_PER_JOB} tags).",
+    )
+    params = serializers.DictField(
+        required=False,
+        help_text=f"The run's parameters (name: number, text or boolean; at most {MAX_PARAMS}): "
+        "the job reads them as PORTAL_PARAM_<NAME> and in params.json.",
+    )
+    keep_diff = serializers.BooleanField(
+        required=False,
+        help_text="Keep the `git diff` of the job's folder's checkout beside the job (its "
+        "commit and whether it was modified are recorded either way).",
+    )
 
     FORM_FIELDS = API_FIELDS  # as before: API name -> launch form field
     FORM_TO_API = API_NAMES

@@ -8,6 +8,7 @@ conflicts as a last guard) and, after commit, publishes only the new points.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import secrets
@@ -24,6 +25,9 @@ from jobs import crypto
 from jobs.metrics.broadcast import publish_metrics
 from jobs.metrics.models import MetricPoint, MetricSeries
 from jobs.models import Job
+from jobs.models import annotations as tagging
+
+log = logging.getLogger(__name__)
 
 KEY = re.compile(r"^[A-Za-z0-9_.:/@+-]{1,100}$")
 MAX_RECORDS = 10_000  # per HTTP batch or per file read
@@ -60,6 +64,8 @@ class Record:
     metrics: dict[str, float]
     system: bool = False
     node: str = ""
+    # Not a measurement: tags and parameters the job reports (pm.tag(), pm.params()).
+    annotate: dict | None = None
 
 
 class BadRecord(ValueError):
@@ -96,6 +102,8 @@ def parse_record(raw) -> Record:
     when = raw.get("time")
     if not _finite(when):
         raise BadRecord("'time' must be a Unix time in seconds")
+    if "annotate" in raw:
+        return Record(seq, attempt, rank, step, float(when), {}, annotate=_annotation(raw))
     metrics = raw.get("metrics")
     if not isinstance(metrics, dict) or not metrics:
         raise BadRecord("'metrics' must be an object of name: number")
@@ -112,6 +120,21 @@ def parse_record(raw) -> Record:
         values[key] = float(value)
     node = NOT_HOSTNAME.sub("", str(raw.get("node") or ""))[:253]
     return Record(seq, attempt, rank, step, float(when), values, bool(raw.get("system")), node)
+
+
+def _annotation(raw: dict) -> dict:
+    """``{"annotate": {"tags": [...], "params": {...}}}``, within the bounds of tags and
+    parameters (jobs/models/tagging.py)."""
+    body = raw["annotate"]
+    if not isinstance(body, dict) or not body or set(body) - {"tags", "params"}:
+        raise BadRecord("'annotate' is an object with 'tags' and/or 'params'")
+    try:
+        return {
+            "tags": tagging.clean_tags(body.get("tags", [])),
+            "params": tagging.clean_params(body.get("params", {})),
+        }
+    except tagging.BadAnnotation as exc:
+        raise BadRecord(str(exc)) from None
 
 
 @dataclass
@@ -222,6 +245,8 @@ def ingest(job: Job, records: list[Record], nbytes: int = 0) -> IngestResult:
     """Store ``records`` (received as ``nbytes`` bytes) exactly once. Raises QuotaExceeded,
     storing nothing, when they would take the job past a limit."""
     result = IngestResult()
+    _annotate(job, [r.annotate for r in records if r.annotate is not None])
+    records = [r for r in records if r.annotate is None]
     if not records:
         return result
     with transaction.atomic():
@@ -263,6 +288,20 @@ def ingest(job: Job, records: list[Record], nbytes: int = 0) -> IngestResult:
         if rows:
             transaction.on_commit(lambda: publish_points(job, result))
     return result
+
+
+def _annotate(job: Job, notes: list[dict]) -> None:
+    """Apply the job's reported tags and parameters in order (idempotent: a record read
+    again over SSH after its upload changes nothing). One past a bound is skipped; the
+    job's metrics still go in."""
+    for note in notes:
+        try:
+            if note["tags"]:
+                job.change_tags(add=note["tags"])
+            if note["params"]:
+                job.report_params(note["params"])
+        except tagging.BadAnnotation as exc:
+            log.warning("job %s: reported annotation refused: %s", job.pk, exc)
 
 
 def _insert(rows: list[tuple]) -> None:

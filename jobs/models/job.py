@@ -17,6 +17,7 @@ from django.utils import timezone
 from jobs import signals, validators
 from jobs.access import sees_every_job
 from jobs.hostlist import expand_hostlist
+from jobs.models import annotations as tagging
 from jobs.models import choices, limits
 from jobs.models.gpus import wants
 from jobs.seam import REASON_MAX_LENGTH, Status
@@ -99,6 +100,16 @@ class Job(models.Model):
         "(PORTAL_PARAM_* and params.json in the job), an experiment trial's, or reported by "
         "the job (pm.params()); what comparisons show and group by.",
     )
+    # What reproduces the run (jobs/cluster/provenance.py), read on the cluster at submit:
+    # {"image": {...}, "git": {...}} or {"error": "..."}; shown as the page's Reproduce block.
+    keep_diff = models.BooleanField(
+        "keep the git diff",
+        default=False,
+        help_text="Keep the uncommitted changes (git diff) of the folder's checkout beside the "
+        "job, to see what it ran.",
+    )
+    reproduce = models.JSONField(default=dict, blank=True, editable=False)
+    git_diff = models.TextField(blank=True, editable=False)
 
     gpus = models.PositiveSmallIntegerField(
         default=0, help_text="GPUs on each node (the job has nodes × this many)."
@@ -385,8 +396,61 @@ class Job(models.Model):
             and not self.cluster.scratch_root
         ):
             errors["work_dir_kind"] = f"Cluster {self.cluster.name} has no scratch directory."
+        try:
+            self.params = tagging.clean_params(self.params)
+        except tagging.BadAnnotation as exc:
+            errors["params"] = str(exc)
         if errors:
             raise ValidationError(errors)
+
+    # -- tags, notes and parameters (jobs/models/tagging.py has their bounds) -------------
+    @property
+    def tag_names(self) -> list[str]:
+        return [t.name for t in self.tags.all()] if self.pk else []
+
+    def set_tags(self, names: list[str]) -> None:
+        """The job's tags become ``names`` (checked: BadAnnotation)."""
+        names = tagging.clean_tags(names)
+        with transaction.atomic():
+            self.tags.exclude(name__in=names).delete()
+            self._add_tags(names)
+
+    def change_tags(self, add=(), remove=()) -> list[str]:
+        """Add and remove tags (checked: BadAnnotation, nothing changed); the tags after."""
+        add, remove = tagging.clean_tags(list(add)), tagging.clean_tags(list(remove))
+        with transaction.atomic():
+            self.tags.filter(name__in=remove).delete()
+            self._add_tags([n for n in add if n not in remove])
+        return self.tag_names
+
+    def _add_tags(self, names: list[str]) -> None:
+        # Locked: two requests adding tags at once cannot both pass the bound.
+        Job.objects.select_for_update().filter(pk=self.pk).values_list("pk").first()
+        have = set(self.tags.values_list("name", flat=True))
+        new = [n for n in names if n not in have]
+        if len(have) + len(new) > tagging.MAX_TAGS_PER_JOB:
+            raise tagging.BadAnnotation(
+                f"A job has at most {tagging.MAX_TAGS_PER_JOB} tags ({len(have)} already)."
+            )
+        tagging.JobTag.objects.bulk_create(
+            [tagging.JobTag(job=self, name=n) for n in new], ignore_conflicts=True
+        )
+
+    def set_notes(self, text: str) -> None:
+        self.notes = tagging.clean_note(text)
+        Job.objects.filter(pk=self.pk).update(notes=self.notes)
+
+    def report_params(self, params: dict) -> dict:
+        """Merge parameters the job reports (pm.params()) into its own, within the bound
+        (checked: BadAnnotation, nothing changed)."""
+        with transaction.atomic():
+            current = (
+                Job.objects.select_for_update().filter(pk=self.pk).values_list("params", flat=True)
+            ).first() or {}
+            merged = tagging.clean_params({**current, **tagging.clean_params(params)})
+            Job.objects.filter(pk=self.pk).update(params=merged)
+        self.params = merged
+        return merged
 
     def _job_of_folder(self, folder: re.Match) -> Job | None:
         """The owner's job whose work directory ``folder`` (validators.JOB_FOLDER) is in:

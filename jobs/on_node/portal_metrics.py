@@ -29,6 +29,7 @@ import json
 import math
 import os
 import queue
+import re
 import socket
 import subprocess
 import sys
@@ -44,6 +45,7 @@ __all__ = [
     "close",
     "get_run",
     "params",
+    "tag",
     "fold",
     "should_checkpoint",
     "checkpoint_dir",
@@ -55,6 +57,9 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
+# As the portal checks them (jobs/models/annotations.py).
+_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:=+-]{0,63}$")
+_PARAM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,47}$")
 
 
 def _env_int(name: str, default: int) -> int:
@@ -183,6 +188,32 @@ class Run:
         if not values or self._closed:
             return
         self._record({"step": None if step is None else int(step), "metrics": values})
+
+    def annotate(self, tags=(), params=None) -> None:
+        """Tag this run and/or report its parameters (name: number, text or bool): written
+        and sent like a metric record, flushed at once. The portal checks the bounds."""
+        # What the portal would refuse is left out here (with a word on stderr), so that one
+        # bad tag never costs a batch of metrics its upload.
+        body: dict = {}
+        good = [str(t) for t in tags if _TAG.match(str(t))]
+        if good:
+            body["tags"] = good
+        values = {
+            str(k): v if isinstance(v, (bool, int, float, str)) else str(v)
+            for k, v in (params or {}).items()
+            if _PARAM.match(str(k))
+        }
+        if values:
+            body["params"] = values
+        if len(good) != len(tags) or len(values) != len(params or {}):
+            print(
+                "portal_metrics: left out tags or parameter names the portal refuses",
+                file=sys.stderr,
+            )
+        if not body or self._closed:
+            return
+        self._record({"step": None, "annotate": body})
+        self.flush()
 
     def _record(self, fields: dict) -> None:
         with self._lock:
@@ -388,9 +419,18 @@ _run: Run | None = None
 _run_lock = threading.Lock()
 
 
-def params() -> dict:
-    """This trial's parameters when the job is a trial of an experiment ({} otherwise):
-    ``params.json`` in the work directory, or PORTAL_PARAMS_JSON (a relaunched trial)."""
+def tag(*names: str) -> None:
+    """Tag this run on the portal (``pm.tag("best")``): letters, digits and ._:=+-."""
+    get_run().annotate(tags=names)
+
+
+def params(values: dict | None = None) -> dict:
+    """The run's parameters: given at launch (``portal submit --param``) or this trial's in
+    an experiment: ``params.json`` in the work directory, or PORTAL_PARAMS_JSON (a relaunched
+    trial); {} otherwise. ``pm.params({"lr": 0.01})`` also reports ``values`` as parameters
+    of this run to the portal (comparisons show and group by them)."""
+    if values:
+        get_run().annotate(params=values)
     path = os.path.join(os.environ.get("PORTAL_WORK_DIR", "."), "params.json")
     try:
         with open(path, encoding="utf-8") as fh:

@@ -466,3 +466,39 @@ def test_sweep_create_list_show_cancel_from_a_yaml_file(
     assert Experiment.objects.count() == 1
     code, _, err = run(capsys, "sweep", "show", "999")
     assert code == 1 and "No experiment 999" in err
+
+
+def test_submit_tags_params_then_tag_and_note_a_job(portal_env, owner, submitted, capsys):
+    code, out, err = run(
+        capsys,
+        "submit",
+        "--tag",
+        "resnet",
+        "--param",
+        "lr=0.01",
+        "--param",
+        "seed=3",
+        "--keep-diff",
+        "--",
+        "python",
+        "train.py",
+    )
+    assert code == 0, err
+    job = Job.objects.get(pk=int(out.strip()))
+    assert job.tag_names == ["resnet"] and job.params == {"lr": 0.01, "seed": 3} and job.keep_diff
+
+    code, out, err = run(capsys, "tag", str(job.pk), "add", "best", "seed=3")
+    assert code == 0 and out.strip() == f"job {job.pk}: tags best resnet seed=3", err
+    code, out, err = run(capsys, "tag", str(job.pk), "rm", "resnet")
+    assert code == 0 and out.strip() == f"job {job.pk}: tags best seed=3"
+    code, out, err = run(capsys, "note", str(job.pk), "lr too high")
+    assert code == 0 and job.__class__.objects.get(pk=job.pk).notes == "lr too high"
+    code, out, err = run(capsys, "tag", str(job.pk), "add", "two words")
+    assert code != 0 and "tag" in err
+    code, out, err = run(capsys, "show", str(job.pk))
+    assert "Tags:       best seed=3" in out and "Params:     lr=0.01 seed=3" in out
+    assert "Note:       lr too high" in out
+
+    other = factories.training_job(factories.user("someone"), job.cluster)
+    code, out, err = run(capsys, "note", str(other.pk), "mine")
+    assert code != 0 and f"No job {other.pk}" in err

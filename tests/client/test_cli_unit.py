@@ -280,3 +280,26 @@ def test_submit_without_a_cluster_leaves_the_choice_to_the_portal_and_says_how(c
         "recent job, else the first by name" in help_text
     )
     assert "README" not in help_text
+
+
+def test_params_are_name_value_with_numbers_and_booleans_typed():
+    assert cli.parse_params(["lr=0.01", "seed=3", "opt=adam", "warm=true", "x=a=b"]) == {
+        "lr": 0.01,
+        "seed": 3,
+        "opt": "adam",
+        "warm": True,
+        "x": "a=b",
+    }
+    assert cli.parse_params(["v=nan"]) == {"v": "nan"}  # no number a JSON body cannot carry
+    for bad in (["lr"], ["=1"], ["lr=1", "lr=2"]):
+        with pytest.raises(cli.PortalError):
+            cli.parse_params(bad)
+
+
+def test_tag_and_note_commands_parse():
+    args = cli.parse_args(["tag", "12", "rm", "a", "b"])
+    assert (args.id, args.action, args.tags) == (12, "rm", ["a", "b"])
+    args = cli.parse_args(["note", "12", "lr too high"])
+    assert (args.id, args.text) == (12, "lr too high")
+    args = cli.parse_args(["submit", "--tag", "a", "--tag", "b", "--param", "lr=1", "--", "x"])
+    assert args.tag == ["a", "b"] and args.param == ["lr=1"] and not args.keep_diff
