@@ -13,7 +13,7 @@ const PortalCompare = (() => {
   function fmt(v) {
     if (v === null || v === undefined) return "";
     if (Array.isArray(v)) return v.join(", ");
-    if (typeof v === "number") return Number.isInteger(v) ? String(v) : v.toPrecision(4);
+    if (typeof v === "number") return Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(4)));
     return String(v);
   }
 
