@@ -350,8 +350,10 @@ def compare(user, options: Options) -> Comparison:
     for name in names:
         values = [f.get(name) for f in fields.values()]
         if all(v == values[0] for v in values):
-            shown = ", ".join(values[0]) if isinstance(values[0], list) else values[0]
-            result.same.append({"field": name, "value": shown})
+            first = values[0]
+            result.same.append(
+                {"field": name, "value": ", ".join(first) if isinstance(first, list) else first}
+            )
         else:
             result.columns.append(name)
 
@@ -371,7 +373,7 @@ def compare(user, options: Options) -> Comparison:
     groups: dict[str, list[int]] = defaultdict(list)
     for job in job_list:
         f = fields[job.pk]
-        shown = {}
+        shown: dict[str, object] = {}
         for name in result.columns:
             value = f.get(name)
             if name == "command":

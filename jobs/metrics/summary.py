@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import sys
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 BUCKETS = 64
@@ -208,7 +209,10 @@ def rebuild(series_id: int) -> bytes:
 def means(s: Summary, width: int) -> tuple[list[float | None], list[float | None]]:
     """Each bucket's mean value and mean time (seconds after the series' first point) at
     ``width`` (a power-of-two multiple of the summary's), None where it has no points."""
-    n, total, t, t0 = s.n, s.total, s.t, s.t0
+    n: Sequence[float] = s.n
+    total: Sequence[float] = s.total
+    t: Sequence[float] = s.t
+    t0 = s.t0
     f = max(1, width // s.width)
     if f > 1:
         used = -(-BUCKETS // f)

@@ -67,3 +67,10 @@ def test_the_page_draws_the_same_data_and_refuses_bad_options(client, owner, run
     assert bad.status_code == 400 and b"is not one of" in bad.content
     dashboard = client.get("/")
     assert b'form="compare-form" name="ids"' in dashboard.content
+
+
+def test_an_experiments_page_links_to_its_trials_compared(client, owner, cluster):
+    experiment = factories.experiment_record(owner, cluster)
+    client.force_login(owner)
+    page = client.get(f"/experiments/{experiment.pk}/").content.decode()
+    assert f'href="/compare/?q=experiment:{experiment.pk}"' in page
