@@ -28,19 +28,19 @@ it) or a group (``baseline=group:0.01``), drawn on every chart.
 
 from __future__ import annotations
 
-import math
 import re
 import shlex
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import numpy as np
 from django.db.models import QuerySet
 from django.urls import reverse
 
 from jobs.compare.query import BadQuery, parse, parse_ids, quote, select
 from jobs.metrics.models import MetricSeries
-from jobs.metrics.summary import BUCKETS, Summary, means
-from jobs.models import Job
+from jobs.metrics.summary import BUCKETS, Summary, mean_matrix
+from jobs.models import Job, JobTag
 
 FALLING = re.compile(r"loss|err|perplexity|ppl|mse|mae|wer|cer|regret|time|latency", re.I)
 GROUP = re.compile(
@@ -115,7 +115,49 @@ def _words(command: str) -> list[str]:
         return command.split()
 
 
-def resources(job: Job) -> str:
+@dataclass
+class Row:
+    """What a comparison reads of a job (one values() query, no model instances)."""
+
+    pk: int
+    name: str
+    state: str
+    command: str
+    params: dict
+    cpus: int
+    memory_gb: int
+    time_limit_minutes: int
+    gpus: int
+    gpu_type: str
+    nodes: int
+    tasks_per_node: int
+    image: str
+    cluster: str
+    partition: str
+    experiment: int | None
+
+
+ROW = (
+    "pk",
+    "name",
+    "state",
+    "command",
+    "params",
+    "cpus",
+    "memory_gb",
+    "time_limit_minutes",
+    "gpus",
+    "gpu_type",
+    "nodes",
+    "tasks_per_node",
+    "image__slug",
+    "cluster__name",
+    "partition__name",
+    "trial__experiment_id",
+)
+
+
+def resources(job: Row) -> str:
     text = f"{job.cpus} CPU, {job.memory_gb} GB, {job.time_limit_minutes} min"
     if job.gpus:
         text = f"{job.gpus} GPU{' ' + job.gpu_type if job.gpu_type else ''}, " + text
@@ -124,11 +166,11 @@ def resources(job: Job) -> str:
     return text
 
 
-def _fields(job: Job, tags: list[str]) -> dict[str, object]:
+def _fields(job: Row, tags: list[str]) -> dict[str, object]:
     out: dict[str, object] = {
-        "image": job.image.slug,
-        "cluster": job.cluster.name,
-        "partition": job.partition.name,
+        "image": job.image,
+        "cluster": job.cluster,
+        "partition": job.partition,
         "resources": resources(job),
         "command": job.command,
         "tags": tags,
@@ -138,13 +180,13 @@ def _fields(job: Job, tags: list[str]) -> dict[str, object]:
     return out
 
 
-def group_of(option: str, job: Job, fields: dict[str, object]) -> str:
+def group_of(option: str, job: Row, fields: dict[str, object]) -> str:
     if not option:
         return ""
     if option == "state":
         return job.state
     if option == "experiment":
-        return str(job.trial.experiment_id) if job.trial_id and job.trial else NONE
+        return NONE if job.experiment is None else str(job.experiment)
     if option.startswith("tag:"):
         prefix = option[4:]
         tags = fields["tags"]
@@ -193,12 +235,7 @@ def _jobs(user, options: Options) -> QuerySet[Job]:
     ids = options.ids
     if options.baseline.isdigit():
         ids = (*ids, int(options.baseline))
-    return (
-        select(user, options.q, ids)
-        .select_related("image", "cluster", "partition", "trial")
-        .defer("script", "stderr_tail", "message", "node")
-        .order_by("pk")
-    )
+    return select(user, options.q, ids).order_by("pk")
 
 
 def _summaries(jobs: QuerySet[Job]) -> dict[int, dict[str, tuple[Summary, float | None, int]]]:
@@ -245,71 +282,73 @@ def _sort(runs: list[dict], sort: str) -> None:
     runs[:] = present + missing  # runs without the value last, either way
 
 
-def _band(values: list[float], band: str) -> tuple[float, float, float]:
-    mean = sum(values) / len(values)
-    if band == "minmax":
-        return mean, min(values), max(values)
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+def _list(values: np.ndarray) -> list[float | None]:
+    """JSON-ready: NaN (an empty bucket) is None, a gap in the curve."""
+    return [None if v != v else v for v in values.tolist()]
+
+
+def _band(values: np.ndarray, band: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per column (bucket), over the rows (runs) that have a value: mean and band."""
+    empty = np.isnan(values)
+    count = (~empty).sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(empty, 0.0, values).sum(axis=0) / count
+        if band == "minmax":
+            return (
+                mean,
+                np.where(count, np.where(empty, np.inf, values).min(axis=0), np.nan),
+                np.where(count, np.where(empty, -np.inf, values).max(axis=0), np.nan),
+            )
+        std = np.sqrt(np.where(empty, 0.0, (values - mean) ** 2).sum(axis=0) / count)
     return mean, mean - std, mean + std
 
 
 def _chart(
     metric: str,
-    curves: dict[int, tuple[list, list]],
+    ids: list[int],
+    values: np.ndarray,
+    times: np.ndarray,
     width: int,
     groups: dict[str, list[int]],
     options: Options,
 ) -> dict:
-    used = 0
-    for ys, _ in curves.values():
-        last = max((i for i, y in enumerate(ys) if y is not None), default=-1)
-        used = max(used, last + 1)
+    filled = np.flatnonzero(~np.isnan(values).all(axis=0))
+    used = int(filled[-1]) + 1 if len(filled) else 0
+    values, times = values[:, :used], times[:, :used]
+    row = {job_id: i for i, job_id in enumerate(ids)}
     by_time = options.x == "time"
     grid = [i * width + (width - 1) / 2 for i in range(used)]
     runs = []
-    for job_id, (ys, ts) in curves.items():
-        run = {"id": job_id, "y": ys[:used]}
+    for i, job_id in enumerate(ids):
+        run: dict = {"id": job_id, "y": _list(values[i])}
         if by_time:
-            run["x"] = ts[:used]
+            run["x"] = _list(times[i])
         runs.append(run)
 
     def aggregate(name: str, members: list[int]) -> dict:
-        mean: list[float | None] = []
-        lower: list[float | None] = []
-        upper: list[float | None] = []
-        xs: list[float | None] = []
-        for i in range(used):
-            values = [y for j in members if (y := curves[j][0][i]) is not None]
-            if not values:
-                mean.append(None)
-                lower.append(None)
-                upper.append(None)
-                xs.append(None)
-                continue
-            m, lo, hi = _band(values, options.band)
-            mean.append(m)
-            lower.append(lo)
-            upper.append(hi)
-            if by_time:
-                times = [t for j in members if (t := curves[j][1][i]) is not None]
-                xs.append(sum(times) / len(times))
-        out = {"name": name, "runs": members, "y": mean, "lower": lower, "upper": upper}
+        rows = [row[j] for j in members]
+        mean, lower, upper = _band(values[rows], options.band)
+        out = {
+            "name": name,
+            "runs": members,
+            "y": _list(mean),
+            "lower": _list(lower),
+            "upper": _list(upper),
+        }
         if by_time:
-            out["x"] = xs
+            out["x"] = _list(_band(times[rows], "std")[0])
         return out
 
     chart_groups = [
         aggregate(name, present)
         for name, members in groups.items()
-        if (present := [j for j in members if j in curves])
+        if (present := [j for j in members if j in row])
     ]
     baseline = None
-    if options.baseline.isdigit() and int(options.baseline) in curves:
+    if options.baseline.isdigit() and int(options.baseline) in row:
         job_id = int(options.baseline)
-        ys, ts = curves[job_id]
-        baseline = {"name": f"run {job_id}", "y": ys[:used]}
-        if by_time:
-            baseline["x"] = ts[:used]
+        baseline = runs[row[job_id]] | {"name": f"run {job_id}"}
+        del baseline["id"]
     elif options.baseline.startswith("group:"):
         wanted = options.baseline[6:]
         found = next((g for g in chart_groups if g["name"] == wanted), None)
@@ -335,9 +374,10 @@ def compare(user, options: Options) -> Comparison:
     result = Comparison(options)
     jobs = _jobs(user, options)
     tags_of: dict[int, list[str]] = defaultdict(list)
-    job_list = list(jobs.prefetch_related("tags"))
-    for job in job_list:
-        tags_of[job.pk] = sorted(t.name for t in job.tags.all())
+    job_list = [Row(*values) for values in jobs.values_list(*ROW)]
+    tags = JobTag.objects.filter(job__in=jobs.values("pk")).order_by("name")
+    for job_id, name in tags.values_list("job_id", "name"):
+        tags_of[job_id].append(name)
     if not job_list:
         return result
     summaries = _summaries(jobs)
@@ -345,12 +385,13 @@ def compare(user, options: Options) -> Comparison:
     # the table: fields that differ, and those the same for all
     fields = {job.pk: _fields(job, tags_of[job.pk]) for job in job_list}
     names = list(dict.fromkeys(k for f in fields.values() for k in f))
-    common_words = set.intersection(*(set(_words(job.command)) for job in job_list))
+    words = {job.pk: _words(job.command) for job in job_list}
+    common_words = set.intersection(*(set(w) for w in words.values()))
     common_tags = set.intersection(*(set(tags_of[job.pk]) for job in job_list))
     for name in names:
-        values = [f.get(name) for f in fields.values()]
-        if all(v == values[0] for v in values):
-            first = values[0]
+        seen = [f.get(name) for f in fields.values()]
+        if all(v == seen[0] for v in seen):
+            first = seen[0]
             result.same.append(
                 {"field": name, "value": ", ".join(first) if isinstance(first, list) else first}
             )
@@ -371,13 +412,14 @@ def compare(user, options: Options) -> Comparison:
     metric_names = sorted({k for per in summaries.values() for k in per})
     result.metrics = [{"name": m, "goal": goal(m)} for m in metric_names]
     groups: dict[str, list[int]] = defaultdict(list)
+    jobs_url = reverse("job-detail", args=[0]).removesuffix("0/")
     for job in job_list:
         f = fields[job.pk]
         shown: dict[str, object] = {}
         for name in result.columns:
             value = f.get(name)
             if name == "command":
-                value = " ".join(w for w in _words(job.command) if w not in common_words)
+                value = " ".join(w for w in words[job.pk] if w not in common_words)
             elif name == "tags":
                 value = [t for t in tags_of[job.pk] if t not in common_tags]
             shown[name] = value
@@ -397,7 +439,7 @@ def compare(user, options: Options) -> Comparison:
             {
                 "id": job.pk,
                 "name": job.name or f"job {job.pk}",
-                "url": reverse("job-detail", args=[job.pk]),
+                "url": f"{jobs_url}{job.pk}/",
                 "state": job.state,
                 "group": group if options.group else "",
                 "fields": shown,
@@ -416,8 +458,8 @@ def compare(user, options: Options) -> Comparison:
         if not present:
             continue
         width = max(s.width for s in present.values())
-        curves = {j: means(s, width) for j, s in present.items()}
-        result.charts.append(_chart(m, curves, width, groups, options))
+        values, times = mean_matrix(list(present.values()), width)
+        result.charts.append(_chart(m, list(present), values, times, width, groups, options))
     for run in result.runs:
         del run["all"]
     return result

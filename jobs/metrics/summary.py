@@ -27,6 +27,8 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 BUCKETS = 64
 HEADER = 6  # width, first time, low value, its step, high value, its step
 SIZE = (HEADER + 5 * BUCKETS) * 8
@@ -226,3 +228,27 @@ def means(s: Summary, width: int) -> tuple[list[float | None], list[float | None
             ys[i] = total[i] / count
             ts[i] = t[i] / count - t0
     return ys, ts
+
+
+def mean_matrix(summaries: list[Summary], width: int) -> tuple[np.ndarray, np.ndarray]:
+    """``means()`` of many summaries at once: (values, times), a row per summary and a
+    column per bucket at ``width``, NaN where a bucket has no points. Summaries of one
+    width are merged into wider buckets together (a reshape and a sum)."""
+    rows = len(summaries)
+    n, total, t = (np.zeros((rows, BUCKETS)) for _ in range(3))
+    by_factor: dict[int, list[int]] = {}
+    for i, s in enumerate(summaries):
+        by_factor.setdefault(max(1, width // s.width), []).append(i)
+    for f, members in by_factor.items():
+        for out, name in ((n, "n"), (total, "total"), (t, "t")):
+            stack = np.stack([np.frombuffer(getattr(summaries[i], name)) for i in members])
+            if f > BUCKETS:
+                merged = stack.sum(axis=1, keepdims=True)
+            else:
+                merged = stack.reshape(len(members), BUCKETS // f, f).sum(axis=2)
+            out[members, : merged.shape[1]] = merged
+    t0 = np.array([s.t0 for s in summaries])[:, None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        values = total / n  # 0 / 0: NaN, an empty bucket
+        times = t / n - t0
+    return values, times
