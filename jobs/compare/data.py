@@ -109,6 +109,8 @@ class Options:
 
 
 def _words(command: str) -> list[str]:
+    if not any(c in command for c in "\"'\\"):
+        return command.split()  # nothing quoted: what shlex would say, 20x sooner
     try:
         return shlex.split(command)
     except ValueError:

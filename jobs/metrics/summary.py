@@ -52,6 +52,7 @@ class Summary:
     lo: array = field(default_factory=lambda: array("d", [INF] * BUCKETS))
     hi: array = field(default_factory=lambda: array("d", [-INF] * BUCKETS))
     t: array = field(default_factory=_zeros)
+    raw: bytes = field(default=b"", compare=False, repr=False)  # as read, for mean_matrix()
 
     # -- storage ------------------------------------------------------------------------
 
@@ -59,8 +60,9 @@ class Summary:
     def from_bytes(cls, raw: bytes | memoryview | None) -> Summary:
         if not raw or len(raw) != SIZE:
             return cls()
+        raw = bytes(raw)
         a = array("d")
-        a.frombytes(bytes(raw))
+        a.frombytes(raw)
         if sys.byteorder != "little":
             a.byteswap()
         b = BUCKETS
@@ -77,6 +79,7 @@ class Summary:
             a[h + 2 * b : h + 3 * b],
             a[h + 3 * b : h + 4 * b],
             a[h + 4 * b : h + 5 * b],
+            raw,
         )
 
     def to_bytes(self) -> bytes:
@@ -108,6 +111,7 @@ class Summary:
             self.width *= 2
 
     def add(self, step: int, value: float, when: float) -> None:
+        self.raw = b""  # no longer what was read
         if step >= BUCKETS * self.width:
             self._grow(step)
         b = step // self.width if step > 0 else 0
@@ -232,23 +236,25 @@ def means(s: Summary, width: int) -> tuple[list[float | None], list[float | None
 
 def mean_matrix(summaries: list[Summary], width: int) -> tuple[np.ndarray, np.ndarray]:
     """``means()`` of many summaries at once: (values, times), a row per summary and a
-    column per bucket at ``width``, NaN where a bucket has no points. Summaries of one
-    width are merged into wider buckets together (a reshape and a sum)."""
-    rows = len(summaries)
-    n, total, t = (np.zeros((rows, BUCKETS)) for _ in range(3))
-    by_factor: dict[int, list[int]] = {}
-    for i, s in enumerate(summaries):
-        by_factor.setdefault(max(1, width // s.width), []).append(i)
-    for f, members in by_factor.items():
-        for out, name in ((n, "n"), (total, "total"), (t, "t")):
-            stack = np.stack([np.frombuffer(getattr(summaries[i], name)) for i in members])
+    column per bucket at ``width``, NaN where a bucket has no points. One array of all
+    their bytes; summaries of one width are merged into wider buckets together."""
+    raw = b"".join(s.raw or s.to_bytes() for s in summaries)
+    every = np.frombuffer(raw, dtype="<f8").reshape(len(summaries), HEADER + 5 * BUCKETS)
+    b = HEADER
+    parts = [every[:, b : b + BUCKETS], every[:, b + BUCKETS : b + 2 * BUCKETS]]
+    parts.append(every[:, b + 4 * BUCKETS : b + 5 * BUCKETS])
+    n, total, t = (np.zeros((len(summaries), BUCKETS)) for _ in range(3))
+    factors = np.maximum(1, width // every[:, 0].astype(np.int64))
+    for f in np.unique(factors).tolist():
+        rows = np.flatnonzero(factors == f)
+        for out, part in zip((n, total, t), parts, strict=True):
+            stack = part[rows]
             if f > BUCKETS:
                 merged = stack.sum(axis=1, keepdims=True)
             else:
-                merged = stack.reshape(len(members), BUCKETS // f, f).sum(axis=2)
-            out[members, : merged.shape[1]] = merged
-    t0 = np.array([s.t0 for s in summaries])[:, None]
+                merged = stack.reshape(len(rows), BUCKETS // f, f).sum(axis=2)
+            out[rows, : merged.shape[1]] = merged
     with np.errstate(invalid="ignore", divide="ignore"):
         values = total / n  # 0 / 0: NaN, an empty bucket
-        times = t / n - t0
+        times = t / n - every[:, 1:2]
     return values, times
