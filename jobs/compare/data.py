@@ -17,7 +17,9 @@ chart brings every run's summary to the widest bucket width among them (exact, w
 are powers of two), takes each run's mean per bucket, and, when grouping, each group's
 mean with a band of ± one (population) standard deviation or min–max *across the runs'
 bucket means*. A page of 1,000 runs × 5 metrics therefore reads 5,000 rows of 2.6 kB in
-one query, whatever the runs' lengths, and draws at most 64 points per curve: the group
+one query, whatever the runs' lengths (one numpy array over all their bytes does the
+merging and the group statistics; jobs and tags are read as values, not model
+instances), and draws at most 64 points per curve: the group
 curves are downsampled per group, server-side, and single runs are drawn faded beneath
 from the same buckets. ``x=time`` places a bucket at its points' mean time since the
 run's first point. A requeued job's attempts are merged into one curve.

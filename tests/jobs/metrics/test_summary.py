@@ -63,3 +63,29 @@ def test_a_summary_is_fixed_size_and_merges_to_the_wider_width():
     assert ys[0] == pytest.approx((10 * 1.0 + 16 * 3.0 + 0.5) / 27)
     assert ys[BUCKETS - 1] is None  # 1000 steps fill 63 buckets of 16
     assert ts[1] is not None and ts[1] > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_summarises_series_stored_before_it(owner, cluster):
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    from tests import factories
+
+    job = factories.training_job(owner, cluster)
+    executor = MigrationExecutor(connection)
+    executor.migrate([("metrics", "0001_moved_from_jobs")])
+    old = executor.loader.project_state([("metrics", "0001_moved_from_jobs")]).apps
+    series = old.get_model("metrics", "MetricSeries").objects.create(job_id=job.pk, key="loss")
+    old.get_model("metrics", "MetricPoint").objects.bulk_create(
+        old.get_model("metrics", "MetricPoint")(
+            series_id=series.pk, seq=s, step=s, value=float(s), time=1.0
+        )
+        for s in range(100)
+    )
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    summary = Summary.from_bytes(MetricSeries.objects.get(pk=series.pk).summary)
+    assert summary.count == 100 and summary.width == 2
+    assert (summary.high, summary.high_step) == (99.0, 99)
