@@ -147,6 +147,7 @@ endif
 	@$(DEMO_ENV) $(PY) bench/proxy.py
 	@$(DEMO_ENV) $(PY) bench/proxy_ws.py
 	@$(DEMO_ENV) $(PY) bench/metrics.py
+	@$(DEMO_ENV) $(PY) bench/compare.py
 	@$(PY) bench/sweeps.py
 
 lint: venv typecheck

@@ -1,11 +1,12 @@
 from django.urls import path
 
-from frontend import experiments, usage, views
+from frontend import compare, experiments, usage, views
 from jobs.metrics import views as metrics
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("launch/", views.launch, name="launch"),
+    path("compare/", compare.compare_page, name="compare"),
     path("experiments/", experiments.experiments, name="experiments"),
     path("experiments/<int:pk>/", experiments.experiment_detail, name="experiment-detail"),
     path("experiments/<int:pk>/data/", experiments.experiment_data, name="experiment-data"),

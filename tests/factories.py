@@ -332,3 +332,42 @@ def experiment_record(owner, cluster: Cluster, image: ContainerImage | None = No
         **fields,
     )
     return Experiment.objects.create(**values)
+
+
+def compared_run(
+    owner,
+    cluster: Cluster,
+    *,
+    tags: tuple[str, ...] = (),
+    params: dict | None = None,
+    curves: dict[str, list[float]] | None = None,
+    command: str = "python train.py",
+    **fields,
+) -> Job:
+    """A finished training run for comparisons: ``tags``, ``params`` and, per metric of
+    ``curves``, one value per step from 0 (ingested, so its summary is kept)."""
+    from jobs.metrics import ingest
+    from jobs.models import JobTag
+
+    made = job(
+        owner,
+        cluster,
+        command,
+        partition=None,
+        image=fields.pop("image", None) or _image("host-batch"),
+        memory_gb=4,
+        time_limit_minutes=60,
+        state=fields.pop("state", Job.State.COMPLETED),
+        params=params or {},
+        **fields,
+    )
+    JobTag.objects.bulk_create(JobTag(job=made, name=t) for t in tags)
+    steps = max((len(v) for v in (curves or {}).values()), default=0)
+    records = [
+        ingest.Record(
+            s, 0, 0, s, 1.7e9 + s, {k: v[s] for k, v in (curves or {}).items() if s < len(v)}
+        )
+        for s in range(steps)
+    ]
+    ingest.ingest(made, records)
+    return made

@@ -179,6 +179,9 @@ class Client:
     def jobs(self, **filters) -> dict:
         return self.request("GET", "jobs/", params=filters)
 
+    def compare(self, **options) -> dict:
+        return self.request("GET", "compare/", params=options)
+
     def usage(self, **filters) -> list[dict]:
         return self.request("GET", "usage/", params=filters)
 

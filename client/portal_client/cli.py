@@ -10,7 +10,9 @@ config file written by ``portal login`` (see portal_client.config)."""
 from __future__ import annotations
 
 import argparse
+import csv
 import getpass
+import io
 import json
 import os
 import shlex
@@ -566,6 +568,49 @@ def cmd_usage(client: Client, args, out: Output) -> int:
     return 0
 
 
+def _cell(value) -> str:
+    return " ".join(map(str, value)) if isinstance(value, list) else _fmt(value)
+
+
+def compare_rows(data: dict) -> tuple[list[str], list[list[str]]]:
+    """The comparison's table: a run per row, the fields that differ, then per metric its
+    last value, best and step of best."""
+    header = ["ID", "NAME"] + (["GROUP"] if data["options"].get("group") else [])
+    header += [c.upper() for c in data["columns"]]
+    for m in data["metrics"]:
+        header += [f"{m['name']} last", f"{m['name']} {m['goal']}", "at step"]
+    rows = []
+    for run in data["runs"]:
+        row = [str(run["id"]), run["name"]] + (
+            [run["group"]] if data["options"].get("group") else []
+        )
+        row += [_cell(run["fields"].get(c)) for c in data["columns"]]
+        for m in data["metrics"]:
+            v = run["metrics"].get(m["name"]) or {}
+            row += [_fmt(v.get("last")), _fmt(v.get("best")), _fmt(v.get("best_step"))]
+        rows.append(row)
+    return header, rows
+
+
+def cmd_compare(client: Client, args, out: Output) -> int:
+    options = {"q": " ".join(args.query), "ids": args.ids, "group": args.group, "sort": args.sort}
+    data = client.compare(**{k: v for k, v in options.items() if v})
+    header, rows = compare_rows(data)
+    if args.csv:
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(rows)
+        print(buffer.getvalue(), end="", flush=True)
+        return 0
+    same = "; ".join(f"{s['field']}={_fmt(s['value'])}" for s in data["same"])
+    text = _table(rows, header) if rows else "no runs match"
+    if rows and same:
+        text += f"\nsame for all {len(rows)}: {same}"
+    out.data(data, text)
+    return 0
+
+
 def cmd_sweep_list(client: Client, args, out: Output) -> int:
     page = client.experiments()
     rows = [_experiment_line(e) for e in page["results"]]
@@ -805,6 +850,20 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--trials", action="store_true", help="also the jobs of experiments' trials")
     jobs.add_argument("--experiment", metavar="ID", help="only this experiment's jobs")
     jobs.set_defaults(run=cmd_jobs)
+
+    comp = commands.add_parser(
+        "compare",
+        help="runs side by side: what differs, last/best of each metric",
+        description="QUERY terms: tag:NAME param.lr<0.01 metric.val_accuracy>0.95 "
+        "image:SLUG state:completed cluster:NAME after:2026-11-01 before:DATE "
+        "experiment:ID id:1,2,3 (all must hold; metric. compares the last value).",
+    )
+    comp.add_argument("query", nargs="*", help="query terms (see above)")
+    comp.add_argument("--ids", help="runs to add: 1,2,3")
+    comp.add_argument("--group", help="image, cluster, state, tag:PREFIX or param.NAME")
+    comp.add_argument("--sort", help="a column, e.g. param.lr or -metric.loss.best")
+    comp.add_argument("--csv", action="store_true", help="print CSV instead of a table")
+    comp.set_defaults(run=cmd_compare)
 
     use = commands.add_parser("usage", help="GPU-hours and CPU-hours per month (accounting)")
     use.add_argument("--from", dest="since", metavar="YYYY-MM", help="first month")

@@ -2,6 +2,7 @@ from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
 from jobs.api import views as api
+from jobs.compare.api import CompareView
 from jobs.experiments.api import ExperimentViewSet
 from jobs.metrics import views as metrics
 
@@ -18,5 +19,6 @@ urlpatterns = [
         name="metrics-upload",
     ),
     path("usage/", api.UsageView.as_view(), name="api-usage"),
+    path("compare/", CompareView.as_view(), name="api-compare"),
     path("", include(router.urls)),
 ]

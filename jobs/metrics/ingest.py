@@ -24,6 +24,7 @@ from django.db.models import F, Sum
 from jobs import crypto
 from jobs.metrics.broadcast import publish_metrics
 from jobs.metrics.models import MetricPoint, MetricSeries
+from jobs.metrics.summary import Summary
 from jobs.models import Job
 from jobs.models import annotations as tagging
 
@@ -277,10 +278,17 @@ def ingest(job: Job, records: list[Record], nbytes: int = 0) -> IngestResult:
         by_id = {s.pk: s for s in series.values()}
         for sid, points in new.items():
             last = max(points, key=lambda p: (p[0], p[3]))
-            MetricSeries.objects.filter(pk=sid).update(
-                points=F("points") + len(points), last_step=last[0], last_value=last[1]
-            )
             s = by_id[sid]
+            summary = Summary.from_bytes(s.summary)  # exact: the job's row lock is held
+            for step, value, when, _ in points:
+                summary.add(step, value, when)
+            s.summary = summary.to_bytes()
+            MetricSeries.objects.filter(pk=sid).update(
+                points=F("points") + len(points),
+                last_step=last[0],
+                last_value=last[1],
+                summary=s.summary,
+            )
             s.points += len(points)
             result.series.append(s)
         result.inserted = len(rows)

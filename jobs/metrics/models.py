@@ -23,6 +23,11 @@ class MetricSeries(models.Model):
     points = models.PositiveBigIntegerField(default=0)
     last_step = models.BigIntegerField(null=True, blank=True)
     last_value = models.FloatField(null=True, blank=True)
+    summary = models.BinaryField(
+        null=True,
+        editable=False,
+        help_text="The series in 64 step buckets (jobs/metrics/summary.py), for comparisons.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

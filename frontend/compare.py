@@ -1,0 +1,33 @@
+"""The comparison page: a shareable URL (``/compare/?q=&ids=&group=&baseline=&x=&band=``)
+drawn from jobs/compare/data.py, the same data as ``GET /api/v1/compare/``."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import render
+
+from jobs.compare.data import Options, compare
+from jobs.compare.query import BadQuery
+from portal.throttle import throttled
+
+
+@login_required
+@throttled("cluster-pages")
+def compare_page(request):
+    error, result = "", None
+    try:
+        options = Options.parse(request.GET)
+        result = compare(request.user, options)
+    except BadQuery as exc:
+        error, options = str(exc), Options(q=request.GET.get("q", "")[:1000])
+    return render(
+        request,
+        "frontend/compare.html",
+        {
+            "options": options,
+            "error": error,
+            "result": result,
+            "data": result.as_dict() if result else None,
+        },
+        status=400 if error else 200,
+    )
