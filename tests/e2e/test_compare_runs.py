@@ -12,7 +12,7 @@ import pytest
 
 from jobs import demo_catalog
 from jobs.metrics.models import MetricSeries
-from jobs.models import ApiToken, Job, JobTag
+from jobs.models import ApiToken, Job
 from tests.e2e.pages import page_errors, sign_in
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
@@ -39,6 +39,8 @@ def launch(stack, token: str, lr: float, seed: int) -> int:
         "memory_gb": 1,
         "time_limit": 10,
         "name": f"digits lr={lr} seed={seed}",
+        "tags": ["digits", f"seed={seed}"],
+        "params": {"lr": lr, "seed": seed},
     }
     request = urllib.request.Request(
         f"{stack.url}/api/v1/jobs/",
@@ -60,11 +62,10 @@ def test_nine_digits_runs_compared_grouped_by_learning_rate(
     for lr in LRS:
         for seed in SEEDS:
             job_id = launch(stack, token, lr, seed)
-            # Tags and parameters on the models (the API's fields for them are another
-            # change's): what a launch with --tag and PORTAL_PARAM_* would record.
-            Job.objects.filter(pk=job_id).update(params={"lr": lr, "seed": seed})
-            JobTag.objects.bulk_create(
-                [JobTag(job_id=job_id, name="digits"), JobTag(job_id=job_id, name=f"seed={seed}")]
+            job = Job.objects.get(pk=job_id)  # tagged and with its parameters, by the API
+            assert (job.params, sorted(t.name for t in job.tags.all())) == (
+                {"lr": lr, "seed": seed},
+                ["digits", f"seed={seed}"],
             )
             ids.append(job_id)
     deadline = time.monotonic() + 600
