@@ -11,6 +11,7 @@ from jobs import devcluster as devcluster_mod
 from jobs.models import Job
 from tests import factories
 from tests import idp as idp_mod
+from tests import mailbox as mailbox_mod
 
 # --- the suite in two parts ------------------------------------------------------------
 # deploy/run-tests.sh runs the tests that use the Slurm dev cluster (`--part=slurm`) beside
@@ -18,7 +19,9 @@ from tests import idp as idp_mod
 # parts share no daemon a test stops or restarts: the Slurm tests kill slurmctld, the pool's
 # tests stop its schedd and remove their user's jobs. Each test is in exactly one part. The
 # identity provider (`idp` marker, `idp_provider` fixture) is in the other part unless the
-# test also uses the Slurm cluster; no test stops it, so either part may use it.
+# test also uses the Slurm cluster; no test stops it, so either part may use it. The same
+# holds for the mail server (`mail` marker, `mailbox` fixture): never stopped by a test, each
+# test reads only the messages sent to an address of its own.
 PARTS = ("slurm", "other")
 
 
@@ -236,6 +239,19 @@ def idp_provider() -> idp_mod.Provider:
     """The provider `make idp` started (tests/idp.py); skips (or fails, when required)
     without it."""
     return idp_mod.provider()
+
+
+# --- the real mail server ---------------------------------------------------------------
+
+
+@pytest.fixture
+def mailbox(settings) -> mailbox_mod.Mailbox:
+    """The mail server `make mail` started (tests/mailbox.py), and Django's email sent to it;
+    skips (or fails, when required) without it."""
+    box = mailbox_mod.mailbox()
+    for name, value in box.settings().items():
+        setattr(settings, name, value)
+    return box
 
 
 # --- SSH certificates (clusters in certificate mode) -----------------------------------------
