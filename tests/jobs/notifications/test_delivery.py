@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from jobs.notifications import receivers, tasks
 from jobs.notifications.events import Event
-from jobs.notifications.models import Notification, SentEmail
+from jobs.notifications.models import Notification, Preference, SentEmail
 from tests import factories
 
 
@@ -119,3 +119,27 @@ def test_trials_jobs_do_not_notify_one_by_one(person, cluster, monkeypatch):
     receivers.job_finished(sender=None, job=in_trial)
     receivers.job_finished(sender=None, job=alone)
     assert queued == [(alone.pk, Event.JOB_FAILED)]
+
+
+def test_started_after_a_long_wait_and_session_ready_are_queued(
+    person, cluster, monkeypatch, settings
+):
+    settings.PORTAL_NOTIFY_STARTED_AFTER_MINUTES = 30
+    queued = []
+    monkeypatch.setattr(tasks.notify_job, "delay", lambda *args: queued.append(args))
+    now = timezone.now()
+    waited = factories.job(
+        person, cluster, state="running", submitted_at=now - timedelta(hours=1), started_at=now
+    )
+    quick = factories.job(
+        person, cluster, state="running", submitted_at=now - timedelta(minutes=5), started_at=now
+    )
+    receivers.job_updated(sender=None, job=waited)
+    receivers.job_updated(sender=None, job=quick)
+    receivers.session_ready(sender=None, job=quick)
+    assert queued == [(waited.pk, Event.JOB_STARTED), (quick.pk, Event.SESSION_READY)]
+    for args in queued:
+        Preference.set(person, args[1], portal=True)
+        tasks.notify_job.apply(args=args)
+    texts = sorted(Notification.objects.values_list("event", flat=True))
+    assert texts == [Event.JOB_STARTED, Event.SESSION_READY]
