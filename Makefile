@@ -99,6 +99,7 @@ idp-down:
 # A real mail server on 127.0.0.1:2525 (Debian's exim4 with its own configuration) that
 # delivers every message, for any address, to /var/lib/portal-mail/Maildir: the demo's
 # notifications (PORTAL_DEMO's EMAIL_HOST/EMAIL_PORT defaults) and the tests' mailbox.
+MAIL_DIR := $(or $(PORTAL_MAIL_DIR),/var/lib/portal-mail)
 mail:
 ifeq ($(IS_ROOT),yes)
 	@bash deploy/mail/up.sh
@@ -138,6 +139,7 @@ demo-locked:
 ifeq ($(IS_ROOT),yes)
 	@/usr/bin/python3 -c 'import json, sys; u = json.load(open(sys.argv[1]))["users"]["demo"]; print("Identity provider: http://localhost:$(IDP_PORT)/  sign in as demo, password", u["password"], "(groups:", ", ".join(u["groups"]) + "; the others in", sys.argv[1] + ")")' "$(IDP_DIR)/users.json"
 endif
+	@if [ -r "$(MAIL_DIR)/mail.env" ]; then echo "Mail: every email the portal sends lands in $(MAIL_DIR)/Maildir (e.g. mutt -f $(MAIL_DIR)/Maildir)"; fi
 	@if [ -r "$(IDP_ENV)" ]; then echo "Sign-in: through the identity provider ($(IDP_ENV)); local passwords only for PORTAL_LOCAL_LOGIN_USERS"; fi
 	@set -a; if [ -r "$(IDP_ENV)" ]; then . "$(IDP_ENV)"; \
 		PORTAL_OIDC_PROVIDER_NAME=$${PORTAL_OIDC_PROVIDER_NAME-the demo identity provider}; \
