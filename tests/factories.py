@@ -341,5 +341,5 @@ def notification(recipient, event: str = "job_failed", text: str = "Something ha
     """A notification of ``recipient``'s (in the portal, not emailed, unless ``fields`` say)."""
     from jobs.notifications.models import Notification
 
-    values = dict(url="/", **fields)
+    values = {"url": "/", **fields}
     return Notification.objects.create(recipient=recipient, event=event, text=text, **values)

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from jobs.experiments.models import Experiment
 from jobs.models import AuditEvent, Job
-from jobs.notifications import mail
+from jobs.notifications import broadcast, mail
 from jobs.notifications.events import Event, for_experiment, for_job
 from jobs.notifications.models import Notification, SentEmail
 
@@ -66,9 +66,7 @@ def notify_job(self, job_id: int, event: str) -> None:
             return
     message = for_job(event, job, cancelled_by=who)
     url = reverse("job-detail", args=[job.pk])
-    notification = Notification.record(job.owner, event, message, url, job=job)
-    if notification is not None and notification.email == Notification.Email.PENDING:
-        queue_delivery(job.owner_id)
+    told(Notification.record(job.owner, event, message, url, job=job))
 
 
 @shared_task
@@ -79,11 +77,22 @@ def notify_experiment(experiment_id: int) -> None:
     best = experiment.best_of(list(experiment.trials.all()))
     message = for_experiment(experiment, best)
     url = reverse("experiment-detail", args=[experiment.pk])
-    notification = Notification.record(
-        experiment.owner, Event.EXPERIMENT_FINISHED, message, url, experiment=experiment
+    told(
+        Notification.record(
+            experiment.owner, Event.EXPERIMENT_FINISHED, message, url, experiment=experiment
+        )
     )
-    if notification is not None and notification.email == Notification.Email.PENDING:
-        queue_delivery(experiment.owner_id)
+
+
+def told(notification: Notification | None) -> None:
+    """After a notification is recorded: its recipient's pages hear of it, and its email
+    is queued."""
+    if notification is None:
+        return
+    if notification.in_portal:
+        broadcast.publish_on_commit(notification)
+    if notification.email == Notification.Email.PENDING:
+        queue_delivery(notification.recipient_id)
 
 
 def queue_delivery(user_id: int, delay: float | None = None) -> None:
