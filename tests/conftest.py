@@ -64,6 +64,24 @@ def _no_shared_proxy(settings, tmp_path_factory):
     settings.PROXY_MAP_PATH = str(tmp_path_factory.getbasetemp() / "no-proxy.map")
 
 
+@pytest.fixture(autouse=True)
+def queued_notifications(request, monkeypatch):
+    """Jobs that end in this process queue notification tasks (jobs/notifications/
+    receivers.py): record them instead of leaving them in the broker for some later worker
+    (a `make demo` worker on the same Redis would look the ids up in its own database).
+    Tests marked ``mail`` send for real."""
+    from jobs.notifications import tasks as notification_tasks
+
+    calls: list[tuple] = []
+    if request.node.get_closest_marker("mail") is None:
+        for task in (notification_tasks.notify_job, notification_tasks.notify_experiment):
+            monkeypatch.setattr(task, "delay", lambda *a, **k: calls.append((a, k)))
+        monkeypatch.setattr(
+            notification_tasks.deliver_email, "apply_async", lambda *a, **k: calls.append((a, k))
+        )
+    return calls
+
+
 @pytest.fixture
 def owner(db):
     return factories.user("owner", "owner-pass-123")
