@@ -74,6 +74,8 @@ def notify_experiment(experiment_id: int) -> None:
     experiment = Experiment.objects.select_related("owner").filter(pk=experiment_id).first()
     if experiment is None or not experiment.is_final:
         return
+    if experiment.state == Experiment.State.CANCELLED and experiment.cancel_requested_at:
+        return  # its owner stopped it: nothing to tell them
     best = experiment.best_of(list(experiment.trials.all()))
     message = for_experiment(experiment, best)
     url = reverse("experiment-detail", args=[experiment.pk])

@@ -143,3 +143,15 @@ def test_started_after_a_long_wait_and_session_ready_are_queued(
         tasks.notify_job.apply(args=args)
     texts = sorted(Notification.objects.values_list("event", flat=True))
     assert texts == [Event.JOB_STARTED, Event.SESSION_READY]
+
+
+def test_an_experiment_is_told_when_it_ends_by_itself_not_when_its_owner_stops_it(person, cluster):
+    done = factories.experiment_record(person, cluster, name="done", state="completed")
+    stopped = factories.experiment_record(
+        person, cluster, name="stopped", state="cancelled", cancel_requested_at=timezone.now()
+    )
+    for experiment in (done, stopped):
+        tasks.notify_experiment.apply(args=[experiment.pk])
+    (told,) = Notification.objects.all()
+    assert told.experiment_id == done.pk and told.url == f"/experiments/{done.pk}/"
+    assert "has completed: none of its 0 trials has a score" in told.text
