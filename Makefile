@@ -15,7 +15,7 @@ IDP_ENV ?= $(IDP_DIR)/portal.env
 
 # Chromium for the end-to-end tests: Debian's package (Playwright's own download
 # is not possible on machines without internet access).
-.PHONY: help venv services services-down browser devcluster devcluster-down condorpool condorpool-down idp idp-down demo-locked demo-setup demo test bench lint typecheck format clean
+.PHONY: help venv services services-down browser devcluster devcluster-down condorpool condorpool-down idp idp-down mail mail-down demo-locked demo-setup demo test bench lint typecheck format clean
 
 help:
 	@echo "make demo            set everything up and run the portal at http://localhost:$(PORT)/"
@@ -26,6 +26,8 @@ help:
 	@echo "make condorpool-down stop it"
 	@echo "make idp             start the local OpenID Connect provider (glewlwyd, root)"
 	@echo "make idp-down        stop it"
+	@echo "make mail            start the local mail server (exim4 on 127.0.0.1:2525, root)"
+	@echo "make mail-down       stop it"
 	@echo "make services-down   stop the portal's own Redis (make clean does too)"
 	@echo "make bench           benchmarks in bench/ (dev cluster)"
 	@echo "make lint            ruff and mypy"
@@ -94,7 +96,21 @@ endif
 idp-down:
 	@bash deploy/idp/down.sh
 
-demo-setup: venv services devcluster condorpool idp
+# A real mail server on 127.0.0.1:2525 (Debian's exim4 with its own configuration) that
+# delivers every message, for any address, to /var/lib/portal-mail/Maildir: the demo's
+# notifications (PORTAL_DEMO's EMAIL_HOST/EMAIL_PORT defaults) and the tests' mailbox.
+MAIL_DIR := $(or $(PORTAL_MAIL_DIR),/var/lib/portal-mail)
+mail:
+ifeq ($(IS_ROOT),yes)
+	@bash deploy/mail/up.sh
+else
+	@echo "mail: skipped (needs root); run 'sudo make mail' for a local mail server"
+endif
+
+mail-down:
+	@bash deploy/mail/down.sh
+
+demo-setup: venv services devcluster condorpool idp mail
 	@$(DEMO_ENV) $(PY) manage.py migrate --noinput -v0
 	@$(DEMO_ENV) $(PY) manage.py collectstatic --noinput -v0
 	@$(DEMO_ENV) $(PY) manage.py make_dev_certs
@@ -123,6 +139,7 @@ demo-locked:
 ifeq ($(IS_ROOT),yes)
 	@/usr/bin/python3 -c 'import json, sys; u = json.load(open(sys.argv[1]))["users"]["demo"]; print("Identity provider: http://localhost:$(IDP_PORT)/  sign in as demo, password", u["password"], "(groups:", ", ".join(u["groups"]) + "; the others in", sys.argv[1] + ")")' "$(IDP_DIR)/users.json"
 endif
+	@if [ -r "$(MAIL_DIR)/mail.env" ]; then echo "Mail: every email the portal sends lands in $(MAIL_DIR)/Maildir (e.g. mutt -f $(MAIL_DIR)/Maildir)"; fi
 	@if [ -r "$(IDP_ENV)" ]; then echo "Sign-in: through the identity provider ($(IDP_ENV)); local passwords only for PORTAL_LOCAL_LOGIN_USERS"; fi
 	@set -a; if [ -r "$(IDP_ENV)" ]; then . "$(IDP_ENV)"; \
 		PORTAL_OIDC_PROVIDER_NAME=$${PORTAL_OIDC_PROVIDER_NAME-the demo identity provider}; \
@@ -132,7 +149,7 @@ endif
 		exec .venv/bin/honcho -d . -f deploy/Procfile.demo start
 
 # Type errors fail the run before anything is set up.
-test: venv typecheck services browser devcluster condorpool idp
+test: venv typecheck services browser devcluster condorpool idp mail
 	@PORTAL_DEMO=1 $(PY) manage.py collectstatic --noinput -v0
 	@bash deploy/run-tests.sh
 

@@ -2,7 +2,7 @@
 Models send these after their transaction commits; they import no receiver. Receivers are
 connected in their app's ``AppConfig.ready()``: jobs.broadcast publishes every change to
 pages (JobsConfig), the experiments app steps a trial's experiment when its job ends
-(ExperimentsConfig)."""
+(ExperimentsConfig), jobs.notifications tells the owner (NotificationsConfig)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,13 @@ job_updated = Signal()
 
 # A job reached a final state (completed, failed, cancelled, ...): ``job=``. Once per job.
 job_finished = Signal()
+
+# A session's link became ready (proxy/models.py, once per run of the job): ``job=``.
+session_ready = Signal()
+
+# An experiment ended (completed or cancelled; jobs/experiments/models.py, on commit, once):
+# ``experiment=``.
+experiment_finished = Signal()
 
 
 def updated_on_commit(job) -> None:

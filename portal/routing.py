@@ -8,6 +8,7 @@ from django.urls import path
 
 from jobs.consumers import JobUpdatesConsumer
 from jobs.metrics.consumers import MetricsConsumer
+from jobs.notifications.consumers import NotificationsConsumer
 
 if TYPE_CHECKING:
     from channels.consumer import _ASGIApplicationProtocol
@@ -25,4 +26,5 @@ websocket_urlpatterns: list[_ExtendedURLPattern | URLRouter] = [
     websocket_path("ws/jobs/", JobUpdatesConsumer.as_asgi()),
     websocket_path("ws/jobs/<int:job_id>/", JobUpdatesConsumer.as_asgi()),
     websocket_path("ws/jobs/<int:job_id>/metrics/", MetricsConsumer.as_asgi()),
+    websocket_path("ws/notifications/", NotificationsConsumer.as_asgi()),
 ]

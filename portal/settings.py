@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "jobs.metrics",
     "portal.identity",
     "jobs.experiments",
+    "jobs.notifications",
     "proxy",
     "frontend",
 ]
@@ -102,6 +103,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "jobs.notifications.context.unread_count",
             ],
         },
     },
@@ -421,6 +423,31 @@ PROXY_SESSION_MAXCONN = env_int("PROXY_SESSION_MAXCONN", 256, minimum=8)
 PROXY_RECONCILE_INTERVAL = env_float("PROXY_RECONCILE_INTERVAL", 5.0, minimum=0.5)
 # Where the TLS certificate for the session proxy lives (make demo / make test create a dev one).
 TLS_DIR = Path(env_str("PORTAL_TLS_DIR", str(DATA_DIR / "tls")))
+
+# --- Email and notifications ------------------------------------------------------------
+# Django's SMTP backend. The demo (PORTAL_DEMO) sends to `make mail`'s exim on
+# 127.0.0.1:2525, which keeps every message in /var/lib/portal-mail/Maildir.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "127.0.0.1" if DEMO_MODE else "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 2525 if DEMO_MODE else 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD") or ""
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)  # STARTTLS (port 587)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)  # TLS from the start (port 465)
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("set EMAIL_USE_TLS or EMAIL_USE_SSL, not both")
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 20, minimum=1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "HPC portal <portal@localhost>")
+SERVER_EMAIL = env_str("SERVER_EMAIL", DEFAULT_FROM_EMAIL)
+# At most this many emails per person per window; past it, one digest when the window ends.
+PORTAL_NOTIFY_EMAIL_MAX = env_int("PORTAL_NOTIFY_EMAIL_MAX", 5, minimum=1)
+PORTAL_NOTIFY_EMAIL_WINDOW_MINUTES = env_int("PORTAL_NOTIFY_EMAIL_WINDOW_MINUTES", 60, minimum=1)
+# Events within this many seconds of one another go in one email.
+PORTAL_NOTIFY_BATCH_SECONDS = env_float("PORTAL_NOTIFY_BATCH_SECONDS", 5.0, minimum=0)
+# "A long job completed": one that ran at least this long.
+PORTAL_NOTIFY_LONG_JOB_MINUTES = env_int("PORTAL_NOTIFY_LONG_JOB_MINUTES", 30, minimum=0)
+# "A job started after a long wait": queued at least this long.
+PORTAL_NOTIFY_STARTED_AFTER_MINUTES = env_int("PORTAL_NOTIFY_STARTED_AFTER_MINUTES", 30, minimum=0)
 
 CELERY_BEAT_SCHEDULE = {
     "sync-clusters": {"task": "jobs.tasks.sync_clusters", "schedule": PORTAL_SYNC_INTERVAL},

@@ -23,5 +23,6 @@ urlpatterns = [
     path("api/v1/", include("jobs.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("", include("jobs.notifications.urls")),
     path("", include("frontend.urls")),
 ]

@@ -134,6 +134,7 @@ class SessionLink(models.Model):
         if updated:
             self.refresh_from_db()
             signals.job_updated.send(sender=Job, job=self.job)
+            signals.session_ready.send(sender=Job, job=self.job)
         return bool(updated)
 
     @classmethod

@@ -11,6 +11,7 @@ from jobs import devcluster as devcluster_mod
 from jobs.models import Job
 from tests import factories
 from tests import idp as idp_mod
+from tests import mailbox as mailbox_mod
 
 # --- the suite in two parts ------------------------------------------------------------
 # deploy/run-tests.sh runs the tests that use the Slurm dev cluster (`--part=slurm`) beside
@@ -18,7 +19,9 @@ from tests import idp as idp_mod
 # parts share no daemon a test stops or restarts: the Slurm tests kill slurmctld, the pool's
 # tests stop its schedd and remove their user's jobs. Each test is in exactly one part. The
 # identity provider (`idp` marker, `idp_provider` fixture) is in the other part unless the
-# test also uses the Slurm cluster; no test stops it, so either part may use it.
+# test also uses the Slurm cluster; no test stops it, so either part may use it. The same
+# holds for the mail server (`mail` marker, `mailbox` fixture): never stopped by a test, each
+# test reads only the messages sent to an address of its own.
 PARTS = ("slurm", "other")
 
 
@@ -59,6 +62,24 @@ def _no_shared_proxy(settings, tmp_path_factory):
     their own), never to a `make demo` HAProxy on this machine."""
     settings.PROXY_INSTANCES = [f"unix:{tmp_path_factory.getbasetemp()}/no-proxy.sock"]
     settings.PROXY_MAP_PATH = str(tmp_path_factory.getbasetemp() / "no-proxy.map")
+
+
+@pytest.fixture(autouse=True)
+def queued_notifications(request, monkeypatch):
+    """Jobs that end in this process queue notification tasks (jobs/notifications/
+    receivers.py): record them instead of leaving them in the broker for some later worker
+    (a `make demo` worker on the same Redis would look the ids up in its own database).
+    Tests marked ``mail`` send for real."""
+    from jobs.notifications import tasks as notification_tasks
+
+    calls: list[tuple] = []
+    if request.node.get_closest_marker("mail") is None:
+        for task in (notification_tasks.notify_job, notification_tasks.notify_experiment):
+            monkeypatch.setattr(task, "delay", lambda *a, **k: calls.append((a, k)))
+        monkeypatch.setattr(
+            notification_tasks.deliver_email, "apply_async", lambda *a, **k: calls.append((a, k))
+        )
+    return calls
 
 
 @pytest.fixture
@@ -247,6 +268,19 @@ def oidc_test_provider():
     running = Provider()
     yield running
     running.close()
+
+
+# --- the real mail server ---------------------------------------------------------------
+
+
+@pytest.fixture
+def mailbox(settings) -> mailbox_mod.Mailbox:
+    """The mail server `make mail` started (tests/mailbox.py), and Django's email sent to it;
+    skips (or fails, when required) without it."""
+    box = mailbox_mod.mailbox()
+    for name, value in box.settings().items():
+        setattr(settings, name, value)
+    return box
 
 
 # --- SSH certificates (clusters in certificate mode) -----------------------------------------

@@ -30,15 +30,18 @@ from jobs.models import (
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOqmCr0ke0UTgwV9vPwNDnqf4mr8v07WgMJOuFbxZuBs"
 
 
-def user(username: str, password: str | None = None, *, superuser: bool = False):
+def user(username: str, password: str | None = None, *, superuser: bool = False, email: str = ""):
     """The user ``username`` (``password`` unset: none can sign in with one); a
-    superuser is staff too."""
+    superuser is staff too. ``email`` is set (on an existing user too) when given."""
     model = get_user_model()
     existing = model.objects.filter(username=username).first()
     if existing is not None:
+        if email and existing.email != email:
+            existing.email = email
+            existing.save(update_fields=["email"])
         return existing
     make = model.objects.create_superuser if superuser else model.objects.create_user
-    return make(username, password=password)
+    return make(username, email=email, password=password)
 
 
 def staff_user(username: str, password: str, *permissions: str):
@@ -371,3 +374,11 @@ def compared_run(
     ]
     ingest.ingest(made, records)
     return made
+
+
+def notification(recipient, event: str = "job_failed", text: str = "Something happened.", **fields):
+    """A notification of ``recipient``'s (in the portal, not emailed, unless ``fields`` say)."""
+    from jobs.notifications.models import Notification
+
+    values = {"url": "/", **fields}
+    return Notification.objects.create(recipient=recipient, event=event, text=text, **values)

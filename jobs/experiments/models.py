@@ -7,9 +7,10 @@ from __future__ import annotations
 import math
 
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
 from django.utils import timezone
 
+from jobs import signals
 from jobs.access import sees_every_job
 from jobs.models import Job
 from jobs.models.job import new_job_uid
@@ -131,6 +132,9 @@ class Experiment(models.Model):
         )
         if done:
             self.refresh_from_db()
+            transaction.on_commit(
+                lambda: signals.experiment_finished.send(sender=Experiment, experiment=self)
+            )
         return bool(done)
 
 

@@ -287,5 +287,40 @@ const Portal = (() => {
     }));
   }
 
-  return { dashboard, jobPage, accountPage, socket };
+  // --- notifications: the header's unread count and the list, live --------------------
+  function notifications() {
+    const link = document.querySelector("[data-notifications-link]");
+    if (!link) return;
+    socket("/ws/notifications/", {
+      onMessage: (data) => {
+        let badge = link.querySelector("[data-unread-count]");
+        if (!badge) {
+          badge = document.createElement("span");
+          badge.className = "badge";
+          badge.dataset.unreadCount = "";
+          link.append(" ", badge);
+        }
+        badge.textContent = String(data.unread);
+        badge.setAttribute("aria-label", `${data.unread} unread`);
+        const list = document.querySelector("[data-notifications]");
+        if (!list) return;
+        list.querySelector(".empty")?.remove();
+        const item = document.createElement("li");
+        item.className = "card unread";
+        item.dataset.notificationId = data.id;
+        item.dataset.event = data.event;
+        const p = document.createElement("p"), a = document.createElement("a");
+        a.href = data.url;
+        a.textContent = data.text; // text, never markup
+        p.append(a);
+        const fresh = document.createElement("p"), strong = document.createElement("strong");
+        strong.textContent = "new";
+        fresh.append(strong);
+        item.append(fresh, p);
+        list.prepend(item);
+      },
+    });
+  }
+
+  return { dashboard, jobPage, accountPage, socket, notifications };
 })();

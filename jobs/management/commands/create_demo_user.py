@@ -29,6 +29,8 @@ class Command(BaseCommand):
         # The demo user curates the catalog too, so it may use the admin.
         user.is_staff = True
         user.is_superuser = True
+        # Its notifications go to `make mail`'s Maildir (every address lands there).
+        user.email = user.email or f"{username}@localhost"
         user.set_password(password)
         user.save()
         self.stdout.write(

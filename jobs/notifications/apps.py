@@ -1,0 +1,21 @@
+from django.apps import AppConfig
+
+
+class NotificationsConfig(AppConfig):
+    """Notifications, a nested app of jobs: events, preferences, the list, email."""
+
+    name = "jobs.notifications"
+    label = "notifications"
+    verbose_name = "Notifications"
+
+    def ready(self) -> None:
+        from jobs import signals
+        from jobs.notifications import receivers
+
+        # What the models report (jobs/signals.py) becomes a notification in a task.
+        signals.job_finished.connect(receivers.job_finished, dispatch_uid="notify.job_finished")
+        signals.job_updated.connect(receivers.job_updated, dispatch_uid="notify.job_updated")
+        signals.session_ready.connect(receivers.session_ready, dispatch_uid="notify.session")
+        signals.experiment_finished.connect(
+            receivers.experiment_finished, dispatch_uid="notify.experiment_finished"
+        )

@@ -1,0 +1,167 @@
+"""What each event is, whether it is on by default, and what its message says: one
+sentence of what happened and what to do, as plain bounded text (job names, messages and
+stderr come from users and clusters: never markup, never unbounded)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import models
+
+from jobs.text import error_tail, plain_line
+
+# The one sentence (a job's name and message inside it included) and the stderr tail.
+TEXT_MAX = 400
+DETAIL_LINES = 20
+DETAIL_MAX = 2000
+
+
+class Event(models.TextChoices):
+    JOB_FAILED = "job_failed", "A job failed"
+    JOB_TIMEOUT = "job_timeout", "A job reached its time limit"
+    JOB_CANCELLED = "job_cancelled", "A job was cancelled by someone else or by a policy"
+    JOB_COMPLETED = "job_completed", "A long job completed"
+    JOB_STARTED = "job_started", "A job started after a long wait in the queue"
+    SESSION_READY = "session_ready", "A notebook or desktop session is ready"
+    EXPERIMENT_FINISHED = "experiment_finished", "An experiment finished"
+
+
+class Channel(models.TextChoices):
+    PORTAL = "portal", "In the portal"
+    EMAIL = "email", "Email"
+
+
+# The issue's defaults: failures and ends of long work on, the rest off (both channels).
+DEFAULT_ON = frozenset(
+    {
+        Event.JOB_FAILED,
+        Event.JOB_TIMEOUT,
+        Event.JOB_CANCELLED,
+        Event.JOB_COMPLETED,
+        Event.EXPERIMENT_FINISHED,
+    }
+)
+
+
+def default(event: str, channel: str) -> bool:
+    return event in DEFAULT_ON
+
+
+def one_line(text: str, limit: int) -> str:
+    """User or cluster text as one plain line of at most ``limit`` characters."""
+    line = " ".join(plain_line(text.replace("\n", " ")).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def bounded_tail(stderr: str) -> str:
+    return error_tail(stderr, max_lines=DETAIL_LINES, max_chars=DETAIL_MAX)
+
+
+def duration(delta: timedelta) -> str:
+    minutes = int(delta.total_seconds() // 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min"
+    return f"{hours // 24} days {hours % 24} h"
+
+
+@dataclass(frozen=True)
+class Message:
+    """What a notification says: ``text`` one sentence, ``detail`` plain lines (stderr)."""
+
+    text: str
+    detail: str = ""
+
+
+def job_label(job) -> str:
+    name = one_line(job.name, 80) if job.name else ""
+    return f"job {job.pk} ({name})" if name else f"job {job.pk}"
+
+
+def for_job(event: str, job, *, cancelled_by: str = "") -> Message:
+    """The message for a job's ``event``; ``cancelled_by``: who, for JOB_CANCELLED."""
+    label = job_label(job)
+    where = job.cluster.name
+    if event == Event.JOB_FAILED:
+        why = one_line(job.message, 200) if job.message else "it failed"
+        return Message(
+            one_line(
+                f"Your {label} failed on {where}: {why} Read the end of its error output "
+                "below, fix the cause and launch it again.",
+                TEXT_MAX,
+            ),
+            bounded_tail(job.stderr_tail),
+        )
+    if event == Event.JOB_TIMEOUT:
+        return Message(
+            one_line(
+                f"Your {label} on {where} reached its time limit of "
+                f"{job.time_limit_minutes} minutes and was stopped; launch it again with more "
+                "time or from its last checkpoint.",
+                TEXT_MAX,
+            ),
+            bounded_tail(job.stderr_tail),
+        )
+    if event == Event.JOB_CANCELLED:
+        by = cancelled_by or "someone else"
+        reason = f" ({one_line(job.cancel_reason, 200)})" if job.cancel_reason else ""
+        return Message(
+            one_line(
+                f"Your {label} on {where} was cancelled by {by}{reason}; launch it again if "
+                "you still need it.",
+                TEXT_MAX,
+            )
+        )
+    if event == Event.JOB_COMPLETED:
+        ran = duration(job.elapsed) if job.elapsed else "a while"
+        return Message(
+            one_line(
+                f"Your {label} completed on {where} after running {ran}; its results are in "
+                "its work directory.",
+                TEXT_MAX,
+            )
+        )
+    if event == Event.JOB_STARTED:
+        waited = (
+            duration(job.started_at - job.submitted_at)
+            if job.started_at and job.submitted_at
+            else "a while"
+        )
+        return Message(
+            one_line(
+                f"Your {label} started on {where} after waiting {waited} in the queue; "
+                "follow it on its page.",
+                TEXT_MAX,
+            )
+        )
+    if event == Event.SESSION_READY:
+        return Message(
+            one_line(
+                f"Your {job.get_kind_display().lower()} ({label}) on {where} is ready; "
+                "open it from its page.",
+                TEXT_MAX,
+            )
+        )
+    raise ValueError(f"not a job event: {event}")
+
+
+def for_experiment(experiment, best=None) -> Message:
+    """EXPERIMENT_FINISHED: its end and its best trial (``best``: a Trial or None)."""
+    name = one_line(experiment.name, 80) if experiment.name else ""
+    label = f"experiment {experiment.pk} ({name})" if name else f"experiment {experiment.pk}"
+    done = experiment.trials.count()
+    if best is not None and best.value is not None:
+        params = ", ".join(f"{k}={v}" for k, v in sorted(best.params.items()))
+        outcome = (
+            f"the best of its {done} trials is trial {best.number} with "
+            f"{one_line(experiment.metric, 60)} = {best.value:.6g} ({one_line(params, 120)})"
+        )
+    else:
+        outcome = f"none of its {done} trials has a score"
+    state = experiment.get_state_display().lower()
+    return Message(
+        one_line(f"Your {label} has {state}: {outcome}; compare its trials on its page.", TEXT_MAX)
+    )

@@ -1,0 +1,169 @@
+"""A person's notifications (the in-portal list, and the email each one is waiting for),
+their choices per event and channel, and the emails sent (the rate limit counts them)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, models, transaction
+from django.utils import timezone
+
+from jobs.notifications.events import Channel, Event, Message, default
+
+
+class Preference(models.Model):
+    """A person's choice for one event; without a row, the defaults (events.DEFAULT_ON)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_prefs"
+    )
+    event = models.CharField(max_length=32, choices=Event.choices)
+    portal = models.BooleanField()
+    email = models.BooleanField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "event"], name="notify_pref_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {self.event}: portal={self.portal} email={self.email}"
+
+    @classmethod
+    def choices_for(cls, user) -> dict[str, dict[str, bool]]:
+        """{event: {channel: on}} for every event, the person's rows over the defaults."""
+        rows = {p.event: p for p in cls.objects.filter(user=user)}
+        return {
+            event: {
+                Channel.PORTAL: rows[event].portal if event in rows else default(event, "portal"),
+                Channel.EMAIL: rows[event].email if event in rows else default(event, "email"),
+            }
+            for event in Event.values
+        }
+
+    @classmethod
+    def set(cls, user, event: str, **channels: bool) -> Preference:
+        current = cls.choices_for(user)[event]
+        values = {
+            "portal": channels.get("portal", current[Channel.PORTAL]),
+            "email": channels.get("email", current[Channel.EMAIL]),
+        }
+        return cls.objects.update_or_create(user=user, event=event, defaults=values)[0]
+
+
+class NotificationQuerySet(models.QuerySet):
+    def listed(self) -> NotificationQuerySet:
+        """What the person's list shows (an email-only notification is not listed)."""
+        return self.filter(in_portal=True)
+
+    def unread(self) -> NotificationQuerySet:
+        return self.listed().filter(read=False)
+
+
+class Notification(models.Model):
+    class Email(models.TextChoices):
+        NONE = "none", "Not emailed"
+        PENDING = "pending", "Waiting to be sent"
+        SENT = "sent", "Sent"
+
+    recipient = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications"
+    )
+    event = models.CharField(max_length=32, choices=Event.choices)
+    job = models.ForeignKey(
+        "jobs.Job", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    experiment = models.ForeignKey(
+        "experiments.Experiment",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+    )
+    # Its page, as a path (the email makes it absolute with PORTAL_URL).
+    url = models.CharField(max_length=200)
+    text = models.CharField(max_length=500)
+    # Plain lines that follow the sentence in the email and on the list (a stderr tail).
+    detail = models.TextField(blank=True)
+    in_portal = models.BooleanField(default=True)
+    read = models.BooleanField(default=False)
+    email = models.CharField(max_length=8, choices=Email.choices, default=Email.NONE)
+    emailed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    objects = NotificationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            # Once per person, event and job (or experiment): a repeated signal adds nothing.
+            models.UniqueConstraint(
+                fields=["recipient", "event", "job"],
+                condition=models.Q(job__isnull=False),
+                name="notify_once_per_job",
+            ),
+            models.UniqueConstraint(
+                fields=["recipient", "event", "experiment"],
+                condition=models.Q(experiment__isnull=False),
+                name="notify_once_per_experiment",
+            ),
+        ]
+        indexes = [models.Index(fields=["recipient", "email"])]
+
+    def __str__(self) -> str:
+        return f"{self.recipient_id} {self.event}: {self.text[:60]}"
+
+    @classmethod
+    def record(
+        cls, recipient, event: str, message: Message, url: str, *, job=None, experiment=None
+    ) -> Notification | None:
+        """Keep one notification as the person chose (None: both channels off, or it was
+        recorded before)."""
+        wants = Preference.choices_for(recipient)[event]
+        email = wants[Channel.EMAIL] and bool(recipient.email)
+        if not (wants[Channel.PORTAL] or email):
+            return None
+        try:
+            # Its own savepoint: a duplicate must not spoil the caller's transaction.
+            with transaction.atomic():
+                return cls.objects.create(
+                    recipient=recipient,
+                    event=event,
+                    job=job,
+                    experiment=experiment,
+                    url=url,
+                    text=message.text,
+                    detail=message.detail,
+                    in_portal=wants[Channel.PORTAL],
+                    email=cls.Email.PENDING if email else cls.Email.NONE,
+                )
+        except IntegrityError:
+            return None
+
+
+class SentEmail(models.Model):
+    """One email sent to a person (one notification, or a digest of several): the rate
+    limit counts these per window."""
+
+    recipient = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    sent_at = models.DateTimeField(default=timezone.now, db_index=True)
+    notifications = models.PositiveIntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.recipient_id} at {self.sent_at}: {self.notifications}"
+
+    @classmethod
+    def next_slot(cls, recipient) -> timedelta:
+        """How long until the person may be sent another email (zero: now)."""
+        window = timedelta(minutes=settings.PORTAL_NOTIFY_EMAIL_WINDOW_MINUTES)
+        since = timezone.now() - window
+        recent = list(
+            cls.objects.filter(recipient=recipient, sent_at__gt=since)
+            .order_by("-sent_at")
+            .values_list("sent_at", flat=True)[: settings.PORTAL_NOTIFY_EMAIL_MAX]
+        )
+        if len(recent) < settings.PORTAL_NOTIFY_EMAIL_MAX:
+            return timedelta(0)
+        # The oldest of the last MAX leaves the window then.
+        return max(recent[-1] + window - timezone.now(), timedelta(0))

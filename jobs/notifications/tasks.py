@@ -1,0 +1,149 @@
+"""Notification tasks: record what happened for the person (as they chose), then send
+their pending emails in one message, within the per-person rate limit; past it, whatever
+gathers is sent as one digest when the window ends. Thin: ids in, rows reloaded."""
+
+from __future__ import annotations
+
+import logging
+import smtplib
+from datetime import timedelta
+
+from celery import shared_task
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.urls import reverse
+from django.utils import timezone
+
+from jobs.experiments.models import Experiment
+from jobs.models import AuditEvent, Job
+from jobs.notifications import broadcast, mail
+from jobs.notifications.events import Event, for_experiment, for_job
+from jobs.notifications.models import Notification, SentEmail
+
+log = logging.getLogger(__name__)
+
+# A failed job's stderr tail is read by its own task after the sync (jobs.tasks
+# read_error_tail): the notification waits this long for it, then goes without.
+TAIL_WAIT = timedelta(seconds=12)
+
+
+def cancelled_by(job: Job) -> str:
+    """Who cancelled ``job`` when it was not its owner ('' when it was)."""
+    if job.cancel_reason:
+        return "the portal"
+    if job.cancel_requested_at is None:
+        return "the scheduler or an administrator"
+    asker = (
+        AuditEvent.objects.filter(
+            action=AuditEvent.Action.CANCEL, target__startswith=f"job {job.pk} ("
+        )
+        .exclude(user=job.owner)
+        .exclude(user=None)
+        .values_list("username", flat=True)
+        .first()
+    )
+    return asker or ""
+
+
+@shared_task(bind=True, max_retries=10)
+def notify_job(self, job_id: int, event: str) -> None:
+    job = Job.objects.select_related("owner", "cluster").filter(pk=job_id).first()
+    if job is None:
+        return
+    if event in (Event.JOB_FAILED, Event.JOB_TIMEOUT) and not job.stderr_tail:
+        ended = job.ended_at or timezone.now()
+        if timezone.now() - ended < TAIL_WAIT and self.request.retries < self.max_retries:
+            raise self.retry(countdown=2)
+    who = ""
+    if event == Event.JOB_CANCELLED:
+        who = cancelled_by(job)
+        if not who:
+            return  # the owner cancelled it: nothing to tell them
+    if event == Event.JOB_COMPLETED:
+        long_job = timedelta(minutes=settings.PORTAL_NOTIFY_LONG_JOB_MINUTES)
+        if not job.elapsed or job.elapsed < long_job:
+            return
+    message = for_job(event, job, cancelled_by=who)
+    url = reverse("job-detail", args=[job.pk])
+    told(Notification.record(job.owner, event, message, url, job=job))
+
+
+@shared_task
+def notify_experiment(experiment_id: int) -> None:
+    experiment = Experiment.objects.select_related("owner").filter(pk=experiment_id).first()
+    if experiment is None or not experiment.is_final:
+        return
+    if experiment.state == Experiment.State.CANCELLED and experiment.cancel_requested_at:
+        return  # its owner stopped it: nothing to tell them
+    best = experiment.best_of(list(experiment.trials.all()))
+    message = for_experiment(experiment, best)
+    url = reverse("experiment-detail", args=[experiment.pk])
+    told(
+        Notification.record(
+            experiment.owner, Event.EXPERIMENT_FINISHED, message, url, experiment=experiment
+        )
+    )
+
+
+def told(notification: Notification | None) -> None:
+    """After a notification is recorded: its recipient's pages hear of it, and its email
+    is queued."""
+    if notification is None:
+        return
+    if notification.in_portal:
+        broadcast.publish_on_commit(notification)
+    if notification.email == Notification.Email.PENDING:
+        queue_delivery(notification.recipient_id)
+
+
+def queue_delivery(user_id: int, delay: float | None = None) -> None:
+    """Send the person's pending emails after a short wait, so that what happens at once
+    (a burst of jobs ending in one sync) goes in one message."""
+    countdown = settings.PORTAL_NOTIFY_BATCH_SECONDS if delay is None else delay
+    transaction.on_commit(lambda: deliver_email.apply_async((user_id,), countdown=countdown))
+
+
+@shared_task(
+    autoretry_for=(smtplib.SMTPException, OSError),
+    retry_backoff=True,
+    retry_backoff_max=600,
+    max_retries=8,
+)
+def deliver_email(user_id: int) -> int:
+    """Send the person's pending notifications as one email (a digest when several);
+    returns how many it carried (0: none pending, or the rate limit holds them)."""
+    users = get_user_model().objects
+    with transaction.atomic():
+        # The person's row locked: two deliveries at once (a burst) can neither both pass
+        # the rate limit nor send one notification twice.
+        user = users.select_for_update().filter(pk=user_id).first()
+        if user is None:
+            return 0
+        pending = list(
+            Notification.objects.filter(recipient=user, email=Notification.Email.PENDING)
+            .order_by("created_at", "id")
+            .select_for_update()
+        )
+        if not pending:
+            return 0
+        if not user.email:
+            Notification.objects.filter(pk__in=[n.pk for n in pending]).update(
+                email=Notification.Email.NONE
+            )
+            return 0
+        wait = SentEmail.next_slot(user)
+        if wait > timedelta(0):
+            # Past the limit: what gathers until the window ends goes as one digest then.
+            queue_delivery(user_id, wait.total_seconds() + 1)
+            return 0
+        # Sent inside the transaction: if SMTP fails, nothing is marked sent and the task
+        # retries (a message the server took just before a crash may come twice).
+        mail.build(user, pending).send()
+        now = timezone.now()
+        Notification.objects.filter(pk__in=[n.pk for n in pending]).update(
+            email=Notification.Email.SENT, emailed_at=now
+        )
+        SentEmail.objects.create(recipient=user, sent_at=now, notifications=len(pending))
+    log.info("emailed %d notification(s) to user %s", len(pending), user_id)
+    return len(pending)

@@ -1,0 +1,157 @@
+"""From a job's end to an email: the task records what the person chose, and their
+pending emails leave as one message, within the per-person rate limit, past which they are
+gathered into one digest sent when the window ends. (locmem backend; the real server is in
+tests/devcluster/test_notifications_mail.py.)"""
+
+from datetime import timedelta
+
+import pytest
+from django.core import mail as outbox
+from django.utils import timezone
+
+from jobs.notifications import receivers, tasks
+from jobs.notifications.events import Event
+from jobs.notifications.models import Notification, Preference, SentEmail
+from tests import factories
+
+
+@pytest.fixture
+def person(db):
+    return factories.user("owner", "owner-pass-123", email="owner@example.org")
+
+
+@pytest.fixture
+def limits(settings):
+    settings.PORTAL_NOTIFY_EMAIL_MAX = 2
+    settings.PORTAL_NOTIFY_EMAIL_WINDOW_MINUTES = 60
+    settings.PORTAL_URL = "https://portal.example.org"
+    return settings
+
+
+def failed(person, cluster, **fields):
+    values = dict(state="failed", message="The job exited with status 3.", ended_at=timezone.now())
+    values.update(fields)
+    return factories.job(person, cluster, stderr_tail="Traceback\nValueError: boom", **values)
+
+
+def test_a_failed_jobs_email_has_its_stderr_tail_link_and_unsubscribe(person, cluster, limits):
+    job = failed(person, cluster)
+    tasks.notify_job.apply(args=[job.pk, Event.JOB_FAILED])
+    assert tasks.deliver_email.apply(args=[person.pk]).get() == 1
+    (message,) = outbox.outbox
+    assert message.to == ["owner@example.org"]
+    assert f"https://portal.example.org/jobs/{job.pk}/" in message.body
+    assert "    ValueError: boom" in message.body
+    assert message.extra_headers["List-Unsubscribe"].startswith(
+        "<https://portal.example.org/notifications/unsubscribe/"
+    )
+    assert message.extra_headers["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+    assert Notification.objects.get().email == "sent"
+
+
+def test_rate_limit_gathers_the_rest_into_one_digest_when_the_window_ends(
+    person, cluster, limits, django_capture_on_commit_callbacks
+):
+    jobs = [failed(person, cluster, name=f"run {i}") for i in range(5)]
+    for job in jobs[:2]:  # two emails: the limit
+        tasks.notify_job.apply(args=[job.pk, Event.JOB_FAILED])
+        assert tasks.deliver_email.apply(args=[person.pk]).get() == 1
+    for job in jobs[2:]:
+        tasks.notify_job.apply(args=[job.pk, Event.JOB_FAILED])
+    with django_capture_on_commit_callbacks(execute=False) as later:
+        assert tasks.deliver_email.apply(args=[person.pk]).get() == 0  # held
+    assert len(later) == 1  # a delivery queued for when the window ends
+    assert len(outbox.outbox) == 2
+    assert Notification.objects.filter(email="pending").count() == 3
+    SentEmail.objects.update(sent_at=timezone.now() - timedelta(minutes=61))
+    assert tasks.deliver_email.apply(args=[person.pk]).get() == 3
+    digest = outbox.outbox[-1]
+    assert digest.subject == "3 notifications from the HPC portal"
+    for job in jobs[2:]:
+        assert f"/jobs/{job.pk}/" in digest.body
+    assert "List-Unsubscribe" in digest.extra_headers  # all one event
+
+
+def test_a_burst_of_a_hundred_failures_is_one_email(person, cluster, limits):
+    for _ in range(100):
+        tasks.notify_job.apply(args=[failed(person, cluster).pk, Event.JOB_FAILED])
+    assert tasks.deliver_email.apply(args=[person.pk]).get() == 100
+    assert tasks.deliver_email.apply(args=[person.pk]).get() == 0
+    assert len(outbox.outbox) == 1
+
+
+def test_rules_per_event(person, cluster, limits, staff):
+    limits.PORTAL_NOTIFY_LONG_JOB_MINUTES = 30
+    now = timezone.now()
+    short = factories.job(person, cluster, state="completed", started_at=now, ended_at=now)
+    long = factories.job(
+        person, cluster, state="completed", started_at=now - timedelta(hours=1), ended_at=now
+    )
+    by_owner = factories.job(person, cluster, state="cancelled", cancel_requested_at=now)
+    by_policy = factories.job(
+        person, cluster, state="cancelled", cancel_requested_at=now, cancel_reason="Stopped early."
+    )
+    by_staff = factories.job(person, cluster, state="cancelled", cancel_requested_at=now)
+    factories.audit_event("staff", "cancel", target=f"job {by_staff.pk} (123)", user=staff)
+    for job, event in [
+        (short, Event.JOB_COMPLETED),
+        (long, Event.JOB_COMPLETED),
+        (by_owner, Event.JOB_CANCELLED),
+        (by_policy, Event.JOB_CANCELLED),
+        (by_staff, Event.JOB_CANCELLED),
+    ]:
+        tasks.notify_job.apply(args=[job.pk, event])
+    told = {n.job_id: n.text for n in Notification.objects.all()}
+    assert set(told) == {long.pk, by_policy.pk, by_staff.pk}
+    assert "cancelled by the portal (Stopped early.)" in told[by_policy.pk]
+    assert "cancelled by staff" in told[by_staff.pk]
+
+
+def test_trials_jobs_do_not_notify_one_by_one(person, cluster, monkeypatch):
+    from jobs.experiments.models import Trial
+
+    queued = []
+    monkeypatch.setattr(tasks.notify_job, "delay", lambda *args: queued.append(args))
+    experiment = factories.experiment_record(person, cluster)
+    trial = Trial.objects.create(experiment=experiment, number=0, params={})
+    alone = factories.job(person, cluster, state="failed")
+    in_trial = factories.job(person, cluster, state="failed", trial=trial)
+    receivers.job_finished(sender=None, job=in_trial)
+    receivers.job_finished(sender=None, job=alone)
+    assert queued == [(alone.pk, Event.JOB_FAILED)]
+
+
+def test_started_after_a_long_wait_and_session_ready_are_queued(
+    person, cluster, monkeypatch, settings
+):
+    settings.PORTAL_NOTIFY_STARTED_AFTER_MINUTES = 30
+    queued = []
+    monkeypatch.setattr(tasks.notify_job, "delay", lambda *args: queued.append(args))
+    now = timezone.now()
+    waited = factories.job(
+        person, cluster, state="running", submitted_at=now - timedelta(hours=1), started_at=now
+    )
+    quick = factories.job(
+        person, cluster, state="running", submitted_at=now - timedelta(minutes=5), started_at=now
+    )
+    receivers.job_updated(sender=None, job=waited)
+    receivers.job_updated(sender=None, job=quick)
+    receivers.session_ready(sender=None, job=quick)
+    assert queued == [(waited.pk, Event.JOB_STARTED), (quick.pk, Event.SESSION_READY)]
+    for args in queued:
+        Preference.set(person, args[1], portal=True)
+        tasks.notify_job.apply(args=args)
+    texts = sorted(Notification.objects.values_list("event", flat=True))
+    assert texts == [Event.JOB_STARTED, Event.SESSION_READY]
+
+
+def test_an_experiment_is_told_when_it_ends_by_itself_not_when_its_owner_stops_it(person, cluster):
+    done = factories.experiment_record(person, cluster, name="done", state="completed")
+    stopped = factories.experiment_record(
+        person, cluster, name="stopped", state="cancelled", cancel_requested_at=timezone.now()
+    )
+    for experiment in (done, stopped):
+        tasks.notify_experiment.apply(args=[experiment.pk])
+    (told,) = Notification.objects.all()
+    assert told.experiment_id == done.pk and told.url == f"/experiments/{done.pk}/"
+    assert "has completed: none of its 0 trials has a score" in told.text
