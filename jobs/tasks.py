@@ -64,10 +64,11 @@ def submit_job(self, job_id: int) -> None:
         script = scheduler.render(
             job, work_dir, register_url, metrics_url, settings.PORTAL_SYSTEM_METRICS_INTERVAL
         )
-        reproduce, git_diff = read_provenance(job, account, work_dir)
         with audit.action(
             audit.Action.SUBMIT, user=job.owner, account=account, target=f"job {job.pk}"
         ) as entry:
+            # Part of the submission: read as its owner, on the connection it opens.
+            reproduce, git_diff = read_provenance(job, account, work_dir)
             submission = pool.with_connection(
                 account,
                 lambda conn: scheduler.submit(
