@@ -1,45 +1,10 @@
-from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
-
-from jobs import devcluster
+from jobs.management.commands._register import RegisterCommand
 
 
-class Command(BaseCommand):
+class Command(RegisterCommand):
     help = "Register the local HTCondor pool (make condorpool) with its pinned host key."
-
-    def add_arguments(self, parser):
-        parser.add_argument("--state-dir", default=None, help="default: settings.CONDORPOOL_DIR")
-        parser.add_argument(
-            "--account",
-            action="append",
-            default=[],
-            metavar="PORTAL_USER=POOL_USER",
-            help="map a portal user to a user of the pool's access point (repeatable)",
-        )
-        parser.add_argument(
-            "--ssh-auth",
-            choices=["key_pair", "certificate"],
-            default=None,
-            help="how the portal logs in: the users' stored key pairs, or certificates signed "
-            "by its CA (manage.py ssh_ca; no private key is kept). Default: as registered "
-            "before (key_pair for a new one)",
-        )
-
-    def handle(self, *args, state_dir=None, account=(), ssh_auth=None, **options):
-        accounts = {}
-        for item in account:
-            portal_user, sep, pool_user = item.partition("=")
-            if not sep or not portal_user or not pool_user:
-                raise CommandError(f"--account takes PORTAL_USER=POOL_USER, not {item!r}")
-            accounts[portal_user] = pool_user
-        try:
-            info = devcluster.read_info(
-                state_dir or settings.CONDORPOOL_DIR, "pool.json", "condorpool"
-            )
-            cluster = devcluster.register(info, accounts, ssh_auth)
-        except (devcluster.DevclusterMissing, ValueError) as exc:
-            raise CommandError(str(exc)) from None
-        self.stdout.write(
-            f"Registered HTCondor pool {cluster.name} at {cluster.ssh_host}:{cluster.ssh_port} "
-            f"(host key {cluster.host_key_fingerprint}; SSH: {cluster.get_ssh_auth_display()})"
-        )
+    state_setting = "CONDORPOOL_DIR"
+    info_file = "pool.json"
+    default_name = "condorpool"
+    noun = "HTCondor pool"
+    user_noun = "POOL_USER"
