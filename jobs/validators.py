@@ -16,46 +16,46 @@ from jobs import crypto, usermap
 
 # Slurm partition, account, GRES type and feature names.
 slurm_name = RegexValidator(
-    r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+    r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z",
     "Use letters, digits, '_', '.' and '-' (up to 64 characters, starting with a letter or digit).",
 )
 
 # POSIX user names as useradd accepts them.
 posix_username = RegexValidator(
-    r"^[a-z_][a-z0-9_.-]{0,31}$",
+    r"^[a-z_][a-z0-9_.-]{0,31}\Z",
     "A cluster user name is lowercase letters, digits, '_', '.' or '-', "
     "starting with a letter or '_' (at most 32 characters).",
 )
 
 # Environment-module names as Lmod/Environment Modules spell them: name/version.
 module_name = RegexValidator(
-    r"^[A-Za-z0-9][A-Za-z0-9._+-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)*$",
+    r"^[A-Za-z0-9][A-Za-z0-9._+-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)*\Z",
     "A module name is letters, digits, '.', '_', '+', '-' with '/' between name and version "
     "(for example cuda/12.4 or python/3.11.7).",
 )
 
 hostname = RegexValidator(
-    r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
-    r"|^\d{1,3}(\.\d{1,3}){3}$|^\[?[0-9A-Fa-f:]+\]?$",
+    r"^(?=.{1,253}\Z)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\Z"
+    r"|^\d{1,3}(\.\d{1,3}){3}\Z|^\[?[0-9A-Fa-f:]+\]?\Z",
     "Enter a host name (login.cluster.example.org) or an IP address.",
 )
 
-_SAFE_PATH = re.compile(r"^/[A-Za-z0-9_.+@=:/-]*$")
-_IMAGE_URI = re.compile(r"^(docker|oras|library)://[A-Za-z0-9][A-Za-z0-9_.+@=:/-]*$")
+_SAFE_PATH = re.compile(r"^/[A-Za-z0-9_.+@=:/-]*\Z")
+_IMAGE_URI = re.compile(r"^(docker|oras|library)://[A-Za-z0-9][A-Za-z0-9_.+@=:/-]*\Z")
 IMAGE_SCHEMES = ("docker://", "oras://", "library://")
 
 
-_FOLDER_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_. +@=,-]{0,99}$")
+_FOLDER_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_. +@=,-]{0,99}\Z")
 
 
 # A job's own work directory (<id>-<uid>), or a job array's (a<id>-<uid>, its members' in
 # <index> below), which a TensorBoard session may read.
 JOB_FOLDER = re.compile(
-    r"^\.portal/jobs/(?P<array>a?)(?P<id>[0-9]{1,12})-(?P<uid>[0-9a-f]{10})(/|$)"
+    r"^\.portal/jobs/(?P<array>a?)(?P<id>[0-9]{1,12})-(?P<uid>[0-9a-f]{10})(/|\Z)"
 )
 # A session's upstream secret (Jupyter's token, TensorBoard's wrapper secret), from the
 # job's registration or connection.json: URL-safe, so it can reach HAProxy's runtime API.
-SESSION_TOKEN = re.compile(r"^[A-Za-z0-9_.~-]{16,256}$")
+SESSION_TOKEN = re.compile(r"^[A-Za-z0-9_.~-]{16,256}\Z")
 
 
 def relative_folder(value: str) -> None:
@@ -102,7 +102,7 @@ def image_location(value: str) -> None:
         )
 
 
-_ROOT_TEMPLATE = re.compile(r"^/[A-Za-z0-9_.+@=:/{}-]*$")
+_ROOT_TEMPLATE = re.compile(r"^/[A-Za-z0-9_.+@=:/{}-]*\Z")
 
 
 def work_dir_root(value: str) -> None:
