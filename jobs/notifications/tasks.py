@@ -20,6 +20,7 @@ from jobs.models import AuditEvent, Job
 from jobs.notifications import broadcast, mail
 from jobs.notifications.events import Event, for_experiment, for_job
 from jobs.notifications.models import Notification, SentEmail
+from jobs.task_helpers import single_flight
 
 log = logging.getLogger(__name__)
 
@@ -113,35 +114,46 @@ def queue_delivery(user_id: int, delay: float | None = None) -> None:
 def deliver_email(user_id: int) -> int:
     """Send the person's pending notifications as one email (a digest when several);
     returns how many it carried (0: none pending, or the rate limit holds them)."""
-    users = get_user_model().objects
-    with transaction.atomic():
-        # The person's row locked: two deliveries at once (a burst) can neither both pass
-        # the rate limit nor send one notification twice.
-        user = users.select_for_update().filter(pk=user_id).first()
-        if user is None:
+    # One delivery per person at a time (a burst queues several): two can neither both
+    # pass the rate limit nor send one notification twice. A cache lock, not the user's
+    # row: SMTP may take EMAIL_TIMEOUT several times over, and nothing else (a sign-in)
+    # should wait for it. The one that finds it held tries again shortly.
+    lock_seconds = int(settings.EMAIL_TIMEOUT or 20) * 6 + 60
+    with single_flight(f"notify-deliver:{user_id}", lock_seconds) as mine:
+        if not mine:
+            queue_delivery(user_id)
             return 0
-        pending = list(
-            Notification.objects.filter(recipient=user, email=Notification.Email.PENDING)
-            .order_by("created_at", "id")
-            .select_for_update()
+        return _deliver(user_id)
+
+
+def _deliver(user_id: int) -> int:
+    """The delivery itself, under deliver_email's lock (so no row lock is needed, and none
+    is held while SMTP talks: marking a notification read never waits for a mail server)."""
+    user = get_user_model().objects.filter(pk=user_id).first()
+    if user is None:
+        return 0
+    pending = list(
+        Notification.objects.filter(recipient=user, email=Notification.Email.PENDING).order_by(
+            "created_at", "id"
         )
-        if not pending:
-            return 0
-        if not user.email:
-            Notification.objects.filter(pk__in=[n.pk for n in pending]).update(
-                email=Notification.Email.NONE
-            )
-            return 0
-        wait = SentEmail.next_slot(user)
-        if wait > timedelta(0):
-            # Past the limit: what gathers until the window ends goes as one digest then.
-            queue_delivery(user_id, wait.total_seconds() + 1)
-            return 0
-        # Sent inside the transaction: if SMTP fails, nothing is marked sent and the task
-        # retries (a message the server took just before a crash may come twice).
-        mail.build(user, pending).send()
+    )
+    if not pending:
+        return 0
+    ids = [n.pk for n in pending]
+    if not user.email:
+        Notification.objects.filter(pk__in=ids).update(email=Notification.Email.NONE)
+        return 0
+    wait = SentEmail.next_slot(user)
+    if wait > timedelta(0):
+        # Past the limit: what gathers until the window ends goes as one digest then.
+        queue_delivery(user_id, wait.total_seconds() + 1)
+        return 0
+    # Marked sent only once the server took it: if SMTP fails the task retries (a message
+    # the server took just before a crash may come twice, never not at all).
+    mail.build(user, pending).send()
+    with transaction.atomic():
         now = timezone.now()
-        Notification.objects.filter(pk__in=[n.pk for n in pending]).update(
+        Notification.objects.filter(pk__in=ids).update(
             email=Notification.Email.SENT, emailed_at=now
         )
         SentEmail.objects.create(recipient=user, sent_at=now, notifications=len(pending))

@@ -155,3 +155,23 @@ def test_an_experiment_is_told_when_it_ends_by_itself_not_when_its_owner_stops_i
     (told,) = Notification.objects.all()
     assert told.experiment_id == done.pk and told.url == f"/experiments/{done.pk}/"
     assert "has completed: none of its 0 trials has a score" in told.text
+
+
+def test_a_delivery_already_running_for_the_person_sends_nothing_and_comes_back(
+    person, cluster, limits, monkeypatch
+):
+    """One delivery per person at a time, by a cache lock (never the user's row, which a
+    sign-in would wait on while SMTP talks): the second finds it held and is queued again."""
+    from django.core.cache import cache
+
+    job = failed(person, cluster)
+    tasks.notify_job.apply(args=[job.pk, Event.JOB_FAILED])
+    again = []
+    monkeypatch.setattr(tasks, "queue_delivery", lambda user_id, delay=None: again.append(user_id))
+    cache.add(f"notify-deliver:{person.pk}", "another worker", timeout=60)
+    try:
+        assert tasks.deliver_email.apply(args=[person.pk]).get() == 0
+    finally:
+        cache.delete(f"notify-deliver:{person.pk}")
+    assert outbox.outbox == [] and again == [person.pk]
+    assert tasks.deliver_email.apply(args=[person.pk]).get() == 1
