@@ -54,6 +54,9 @@ def test_owner_opens_jupyterlab_over_https_and_runs_a_cell(
     lab.wait_for_url(
         f"https://{session.public_id}.sessions.localhost:{stack.proxy_port}/lab**", timeout=60_000
     )
+    # JupyterLab restores the cluster user's last workspace (~/.jupyter/lab/workspaces: an
+    # earlier session's open notebook, not the launcher); ?reset starts from a clean one.
+    lab.goto(f"https://{session.public_id}.sessions.localhost:{stack.proxy_port}/lab?reset")
     try:
         lab.locator(".jp-LauncherCard").first.wait_for(timeout=60_000)
     except Exception:
