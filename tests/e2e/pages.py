@@ -55,7 +55,8 @@ def page_errors(page, errors: list[str] | None = None) -> list[str]:
 
 def open_session(page, stack, job):
     """On ``job``'s page: wait for its session's link (the notebook registered), open it
-    in a new tab and wait for the session's host; returns (its SessionLink, the tab)."""
+    in a new tab and wait for the session's host; returns (its SessionLink, the tab, on a
+    fresh JupyterLab workspace)."""
     open_link = page.locator("#session [data-open-session]")
     open_link.wait_for(state="visible", timeout=120_000)
     session = SessionLink.objects.get(job=job)
@@ -65,4 +66,7 @@ def open_session(page, stack, job):
     tab = new_tab.value
     host = f"https://{session.public_id}.sessions.localhost:{stack.proxy_port}"
     tab.wait_for_url(f"{host}/lab**", timeout=60_000)
+    # The cluster user's home outlives sessions, and JupyterLab restores the last workspace
+    # (an earlier session's notebook, not the launcher): start from a clean one.
+    tab.goto(f"{host}/lab?reset")
     return session, tab

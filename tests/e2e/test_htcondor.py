@@ -51,10 +51,7 @@ def test_notebook_on_htcondor_opens_through_the_proxy_and_runs_a_cell(
     page = sign_in(tls_browser, stack, "owner", "owner-pass-123")
     launch(page, stack, "Python (host)", "Notebook session")
     job = Job.objects.get()
-    session, lab = open_session(page, stack, job)
-    lab_url = f"https://{session.public_id}.sessions.localhost:{stack.proxy_port}/lab"
-    # The pool user's home outlives sessions: JupyterLab would restore the last one's tabs.
-    lab.goto(f"{lab_url}?reset")
+    _, lab = open_session(page, stack, job)
     lab.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
     cell = lab.locator(".jp-Cell .cm-content").first
     cell.wait_for(timeout=60_000)

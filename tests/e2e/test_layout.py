@@ -89,7 +89,7 @@ def test_no_page_is_wider_than_the_screen(browser, stack, long_jobs, screenshot,
     # The long name is on the job's page in full (on the dashboard it may be clamped).
     page.goto(f"{stack.url}/jobs/{long_jobs.pk}/")
     assert LONG_NAME in page.locator("h1").inner_text()
-    command = page.locator("pre.command")
+    command = page.get_by_role("region", name="Request").locator("pre.command")
     assert command.inner_text().strip() == LONG_COMMAND
     # The command scrolls inside its own box instead of stretching the page.
     assert command.evaluate("(el) => el.getBoundingClientRect().height") < 200
