@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import render
 
-from jobs import usage
+from jobs import idle_policy, usage
 from jobs.access import sees_every_job
 from jobs.models import Cluster, Job
 
@@ -44,3 +44,12 @@ def usage_page(request):
             "idle_percent": f"{settings.PORTAL_GPU_IDLE_PERCENT:g}",
         },
     )
+
+
+@login_required
+def idle_policy_page(request):
+    """Staff: the jobs the partitions' idle-GPU policies warned (and will cancel when) or,
+    in a dry run, would cancel; 404 for others."""
+    if not sees_every_job(request.user):
+        raise Http404("staff only")
+    return render(request, "frontend/idle_policy.html", {"jobs": list(idle_policy.listed())})

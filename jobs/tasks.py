@@ -540,3 +540,21 @@ def read_error_tail(self, job_id: int) -> None:
 def prune_audit_log() -> int:
     """Periodic (beat): delete audit rows older than PORTAL_AUDIT_RETENTION_DAYS, in batches."""
     return audit.prune(settings.PORTAL_AUDIT_RETENTION_DAYS)
+
+
+@shared_task
+def enforce_idle_gpu_policy() -> dict[str, list[int]]:
+    """Periodic (beat): one pass of the partitions' idle-GPU policies (jobs/idle_policy.py),
+    in one worker at a time."""
+    from jobs import idle_policy  # it cancels through jobs.lifecycle, which imports this
+
+    with single_flight("idle-gpu-policy", timeout=settings.PORTAL_IDLE_POLICY_INTERVAL * 4) as mine:
+        if not mine:
+            return {}
+        done = idle_policy.evaluate()
+    return {
+        "warned": done.warned,
+        "cancelled": done.cancelled,
+        "would_cancel": done.would_cancel,
+        "cleared": done.cleared,
+    }

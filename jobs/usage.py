@@ -192,12 +192,20 @@ class Idle:
         return f"{round(self.minutes * 60)} seconds"
 
 
-def idle_gpu_jobs(jobs, now: float | None = None) -> dict[int, Idle]:
-    """Running GPU jobs among ``jobs`` whose every GPU sample of the last
-    PORTAL_GPU_IDLE_MINUTES is at most PORTAL_GPU_IDLE_PERCENT, sampled over that whole
-    window and recently (a job whose sampler stopped is not judged). Two queries."""
+def idle_gpu_jobs(
+    jobs,
+    now: float | None = None,
+    *,
+    minutes: float | None = None,
+    percent: float | None = None,
+) -> dict[int, Idle]:
+    """Running GPU jobs among ``jobs`` whose every GPU sample of the last ``minutes``
+    (PORTAL_GPU_IDLE_MINUTES) is at most ``percent`` (PORTAL_GPU_IDLE_PERCENT), sampled over
+    that whole window and recently (a job whose sampler stopped is not judged). Two queries."""
     now = time.time() if now is None else now
-    window = settings.PORTAL_GPU_IDLE_MINUTES * 60
+    minutes = settings.PORTAL_GPU_IDLE_MINUTES if minutes is None else minutes
+    percent = settings.PORTAL_GPU_IDLE_PERCENT if percent is None else percent
+    window = minutes * 60
     ids = list(jobs.filter(state=Job.State.RUNNING, gpus__gt=0).values_list("pk", flat=True)[:5000])
     if not ids:
         return {}
@@ -220,10 +228,10 @@ def idle_gpu_jobs(jobs, now: float | None = None) -> dict[int, Idle]:
         job_id = row["series__job_id"]
         sampled_since = first.get(job_id)
         if (
-            row["peak"] <= settings.PORTAL_GPU_IDLE_PERCENT
+            row["peak"] <= percent
             and sampled_since is not None
             and sampled_since <= now - window
             and row["last"] >= now - max(300.0, window / 6)
         ):
-            idle[job_id] = Idle(job_id, row["peak"], settings.PORTAL_GPU_IDLE_MINUTES)
+            idle[job_id] = Idle(job_id, row["peak"], minutes)
     return idle
