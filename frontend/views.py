@@ -212,10 +212,10 @@ def job_release(request, pk: int):
 def job_keep_gpus(request, pk: int):
     """The owner's one "Keep it" against the idle-GPU policy's cancellation."""
     job = get_job_for_user(request, pk)
-    if idle_policy.keep(job, request.user):
+    if until := idle_policy.keep(job, request.user):
         messages.info(
             request,
-            f"Kept: job {job.pk} will be cancelled at {idle_policy.when(job.idle_cancel_at)} "
+            f"Kept: job {job.pk} will be cancelled at {idle_policy.when(until)} "
             "if its GPUs stay idle.",
         )
     elif job.owner_id != request.user.pk:

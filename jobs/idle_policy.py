@@ -112,20 +112,21 @@ def _warn(job: Job, partition: Partition, now: datetime, enforce: bool) -> None:
         transaction.on_commit(lambda: signals.gpus_idle.send(sender=Job, job=job))
 
 
-def keep(job: Job, user) -> bool:
+def keep(job: Job, user) -> datetime | None:
     """The owner's one "Keep it": the cancellation moves by the partition's keep-it minutes,
-    recorded (who, when) in the job and its timeline. False if not theirs to keep, not
-    warned, or already kept."""
+    recorded (who, when) in the job and its timeline; the new cancel time. None if not
+    theirs to keep, not warned, or already kept."""
     if user is None or job.owner_id != user.pk:
-        return False
+        return None
     now = timezone.now()
     with transaction.atomic():
         row = Job.objects.select_for_update().select_related("partition").get(pk=job.pk)
         if row.idle_warned_at is None or row.idle_cancel_at is None or row.idle_kept_at:
-            return False
+            return None
         if row.is_final or row.cancel_requested_at:
-            return False
-        row.idle_cancel_at += timedelta(minutes=row.partition.idle_keep_minutes)
+            return None
+        until = row.idle_cancel_at + timedelta(minutes=row.partition.idle_keep_minutes)
+        row.idle_cancel_at = until
         row.idle_kept_at, row.idle_kept_by = now, user
         Job.objects.filter(pk=row.pk).update(
             idle_cancel_at=row.idle_cancel_at, idle_kept_at=now, idle_kept_by=user
@@ -141,8 +142,8 @@ def keep(job: Job, user) -> bool:
             ),
         )
         signals.updated_on_commit(row)
-    job.idle_cancel_at, job.idle_kept_at, job.idle_kept_by = row.idle_cancel_at, now, user
-    return True
+    job.idle_cancel_at, job.idle_kept_at, job.idle_kept_by = until, now, user
+    return until
 
 
 def warning_of(job: Job) -> dict | None:
