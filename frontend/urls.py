@@ -32,6 +32,7 @@ urlpatterns = [
     path("jobs/<int:pk>/files/download/", views.job_file_download, name="job-file-download"),
     path("usage/", usage.usage_page, name="usage"),
     path("usage/idle-policy/", usage.idle_policy_page, name="idle-policy"),
+    path("usage/efficiency/", usage.efficiency_page, name="efficiency"),
     path("account/", views.account, name="account"),
     path("account/tokens/", views.token_create, name="token-create"),
     path("account/tokens/<int:pk>/revoke/", views.token_revoke, name="token-revoke"),

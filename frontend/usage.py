@@ -3,10 +3,13 @@ user, Slurm account and cluster), CSV for an allocation request, and GPUs held i
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 
 from jobs import idle_policy, usage
 from jobs.access import sees_every_job
@@ -53,3 +56,24 @@ def idle_policy_page(request):
     if not sees_every_job(request.user):
         raise Http404("staff only")
     return render(request, "frontend/idle_policy.html", {"jobs": list(idle_policy.listed())})
+
+
+@login_required
+def efficiency_page(request):
+    """Staff: GPU-hours held and idle per user and partition (?days=, 1 to 90; 7)."""
+    if not sees_every_job(request.user):
+        raise Http404("staff only")
+    try:
+        days = min(max(int(request.GET.get("days", "7")), 1), 90)
+    except ValueError:
+        days = 7
+    since = timezone.now() - timedelta(days=days)
+    return render(
+        request,
+        "frontend/efficiency.html",
+        {
+            "rows": usage.efficiency(since),
+            "days": days,
+            "idle_percent": f"{settings.PORTAL_GPU_IDLE_PERCENT:g}",
+        },
+    )

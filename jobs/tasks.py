@@ -558,3 +558,27 @@ def enforce_idle_gpu_policy() -> dict[str, list[int]]:
         "would_cancel": done.would_cancel,
         "cleared": done.cleared,
     }
+
+
+@shared_task
+def send_efficiency_digest(days: int = 7) -> int:
+    """Periodic (beat, weekly): the GPU efficiency digest (jobs.usage.efficiency) by email to
+    every active staff member with an address; how many it was sent to."""
+    from django.contrib.auth import get_user_model
+    from django.core.mail import send_mass_mail
+
+    from jobs import usage
+
+    staff = list(
+        get_user_model()
+        .objects.filter(is_staff=True, is_active=True)
+        .exclude(email="")
+        .values_list("email", flat=True)
+    )
+    if not staff:
+        return 0
+    since = timezone.now() - timedelta(days=days)
+    text = usage.digest_text(usage.efficiency(since), days, settings.PORTAL_URL)
+    subject = f"GPU efficiency, last {days} days"
+    # One message each: staff do not see each other's addresses.
+    return send_mass_mail([(subject, text, None, [address]) for address in staff])

@@ -464,6 +464,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": PORTAL_IDLE_POLICY_INTERVAL,
         "options": {"expires": PORTAL_IDLE_POLICY_INTERVAL},
     },
+    "efficiency-digest": {
+        "task": "jobs.tasks.send_efficiency_digest",
+        "schedule": 7 * 24 * 3600,
+        "options": {"expires": 24 * 3600},
+    },
     "prune-audit-log": {
         "task": "jobs.tasks.prune_audit_log",
         "schedule": 24 * 3600,
