@@ -3,12 +3,15 @@ user, Slurm account and cluster), CSV for an allocation request, and GPUs held i
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 
-from jobs import usage
+from jobs import idle_policy, usage
 from jobs.access import sees_every_job
 from jobs.models import Cluster, Job
 
@@ -41,6 +44,36 @@ def usage_page(request):
             "clusters": Cluster.objects.filter(enabled=True).values_list("name", flat=True),
             "idle_jobs": [(job, idle[job.pk]) for job in idle_jobs],
             "idle_window": usage.Idle(0, 0, settings.PORTAL_GPU_IDLE_MINUTES).window_text,
+            "idle_percent": f"{settings.PORTAL_GPU_IDLE_PERCENT:g}",
+        },
+    )
+
+
+@login_required
+def idle_policy_page(request):
+    """Staff: the jobs the partitions' idle-GPU policies warned (and will cancel when) or,
+    in a dry run, would cancel; 404 for others."""
+    if not sees_every_job(request.user):
+        raise Http404("staff only")
+    return render(request, "frontend/idle_policy.html", {"jobs": list(idle_policy.listed())})
+
+
+@login_required
+def efficiency_page(request):
+    """Staff: GPU-hours held and idle per user and partition (?days=, 1 to 90; 7)."""
+    if not sees_every_job(request.user):
+        raise Http404("staff only")
+    try:
+        days = min(max(int(request.GET.get("days", "7")), 1), 90)
+    except ValueError:
+        days = 7
+    since = timezone.now() - timedelta(days=days)
+    return render(
+        request,
+        "frontend/efficiency.html",
+        {
+            "rows": usage.efficiency(since),
+            "days": days,
             "idle_percent": f"{settings.PORTAL_GPU_IDLE_PERCENT:g}",
         },
     )

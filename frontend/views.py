@@ -12,7 +12,7 @@ from django.utils.http import content_disposition_header, url_has_allowed_host_a
 from django.views.decorators.http import require_POST
 
 from frontend.forms import ClusterAccountForm
-from jobs import audit, lifecycle, schedulers, usage
+from jobs import audit, idle_policy, lifecycle, schedulers, usage
 from jobs.access import sees_every_job
 from jobs.cluster import files, pool, ssh
 from jobs.launch import LaunchForm, launch_initial, partition_limits, tensorboard_initial
@@ -152,6 +152,8 @@ def job_detail(request, pk: int):
     }
     if job.state == Job.State.RUNNING and job.gpus:
         context["idle_gpus"] = usage.idle_gpu_jobs(Job.objects.filter(pk=job.pk)).get(job.pk)
+        context["idle_warning"] = idle_policy.warning_of(job)
+        context["may_keep_gpus"] = job.owner_id == request.user.pk
     if template == "frontend/job_detail.html":
         context["compare_runs"] = (
             Job.objects.filter(owner=job.owner, metric_series__isnull=False)
@@ -202,6 +204,24 @@ def job_release(request, pk: int):
         messages.info(request, f"Releasing job {job.pk}.")
     else:
         messages.info(request, f"Job {job.pk} is not held.")
+    return redirect("job-detail", pk=job.pk)
+
+
+@login_required
+@require_POST
+def job_keep_gpus(request, pk: int):
+    """The owner's one "Keep it" against the idle-GPU policy's cancellation."""
+    job = get_job_for_user(request, pk)
+    if until := idle_policy.keep(job, request.user):
+        messages.info(
+            request,
+            f"Kept: job {job.pk} will be cancelled at {idle_policy.when(until)} "
+            "if its GPUs stay idle.",
+        )
+    elif job.owner_id != request.user.pk:
+        messages.error(request, "Only the job's owner can keep it.")
+    else:
+        messages.error(request, f"Job {job.pk} cannot be kept (not warned, or kept once already).")
     return redirect("job-detail", pk=job.pk)
 
 

@@ -51,6 +51,11 @@ class PartitionInline(admin.TabularInline):
         "gpu_type_as_constraint",
         "mem_per_gpu",
         "time_class",
+        "idle_policy",
+        "idle_percent",
+        "idle_minutes",
+        "idle_grace_minutes",
+        "idle_keep_minutes",
     )
 
 

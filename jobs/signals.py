@@ -19,6 +19,10 @@ job_finished = Signal()
 # A session's link became ready (proxy/models.py, once per run of the job): ``job=``.
 session_ready = Signal()
 
+# The idle-GPU policy warned a job's owner that it will cancel it (jobs/idle_policy.py, on
+# commit, once per job): ``job=``.
+gpus_idle = Signal()
+
 # An experiment ended (completed or cancelled; jobs/experiments/models.py, on commit, once):
 # ``experiment=``.
 experiment_finished = Signal()

@@ -540,3 +540,45 @@ def read_error_tail(self, job_id: int) -> None:
 def prune_audit_log() -> int:
     """Periodic (beat): delete audit rows older than PORTAL_AUDIT_RETENTION_DAYS, in batches."""
     return audit.prune(settings.PORTAL_AUDIT_RETENTION_DAYS)
+
+
+@shared_task
+def enforce_idle_gpu_policy() -> dict[str, list[int]]:
+    """Periodic (beat): one pass of the partitions' idle-GPU policies (jobs/idle_policy.py),
+    in one worker at a time."""
+    from jobs import idle_policy  # it cancels through jobs.lifecycle, which imports this
+
+    with single_flight("idle-gpu-policy", timeout=settings.PORTAL_IDLE_POLICY_INTERVAL * 4) as mine:
+        if not mine:
+            return {}
+        done = idle_policy.evaluate()
+    return {
+        "warned": done.warned,
+        "cancelled": done.cancelled,
+        "would_cancel": done.would_cancel,
+        "cleared": done.cleared,
+    }
+
+
+@shared_task
+def send_efficiency_digest(days: int = 7) -> int:
+    """Periodic (beat, weekly): the GPU efficiency digest (jobs.usage.efficiency) by email to
+    every active staff member with an address; how many it was sent to."""
+    from django.contrib.auth import get_user_model
+    from django.core.mail import send_mass_mail
+
+    from jobs import usage
+
+    staff = list(
+        get_user_model()
+        .objects.filter(is_staff=True, is_active=True)
+        .exclude(email="")
+        .values_list("email", flat=True)
+    )
+    if not staff:
+        return 0
+    since = timezone.now() - timedelta(days=days)
+    text = usage.digest_text(usage.efficiency(since), days, settings.PORTAL_URL)
+    subject = f"GPU efficiency, last {days} days"
+    # One message each: staff do not see each other's addresses.
+    return send_mass_mail([(subject, text, None, [address]) for address in staff])

@@ -192,12 +192,20 @@ class Idle:
         return f"{round(self.minutes * 60)} seconds"
 
 
-def idle_gpu_jobs(jobs, now: float | None = None) -> dict[int, Idle]:
-    """Running GPU jobs among ``jobs`` whose every GPU sample of the last
-    PORTAL_GPU_IDLE_MINUTES is at most PORTAL_GPU_IDLE_PERCENT, sampled over that whole
-    window and recently (a job whose sampler stopped is not judged). Two queries."""
+def idle_gpu_jobs(
+    jobs,
+    now: float | None = None,
+    *,
+    minutes: float | None = None,
+    percent: float | None = None,
+) -> dict[int, Idle]:
+    """Running GPU jobs among ``jobs`` whose every GPU sample of the last ``minutes``
+    (PORTAL_GPU_IDLE_MINUTES) is at most ``percent`` (PORTAL_GPU_IDLE_PERCENT), sampled over
+    that whole window and recently (a job whose sampler stopped is not judged). Two queries."""
     now = time.time() if now is None else now
-    window = settings.PORTAL_GPU_IDLE_MINUTES * 60
+    minutes = settings.PORTAL_GPU_IDLE_MINUTES if minutes is None else minutes
+    percent = settings.PORTAL_GPU_IDLE_PERCENT if percent is None else percent
+    window = minutes * 60
     ids = list(jobs.filter(state=Job.State.RUNNING, gpus__gt=0).values_list("pk", flat=True)[:5000])
     if not ids:
         return {}
@@ -220,10 +228,94 @@ def idle_gpu_jobs(jobs, now: float | None = None) -> dict[int, Idle]:
         job_id = row["series__job_id"]
         sampled_since = first.get(job_id)
         if (
-            row["peak"] <= settings.PORTAL_GPU_IDLE_PERCENT
+            row["peak"] <= percent
             and sampled_since is not None
             and sampled_since <= now - window
             and row["last"] >= now - max(300.0, window / 6)
         ):
-            idle[job_id] = Idle(job_id, row["peak"], settings.PORTAL_GPU_IDLE_MINUTES)
+            idle[job_id] = Idle(job_id, row["peak"], minutes)
     return idle
+
+
+# -- The staff's efficiency digest ---------------------------------------------------------------
+MAX_DIGEST_JOBS = 20000
+
+
+@dataclass
+class Efficiency:
+    """One user's GPU jobs on one partition: GPU-hours held (accounting) and the part of
+    them at or below PORTAL_GPU_IDLE_PERCENT (the share of its nvidia-smi samples that were;
+    a job without samples counts as not idle), worst jobs first: (job id, idle GPU-hours)."""
+
+    user: str
+    partition: str
+    jobs: int = 0
+    gpu_hours: float = 0.0
+    idle_gpu_hours: float = 0.0
+    worst: list[tuple[int, float]] | None = None
+
+    @property
+    def idle_share(self) -> float:
+        return self.idle_gpu_hours / self.gpu_hours if self.gpu_hours else 0.0
+
+
+def efficiency(since, until=None, worst: int = 3) -> list[Efficiency]:
+    """Per user and partition, the GPU runs that started in [since, until): most idle
+    GPU-hours first. Three queries, bounded."""
+    runs = JobAttempt.objects.filter(started_at__gte=since, gpus__gt=0)
+    if until is not None:
+        runs = runs.filter(started_at__lt=until)
+    held = dict(
+        runs.values("job_id")
+        .annotate(seconds=Sum(F("gpus") * F("elapsed_seconds")))
+        .values_list("job_id", "seconds")[:MAX_DIGEST_JOBS]
+    )
+    samples = {
+        row["series__job_id"]: row
+        for row in MetricPoint.objects.filter(GPU_UTIL, series__job_id__in=list(held))
+        .values("series__job_id")
+        .annotate(
+            n=Count("seq"), low=Count("seq", filter=Q(value__lte=settings.PORTAL_GPU_IDLE_PERCENT))
+        )
+    }
+    groups: dict[tuple[str, str], Efficiency] = {}
+    per_job: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for job in Job.objects.filter(pk__in=list(held)).values(
+        "pk", "owner__username", "partition__cluster__name", "partition__name"
+    ):
+        key = (
+            job["owner__username"],
+            f"{job['partition__cluster__name']}/{job['partition__name']}",
+        )
+        row = groups.setdefault(key, Efficiency(*key))
+        hours = (held[job["pk"]] or 0) / 3600
+        sampled = samples.get(job["pk"])
+        idle = hours * sampled["low"] / sampled["n"] if sampled and sampled["n"] else 0.0
+        row.jobs += 1
+        row.gpu_hours += hours
+        row.idle_gpu_hours += idle
+        per_job.setdefault(key, []).append((job["pk"], idle))
+    for key, row in groups.items():
+        row.worst = sorted((j for j in per_job[key] if j[1] > 0), key=lambda j: -j[1])[:worst]
+    return sorted(groups.values(), key=lambda r: (-r.idle_gpu_hours, r.user, r.partition))
+
+
+def digest_text(rows: list[Efficiency], days: int, base_url: str) -> str:
+    """The weekly email: one line per user and partition, worst jobs linked."""
+    lines = [
+        f"GPU efficiency of the last {days} days: GPU-hours held and at or below "
+        f"{settings.PORTAL_GPU_IDLE_PERCENT:g}% utilisation, per user and partition.",
+        "",
+    ]
+    for r in rows:
+        lines.append(
+            f"{r.user} on {r.partition}: {r.jobs} jobs, {r.gpu_hours:.1f} GPU-h held, "
+            f"{r.idle_gpu_hours:.1f} idle ({r.idle_share:.0%})"
+        )
+        lines += [
+            f"  job {pk}: {idle:.1f} idle GPU-h {base_url}/jobs/{pk}/" for pk, idle in r.worst or []
+        ]
+    if not rows:
+        lines.append("No GPU jobs started in that time.")
+    lines += ["", f"The page: {base_url}/usage/efficiency/?days={days}"]
+    return "\n".join(lines)

@@ -278,6 +278,8 @@ PORTAL_EXPERIMENT_STEP_TIME_LIMIT = env_float("PORTAL_EXPERIMENT_STEP_TIME_LIMIT
 # to its owner and listed for staff; the Usage page shows at most this many rows.
 PORTAL_GPU_IDLE_MINUTES = env_float("PORTAL_GPU_IDLE_MINUTES", 30.0, minimum=0.1)
 PORTAL_GPU_IDLE_PERCENT = env_float("PORTAL_GPU_IDLE_PERCENT", 5.0, minimum=0)
+# Seconds between passes of the partitions' idle-GPU policies (jobs/idle_policy.py).
+PORTAL_IDLE_POLICY_INTERVAL = env_int("PORTAL_IDLE_POLICY_INTERVAL", 60, minimum=5)
 PORTAL_USAGE_MAX_ROWS = env_int("PORTAL_USAGE_MAX_ROWS", 5000, minimum=1)
 # Queue name, so that several portals (or a test run) can share one Redis.
 CELERY_TASK_DEFAULT_QUEUE = env_str("PORTAL_CELERY_QUEUE", "celery")
@@ -456,6 +458,16 @@ CELERY_BEAT_SCHEDULE = {
         "task": "jobs.experiments.tasks.advance_experiments",
         "schedule": PORTAL_EXPERIMENT_INTERVAL,
         "options": {"expires": PORTAL_EXPERIMENT_INTERVAL},
+    },
+    "idle-gpu-policy": {
+        "task": "jobs.tasks.enforce_idle_gpu_policy",
+        "schedule": PORTAL_IDLE_POLICY_INTERVAL,
+        "options": {"expires": PORTAL_IDLE_POLICY_INTERVAL},
+    },
+    "efficiency-digest": {
+        "task": "jobs.tasks.send_efficiency_digest",
+        "schedule": 7 * 24 * 3600,
+        "options": {"expires": 24 * 3600},
     },
     "prune-audit-log": {
         "task": "jobs.tasks.prune_audit_log",

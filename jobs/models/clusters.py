@@ -313,6 +313,43 @@ class Partition(models.Model):
     )
     is_default = models.BooleanField(default=False, help_text="Offered first for this cluster.")
 
+    # The idle-GPU policy (jobs/idle_policy.py): off by default; dry-run only lists.
+    class IdlePolicy(models.TextChoices):
+        OFF = "", "off"
+        DRY_RUN = "dry_run", "dry run (list only)"
+        ENFORCE = "enforce", "enforce (warn, then cancel)"
+
+    idle_policy = models.CharField(
+        "idle-GPU policy",
+        max_length=8,
+        choices=IdlePolicy.choices,
+        blank=True,
+        help_text="Warn, then cancel, GPU jobs whose GPUs all stay idle (dry run: only list "
+        "them on the idle-GPU policy page).",
+    )
+    idle_percent = models.FloatField(
+        "idle at or below (%)",
+        default=5.0,
+        validators=[MinValueValidator(0), MaxValueValidator(100)],
+        help_text="A GPU at or below this utilisation counts as idle.",
+    )
+    idle_minutes = models.FloatField(
+        default=60.0,
+        validators=[MinValueValidator(0.1)],
+        help_text="Minutes all of a job's GPUs must stay idle before it is warned.",
+    )
+    idle_grace_minutes = models.FloatField(
+        default=60.0,
+        validators=[MinValueValidator(0.05)],
+        help_text="Minutes from the warning to the cancellation.",
+    )
+    idle_keep_minutes = models.FloatField(
+        "keep-it minutes",
+        default=120.0,
+        validators=[MinValueValidator(0)],
+        help_text='Minutes the owner\'s one "Keep it" adds to the grace.',
+    )
+
     class Meta:
         ordering = ["cluster__name", "-is_default", "name"]
         constraints = [

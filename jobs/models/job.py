@@ -228,6 +228,19 @@ class Job(models.Model):
     fold = models.PositiveSmallIntegerField(null=True, blank=True)
     # Why the portal cancelled it (an experiment's early stopping), kept as its final message.
     cancel_reason = models.CharField(max_length=500, blank=True)
+    # The idle-GPU policy (jobs/idle_policy.py): when it warned, when it will (or, in a dry
+    # run, would) cancel, and the owner's one "Keep it".
+    idle_warned_at = models.DateTimeField(null=True, blank=True, editable=False)
+    idle_cancel_at = models.DateTimeField(null=True, blank=True, editable=False)
+    idle_kept_at = models.DateTimeField(null=True, blank=True, editable=False)
+    idle_kept_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        editable=False,
+        related_name="+",
+    )
 
     # Slurm's restart count: a requeued job runs again as attempt 1, 2, ...
     attempt = models.PositiveIntegerField(default=0)

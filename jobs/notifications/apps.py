@@ -16,6 +16,7 @@ class NotificationsConfig(AppConfig):
         signals.job_finished.connect(receivers.job_finished, dispatch_uid="notify.job_finished")
         signals.job_updated.connect(receivers.job_updated, dispatch_uid="notify.job_updated")
         signals.session_ready.connect(receivers.session_ready, dispatch_uid="notify.session")
+        signals.gpus_idle.connect(receivers.gpus_idle, dispatch_uid="notify.gpus_idle")
         signals.experiment_finished.connect(
             receivers.experiment_finished, dispatch_uid="notify.experiment_finished"
         )

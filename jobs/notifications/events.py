@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import models
+from django.utils import timezone
 
 from jobs.text import error_tail, plain_line
 
@@ -25,6 +26,7 @@ class Event(models.TextChoices):
     JOB_STARTED = "job_started", "A job started after a long wait in the queue"
     SESSION_READY = "session_ready", "A notebook or desktop session is ready"
     EXPERIMENT_FINISHED = "experiment_finished", "An experiment finished"
+    GPU_IDLE = "gpu_idle", "A job's GPUs are idle and the idle-GPU policy will cancel it"
 
 
 class Channel(models.TextChoices):
@@ -44,8 +46,12 @@ DEFAULT_ON = frozenset(
 )
 
 
+# On in the portal only by default (email if the person chooses it).
+DEFAULT_IN_PORTAL = frozenset({Event.GPU_IDLE})
+
+
 def default(event: str, channel: str) -> bool:
-    return event in DEFAULT_ON
+    return event in DEFAULT_ON or (event in DEFAULT_IN_PORTAL and channel == Channel.PORTAL)
 
 
 def one_line(text: str, limit: int) -> str:
@@ -142,6 +148,19 @@ def for_job(event: str, job, *, cancelled_by: str = "") -> Message:
             one_line(
                 f"Your {job.get_kind_display().lower()} ({label}) on {where} is ready; "
                 "open it from its page.",
+                TEXT_MAX,
+            )
+        )
+    if event == Event.GPU_IDLE:
+        partition = job.partition
+        at = job.idle_cancel_at
+        until = timezone.localtime(at).strftime("%Y-%m-%d %H:%M %Z") if at else "soon"
+        return Message(
+            one_line(
+                f"Your {label} on {where} has held its GPUs idle (at or below "
+                f"{partition.idle_percent:g}% for {partition.idle_minutes:g} minutes); the "
+                f"idle-GPU policy of partition {partition.name} will cancel it at {until} "
+                "unless they are used; press Keep it on its page if you still need it.",
                 TEXT_MAX,
             )
         )

@@ -57,5 +57,9 @@ def session_ready(sender, job: Job, **kwargs) -> None:
     _queue(tasks.notify_job, job.pk, Event.SESSION_READY)
 
 
+def gpus_idle(sender, job: Job, **kwargs) -> None:
+    _queue(tasks.notify_job, job.pk, Event.GPU_IDLE)
+
+
 def experiment_finished(sender, experiment, **kwargs) -> None:
     _queue(tasks.notify_experiment, experiment.pk)

@@ -31,6 +31,8 @@ TAIL_WAIT = timedelta(seconds=12)
 
 def cancelled_by(job: Job) -> str:
     """Who cancelled ``job`` when it was not its owner ('' when it was)."""
+    if job.cancel_reason and job.idle_warned_at is not None:
+        return "a policy (the portal's idle-GPU policy)"
     if job.cancel_reason:
         return "the portal"
     if job.cancel_requested_at is None:
@@ -49,7 +51,7 @@ def cancelled_by(job: Job) -> str:
 
 @shared_task(bind=True, max_retries=10)
 def notify_job(self, job_id: int, event: str) -> None:
-    job = Job.objects.select_related("owner", "cluster").filter(pk=job_id).first()
+    job = Job.objects.select_related("owner", "cluster", "partition").filter(pk=job_id).first()
     if job is None:
         return
     if event in (Event.JOB_FAILED, Event.JOB_TIMEOUT) and not job.stderr_tail:

@@ -157,3 +157,48 @@ def test_an_earlier_attempts_samples_do_not_make_a_requeued_job_idle(owner, clus
     factories.gpu_samples(job, [0] * 10, end=now - 10, gpu=1)  # attempt 1: 9 minutes so far
     job.metric_series.filter(key__startswith="sys/gpu1").update(attempt=1)
     assert usage.idle_gpu_jobs(Job.objects.all(), now=now) == {}
+
+
+@override_settings(PORTAL_GPU_IDLE_PERCENT=5, PORTAL_URL="https://portal.example.org")
+def test_the_efficiency_digest_splits_gpu_hours_held_and_idle_per_user_and_partition(
+    owner, staff, cluster, client
+):
+    from django.core import mail as outbox
+    from django.utils import timezone
+
+    from jobs import tasks
+
+    now, started = time.time(), timezone.now() - timedelta(days=1)
+    idle = factories.job(owner, cluster, partition="gpu", gpus=2, state="completed")
+    factories.job_attempt(idle, started_at=started, elapsed_seconds=7200, gpus=2)
+    factories.gpu_samples(idle, [0, 0, 0, 90], end=now)  # 3 of 4 samples idle: 3 of 4 GPU-h
+    busy = factories.job(owner, cluster, partition="gpu", gpus=1, state="completed")
+    factories.job_attempt(busy, started_at=started, elapsed_seconds=3600, gpus=1)
+    factories.gpu_samples(busy, [80, 95], end=now)
+    old = factories.job(owner, cluster, partition="gpu", gpus=1, state="completed")
+    factories.job_attempt(
+        old, started_at=started - timedelta(days=30), elapsed_seconds=3600, gpus=1
+    )
+    cpu = factories.job(owner, cluster, partition="cpu", gpus=0, state="completed")
+    factories.job_attempt(cpu, started_at=started, elapsed_seconds=3600, gpus=0)
+
+    rows = usage.efficiency(timezone.now() - timedelta(days=7))
+    assert [(r.user, r.partition, r.jobs, r.gpu_hours, r.idle_gpu_hours) for r in rows] == [
+        ("owner", "testcluster/gpu", 2, 5.0, 3.0)
+    ]
+    assert rows[0].worst == [(idle.pk, 3.0)]
+
+    client.force_login(owner)
+    assert client.get("/usage/efficiency/").status_code == 404
+    client.force_login(staff)
+    page = client.get("/usage/efficiency/?days=7").content.decode()
+    assert "<td data-held>5.00</td><td data-idle>3.00</td>" in page
+    assert f'href="/jobs/{idle.pk}/"' in page and f'href="/jobs/{busy.pk}/"' not in page
+
+    staff.email = "staff@example.org"
+    staff.save()
+    assert tasks.send_efficiency_digest.apply().get() == 1
+    (sent,) = outbox.outbox
+    assert sent.to == ["staff@example.org"]
+    assert "owner on testcluster/gpu: 2 jobs, 5.0 GPU-h held, 3.0 idle (60%)" in sent.body
+    assert f"https://portal.example.org/jobs/{idle.pk}/" in sent.body
