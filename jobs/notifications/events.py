@@ -25,11 +25,18 @@ class Event(models.TextChoices):
     JOB_STARTED = "job_started", "A job started after a long wait in the queue"
     SESSION_READY = "session_ready", "A notebook or desktop session is ready"
     EXPERIMENT_FINISHED = "experiment_finished", "An experiment finished"
+    # Always told (portal and email), not a choice: the person's webhook was turned off.
+    WEBHOOK_DISABLED = "webhook_disabled", "Your webhook was turned off after failures"
 
 
 class Channel(models.TextChoices):
     PORTAL = "portal", "In the portal"
     EMAIL = "email", "Email"
+    WEBHOOK = "webhook", "Webhook"
+
+
+# Events that are not a person's choice (the settings page does not list them).
+NOT_CHOSEN = frozenset({Event.WEBHOOK_DISABLED})
 
 
 # The defaults: failures and ends of long work on, the rest off (both channels).
@@ -45,7 +52,8 @@ DEFAULT_ON = frozenset(
 
 
 def default(event: str, channel: str) -> bool:
-    return event in DEFAULT_ON
+    # A webhook is opt-in: it does nothing until the person sets one up and picks events.
+    return event in DEFAULT_ON and channel != Channel.WEBHOOK
 
 
 def one_line(text: str, limit: int) -> str:
