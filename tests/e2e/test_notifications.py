@@ -76,5 +76,5 @@ def test_settings_page_saves_each_events_choices(browser, web, owner):
     assert not page.get_by_label("A job failed: email").is_checked()
     assert page.get_by_label("A notebook or desktop session is ready: in the portal").is_checked()
     choices = Preference.choices_for(owner)
-    assert choices[Event.JOB_FAILED] == {"portal": True, "email": False}
-    assert choices[Event.SESSION_READY] == {"portal": True, "email": False}
+    assert choices[Event.JOB_FAILED] == {"portal": True, "email": False, "webhook": False}
+    assert choices[Event.SESSION_READY] == {"portal": True, "email": False, "webhook": False}
