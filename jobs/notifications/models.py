@@ -208,10 +208,8 @@ class Webhook(models.Model):
     def configure(cls, user, url: str) -> tuple[Webhook, str]:
         """Set the person's URL (checked by the caller) and turn it on; a new secret when
         there was none (returned, to be shown once; '' when the old one stays)."""
-        hook = cls.objects.filter(user=user).first()
+        hook = Webhook.objects.filter(user=user).first() or Webhook(user=user)
         secret = ""
-        if hook is None:
-            hook = cls(user=user)
         if not hook.secret_encrypted:
             secret = hook._new_secret()
         hook.url = url
