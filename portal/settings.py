@@ -450,10 +450,11 @@ PORTAL_NOTIFY_LONG_JOB_MINUTES = env_int("PORTAL_NOTIFY_LONG_JOB_MINUTES", 30, m
 PORTAL_NOTIFY_STARTED_AFTER_MINUTES = env_int("PORTAL_NOTIFY_STARTED_AFTER_MINUTES", 30, minimum=0)
 # Webhooks (a person's Slack/Mattermost-compatible URL, signed): one attempt may take at most
 # this many seconds (connecting included); after MAX_FAILURES failed attempts in a row the
-# webhook is turned off and its owner told; a delivery is tried at most 1 + RETRIES times.
+# webhook is turned off and its owner told; a delivery is tried at most 1 + RETRIES times
+# (10 s, 20 s, 40 s ... apart: about 5 minutes in all with 5 retries).
 PORTAL_WEBHOOK_TIMEOUT = env_float("PORTAL_WEBHOOK_TIMEOUT", 10.0, minimum=0.5)
-PORTAL_WEBHOOK_MAX_FAILURES = env_int("PORTAL_WEBHOOK_MAX_FAILURES", 5, minimum=1)
-PORTAL_WEBHOOK_RETRIES = env_int("PORTAL_WEBHOOK_RETRIES", 4, minimum=0)
+PORTAL_WEBHOOK_MAX_FAILURES = env_int("PORTAL_WEBHOOK_MAX_FAILURES", 15, minimum=1)
+PORTAL_WEBHOOK_RETRIES = env_int("PORTAL_WEBHOOK_RETRIES", 5, minimum=0)
 # Addresses a webhook may reach besides global ones (loopback, private, link-local ... are
 # refused otherwise: the workers sit next to Redis, the database and the cluster).
 PORTAL_WEBHOOK_ALLOWED_NETWORKS = env_networks(

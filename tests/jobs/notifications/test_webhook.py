@@ -20,6 +20,7 @@ from jobs.notifications import tasks, webhook
 from jobs.notifications.events import Event, Message
 from jobs.notifications.models import Notification, Preference, Webhook
 from tests import factories
+from tests.mailbox import address
 
 SECRET = "whsec_test"
 
@@ -291,12 +292,31 @@ def test_a_receiver_answering_500_is_retried_then_turned_off_and_the_owner_told(
     [email] = outbox.outbox
     assert "webhook was turned off" in email.body
     assert "https://portal.example.org/account/notifications/" in email.body
+    assert "unsubscribe" not in email.body and "List-Unsubscribe" not in email.extra_headers
     # Off: the next notification is not posted.
     Preference.set(owner, Event.JOB_TIMEOUT, webhook=True)
     later = Notification.record(
         owner, Event.JOB_TIMEOUT, Message("x."), "/", job=factories.job(owner, cluster)
     )
     assert later is not None and later.webhook == "none"
+
+
+@pytest.mark.mail
+def test_the_turned_off_notice_reaches_the_real_mail_server(owner, cluster, local_hooks, mailbox):
+    """The same notice through `make mail`'s exim into its Maildir (the owner's email)."""
+    owner.email = address("hookowner")
+    owner.save()
+    local_hooks.PORTAL_WEBHOOK_MAX_FAILURES = 2
+    with Receiver(500) as receiver:
+        note = pending(owner, cluster, receiver)
+        assert tasks.deliver_webhook.apply(args=[note.pk]).get() == "failed"
+    assert len(receiver.requests) == 2
+    assert tasks.deliver_email.apply(args=[owner.pk]).get() == 1
+    (message,) = mailbox.wait_for(owner.email, timeout=30)
+    assert "webhook was turned off" in str(message["Subject"])
+    text = message.get_content()
+    assert "https://portal.example.org/account/notifications/" in text
+    assert "unsubscribe" not in text  # not a choice: no link to stop it
 
 
 def test_a_success_after_failures_resets_the_count(owner, cluster, local_hooks):
