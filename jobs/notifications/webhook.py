@@ -109,7 +109,10 @@ class Target:
 def address_allowed(address: str, allowed: list[str]) -> bool:
     """A global unicast address, or one in an allowlisted network (loopback, private,
     link-local, multicast, reserved, unspecified ... are refused otherwise)."""
-    ip = ipaddress.ip_address(address)
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:  # a scoped IPv6 address ("fe80::1%eth0"), or not an address
+        return False
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
     if any(ip in ipaddress.ip_network(network) for network in allowed):

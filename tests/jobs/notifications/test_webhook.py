@@ -103,6 +103,8 @@ def test_split_url_accepts_https_and_http_when_allowed():
         "fd00::1",
         "::ffff:127.0.0.1",
         "::ffff:10.0.0.1",
+        "fe80::1%eth0",
+        "not-an-address",
     ],
 )
 def test_non_global_addresses_are_refused(address):
