@@ -12,11 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from celery import shared_task
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from jobs import lifecycle, signals, usage
 from jobs.models import Job, JobEvent, Partition
+from jobs.task_helpers import single_flight
 
 # Jobs judged per partition and pass (the idle query is bounded the same way).
 MAX_JOBS = 5000
@@ -167,3 +170,20 @@ def listed(limit: int = 500):
         .select_related("owner", "partition", "partition__cluster", "idle_kept_by")
         .order_by("idle_cancel_at")[:limit]
     )
+
+
+@shared_task
+def enforce_idle_gpu_policy() -> dict[str, list[int]]:
+    """Periodic (beat): one pass of the partitions' idle-GPU policies, in one worker at a
+    time. (Here, not in jobs.tasks: it cancels through jobs.lifecycle, which imports
+    jobs.tasks; the worker imports this module through CELERY_IMPORTS.)"""
+    with single_flight("idle-gpu-policy", timeout=settings.PORTAL_IDLE_POLICY_INTERVAL * 4) as mine:
+        if not mine:
+            return {}
+        done = evaluate()
+    return {
+        "warned": done.warned,
+        "cancelled": done.cancelled,
+        "would_cancel": done.would_cancel,
+        "cleared": done.cleared,
+    }

@@ -543,24 +543,6 @@ def prune_audit_log() -> int:
 
 
 @shared_task
-def enforce_idle_gpu_policy() -> dict[str, list[int]]:
-    """Periodic (beat): one pass of the partitions' idle-GPU policies (jobs/idle_policy.py),
-    in one worker at a time."""
-    from jobs import idle_policy  # it cancels through jobs.lifecycle, which imports this
-
-    with single_flight("idle-gpu-policy", timeout=settings.PORTAL_IDLE_POLICY_INTERVAL * 4) as mine:
-        if not mine:
-            return {}
-        done = idle_policy.evaluate()
-    return {
-        "warned": done.warned,
-        "cancelled": done.cancelled,
-        "would_cancel": done.would_cancel,
-        "cleared": done.cleared,
-    }
-
-
-@shared_task
 def send_efficiency_digest(days: int = 7) -> int:
     """Periodic (beat, weekly): the GPU efficiency digest (jobs.usage.efficiency) by email to
     every active staff member with an address; how many it was sent to."""

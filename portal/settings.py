@@ -450,7 +450,23 @@ PORTAL_NOTIFY_BATCH_SECONDS = env_float("PORTAL_NOTIFY_BATCH_SECONDS", 5.0, mini
 PORTAL_NOTIFY_LONG_JOB_MINUTES = env_int("PORTAL_NOTIFY_LONG_JOB_MINUTES", 30, minimum=0)
 # "A job started after a long wait": queued at least this long.
 PORTAL_NOTIFY_STARTED_AFTER_MINUTES = env_int("PORTAL_NOTIFY_STARTED_AFTER_MINUTES", 30, minimum=0)
+# Webhooks (a person's Slack/Mattermost-compatible URL, signed): one attempt may take at most
+# this many seconds (connecting included); after MAX_FAILURES failed attempts in a row the
+# webhook is turned off and its owner told; a delivery is tried at most 1 + RETRIES times
+# (10 s, 20 s, 40 s ... apart: about 5 minutes in all with 5 retries).
+PORTAL_WEBHOOK_TIMEOUT = env_float("PORTAL_WEBHOOK_TIMEOUT", 10.0, minimum=0.5)
+PORTAL_WEBHOOK_MAX_FAILURES = env_int("PORTAL_WEBHOOK_MAX_FAILURES", 15, minimum=1)
+PORTAL_WEBHOOK_RETRIES = env_int("PORTAL_WEBHOOK_RETRIES", 5, minimum=0)
+# Addresses a webhook may reach besides global ones (loopback, private, link-local ... are
+# refused otherwise: the workers sit next to Redis, the database and the cluster).
+PORTAL_WEBHOOK_ALLOWED_NETWORKS = env_networks(
+    "PORTAL_WEBHOOK_ALLOWED_NETWORKS", ["127.0.0.1/32"] if DEMO_MODE else []
+)
+# Plain http:// webhook URLs (https only otherwise).
+PORTAL_WEBHOOK_ALLOW_HTTP = env_bool("PORTAL_WEBHOOK_ALLOW_HTTP", DEMO_MODE or DEBUG)
 
+# Task modules besides each app's tasks.py (autodiscovered).
+CELERY_IMPORTS = ("jobs.idle_policy",)
 CELERY_BEAT_SCHEDULE = {
     "sync-clusters": {"task": "jobs.tasks.sync_clusters", "schedule": PORTAL_SYNC_INTERVAL},
     "recover-jobs": {"task": "jobs.tasks.recover_jobs", "schedule": PORTAL_RECOVER_AFTER / 2},
@@ -460,7 +476,7 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": PORTAL_EXPERIMENT_INTERVAL},
     },
     "idle-gpu-policy": {
-        "task": "jobs.tasks.enforce_idle_gpu_policy",
+        "task": "jobs.idle_policy.enforce_idle_gpu_policy",
         "schedule": PORTAL_IDLE_POLICY_INTERVAL,
         "options": {"expires": PORTAL_IDLE_POLICY_INTERVAL},
     },

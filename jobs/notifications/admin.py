@@ -3,7 +3,7 @@ not to edit; the emails sent per person show the rate limit at work."""
 
 from django.contrib import admin
 
-from jobs.notifications.models import Notification, SentEmail
+from jobs.notifications.models import Notification, SentEmail, Webhook
 
 
 @admin.register(Notification)
@@ -29,4 +29,19 @@ class SentEmailAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Webhook)
+class WebhookAdmin(admin.ModelAdmin):
+    """Who has a webhook, whether it is on, and why it was turned off (the secret stays
+    out of sight: it is encrypted and shown to its owner once)."""
+
+    list_display = ("id", "user", "url", "enabled", "failures", "last_error", "disabled_at")
+    list_filter = ("enabled",)
+    search_fields = ("user__username", "url")
+    exclude = ("secret_encrypted",)
+    readonly_fields = ("user", "url", "failures", "last_error", "disabled_at", "updated_at")
+
+    def has_add_permission(self, request) -> bool:
         return False

@@ -27,11 +27,18 @@ class Event(models.TextChoices):
     SESSION_READY = "session_ready", "A notebook or desktop session is ready"
     EXPERIMENT_FINISHED = "experiment_finished", "An experiment finished"
     GPU_IDLE = "gpu_idle", "A job's GPUs are idle and the idle-GPU policy will cancel it"
+    # Always told (portal and email), not a choice: the person's webhook was turned off.
+    WEBHOOK_DISABLED = "webhook_disabled", "Your webhook was turned off after failures"
 
 
 class Channel(models.TextChoices):
     PORTAL = "portal", "In the portal"
     EMAIL = "email", "Email"
+    WEBHOOK = "webhook", "Webhook"
+
+
+# Events that are not a person's choice (the settings page does not list them).
+NOT_CHOSEN = frozenset({Event.WEBHOOK_DISABLED})
 
 
 # The defaults: failures and ends of long work on, the rest off (both channels).
@@ -51,6 +58,9 @@ DEFAULT_IN_PORTAL = frozenset({Event.GPU_IDLE})
 
 
 def default(event: str, channel: str) -> bool:
+    # A webhook is opt-in: it does nothing until the person sets one up and picks events.
+    if channel == Channel.WEBHOOK:
+        return False
     return event in DEFAULT_ON or (event in DEFAULT_IN_PORTAL and channel == Channel.PORTAL)
 
 

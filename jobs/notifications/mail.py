@@ -12,7 +12,7 @@ from django.core import signing
 from django.core.mail import EmailMessage
 from django.urls import reverse
 
-from jobs.notifications.events import Event, one_line
+from jobs.notifications.events import NOT_CHOSEN, Event, one_line
 from jobs.notifications.models import Notification
 
 # A token signed for unsubscribing is nothing else (a session, a password reset).
@@ -66,6 +66,8 @@ def build(recipient, notifications: Sequence[Notification]) -> EmailMessage:
         "-- ",
         f"Your notification settings: {settings.PORTAL_URL}{reverse('notification-settings')}",
     ]
+    # Events that are not a choice (a webhook turned off) have no link to stop them.
+    events = [event for event in events if event not in NOT_CHOSEN]
     for event in events:
         body.append(
             f'Stop emails for "{Event(event).label}" (no sign-in needed): '

@@ -3,12 +3,14 @@ their choices per event and channel, and the emails sent (the rate limit counts 
 
 from __future__ import annotations
 
+import secrets
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
+from jobs import crypto
 from jobs.notifications.events import Channel, Event, Message, default
 
 
@@ -21,6 +23,7 @@ class Preference(models.Model):
     event = models.CharField(max_length=32, choices=Event.choices)
     portal = models.BooleanField()
     email = models.BooleanField()
+    webhook = models.BooleanField(default=False)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "event"], name="notify_pref_unique")]
@@ -36,6 +39,9 @@ class Preference(models.Model):
             event: {
                 Channel.PORTAL: rows[event].portal if event in rows else default(event, "portal"),
                 Channel.EMAIL: rows[event].email if event in rows else default(event, "email"),
+                Channel.WEBHOOK: (
+                    rows[event].webhook if event in rows else default(event, Channel.WEBHOOK)
+                ),
             }
             for event in Event.values
         }
@@ -46,6 +52,7 @@ class Preference(models.Model):
         values = {
             "portal": channels.get("portal", current[Channel.PORTAL]),
             "email": channels.get("email", current[Channel.EMAIL]),
+            "webhook": channels.get("webhook", current[Channel.WEBHOOK]),
         }
         return cls.objects.update_or_create(user=user, event=event, defaults=values)[0]
 
@@ -88,6 +95,10 @@ class Notification(models.Model):
     read = models.BooleanField(default=False)
     email = models.CharField(max_length=8, choices=Email.choices, default=Email.NONE)
     emailed_at = models.DateTimeField(null=True, blank=True)
+    # The person's webhook: NONE (not chosen), PENDING, SENT or FAILED (after the retries).
+    webhook = models.CharField(
+        max_length=8, choices=Email.choices + [("failed", "Failed")], default=Email.NONE
+    )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     objects = NotificationQuerySet.as_manager()
@@ -120,7 +131,10 @@ class Notification(models.Model):
         recorded before)."""
         wants = Preference.choices_for(recipient)[event]
         email = wants[Channel.EMAIL] and bool(recipient.email)
-        if not (wants[Channel.PORTAL] or email):
+        hook = (
+            wants[Channel.WEBHOOK] and Webhook.objects.filter(user=recipient, enabled=True).exists()
+        )
+        if not (wants[Channel.PORTAL] or email or hook):
             return None
         try:
             # Its own savepoint: a duplicate must not spoil the caller's transaction.
@@ -135,6 +149,7 @@ class Notification(models.Model):
                     detail=message.detail,
                     in_portal=wants[Channel.PORTAL],
                     email=cls.Email.PENDING if email else cls.Email.NONE,
+                    webhook=cls.Email.PENDING if hook else cls.Email.NONE,
                 )
         except IntegrityError:
             return None
@@ -167,3 +182,73 @@ class SentEmail(models.Model):
             return timedelta(0)
         # The oldest of the last MAX leaves the window then.
         return max(recent[-1] + window - timezone.now(), timedelta(0))
+
+
+class Webhook(models.Model):
+    """A person's webhook: where their chosen notifications are posted, and the secret
+    they are signed with (shown once when made; kept encrypted, as it must sign)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="webhook"
+    )
+    url = models.CharField(max_length=2000)
+    secret_encrypted = models.TextField()
+    enabled = models.BooleanField(default=True)
+    # Failed attempts in a row (a success resets it); at PORTAL_WEBHOOK_MAX_FAILURES the
+    # webhook is turned off and its owner told.
+    failures = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=200, blank=True)
+    disabled_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {self.url[:60]} ({'on' if self.enabled else 'off'})"
+
+    @classmethod
+    def configure(cls, user, url: str) -> tuple[Webhook, str]:
+        """Set the person's URL (checked by the caller) and turn it on; a new secret when
+        there was none (returned, to be shown once; '' when the old one stays)."""
+        hook = Webhook.objects.filter(user=user).first() or Webhook(user=user)
+        secret = ""
+        if not hook.secret_encrypted:
+            secret = hook._new_secret()
+        hook.url = url
+        hook.enabled = True
+        hook.failures = 0
+        hook.last_error = ""
+        hook.disabled_at = None
+        hook.save()
+        return hook, secret
+
+    def rotate_secret(self) -> str:
+        secret = self._new_secret()
+        self.save(update_fields=["secret_encrypted", "updated_at"])
+        return secret
+
+    def _new_secret(self) -> str:
+        secret = "whsec_" + secrets.token_urlsafe(32)
+        self.secret_encrypted = crypto.encrypt(secret)
+        return secret
+
+    @property
+    def secret(self) -> str:
+        return crypto.decrypt(self.secret_encrypted)
+
+    def succeeded(self) -> None:
+        Webhook.objects.filter(pk=self.pk).update(failures=0, last_error="")
+
+    def failed(self, error: str) -> bool:
+        """Count a failed attempt; True when this one turned the webhook off."""
+        with transaction.atomic():
+            hook = Webhook.objects.select_for_update().get(pk=self.pk)
+            if not hook.enabled:
+                return False
+            hook.failures += 1
+            hook.last_error = error[:200]
+            turned_off = hook.failures >= settings.PORTAL_WEBHOOK_MAX_FAILURES
+            if turned_off:
+                hook.enabled = False
+                hook.disabled_at = timezone.now()
+            hook.save(update_fields=["failures", "last_error", "enabled", "disabled_at"])
+        self.refresh_from_db()
+        return turned_off

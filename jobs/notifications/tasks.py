@@ -17,9 +17,9 @@ from django.utils import timezone
 
 from jobs.experiments.models import Experiment
 from jobs.models import AuditEvent, Job
-from jobs.notifications import broadcast, mail
-from jobs.notifications.events import Event, for_experiment, for_job
-from jobs.notifications.models import Notification, SentEmail
+from jobs.notifications import broadcast, mail, webhook
+from jobs.notifications.events import TEXT_MAX, Event, for_experiment, for_job, one_line
+from jobs.notifications.models import Notification, SentEmail, Webhook
 from jobs.task_helpers import single_flight
 
 log = logging.getLogger(__name__)
@@ -98,6 +98,9 @@ def told(notification: Notification | None) -> None:
         broadcast.publish_on_commit(notification)
     if notification.email == Notification.Email.PENDING:
         queue_delivery(notification.recipient_id)
+    if notification.webhook == Notification.Email.PENDING:
+        pk = notification.pk
+        transaction.on_commit(lambda: deliver_webhook.delay(pk))
 
 
 def queue_delivery(user_id: int, delay: float | None = None) -> None:
@@ -161,3 +164,56 @@ def _deliver(user_id: int) -> int:
         SentEmail.objects.create(recipient=user, sent_at=now, notifications=len(pending))
     log.info("emailed %d notification(s) to user %s", len(pending), user_id)
     return len(pending)
+
+
+@shared_task(bind=True, max_retries=None)
+def deliver_webhook(self, notification_id: int) -> str:
+    """Post one notification to its recipient's webhook; on no answer, a 5xx or 429, try
+    again with back-off (at most PORTAL_WEBHOOK_RETRIES times). Every failed attempt counts
+    towards turning the webhook off; a success resets the count. Returns the outcome."""
+    notification = (
+        Notification.objects.select_related("job", "experiment")
+        .filter(pk=notification_id, webhook=Notification.Email.PENDING)
+        .first()
+    )
+    if notification is None:
+        return "gone"
+    hook = Webhook.objects.filter(user_id=notification.recipient_id, enabled=True).first()
+    if hook is None:
+        Notification.objects.filter(pk=notification_id).update(webhook=Notification.Email.NONE)
+        return "off"
+    outcome = webhook.post(hook.url, webhook.payload(notification), hook.secret)
+    if outcome.ok:
+        hook.succeeded()
+        Notification.objects.filter(pk=notification_id).update(webhook=Notification.Email.SENT)
+        return "sent"
+    log.info("webhook of user %s failed: %s %s", hook.user_id, outcome.status, outcome.error)
+    turned_off = hook.failed(f"{outcome.status or 'no answer'}: {outcome.error}")
+    if turned_off:
+        tell_webhook_off(hook)
+    retries = self.request.retries
+    if hook.enabled and outcome.retryable and retries < settings.PORTAL_WEBHOOK_RETRIES:
+        raise self.retry(countdown=webhook.backoff_seconds(retries))
+    Notification.objects.filter(pk=notification_id).update(webhook="failed")
+    return "failed"
+
+
+def tell_webhook_off(hook: Webhook) -> None:
+    """The owner learns in the portal and by email that their webhook was turned off, why,
+    and how to turn it on again (not a choice: otherwise they would never know)."""
+    path = reverse("notification-settings")
+    text = (
+        f"Your webhook was turned off after {hook.failures} failed deliveries in a row "
+        f"(last: {hook.last_error}); check the receiver and save it again on your "
+        "notification settings page to turn it back on."
+    )
+    user = hook.user
+    notification = Notification.objects.create(
+        recipient=user,
+        event=Event.WEBHOOK_DISABLED,
+        url=path,
+        text=one_line(text, TEXT_MAX),
+        in_portal=True,
+        email=Notification.Email.PENDING if user.email else Notification.Email.NONE,
+    )
+    told(notification)

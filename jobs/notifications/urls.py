@@ -11,4 +11,5 @@ urlpatterns = [
         name="notification-unsubscribe",
     ),
     path("account/notifications/", views.notification_settings, name="notification-settings"),
+    path("account/notifications/webhook/", views.webhook_settings, name="notification-webhook"),
 ]

@@ -12,9 +12,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from jobs.notifications import mail
-from jobs.notifications.events import Channel, Event
-from jobs.notifications.models import Notification, Preference
+from jobs.notifications import mail, webhook
+from jobs.notifications.events import NOT_CHOSEN, Channel, Event
+from jobs.notifications.models import Notification, Preference, Webhook
 
 
 @login_required
@@ -37,18 +37,27 @@ def notification_read(request):
     return redirect("notification-list")
 
 
+def chosen_events() -> list[tuple[str, str]]:
+    return [(event, label) for event, label in Event.choices if event not in NOT_CHOSEN]
+
+
 @login_required
 def notification_settings(request):
     if request.method == "POST":
-        for event in Event.values:
+        for event, _label in chosen_events():
             Preference.set(
                 request.user,
                 event,
                 portal=f"{event}:{Channel.PORTAL}" in request.POST,
                 email=f"{event}:{Channel.EMAIL}" in request.POST,
+                webhook=f"{event}:{Channel.WEBHOOK}" in request.POST,
             )
         messages.success(request, "Notification settings saved.")
         return redirect("notification-settings")
+    return _settings_page(request)
+
+
+def _settings_page(request, *, secret: str = "", url_error: str = "", status: int = 200):
     choices = Preference.choices_for(request.user)
     rows = [
         {
@@ -56,10 +65,45 @@ def notification_settings(request):
             "label": label,
             "portal": choices[event][Channel.PORTAL],
             "email": choices[event][Channel.EMAIL],
+            "webhook": choices[event][Channel.WEBHOOK],
         }
-        for event, label in Event.choices
+        for event, label in chosen_events()
     ]
-    return render(request, "notifications/settings.html", {"rows": rows})
+    context = {
+        "rows": rows,
+        "hook": Webhook.objects.filter(user=request.user).first(),
+        "secret": secret,
+        "url_error": url_error,
+        "signature_header": webhook.SIGNATURE_HEADER,
+        "timestamp_header": webhook.TIMESTAMP_HEADER,
+    }
+    return render(request, "notifications/settings.html", context, status=status)
+
+
+@login_required
+@require_POST
+def webhook_settings(request):
+    """Set (or turn back on) the person's webhook URL, make a new secret, or remove it.
+    The secret is shown on this response only."""
+    hook = Webhook.objects.filter(user=request.user).first()
+    action = request.POST.get("action", "save")
+    if action == "delete":
+        if hook is not None:
+            hook.delete()
+        messages.success(request, "Webhook removed.")
+        return redirect("notification-settings")
+    if action == "rotate" and hook is not None:
+        return _settings_page(request, secret=hook.rotate_secret())
+    url = request.POST.get("url", "").strip()
+    try:
+        webhook.resolve(url)
+    except webhook.Refused as exc:
+        return _settings_page(request, url_error=str(exc), status=400)
+    hook, secret = Webhook.configure(request.user, url)
+    if secret:
+        return _settings_page(request, secret=secret)
+    messages.success(request, "Webhook saved and turned on.")
+    return redirect("notification-settings")
 
 
 # No sign-in, no CSRF token: the signed token is the authority, for one person and one

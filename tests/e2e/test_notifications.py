@@ -1,7 +1,7 @@
 """Chromium against the whole stack: the header's unread count and the notification list
 update live when a job fails (the notification task in this process publishes on the
 channel layer; the stack's web process pushes it over the websocket), and the settings
-page saves each event's choices."""
+page saves each event's choices and a webhook, whose secret it shows once."""
 
 import threading
 
@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from jobs.notifications import tasks
 from jobs.notifications.events import Event
-from jobs.notifications.models import Preference
+from jobs.notifications.models import Preference, Webhook
 from tests import factories
 from tests.e2e.pages import page_errors, sign_in
 from tests.livestack import LiveStack
@@ -70,11 +70,39 @@ def test_settings_page_saves_each_events_choices(browser, web, owner):
     assert failed_email.is_checked() and not ready_portal.is_checked()
     failed_email.uncheck()
     ready_portal.check()
-    page.get_by_role("button", name="Save").click()
+    page.get_by_role("button", name="Save", exact=True).click()
     page.wait_for_url(f"{web.url}/account/notifications/")
     assert page.get_by_text("Notification settings saved.").is_visible()
     assert not page.get_by_label("A job failed: email").is_checked()
     assert page.get_by_label("A notebook or desktop session is ready: in the portal").is_checked()
     choices = Preference.choices_for(owner)
-    assert choices[Event.JOB_FAILED] == {"portal": True, "email": False}
-    assert choices[Event.SESSION_READY] == {"portal": True, "email": False}
+    assert choices[Event.JOB_FAILED] == {"portal": True, "email": False, "webhook": False}
+    assert choices[Event.SESSION_READY] == {"portal": True, "email": False, "webhook": False}
+
+
+def test_settings_page_saves_a_webhook_and_shows_its_secret_once(browser, owner, tmp_path):
+    stack = LiveStack(
+        tmp_path,
+        env={"PORTAL_WEBHOOK_ALLOW_HTTP": "1", "PORTAL_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.1/32"},
+    ).start()
+    try:
+        page = sign_in(browser, stack, "owner", "owner-pass-123")
+        errors = page_errors(page)
+        page.goto(f"{stack.url}/account/notifications/")
+        page.get_by_label("A job failed: webhook").check()
+        page.get_by_role("button", name="Save", exact=True).click()
+        page.wait_for_url(f"{stack.url}/account/notifications/")
+        assert page.get_by_label("A job failed: webhook").is_checked()
+        page.get_by_label("URL").fill("http://127.0.0.1:9/hooks/portal")
+        page.get_by_role("button", name="Save webhook").click()
+        shown = page.locator("[data-webhook-secret] code").inner_text().strip()
+        hook = Webhook.objects.get(user=owner)
+        assert shown == hook.secret and hook.url == "http://127.0.0.1:9/hooks/portal"
+        page.goto(f"{stack.url}/account/notifications/")
+        assert page.locator("[data-webhook-secret]").count() == 0
+        assert hook.secret not in page.content()
+        assert page.get_by_label("URL").input_value() == "http://127.0.0.1:9/hooks/portal"
+        assert Preference.choices_for(owner)[Event.JOB_FAILED]["webhook"] is True
+        assert errors == []
+    finally:
+        stack.stop()

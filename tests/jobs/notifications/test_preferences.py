@@ -11,9 +11,9 @@ def test_defaults_turn_failures_and_long_ends_on_and_the_rest_off(owner):
     choices = Preference.choices_for(owner)
     assert set(choices) == set(Event.values)
     for event in (Event.JOB_FAILED, Event.JOB_TIMEOUT, Event.JOB_COMPLETED):
-        assert choices[event] == {"portal": True, "email": True}
+        assert choices[event] == {"portal": True, "email": True, "webhook": False}
     for event in (Event.JOB_STARTED, Event.SESSION_READY):
-        assert choices[event] == {"portal": False, "email": False}
+        assert choices[event] == {"portal": False, "email": False, "webhook": False}
     assert DEFAULT_ON < set(Event.values)
 
 
@@ -28,9 +28,9 @@ def test_settings_page_saves_each_events_choices(client, owner, outsider):
     )
     assert response.status_code == 302
     choices = Preference.choices_for(owner)
-    assert choices[Event.JOB_FAILED] == {"portal": True, "email": False}
-    assert choices[Event.SESSION_READY] == {"portal": True, "email": True}
-    assert choices[Event.JOB_COMPLETED] == {"portal": False, "email": False}
+    assert choices[Event.JOB_FAILED] == {"portal": True, "email": False, "webhook": False}
+    assert choices[Event.SESSION_READY] == {"portal": True, "email": True, "webhook": False}
+    assert choices[Event.JOB_COMPLETED] == {"portal": False, "email": False, "webhook": False}
     assert Preference.choices_for(outsider)[Event.JOB_FAILED]["email"] is True
 
 

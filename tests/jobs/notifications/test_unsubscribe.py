@@ -24,7 +24,7 @@ def test_post_without_sign_in_stops_that_event_for_that_person_only(client, owne
     response = client.post(path_of(owner, Event.JOB_FAILED))
     assert response.status_code == 200 and b"data-unsubscribed" in response.content
     mine = Preference.choices_for(owner)
-    assert mine[Event.JOB_FAILED] == {"portal": True, "email": False}
+    assert mine[Event.JOB_FAILED] == {"portal": True, "email": False, "webhook": False}
     assert mine[Event.JOB_TIMEOUT]["email"] is True
     assert mine[Event.SESSION_READY]["email"] is True
     assert Preference.choices_for(outsider)[Event.JOB_FAILED]["email"] is True
