@@ -485,6 +485,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 7 * 24 * 3600,
         "options": {"expires": 24 * 3600},
     },
+    "warn-walltime-ending": {
+        "task": "jobs.notifications.tasks.warn_walltime_ending",
+        "schedule": 60,
+        "options": {"expires": 60},
+    },
     "prune-audit-log": {
         "task": "jobs.tasks.prune_audit_log",
         "schedule": 24 * 3600,

@@ -27,6 +27,9 @@ class Event(models.TextChoices):
     SESSION_READY = "session_ready", "A notebook or desktop session is ready"
     EXPERIMENT_FINISHED = "experiment_finished", "An experiment finished"
     GPU_IDLE = "gpu_idle", "A job's GPUs are idle and the idle-GPU policy will cancel it"
+    WALLTIME_ENDING = "walltime_ending", "A running job reaches its time limit within 15 minutes"
+    JOB_HELD = "job_held", "A job is held by the scheduler"
+    JOB_REQUEUED = "job_requeued", "A job was requeued"
     # Always told (portal and email), not a choice: the person's webhook was turned off.
     WEBHOOK_DISABLED = "webhook_disabled", "Your webhook was turned off after failures"
 
@@ -171,6 +174,43 @@ def for_job(event: str, job, *, cancelled_by: str = "") -> Message:
                 f"{partition.idle_percent:g}% for {partition.idle_minutes:g} minutes); the "
                 f"idle-GPU policy of partition {partition.name} will cancel it at {until} "
                 "unless they are used; press Keep it on its page if you still need it.",
+                TEXT_MAX,
+            )
+        )
+    if event == Event.WALLTIME_ENDING:
+        remaining = job.remaining
+        left = duration(remaining) if remaining is not None else "minutes"
+        at = (
+            timezone.localtime(timezone.now() + remaining).strftime("%H:%M %Z")
+            if remaining is not None
+            else "soon"
+        )
+        then = (
+            "it checkpoints and requeues itself"
+            if job.resumable
+            else "save your work now: the scheduler stops it then"
+        )
+        return Message(
+            one_line(
+                f"Your {label} on {where} reaches its time limit in {left} (at {at}); {then}.",
+                TEXT_MAX,
+            )
+        )
+    if event == Event.JOB_HELD:
+        why = f" ({one_line(job.pending_reason, 160)})" if job.pending_reason else ""
+        return Message(
+            one_line(
+                f"Your {label} on {where} is held by the scheduler{why} and will not start "
+                "until it is released; release it from its page once the cause is fixed, or "
+                "cancel it.",
+                TEXT_MAX,
+            )
+        )
+    if event == Event.JOB_REQUEUED:
+        return Message(
+            one_line(
+                f"Your {label} on {where} was requeued (run {job.attempt + 1}) and will start "
+                "again when the scheduler runs it; nothing to do unless it keeps happening.",
                 TEXT_MAX,
             )
         )

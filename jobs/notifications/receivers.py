@@ -42,13 +42,21 @@ def job_finished(sender, job: Job, **kwargs) -> None:
 
 
 def job_updated(sender, job: Job, **kwargs) -> None:
-    """Only a cheap look at the row in hand: started, after a long wait, just now."""
+    """Only a cheap look at the row in hand (each event is told once per job: the task's
+    record() keeps the first): held by the scheduler, requeued, or started after a long
+    wait, just now. An experiment's trials are told as part of their experiment."""
+    if job.trial_id is not None:
+        return
+    if job.is_held:
+        _queue(tasks.notify_job, job.pk, Event.JOB_HELD)
+    if job.attempt > 0 and job.state in (Job.State.PENDING, Job.State.RUNNING):
+        _queue(tasks.notify_job, job.pk, Event.JOB_REQUEUED)
     if job.state != Job.State.RUNNING or not (job.started_at and job.submitted_at):
         return
     waited = job.started_at - job.submitted_at
     if waited < timedelta(minutes=settings.PORTAL_NOTIFY_STARTED_AFTER_MINUTES):
         return
-    if timezone.now() - job.started_at > STARTED_RECENTLY or job.trial_id is not None:
+    if timezone.now() - job.started_at > STARTED_RECENTLY:
         return
     _queue(tasks.notify_job, job.pk, Event.JOB_STARTED)
 

@@ -11,6 +11,7 @@ from datetime import timedelta
 from celery import shared_task
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
@@ -70,6 +71,37 @@ def notify_job(self, job_id: int, event: str) -> None:
     message = for_job(event, job, cancelled_by=who)
     url = reverse("job-detail", args=[job.pk])
     told(Notification.record(job.owner, event, message, url, job=job))
+
+
+# The page's own warning comes 15 minutes before a running job's time limit; so does this.
+WALLTIME_WARNING = timedelta(minutes=15)
+WALLTIME_SCAN_MAX = 5000
+
+
+@shared_task
+def warn_walltime_ending() -> int:
+    """Periodic (beat): tell the owners of running jobs that reach their time limit within
+    WALLTIME_WARNING (once per job: record() keeps the first). Reads only the database;
+    returns how many were queued."""
+    now = timezone.now()
+    running = (
+        Job.objects.filter(state=Job.State.RUNNING, trial__isnull=True, started_at__isnull=False)
+        .only("pk", "started_at", "time_limit_minutes", "state")
+        .order_by("started_at")[:WALLTIME_SCAN_MAX]
+    )
+    queued = 0
+    for job in running:
+        if job.started_at is None:  # (filtered out above)
+            continue
+        ends = job.started_at + timedelta(minutes=job.time_limit_minutes)
+        # Queued once per job (a person who turned the event off records nothing, so the
+        # database alone would not say it was looked at).
+        if now < ends <= now + WALLTIME_WARNING and cache.add(
+            f"walltime-warned:{job.pk}", 1, timeout=int(2 * WALLTIME_WARNING.total_seconds())
+        ):
+            notify_job.delay(job.pk, Event.WALLTIME_ENDING)
+            queued += 1
+    return queued
 
 
 @shared_task

@@ -175,3 +175,60 @@ def test_a_delivery_already_running_for_the_person_sends_nothing_and_comes_back(
         cache.delete(f"notify-deliver:{person.pk}")
     assert outbox.outbox == [] and again == [person.pk]
     assert tasks.deliver_email.apply(args=[person.pk]).get() == 1
+
+
+def test_held_and_requeued_jobs_are_queued_once_each_and_off_by_default(
+    person, cluster, monkeypatch
+):
+    queued = []
+    monkeypatch.setattr(tasks.notify_job, "delay", lambda *args: queued.append(args))
+    held = factories.job(
+        person, cluster, state="pending", held=True, pending_reason="launch failed requeued held"
+    )
+    requeued = factories.job(person, cluster, state="running", attempt=1, started_at=timezone.now())
+    plain = factories.job(person, cluster, state="pending")
+    for job in (held, requeued, plain):
+        receivers.job_updated(sender=None, job=job)
+    assert queued == [(held.pk, Event.JOB_HELD), (requeued.pk, Event.JOB_REQUEUED)]
+    tasks.notify_job.apply(args=queued[0])
+    assert not Notification.objects.exists()  # off unless the person turns them on
+    for args in queued:
+        Preference.set(person, args[1], portal=True)
+        tasks.notify_job.apply(args=args)
+        tasks.notify_job.apply(args=args)  # a second update tells nothing new
+    texts = dict(Notification.objects.values_list("event", "text"))
+    assert len(texts) == 2
+    assert "is held by the scheduler (launch failed requeued held)" in texts[Event.JOB_HELD]
+    assert "release it from its page" in texts[Event.JOB_HELD]
+    assert "was requeued (run 2)" in texts[Event.JOB_REQUEUED]
+
+
+def test_a_running_job_is_told_once_15_minutes_before_its_time_limit(person, cluster, monkeypatch):
+    from django.core.cache import cache
+
+    queued = []
+    monkeypatch.setattr(tasks.notify_job, "delay", lambda *args: queued.append(args))
+    now = timezone.now()
+    ending = factories.job(
+        person,
+        cluster,
+        state="running",
+        time_limit_minutes=60,
+        started_at=now - timedelta(minutes=50),
+    )
+    factories.job(  # 40 minutes left: not yet
+        person,
+        cluster,
+        state="running",
+        time_limit_minutes=60,
+        started_at=now - timedelta(minutes=20),
+    )
+    cache.delete(f"walltime-warned:{ending.pk}")
+    assert tasks.warn_walltime_ending.apply().get() == 1
+    assert tasks.warn_walltime_ending.apply().get() == 0  # the next pass: once is enough
+    assert queued == [(ending.pk, Event.WALLTIME_ENDING)]
+    Preference.set(person, Event.WALLTIME_ENDING, portal=True)
+    tasks.notify_job.apply(args=queued[0])
+    text = Notification.objects.get().text
+    assert "reaches its time limit in 9 min" in text or "reaches its time limit in 10 min" in text
+    assert "save your work now" in text
