@@ -93,15 +93,9 @@ make_user "$CLUSTER_USER"
 make_user "$SECOND_USER"
 
 # --- sshd on 127.0.0.1:$SSH_PORT ------------------------------------------------------
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
-stop_recorded() {  # stop_recorded PIDFILE...: TERM what they name, wait until it has exited
-    local f pids=()
-    for f in "$@"; do alive "$f" && pids+=("$(cat "$f")"); done
-    [ ${#pids[@]} -gt 0 ] || return 0
-    kill "${pids[@]}" 2>/dev/null || true
-    for _ in $(seq 150); do kill -0 "${pids[@]}" 2>/dev/null || return 0; sleep 0.1; done
-    kill -9 "${pids[@]}" 2>/dev/null || true
-}
+# alive PIDFILE, stop_recorded PIDFILE...: deploy/lib/pidfile.sh
+# shellcheck source=deploy/lib/pidfile.sh
+. "$HERE/../lib/pidfile.sh"
 
 [ -f "$STATE/ssh_host_ed25519_key" ] || ssh-keygen -q -t ed25519 -N '' -f "$STATE/ssh_host_ed25519_key"
 # Certificates signed by the portal's CA (clusters in certificate mode): deploy/lib/ssh_ca.sh.

@@ -54,15 +54,9 @@ fi
 
 install -d -m 700 "$STATE" "$STATE/run" "$STATE/log"
 
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
-stop_recorded() {  # stop_recorded PIDFILE...: TERM what they name, wait until it has exited
-    local f pids=()
-    for f in "$@"; do alive "$f" && pids+=("$(cat "$f")"); done
-    [ ${#pids[@]} -gt 0 ] || return 0
-    kill "${pids[@]}" 2>/dev/null || true
-    for _ in $(seq 150); do kill -0 "${pids[@]}" 2>/dev/null || return 0; sleep 0.1; done
-    kill -9 "${pids[@]}" 2>/dev/null || true
-}
+# alive PIDFILE, stop_recorded PIDFILE...: deploy/lib/pidfile.sh
+# shellcheck source=deploy/lib/pidfile.sh
+. "$HERE/../lib/pidfile.sh"
 write_managed() {  # write_managed FILE MODE: content on stdin; never clobbers a file we did not write
     local file=$1 mode=$2 tmp; tmp=$(mktemp)
     cat > "$tmp"
