@@ -250,7 +250,15 @@ def test_login_page_in_chromium_accepts_the_password_and_logs_out(idp_provider, 
     arrived: list[str] = []
     # Nothing listens on the stack's port: catch the browser's arrivals there.
     base = redirect.removesuffix(idp.CALLBACK_PATH)
-    page.route(f"{base}/**", lambda route: (arrived.append(route.request.url), route.abort()))
+    # Answered, not aborted: an aborted navigation commits a chrome-error page late enough
+    # to interrupt the next goto.
+    page.route(
+        f"{base}/**",
+        lambda route: (
+            arrived.append(route.request.url),
+            route.fulfill(status=200, content_type="text/plain", body="arrived"),
+        ),
+    )
     verifier, challenge = idp.pkce_pair()
     doc = idp_provider.discovery()
     url = httpx.URL(
@@ -312,3 +320,4 @@ def wait_for(page, arrived: list[str], count: int) -> None:
     while len(arrived) < count and time.monotonic() < deadline:
         page.wait_for_timeout(100)
     assert len(arrived) >= count, page.url
+    page.wait_for_load_state()
