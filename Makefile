@@ -15,7 +15,7 @@ IDP_ENV ?= $(IDP_DIR)/portal.env
 
 # Chromium for the end-to-end tests: Debian's package (Playwright's own download
 # is not possible on machines without internet access).
-.PHONY: help venv services services-down browser devcluster devcluster-down condorpool condorpool-down idp idp-down mail mail-down demo-locked demo-setup demo test bench lint typecheck format clean
+.PHONY: help venv services services-down browser devcluster devcluster-down devcluster-accounts condorpool condorpool-down idp idp-down mail mail-down demo-locked demo-setup demo test bench lint typecheck format clean
 
 help:
 	@echo "make demo            set everything up and run the portal at http://localhost:$(PORT)/"
@@ -65,6 +65,15 @@ endif
 
 devcluster-down:
 	@bash deploy/devcluster/down.sh
+
+# 200 more cluster users on the dev cluster (loaduser001..200): the sync at a centre's
+# population (tests/devcluster/test_sync_population.py, bench/sync_accounts.py).
+devcluster-accounts: devcluster
+ifeq ($(IS_ROOT),yes)
+	@bash deploy/devcluster/accounts.sh 200
+else
+	@echo "devcluster-accounts: skipped (needs root)"
+endif
 
 # A one-machine HTCondor pool (Debian trixie's minicondor in a debootstrap root, built
 # once into /var/lib/portal-condorpool) with its own sshd: the second scheduler.
@@ -149,7 +158,7 @@ endif
 		exec .venv/bin/honcho -d . -f deploy/Procfile.demo start
 
 # Type errors fail the run before anything is set up.
-test: venv typecheck services browser devcluster condorpool idp mail
+test: venv typecheck services browser devcluster devcluster-accounts condorpool idp mail
 	@PORTAL_DEMO=1 $(PY) manage.py collectstatic --noinput -v0
 	@bash deploy/run-tests.sh
 

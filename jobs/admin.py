@@ -106,6 +106,7 @@ class ClusterAdmin(admin.ModelAdmin):
                     "home_root",
                     "scratch_root",
                     "metrics_over_ssh",
+                    "sync_reads_all_jobs",
                     "max_array_size",
                 )
             },

@@ -88,6 +88,9 @@ class Adapter:
     array_throttle = False
     # What the admin's GPU discovery runs (named when it does not answer).
     gpu_discovery_command = ""
+    # statuses_of_owners() reads several users' jobs in one pass (a cluster whose
+    # ``sync_reads_all_jobs`` names an account allowed to see them all).
+    reads_all_jobs = False
     # The launch form's words for this scheduler: what the account a job is charged to is
     # called and what it is, and a line said when this scheduler's cluster is chosen (what
     # it runs differently; empty: nothing to say). The words a person reads, never a pointer
@@ -150,6 +153,13 @@ class Adapter:
 
     def statuses(self, conn: Connection, username: str, jobs: Sequence[Job]) -> dict[str, Status]:
         """Status of ``jobs`` by scheduler id, in O(1) commands; unknown jobs left out."""
+        raise NotImplementedError
+
+    def statuses_of_owners(
+        self, conn: Connection, jobs: dict[str, Sequence[Job]]
+    ) -> dict[str, dict[str, Status]]:
+        """statuses() of several owners' jobs ({user name: jobs}) at once, in O(1) commands
+        on a connection that may see every user's jobs (``reads_all_jobs``)."""
         raise NotImplementedError
 
     def attempts(

@@ -22,7 +22,7 @@ from jobs.experiments.runs import array_member
 from jobs.metrics.ingest import issue_token
 from jobs.metrics.tasks import tail_metrics
 from jobs.models import Cluster, ClusterAccount, Job, JobArray, JobAttempt, choices
-from jobs.seam import Attempt
+from jobs.seam import Attempt, Status
 from jobs.task_helpers import backoff, limits, single_flight
 
 log = logging.getLogger(__name__)
@@ -267,16 +267,20 @@ def sync_cluster(cluster_id: int) -> None:
 
 
 def sync_jobs(jobs) -> int:
-    """Ask the scheduler about ``jobs`` (O(1) commands per cluster account); record changes.
+    """Ask the scheduler about ``jobs`` and record changes: O(1) commands per cluster
+    whose service account reads every job (``Cluster.sync_reads_all_jobs``), otherwise
+    O(1) per cluster account.
 
     An error talking to the scheduler leaves every state as it was: unknown is not
     ended. One account's trouble (an error, odd output) never stops another's sync.
     Returns the number of jobs that changed.
     """
+    groups = by_account(jobs)
+    read = read_all(groups)
     changed = 0
-    for group in by_account(jobs):
+    for group in groups:
         try:
-            changed += _sync_account(group)
+            changed += _sync_account(group, read.get(group[0].cluster_account_id or 0))
         except Exception:  # noqa: BLE001 - isolate accounts from each other
             log.exception("sync of %s failed; other accounts go on", group[0].cluster_account)
     return changed
@@ -294,18 +298,58 @@ def by_account(jobs) -> list[list[Job]]:
     return list(groups.values())
 
 
-def _sync_account(group: list[Job]) -> int:
+def read_all(groups: list[list[Job]]) -> dict[int, dict[str, Status]]:
+    """{cluster account id: statuses of its group} for the groups on clusters whose reader
+    (ClusterAccount.reader_for) answered one read of every owner's jobs. Groups it could not
+    read (no reader, a scheduler that cannot, an error) are left to their own accounts."""
+    by_cluster: dict[int, list[tuple[ClusterAccount, list[Job]]]] = defaultdict(list)
+    for group in groups:
+        if (account := group[0].cluster_account) is not None:
+            by_cluster[account.cluster_id].append((account, group))
+    read: dict[int, dict[str, Status]] = {}
+    for accounts in by_cluster.values():
+        cluster = accounts[0][0].cluster
+        scheduler = schedulers.for_cluster(cluster)
+        reader = ClusterAccount.reader_for(cluster) if scheduler.reads_all_jobs else None
+        if reader is None:
+            continue
+        owners: dict[str, list[Job]] = defaultdict(list)
+        for account, group in accounts:
+            owners[account.username].extend(group)
+        try:
+            found = pool.with_connection(
+                reader, lambda conn, o=owners, s=scheduler: s.statuses_of_owners(conn, o)
+            )
+        except ssh.ClusterError as exc:
+            log.warning("sync through %s failed; each account asks for itself: %s", reader, exc)
+            continue
+        for account, group in accounts:
+            ids = {job.scheduler_job_id for job in group}
+            mine = found.get(account.username, {})
+            read[account.pk] = {i: status for i, status in mine.items() if i in ids}
+    return read
+
+
+def _sync_account(group: list[Job], statuses: dict[str, Status] | None = None) -> int:
+    """Record what the scheduler says of one account's jobs: ``statuses`` as read for the
+    whole cluster, the jobs it lacks (or all, without it) asked on the account's own
+    connection."""
     account = group[0].cluster_account
     if account is None:  # grouped by cluster_account_id: never
         return 0
     scheduler = schedulers.for_cluster(account.cluster)
-    try:
-        statuses = pool.with_connection(
-            account, lambda conn: scheduler.statuses(conn, account.username, group)
-        )
-    except ssh.ClusterError as exc:
-        log.warning("sync of %s skipped, states unchanged: %s", account, exc)
-        return 0
+    statuses = dict(statuses or {})
+    unread = [job for job in group if job.scheduler_job_id not in statuses]
+    if unread:
+        try:
+            statuses.update(
+                pool.with_connection(
+                    account, lambda conn: scheduler.statuses(conn, account.username, unread)
+                )
+            )
+        except ssh.ClusterError as exc:
+            log.warning("sync of %s skipped, states unchanged: %s", account, exc)
+            return 0
     changed = 0
     moved_from: dict[Job, int] = {}  # jobs whose state or attempt changed: their attempt before
     for job in group:

@@ -110,7 +110,7 @@ ListenAddress 127.0.0.1
 Port $SSH_PORT
 HostKey $STATE/ssh_host_ed25519_key
 PidFile $STATE/run/sshd.pid
-AllowUsers $CLUSTER_USER $SECOND_USER
+AllowUsers $CLUSTER_USER $SECOND_USER loaduser???
 PubkeyAuthentication yes
 PasswordAuthentication no
 KbdInteractiveAuthentication no

@@ -125,6 +125,16 @@ class Cluster(models.Model):
         "over SSH on every sync instead of waiting for uploads. (Files are always read "
         "once more when a job ends.)",
     )
+    sync_reads_all_jobs = models.BooleanField(
+        "sync reads every job through the service account",
+        default=False,
+        help_text="Each sync asks the scheduler once for every user's jobs, through the "
+        "cluster's service account, instead of once per cluster account: its cost stays a "
+        "few commands however many people use the cluster. The service account must be "
+        "allowed to see other users' jobs (Slurm: PrivateData without 'jobs', in slurm.conf "
+        "and slurmdbd.conf); it needs no other right. Each job is still checked against its "
+        "owner and name; a job it cannot see is asked about through its owner's account.",
+    )
     max_array_size = models.PositiveIntegerField(
         "largest job array",
         default=1001,
@@ -505,6 +515,13 @@ class ClusterAccount(models.Model):
         private, self.public_key = crypto.new_ssh_key_pair(f"hpc-portal:{who}@{self.cluster.name}")
         self.set_private_key(private)
         return self.public_key
+
+    @classmethod
+    def reader_for(cls, cluster: Cluster) -> ClusterAccount | None:
+        """The account a sync reads every user's jobs through, when the cluster has one."""
+        if not cluster.sync_reads_all_jobs:
+            return None
+        return cls.objects.filter(cluster=cluster, user__isnull=True).first()
 
     def private_key(self) -> str:
         if not self.private_key_encrypted:

@@ -138,42 +138,75 @@ def submit_array(
     return Submission(parsers.parse_sbatch(words[-1]), adopted=words[-2] == "existing")
 
 
+# {owner's user name: {scheduler id: the portal's job name}}: the jobs a sync asks about.
+Expected = dict[str, dict[str, str]]
+# {owner's user name: {scheduler id: what Slurm said}}.
+Found = dict[str, dict[str, parsers.SlurmJob]]
+
+
 def query(
     conn: ssh.Connection, username: str, expected: dict[str, str]
 ) -> dict[str, parsers.SlurmJob]:
-    """Status of the given jobs ({scheduler id: the portal's job name}) in at most three
-    commands, however many jobs.
+    """Status of ``username``'s jobs ({scheduler id: the portal's job name}) on that user's
+    own connection: query_owners() for one owner."""
+    return query_owners(conn, {username: expected}).get(username, {})
+
+
+def query_owners(conn: ssh.Connection, expected: Expected) -> Found:
+    """Status of several owners' jobs in at most four commands, however many jobs and
+    owners: the cost of a sync is per cluster, not per account.
 
     ``squeue --json`` for the jobs the controller holds (ended ones too, for MinJobAge),
-    then ``sacct`` for those it no longer holds. An id counts only while the scheduler
-    reports the expected name and owner for it. Jobs nobody knows are left out: unknown
-    is not the same as ended.
+    ``sinfo`` when some wait for resources, then ``sacct`` (two commands) for those it no
+    longer holds. With several owners ``conn`` must be allowed to see every user's jobs
+    (Slurm shows them unless ``PrivateData=jobs``); a job it cannot see is simply left
+    out, as is one nobody knows: unknown is not the same as ended. An id counts only
+    while the scheduler reports the expected name and owner for it.
     """
-    if not expected:
+    wanted = {owner: jobs for owner, jobs in expected.items() if jobs}
+    if not wanted:
         return {}
     from django.conf import settings
 
-    out = run(
-        conn,
-        ["squeue", "--json", "--states=all", "-u", username],
-        max_bytes=settings.PORTAL_SQUEUE_MAX_BYTES,
-    ).stdout
+    only = next(iter(wanted)) if len(wanted) == 1 else None
+    # (22.05 lists every user's jobs with --json whatever -u says; later versions obey it.)
+    argv = ["squeue", "--json", "--states=all"] + (["-u", only] if only else [])
+    out = run(conn, argv, max_bytes=settings.PORTAL_SQUEUE_MAX_BYTES).stdout
     try:
-        live = parsers.parse_squeue_json(out, username)
+        live = _by_owner(parsers.parse_squeue_json(out, only))
     except Unparsable as exc:
         raise SchedulerUnavailable(str(exc)) from None
-    found = parsers.match_jobs(live, expected)
-    short = [i for i, st in found.items() if st.state == "pending" and st.reason == "Resources"]
+    found = {owner: parsers.match_jobs(live.get(owner, []), jobs) for owner, jobs in wanted.items()}
+    short = [
+        (owner, i)
+        for owner, statuses in found.items()
+        for i, st in statuses.items()
+        if st.state == "pending" and st.reason == "Resources"
+    ]
     if short:
         nodes = free_on_nodes(conn)
         if nodes is not None:
-            for i in short:
-                part = found[i].partition
-                found[i] = replace(found[i], free=tuple(n for n in nodes if part in n.partitions))
-    missing = {i: expected[i] for i in sorted(expected) if i not in found}
+            for owner, i in short:
+                part = found[owner][i].partition
+                found[owner][i] = replace(
+                    found[owner][i], free=tuple(n for n in nodes if part in n.partitions)
+                )
+    missing = {
+        owner: {i: jobs[i] for i in sorted(jobs) if i not in found[owner]}
+        for owner, jobs in wanted.items()
+    }
+    missing = {owner: jobs for owner, jobs in missing.items() if jobs}
     if missing:
-        found.update(accounting(conn, username, missing))
+        for owner, settled in accounting_owners(conn, missing).items():
+            found[owner].update(settled)
     return found
+
+
+def _by_owner(statuses: list[parsers.SlurmJob]) -> dict[str, list[parsers.SlurmJob]]:
+    grouped: dict[str, list[parsers.SlurmJob]] = {}
+    for status in statuses:
+        grouped.setdefault(status.user, []).append(status)
+    return grouped
 
 
 def free_on_nodes(conn: ssh.Connection) -> list[sinfo.NodeFree] | None:
@@ -190,24 +223,37 @@ def free_on_nodes(conn: ssh.Connection) -> list[sinfo.NodeFree] | None:
 def accounting(
     conn: ssh.Connection, username: str, expected: dict[str, str]
 ) -> dict[str, parsers.SlurmJob]:
+    """accounting_owners() for one owner."""
+    return accounting_owners(conn, {username: expected}).get(username, {})
+
+
+def accounting_owners(conn: ssh.Connection, expected: Expected) -> Found:
     """What accounting (slurmdbd) says of jobs the controller no longer holds: states from
     ``sacct --json`` (structure no name can change), exit codes from ``sacct -P`` where its
-    one line for the id agrees (22.05's JSON misreports them). {} without accounting."""
+    one line for the id agrees (22.05's JSON misreports them); two commands for every
+    owner together. {} without accounting. A record with no owner (a job recorded before
+    its user had an association) counts for whoever expects that id under that name."""
+    only = next(iter(expected)) if len(expected) == 1 else None
     # An array's tasks that never started stay in the array's own record: asked by the
     # array's id, which also lists its tasks that did start.
-    ids = ",".join(sorted({i.split("_")[0] if "_" in i else i for i in expected}))
+    ids = ",".join(sorted({i.split("_")[0] for jobs in expected.values() for i in jobs}))
     acct = run(conn, ["sacct", "--json", "-X", "-j", ids], check=False)
     if acct.exit_status != 0:
         if parsers.accounting_disabled(acct.stderr):
             return {}
         raise SchedulerUnavailable(f"sacct failed: {acct.stderr.strip()}", stderr=acct.stderr)
     try:
-        statuses = parsers.parse_sacct_json(acct.stdout, username)
+        records = _by_owner(parsers.parse_sacct_json(acct.stdout, only))
     except Unparsable as exc:
         raise SchedulerUnavailable(str(exc)) from None
-    settled = parsers.match_jobs(statuses, expected)
-    final = {i: s for i, s in settled.items() if s.is_final and s.signal is None}
-    if final:
+    mine = {owner: records.get(owner, []) + records.get("", []) for owner in expected}
+    settled = {owner: parsers.match_jobs(mine[owner], jobs) for owner, jobs in expected.items()}
+    final = {
+        owner: {i: s for i, s in statuses.items() if s.is_final and s.signal is None}
+        for owner, statuses in settled.items()
+    }
+    final_ids = sorted({i for statuses in final.values() for i in statuses})
+    if final_ids:
         text = run(
             conn,
             [
@@ -217,14 +263,18 @@ def accounting(
                 "-X",
                 f"--delimiter={parsers.FIELD_SEP}",
                 "-j",
-                ",".join(final),
+                ",".join(final_ids),
                 "-o",
                 ",".join(parsers.SACCT_FIELDS),
             ],
         ).stdout
-        for job_id, (code, signal) in parsers.exit_codes(text, username, final).items():
-            settled[job_id] = replace(settled[job_id], exit_code=code, signal=signal)
-    settled.update(arrays.remainder_tasks(statuses, expected, settled))
+        for owner, statuses in final.items():
+            for job_id, (code, signal) in parsers.exit_codes(text, owner, statuses).items():
+                settled[owner][job_id] = replace(
+                    settled[owner][job_id], exit_code=code, signal=signal
+                )
+    for owner, jobs in expected.items():
+        settled[owner].update(arrays.remainder_tasks(mine[owner], jobs, settled[owner]))
     return settled
 
 

@@ -106,8 +106,9 @@ def _json_exit(value) -> tuple[int | None, int | None]:
     return (raw >> 8) & 0xFF, 0
 
 
-def parse_squeue_json(output: str, username: str) -> list[SlurmJob]:
-    """``squeue --json`` -> the statuses of ``username``'s jobs.
+def parse_squeue_json(output: str, username: str | None) -> list[SlurmJob]:
+    """``squeue --json`` -> the statuses of ``username``'s jobs (None: every user's, each
+    with its owner in ``user``, for a sync that reads a whole cluster at once).
 
     Every field is read by its key from a JSON object, so nothing a user writes into a
     name, comment or path can move a field or add one. Slurm 22.05 ignores ``-u``/``-j``
@@ -119,7 +120,10 @@ def parse_squeue_json(output: str, username: str) -> list[SlurmJob]:
     statuses: list[SlurmJob] = []
     for entry in entries:
         try:
-            if not isinstance(entry, dict) or _text(entry.get("user_name")) != username:
+            if not isinstance(entry, dict):
+                continue
+            owner = _text(entry.get("user_name"))
+            if not owner or (username is not None and owner != username):
                 continue
             job_id = _number(entry.get("job_id"))
             if job_id is None:
@@ -140,7 +144,7 @@ def parse_squeue_json(output: str, username: str) -> list[SlurmJob]:
                     exit_code=code,
                     signal=signal,
                     restarts=_number(entry.get("restart_cnt")),
-                    user=username,
+                    user=owner,
                     queue_position=positions.get(job_id),
                     estimated_start=_epoch(entry.get("start_time")) if state == "PENDING" else None,
                     partition=_partition(entry),
@@ -186,8 +190,9 @@ def sacct_owner(entry: dict) -> str:
     )
 
 
-def parse_sacct_json(output: str, username: str) -> list[SlurmJob]:
-    """``sacct --json -X -j IDS`` -> statuses of ``username``'s jobs, every field by key.
+def parse_sacct_json(output: str, username: str | None) -> list[SlurmJob]:
+    """``sacct --json -X -j IDS`` -> statuses of ``username``'s jobs (None: every user's),
+    every field by key.
 
     Slurm 22.05's JSON gets plain exit codes wrong (``exit 3`` reads as return code 0;
     signals are right), so exit codes are taken from ``sacct -P`` by exit_codes() and
@@ -201,7 +206,7 @@ def parse_sacct_json(output: str, username: str) -> list[SlurmJob]:
             if not isinstance(entry, dict):
                 continue
             owner = sacct_owner(entry)
-            if owner and owner != username:
+            if owner and username is not None and owner != username:
                 continue
             job_id = _number(entry.get("job_id"))
             state_info = entry.get("state")
@@ -229,7 +234,7 @@ def parse_sacct_json(output: str, username: str) -> list[SlurmJob]:
                     name=_text(entry.get("name")),
                     exit_code=0 if signal else None,
                     signal=signal,
-                    user=owner or username,
+                    user=owner or username or "",
                 )
                 for scheduler_id in ids
             )
@@ -238,7 +243,7 @@ def parse_sacct_json(output: str, username: str) -> list[SlurmJob]:
     return statuses
 
 
-def exit_codes(output: str, username: str, settled: dict[str, SlurmJob]) -> dict[str, tuple]:
+def exit_codes(output: str, username: str | None, settled: dict[str, SlurmJob]) -> dict[str, tuple]:
     """Exit codes from ``sacct -P`` output for the jobs of ``settled`` (already read from
     JSON): an id's line counts only if it is the one line for that id and agrees with the
     JSON on name and state, so a newline in a job name cannot forge another job's code."""
@@ -253,9 +258,9 @@ def exit_codes(output: str, username: str, settled: dict[str, SlurmJob]) -> dict
     return codes
 
 
-def parse_sacct(output: str, username: str) -> list[SlurmJob]:
+def parse_sacct(output: str, username: str | None) -> list[SlurmJob]:
     """``sacct -n -P -X --delimiter=FIELD_SEP -o SACCT_FIELDS`` -> statuses of ``username``'s
-    jobs. The job name is the last field and takes the rest of the line, separators and
+    jobs (None: every user's). The job name is the last field and takes the rest of the line, separators and
     all; a line broken by a newline in a name has the wrong shape (or a foreign owner) and
     is skipped, so it can neither hide a job nor speak for another."""
     statuses = []
@@ -267,7 +272,7 @@ def parse_sacct(output: str, username: str) -> list[SlurmJob]:
                 log.warning("sacct: skipped a line of %d fields", len(fields))
             continue
         job_id, user, state, exit_code, reason, nodes, start, end, name = fields
-        if not SCHEDULER_ID.match(job_id) or user != username:
+        if not SCHEDULER_ID.match(job_id) or (username is not None and user != username):
             continue
         try:
             map_state(state)

@@ -22,6 +22,7 @@ class Slurm(Adapter):
     scripts = scripts
     operations = operations
     array_throttle = True
+    reads_all_jobs = True
     gpu_discovery_command = "sinfo"
     account_label = "Slurm account"
     account_help = "Charged for the job (sbatch --account); empty: the cluster's default."
@@ -30,15 +31,28 @@ class Slurm(Adapter):
         return f"{array_id}_{int(index)}"
 
     def statuses(self, conn: Connection, username: str, jobs: Sequence[Job]) -> dict[str, Status]:
-        by_id = {job.scheduler_job_id: job for job in jobs}
-        raw = operations.query(conn, username, {i: j.scheduler_name for i, j in by_id.items()})
-        statuses = {}
-        for scheduler_id, found in raw.items():
-            job = by_id[scheduler_id]
-            try:
-                statuses[scheduler_id] = to_status(found, job)
-            except Exception as exc:  # noqa: BLE001 - e.g. a state this portal does not know
-                statuses[scheduler_id] = Status(state=State(job.state), unreadable=str(exc))
+        return self.statuses_of_owners(conn, {username: jobs}).get(username, {})
+
+    def statuses_of_owners(
+        self, conn: Connection, jobs: dict[str, Sequence[Job]]
+    ) -> dict[str, dict[str, Status]]:
+        by_owner = {owner: {j.scheduler_job_id: j for j in owned} for owner, owned in jobs.items()}
+        raw = operations.query_owners(
+            conn,
+            {
+                owner: {i: j.scheduler_name for i, j in by_id.items()}
+                for owner, by_id in by_owner.items()
+            },
+        )
+        statuses: dict[str, dict[str, Status]] = {}
+        for owner, found in raw.items():
+            mine = statuses.setdefault(owner, {})
+            for scheduler_id, slurm_job in found.items():
+                job = by_owner[owner][scheduler_id]
+                try:
+                    mine[scheduler_id] = to_status(slurm_job, job)
+                except Exception as exc:  # noqa: BLE001 - e.g. a state this portal does not know
+                    mine[scheduler_id] = Status(state=State(job.state), unreadable=str(exc))
         return statuses
 
     def attempts(

@@ -182,11 +182,11 @@ def test_a_reissued_id_under_another_name_is_not_this_job(fake, job):
 def test_one_account_failing_does_not_stop_the_sync_of_another(fake, job, monkeypatch):
     calls = []
 
-    def query(conn, username, expected):
-        calls.append(username)
+    def query_owners(conn, expected):
+        calls.extend(expected)
         raise RuntimeError("odd output")
 
-    monkeypatch.setattr(operations, "query", query)
+    monkeypatch.setattr(operations, "query_owners", query_owners)
     other = Job.objects.get(pk=job.pk)
     other.pk, other.uid = None, "other"
     other.save()
@@ -286,10 +286,13 @@ def test_a_status_the_adapter_cannot_read_leaves_that_job_alone_and_syncs_the_ot
     )
     monkeypatch.setattr(
         operations,
-        "query",
-        lambda conn, username, expected: {
-            "55": parsers.SlurmJob("55", "EXPLODED", name=expected["55"]),
-            "56": parsers.SlurmJob("56", "COMPLETED", name=expected["56"]),
+        "query_owners",
+        lambda conn, expected: {
+            owner: {
+                "55": parsers.SlurmJob("55", "EXPLODED", name=jobs["55"]),
+                "56": parsers.SlurmJob("56", "COMPLETED", name=jobs["56"]),
+            }
+            for owner, jobs in expected.items()
         },
     )
     monkeypatch.setattr(pool, "with_connection", lambda account, op: op(None))

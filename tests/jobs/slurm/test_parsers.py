@@ -474,3 +474,19 @@ def test_attempt_records_that_are_odd_are_skipped_not_fatal():
     document["jobs"][1]["tres"] = {"allocated": [{"type": "gres", "name": "gpu", "count": -5}]}
     runs = parse_attempts(json.dumps(document), "hpcuser", {"2": "portal-9-abc"})
     assert [(r.scheduler_state, r.gpus) for r in runs["2"]] == [("COMPLETED", 0)]
+
+
+def test_every_users_jobs_carry_their_own_owner():
+    """parse_squeue_json/parse_sacct_json with no user (the sync's one read of a cluster):
+    each job under the owner Slurm names, the same jobs as reading user by user (a sacct
+    record with no owner, as before its user had an association, counts for either)."""
+    everyone = parsers.parse_squeue_json(captured("squeue_all.json"), None)
+    assert {"hpcuser", "hpcuser2"} <= {job.user for job in everyone}
+    for parse, name in (
+        (parsers.parse_squeue_json, "squeue_all.json"),
+        (parsers.parse_sacct_json, "sacct_all.json"),
+    ):
+        everyone = parse(captured(name), None)
+        for owner in {job.user for job in everyone} - {""}:
+            mine = [j.scheduler_id for j in everyone if j.user in (owner, "")]
+            assert mine == [j.scheduler_id for j in parse(captured(name), owner)], name
