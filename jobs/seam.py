@@ -169,6 +169,12 @@ class Adapter:
         commands ({} where the scheduler keeps no accounting)."""
         raise NotImplementedError
 
+    def attempts_of_owners(
+        self, conn: Connection, jobs: dict[str, Sequence[Job]]
+    ) -> dict[str, dict[str, list[Attempt]]]:
+        """attempts() of several owners' jobs at once, like statuses_of_owners()."""
+        raise NotImplementedError
+
     def discover_gpu_types(self, account: ClusterAccount, cluster: Cluster) -> list[str] | None:
         """Describe the GPU types the cluster's nodes report (lines for the admin); None
         when the scheduler did not answer."""

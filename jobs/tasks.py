@@ -302,11 +302,17 @@ def read_all(groups: list[list[Job]]) -> dict[int, dict[str, Status]]:
     """{cluster account id: statuses of its group} for the groups on clusters whose reader
     (ClusterAccount.reader_for) answered one read of every owner's jobs. Groups it could not
     read (no reader, a scheduler that cannot, an error) are left to their own accounts."""
+    return _through_reader(groups, "statuses_of_owners")
+
+
+def _through_reader(groups: list[list[Job]], method: str) -> dict[int, dict]:
+    """``method`` of each cluster's adapter (statuses_of_owners, attempts_of_owners) on its
+    reader's connection, once for all the groups on that cluster: {account id: its part}."""
     by_cluster: dict[int, list[tuple[ClusterAccount, list[Job]]]] = defaultdict(list)
     for group in groups:
         if (account := group[0].cluster_account) is not None:
             by_cluster[account.cluster_id].append((account, group))
-    read: dict[int, dict[str, Status]] = {}
+    read: dict[int, dict] = {}
     for accounts in by_cluster.values():
         cluster = accounts[0][0].cluster
         scheduler = schedulers.for_cluster(cluster)
@@ -316,17 +322,16 @@ def read_all(groups: list[list[Job]]) -> dict[int, dict[str, Status]]:
         owners: dict[str, list[Job]] = defaultdict(list)
         for account, group in accounts:
             owners[account.username].extend(group)
+        operation = getattr(scheduler, method)
         try:
-            found = pool.with_connection(
-                reader, lambda conn, o=owners, s=scheduler: s.statuses_of_owners(conn, o)
-            )
+            found = pool.with_connection(reader, lambda conn, o=owners, op=operation: op(conn, o))
         except ssh.ClusterError as exc:
-            log.warning("sync through %s failed; each account asks for itself: %s", reader, exc)
+            log.warning("%s through %s failed; each account asks itself: %s", method, reader, exc)
             continue
         for account, group in accounts:
             ids = {job.scheduler_job_id for job in group}
             mine = found.get(account.username, {})
-            read[account.pk] = {i: status for i, status in mine.items() if i in ids}
+            read[account.pk] = {i: value for i, value in mine.items() if i in ids}
     return read
 
 
@@ -397,10 +402,17 @@ def _sync_account(group: list[Job], statuses: dict[str, Status] | None = None) -
 @shared_task(bind=True, acks_late=True, max_retries=5, **limits())
 def record_attempts(self, job_ids: list[int]) -> None:
     """Each run of these jobs (attempts of requeued ones) with the GPUs and CPUs it held and
-    for how long, from accounting: one command per cluster account."""
-    for group in by_account(Job.objects.filter(pk__in=job_ids[:1000])):
+    for how long, from accounting: one command per cluster through its reader
+    (Cluster.sync_reads_all_jobs), otherwise one per cluster account."""
+    groups = by_account(Job.objects.filter(pk__in=job_ids[:1000]))
+    read = _through_reader(groups, "attempts_of_owners")
+    for group in groups:
         try:
-            runs = _attempts_of(group)
+            runs = read.get(group[0].cluster_account_id or 0)
+            # An ended job the reader found no run of is asked through its owner (accounting
+            # may hide other users' jobs from the reader even where squeue does not).
+            if runs is None or any(j.is_final and j.scheduler_job_id not in runs for j in group):
+                runs = _attempts_of(group)
         except ssh.ClusterError as exc:
             if exc.transient:
                 raise self.retry(countdown=backoff(self.request.retries)) from None

@@ -47,13 +47,23 @@ def parse_attempts(
 ) -> dict[str, list[Attempt]]:
     """The runs of the jobs in ``expected`` ({scheduler id: job name}), oldest first. A
     record counts only under the expected name and ``username``; others are ignored."""
-    found: dict[str, list[tuple[tuple, Attempt]]] = {}
+    return parse_attempts_of_owners(output, {username: expected}).get(username, {})
+
+
+def parse_attempts_of_owners(
+    output: str, expected: dict[str, dict[str, str]]
+) -> dict[str, dict[str, list[Attempt]]]:
+    """parse_attempts() for several owners at once ({owner: {scheduler id: job name}}), the
+    answer read once: a record counts under its owner's expected name only (a record
+    with no owner, for whoever expects that id under that name)."""
+    found: dict[str, dict[str, list[tuple[tuple, Attempt]]]] = {o: {} for o in expected}
     for entry in _load(output, "sacct"):
         try:
             if not isinstance(entry, dict):
                 continue
             owner = sacct_owner(entry)
-            if owner and owner != username:
+            owners = [owner] if owner else list(expected)
+            if owner and owner not in expected:
                 continue
             job_id = _number(entry.get("job_id"))
             if job_id is None:
@@ -79,15 +89,20 @@ def parse_attempts(
                 account=_text(entry.get("account"))[:64],
             )
             order = (_number(times.get("submission")) or 0, start)
+            name = _text(entry.get("name"))
             for scheduler_id in sacct_ids(entry, job_id):
-                if expected.get(scheduler_id) != _text(entry.get("name")):
-                    continue
-                runs = found.setdefault(scheduler_id, [])
-                if len(runs) < MAX_ATTEMPTS_READ:
-                    runs.append((order, attempt))
+                for who in owners:
+                    if expected[who].get(scheduler_id) != name:
+                        continue
+                    runs = found[who].setdefault(scheduler_id, [])
+                    if len(runs) < MAX_ATTEMPTS_READ:
+                        runs.append((order, attempt))
         except (ValueError, TypeError) as exc:
             log.warning("sacct -D: skipped a record (%s)", exc)
-    return {i: [a for _, a in sorted(runs, key=_by_order)] for i, runs in found.items()}
+    return {
+        who: {i: [a for _, a in sorted(runs, key=_by_order)] for i, runs in mine.items()}
+        for who, mine in found.items()
+    }
 
 
 def _by_order(item: tuple[tuple, Attempt]) -> tuple[int, datetime]:

@@ -14,7 +14,7 @@ from jobs.cluster import ssh
 from jobs.cluster.workdir import ENTER_WORK_DIR, MEMBER_DIRS, WORK_DIR_SECRETS
 from jobs.seam import Attempt, Submission
 from jobs.slurm import arrays, parsers, sinfo
-from jobs.slurm.attempts import parse_attempts
+from jobs.slurm.attempts import parse_attempts_of_owners
 from jobs.slurm.json_fields import Unparsable
 
 log = logging.getLogger(__name__)
@@ -285,11 +285,18 @@ ATTEMPTS_MAX_BYTES = 16 * 1024 * 1024
 def attempts(
     conn: ssh.Connection, username: str, expected: dict[str, str]
 ) -> dict[str, list[Attempt]]:
-    """Every run of the given jobs ({scheduler id: name}) from ``sacct --json -D -X``, one
-    command; {} without accounting."""
-    if not expected:
+    """Every run of the given jobs ({scheduler id: name}): attempts_owners() for one owner."""
+    return attempts_owners(conn, {username: expected}).get(username, {})
+
+
+def attempts_owners(
+    conn: ssh.Connection, expected: Expected
+) -> dict[str, dict[str, list[Attempt]]]:
+    """Every run of several owners' jobs ({owner: {scheduler id: name}}) from one
+    ``sacct --json -D -X``; {} without accounting."""
+    ids = ",".join(sorted({i.split("_")[0] for jobs in expected.values() for i in jobs}))
+    if not ids:
         return {}
-    ids = ",".join(sorted({i.split("_")[0] for i in expected}))
     acct = run(
         conn, ["sacct", "--json", "-D", "-X", "-j", ids], check=False, max_bytes=ATTEMPTS_MAX_BYTES
     )
@@ -298,7 +305,7 @@ def attempts(
             return {}
         raise SchedulerUnavailable(f"sacct failed: {acct.stderr.strip()}", stderr=acct.stderr)
     try:
-        return parse_attempts(acct.stdout, username, expected)
+        return parse_attempts_of_owners(acct.stdout, expected)
     except Unparsable as exc:
         raise SchedulerUnavailable(str(exc)) from None
 

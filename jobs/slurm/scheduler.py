@@ -58,8 +58,17 @@ class Slurm(Adapter):
     def attempts(
         self, conn: Connection, username: str, jobs: Sequence[Job]
     ) -> dict[str, list[Attempt]]:
-        return operations.attempts(
-            conn, username, {j.scheduler_job_id: j.scheduler_name for j in jobs}
+        return self.attempts_of_owners(conn, {username: jobs}).get(username, {})
+
+    def attempts_of_owners(
+        self, conn: Connection, jobs: dict[str, Sequence[Job]]
+    ) -> dict[str, dict[str, list[Attempt]]]:
+        return operations.attempts_owners(
+            conn,
+            {
+                owner: {j.scheduler_job_id: j.scheduler_name for j in owned}
+                for owner, owned in jobs.items()
+            },
         )
 
     def discover_gpu_types(self, account: ClusterAccount, cluster: Cluster) -> list[str] | None:

@@ -126,3 +126,49 @@ def test_a_job_the_reader_cannot_place_is_asked_through_its_owner(devcluster, ow
     # (the same two): four commands, two of them the owner's, whatever the population.
     assert commands == 4
     subprocess.run(["scancel", forged], capture_output=True, timeout=30)
+
+
+def test_runs_of_ended_jobs_are_read_once_for_every_owner(devcluster, population):
+    """Accounting's record of each run (GPU-hours) for three people's ended jobs: one
+    ``sacct`` through the service account, none through theirs (which could not even log
+    in: no key, no certificate)."""
+    import time
+
+    devcluster.sync_reads_all_jobs = True
+    devcluster.save()
+    ended = population[:3]
+    ids = []
+    for job in ended:
+        done = subprocess.run(
+            ["runuser", "-u", job.cluster_account.username, "--", "sbatch", "--parsable"]
+            + ["-p", "cpu", "-t", "5", "-J", job.scheduler_name, "--wrap", "true"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        ids.append(done.stdout.strip().split(";")[0])
+    for job, scheduler_id in zip(ended, ids, strict=True):
+        job.scheduler_job_id, job.state = scheduler_id, Job.State.COMPLETED
+    Job.objects.bulk_update(ended, ["scheduler_job_id", "state"])
+    deadline = time.monotonic() + 180
+    while True:  # until accounting has the three ends
+        text = subprocess.run(
+            ["sacct", "-n", "-X", "-P", "-o", "End", "-j", ",".join(ids)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.split()
+        if len(text) == 3 and "Unknown" not in text:
+            break
+        assert time.monotonic() < deadline, f"accounting has not recorded the ends: {text}"
+        time.sleep(0.5)
+    pool.close_all()
+    before = ssh.counters["commands"], ssh.counters["connections"]
+    tasks.record_attempts.apply(args=[[job.pk for job in ended]], throw=True)
+    assert (ssh.counters["commands"] - before[0], ssh.counters["connections"] - before[1]) == (
+        1,
+        1,
+    )
+    for job in ended:
+        (run,) = job.attempts.all()
+        assert run.ended_at is not None and run.node in ("node1", "node2")
