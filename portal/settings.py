@@ -281,6 +281,10 @@ PORTAL_GPU_IDLE_PERCENT = env_float("PORTAL_GPU_IDLE_PERCENT", 5.0, minimum=0)
 # Seconds between passes of the partitions' idle-GPU policies (jobs/idle_policy.py).
 PORTAL_IDLE_POLICY_INTERVAL = env_int("PORTAL_IDLE_POLICY_INTERVAL", 60, minimum=5)
 PORTAL_USAGE_MAX_ROWS = env_int("PORTAL_USAGE_MAX_ROWS", 5000, minimum=1)
+# Locks that keep one worker at a task (a cluster's sync, a job's metrics tail, an
+# experiment's step: jobs/task_helpers.py) are leases of this many seconds, renewed while
+# their holder runs: a worker killed while holding one holds it up this long at most.
+PORTAL_LOCK_LEASE = env_float("PORTAL_LOCK_LEASE", 15.0, minimum=1)
 # Queue name, so that several portals (or a test run) can share one Redis.
 CELERY_TASK_DEFAULT_QUEUE = env_str("PORTAL_CELERY_QUEUE", "celery")
 # Experiments' controller steps have their own queue, so that sweeps never delay other
