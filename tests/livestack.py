@@ -287,13 +287,20 @@ class MultiStack(LiveStack):
         self.cert = Path(settings.TLS_DIR) / "sessions.pem"
         return self
 
-    def portal_servers(self) -> dict[str, bool]:
-        """HAProxy's view of the web instances: server name -> up (its health checks)."""
+    def _haproxy(self, command: str) -> str:
         from proxy.haproxy import RuntimeAPI
 
-        answer = RuntimeAPI(self.admin, self.env["PROXY_MAP_PATH"]).command(
-            "show servers state be_portal"
-        )
+        return RuntimeAPI(self.admin, self.env["PROXY_MAP_PATH"]).command(command)
+
+    def set_server_state(self, web: str, state: str) -> None:
+        """Put web instance ``web`` in HAProxy's ``maint`` (no new connection goes to it)
+        or back to ``ready``."""
+        assert state in ("maint", "ready")
+        self._haproxy(f"set server be_portal/{self.server_of(web)} state {state}")
+
+    def portal_servers(self) -> dict[str, bool]:
+        """HAProxy's view of the web instances: server name -> up (its health checks)."""
+        answer = self._haproxy("show servers state be_portal")
         servers = {}
         for line in answer.splitlines():
             parts = line.split()
