@@ -2,29 +2,64 @@
 
 from __future__ import annotations
 
+import logging
+import math
 import random
 import secrets
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import cache, close_caches
+
+log = logging.getLogger(__name__)
 
 
 @contextmanager
 def single_flight(key: str, timeout: int) -> Iterator[bool]:
     """Yields True in the one worker holding ``key`` (a cache lock), False in the others.
     The holder releases only its own lock: one that expired under it (the holder ran past
-    ``timeout``) and was taken by another worker stays that worker's."""
+    ``timeout``) and was taken by another worker stays that worker's.
+
+    The lock is a lease of PORTAL_LOCK_LEASE seconds that a thread of the holder renews
+    while it runs (for ``timeout`` seconds at most): a holder that dies without releasing
+    it (SIGKILL, the OOM killer, a lost host) holds it up one lease, not ``timeout``."""
     token = secrets.token_hex(8)
-    if not cache.add(key, token, timeout=timeout):
+    started = time.monotonic()
+    lease = max(1, min(timeout, math.ceil(settings.PORTAL_LOCK_LEASE)))
+    if not cache.add(key, token, timeout=lease):
         yield False
         return
+    stop = threading.Event()
+    renewer = threading.Thread(
+        target=_renew, args=(key, token, lease, started + timeout, stop), daemon=True
+    )
+    renewer.start()
     try:
         yield True
     finally:
+        stop.set()
+        renewer.join()
         if cache.get(key) == token:
             cache.delete(key)
+
+
+def _renew(key: str, token: str, lease: int, until: float, stop: threading.Event) -> None:
+    """Extends the holder's lease every third of it, up to ``until`` (monotonic)."""
+    try:
+        while not stop.wait(lease / 3):
+            left = until - time.monotonic()
+            # get-then-touch: a lock that expired in between and was taken by another
+            # worker gets one lease more, which delays it and breaks nothing.
+            if left <= 0 or cache.get(key) != token:
+                return
+            cache.touch(key, max(1, math.ceil(min(lease, left))))
+    except Exception:  # noqa: BLE001 - Redis away: the lease runs out, as for a dead holder
+        log.warning("lock %s: lease not renewed", key, exc_info=True)
+    finally:
+        close_caches()
 
 
 def backoff(retries: int) -> float:

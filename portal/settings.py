@@ -13,6 +13,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Exchange, Queue
 
+from portal import redis_ha
 from portal.env import (
     env_bool,
     env_float,
@@ -240,7 +241,22 @@ if not REDIS_URL:
     else:
         REDIS_URL = "redis://127.0.0.1:6379/0"
 
+# Redis made highly available (portal/redis_ha.py): with REDIS_SENTINELS (host:port,
+# comma-separated) and REDIS_SENTINEL_MASTER (the master's name in the sentinels'
+# configuration), the broker, the cache and the channel layer follow the master the
+# sentinels name; REDIS_URL then gives only its password and database number.
+# REDIS_SENTINEL_PASSWORD (or _FILE) if the sentinels themselves require one.
+REDIS_SENTINELS = redis_ha.parse_sentinels(env_list("REDIS_SENTINELS", []))
+REDIS_SENTINEL_MASTER = env_str("REDIS_SENTINEL_MASTER", "")
+REDIS_SENTINEL_PASSWORD = env_secret("REDIS_SENTINEL_PASSWORD")
+if bool(REDIS_SENTINELS) != bool(REDIS_SENTINEL_MASTER):
+    raise ImproperlyConfigured("REDIS_SENTINELS and REDIS_SENTINEL_MASTER go together: set both")
+if REDIS_SENTINEL_MASTER:
+    redis_ha.check_master(REDIS_SENTINEL_MASTER)
+
 CELERY_BROKER_URL = REDIS_URL
+if REDIS_SENTINELS:
+    CELERY_BROKER_URL = redis_ha.broker_url(REDIS_URL, REDIS_SENTINELS)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
@@ -249,7 +265,9 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A broker outage never ends the worker (portal/worker.py: Redis, mended for reconnects).
-CELERY_BROKER_TRANSPORT = "portal.worker:Transport"
+CELERY_BROKER_TRANSPORT = (
+    "portal.worker:SentinelTransport" if REDIS_SENTINELS else "portal.worker:Transport"
+)
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # A task whose worker process is killed goes back to the queue at once; tasks that talk
 # to clusters are killed after PORTAL_TASK_TIME_LIMIT seconds; a message a dead worker
@@ -281,6 +299,10 @@ PORTAL_GPU_IDLE_PERCENT = env_float("PORTAL_GPU_IDLE_PERCENT", 5.0, minimum=0)
 # Seconds between passes of the partitions' idle-GPU policies (jobs/idle_policy.py).
 PORTAL_IDLE_POLICY_INTERVAL = env_int("PORTAL_IDLE_POLICY_INTERVAL", 60, minimum=5)
 PORTAL_USAGE_MAX_ROWS = env_int("PORTAL_USAGE_MAX_ROWS", 5000, minimum=1)
+# Locks that keep one worker at a task (a cluster's sync, a job's metrics tail, an
+# experiment's step: jobs/task_helpers.py) are leases of this many seconds, renewed while
+# their holder runs: a worker killed while holding one holds it up this long at most.
+PORTAL_LOCK_LEASE = env_float("PORTAL_LOCK_LEASE", 15.0, minimum=1)
 # Queue name, so that several portals (or a test run) can share one Redis.
 CELERY_TASK_DEFAULT_QUEUE = env_str("PORTAL_CELERY_QUEUE", "celery")
 # Experiments' controller steps have their own queue, so that sweeps never delay other
@@ -298,7 +320,16 @@ CELERY_TASK_ROUTES = {"jobs.experiments.tasks.*": {"queue": PORTAL_EXPERIMENT_QU
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": "portal:channels:"},
+        "CONFIG": {
+            "hosts": [
+                redis_ha.channel_layer_host(
+                    REDIS_URL, REDIS_SENTINELS, REDIS_SENTINEL_MASTER, REDIS_SENTINEL_PASSWORD
+                )
+                if REDIS_SENTINELS
+                else REDIS_URL
+            ],
+            "prefix": "portal:channels:",
+        },
     }
 }
 
@@ -309,7 +340,16 @@ CACHES = {
         # Locks and throttle counts; a test run uses its own prefix on a shared Redis.
         "KEY_PREFIX": env_str("PORTAL_CACHE_PREFIX", "portal"),
         # JSON, not pickle: reading the cache never runs code, whoever wrote to Redis.
-        "OPTIONS": {"serializer": "portal.cache.JSONSerializer"},
+        "OPTIONS": {
+            "serializer": "portal.cache.JSONSerializer",
+            **(
+                redis_ha.cache_options(
+                    REDIS_SENTINELS, REDIS_SENTINEL_MASTER, REDIS_SENTINEL_PASSWORD
+                )
+                if REDIS_SENTINELS
+                else {}
+            ),
+        },
     }
 }
 
@@ -339,7 +379,12 @@ PORTAL_RETRY_BACKOFF_MAX = env_float("PORTAL_RETRY_BACKOFF_MAX", 120.0, minimum=
 # Redis redelivers a message a dead worker had reserved after this many seconds (Celery's
 # default is an hour); longer than any task may run or any retry may wait.
 CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": int(max(PORTAL_TASK_TIME_LIMIT, PORTAL_RETRY_BACKOFF_MAX * 1.2) * 2)
+    "visibility_timeout": int(max(PORTAL_TASK_TIME_LIMIT, PORTAL_RETRY_BACKOFF_MAX * 1.2) * 2),
+    **(
+        redis_ha.broker_transport_options(REDIS_SENTINEL_MASTER, REDIS_SENTINEL_PASSWORD)
+        if REDIS_SENTINELS
+        else {}
+    ),
 }
 # The most `squeue --json` may print (bytes). Slurm 22.05 ignores -u with --json and lists
 # every user's jobs (about 3.5 KB each); later versions list only the account's.

@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from frontend.forms import SignInForm
+from portal.health import healthz
 from portal.identity.views import SignInView
 
 admin.site.site_header = "HPC portal administration"
@@ -11,6 +12,7 @@ admin.site.site_title = "HPC portal admin"
 admin.site.index_title = "Catalog, clusters and jobs"
 
 urlpatterns = [
+    path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path(
         "accounts/login/",

@@ -11,7 +11,8 @@ channel whose connection is gone says so with Redis's own ``ConnectionError``, o
 transport's connection errors: the close and the acknowledgement are then ignored as
 Celery ignores them after any connection loss, and the consumer reconnects. Messages it
 had reserved come back after the visibility timeout or, when Redis came back empty, the
-recovery sweep queues their jobs again. Selected by ``CELERY_BROKER_TRANSPORT``.
+recovery sweep queues their jobs again. Selected by ``CELERY_BROKER_TRANSPORT`` (the
+Sentinel variant with REDIS_SENTINELS).
 """
 
 from __future__ import annotations
@@ -29,3 +30,17 @@ class Channel(kombu_redis.Channel):
 
 class Transport(kombu_redis.Transport):
     Channel = Channel
+
+
+class SentinelChannel(kombu_redis.SentinelChannel):
+    """The same mend for the Sentinel transport (REDIS_SENTINELS, portal/redis_ha.py),
+    where a failover is exactly such a lost connection."""
+
+    def _connparams(self, asynchronous: bool = False) -> dict:
+        if self.connection.client is None:
+            raise RedisConnectionError("the broker connection of this channel was closed")
+        return super()._connparams(asynchronous=asynchronous)  # type: ignore[misc]
+
+
+class SentinelTransport(kombu_redis.SentinelTransport):
+    Channel = SentinelChannel

@@ -13,7 +13,7 @@ import ipaddress
 import re
 import socket
 import time
-from collections.abc import Set
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
@@ -27,6 +27,8 @@ from proxy.models import SESSION_ID
 
 BACKEND = "be_sessions"
 MAX_ANSWER = 4 * 1024 * 1024
+# A portal web server: host:port (a name, an IPv4 literal or a bracketed IPv6 one).
+PORTAL_UPSTREAM = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$")
 
 
 TEMPLATE = Path(__file__).parent / "templates" / "proxy" / "haproxy.cfg"
@@ -36,7 +38,7 @@ def render_config(
     *,
     bind: str,
     tls_pem: str | None,
-    portal_upstream: str,
+    portal_upstream: str | Sequence[str],
     admin_socket: str | None = None,
     run_as: tuple[str, str] | None = None,
     admin_group: str | None = None,
@@ -45,12 +47,19 @@ def render_config(
     """HAProxy's configuration for this portal: ``bind`` (host:port) with TLS from
     ``tls_pem`` (certificate and key in one file; None: plain HTTP, for tests),
     handing the portal's own host (PORTAL_URL) and ``/_portal/`` on session hosts to
-    the portal at ``portal_upstream``, with its runtime API on ``admin_socket``
+    the portal at ``portal_upstream`` (host:port of its web server, or a list of them:
+    every web instance, balanced and health-checked on /healthz), with its runtime API on ``admin_socket``
     (default: the first of PROXY_INSTANCES). Production: ``run_as`` (user, group)
     drops root to HAProxy's own user and group, and ``admin_group`` (the portal's) may
     use the admin socket, the one thing the two share;
     ``redirect_bind`` (e.g. ":80") sends plain HTTP to HTTPS and adds HSTS."""
     admin = admin_socket or settings.PROXY_INSTANCES[0]
+    upstreams = [portal_upstream] if isinstance(portal_upstream, str) else list(portal_upstream)
+    if not upstreams:
+        raise ValueError("at least one portal web server (host:port) is needed")
+    for upstream in upstreams:
+        if not PORTAL_UPSTREAM.match(upstream):
+            raise ValueError(f"not a host:port for a portal web server: {upstream!r}")
     if run_as and not admin_group:
         raise ValueError(
             "HAProxy dropping root needs the portal's group for the admin socket "
@@ -78,7 +87,7 @@ def render_config(
             if tls_pem and redirect_bind  # HTTPS only (not the dev set-up: HSTS on
             else ""  # localhost would send the portal's plain-HTTP port to HTTPS too)
         ),
-        portal_host=(urlsplit(settings.PORTAL_URL).hostname or "").lower() or "-",
+        portal_host=portal_host_name() or "-",
         maxconn=settings.PROXY_MAXCONN,
         connect_timeout=f"{settings.PROXY_CONNECT_TIMEOUT:g}",
         read_timeout=f"{settings.PROXY_READ_TIMEOUT:g}",
@@ -98,9 +107,17 @@ def render_config(
         cookie_secret=cookie_secret(),
         map_path=settings.PROXY_MAP_PATH,
         portal_url=settings.PORTAL_URL,
-        portal_upstream=portal_upstream,
+        portal_servers="\n".join(
+            f"    server portal{n} {upstream}" for n, upstream in enumerate(upstreams, 1)
+        ),
+        portal_check_host=portal_host_name() or "localhost",
         scheme=settings.PROXY_SESSION_SCHEME,
     )
+
+
+def portal_host_name() -> str:
+    """PORTAL_URL's host name, lower-case ('' if it has none)."""
+    return (urlsplit(settings.PORTAL_URL).hostname or "").lower()
 
 
 class HAProxyError(Exception):

@@ -42,6 +42,14 @@ def _listening(port: int) -> bool:
         return False
 
 
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
 class LiveStack:
     def __init__(self, tmp: Path, sync_interval: float = 1.0, env: dict | None = None):
         self.tmp = tmp
@@ -104,6 +112,16 @@ class LiveStack:
         self._spawn(name, self.argv[name])
 
     def start(self) -> LiveStack:
+        self._collectstatic()
+        self._spawn_web("web", self.port)
+        self.start_worker()
+        self._make_certs()
+        self._spawn_proxy([f"127.0.0.1:{self.port}"])
+        self._spawn_beat()
+        self._wait_ready([self.url], "web")
+        return self
+
+    def _collectstatic(self) -> None:
         subprocess.run(
             [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
             cwd=ROOT,
@@ -111,23 +129,25 @@ class LiveStack:
             check=True,
             timeout=120,
         )
-        bin_dir = Path(sys.executable).parent
+
+    def _spawn_web(self, name: str, port: int) -> None:
         self._spawn(
-            "web",
+            name,
             [
-                str(bin_dir / "gunicorn"),
+                str(Path(sys.executable).parent / "gunicorn"),
                 "portal.asgi:application",
                 "-k",
                 "uvicorn_worker.UvicornWorker",
                 "--bind",
-                f"127.0.0.1:{self.port}",
+                f"127.0.0.1:{port}",
                 "--workers",
                 "1",
                 "--graceful-timeout",
                 "2",
             ],
         )
-        self.start_worker()
+
+    def _make_certs(self) -> None:
         subprocess.run(
             [sys.executable, "manage.py", "make_dev_certs"],
             cwd=ROOT,
@@ -138,20 +158,16 @@ class LiveStack:
         )
         tls = Path(settings.TLS_DIR)
         self.cert = tls / "sessions.pem"
+
+    def _spawn_proxy(self, portals: list[str]) -> None:
         # Debian's HAProxy with the portal's configuration, routes pushed by the web
         # and worker processes over its admin socket (proxy/routes.py).
-        self._spawn(
-            "proxy",
-            [
-                sys.executable,
-                "manage.py",
-                "run_proxy",
-                "--workdir",
-                str(self.tmp / "proxy"),
-                "--portal",
-                f"127.0.0.1:{self.port}",
-            ],
-        )
+        argv = [sys.executable, "manage.py", "run_proxy", "--workdir", str(self.tmp / "proxy")]
+        for portal in portals:
+            argv += ["--portal", portal]
+        self._spawn("proxy", argv)
+
+    def _spawn_beat(self) -> None:
         self._spawn(
             "beat",
             [
@@ -167,20 +183,22 @@ class LiveStack:
                 str(self.tmp / "beat-schedule"),
             ],
         )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"{self.url}/accounts/login/", timeout=2) as response:
-                    if response.status == 200 and _listening(self.proxy_port):
-                        return self
-            except OSError:
-                time.sleep(0.3)
-        self.stop()
-        raise RuntimeError(f"the web server did not start; see {self.tmp / 'web.log'}")
 
-    def start_worker(self) -> None:
+    def _wait_ready(self, urls: list[str], log: str) -> None:
+        """Every URL's sign-in page answers and HAProxy listens, or the stack is stopped."""
+        deadline = time.monotonic() + 60
+        waiting = list(urls)
+        while time.monotonic() < deadline:
+            waiting = [url for url in waiting if not _answers(f"{url}/accounts/login/")]
+            if not waiting and _listening(self.proxy_port):
+                return
+            time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"the web server did not start; see {self.tmp / f'{log}.log'}")
+
+    def start_worker(self, name: str = "worker") -> None:
         self._spawn(
-            "worker",
+            name,
             [
                 sys.executable,
                 "-m",
@@ -188,6 +206,9 @@ class LiveStack:
                 "-A",
                 "portal",
                 "worker",
+                # Its own node name: workers standing in for separate hosts must differ.
+                "--hostname",
+                f"{name}@%h",
                 # No -Q: as `make demo` starts it, it consumes the run's queue and the
                 # experiments' own (settings.CELERY_TASK_QUEUES).
                 "--concurrency",
@@ -199,12 +220,12 @@ class LiveStack:
             ],
         )
 
-    def stop_worker(self) -> None:
-        """Stop the Celery worker (queued tasks wait in Redis, as behind a busy queue)."""
-        for name, proc in [p for p in self.procs if p[0] == "worker"]:
-            proc.terminate()
-            proc.wait(timeout=30)
-            self.procs.remove((name, proc))
+    def stop_worker(self, name: str = "worker") -> None:
+        """Stop a Celery worker (queued tasks wait in Redis, as behind a busy queue)."""
+        for entry in [p for p in self.procs if p[0] == name]:
+            entry[1].terminate()
+            entry[1].wait(timeout=30)
+            self.procs.remove(entry)
 
     def stop(self) -> None:
         for _, proc in self.procs:
@@ -225,6 +246,72 @@ class LiveStack:
             f"--- {name}\n{(self.tmp / f'{name}.log').read_text()[-3000:]}"
             for name, _ in self.procs
         )
+
+
+class MultiStack(LiveStack):
+    """The portal on several machines, on this one: two web instances (gunicorn + uvicorn)
+    on ports of their own standing in for two hosts, two Celery workers with distinct node
+    names, one beat, and HAProxy in front carrying the portal's host (``url``) with both
+    web instances as health-checked servers, as deploy/ sets it up on real hosts. They
+    share exactly what separate hosts would: the database, Redis (broker, cache, locks,
+    channel layer), SECRET_KEY and the HAProxy admin socket; nothing else.
+
+    ``web_urls[name]`` reaches one instance directly; ``kill(name)`` SIGKILLs one."""
+
+    WEBS = ("web-a", "web-b")
+    WORKERS = ("worker-a", "worker-b")
+
+    def __init__(self, tmp: Path, sync_interval: float = 1.0, env: dict | None = None):
+        # Plain HTTP through HAProxy (no certificate to trust); locks of a killed worker
+        # lapse within 3 s (PORTAL_LOCK_LEASE), so the survivor takes over its syncs.
+        extra = {"PROXY_SESSION_SCHEME": "http", "PORTAL_LOCK_LEASE": "3", **(env or {})}
+        super().__init__(tmp, sync_interval, env=extra)
+        self.web_ports = {name: free_port() for name in self.WEBS}
+        self.web_urls = {name: f"http://127.0.0.1:{p}" for name, p in self.web_ports.items()}
+        # The public URL is HAProxy's: job links, e-mails and the in-job metrics client
+        # go through it, as they would to the portal's name on real hosts.
+        self.url = f"http://127.0.0.1:{self.proxy_port}"
+        self.env["PORTAL_URL"] = self.url
+        self.admin = f"unix:{tmp / 'proxy' / 'admin.sock'}"
+
+    def start(self) -> MultiStack:
+        # Workers and beat need no static files: they start while they are collected.
+        for name in self.WORKERS:
+            self.start_worker(name)
+        self._spawn_beat()
+        self._collectstatic()
+        for name, port in self.web_ports.items():
+            self._spawn_web(name, port)
+        self._spawn_proxy([f"127.0.0.1:{port}" for port in self.web_ports.values()])
+        self._wait_ready([*self.web_urls.values(), self.url], self.WEBS[0])
+        self.cert = Path(settings.TLS_DIR) / "sessions.pem"
+        return self
+
+    def _haproxy(self, command: str) -> str:
+        from proxy.haproxy import RuntimeAPI
+
+        return RuntimeAPI(self.admin, self.env["PROXY_MAP_PATH"]).command(command)
+
+    def set_server_state(self, web: str, state: str) -> None:
+        """Put web instance ``web`` in HAProxy's ``maint`` (no new connection goes to it)
+        or back to ``ready``."""
+        assert state in ("maint", "ready")
+        self._haproxy(f"set server be_portal/{self.server_of(web)} state {state}")
+
+    def portal_servers(self) -> dict[str, bool]:
+        """HAProxy's view of the web instances: server name -> up (its health checks)."""
+        answer = self._haproxy("show servers state be_portal")
+        servers = {}
+        for line in answer.splitlines():
+            parts = line.split()
+            # "<be_id> be_portal <srv_id> <srv_name> <srv_addr> <srv_op_state> ...": 2 = running
+            if len(parts) > 5 and parts[1] == "be_portal":
+                servers[parts[3]] = parts[5] == "2"
+        return servers
+
+    def server_of(self, web: str) -> str:
+        """HAProxy's server name for web instance ``web`` (portal1, portal2 ... in order)."""
+        return f"portal{self.WEBS.index(web) + 1}"
 
 
 class Redis:

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.pages import SCREENSHOTS
-from tests.livestack import LiveStack
+from tests.livestack import LiveStack, MultiStack
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -50,6 +50,14 @@ def browser(playwright):
 @pytest.fixture
 def stack(devcluster, tmp_path):
     live = LiveStack(tmp_path, env={"PORTAL_EXPERIMENT_INTERVAL": "2"}).start()
+    yield live
+    live.stop()
+
+
+@pytest.fixture
+def multistack(devcluster, tmp_path):
+    """Two web instances and two workers behind HAProxy (tests/livestack.MultiStack)."""
+    live = MultiStack(tmp_path).start()
     yield live
     live.stop()
 

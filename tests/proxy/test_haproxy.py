@@ -197,7 +197,7 @@ def test_the_config_is_rendered_from_settings(settings, tmp_path):
     assert "bind :443 ssl crt /etc/portal/sessions.pem alpn http/1.1" in text
     assert r"^[0-9a-f]{32}\.sessions\.hpc\.example\.org$" in text
     assert "-m str portal.hpc.example.org" in text
-    assert "server portal 10.0.0.2:8000" in text
+    assert "server portal1 10.0.0.2:8000" in text
     assert "Strict-Transport-Security" not in text and "\n    user " not in text
     assert cookie_secret() in text and settings.SECRET_KEY not in text
 
@@ -320,3 +320,27 @@ def test_a_stalled_notebook_holds_only_its_own_share_and_others_still_answer(
         for client in waiting:
             client.close()
         stalled.close()
+
+
+def test_several_portal_web_servers_are_balanced_and_health_checked(settings, tmp_path):
+    settings.PORTAL_URL = "https://portal.hpc.example.org"
+    settings.PROXY_MAP_PATH = str(tmp_path / "tokens.map")
+    (tmp_path / "tokens.map").touch()
+    text = haproxy.render_config(
+        bind=f"127.0.0.1:{free_port()}",
+        tls_pem=None,
+        portal_upstream=["10.0.0.11:8000", "10.0.0.12:8000"],
+        admin_socket=f"unix:{tmp_path / 'admin.sock'}",
+    )
+    portal = text[text.index("backend be_portal") :]
+    assert "server portal1 10.0.0.11:8000" in portal and "server portal2 10.0.0.12:8000" in portal
+    assert "uri /healthz ver HTTP/1.1 hdr Host portal.hpc.example.org" in portal
+    assert "default-server check " in portal and "option redispatch" in portal
+    config = tmp_path / "haproxy.cfg"
+    config.write_text(text)
+    if os.path.exists(HAPROXY):
+        check = subprocess.run([HAPROXY, "-c", "-f", str(config)], capture_output=True, text=True)
+        assert check.returncode == 0, check.stdout + check.stderr
+    for bad in ([], ["10.0.0.11:8000\n    server evil 6.6.6.6:80"], ["10.0.0.11"]):
+        with pytest.raises(ValueError):
+            haproxy.render_config(bind=":80", tls_pem=None, portal_upstream=bad)

@@ -16,7 +16,8 @@ def run_as(value: str) -> tuple[str, str]:
 class Command(BaseCommand):
     help = (
         "Print (or write) HAProxy's configuration for session links: "
-        "render_proxy_config --bind :443 --tls-pem /etc/haproxy/sessions.pem --portal 127.0.0.1:8000"
+        "render_proxy_config --bind :443 --tls-pem /etc/haproxy/sessions.pem "
+        "--portal 10.0.0.11:8000 --portal 10.0.0.12:8000"
     )
 
     def add_arguments(self, parser):
@@ -25,7 +26,10 @@ class Command(BaseCommand):
             "--tls-pem", help="certificate chain and key in one PEM file (omit for plain HTTP)"
         )
         parser.add_argument(
-            "--portal", required=True, help="host:port of the portal's web server (gunicorn)"
+            "--portal",
+            required=True,
+            action="append",
+            help="host:port of a portal web server (gunicorn); repeat it for every instance",
         )
         parser.add_argument("--admin-socket", help="default: the first of PROXY_INSTANCES")
         parser.add_argument(

@@ -73,8 +73,10 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--portal",
+            action="append",
             default=None,
-            help="host:port of the portal's web server (default: PORTAL_URL's)",
+            help="host:port of a portal web server (default: PORTAL_URL's); "
+            "repeat it for every instance",
         )
 
     def handle(self, *args, **options):
@@ -100,12 +102,15 @@ class Command(BaseCommand):
             address = routes.resolve(url.hostname or "localhost")
             if address is None:
                 raise CommandError(f"{url.hostname} (PORTAL_URL) does not resolve: give --portal")
-            portal = f"{address}:{url.port or (443 if url.scheme == 'https' else 80)}"
+            portal = [f"{address}:{url.port or (443 if url.scheme == 'https' else 80)}"]
         tls = None
         if settings.PROXY_SESSION_SCHEME == "https":
             tls = str(combined_pem(Path(settings.TLS_DIR), work))
         config = work / "haproxy.cfg"
-        config.write_text(render_config(bind=bind, tls_pem=tls, portal_upstream=portal))
+        try:
+            config.write_text(render_config(bind=bind, tls_pem=tls, portal_upstream=portal))
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
         # Arguments are a fixed binary and a file this command wrote: no user input.
         check = subprocess.run(  # noqa: S603
             [haproxy, "-c", "-q", "-f", str(config)], capture_output=True
