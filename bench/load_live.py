@@ -12,8 +12,9 @@ missing), Redis database 12 and key prefix "loadlive".
 1. Fan-out: --dashboards users, each with the dashboard's socket (/ws/jobs/) open, held by
    bench/wsbench.c (C, "listen": one connection per user with that user's session
    cookie, every message's arrival time read from CLOCK_REALTIME right after its read()).
-   A driver in this process moves --changes of their jobs from pending to running,
-   evenly over --window seconds, through the sync's own code path
+   A driver (--driver-procs forked processes of --driver-threads threads, as the sync
+   runs in Celery workers) moves --changes of their jobs from pending to running, on a
+   schedule even over --window seconds, through the sync's own code path
    (Job.apply_scheduler_status: the row lock, the update, the timeline event, then on
    commit jobs.broadcast.publish_job on the channel layer), and takes the time in a
    transaction.on_commit callback registered before the change's own. Figure: commit to
@@ -24,8 +25,10 @@ missing), Redis database 12 and key prefix "loadlive".
    interval), measured by wrk (C) with bench/load/ingest.lua, one connection per job
    paced with wrk's delay() on a fixed schedule; meanwhile a second wrk
    (bench/load/chart.lua) reads --viewers jobs' charts (GET /jobs/<id>/metrics/?width=1200,
-   as the job page does, with the owner's session) once a second each. Afterwards the
-   rows stored are counted against the 2xx answers: every point sent stored exactly once.
+   as the job page does, with the owner's session) once a second each. Once the server
+   has drained, the rows are counted against the answers: every acknowledged point stored,
+   none twice, nothing beyond what was sent (calls wrk stopped waiting for are counted
+   apart), the series' counters equal to the rows; and the rate acknowledged vs offered.
 
 Each figure comes with the SQL queries behind one request of its kind, counted in this
 process (CaptureQueriesContext around the same code path or Django's test client), at two
