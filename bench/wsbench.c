@@ -1,4 +1,5 @@
-/* WebSocket echo server and latency/hold clients for bench/proxy_ws.py (loopback only).
+/* WebSocket echo server and latency/hold/listen clients for bench/proxy_ws.py and
+ * bench/load_live.py (loopback only).
  *
  * Debian 12 has no C WebSocket load tool (tcpkali and websocat are not packaged), so
  * this is one, compiled by the bench at run time:  gcc -O2 -o wsbench wsbench.c
@@ -15,6 +16,13 @@
  *       separated by "--"), then for SECONDS each sends a SIZE-byte frame every
  *       INTERVAL_MS (staggered) and checks its echo.  Prints "open N failed F" once all
  *       handshakes are done, then one line of counters and echo latencies.
+ *   wsbench listen PORT PATH CONNS SECONDS [HEADER]... [-- HEADER...]...
+ *       CONNS connections opened (header sets as for hold: one per user, say), then for
+ *       SECONDS (or until SIGTERM) only listens, pings answered.  Prints "open N failed F"
+ *       once all handshakes are done, then one line per text message received:
+ *       "m CONN ARRIVAL ID OWNER" (ARRIVAL: CLOCK_REALTIME in seconds, read right after the
+ *       read() that completed the frame; ID and OWNER: the numbers after the payload's
+ *       "id" and "owner_id" keys, -1 if absent), then one line of counters.
  *
  * HEADER is "Name: value" (Host, Cookie, Origin...).  The server's
  * Sec-WebSocket-Accept is verified, so a proxy that answered anything but a real
@@ -26,6 +34,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -523,6 +532,125 @@ static int hold(int port, const char *path, int conns, double seconds, double in
     return 0;
 }
 
+/* The integer after "key": in a JSON payload (not NUL-terminated); -1 if absent. */
+static long json_int(const unsigned char *p, size_t len, const char *key) {
+    char pat[64];
+    int n = snprintf(pat, sizeof pat, "\"%s\":", key);
+    const unsigned char *hit = memmem(p, len, pat, (size_t)n);
+    if (!hit) return -1;
+    size_t i = (size_t)(hit - p) + (size_t)n;
+    while (i < len && p[i] == ' ') i++;
+    if (i >= len || p[i] < '0' || p[i] > '9') return -1;
+    long v = 0;
+    for (; i < len && p[i] >= '0' && p[i] <= '9' && v < 1000000000000L; i++) v = v * 10 + (p[i] - '0');
+    return v;
+}
+
+static volatile sig_atomic_t listen_stop;
+static void on_term(int sig) { (void)sig; listen_stop = 1; }
+
+struct lconn {
+    int fd;
+    size_t len;
+    unsigned char in[16384];
+};
+
+static int listen_only(int port, const char *path, int conns, double seconds, char **h, int nh) {
+    struct lconn *c = calloc((size_t)conns, sizeof *c);
+    int failed = 0, open = 0, nsets = 0, *start = calloc((size_t)conns + 1, sizeof(int)),
+        *count = calloc((size_t)conns + 1, sizeof(int));
+    for (int i = 0; i <= nh; i++) {
+        if (i == nh || !strcmp(h[i], "--")) {
+            if (nsets > conns) {
+                fprintf(stderr, "wsbench: more header sets than connections\n");
+                return 2;
+            }
+            int first = nsets ? start[nsets - 1] + count[nsets - 1] + 1 : 0;
+            start[nsets] = first;
+            count[nsets++] = i - first;
+        }
+    }
+    for (int i = 0; i < conns; i++) {
+        int set = i % nsets;
+        c[i].fd = wsconnect(port, path, h + start[set], count[set]);
+        if (c[i].fd < 0) failed++;
+        else open++;
+    }
+    printf("open %d failed %d\n", open, failed);
+    fflush(stdout);
+    int ep = epoll_create1(0);
+    for (int i = 0; i < conns; i++) {
+        if (c[i].fd < 0) continue;
+        fcntl(c[i].fd, F_SETFL, O_NONBLOCK);
+        struct epoll_event e = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
+        epoll_ctl(ep, EPOLL_CTL_ADD, c[i].fd, &e);
+    }
+    long received = 0, pings = 0, bad = 0, closed = 0;
+    double end = now_us() + seconds * 1e6;
+    struct epoll_event evs[256];
+    signal(SIGTERM, on_term);
+    signal(SIGINT, on_term);
+    while (!listen_stop && now_us() < end) {
+        int n = epoll_wait(ep, evs, 256, 10);
+        for (int k = 0; k < n; k++) {
+            int i = (int)evs[k].data.u32;
+            struct lconn *x = &c[i];
+            if (x->fd < 0) continue;
+            ssize_t r = read(x->fd, x->in + x->len, sizeof x->in - x->len);
+            struct timespec arrival;
+            clock_gettime(CLOCK_REALTIME, &arrival);
+            if (r <= 0) {
+                if (r < 0 && errno == EAGAIN) continue;
+                closed++;
+                close(x->fd);
+                x->fd = -1;
+                continue;
+            }
+            x->len += (size_t)r;
+            int op;
+            size_t po, pl, fl;
+            const unsigned char *mask;
+            while ((fl = frame(x->in, x->len, &op, &po, &pl, &mask))) {
+                const unsigned char *p = x->in + po;
+                if (op == 1) {
+                    received++;
+                    printf("m %d %ld.%09ld %ld %ld\n", i, (long)arrival.tv_sec, arrival.tv_nsec,
+                           json_int(p, pl, "id"), json_int(p, pl, "owner_id"));
+                    fflush(stdout);  // the driver counts arrivals as they come
+                } else if (op == 9) {  // ping: a masked pong with its payload
+                    unsigned char pong[256];
+                    if (pl <= 125) {
+                        size_t pn = masked_frame(pong, p, pl);
+                        pong[0] = 0x8A;
+                        if (write(x->fd, pong, pn) == (ssize_t)pn) pings++;
+                    }
+                } else if (op == 8) {
+                    closed++;
+                } else bad++;
+                memmove(x->in, x->in + fl, x->len - fl);
+                x->len -= fl;
+            }
+            if (x->len == sizeof x->in) {  // one frame larger than the buffer
+                bad++;
+                close(x->fd);
+                x->fd = -1;
+            }
+        }
+    }
+    int still = 0;
+    for (int i = 0; i < conns; i++)
+        if (c[i].fd >= 0) {
+            unsigned char cl[6];
+            masked_frame(cl, NULL, 0);
+            cl[0] = 0x88;
+            if (write(c[i].fd, cl, 6) == 6) still++;
+            close(c[i].fd);
+        }
+    printf("open=%d failed=%d still_open=%d received=%ld pings=%ld bad=%ld closed=%ld\n", open,
+           failed, still, received, pings, bad, closed);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     srand((unsigned)(now_us()));
     if (argc == 3 && !strcmp(argv[1], "serve")) return serve(atoi(argv[2]));
@@ -531,8 +659,11 @@ int main(int argc, char **argv) {
     if (argc >= 8 && !strcmp(argv[1], "hold"))
         return hold(atoi(argv[2]), argv[3], atoi(argv[4]), atof(argv[5]), atof(argv[6]),
                     (size_t)atol(argv[7]), argv + 8, argc - 8);
+    if (argc >= 6 && !strcmp(argv[1], "listen"))
+        return listen_only(atoi(argv[2]), argv[3], atoi(argv[4]), atof(argv[5]), argv + 6, argc - 6);
     fprintf(stderr,
             "usage: wsbench serve PORT | rtt PORT PATH COUNT SIZE [HEADER]... |"
-            " hold PORT PATH CONNS SECONDS INTERVAL_MS SIZE [HEADER]... [-- HEADER...]...\n");
+            " hold PORT PATH CONNS SECONDS INTERVAL_MS SIZE [HEADER]... [-- HEADER...]... |"
+            " listen PORT PATH CONNS SECONDS [HEADER]... [-- HEADER...]...\n");
     return 2;
 }

@@ -4,9 +4,13 @@ they check access again. Metric points have their own: jobs/metrics/broadcast.py
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import threading
+from collections.abc import Coroutine
+from typing import Any
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.dispatch import Signal
 
@@ -69,6 +73,50 @@ def job_payload(job) -> dict:
     }
 
 
+class _LayerLoop:
+    """The process's own event loop, in a daemon thread, that sync code sends on the channel
+    layer through. ``async_to_sync`` outside an event loop starts a new loop for each call,
+    and the Redis layer's connections belong to a loop: every change the sync published
+    opened (and handshook) new Redis connections. On this loop they are opened once. A
+    forked child (a Celery pool process) starts its own."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pid = 0
+
+    def run(self, coroutine: Coroutine[Any, Any, None], timeout: float = 30) -> None:
+        with self._lock:
+            if self._loop is None or self._pid != os.getpid():
+                self._loop, self._pid = asyncio.new_event_loop(), os.getpid()
+                threading.Thread(
+                    target=self._loop.run_forever, name="channel-layer", daemon=True
+                ).start()
+            loop = self._loop
+        future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+        try:
+            future.result(timeout)
+        finally:
+            future.cancel()  # timed out: not left running
+
+
+_layer_loop = _LayerLoop()
+
+
+def send_to_groups(groups: list[str], message: dict) -> None:
+    """Send ``message`` to each of ``groups`` on the channel layer, from sync code, in one
+    trip to the process's layer loop. Raises what the layer raises (callers log it)."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+
+    async def send() -> None:
+        for group in groups:
+            await layer.group_send(group, message)
+
+    _layer_loop.run(send())
+
+
 def publish_job(job) -> None:
     """Send the job's current state to its group and its owner's group.
 
@@ -76,14 +124,11 @@ def publish_job(job) -> None:
     already committed: it is logged, and pages catch up on their next load.
     """
     job_changed.send(sender=type(job), job=job)
-    layer = get_channel_layer()
-    if layer is None:
+    if get_channel_layer() is None:
         return
     message = {"type": "job.update", "job": job_payload(job)}
     try:
-        async_to_sync(layer.group_send)(job_group(job.pk), message)
-        async_to_sync(layer.group_send)(user_group(job.owner_id), message)
-        async_to_sync(layer.group_send)(STAFF_GROUP, message)
+        send_to_groups([job_group(job.pk), user_group(job.owner_id), STAFF_GROUP], message)
     except Exception:  # noqa: BLE001 - any layer failure is logged, never raised
         log.exception("could not publish job %s on the channel layer", job.pk)
 

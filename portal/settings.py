@@ -317,16 +317,35 @@ CELERY_TASK_QUEUES = [
 ]
 CELERY_TASK_ROUTES = {"jobs.experiments.tasks.*": {"queue": PORTAL_EXPERIMENT_QUEUE}}
 
+# Redis connections a process's channel layer may hold at once. Each socket's join, leave
+# and send takes one for a moment, and redis-py refuses past its limit (MaxConnectionsError)
+# instead of waiting: at its default of 100, a web process whose 250 dashboards closed or
+# reconnected together (a restart, a network blip) lost the rest's subscriptions.
+PORTAL_CHANNELS_MAX_CONNECTIONS = env_int("PORTAL_CHANNELS_MAX_CONNECTIONS", 1000, minimum=10)
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
             "hosts": [
-                redis_ha.channel_layer_host(
-                    REDIS_URL, REDIS_SENTINELS, REDIS_SENTINEL_MASTER, REDIS_SENTINEL_PASSWORD
-                )
-                if REDIS_SENTINELS
-                else REDIS_URL
+                {
+                    **(
+                        redis_ha.channel_layer_host(
+                            REDIS_URL,
+                            REDIS_SENTINELS,
+                            REDIS_SENTINEL_MASTER,
+                            REDIS_SENTINEL_PASSWORD,
+                        )
+                        if REDIS_SENTINELS
+                        else {"address": REDIS_URL}
+                    ),
+                    # A process's sockets wait for messages in one BZPOPMIN that Redis holds
+                    # up to 5 s (the layer's brpop_timeout); redis-py's own read timeout is
+                    # 5 s too, so a reply a moment late raised TimeoutError in whichever
+                    # socket's consumer was waiting, and closed that dashboard's socket.
+                    "socket_timeout": 15,
+                    "socket_connect_timeout": 5,
+                    "max_connections": PORTAL_CHANNELS_MAX_CONNECTIONS,
+                }
             ],
             "prefix": "portal:channels:",
         },

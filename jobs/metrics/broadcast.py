@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+
+from jobs.broadcast import send_to_groups
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +28,6 @@ def publish_metrics(job_id: int, update: dict) -> None:
     if sum(len(rows) for rows in update["points"].values()) > LIVE_POINTS_LIMIT:
         update = {"series": update["series"], "points": {}, "reload": True}
     try:
-        async_to_sync(layer.group_send)(
-            metrics_group(job_id), {"type": "metrics.points", "update": update}
-        )
+        send_to_groups([metrics_group(job_id)], {"type": "metrics.points", "update": update})
     except Exception:  # noqa: BLE001 - the points are stored; pages re-read them
         log.exception("could not publish metrics of job %s", job_id)

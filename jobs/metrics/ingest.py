@@ -276,6 +276,7 @@ def ingest(job: Job, records: list[Record], nbytes: int = 0) -> IngestResult:
         if nbytes:
             Job.objects.filter(pk=job.pk).update(metrics_bytes=F("metrics_bytes") + nbytes)
         by_id = {s.pk: s for s in series.values()}
+        changes = []
         for sid, points in new.items():
             last = max(points, key=lambda p: (p[0], p[3]))
             s = by_id[sid]
@@ -283,14 +284,21 @@ def ingest(job: Job, records: list[Record], nbytes: int = 0) -> IngestResult:
             for step, value, when, _ in points:
                 summary.add(step, value, when)
             s.summary = summary.to_bytes()
-            MetricSeries.objects.filter(pk=sid).update(
-                points=F("points") + len(points),
-                last_step=last[0],
-                last_value=last[1],
-                summary=s.summary,
+            changes.append(
+                MetricSeries(
+                    pk=sid,
+                    points=F("points") + len(points),
+                    last_step=last[0],
+                    last_value=last[1],
+                    summary=s.summary,
+                )
             )
             s.points += len(points)
             result.series.append(s)
+        # One UPDATE for every series of the batch (a record may carry 100 metrics).
+        MetricSeries.objects.bulk_update(
+            changes, ["points", "last_step", "last_value", "summary"], batch_size=500
+        )
         result.inserted = len(rows)
         result.new_points = dict(new)
         if rows:

@@ -3,10 +3,13 @@
 import json
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from jobs.metrics import ingest
 from jobs.metrics.models import MetricPoint, MetricSeries
+from jobs.metrics.summary import Summary
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -30,6 +33,25 @@ def test_ingest_twice_stores_each_point_once(job, django_capture_on_commit_callb
         "loss": 150,
         "acc": 150,
     }
+
+
+def test_a_batchs_queries_do_not_grow_with_its_metrics(job):
+    def upload(keys, start):
+        records = [
+            {"seq": s, "step": s, "time": 1.7e9 + s, "metrics": {k: s / 10 for k in keys}}
+            for s in range(start, start + 25)
+        ]
+        with CaptureQueriesContext(connection) as queries:
+            result = ingest.ingest(job, ingest.parse_batch(records).records)
+        assert result.inserted == 25 * len(keys)
+        return len(queries)
+
+    few, many = ["loss", "acc"], [f"m{n}" for n in range(40)]
+    upload(few, 0), upload(many, 0)  # the series exist from here on
+    assert upload(few, 25) == upload(many, 25)
+    for series in MetricSeries.objects.filter(job=job):
+        assert (series.points, series.last_step, series.last_value) == (50, 49, 4.9)
+        assert Summary.from_bytes(series.summary).count == 50
 
 
 def test_a_requeued_attempt_and_another_rank_are_separate_series(job):
