@@ -83,7 +83,7 @@ def test_without_sentinels_everything_uses_redis_url():
     assert found["broker"] == "redis://:pw@10.0.0.9:6379/2"
     assert found["transport"] == "portal.worker:Transport"
     assert "master_name" not in found["transport_options"]
-    assert found["channels"] == ["redis://:pw@10.0.0.9:6379/2"]
+    assert [host["address"] for host in found["channels"]] == ["redis://:pw@10.0.0.9:6379/2"]
     assert "pool_class" not in found["cache"]["OPTIONS"]
 
 
