@@ -126,6 +126,20 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": env_float("SQLITE_BUSY_TIMEOUT", 20.0, minimum=0),
     }
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test.sqlite3")}
+# PostgreSQL: a pool of at most PORTAL_DB_POOL_MAX connections per process (psycopg_pool,
+# Django's OPTIONS["pool"]). Under ASGI each request's view runs in a thread with its own
+# connection, opened and closed every time without a pool: 200 jobs uploading metrics at
+# once opened ~95 connections from two web processes and exhausted max_connections (100),
+# so calls past it failed with 503. With a pool they wait up to PORTAL_DB_POOL_TIMEOUT
+# seconds for a connection instead. 0: no pool (a connection per request, as before).
+PORTAL_DB_POOL_MAX = env_int("PORTAL_DB_POOL_MAX", 0, minimum=0)
+PORTAL_DB_POOL_TIMEOUT = env_float("PORTAL_DB_POOL_TIMEOUT", 30.0, minimum=1)
+if PORTAL_DB_POOL_MAX and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": min(2, PORTAL_DB_POOL_MAX),
+        "max_size": PORTAL_DB_POOL_MAX,
+        "timeout": PORTAL_DB_POOL_TIMEOUT,
+    }
 # Test runs started together (two checkouts, or two `make test`s) each get their own
 # test database; deploy/run-tests.sh sets the suffix.
 if _suffix := env_str("PORTAL_TEST_DB_SUFFIX", ""):
