@@ -4,12 +4,13 @@ PostgreSQL database, as tests/livestack.py and `make demo` run it, with one web 
 core, and optionally a Celery worker. Its own Redis database and key prefix, so a run never
 shares cache keys, throttling or channel groups with another.
 
+Import it as ``bench.loadstack`` (the repository root on sys.path, as bench/load.py puts it).
 The process that uses it must have run ``django.setup()`` with ``DATABASE_URL`` pointing at
 the same database (bench/load.py does): logging in writes a session row there, and the
 served processes read it with the same SECRET_KEY (both take it from the environment).
 
     stack = LoadStack(database_url, tmp).start()
-    cookie = stack.cookie_header("load-user-0001")     # "sessionid=..." for wrk's -H
+    cookie = stack.cookie_header("load-0000")     # "sessionid=..." for wrk's -H
     ...
     stack.stop()
 
@@ -27,7 +28,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from netutil import free_port
+from bench.netutil import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
