@@ -522,6 +522,9 @@ class _Context:
             .values_list("pk", flat=True)
         )
         width = summaries.width_for(POINTS - 1)
+        fast_keys = _superuser()
+        if not fast_keys:
+            say("  (not a superuser: every point's foreign key is checked, about half the speed)")
         t = time.perf_counter()
         for lo in range(0, len(ids), SERIES_PER_BATCH):
             batch = ids[lo : lo + SERIES_PER_BATCH]
@@ -530,11 +533,23 @@ class _Context:
                 cursor.execute("SET LOCAL synchronous_commit = off")
                 cursor.execute("SET LOCAL work_mem = '256MB'")  # the summaries' sort
                 cursor.execute("SET LOCAL jit = off")
+                if fast_keys:
+                    # No per-row check of the series foreign key, queued to the commit
+                    # (half the time): every point's series exists, it was made above.
+                    cursor.execute("SET LOCAL session_replication_role = replica")
                 _points(batch[0], batch[-1], width)
             done = lo + len(batch)
             if done == len(ids) or (lo // SERIES_PER_BATCH) % 25 == 24:
                 rate = done * POINTS / (time.perf_counter() - t)
                 say(f"  {done:,}/{len(ids):,} series, {rate:,.0f} points/s")
+
+
+def _superuser() -> bool:
+    """May this connection skip foreign-key triggers (session_replication_role)?"""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+        row = cursor.fetchone()
+    return bool(row and row[0])
 
 
 def _json(value: object) -> str:
