@@ -71,7 +71,7 @@ class Sizes:
             users=n(1000),
             finished=n(100_000, 10),
             active=n(5000, 2),
-            experiments=n(200),
+            experiments=n(200, 2),  # one running (every tenth from the second)
             big_trials=n(2000, 2),
             trials_each=20 if scale >= 0.05 else 3,
             metric_jobs=n(25_000),
@@ -342,9 +342,9 @@ class _Context:
                 "metric": "'val_loss'",
                 "goal": "'minimize'",
                 "max_trials": f"CASE WHEN g = 0 THEN {s.big_trials} ELSE {s.trials_each} END",
-                "state": "CASE WHEN mod(g, 10) = 9 THEN 'running' ELSE 'completed' END",
+                "state": "CASE WHEN mod(g, 10) = 1 THEN 'running' ELSE 'completed' END",
                 "created_at": "now() - ((g + 1) || ' days')::interval",
-                "ended_at": "CASE WHEN mod(g, 10) = 9 THEN NULL ELSE now() - (g || ' days')::interval "
+                "ended_at": "CASE WHEN mod(g, 10) = 1 THEN NULL ELSE now() - (g || ' days')::interval "
                 "END",
             },
             f"FROM generate_series(0, %s - 1) AS g JOIN seed_load_users u "
@@ -361,7 +361,7 @@ class _Context:
                 "number": "t",
                 "params": f"jsonb_build_object('lr', power(10, -5 + 4 * {r}), 'batch_size', "
                 f"(ARRAY[32, 64, 128, 256])[1 + mod(t, 4)], 'dropout', round((0.5 * {r2})::numeric, 3))",
-                "state": f"CASE WHEN e.state = 'running' AND t >= e.max_trials - 2 THEN 'running' "
+                "state": f"CASE WHEN e.state = 'running' AND t >= e.max_trials - 2 THEN 'waiting' "
                 f"WHEN {r} < 0.05 THEN 'failed' ELSE 'completed' END",
                 "value": f"CASE WHEN e.state = 'running' AND t >= e.max_trials - 2 OR {r} < 0.05 "
                 f"THEN NULL ELSE {value} END",
@@ -391,7 +391,9 @@ class _Context:
                 f"CREATE TEMP TABLE seed_load_trials AS SELECT row_number() OVER "  # noqa: S608
                 f"(ORDER BY e.id, t.number) - 1 AS i, t.id, t.state, u.n AS owner_n "
                 f"FROM {_table(Trial)} t JOIN {_table(Experiment)} e ON e.id = t.experiment_id "
-                f"JOIN seed_load_users u ON u.user_id = e.owner_id WHERE e.cluster_id = %s",
+                f"JOIN seed_load_users u ON u.user_id = e.owner_id WHERE e.cluster_id = %s "
+                # A running experiment's last two trials wait for their jobs: none yet.
+                f"AND t.state <> 'waiting'",
                 [self.cluster.pk],
             )
             cursor.execute("CREATE INDEX ON seed_load_trials (i)")
@@ -402,8 +404,8 @@ class _Context:
             f"WHEN {r} < 0.95 THEN 'cancelled' ELSE 'timeout' END"
         )
         state = (
-            f"CASE WHEN tr.id IS NOT NULL THEN (CASE tr.state WHEN 'running' THEN 'running' "
-            f"WHEN 'failed' THEN 'failed' ELSE 'completed' END) "
+            f"CASE WHEN tr.id IS NOT NULL THEN (CASE tr.state WHEN 'failed' THEN 'failed' "
+            f"ELSE 'completed' END) "
             f"WHEN g >= {s.finished} THEN (CASE WHEN {_rnd('g', 4)} < 0.6 THEN 'pending' "
             f"ELSE 'running' END) ELSE {final} END"
         )
