@@ -237,16 +237,16 @@ def render_rows(stack: LoadStack, counter: Counter, owner: str) -> list[Row]:
         page = f"/experiments/{big.pk}/"
         q_page = counter.get(owner, page)[1]
         q_data = counter.get(owner, f"{page}data/")[1]
-        small = (
+        small = (  # another experiment (its owner's view): the same queries at few trials
             Experiment.objects.exclude(pk=big.pk)
-            .filter(owner__username=owner)
+            .select_related("owner")
             .annotate(n=Count("trials"))
             .order_by("n")
             .first()
         )
         sizes = f"{q_page} page + {q_data} data"
         if small is not None:
-            q_small = counter.get(owner, f"/experiments/{small.pk}/data/")[1]
+            q_small = counter.get(small.owner.username, f"/experiments/{small.pk}/data/")[1]
             sizes += f" (data: {q_small} at {small.n} trials)"  # type: ignore[attr-defined]
             sizes += "" if q_small == q_data else " GROWS"
         t = first_render(
