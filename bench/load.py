@@ -132,14 +132,16 @@ class Counter:
 
     def two_sizes(self, few: tuple[str, str], many: tuple[str, str]) -> str:
         """Queries of one request at two sizes: "9 (3 rows) / 9 (20 rows)"."""
-        out = []
+        out, counts = [], []
         for username, path in (few, many):
             status, n, body = self.get(username, path)
             if status != 200:
                 raise RuntimeError(f"GET {path} as {username}: {status} {body[:300]!r}")
-            out.append(f"{n} ({rows(path, body)} rows)")
-        grows = "" if out[0].split()[0] == out[1].split()[0] else " GROWS"
-        return " / ".join(out) + grows
+            counts.append((n, rows(path, body)))
+            out.append(f"{n} ({counts[-1][1]} rows)")
+        # An empty page skips its rows' query: only pages with rows are compared.
+        grows = counts[0][1] and counts[1][1] and counts[0][0] != counts[1][0]
+        return " / ".join(out) + (" GROWS" if grows else "")
 
 
 def rows(path: str, body: bytes) -> int:
