@@ -15,7 +15,7 @@ IDP_ENV ?= $(IDP_DIR)/portal.env
 
 # Chromium for the end-to-end tests: Debian's package (Playwright's own download
 # is not possible on machines without internet access).
-.PHONY: help venv services services-down browser devcluster devcluster-down devcluster-accounts condorpool condorpool-down idp idp-down mail mail-down demo-locked demo-setup demo test bench lint typecheck format clean
+.PHONY: help venv services services-down browser devcluster devcluster-down devcluster-accounts condorpool condorpool-down idp idp-down mail mail-down demo-locked demo-setup demo test bench bench-load lint typecheck format clean
 
 help:
 	@echo "make demo            set everything up and run the portal at http://localhost:$(PORT)/"
@@ -30,6 +30,7 @@ help:
 	@echo "make mail-down       stop it"
 	@echo "make services-down   stop the portal's own Redis (make clean does too)"
 	@echo "make bench           benchmarks in bench/ (dev cluster)"
+	@echo "make bench-load      the portal under a centre's load (LOAD_SCALE=0.01 for a quick run)"
 	@echo "make lint            ruff and mypy"
 	@echo "make typecheck       mypy (also run by make lint and make test)"
 
@@ -175,6 +176,19 @@ endif
 	@$(DEMO_ENV) $(PY) bench/metrics.py
 	@$(DEMO_ENV) $(PY) bench/compare.py
 	@$(PY) bench/sweeps.py
+
+# A centre's busiest day (#35): PostgreSQL database portal_load seeded by seed_load at
+# LOAD_SCALE (1.0: 1,000 users, 105,000 jobs, 100 million metric points; kept between runs),
+# loaded with wrk, first renders in Chromium. One table at the end.
+bench-load: venv services browser devcluster devcluster-accounts
+ifeq ($(IS_ROOT),yes)
+	@command -v wrk >/dev/null && command -v gcc >/dev/null || { \
+		echo "installing Debian's wrk and gcc (load generators; gcc builds bench/wsbench.c)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends wrk gcc libc6-dev >/dev/null; }
+endif
+	@$(DEMO_ENV) $(PY) bench/load.py
+	@$(DEMO_ENV) $(PY) bench/sync_accounts.py
+	@$(DEMO_ENV) $(PY) bench/load_failover.py
 
 lint: venv typecheck
 	@.venv/bin/ruff check .

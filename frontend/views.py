@@ -40,8 +40,9 @@ def wants_json(request) -> bool:
 
 @login_required
 def dashboard(request):
+    # The session link with each row (a notebook's "Open" button), not one query per row.
     jobs = Job.objects.for_user(request.user).select_related(
-        "image", "partition", "cluster", "owner"
+        "image", "partition", "cluster", "owner", "session"
     )
     state = request.GET.get("state", "")
     if state in STATE_FILTERS:
