@@ -94,17 +94,17 @@ class LoadStack:
             "PORTAL_DEMO": "1",
             "PORTAL_URL": self.base_url,
             "STATIC_ROOT": str(self.tmp / "static"),
-            # As deployed (README, Deploying): a bounded pool per process, so a burst of
-            # requests waits for a connection instead of exhausting max_connections.
-            "PORTAL_DB_POOL_MAX": os.environ.get("PORTAL_DB_POOL_MAX", "10"),
             **UNTHROTTLED,
             **self.env_extra,
         }
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = open(self.tmp / f"{name}.log", "a")  # noqa: SIM115 - closed with the process
+        env = self.env
+        if name == "web":  # as deployed (README, Deploying): a bounded pool per web process
+            env = {"PORTAL_DB_POOL_MAX": "10", **env}
         self.procs[name] = subprocess.Popen(
-            argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
+            argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
         )
 
     def start(self, *, celery: bool = False) -> LoadStack:
