@@ -57,6 +57,9 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
+# Queued batches merged into one upload up to about this many records (the portal takes
+# 10,000 a request).
+MERGE_RECORDS = 2000
 # As the portal checks them (jobs/models/annotations.py).
 _TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:=+-]{0,63}$")
 _PARAM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,47}$")
@@ -288,7 +291,19 @@ class Run:
                         return
                     if rest and not self._post(rest):
                         return
-            batch = lines
+            # Batches that queued while the last upload was on its way go with this one: at
+            # most one call in flight, so a busy portal gets fewer, larger calls from each
+            # job instead of a growing backlog of one-second ones.
+            batch = list(lines)
+            while len(batch) < MERGE_RECORDS:
+                try:
+                    more = self._uploads.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:  # closing: this batch first, then what is left
+                    self._uploads.put(None)
+                    break
+                batch.extend(more)
             while not self._post(batch):
                 backoff = min(60.0, max(1.0, backoff * 2))
                 if self._stop.wait(backoff):

@@ -122,6 +122,25 @@ def test_failed_uploads_are_retried_with_backoff(tmp_path, token_file):
         collector.close()
 
 
+def test_batches_queued_behind_a_slow_upload_go_out_as_one_call(tmp_path, token_file):
+    """A busy portal: the first upload hangs while ten more batches are logged; once it
+    answers, those ten go in one call (at most one in flight per job), not ten."""
+    collector = Collector(hang=True)
+    try:
+        run = pm.Run(
+            str(tmp_path), url=collector.url, token_file=token_file, batch_size=5, system_interval=0
+        )
+        for step in range(55):
+            run.log(step=step, loss=step)
+        time.sleep(0.3)  # the uploader has taken the first batch and waits on the portal
+        collector.release.set()
+        run.close()
+        assert sorted(r["seq"] for r in collector.records) == list(range(55))
+        assert [len(b) for b in collector.batches] == [5, 50]
+    finally:
+        collector.close()
+
+
 def test_a_refused_token_stops_uploads_but_the_file_keeps_everything(tmp_path, token_file):
     collector = Collector(status=410)
     try:
