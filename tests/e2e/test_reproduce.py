@@ -47,7 +47,8 @@ def test_tags_note_reproduce_and_launch_again(browser, stack, devcluster, owner,
     page.get_by_role("button", name="Remove tag resnet").click()
     page.locator('[data-tag="resnet"]').wait_for(state="detached")
     page.get_by_label("Note", exact=True).fill("lr 0.01 converges; try seed 4")
-    page.get_by_role("button", name="Save note").click()
+    with page.expect_navigation():  # the form posts and comes back: then reload
+        page.get_by_role("button", name="Save note").click()
     page.reload()
     assert page.get_by_label("Note", exact=True).input_value() == "lr 0.01 converges; try seed 4"
     assert page.locator("[data-tags] [data-tag]").all_text_contents()[0].startswith("seed=3")

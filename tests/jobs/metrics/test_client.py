@@ -21,11 +21,13 @@ class Collector:
     def __init__(self, status=200, hang=False):
         self.batches, self.auth, self.status, self.hang = [], [], status, hang
         self.release = threading.Event()
+        self.arrived = threading.Event()  # a request reached the server
         collector = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                collector.arrived.set()
                 if collector.hang:
                     collector.release.wait(30)
                 collector.auth.append(self.headers.get("Authorization"))
@@ -130,9 +132,11 @@ def test_batches_queued_behind_a_slow_upload_go_out_as_one_call(tmp_path, token_
         run = pm.Run(
             str(tmp_path), url=collector.url, token_file=token_file, batch_size=5, system_interval=0
         )
-        for step in range(55):
+        for step in range(5):
             run.log(step=step, loss=step)
-        time.sleep(0.3)  # the uploader has taken the first batch and waits on the portal
+        assert collector.arrived.wait(10)  # the first upload waits on the portal
+        for step in range(5, 55):
+            run.log(step=step, loss=step)
         collector.release.set()
         run.close()
         assert sorted(r["seq"] for r in collector.records) == list(range(55))
