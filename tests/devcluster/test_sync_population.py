@@ -141,7 +141,7 @@ def test_runs_of_ended_jobs_are_read_once_for_every_owner(devcluster, population
     for job in ended:
         done = subprocess.run(
             ["runuser", "-u", job.cluster_account.username, "--", "sbatch", "--parsable"]
-            + ["-p", "cpu", "-t", "5", "-J", job.scheduler_name, "--wrap", "true"],
+            + ["-p", "cpu", "-t", "5", "-D", "/tmp", "-J", job.scheduler_name, "--wrap", "true"],
             capture_output=True,
             text=True,
             timeout=30,
@@ -151,14 +151,14 @@ def test_runs_of_ended_jobs_are_read_once_for_every_owner(devcluster, population
         job.scheduler_job_id, job.state = scheduler_id, Job.State.COMPLETED
     Job.objects.bulk_update(ended, ["scheduler_job_id", "state"])
     deadline = time.monotonic() + 180
-    while True:  # until accounting has the three ends
+    while True:  # until accounting has the three runs, started and ended
         text = subprocess.run(
-            ["sacct", "-n", "-X", "-P", "-o", "End", "-j", ",".join(ids)],
+            ["sacct", "-n", "-X", "-D", "-P", "-o", "Start,End", "-j", ",".join(ids)],
             capture_output=True,
             text=True,
             timeout=30,
         ).stdout.split()
-        if len(text) == 3 and "Unknown" not in text:
+        if len(text) == 3 and not any("Unknown" in line or "None" in line for line in text):
             break
         assert time.monotonic() < deadline, f"accounting has not recorded the ends: {text}"
         time.sleep(0.5)
