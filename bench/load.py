@@ -39,14 +39,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 TMP = Path(tempfile.mkdtemp(prefix="bench-load-"))
 P99_LIMIT_MS = 250.0
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 from bench.loadstack import UNTHROTTLED, LoadStack, Row, redis_url  # noqa: E402
 
@@ -209,9 +201,11 @@ def first_render(stack: LoadStack, cookie: str, url: str, drawn: str) -> float:
     """ms from navigation to ``drawn`` (a JS expression) being true, in a fresh page."""
     from playwright.sync_api import sync_playwright  # noqa: PLC0415
 
+    from tests.e2e.pages import CHROMIUM, CHROMIUM_ARGS  # noqa: PLC0415
+
     name, _, value = cookie.partition("=")
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             context = browser.new_context(viewport={"width": 1400, "height": 1000})
             context.add_cookies([{"name": name, "value": value, "url": stack.base_url}])

@@ -282,13 +282,6 @@ def accounting_owners(conn: ssh.Connection, expected: Expected) -> Found:
 ATTEMPTS_MAX_BYTES = 16 * 1024 * 1024
 
 
-def attempts(
-    conn: ssh.Connection, username: str, expected: dict[str, str]
-) -> dict[str, list[Attempt]]:
-    """Every run of the given jobs ({scheduler id: name}): attempts_owners() for one owner."""
-    return attempts_owners(conn, {username: expected}).get(username, {})
-
-
 def attempts_owners(
     conn: ssh.Connection, expected: Expected
 ) -> dict[str, dict[str, list[Attempt]]]:

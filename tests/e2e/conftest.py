@@ -3,19 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.pages import SCREENSHOTS
+from tests.e2e.pages import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS
 from tests.livestack import LiveStack, MultiStack
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 
 
 @pytest.fixture(scope="package")

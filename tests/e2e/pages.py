@@ -6,6 +6,18 @@ from proxy.models import SessionLink
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 
+# Debian's chromium, headless, as every browser test and bench/load.py launch it.
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
 
 def sign_in(browser, stack, username: str, password: str, **context_args):
     """A new browser context signed in on the sign-in page; returns its page, on the

@@ -13,6 +13,7 @@ from joserfc import jwt
 from joserfc.jwk import KeySet
 
 from tests import idp
+from tests.e2e.pages import CHROMIUM, CHROMIUM_ARGS
 from tests.livestack import free_port
 
 pytestmark = pytest.mark.idp
@@ -224,8 +225,6 @@ def test_end_session_ends_the_provider_session(client, stack_uris):
 
 # --- the provider's own login page in Chromium ---------------------------------------------
 
-CHROMIUM = "/usr/bin/chromium"
-
 
 @pytest.fixture
 def page():
@@ -234,9 +233,7 @@ def page():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"]
-        )
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             yield browser.new_page()
         finally:
