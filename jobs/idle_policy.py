@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs import lifecycle, signals, usage
-from jobs.models import Job, JobEvent, Partition
+from jobs.models import Job, Partition
 from jobs.task_helpers import single_flight
 
 # Jobs judged per partition and pass (the idle query is bounded the same way).
@@ -99,19 +99,12 @@ def _warn(job: Job, partition: Partition, now: datetime, enforce: bool) -> None:
         )
         if not enforce:
             return
-        JobEvent.objects.create(
-            job=job,
-            at=now,
-            from_state=job.state,
-            to_state=job.state,
-            message=(
-                f"Idle-GPU policy of partition {partition}: its GPUs stayed at or below "
-                f"{partition.idle_percent:g}% for {_minutes(partition.idle_minutes)}; it will "
-                f"be cancelled at {when(job.idle_cancel_at)} unless they are used or its "
-                "owner keeps it."
-            ),
+        job.note(
+            f"Idle-GPU policy of partition {partition}: its GPUs stayed at or below "
+            f"{partition.idle_percent:g}% for {_minutes(partition.idle_minutes)}; it will "
+            f"be cancelled at {when(job.idle_cancel_at)} unless they are used or its "
+            "owner keeps it."
         )
-        signals.updated_on_commit(job)
         transaction.on_commit(lambda: signals.gpus_idle.send(sender=Job, job=job))
 
 
@@ -134,17 +127,10 @@ def keep(job: Job, user) -> datetime | None:
         Job.objects.filter(pk=row.pk).update(
             idle_cancel_at=row.idle_cancel_at, idle_kept_at=now, idle_kept_by=user
         )
-        JobEvent.objects.create(
-            job=row,
-            at=now,
-            from_state=row.state,
-            to_state=row.state,
-            message=(
-                f"Kept by {user.get_username()} against the idle-GPU policy: it will be "
-                f"cancelled at {when(row.idle_cancel_at)} if its GPUs stay idle."
-            ),
+        row.note(
+            f"Kept by {user.get_username()} against the idle-GPU policy: it will be "
+            f"cancelled at {when(row.idle_cancel_at)} if its GPUs stay idle."
         )
-        signals.updated_on_commit(row)
     job.idle_cancel_at, job.idle_kept_at, job.idle_kept_by = until, now, user
     return until
 
