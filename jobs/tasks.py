@@ -407,17 +407,20 @@ def record_attempts(self, job_ids: list[int]) -> None:
     groups = by_account(Job.objects.filter(pk__in=job_ids[:1000]))
     read = _through_reader(groups, "attempts_of_owners")
     for group in groups:
+        runs = read.get(group[0].cluster_account_id or 0)
         try:
-            runs = read.get(group[0].cluster_account_id or 0)
             # An ended job the reader found no run of is asked through its owner (accounting
-            # may hide other users' jobs from the reader even where squeue does not).
+            # may hide other users' jobs from the reader even where squeue does not; Slurm
+            # 22.05's JSON names a job "allocation" for a moment after it ends).
             if runs is None or any(j.is_final and j.scheduler_job_id not in runs for j in group):
                 runs = _attempts_of(group)
         except ssh.ClusterError as exc:
             if exc.transient:
                 raise self.retry(countdown=backoff(self.request.retries)) from None
             log.warning("attempts of %s not read: %s", [j.pk for j in group], exc)
-            continue
+            if runs is None:
+                continue
+            # What the reader found is kept; the jobs it missed are read again below.
         unsettled = False
         for job in group:
             if runs.get(job.scheduler_job_id):

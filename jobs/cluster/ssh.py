@@ -385,6 +385,8 @@ def account_key(account) -> paramiko.PKey:
     (key id naming the portal user and ``acting.purpose``), else its stored key."""
     cluster = account.cluster
     if not cluster.uses_certificates:
+        if not account.private_key_encrypted:  # made, but no key generated or installed yet
+            raise AuthenticationFailed(f"cluster account {account.username} has no key yet")
         return load_private_key(account.private_key())
     try:
         return certs.issue(

@@ -4,7 +4,9 @@ through the service account, never once per account. Commands are counted, not t
 (bench/sync_accounts.py times them and reads slurmctld's RPC counts).
 """
 
+import json
 import subprocess
+import time
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -132,8 +134,6 @@ def test_runs_of_ended_jobs_are_read_once_for_every_owner(devcluster, population
     """Accounting's record of each run (GPU-hours) for three people's ended jobs: one
     ``sacct`` through the service account, none through theirs (which could not even log
     in: no key, no certificate)."""
-    import time
-
     devcluster.sync_reads_all_jobs = True
     devcluster.save()
     ended = population[:3]
@@ -146,29 +146,34 @@ def test_runs_of_ended_jobs_are_read_once_for_every_owner(devcluster, population
             text=True,
             timeout=30,
         )
+        assert done.returncode == 0, done.stderr
         ids.append(done.stdout.strip().split(";")[0])
     for job, scheduler_id in zip(ended, ids, strict=True):
         job.scheduler_job_id, job.state = scheduler_id, Job.State.COMPLETED
     Job.objects.bulk_update(ended, ["scheduler_job_id", "state"])
+    names = {scheduler_id: job.scheduler_name for job, scheduler_id in zip(ended, ids, strict=True)}
     deadline = time.monotonic() + 180
-    while True:  # until accounting has the three runs, started and ended
-        text = subprocess.run(
-            ["sacct", "-n", "-X", "-D", "-P", "-o", "Start,End", "-j", ",".join(ids)],
+    while True:  # until accounting has the three runs, ended, under their names
+        # (Slurm 22.05's JSON names a job "allocation" for a moment after it ends.)
+        out = subprocess.run(
+            ["sacct", "--json", "-X", "-D", "-j", ",".join(ids)],
             capture_output=True,
             text=True,
             timeout=30,
-        ).stdout.split()
-        if len(text) == 3 and not any("Unknown" in line or "None" in line for line in text):
+        ).stdout
+        seen = {str(r["job_id"]): (r["name"], r["time"]["end"]) for r in json.loads(out)["jobs"]}
+        if all(i in seen and seen[i][0] == names[i] and seen[i][1] for i in ids):
             break
-        assert time.monotonic() < deadline, f"accounting has not recorded the ends: {text}"
+        assert time.monotonic() < deadline, f"accounting has not recorded the ends: {seen}"
         time.sleep(0.5)
     pool.close_all()
     before = ssh.counters["commands"], ssh.counters["connections"]
     tasks.record_attempts.apply(args=[[job.pk for job in ended]], throw=True)
-    assert (ssh.counters["commands"] - before[0], ssh.counters["connections"] - before[1]) == (
-        1,
-        1,
-    )
+    used = (ssh.counters["commands"] - before[0], ssh.counters["connections"] - before[1])
+    recorded = {
+        job.scheduler_job_id: list(job.attempts.values_list("ended_at", "node")) for job in ended
+    }
+    assert used == (1, 1), recorded
     for job in ended:
         (run,) = job.attempts.all()
         assert run.ended_at is not None and run.node in ("node1", "node2")

@@ -319,3 +319,56 @@ def test_a_requeue_seen_only_after_the_job_runs_again_is_still_in_its_timeline(f
     assert (last.from_state, last.to_state) == ("running", "running")
     assert last.message == "Requeued by the scheduler: attempt 2."
     assert tasks.sync_jobs(pending(job)) == 0  # seen once, recorded once
+
+
+def sacct_record(job: Job, name: str) -> dict:
+    """One ``sacct --json -D -X`` record of ``job``'s run, named ``name``."""
+    return {
+        "job_id": int(job.scheduler_job_id),
+        "user": job.cluster_account.username,
+        "name": name,
+        "state": {"current": "COMPLETED"},
+        "nodes": "node1",
+        "time": {"submission": 100, "start": 110, "end": 170, "elapsed": 60},
+        "tres": {"allocated": [{"type": "cpu", "count": 2}]},
+        "account": "",
+    }
+
+
+def test_runs_the_reader_missed_are_read_again_when_their_owner_cannot_log_in(
+    monkeypatch, owner, cluster
+):
+    """The reader finds one of two ended jobs (accounting names the other "allocation" for
+    a moment after it ends); its owner has no key to be asked with. The run found is
+    recorded, the task does not fail, and it reads again (a retry) for the one missing."""
+    cluster.sync_reads_all_jobs = True
+    cluster.save()
+    factories.account(cluster, None, "portal-reader")
+    alice = factories.account(cluster, owner, "alice")  # no key
+    found, missed = (
+        factories.job(
+            owner, cluster, "true", cluster_account=alice, scheduler_job_id=i, state="completed"
+        )
+        for i in ("71", "72")
+    )
+    answer = json.dumps(
+        {"jobs": [sacct_record(found, found.scheduler_name), sacct_record(missed, "allocation")]}
+    )
+    reader = FakeConnection({"sacct": answer})
+    asked = []
+
+    def with_connection(account, op):
+        asked.append(account.username)
+        if account.user_id is None:
+            return op(reader)
+        return op(ssh.connect_account(account))  # what the pool would do: no key
+
+    monkeypatch.setattr(pool, "with_connection", with_connection)
+    result = tasks.record_attempts.apply(args=[[found.pk, missed.pk]])
+    assert result.successful(), result.traceback
+    (run,) = found.attempts.all()
+    assert (run.elapsed_seconds, run.cpus, run.node) == (60, 2, "node1")
+    assert not missed.attempts.exists()
+    # Each pass: the reader, then the owner (refused); a pass per retry, then it gives up.
+    retries = tasks.record_attempts.max_retries
+    assert asked == ["portal-reader", "alice"] * (retries + 1)
