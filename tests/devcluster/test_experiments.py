@@ -19,7 +19,10 @@ pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def stack(devcluster, tmp_path):
-    live = LiveStack(tmp_path, sync_interval=1.0, env={"PORTAL_EXPERIMENT_INTERVAL": "1"}).start()
+    # A claim to submit left by a killed worker is taken over PORTAL_TASK_TIME_LIMIT (+10 s)
+    # after it was made: 40 s here rather than the default 3 minutes (a submit takes ~1 s).
+    env = {"PORTAL_EXPERIMENT_INTERVAL": "1", "PORTAL_TASK_TIME_LIMIT": "40"}
+    live = LiveStack(tmp_path, sync_interval=1.0, env=env).start()
     yield live
     live.stop()
 
@@ -83,7 +86,7 @@ def test_a_sweep_runs_as_throttled_arrays_and_a_failing_trial_does_not_stop_it(
 
 
 @pytest.mark.timeout(600)  # a worker killed mid-submit: its claim is taken over after
-# PORTAL_TASK_TIME_LIMIT (a live worker might still be submitting), about 3 minutes
+# PORTAL_TASK_TIME_LIMIT (a live worker might still be submitting): 40 s in this stack
 def test_early_stopping_cancels_with_its_reason_and_a_killed_worker_loses_no_trial(
     stack, devcluster, owner
 ):

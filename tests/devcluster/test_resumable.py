@@ -125,7 +125,9 @@ def test_a_resumable_job_survives_two_requeues_with_the_same_result(devcluster, 
     # 1. The time-limit warning: it checkpoints, exits, and the job requeues itself.
     job = drive(job, lambda j: j.attempt == 1 and j.state == Job.State.RUNNING, timeout=240)
     # 2. Requeued from outside (as a preemption or an admin would): no warning this time.
-    time.sleep(8)
+    # Well into the attempt, so that the third has little left to do; on a slow machine it
+    # may still reach the time limit's warning and be requeued once more (counted below).
+    time.sleep(20)
     subprocess.run(["scontrol", "requeue", job.scheduler_job_id], check=True)
     job = drive(job, lambda j: j.attempt == 2 and j.state == Job.State.RUNNING, timeout=120)
     job = drive(job, lambda j: j.is_final, timeout=240)
@@ -136,25 +138,28 @@ def test_a_resumable_job_survives_two_requeues_with_the_same_result(devcluster, 
     assert "saved on request; exiting to be requeued" in log
     assert "requeueing: attempt 2 of 5 resumes from the checkpoint" in log
     resumed = [int(s) for s in re.findall(r"resuming from the checkpoint of step (\d+)", log)]
-    assert len(resumed) == 2 and resumed[0] < resumed[1], log
+    # Each attempt resumes further on; two requeues at least (a third when the last attempt
+    # was slow enough to be warned again: the same checks hold for every attempt).
+    assert len(resumed) >= 2 and resumed == sorted(set(resumed)), log
+    attempts = len(resumed) + 1
     # The same model as the uninterrupted run: accuracy and weights, bit for bit.
     assert FINAL.search(log).groups() == (accuracy, digest, steps), log
 
     messages = [e.message for e in job.events.all()]
-    assert "Requeued: attempt 2 of 5 resumes from its last checkpoint." in messages
-    assert "Requeued: attempt 3 of 5 resumes from its last checkpoint." in messages
-    assert job.message == "Completed on attempt 3 (requeued 2 time(s))."
+    for attempt in range(2, attempts + 1):
+        assert f"Requeued: attempt {attempt} of 5 resumes from its last checkpoint." in messages
+    assert job.message == f"Completed on attempt {attempts} (requeued {attempts - 1} time(s))."
 
     # One continuous curve: each attempt's points up to where the next one resumed (from
     # its checkpoint) cover every step once; each later attempt starts at its resume step.
     tail_job(job, max_passes=50)
     series = {s.attempt: s for s in MetricSeries.objects.filter(job=job, key="loss")}
-    assert sorted(series) == [0, 1, 2]
+    assert sorted(series) == list(range(attempts))
     firsts = {
         a: min(MetricPoint.objects.filter(series=s).values_list("step", flat=True))
         for a, s in series.items()
     }
-    assert [firsts[1], firsts[2]] == resumed
+    assert [firsts[a] for a in range(1, attempts)] == resumed
     covered = []
     for a, s in sorted(series.items()):
         cut = min([firsts[b] for b in series if b > a], default=float("inf"))
@@ -174,7 +179,7 @@ def test_a_resumable_job_survives_two_requeues_with_the_same_result(devcluster, 
     runs = list(job.attempts.order_by("number"))
     from_sacct = sacct_runs(job)
     assert [(r.scheduler_state, r.elapsed_seconds, r.gpus) for r in runs] == from_sacct
-    assert [r.scheduler_state for r in runs] == ["REQUEUED", "REQUEUED", "COMPLETED"]
+    assert [r.scheduler_state for r in runs] == ["REQUEUED"] * (attempts - 1) + ["COMPLETED"]
     assert all(r.gpus == 2 for r in runs)
     gpu_hours = sum(e * g for _, e, g in from_sacct) / 3600
     assert abs(sum(r.gpu_hours for r in runs) - gpu_hours) < 1e-9 and gpu_hours > 0
