@@ -1,7 +1,8 @@
 """Websockets in-process: the ASGI application through Channels' communicator, signed in
 with a Django session cookie (the browser's way)."""
 
-from asgiref.sync import async_to_sync
+import asyncio
+
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
@@ -26,10 +27,19 @@ async def connect(path, user=None, origin=b"http://localhost"):
     return communicator, connected, code
 
 
-def run(coro):
-    """Run ``coro`` to its end from a synchronous test."""
-
-    async def awaiting():
-        return await coro
-
-    return async_to_sync(awaiting)()
+def run(coro, timeout: float = 60):
+    """Run ``coro`` to its end from a synchronous test, on an event loop of its own whose
+    closing is bounded. (asyncio.run, and async_to_sync, wait at the close for every task
+    they cancel: a refused socket's consumer, still waiting for a disconnect, had its
+    channel-layer receive cancelled mid-BZPOPMIN there, and the close once waited on it
+    for ever. Its database calls run in asgiref's one thread for sync code.)"""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(asyncio.wait_for(coro, timeout))
+    finally:
+        left = asyncio.all_tasks(loop)
+        for task in left:
+            task.cancel()
+        if left:
+            loop.run_until_complete(asyncio.wait(left, timeout=5))
+        loop.close()
