@@ -66,6 +66,11 @@ class SessionLink(models.Model):
 
     class Meta:
         db_table = "proxy_session"  # the table's name before the rename: no schema change
+        # Staff see every job, but opening someone else's notebook is a shell as that
+        # person: a permission of its own (proxy/access.py), granted deliberately.
+        permissions = [
+            ("open_others_sessions", "Can open other people's notebook and TensorBoard sessions")
+        ]
 
     def __str__(self) -> str:
         return f"session {self.public_id[:8]}… of job {self.job_id} ({self.state})"

@@ -27,6 +27,8 @@ class JobArray(models.Model):
     work_dir = models.CharField(max_length=500, blank=True)
     script = models.TextField(blank=True, help_text="The array's job script as submitted.")
     submit_claimed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Submissions begun (each claim counts): recovery gives up after a few (jobs/tasks.py).
+    submit_tries = models.PositiveSmallIntegerField(default=0, editable=False)
     submitted_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -39,6 +39,13 @@ class AuditEvent(models.Model):
         CATALOG_CHECK = "catalog_check", "catalog check"
         GPU_DISCOVERY = "gpu_discovery", "GPU type discovery"
         ACCOUNT_TEST = "account_test", "test a cluster account"
+        # What changes who acts as whom, or who can reach what (no cluster command).
+        ACCOUNT_CREATE = "account_create", "cluster account made"
+        ACCOUNT_MAP = "account_map", "cluster account changed"
+        SESSION_OPEN_OTHER = "session_open_other", "open another person's session"
+        TOKEN_CREATE = "token_create", "API token created"
+        TOKEN_REVOKE = "token_revoke", "API token revoked"
+        WEBHOOK_CHANGE = "webhook_change", "webhook address changed"
 
     class Outcome(models.TextChoices):
         OK = "ok"

@@ -466,7 +466,23 @@ class Partition(models.Model):
 
 
 class ClusterAccount(models.Model):
-    """How a portal user (or, with user=None, the cluster's service account) logs in."""
+    """How a portal user (or, with user=None, the cluster's service account) logs in.
+
+    ``mapped_by`` says how the portal knows the cluster user is this person's: a name a
+    person typed proves nothing, so a certificate is signed only for an account the
+    cluster's user_map made at sign-in or an administrator made or confirmed
+    (``signable()``); a typed name on a key-pair cluster is proven by its owner installing
+    the public key, and works only with that key."""
+
+    class MappedBy(models.TextChoices):
+        TYPED = "", "typed by the person (not proven)"
+        USER_MAP = "user_map", "the cluster's user map, at sign-in"
+        ADMIN = "admin", "an administrator"
+
+    class DisabledBy(models.TextChoices):
+        NONE = "", "—"
+        SIGN_IN = "sign_in", "sign-in (the person's groups no longer allow the cluster)"
+        ADMIN = "admin", "an administrator"
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="accounts")
     user = models.ForeignKey(
@@ -484,11 +500,33 @@ class ClusterAccount(models.Model):
     # Set when the person lost the right to use the cluster (OIDC groups): no new job runs
     # under it, and its jobs keep their history (Job.cluster_account would be nulled).
     disabled_at = models.DateTimeField(null=True, blank=True)
+    # Who disabled it: a sign-in re-enables only what a sign-in disabled, never an admin's.
+    disabled_by = models.CharField(
+        max_length=8, choices=DisabledBy.choices, blank=True, default=DisabledBy.NONE
+    )
+    mapped_by = models.CharField(
+        "cluster user from",
+        max_length=8,
+        choices=MappedBy.choices,
+        blank=True,
+        default=MappedBy.TYPED,
+        help_text="How the portal knows this cluster user is this person's. Certificates "
+        "are signed only for accounts made by the cluster's user map or by an administrator "
+        "(saving the account here records it as an administrator's).",
+    )
 
     class Meta:
         ordering = ["cluster__name", "username"]
         constraints = [
             models.UniqueConstraint(fields=["cluster", "user"], name="one_account_per_user"),
+            # Never two people as one cluster user: their jobs could reach each other's.
+            models.UniqueConstraint(
+                fields=["cluster", "username"],
+                condition=Q(user__isnull=False),
+                name="one_person_per_cluster_user",
+                violation_error_message="Another portal user already has this cluster user "
+                "on this cluster.",
+            ),
             models.UniqueConstraint(
                 fields=["cluster"], condition=Q(user__isnull=True), name="one_service_account"
             ),

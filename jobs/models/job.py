@@ -250,6 +250,8 @@ class Job(models.Model):
     scheduler_unseen_since = models.DateTimeField(null=True, blank=True, editable=False)
     # Set by the worker that is submitting (closes the two-workers race).
     submit_claimed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Submissions begun (each claim counts): recovery gives up after a few (jobs/tasks.py).
+    submit_tries = models.PositiveSmallIntegerField(default=0, editable=False)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     submitted_at = models.DateTimeField(null=True, blank=True)

@@ -15,6 +15,14 @@ class Identity(models.Model):
     subject = models.CharField(max_length=255)
     created_at = models.DateTimeField(auto_now_add=True)
     last_sign_in = models.DateTimeField(null=True, blank=True)
+    # When the provider last vouched for the person (a sign-in, or a refresh token's
+    # answer): past PORTAL_OIDC_CONFIRM_MAX_AGE their tokens, sessions and cluster actions
+    # stop until it vouches again (portal/identity/confirmation.py).
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    # The provider groups at that moment (cluster allowed_groups are checked against them).
+    groups = models.JSONField(default=list, blank=True)
+    # The provider's refresh token (encrypted with jobs.crypto), to confirm again unattended.
+    refresh_token_encrypted = models.TextField(blank=True, editable=False)
 
     class Meta:
         verbose_name_plural = "identities"
