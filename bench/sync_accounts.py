@@ -79,13 +79,18 @@ def setup(count: int) -> list[Job]:
     cluster = devcluster.register(
         info, {"bench": info["default_user"]}, ssh_auth=Cluster.SshAuth.CERTIFICATE
     )
+
+    def admin_made(account: ClusterAccount, username: str) -> ClusterAccount:
+        account.map_to(username, ClusterAccount.MappedBy.ADMIN)  # as `manage.py` makes them
+        return account
+
     users = [f"loaduser{i:03d}" for i in range(1, count + 1)]
     if subprocess.run(["id", users[-1]], capture_output=True).returncode:
         sys.exit(f"no cluster user {users[-1]}: run `make devcluster-accounts`")
     model = get_user_model()
     people = model.objects.bulk_create(model(username=f"p-{u}", password="!") for u in users)
     accounts = ClusterAccount.objects.bulk_create(
-        ClusterAccount(cluster=cluster, user=p, username=u)
+        admin_made(ClusterAccount(cluster=cluster, user=p), u)
         for p, u in zip(people, users, strict=True)
     )
     partition = Partition.objects.get(cluster=cluster, name="cpu")

@@ -8,9 +8,16 @@ from django.contrib.auth.forms import AuthenticationForm
 from jobs.models import Cluster, ClusterAccount
 from portal import signin
 from portal.identity import backends
+from portal.identity.models import Identity
 
 
 class ClusterAccountForm(forms.ModelForm):
+    """A cluster account a person adds themselves: only on key-pair clusters, where the
+    name they type is proven by their installing the key pair's public key (it works with
+    that key alone). A cluster that trusts the portal's certificates takes a person's
+    cluster user from their sign-in (its user map) or from an administrator, never from
+    what they type (ClusterAccount.mapped_by): it is not offered here."""
+
     class Meta:
         model = ClusterAccount
         fields = ["cluster", "username"]
@@ -21,10 +28,31 @@ class ClusterAccountForm(forms.ModelForm):
         self.instance.user = user
         # A ForeignKey's form field: a ModelChoiceField.
         cluster = cast(forms.ModelChoiceField, self.fields["cluster"])
-        cluster.queryset = Cluster.objects.filter(
-            enabled=True, login_mode=Cluster.LoginMode.PER_USER
-        ).exclude(accounts__user=user)
+        cluster.queryset = Cluster.objects.filter(pk__in=self.offered(user))
         cluster.empty_label = None
+
+    def clean(self):
+        data = super().clean() or {}
+        cluster, name = data.get("cluster"), data.get("username")
+        # (The model's constraint names ``user``, which is not a field here: Django's
+        # form validation skips it, so the same rule is asked here with its message.)
+        if cluster and name and cluster.accounts.filter(username=name, user__isnull=False):
+            raise forms.ValidationError(
+                "Another portal user already has this cluster user on this cluster."
+            )
+        return data
+
+    @staticmethod
+    def offered(user) -> list[int]:
+        """The clusters a person may add an account on themselves: per-user, key-pair,
+        none yet, and allowed by their provider groups."""
+        groups = Identity.groups_of(user)
+        candidates = Cluster.objects.filter(
+            enabled=True,
+            login_mode=Cluster.LoginMode.PER_USER,
+            ssh_auth=Cluster.SshAuth.KEY_PAIR,
+        ).exclude(accounts__user=user)
+        return [c.pk for c in candidates if c.allows(groups)]
 
 
 class SignInForm(AuthenticationForm):

@@ -16,7 +16,7 @@ from jobs import audit, idle_policy, lifecycle, schedulers, usage
 from jobs.access import sees_every_job
 from jobs.cluster import files, pool, ssh
 from jobs.launch import LaunchForm, launch_initial, partition_limits, tensorboard_initial
-from jobs.models import ApiToken, ClusterAccount, ContainerImage, Job, Tag
+from jobs.models import ApiToken, Cluster, ClusterAccount, ContainerImage, Job, Tag
 from jobs.models import annotations as tagging
 from jobs.models.attempts import usage_of
 from jobs.text import quoted
@@ -381,22 +381,29 @@ def account(request):
     form = ClusterAccountForm(request.POST or None, user=request.user)
     if request.method == "POST" and form.is_valid():
         cluster_account = form.save(commit=False)
-        if cluster_account.cluster.uses_certificates:
-            cluster_account.save()  # the portal signs a certificate for each connection
-            messages.success(
-                request,
-                "Account added. This cluster trusts the portal's certificates: there is no "
-                "key to install.",
-            )
-            return redirect("account")
-        cluster_account.generate_key_pair()
+        cluster_account.generate_key_pair()  # (only key-pair clusters are offered)
         cluster_account.save()
+        audit.record(
+            audit.Action.ACCOUNT_CREATE,
+            audit.Outcome.OK,
+            user=request.user,
+            account=cluster_account,
+            target=str(cluster_account),
+            message="typed by the person; proven by installing its key",
+        )
         messages.success(request, "Key pair created: install the public key below on the cluster.")
         return redirect("account")
     accounts = ClusterAccount.objects.filter(user=request.user).select_related("cluster")
     context = {
         "accounts": accounts,
         "form": form,
+        # Certificate clusters the person has no account on: theirs comes from sign-in or
+        # an administrator, and the page says so instead of offering a name to type.
+        "certificate_clusters": Cluster.objects.filter(
+            enabled=True,
+            login_mode=Cluster.LoginMode.PER_USER,
+            ssh_auth=Cluster.SshAuth.CERTIFICATE,
+        ).exclude(accounts__user=request.user),
         "tokens": ApiToken.objects.filter(user=request.user),
         "token_max_days": settings.PORTAL_API_TOKEN_MAX_DAYS,
         # Shown once, straight after creation (kept in the session only until this render).

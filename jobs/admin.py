@@ -5,6 +5,7 @@ from __future__ import annotations
 from itertools import chain
 from typing import TYPE_CHECKING, TypedDict
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import Count
 from django.utils.html import format_html, format_html_join
@@ -25,6 +26,7 @@ from jobs.models import (
     Partition,
     Tag,
 )
+from portal.identity.models import Identity
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -410,15 +412,90 @@ class ContainerImageAdmin(admin.ModelAdmin):
         )
 
 
+class ClusterAccountAdminForm(forms.ModelForm):
+    """An administrator vouches for the cluster user they save (``mapped_by`` admin); the
+    person's provider groups must still allow the cluster (its allowed_groups)."""
+
+    class Meta:
+        model = ClusterAccount
+        fields = ("cluster", "user", "username", "disabled_at")
+
+    def clean(self):
+        data = super().clean() or {}
+        cluster, user = data.get("cluster"), data.get("user")
+        if cluster is not None and user is not None:
+            if not cluster.allows(Identity.groups_of(user)):
+                raise forms.ValidationError(
+                    f"{user} is in none of the groups that may use {cluster.name} "
+                    f"({cluster.allowed_groups}), as of their last sign-in."
+                )
+        return data
+
+
 @admin.register(ClusterAccount)
 class ClusterAccountAdmin(admin.ModelAdmin):
-    list_display = ("username", "cluster", "user", "has_private_key", "created_at", "disabled_at")
-    list_filter = ("cluster",)
+    form = ClusterAccountAdminForm
+    list_display = (
+        "username",
+        "cluster",
+        "user",
+        "mapped_by",
+        "has_private_key",
+        "created_at",
+        "disabled_at",
+    )
+    list_filter = ("cluster", "mapped_by")
     search_fields = ("username", "user__username", "user__email")
     autocomplete_fields = ("user",)
-    readonly_fields = ("public_key", "created_at")
-    fields = ("cluster", "user", "username", "public_key", "created_at", "disabled_at")
-    actions = ("generate_key_pair",)
+    readonly_fields = ("public_key", "created_at", "mapped_by", "disabled_by")
+    fields = (
+        "cluster",
+        "user",
+        "username",
+        "mapped_by",
+        "public_key",
+        "created_at",
+        "disabled_at",
+        "disabled_by",
+    )
+    actions = ("confirm_cluster_user", "generate_key_pair")
+
+    def save_model(self, request, obj, form, change):
+        # Saving here is an administrator vouching for the cluster user (and its state).
+        obj.map_to(obj.username, ClusterAccount.MappedBy.ADMIN)
+        if "disabled_at" in form.changed_data:
+            obj.disabled_by = (
+                ClusterAccount.DisabledBy.ADMIN
+                if obj.disabled_at
+                else ClusterAccount.DisabledBy.NONE
+            )
+        super().save_model(request, obj, form, change)
+        audit.record(
+            audit.Action.ACCOUNT_MAP if change else audit.Action.ACCOUNT_CREATE,
+            audit.Outcome.OK,
+            user=request.user,
+            account=obj,
+            target=f"{obj}",
+            message="by an administrator: " + (", ".join(form.changed_data) or "saved"),
+        )
+
+    @admin.action(
+        description="Confirm the cluster user (certificates may be signed for it)",
+        permissions=["change"],
+    )
+    def confirm_cluster_user(self, request, queryset):
+        for account in queryset.select_related("cluster", "user"):
+            account.map_to(account.username, ClusterAccount.MappedBy.ADMIN)
+            account.save(update_fields=["mapped_by", "mapping_seal"])
+            audit.record(
+                audit.Action.ACCOUNT_MAP,
+                audit.Outcome.OK,
+                user=request.user,
+                account=account,
+                target=f"{account}",
+                message="cluster user confirmed by an administrator",
+            )
+        self.message_user(request, f"Confirmed {queryset.count()} cluster account(s).")
 
     @admin.action(
         description="Generate a new key pair (replaces the current key)", permissions=["change"]

@@ -52,6 +52,26 @@ def secret_matches(stored_hash: str, secret: str) -> bool:
     return bool(stored_hash) and hmac.compare_digest(stored_hash, secret_hash(secret))
 
 
+def _seal_with(key: str, purpose: str, message: str) -> str:
+    mac_key = hashlib.sha256(b"hpc-portal seal\0" + key.encode()).digest()
+    return hmac.new(mac_key, f"{purpose}\0{message}".encode(), hashlib.sha256).hexdigest()
+
+
+def seal(purpose: str, message: str) -> str:
+    """A MAC of ``message`` (for ``purpose``) under the first of PORTAL_ENCRYPTION_KEYS: a
+    row's fields written by the portal carry it, so fields written around the portal
+    (straight into the database) are told apart."""
+    return _seal_with(settings.PORTAL_ENCRYPTION_KEYS[0], purpose, message)
+
+
+def seal_matches(stored: str, purpose: str, message: str) -> bool:
+    """``stored`` is the seal of ``message`` under any of PORTAL_ENCRYPTION_KEYS (rotation)."""
+    return bool(stored) and any(
+        hmac.compare_digest(stored, _seal_with(key, purpose, message))
+        for key in settings.PORTAL_ENCRYPTION_KEYS
+    )
+
+
 def ssh_fingerprint(key_blob: bytes) -> str:
     """SHA256 fingerprint of an SSH public key's wire bytes, as `ssh-keygen -lf` prints it."""
     digest = hashlib.sha256(key_blob).digest()

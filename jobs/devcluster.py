@@ -130,7 +130,7 @@ def register(
         account, _ = ClusterAccount.objects.get_or_create(
             cluster=cluster, user=user, defaults={"username": cluster_user}
         )
-        account.username = cluster_user
+        account.map_to(cluster_user, ClusterAccount.MappedBy.ADMIN)  # the admin's command
         if not cluster.uses_certificates:
             account.set_private_key(key_file.read_text())
             account.public_key = _public_key(key_file)

@@ -105,9 +105,21 @@ def image(slug: str = "host", name: str = "Host", *, runtime: str = "none", **fi
 _image = image  # job()'s parameter ``image`` hides the function
 
 
-def account(cluster: Cluster, user, username: str) -> ClusterAccount:
-    """``user``'s login ``username`` on ``cluster`` (``user=None``: the service account)."""
-    return ClusterAccount.objects.create(cluster=cluster, user=user, username=username)
+def account(
+    cluster: Cluster,
+    user,
+    username: str,
+    mapped_by: str = ClusterAccount.MappedBy.ADMIN,
+    *,
+    save: bool = True,
+) -> ClusterAccount:
+    """``user``'s login ``username`` on ``cluster`` (``user=None``: the service account),
+    as an administrator made it unless ``mapped_by`` says otherwise ("": typed)."""
+    row = ClusterAccount(cluster=cluster, user=user)
+    row.map_to(username, mapped_by)
+    if save:
+        row.save()
+    return row
 
 
 def job(

@@ -388,6 +388,11 @@ def account_key(account) -> paramiko.PKey:
         if not account.private_key_encrypted:  # made, but no key generated or installed yet
             raise AuthenticationFailed(f"cluster account {account.username} has no key yet")
         return load_private_key(account.private_key())
+    # The signer's own check, whatever page or task asked: a certificate only for a
+    # cluster user the cluster's user map or an administrator vouched for.
+    unproven = account.unproven_reason()
+    if unproven:
+        raise AuthenticationFailed(unproven)
     try:
         return certs.issue(
             account.username,

@@ -235,6 +235,16 @@ class Cluster(models.Model):
                 }
             )
 
+    @property
+    def allowed_group_list(self) -> list[str]:
+        return split_list(self.allowed_groups)
+
+    def allows(self, groups: frozenset[str] | None) -> bool:
+        """Whether a person in provider ``groups`` may use this cluster (None: no provider
+        says, as with OIDC sign-in off: the group rule does not apply)."""
+        wanted = self.allowed_group_list
+        return groups is None or not wanted or bool(groups & set(wanted))
+
     def work_dir_root(self, kind: str, cluster_username: str) -> str:
         template = self.scratch_root if kind == WorkDir.SCRATCH else self.home_root
         if not template:
@@ -514,6 +524,9 @@ class ClusterAccount(models.Model):
         "are signed only for accounts made by the cluster's user map or by an administrator "
         "(saving the account here records it as an administrator's).",
     )
+    # A MAC over (cluster, user, username, mapped_by) written with them (``map_to``): the
+    # signer checks it, so a cluster user written straight into the database signs nothing.
+    mapping_seal = models.CharField(max_length=64, blank=True, editable=False)
 
     class Meta:
         ordering = ["cluster__name", "username"]
@@ -535,6 +548,35 @@ class ClusterAccount(models.Model):
     def __str__(self) -> str:
         who = self.user.get_username() if self.user is not None else "service account"
         return f"{self.username}@{self.cluster.name} ({who})"
+
+    # -- who this cluster user is proven to be -----------------------------------------
+    def _mapping_text(self) -> str:
+        return f"{self.cluster_id}\0{self.user_id or 0}\0{self.username}\0{self.mapped_by}"
+
+    def map_to(self, username: str, by: str) -> None:
+        """Name the cluster user, recording who vouched for it (``MappedBy``): the only
+        way the portal sets a mapping it will sign certificates for. Not saved."""
+        self.username, self.mapped_by = username, by
+        self.mapping_seal = crypto.seal("cluster-account", self._mapping_text())
+
+    def unproven_reason(self) -> str:
+        """Why no certificate may be signed for this account ("" when one may): its cluster
+        user must come from the cluster's user map or an administrator, as recorded by
+        ``map_to`` (a name typed by the person, or written around the portal, never)."""
+        if self.mapped_by not in (self.MappedBy.USER_MAP, self.MappedBy.ADMIN):
+            return (
+                f"The cluster user {self.username} on {self.cluster.name} was typed, not "
+                "proven: on a cluster that trusts the portal's certificates a person's "
+                "cluster user comes from their sign-in (the cluster's user map) or from an "
+                "administrator. Ask the portal's administrators to confirm it."
+            )
+        if not crypto.seal_matches(self.mapping_seal, "cluster-account", self._mapping_text()):
+            return (
+                f"The cluster account {self.username}@{self.cluster.name} was changed outside "
+                "the portal; no certificate is signed for it until an administrator saves it "
+                "again."
+            )
+        return ""
 
     def _refuse_key_in_certificate_mode(self) -> None:
         if self.cluster.uses_certificates:

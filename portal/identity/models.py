@@ -32,3 +32,16 @@ class Identity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject} at {self.issuer} ({self.user})"
+
+    @classmethod
+    def groups_of(cls, user) -> frozenset[str] | None:
+        """The person's provider groups as of their last sign-in (none for a person who
+        never signed in through it); None with OIDC sign-in off, where no group rule
+        applies. What a cluster's allowed_groups is checked against outside a sign-in."""
+        if not settings.PORTAL_OIDC_ISSUER:
+            return None
+        groups: set[str] = set()
+        for value in cls.objects.filter(user=user).values_list("groups", flat=True):
+            if isinstance(value, list):
+                groups.update(g for g in value if isinstance(g, str))
+        return frozenset(groups)

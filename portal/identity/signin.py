@@ -19,8 +19,8 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
+from jobs import audit
 from jobs.models import ApiToken, Cluster, ClusterAccount
-from jobs.validators import split_list
 from portal.identity import mapping
 from portal.identity.mapping import Refused
 from portal.identity.models import Identity
@@ -60,7 +60,7 @@ def withdraw(user) -> None:
     with transaction.atomic():
         ApiToken.objects.revoke_all(user)
         ClusterAccount.objects.filter(user=user, disabled_at__isnull=True).update(
-            disabled_at=timezone.now()
+            disabled_at=timezone.now(), disabled_by=ClusterAccount.DisabledBy.SIGN_IN
         )
 
 
@@ -117,32 +117,97 @@ def _flags(user, person: mapping.Person) -> None:
 
 
 def _cluster_accounts(user, person: mapping.Person, claims: dict) -> None:
+    """The person's account on each per-user cluster, as its user_map names it: made at the
+    first sign-in (``map_to(..., USER_MAP)``), disabled while their groups leave the
+    cluster out and enabled again when they come back. Never more than that: an account
+    an administrator disabled stays disabled, and an account whose map now gives another
+    name keeps its cluster user until an administrator moves it (both recorded)."""
     clusters = Cluster.objects.filter(enabled=True, login_mode=Cluster.LoginMode.PER_USER)
     accounts = {a.cluster_id: a for a in ClusterAccount.objects.filter(user=user)}
+    by = ClusterAccount.MappedBy.USER_MAP
     for cluster in clusters:
         account = accounts.get(cluster.pk)
-        if not mapping.in_any(person.groups, split_list(cluster.allowed_groups)):
+        if not cluster.allows(person.groups):
             if account is not None and account.disabled_at is None:
                 account.disabled_at = timezone.now()
-                account.save(update_fields=["disabled_at"])
+                account.disabled_by = ClusterAccount.DisabledBy.SIGN_IN
+                account.save(update_fields=["disabled_at", "disabled_by"])
+                _audit(user, account, "disabled: the person's groups no longer allow it")
             continue
         name = mapping.cluster_username(cluster.user_map, person.username, claims)
         if name is not None and _taken(cluster, name, user):
             log.warning("%s: cluster user %s belongs to another portal user", cluster, name)
+            audit.record(
+                audit.Action.ACCOUNT_CREATE,
+                audit.Outcome.REFUSED,
+                user=user,
+                cluster=cluster,
+                target=f"{name}@{cluster.name}",
+                message="the cluster user belongs to another portal user",
+            )
             name = None
         if account is None:
             if name is None:
                 continue
-            account = ClusterAccount(cluster=cluster, user=user, username=name)
+            account = ClusterAccount(cluster=cluster, user=user)
+            account.map_to(name, by)
             # Clusters that trust the portal's SSH certificates need no key pair of their own.
             if not cluster.uses_certificates:
                 account.generate_key_pair()
             account.save()
+            audit.record(
+                audit.Action.ACCOUNT_CREATE,
+                audit.Outcome.OK,
+                user=user,
+                account=account,
+                target=f"{name}@{cluster.name}",
+                message="from the cluster's user map at sign-in",
+            )
             continue
-        if name is not None and name != account.username:
-            account.username = name
-        account.disabled_at = None
-        account.save(update_fields=["username", "disabled_at"])
+        _update(user, account, name)
+
+
+def _update(user, account: ClusterAccount, name: str | None) -> None:
+    """An existing account at sign-in: see ``_cluster_accounts``."""
+    fields = []
+    if account.disabled_at is not None and account.disabled_by == ClusterAccount.DisabledBy.SIGN_IN:
+        account.disabled_at, account.disabled_by = None, ClusterAccount.DisabledBy.NONE
+        fields += ["disabled_at", "disabled_by"]
+        _audit(user, account, "enabled again: the person's groups allow it")
+    if name is not None and name != account.username:
+        log.warning(
+            "%s: the user map now gives %s; kept until an administrator moves it", account, name
+        )
+        audit.record(
+            audit.Action.ACCOUNT_MAP,
+            audit.Outcome.REFUSED,
+            user=user,
+            account=account,
+            target=f"{account.username}@{account.cluster.name} -> {name}",
+            message="the user map now gives another cluster user; an administrator must move it",
+        )
+    elif (
+        name is not None
+        and account.mapped_by != ClusterAccount.MappedBy.USER_MAP
+        and (account.unproven_reason())
+    ):
+        # A name typed (or written around the portal) that the map now vouches for.
+        account.map_to(name, ClusterAccount.MappedBy.USER_MAP)
+        fields += ["username", "mapped_by", "mapping_seal"]
+        _audit(user, account, "confirmed by the cluster's user map at sign-in")
+    if fields:
+        account.save(update_fields=fields)
+
+
+def _audit(user, account: ClusterAccount, message: str) -> None:
+    audit.record(
+        audit.Action.ACCOUNT_MAP,
+        audit.Outcome.OK,
+        user=user,
+        account=account,
+        target=f"{account.username}@{account.cluster.name}",
+        message=message,
+    )
 
 
 def _taken(cluster: Cluster, name: str, user) -> bool:

@@ -55,7 +55,7 @@ def population(devcluster, cancel_leftover_slurm_jobs):
         get_user_model()(username=f"person-{username}", password="!") for username in LOAD_USERS
     )
     accounts = ClusterAccount.objects.bulk_create(
-        ClusterAccount(cluster=devcluster, user=person, username=username)
+        factories.account(devcluster, person, username, save=False)
         for person, username in zip(people, LOAD_USERS, strict=True)
     )
     jobs = Job.objects.bulk_create(

@@ -154,17 +154,6 @@ def test_registering_the_dev_cluster_in_certificate_mode_stores_no_key(db, ca_fi
     assert not ClusterAccount.objects.exclude(private_key_encrypted="").exists()
 
 
-def test_the_account_page_makes_no_key_pair_for_a_certificate_cluster(client, db, ca_files):
-    cluster = factories.cluster(ssh_auth=Cluster.SshAuth.CERTIFICATE)
-    alice = factories.user("alice", "pw-alice-123")
-    client.force_login(alice)
-    answer = client.post("/account/", {"cluster": cluster.pk, "username": "alice"}, follow=True)
-    assert answer.status_code == 200
-    account = ClusterAccount.objects.get(user=alice)
-    assert (account.private_key_encrypted, account.public_key) == ("", "")
-    assert "no key to install" in answer.content.decode()
-
-
 def test_the_admin_makes_no_key_pair_for_a_certificate_clusters_account(client, db, ca_files):
     from django.urls import reverse
 
