@@ -211,3 +211,40 @@ def redirect_uris(provider: Provider, base_url: str) -> Iterator[tuple[str, str]
         yield redirect, post_logout
     finally:
         _change_client(provider, False, redirect, post_logout)
+
+
+# --- a person signs in to the portal (Django's test client) through the provider ------------
+
+TEST_CLIENT_BASE = "http://testserver"  # where Django's test client says it is
+
+
+def portal_settings(provider: Provider, settings, **more) -> None:
+    """Point the portal of this test process (the ``settings`` fixture) at ``provider``."""
+    from portal.identity import provider as portal_provider
+
+    settings.PORTAL_OIDC_ISSUER = provider.issuer
+    settings.PORTAL_OIDC_CLIENT_ID = provider.client_id
+    settings.PORTAL_OIDC_CLIENT_SECRET = provider.client_secret
+    for name, value in more.items():
+        setattr(settings, name, value)
+    portal_provider.forget_keys()
+
+
+def sign_in_to_portal(provider: Provider, client, username: str):
+    """``username`` signs in to the portal behind Django's test ``client`` through the
+    provider's password login: /oidc/login/, the provider (as its login page's
+    "Continue" does), /oidc/callback/ (the portal then redeems the code at the provider).
+    Needs ``redirect_uris(provider, TEST_CLIENT_BASE)``. Returns the callback's response."""
+    start = client.get("/oidc/login/")
+    assert start.status_code == 302, start.content[:500]
+    person = ProviderClient(provider)
+    try:
+        assert person.sign_in(username, provider.users[username].password).status_code == 200
+        # (httpx's params= would replace the URL's query, not add to it)
+        answer = person.request("GET", start["Location"] + "&g_continue=")
+    finally:
+        person.close()
+    assert answer.status_code == 302, answer.text[:500]
+    back = urlsplit(answer.headers["location"])
+    assert f"{back.scheme}://{back.netloc}{back.path}" == TEST_CLIENT_BASE + CALLBACK_PATH
+    return client.get(back.path, query_of(answer.headers["location"]))
