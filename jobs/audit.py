@@ -85,7 +85,8 @@ def action(
 ) -> Iterator[Entry]:
     """Record the block as one action ``what`` (an ``AuditEvent.Action``) by ``user`` on
     ``account`` (a ClusterAccount; its cluster unless ``cluster`` is given). While it
-    runs, ``acting.purpose`` names it (a certificate signed meanwhile carries it) and
+    runs, ``acting.purpose`` names it and ``acting.requester`` the user (a certificate
+    signed meanwhile carries both: the pool opens a connection per action) and
     ``acting.key_id`` starts empty; afterwards the row takes the key id the connection
     set. An exception is recorded (refused for REFUSALS, else failed) and re-raised.
     With ``repeat_window`` (seconds) a success the same as one recorded that recently
@@ -93,6 +94,8 @@ def action(
     target_text = bounded(str(target), TARGET_MAX)
     entry = Entry()
     purpose = acting.purpose.set(bounded(f"{what} {target_text}".strip(), 200))
+    asked_by = user.get_username() if getattr(user, "is_authenticated", False) else ""
+    requester = acting.requester.set(asked_by)
     key = acting.key_id.set("")
     try:
         yield entry
@@ -105,6 +108,7 @@ def action(
     finally:
         used_key = acting.key_id.get()
         acting.key_id.reset(key)
+        acting.requester.reset(requester)
         acting.purpose.reset(purpose)
         _write(what, user, account, cluster, target_text, used_key, entry, repeat_window)
 

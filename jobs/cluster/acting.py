@@ -6,6 +6,8 @@ and asyncio tasks, so one request never sees another's):
 - ``purpose``: what the portal is doing and for whom, e.g. ``"submit job 42"``; set by
   ``jobs.audit`` around an action and written into the key id of a certificate signed
   for a connection opened meanwhile.
+- ``requester``: the portal user who asked for the action ("" for the portal's own
+  bookkeeping), set by ``jobs.audit`` with ``purpose``; a certificate's key id names them.
 - ``key_id``: the key id of the certificate that authenticated the connection an
   operation last ran on ("" for a stored key); set by the connection pool, read by the
   audit log so that each row names the sshd login that carried it.
@@ -16,4 +18,5 @@ from __future__ import annotations
 from contextvars import ContextVar
 
 purpose: ContextVar[str] = ContextVar("cluster_purpose", default="")
+requester: ContextVar[str] = ContextVar("cluster_requester", default="")
 key_id: ContextVar[str] = ContextVar("cluster_key_id", default="")

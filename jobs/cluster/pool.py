@@ -1,4 +1,11 @@
-"""One reusable SSH connection per (cluster, cluster account) per worker process.
+"""Reusable SSH connections per cluster account per worker process.
+
+The portal's own bookkeeping (the sync, metrics tails: no ``acting.purpose``) shares one
+connection per account. An action someone asked for (``jobs.audit.action``: a submit, a
+log read, a download) gets a connection of its own, keyed by who asked and what, so that
+in certificate mode its certificate's key id, which sshd logs at login, names that
+person and that action; the same action repeated (a followed log) reuses it, and at most
+ACTIONS_PER_ACCOUNT of them are kept per account (the oldest is closed).
 
 A connection is opened on first use and kept (with keep-alives); a dropped
 transport is replaced once, transparently, for commands that are safe to repeat.
@@ -22,8 +29,28 @@ from jobs.cluster import acting, certs, ssh
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+ACTIONS_PER_ACCOUNT = 4
+
 _lock = threading.Lock()
-_connections: dict[int, tuple[str, ssh.Connection]] = {}
+# (account id, slot) -> (configuration key, connection); slot "" is the bookkeeping's.
+_connections: dict[tuple[int, str], tuple[str, ssh.Connection]] = {}
+
+
+def _slot() -> str:
+    """Whose action the caller runs ("" for the portal's own bookkeeping)."""
+    what = acting.purpose.get()
+    return f"{acting.requester.get()}\0{what}" if what else ""
+
+
+def _evict_actions(account_pk: int) -> None:
+    """Keep at most ACTIONS_PER_ACCOUNT action connections of one account (under _lock)."""
+    for slot in [k for k in _connections if k[0] == account_pk and k[1]]:
+        conn = _connections[slot][1]
+        if conn.expired or not conn.is_open:  # an action's connection is not kept longer
+            _connections.pop(slot)[1].close()
+    actions = [k for k in _connections if k[0] == account_pk and k[1]]
+    for slot in actions[: max(0, len(actions) - ACTIONS_PER_ACCOUNT)]:
+        _connections.pop(slot)[1].close()
 
 
 def _reset_after_fork() -> None:
@@ -57,22 +84,26 @@ def get(account) -> ssh.Connection:
         key = _config_key(account)
     except certs.CAMissing as exc:
         raise ssh.AuthenticationFailed(str(exc)) from None
+    slot = (account.pk, _slot())
     with _lock:
-        entry = _connections.get(account.pk)
+        entry = _connections.get(slot)
         if entry and entry[0] == key and entry[1].is_open and not entry[1].expired:
             conn = entry[1]
         else:
             if entry:
                 entry[1].close()
             conn = ssh.connect_account(account)
-            _connections[account.pk] = (key, conn)
+            _connections.pop(slot, None)
+            _connections[slot] = (key, conn)  # (newest last: eviction takes the oldest)
+            _evict_actions(account.pk)
     acting.key_id.set(conn.key_id)
     return conn
 
 
 def discard(account) -> None:
+    """Close the caller's connection for ``account`` (its action's, or the bookkeeping's)."""
     with _lock:
-        entry = _connections.pop(account.pk, None)
+        entry = _connections.pop((account.pk, _slot()), None)
     if entry:
         entry[1].close()
 

@@ -382,7 +382,8 @@ class Connection:
 
 def account_key(account) -> paramiko.PKey:
     """What a ClusterAccount logs in with: in certificate mode a fresh key and certificate
-    (key id naming the portal user and ``acting.purpose``), else its stored key."""
+    (key id naming who asked and what for: ``acting.requester`` and ``acting.purpose``,
+    "-" and "sync" for the portal's own bookkeeping), else its stored key."""
     cluster = account.cluster
     if not cluster.uses_certificates:
         if not account.private_key_encrypted:  # made, but no key generated or installed yet
@@ -395,10 +396,7 @@ def account_key(account) -> paramiko.PKey:
         raise AuthenticationFailed(unproven)
     try:
         return certs.issue(
-            account.username,
-            account.user.get_username() if account.user_id else "",
-            acting.purpose.get(),
-            cluster=cluster.name,
+            account.username, acting.requester.get(), acting.purpose.get(), cluster=cluster.name
         )
     except certs.CAMissing as exc:
         raise AuthenticationFailed(str(exc)) from None

@@ -93,18 +93,19 @@ def test_jobs_and_a_notebook_run_over_certificates_and_no_private_key_is_kept(
     assert notebook.request_cancel()
     tasks.cancel_job.apply(args=[notebook.pk])
 
-    # Every login was a certificate of the portal's, named in sshd's log by its key id.
+    # Every login was a certificate of the portal's, named in sshd's log by its key id:
+    # the portal's own bookkeeping (the last read above) as the portal's ("-", sync) ...
     key_id = acting.key_id.get()
-    # The connection was opened for the first submission (the audit log names the action).
-    assert key_id.startswith(f"portal:owner:hpcuser@devcluster:submit_job_{first.pk}:"), key_id
+    assert key_id.startswith("portal:-:hpcuser@devcluster:sync:"), key_id
     text = log.text()
     assert f" ID {key_id} (serial " in text, text[-2000:]
     assert issued  # (stored-key logins of other tests may share the log: none counted)
-    # The audit log names the certificate that carried each action; sshd logged each login.
+    # ... and each action by who asked and what, as the audit log records it.
     audited = AuditEvent.objects.filter(cluster=cert_cluster).exclude(key_id="")
     assert {"submit", "release", "cancel"} <= {row.action for row in audited}
     for row in audited:
-        assert row.key_id.startswith("portal:owner:hpcuser@devcluster:"), row.key_id
+        named = certs.make_key_id("owner", "hpcuser", "devcluster", f"{row.action} {row.target}", 0)
+        assert row.key_id.startswith(named.rsplit(":", 1)[0] + ":"), row.key_id
         assert f" ID {row.key_id} (serial " in text, row.key_id
     # No private key for the user anywhere in the database's key columns.
     assert private_keys_in_key_columns(issued) == []

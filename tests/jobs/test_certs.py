@@ -216,6 +216,46 @@ def test_the_pool_replaces_an_expired_or_rotated_connection_and_records_its_key_
         pool.close_all()
 
 
+def test_each_action_gets_a_certificate_naming_who_asked_and_what(db, ca_files, monkeypatch):
+    """sshd logs a certificate's key id at login: an action someone asked for gets its own
+    connection (its key id names them and the action); the same action again reuses it,
+    the portal's bookkeeping shares one, and at most ACTIONS_PER_ACCOUNT are kept."""
+    from jobs import audit
+
+    cluster = factories.cluster("c1", ssh_auth=Cluster.SshAuth.CERTIFICATE)
+    alice, staff = factories.user("alice"), factories.user("staffer", superuser=True)
+    account = factories.account(cluster, alice, "hpcuser")
+    made: list[_FakeConnection] = []
+
+    def connect(acc):
+        cert = certs.certificate_of(ssh.account_key(acc))
+        assert cert is not None
+        made.append(_FakeConnection(cert.key_id.decode(), time.time() + 300))
+        return made[-1]
+
+    def key_id_of(user, what: str, target: str) -> str:
+        with audit.action(what, user=user, account=account, target=target):
+            return pool.get(account).key_id
+
+    monkeypatch.setattr(ssh, "connect_account", connect)
+    pool.close_all()
+    try:
+        sync = pool.get(account).key_id
+        assert sync.startswith("portal:-:hpcuser@c1:sync:")
+        submit = key_id_of(alice, "submit", "job 7")
+        assert submit.startswith("portal:alice:hpcuser@c1:submit_job_7:")
+        read = key_id_of(staff, "file_read", "job 7 stdout.log")
+        assert read.startswith("portal:staffer:hpcuser@c1:file_read_job_7_stdout.log:")
+        assert key_id_of(staff, "file_read", "job 7 stdout.log") == read  # followed: reused
+        assert pool.get(account).key_id == sync
+        assert len(made) == 3
+        for n in range(5):
+            key_id_of(alice, "cancel", f"job {n}")
+        assert sum(not c.closed for c in made) == 1 + pool.ACTIONS_PER_ACCOUNT
+    finally:
+        pool.close_all()
+
+
 def test_ssh_ca_makes_the_ca_once_and_prints_every_trusted_line(tmp_path, settings):
     from io import StringIO
 
