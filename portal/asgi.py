@@ -9,6 +9,21 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 # Django must be set up before anything imports models (consumers do).
 django_asgi_app = get_asgi_application()
 
+from django.conf import settings  # noqa: E402
+from django.core.exceptions import ImproperlyConfigured  # noqa: E402
+
+if (
+    settings.PORTAL_SSH_CA_KEY_FILES
+    and not settings.PORTAL_SSH_SIGNER_SOCKET
+    and not (settings.INSECURE_DEFAULTS_ALLOWED)
+):
+    # The web tier faces the internet: it asks the signer, it never holds the CA key.
+    raise ImproperlyConfigured(
+        "The web tier must not read the SSH CA key: run `manage.py ssh_signer` with "
+        "PORTAL_SSH_CA_KEY_FILES (deploy/systemd/portal-signer.service) and give web processes "
+        "PORTAL_SSH_SIGNER_SOCKET instead of the key files."
+    )
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402

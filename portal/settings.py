@@ -402,6 +402,23 @@ PORTAL_SSH_CA_KEY_FILES = env_list(
 )
 PORTAL_SSH_CERT_MINUTES = env_int("PORTAL_SSH_CERT_MINUTES", 5, minimum=1)
 PORTAL_SSH_CERT_SOURCE_ADDRESSES = env_networks("PORTAL_SSH_CERT_SOURCE_ADDRESSES", [])
+# Where signing happens (jobs/cluster/signer.py): with PORTAL_SSH_SIGNER_SOCKET set, this
+# process asks the signer (`manage.py ssh_signer`, the only process given the CA key files)
+# for each certificate and never reads the key; the signer serves its own user and those
+# of PORTAL_SSH_SIGNER_CLIENTS (user names: the web's and workers' service user).
+PORTAL_SSH_SIGNER_SOCKET = env_str("PORTAL_SSH_SIGNER_SOCKET", "")
+PORTAL_SSH_SIGNER_CLIENTS = env_list("PORTAL_SSH_SIGNER_CLIENTS", [])
+if (
+    PORTAL_SSH_CA_KEY_FILES
+    and not PORTAL_SSH_CERT_SOURCE_ADDRESSES
+    and not INSECURE_DEFAULTS_ALLOWED
+):
+    # A certificate that works from anywhere is a credential worth stealing for minutes.
+    raise ImproperlyConfigured(
+        "PORTAL_SSH_CA_KEY_FILES is set but PORTAL_SSH_CERT_SOURCE_ADDRESSES is not: name the "
+        "addresses (CIDRs) the login nodes see the portal's workers and web hosts connect "
+        "from, so that a certificate is accepted only from there."
+    )
 # How often Celery beat asks each cluster about its active jobs (seconds), and
 # the fraction of that interval over which the per-cluster polls are spread.
 PORTAL_SYNC_INTERVAL = env_float("PORTAL_SYNC_INTERVAL", 15.0, minimum=1)

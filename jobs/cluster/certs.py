@@ -52,8 +52,10 @@ _cache_lock = threading.Lock()
 _cache: dict[str, tuple[tuple[int, int], object]] = {}
 
 
-def load_ca(path: str):
-    """The CA private key in ``path`` (cached while the file is unchanged)."""
+def check_ca_file(path: str) -> os.stat_result:
+    """The CA key file's stat, or CAMissing: absent, readable by group or others, or owned
+    by another user than the process that signs (whoever can read it can be anyone on
+    every cluster that trusts it)."""
     try:
         stat = os.stat(path)
     except OSError as exc:
@@ -61,6 +63,32 @@ def load_ca(path: str):
             f"The SSH certificate authority's key {path} cannot be read ({exc.strerror}); "
             "create it with `manage.py ssh_ca` or set PORTAL_SSH_CA_KEY_FILES."
         ) from None
+    if stat.st_mode & 0o077:
+        raise CAMissing(
+            f"The SSH CA key {path} is open to group or others (mode "
+            f"{stat.st_mode & 0o777:04o}): refused. Make it readable by its owner only "
+            f"(chmod 600 {path})."
+        )
+    if stat.st_uid != os.geteuid():
+        raise CAMissing(
+            f"The SSH CA key {path} belongs to uid {stat.st_uid}, not to uid {os.geteuid()} "
+            "that signs with it: refused. Give it to the signing service's user."
+        )
+    return stat
+
+
+def check_ca_files() -> None:
+    """Every configured CA key file that exists passes ``check_ca_file``: a process that
+    signs checks them as it starts (portal/celery.py, the signer) and stops on a key
+    others could read. (A missing one is said when a certificate is wanted.)"""
+    for path in settings.PORTAL_SSH_CA_KEY_FILES:
+        if os.path.lexists(path):
+            check_ca_file(path)
+
+
+def load_ca(path: str):
+    """The CA private key in ``path`` (cached while the file is unchanged)."""
+    stat = check_ca_file(path)
     stamp = (stat.st_mtime_ns, stat.st_size)
     with _cache_lock:
         hit = _cache.get(path)
@@ -136,18 +164,32 @@ def make_key_id(
 def issue(
     cluster_user: str, portal_user: str, purpose: str = "", *, cluster: str = ""
 ) -> paramiko.PKey:
-    """A fresh in-memory Ed25519 key with a certificate for ``cluster_user`` loaded.
+    """A fresh in-memory Ed25519 key with a certificate for ``cluster_user`` loaded, signed
+    here with the CA key (a process that asks the signer uses jobs/cluster/signer.py).
 
-    ``portal_user`` ("" for the service account's work) and ``purpose`` go into the key id.
+    ``portal_user`` ("" for the portal's own work) and ``purpose`` go into the key id.
     """
-    ca = signing_key()
     key = ed25519.Ed25519PrivateKey.generate()
+    certificate = sign(key.public_key(), cluster_user, portal_user, purpose, cluster=cluster)
+    return with_certificate(key, certificate)
+
+
+def sign(
+    public_key: ed25519.Ed25519PublicKey,
+    cluster_user: str,
+    portal_user: str,
+    purpose: str = "",
+    *,
+    cluster: str = "",
+) -> SSHCertificate:
+    """A user certificate for ``public_key``, signed by the first CA (see ``issue``)."""
+    ca = signing_key()
     serial = secrets.randbits(64)
     now = dt.datetime.now(dt.UTC)
     minutes = settings.PORTAL_SSH_CERT_MINUTES
     builder = (
         SSHCertificateBuilder()
-        .public_key(key.public_key())
+        .public_key(public_key)
         .serial(serial)
         .type(SSHCertificateType.USER)
         .key_id(make_key_id(portal_user or "-", cluster_user, cluster, purpose, serial).encode())
@@ -158,8 +200,7 @@ def issue(
     addresses = settings.PORTAL_SSH_CERT_SOURCE_ADDRESSES
     if addresses:
         builder = builder.add_critical_option(b"source-address", ",".join(addresses).encode())
-    certificate = builder.sign(ca)
-    return with_certificate(key, certificate)
+    return builder.sign(ca)
 
 
 def with_certificate(key: ed25519.Ed25519PrivateKey, certificate: SSHCertificate) -> paramiko.PKey:

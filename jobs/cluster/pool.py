@@ -24,6 +24,8 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
+from django.conf import settings
+
 from jobs.cluster import acting, certs, ssh
 
 log = logging.getLogger(__name__)
@@ -71,11 +73,18 @@ def _config_key(account) -> str:
             cluster.host_key.strip(),
             account.username,
             cluster.ssh_auth,
-            # A rotation (a new first CA) opens new connections with the new CA's certificates.
-            certs.ca_fingerprint() if cluster.uses_certificates else account.private_key_encrypted,
+            # A rotation (a new first CA) opens new connections with the new CA's certificates
+            # (asking a signer, which holds the CA: its certificates are minutes long anyway).
+            _certificate_source() if cluster.uses_certificates else account.private_key_encrypted,
         ]
     )
     return hashlib.sha256(material.encode()).hexdigest()
+
+
+def _certificate_source() -> str:
+    if settings.PORTAL_SSH_SIGNER_SOCKET:
+        return "signer:" + settings.PORTAL_SSH_SIGNER_SOCKET
+    return certs.ca_fingerprint()
 
 
 def get(account) -> ssh.Connection:

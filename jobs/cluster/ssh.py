@@ -18,9 +18,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import paramiko
+from django.conf import settings
 
 from jobs import crypto
-from jobs.cluster import acting, certs
+from jobs.cluster import acting, certs, signer
 
 log = logging.getLogger(__name__)
 
@@ -390,22 +391,24 @@ def account_key(account) -> paramiko.PKey:
             raise AuthenticationFailed(f"cluster account {account.username} has no key yet")
         return load_private_key(account.private_key())
     # The signer's own check, whatever page or task asked: a certificate only for a
-    # cluster user the cluster's user map or an administrator vouched for.
-    unproven = account.unproven_reason()
-    if unproven:
-        raise AuthenticationFailed(unproven)
+    # cluster user the cluster's user map or an administrator vouched for (a signer
+    # process asks it again on its side).
+    refusal = signer.signing_refusal(account)
+    if refusal:
+        raise AuthenticationFailed(refusal)
+    requester, purpose = acting.requester.get(), acting.purpose.get()
     try:
-        return certs.issue(
-            account.username, acting.requester.get(), acting.purpose.get(), cluster=cluster.name
-        )
-    except certs.CAMissing as exc:
+        if settings.PORTAL_SSH_SIGNER_SOCKET:  # this process never reads the CA key
+            return signer.issue(account, requester, purpose)
+        return certs.issue(account.username, requester, purpose, cluster=cluster.name)
+    except (certs.CAMissing, signer.Refused) as exc:
         raise AuthenticationFailed(str(exc)) from None
+    except signer.Unreachable as exc:
+        raise ClusterUnreachable(str(exc)) from None
 
 
 def connect_account(account) -> Connection:
     """An opened Connection for a ClusterAccount, with timeouts from settings."""
-    from django.conf import settings
-
     cluster = account.cluster
     return Connection(
         cluster.ssh_host,

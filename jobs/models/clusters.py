@@ -227,11 +227,13 @@ class Cluster(models.Model):
             }
             if errors:
                 raise ValidationError(errors)
-        if self.uses_certificates and not settings.PORTAL_SSH_CA_KEY_FILES:
+        signs = settings.PORTAL_SSH_CA_KEY_FILES or settings.PORTAL_SSH_SIGNER_SOCKET
+        if self.uses_certificates and not signs:
             raise ValidationError(
                 {
                     "ssh_auth": "Certificates need the portal's CA: set PORTAL_SSH_CA_KEY_FILES "
-                    "(make the key with `manage.py ssh_ca`)."
+                    "(make the key with `manage.py ssh_ca`), or PORTAL_SSH_SIGNER_SOCKET where "
+                    "a signer holds it."
                 }
             )
 

@@ -9,23 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def run_python(code: str, env: dict, timeout: float = 60) -> subprocess.CompletedProcess:
-    base = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in {"PORTAL_DEMO", "DEBUG", "SECRET_KEY", "DATABASE_URL"}
-    }
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        cwd=ROOT,
-        env={**base, "DJANGO_SETTINGS_MODULE": "portal.settings", **env},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+from tests.settings_process import ROOT, run_python
 
 
 def test_production_requires_a_secret_key():
