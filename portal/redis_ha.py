@@ -24,8 +24,8 @@ from urllib.parse import quote, unquote, urlsplit
 from django.core.exceptions import ImproperlyConfigured
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
-HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$")
-MASTER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})\Z")
+MASTER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")
 
 
 def parse_sentinels(value: list[str], name: str = "REDIS_SENTINELS") -> list[tuple[str, int]]:

@@ -46,9 +46,9 @@ from jobs.models import Job, JobTag
 
 FALLING = re.compile(r"loss|err|perplexity|ppl|mse|mae|wer|cer|regret|time|latency", re.I)
 GROUP = re.compile(
-    r"^(image|cluster|partition|state|experiment|tag:[A-Za-z0-9._:=+-]{1,64}|param\.[A-Za-z0-9_.@/+-]{1,100})$"
+    r"^(image|cluster|partition|state|experiment|tag:[A-Za-z0-9._:=+-]{1,64}|param\.[A-Za-z0-9_.@/+-]{1,100})\Z"
 )
-SORT = re.compile(r"^-?[A-Za-z0-9_.:@/+=-]{1,200}$")
+SORT = re.compile(r"^-?[A-Za-z0-9_.:@/+=-]{1,200}\Z")
 NONE = "(none)"
 FIELDS = ("image", "cluster", "partition", "resources", "command", "tags")
 
