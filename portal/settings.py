@@ -450,6 +450,9 @@ PORTAL_METRICS_MAX_RANKS = env_int("PORTAL_METRICS_MAX_RANKS", 4096, minimum=1)
 PORTAL_METRICS_INGEST_RATE = env_str("PORTAL_METRICS_INGEST_RATE", "600/min")
 # At most this many rank-*.jsonl files are looked at per job and pass.
 PORTAL_METRICS_MAX_FILES = env_int("PORTAL_METRICS_MAX_FILES", 256, minimum=1)
+# At most this many runs in one comparison (page, API, `portal compare`); more is a 400
+# that says so. 1,000 is what bench/compare.py and bench/load.py measure.
+PORTAL_COMPARE_MAX_RUNS = env_int("PORTAL_COMPARE_MAX_RUNS", 1000, minimum=1)
 # Where `make devcluster` keeps its state (keys, ports) for registration.
 DEVCLUSTER_DIR = Path(env_str("PORTAL_DEVCLUSTER_DIR", "/var/lib/portal-devcluster"))
 # Where `make condorpool` keeps its state (the trixie root, keys, pool.json).
