@@ -259,7 +259,8 @@ if not REDIS_URL:
 # comma-separated) and REDIS_SENTINEL_MASTER (the master's name in the sentinels'
 # configuration), the broker, the cache and the channel layer follow the master the
 # sentinels name; REDIS_URL then gives only its password and database number.
-# REDIS_SENTINEL_PASSWORD (or _FILE) if the sentinels themselves require one.
+# REDIS_SENTINEL_PASSWORD (or _FILE): the sentinels' own password, required outside
+# PORTAL_DEMO; rediss:// is refused in this mode until TLS is carried through.
 REDIS_SENTINELS = redis_ha.parse_sentinels(env_list("REDIS_SENTINELS", []))
 REDIS_SENTINEL_MASTER = env_str("REDIS_SENTINEL_MASTER", "")
 REDIS_SENTINEL_PASSWORD = env_secret("REDIS_SENTINEL_PASSWORD")
@@ -267,6 +268,7 @@ if bool(REDIS_SENTINELS) != bool(REDIS_SENTINEL_MASTER):
     raise ImproperlyConfigured("REDIS_SENTINELS and REDIS_SENTINEL_MASTER go together: set both")
 if REDIS_SENTINEL_MASTER:
     redis_ha.check_master(REDIS_SENTINEL_MASTER)
+    redis_ha.check_sentinel_mode(REDIS_URL, REDIS_SENTINEL_PASSWORD, demo=DEMO_MODE)
 
 CELERY_BROKER_URL = REDIS_URL
 if REDIS_SENTINELS:
