@@ -421,6 +421,7 @@ def token_create(request):
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
         return redirect("account")
+    audit.token_changed(audit.Action.TOKEN_CREATE, row, by=request.user)
     request.session["new_api_token"] = token
     request.session["new_api_token_name"] = row.name
     return redirect("account")
@@ -429,7 +430,9 @@ def token_create(request):
 @login_required
 @require_POST
 def token_revoke(request, pk: int):
-    get_object_or_404(ApiToken.objects.filter(user=request.user), pk=pk).revoke()
+    token = get_object_or_404(ApiToken.objects.filter(user=request.user), pk=pk)
+    if token.revoke():
+        audit.token_changed(audit.Action.TOKEN_REVOKE, token, by=request.user)
     messages.info(request, "Token revoked.")
     return redirect("account")
 
