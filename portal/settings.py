@@ -222,6 +222,13 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 if env_bool("PORTAL_BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# The addresses (or networks) of the HAProxy or ingress hosts in front of the web servers:
+# only a connection from one of them may say whose request it carries (X-Forwarded-For),
+# so the sign-in throttle and the logs see each client's own address. gunicorn reads the
+# same variable (deploy/systemd/portal-web@.service passes it as --forwarded-allow-ips);
+# the default fits an HAProxy on the same host. Checked here, so a bad value stops the start.
+# "*" (anyone) is refused: any client that reaches a web server could then choose its address.
+FORWARDED_ALLOW_IPS = env_networks("FORWARDED_ALLOW_IPS", ["127.0.0.1", "::1"])
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
