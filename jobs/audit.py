@@ -38,7 +38,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from jobs.cluster import acting, files
-from jobs.models import AuditEvent
+from jobs.models import ApiToken, AuditEvent
 from jobs.models.audit import KEY_ID_MAX, MESSAGE_MAX, TARGET_MAX, bounded
 
 log = logging.getLogger(__name__)
@@ -157,6 +157,15 @@ def token_changed(what: str, token, *, by=None, message: object = "") -> None:
         f"{owner.get_username()}",
         message=message,
     )
+
+
+def revoke_tokens_when_deactivated(sender, instance, **kwargs) -> None:
+    """post_save of the user model (connected in JobsConfig.ready): a person deactivated
+    in the portal (admin, a script, an OIDC refusal) loses every token at once, each with
+    its TOKEN_REVOKE row."""
+    if not instance.is_active:
+        for token in ApiToken.objects.revoke_all(instance):
+            token_changed(Action.TOKEN_REVOKE, token, message="the person was deactivated")
 
 
 def _write(

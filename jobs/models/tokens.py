@@ -155,10 +155,3 @@ class ApiToken(models.Model):
             return False
         self.revoked_at = now
         return True
-
-
-def revoke_when_deactivated(sender, instance, **kwargs) -> None:
-    """post_save of the user model (connected in JobsConfig.ready): a person deactivated
-    in the portal (admin, a script, an OIDC refusal) loses every token at once."""
-    if not instance.is_active:
-        ApiToken.objects.revoke_all(instance)

@@ -173,3 +173,15 @@ def test_a_withdrawn_person_has_one_revocation_row_per_live_token(owner):
     assert sorted(r.target.split()[1] for r in rows) == sorted([str(laptop.pk), str(ci.pk)])
     assert all(r.user == owner and r.message == "withdrawn at a refused sign-in" for r in rows)
     assert ApiToken.objects.revoke_all(owner) == []  # nothing left to revoke, nothing listed
+
+
+def test_deactivation_revokes_each_live_token_with_its_row(owner):
+    from jobs.models import AuditEvent
+
+    tokens = [ApiToken.issue(owner, name)[0] for name in ("laptop", "ci")]
+    owner.is_active = False
+    owner.save()
+    owner.save()  # saved again while inactive: nothing left to revoke, no new row
+    rows = _token_rows(AuditEvent.Action.TOKEN_REVOKE)
+    assert sorted(r.target.split()[1] for r in rows) == sorted(str(t.pk) for t in tokens)
+    assert {r.message for r in rows} == {"the person was deactivated"}
