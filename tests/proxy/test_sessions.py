@@ -8,6 +8,7 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 import pytest
+from django.test import Client
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
@@ -279,7 +280,9 @@ def test_staff_without_the_permission_see_the_job_but_cannot_open_its_session(
     nothing recorded it. Now it takes proxy.open_others_sessions."""
     helper = factories.staff_user("helper", "helper-pass-123")
     client.force_login(helper)
-    assert client.get(f"/jobs/{ready.job_id}/").status_code == 200  # staff still see the job
+    page = client.get(f"/jobs/{ready.job_id}/")
+    assert page.status_code == 200  # staff still see the job, with no button to open it
+    assert b"data-open-session" not in page.content and b"Only its owner opens it" in page.content
     assert client.get(f"/sessions/{ready.public_id}/status/").status_code == 200
     assert client.get(f"/sessions/{ready.public_id}/open/?state=s").status_code == 404
     _, _, where = handshake(data_path, ready, helper)
@@ -304,6 +307,9 @@ def test_the_permission_opens_someone_elses_session_recorded_and_told_to_the_own
     sign_in(data_path, ready, owner)  # the owner's own open: no row, no notice
     assert not AuditEvent.objects.filter(action=AuditEvent.Action.SESSION_OPEN_OTHER).exists()
     helper = factories.staff_user("helper", "helper-pass-123", "proxy.open_others_sessions")
+    page = Client()
+    page.force_login(helper)
+    assert b"its owner is told" in page.get(f"/jobs/{ready.job_id}/").content
     cookie = sign_in(data_path, ready, helper)
     assert data_path.get(ready.public_id, cookie=cookie).status_code == 200  # the notebook
     (row,) = AuditEvent.objects.filter(action=AuditEvent.Action.SESSION_OPEN_OTHER)
