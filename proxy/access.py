@@ -11,12 +11,14 @@ only carries the answer:
 - ``proxy.views.open_session`` (``session_to_open``) issues a one-time code
   (proxy/codes.py) to the user this module allowed, bound to the browser's state cookie on
   the session host; an open of someone else's session is recorded in the audit log and
-  told to its owner in the portal (``opened_by_other``);
+  told to its owner in the portal (``opened``);
 - ``proxy.views.session_login`` (on the session host) trades that code for the session
   cookie, asking ``may_open`` again (a permission withdrawn after the code was issued
   counts), so a cookie proves the check passed;
 - HAProxy routes a link only while it is open (``SessionLink.is_open``: running job,
-  active owner; proxy/routes.py) and checks the cookie's signature, session and expiry.
+  active owner; proxy/routes.py) and checks the cookie's signature, session and expiry,
+  not who it names: a cookie already minted lasts until it expires (PROXY_COOKIE_MAX_AGE)
+  or the session ends, whatever happens to its holder's permission meanwhile.
 """
 
 from __future__ import annotations
