@@ -21,6 +21,7 @@ from jobs.models import annotations as tagging
 from jobs.models.attempts import usage_of
 from jobs.text import quoted
 from portal.throttle import throttled
+from proxy.access import may_open_others
 
 PAGE_SIZE = 20
 STATE_FILTERS = {"active": Job.ACTIVE_STATES, **{s: (s,) for s in Job.State.values}}
@@ -149,6 +150,7 @@ def job_detail(request, pk: int):
         "events": job.events.all(),
         "usage": usage_of(job),
         "may_annotate": job.owner_id == request.user.pk,
+        "may_open_session": job.owner_id == request.user.pk or may_open_others(request.user),
         "max_note_chars": tagging.MAX_NOTE_CHARS,
     }
     if job.state == Job.State.RUNNING and job.gpus:
@@ -428,6 +430,7 @@ def token_create(request):
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
         return redirect("account")
+    audit.token_changed(audit.Action.TOKEN_CREATE, row, by=request.user)
     request.session["new_api_token"] = token
     request.session["new_api_token_name"] = row.name
     return redirect("account")
@@ -436,7 +439,9 @@ def token_create(request):
 @login_required
 @require_POST
 def token_revoke(request, pk: int):
-    get_object_or_404(ApiToken.objects.filter(user=request.user), pk=pk).revoke()
+    token = get_object_or_404(ApiToken.objects.filter(user=request.user), pk=pk)
+    if token.revoke():
+        audit.token_changed(audit.Action.TOKEN_REVOKE, token, by=request.user)
     messages.info(request, "Token revoked.")
     return redirect("account")
 

@@ -9,13 +9,12 @@ class JobsConfig(AppConfig):
         from django.conf import settings
         from django.db.models.signals import post_save
 
-        from jobs import broadcast, signals
-        from jobs.models import tokens
+        from jobs import audit, broadcast, signals
 
         # Pages see every change a model reports (models import no broadcasting).
         signals.job_updated.connect(broadcast.on_job_updated, dispatch_uid="jobs.broadcast")
         post_save.connect(
-            tokens.revoke_when_deactivated,
+            audit.revoke_tokens_when_deactivated,
             sender=settings.AUTH_USER_MODEL,
-            dispatch_uid="jobs.tokens.revoke_when_deactivated",
+            dispatch_uid="jobs.audit.revoke_tokens_when_deactivated",
         )

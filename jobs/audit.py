@@ -6,8 +6,10 @@ submitting, cancelling and releasing jobs (jobs/tasks.py: the owner's account; a
 array's submission too), reading a job's log, listing its work directory and
 downloading a file (the pages and the API: the user who asked, staff included, and the
 job's account), a session job's registration (proxy/views.py: accepted or refused),
-the catalog check and GPU type discovery (the admin's actions), and the test of a
-cluster account from the Account page.
+the catalog check and GPU type discovery (the admin's actions), the test of a
+cluster account from the Account page; and, acting on no cluster, an open of someone
+else's session (proxy/access.py) and API tokens made and revoked (``token_changed``:
+the Account page, ``manage.py issue_token``, a sign-in that withdraws a person's access).
 
 Not recorded: the portal's own bookkeeping, done for nobody in particular — the periodic
 sync (squeue/sacct/condor_q), reading accounting, the metrics tail, reading a failed
@@ -36,7 +38,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from jobs.cluster import acting, files
-from jobs.models import AuditEvent
+from jobs.models import ApiToken, AuditEvent
 from jobs.models.audit import KEY_ID_MAX, MESSAGE_MAX, TARGET_MAX, bounded
 
 log = logging.getLogger(__name__)
@@ -141,6 +143,33 @@ def record(
     accepted or refused)."""
     entry = Entry(outcome, str(message))
     _write(what, user, account, cluster, bounded(str(target), TARGET_MAX), "", entry)
+
+
+def token_changed(what: str, token, *, by=None, message: object = "") -> None:
+    """One TOKEN_CREATE or TOKEN_REVOKE row for API token ``token``. The row's user is
+    ``by``, the portal user who acted, or the token's owner when no portal user did (an
+    administrator's ``manage.py issue_token``, the portal withdrawing a person's access):
+    ``message`` then says who. The target names the token (id, first characters, name,
+    scopes), never its secret."""
+    owner = token.user
+    name = " ".join(str(token.name).split())[:100]
+    record(
+        what,
+        Outcome.OK,
+        user=by if by is not None else owner,
+        target=f"token {token.pk} ({token.hint}…, '{name}', {token.scopes}) of "
+        f"{owner.get_username()}",
+        message=message,
+    )
+
+
+def revoke_tokens_when_deactivated(sender, instance, **kwargs) -> None:
+    """post_save of the user model (connected in JobsConfig.ready): a person deactivated
+    in the portal (admin, a script, an OIDC refusal) loses every token at once, each with
+    its TOKEN_REVOKE row."""
+    if not instance.is_active:
+        for token in ApiToken.objects.revoke_all(instance):
+            token_changed(Action.TOKEN_REVOKE, token, message="the person was deactivated")
 
 
 def _write(

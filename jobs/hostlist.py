@@ -7,7 +7,7 @@ import re
 # A bracket range expands to at most this many names: the list is data written by the
 # scheduler, and a job's own page never needs more.
 MAX_NAMES = 4096
-_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+_RANGE = re.compile(r"^(\d+)(?:-(\d+))?\Z")
 
 
 def _split_top(text: str) -> list[str]:

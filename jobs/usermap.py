@@ -21,7 +21,7 @@ from django.core.exceptions import ValidationError
 
 ARROW = "=>"
 _CLAIM = re.compile(r"\{([A-Za-z0-9_:.-]{1,64})\}")
-_USERNAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")  # jobs.validators.posix_username
+_USERNAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}\Z")  # jobs.validators.posix_username
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ sentinels name, and find the new one after a failover.
 
 With REDIS_SENTINELS=host:port,host:port and REDIS_SENTINEL_MASTER=<name>, REDIS_URL
 gives only the master's password and database number (its host is not used: Sentinel
-names the master). Each piece is built here, from plain values, so that settings.py
+names the master; a ``rediss://`` one is refused, as TLS is not carried through here
+yet, and outside PORTAL_DEMO the sentinels must have a password: ``check_sentinel_mode``).
+Each piece is built here, from plain values, so that settings.py
 stays a list of assignments and the tests can check each without a Sentinel:
 
 - Celery: kombu's Sentinel transport (``sentinel://`` alternates, ``master_name``),
@@ -24,8 +26,8 @@ from urllib.parse import quote, unquote, urlsplit
 from django.core.exceptions import ImproperlyConfigured
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
-HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$")
-MASTER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})\Z")
+MASTER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")
 
 
 def parse_sentinels(value: list[str], name: str = "REDIS_SENTINELS") -> list[tuple[str, int]]:
@@ -46,6 +48,28 @@ def check_master(name: str) -> str:
             "(letters, digits, '.', '_', '-')"
         )
     return name
+
+
+def check_sentinel_mode(redis_url: str, sentinel_password: str | None, *, demo: bool) -> None:
+    """What Sentinel mode refuses at start-up, with the setting to change:
+
+    - TLS (``rediss://``): the pieces built here do not carry TLS to the sentinels or to the
+      master they name yet, so the portal would fall back to plain TCP without a word;
+    - sentinels without a password (outside PORTAL_DEMO): whoever reaches one unauthenticated
+      could name any address as the master, and the broker, cache and channel layer (with
+      the master's password) would follow it."""
+    if urlsplit(redis_url).scheme.lower() == "rediss":
+        raise ImproperlyConfigured(
+            "REDIS_URL is rediss:// (TLS), but Sentinel mode (REDIS_SENTINELS) does not carry "
+            "TLS yet and would talk to the sentinels and the master in clear: use Redis without "
+            "Sentinel for TLS, or redis:// on a network you trust"
+        )
+    if not sentinel_password and not demo:
+        raise ImproperlyConfigured(
+            "REDIS_SENTINEL_PASSWORD (or REDIS_SENTINEL_PASSWORD_FILE) is required with "
+            "REDIS_SENTINELS: an unauthenticated sentinel lets anyone who reaches it name the "
+            "master the portal follows; set requirepass on every sentinel and give it here"
+        )
 
 
 def master_auth(redis_url: str) -> tuple[str | None, str | None, int]:

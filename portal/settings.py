@@ -222,6 +222,13 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 if env_bool("PORTAL_BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# The addresses (or networks) of the HAProxy or ingress hosts in front of the web servers:
+# only a connection from one of them may say whose request it carries (X-Forwarded-For),
+# so the sign-in throttle and the logs see each client's own address. gunicorn reads the
+# same variable (deploy/systemd/portal-web@.service passes it as --forwarded-allow-ips);
+# the default fits an HAProxy on the same host. Checked here, so a bad value stops the start.
+# "*" (anyone) is refused: any client that reaches a web server could then choose its address.
+FORWARDED_ALLOW_IPS = env_networks("FORWARDED_ALLOW_IPS", ["127.0.0.1", "::1"])
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
@@ -259,7 +266,8 @@ if not REDIS_URL:
 # comma-separated) and REDIS_SENTINEL_MASTER (the master's name in the sentinels'
 # configuration), the broker, the cache and the channel layer follow the master the
 # sentinels name; REDIS_URL then gives only its password and database number.
-# REDIS_SENTINEL_PASSWORD (or _FILE) if the sentinels themselves require one.
+# REDIS_SENTINEL_PASSWORD (or _FILE): the sentinels' own password, required outside
+# PORTAL_DEMO; rediss:// is refused in this mode until TLS is carried through.
 REDIS_SENTINELS = redis_ha.parse_sentinels(env_list("REDIS_SENTINELS", []))
 REDIS_SENTINEL_MASTER = env_str("REDIS_SENTINEL_MASTER", "")
 REDIS_SENTINEL_PASSWORD = env_secret("REDIS_SENTINEL_PASSWORD")
@@ -267,6 +275,7 @@ if bool(REDIS_SENTINELS) != bool(REDIS_SENTINEL_MASTER):
     raise ImproperlyConfigured("REDIS_SENTINELS and REDIS_SENTINEL_MASTER go together: set both")
 if REDIS_SENTINEL_MASTER:
     redis_ha.check_master(REDIS_SENTINEL_MASTER)
+    redis_ha.check_sentinel_mode(REDIS_URL, REDIS_SENTINEL_PASSWORD, demo=DEMO_MODE)
 
 CELERY_BROKER_URL = REDIS_URL
 if REDIS_SENTINELS:
@@ -467,6 +476,9 @@ PORTAL_METRICS_MAX_RANKS = env_int("PORTAL_METRICS_MAX_RANKS", 4096, minimum=1)
 PORTAL_METRICS_INGEST_RATE = env_str("PORTAL_METRICS_INGEST_RATE", "600/min")
 # At most this many rank-*.jsonl files are looked at per job and pass.
 PORTAL_METRICS_MAX_FILES = env_int("PORTAL_METRICS_MAX_FILES", 256, minimum=1)
+# At most this many runs in one comparison (page, API, `portal compare`); more is a 400
+# that says so. 1,000 is what bench/compare.py and bench/load.py measure.
+PORTAL_COMPARE_MAX_RUNS = env_int("PORTAL_COMPARE_MAX_RUNS", 1000, minimum=1)
 # Where `make devcluster` keeps its state (keys, ports) for registration.
 DEVCLUSTER_DIR = Path(env_str("PORTAL_DEVCLUSTER_DIR", "/var/lib/portal-devcluster"))
 # Where `make condorpool` keeps its state (the trixie root, keys, pool.json).

@@ -28,7 +28,7 @@ from proxy.models import SESSION_ID
 BACKEND = "be_sessions"
 MAX_ANSWER = 4 * 1024 * 1024
 # A portal web server: host:port (a name, an IPv4 literal or a bracketed IPv6 one).
-PORTAL_UPSTREAM = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$")
+PORTAL_UPSTREAM = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}\Z")
 
 
 TEMPLATE = Path(__file__).parent / "templates" / "proxy" / "haproxy.cfg"

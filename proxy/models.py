@@ -21,7 +21,7 @@ def new_public_id() -> str:
     return secrets.token_hex(16)
 
 
-SESSION_ID = re.compile(r"^[0-9a-f]{32}$")  # what new_public_id() makes
+SESSION_ID = re.compile(r"^[0-9a-f]{32}\Z")  # what new_public_id() makes
 
 
 def session_origin(public_id: str) -> str:

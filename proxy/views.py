@@ -15,8 +15,8 @@ from jobs import audit, validators
 from jobs.models import Job
 from jobs.tasks import sync_jobs
 from portal.throttle import digest, over_budget, throttled
-from proxy import routes
-from proxy.access import session_for_user
+from proxy import access, routes
+from proxy.access import session_for_user, session_to_open
 from proxy.codes import (
     cookie_name,
     issue_code,
@@ -107,9 +107,10 @@ def register(request, public_id: str):
 @login_required
 @throttled("cluster-pages")
 def open_session(request, public_id: str):
-    """Hand the signed-in owner to the proxy with a one-time code bound to the browser's
-    state (set on the session host by session_start); or say why not."""
-    session = session_for_user(request, public_id)
+    """Hand the signed-in owner (or a holder of proxy.open_others_sessions: recorded, and
+    told to the owner) to the proxy with a one-time code bound to the browser's state (set
+    on the session host by session_start); or say why not."""
+    session = session_to_open(request, public_id)
     context = {"session": session, "job": session.job}
     if session.display_state == "closed":
         return render(request, "proxy/closed.html", context, status=410)
@@ -122,6 +123,7 @@ def open_session(request, public_id: str):
     if not state:  # from the portal's own pages: the session host sets the state first
         return redirect(f"{session.origin}/_portal/start?{urlencode({'next': next_path})}")
     code = issue_code(session.public_id, request.user.pk, state)
+    access.opened(request.user, session)
     query = urlencode({"code": code, "next": next_path}, safe="/")
     return redirect(f"{session.origin}/_portal/login?{query}")
 
@@ -169,9 +171,12 @@ def _set_host_cookie(response, name: str, value: str, max_age: int) -> None:
 def session_login(request, public_id: str):
     """On the session's own host (through HAProxy): trade the one-time code from
     open_session for the session cookie, then go to the page asked for. The code was
-    issued to the owner or staff only, so a cookie is proof of both."""
+    issued only to whom proxy/access.py allowed, and that is asked again here (a
+    permission withdrawn meanwhile counts), so a cookie is proof of it."""
     state = request.COOKIES.get(state_cookie_name(), "")
     user_id = redeem_code(request.GET.get("code", ""), public_id, state)
+    if user_id is not None and not access.may_open_by_id(user_id, public_id):
+        user_id = None
     if user_id is None:
         response = render(
             request,

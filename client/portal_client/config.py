@@ -38,7 +38,7 @@ class ConfigError(Exception):
     pass
 
 
-_LINE = re.compile(r'^\s*([A-Za-z_]+)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:#.*)?$')
+_LINE = re.compile(r'^\s*([A-Za-z_]+)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:#.*)?\Z')
 
 
 def parse(text: str, where: str = "config") -> dict[str, str]:

@@ -156,7 +156,7 @@ def read_connection_file(conn: ssh.Connection, work_dir: str) -> dict | None:
 
 
 # Each rank's file, and a session's system sampler's (portal_metrics.py --system).
-METRICS_FILE = re.compile(r"^(rank-\d{1,6}|system)\.jsonl$")
+METRICS_FILE = re.compile(r"^(rank-\d{1,6}|system)\.jsonl\Z")
 
 
 def list_metric_files(conn: ssh.Connection, directory: str) -> list[tuple[str, int]]:

@@ -18,7 +18,8 @@ fields that differ between the runs in `columns`, the equal ones in `same`, and 
 its `last`, `best` and `best_step`) and one chart per metric (`charts`): every run's curve
 and, with `group`, each group's mean with its band, in at most 64 points per curve, read
 from per-series summaries, never from the raw points. A bad query is a `400` that says
-which term and why."""
+which term and why; so is a selection of more runs than the portal compares at once
+(`PORTAL_COMPARE_MAX_RUNS`, 1,000 by default), with the limit."""
 
 PARAMETERS = [
     OpenApiParameter(

@@ -24,6 +24,10 @@ curves are downsampled per group, server-side, and single runs are drawn faded b
 from the same buckets. ``x=time`` places a bucket at its points' mean time since the
 run's first point. A requeued job's attempts are merged into one curve.
 
+A comparison covers at most ``PORTAL_COMPARE_MAX_RUNS`` runs (1,000 by default, what
+bench/compare.py and bench/load.py measure): past it, it is refused with a message that
+says the limit (a 400 from the API, the page's error), never computed.
+
 A **baseline** is a run (``baseline=123``, added to the selection if the person may see
 it) or a group (``baseline=group:0.01``), drawn on every chart.
 """
@@ -36,6 +40,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
+from django.conf import settings
 from django.db.models import QuerySet
 from django.urls import reverse
 
@@ -46,9 +51,9 @@ from jobs.models import Job, JobTag
 
 FALLING = re.compile(r"loss|err|perplexity|ppl|mse|mae|wer|cer|regret|time|latency", re.I)
 GROUP = re.compile(
-    r"^(image|cluster|partition|state|experiment|tag:[A-Za-z0-9._:=+-]{1,64}|param\.[A-Za-z0-9_.@/+-]{1,100})$"
+    r"^(image|cluster|partition|state|experiment|tag:[A-Za-z0-9._:=+-]{1,64}|param\.[A-Za-z0-9_.@/+-]{1,100})\Z"
 )
-SORT = re.compile(r"^-?[A-Za-z0-9_.:@/+=-]{1,200}$")
+SORT = re.compile(r"^-?[A-Za-z0-9_.:@/+=-]{1,200}\Z")
 NONE = "(none)"
 FIELDS = ("image", "cluster", "partition", "resources", "command", "tags")
 
@@ -373,12 +378,27 @@ def _chart(
     }
 
 
+def too_many_runs(limit: int) -> BadQuery:
+    """The refusal of a comparison of more than PORTAL_COMPARE_MAX_RUNS runs: the work and
+    the page grow with the runs, so one request may not ask for unboundedly many."""
+    return BadQuery(
+        f"This comparison selects more than {limit:,} runs; at most {limit:,} can be compared "
+        "at once. Narrow the query or choose fewer runs."
+    )
+
+
 def compare(user, options: Options) -> Comparison:
     """The comparison of the runs ``options`` select among those ``user`` may see."""
     result = Comparison(options)
+    limit = settings.PORTAL_COMPARE_MAX_RUNS
+    if len(set(options.ids)) > limit:  # before any query
+        raise too_many_runs(limit)
     jobs = _jobs(user, options)
     tags_of: dict[int, list[str]] = defaultdict(list)
-    job_list = [Row(*values) for values in jobs.values_list(*ROW)]
+    # One more than the limit says whether the query matched too many, in the same query.
+    job_list = [Row(*values) for values in jobs.values_list(*ROW)[: limit + 1]]
+    if len(job_list) > limit:
+        raise too_many_runs(limit)
     tags = JobTag.objects.filter(job__in=jobs.values("pk")).order_by("name")
     for job_id, name in tags.values_list("job_id", "name"):
         tags_of[job_id].append(name)

@@ -44,7 +44,7 @@ BIG = 1.7e308  # comparisons stay between numbers (JSON orders text and booleans
 
 OPS = ("<=", ">=", "!=", "<", ">", "=", ":")
 TERM = re.compile(
-    r"^(?P<field>[a-z]+)(?:\.(?P<key>[A-Za-z0-9_.@/+-]{1,100}))?(?P<op><=|>=|!=|<|>|=|:)(?P<value>.*)$",
+    r"^(?P<field>[a-z]+)(?:\.(?P<key>[A-Za-z0-9_.@/+-]{1,100}))?(?P<op><=|>=|!=|<|>|=|:)(?P<value>.*)\Z",
     re.S,
 )
 FIELDS = {
@@ -61,8 +61,8 @@ FIELDS = {
 }
 KEYED = {"param", "metric"}
 ORDERED = {"param", "metric"}  # the fields that take < <= > >=
-TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:=+-]{0,63}\*?$")
-WORD = re.compile(r"^[^\x00-\x1f]{1,100}$")
+TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:=+-]{0,63}\*?\Z")
+WORD = re.compile(r"^[^\x00-\x1f]{1,100}\Z")
 
 
 class BadQuery(ValueError):

@@ -30,7 +30,7 @@ from jobs.models import annotations as tagging
 
 log = logging.getLogger(__name__)
 
-KEY = re.compile(r"^[A-Za-z0-9_.:/@+-]{1,100}$")
+KEY = re.compile(r"^[A-Za-z0-9_.:/@+-]{1,100}\Z")
 MAX_RECORDS = 10_000  # per HTTP batch or per file read
 MAX_METRICS_PER_RECORD = 100
 MAX_ATTEMPT = 10_000

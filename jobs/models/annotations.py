@@ -15,7 +15,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 
 # A tag is one short word: letters, digits and ._:=+- (e.g. "resnet", "seed=3", "lr:0.01").
-TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:=+-]{0,63}$"
+TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:=+-]{0,63}\Z"
 tag_name = RegexValidator(
     TAG_PATTERN,
     "A tag is one word of at most 64 letters, digits and . _ : = + - (it starts with a "
@@ -45,7 +45,7 @@ class JobTag(models.Model):
 
 # A parameter's name reaches the job as PORTAL_PARAM_<NAME> (upper case), so two names that
 # differ only in case are one parameter; names are identifiers, values scalars.
-PARAM_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,47}$"
+PARAM_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,47}\Z"
 _PARAM_NAME = re.compile(PARAM_NAME_PATTERN)
 _TAG = re.compile(TAG_PATTERN)
 MAX_PARAMS = 100

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import secrets
 from datetime import timedelta
+from typing import cast
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import models, transaction
 from django.utils import timezone
 
 from jobs import crypto
@@ -45,9 +46,20 @@ class ApiTokenQuerySet(models.QuerySet):
             models.Q(expires_at__isnull=True, created_at__gt=oldest) | models.Q(expires_at__gt=now)
         )
 
-    def revoke_all(self, user) -> int:
-        """Revoke every live token of ``user`` at once (deactivated, or left the groups)."""
-        return self.filter(user=user, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    def revoke_all(self, user) -> list[ApiToken]:
+        """Revoke every live token of ``user`` at once (deactivated, or left the groups);
+        returns the tokens this call revoked (for the audit log)."""
+        now = timezone.now()
+        with transaction.atomic():
+            # Locked: a token revoked by a concurrent call is that call's, not listed twice.
+            live = cast(
+                "list[ApiToken]",
+                list(self.select_for_update().filter(user=user, revoked_at__isnull=True)),
+            )
+            self.filter(pk__in=[token.pk for token in live]).update(revoked_at=now)
+        for token in live:
+            token.revoked_at = now
+        return live
 
 
 class ApiToken(models.Model):
@@ -136,14 +148,10 @@ class ApiToken(models.Model):
             return self.expires_at > now
         return self.created_at > now - timedelta(days=settings.PORTAL_API_TOKEN_MAX_DAYS)
 
-    def revoke(self) -> None:
-        if self.revoked_at is None:
-            self.revoked_at = timezone.now()
-            self.save(update_fields=["revoked_at"])
-
-
-def revoke_when_deactivated(sender, instance, **kwargs) -> None:
-    """post_save of the user model (connected in JobsConfig.ready): a person deactivated
-    in the portal (admin, a script, an OIDC refusal) loses every token at once."""
-    if not instance.is_active:
-        ApiToken.objects.revoke_all(instance)
+    def revoke(self) -> bool:
+        """Revoke the token; False if it was revoked already (by this or another call)."""
+        now = timezone.now()
+        if not ApiToken.objects.filter(pk=self.pk, revoked_at__isnull=True).update(revoked_at=now):
+            return False
+        self.revoked_at = now
+        return True

@@ -32,6 +32,8 @@ class Event(models.TextChoices):
     JOB_REQUEUED = "job_requeued", "A job was requeued"
     # Always told (portal and email), not a choice: the person's webhook was turned off.
     WEBHOOK_DISABLED = "webhook_disabled", "Your webhook was turned off after failures"
+    # Always told (portal and email), not a choice: someone else opened the person's session.
+    SESSION_OPENED_BY_OTHER = "session_opened_by_other", "Someone else opened your session"
 
 
 class Channel(models.TextChoices):
@@ -41,7 +43,7 @@ class Channel(models.TextChoices):
 
 
 # Events that are not a person's choice (the settings page does not list them).
-NOT_CHOSEN = frozenset({Event.WEBHOOK_DISABLED})
+NOT_CHOSEN = frozenset({Event.WEBHOOK_DISABLED, Event.SESSION_OPENED_BY_OTHER})
 
 
 # The issue's defaults: failures and ends of long work on, the rest off (both channels).
@@ -215,6 +217,20 @@ def for_job(event: str, job, *, cancelled_by: str = "") -> Message:
             )
         )
     raise ValueError(f"not a job event: {event}")
+
+
+def session_opened_by(job, opener) -> Message:
+    """SESSION_OPENED_BY_OTHER: who opened the owner's session (a shell as the owner)."""
+    who = one_line(opener.get_username(), 150)
+    return Message(
+        one_line(
+            f"{who} opened your {job.get_kind_display().lower()} ({job_label(job)}) on "
+            f"{job.cluster.name}, with a permission the portal's administrators grant; it is "
+            "in the audit log. Ask them if you did not expect it, or revoke the session on "
+            "its page.",
+            TEXT_MAX,
+        )
+    )
 
 
 def for_experiment(experiment, best=None) -> Message:

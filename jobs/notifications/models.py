@@ -154,6 +154,20 @@ class Notification(models.Model):
         except IntegrityError:
             return None
 
+    @classmethod
+    def tell(cls, recipient, event: str, message: Message, url: str) -> Notification:
+        """A notice that is not the person's choice (events.NOT_CHOSEN): always in the
+        portal, and by email when they have an address; never deduplicated."""
+        return cls.objects.create(
+            recipient=recipient,
+            event=event,
+            url=url,
+            text=message.text,
+            detail=message.detail,
+            in_portal=True,
+            email=cls.Email.PENDING if recipient.email else cls.Email.NONE,
+        )
+
 
 class SentEmail(models.Model):
     """One email sent to a person (one notification, or a digest of several): the rate

@@ -61,8 +61,8 @@ FORMAT_VERSION = 1
 # 10,000 a request).
 MERGE_RECORDS = 2000
 # As the portal checks them (jobs/models/annotations.py).
-_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:=+-]{0,63}$")
-_PARAM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,47}$")
+_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:=+-]{0,63}\Z")
+_PARAM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,47}\Z")
 
 
 def _env_int(name: str, default: int) -> int:

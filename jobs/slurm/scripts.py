@@ -15,7 +15,7 @@ from jobs.cluster.workdir import ScriptError
 from jobs.models import Job
 
 # What may appear unquoted in an #SBATCH line (sbatch parses those itself).
-_DIRECTIVE_VALUE = re.compile(r"^[A-Za-z0-9_.:/=,+@-]+$")
+_DIRECTIVE_VALUE = re.compile(r"^[A-Za-z0-9_.:/=,+@-]+\Z")
 
 
 def _directive(option: str, value: object) -> str:

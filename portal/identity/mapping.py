@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from jobs import usermap
 
 # Portal user names: Django's default validator (letters, digits, @ . + - _), at most 150.
-_PORTAL_USERNAME = re.compile(r"^[\w.@+-]{1,150}$")
+_PORTAL_USERNAME = re.compile(r"^[\w.@+-]{1,150}\Z")
 
 
 class Refused(Exception):

@@ -58,7 +58,10 @@ def sign_in(claims: dict):
 def withdraw(user) -> None:
     """A person who may no longer use the portal: every token and cluster account, at once."""
     with transaction.atomic():
-        ApiToken.objects.revoke_all(user)
+        for token in ApiToken.objects.revoke_all(user):
+            audit.token_changed(
+                audit.Action.TOKEN_REVOKE, token, message="withdrawn at a refused sign-in"
+            )
         ClusterAccount.objects.filter(user=user, disabled_at__isnull=True).update(
             disabled_at=timezone.now(), disabled_by=ClusterAccount.DisabledBy.SIGN_IN
         )

@@ -72,3 +72,9 @@ def test_compare_csv_and_a_refused_query(portal_env, runs, capsys):
     assert rows[0][:2] == ["ID", "NAME"] and len(rows) == 2 and rows[1][0] == str(runs[1].pk)
     code, out, err = run(capsys, "compare", "state:asleep")
     assert code != 0 and "'asleep' is not one of" in err
+
+
+def test_compare_says_the_limit_on_runs(portal_env, runs, capsys, settings):
+    settings.PORTAL_COMPARE_MAX_RUNS = 1
+    code, _, err = run(capsys, "compare", "tag:sweep")
+    assert code != 0 and "at most 1 can be compared at once" in err

@@ -110,3 +110,46 @@ def test_a_half_or_wrong_sentinel_setting_stops_the_start(env, message):
 def test_the_database_number_must_be_a_number():
     with pytest.raises(ImproperlyConfigured):
         redis_ha.broker_url("redis://:pw@x/zero", [("h", 1)])
+
+
+def production(env: dict) -> dict:
+    """``env`` with what a production start needs before the Redis settings are read."""
+    from jobs.crypto import generate_key
+
+    return {"SECRET_KEY": "x" * 50, "PORTAL_ENCRYPTION_KEYS": generate_key(), **env}
+
+
+SENTINELS = {"REDIS_SENTINELS": "10.0.0.5:26379", "REDIS_SENTINEL_MASTER": "portal"}
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        (
+            {"PORTAL_DEMO": "1", "REDIS_URL": "rediss://:pw@x:6379/0", **SENTINELS},
+            "REDIS_URL is rediss:// (TLS), but Sentinel mode",
+        ),
+        (
+            production({"REDIS_URL": "rediss://:pw@x:6379/0", **SENTINELS}),
+            "REDIS_URL is rediss:// (TLS), but Sentinel mode",
+        ),
+        (
+            production({"REDIS_URL": "redis://:pw@x:6379/0", **SENTINELS}),
+            "REDIS_SENTINEL_PASSWORD (or REDIS_SENTINEL_PASSWORD_FILE) is required",
+        ),
+    ],
+)
+def test_sentinel_mode_refuses_tls_it_would_drop_and_sentinels_without_a_password(env, message):
+    """Before: rediss:// was silently dropped to plain TCP, and any sentinel reached without
+    a password could name the master (#39)."""
+    result = run_python("import django; django.setup()", env)
+    assert result.returncode != 0 and message in result.stderr, result.stderr
+
+
+def test_with_a_sentinel_password_production_starts_and_the_demo_needs_none():
+    password = {"REDIS_SENTINEL_PASSWORD": "s3cret", "REDIS_URL": "redis://:pw@x:6379/0"}
+    code = "import django; django.setup(); print('started')"
+    result = run_python(code, production({**SENTINELS, **password}))
+    assert result.stdout.strip().endswith("started"), result.stderr
+    result = run_python(code, {"PORTAL_DEMO": "1", "REDIS_URL": "redis://x:6379/0", **SENTINELS})
+    assert result.stdout.strip().endswith("started"), result.stderr

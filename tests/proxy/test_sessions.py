@@ -8,10 +8,14 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 import pytest
+from django.test import Client
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from jobs.models import Job
+from jobs.models import AuditEvent, Job
+from jobs.notifications.events import Event
+from jobs.notifications.models import Notification
+from proxy import access
 from proxy.codes import cookie_name, issue_code
 from proxy.models import SessionLink
 from tests import factories
@@ -259,13 +263,73 @@ def test_a_login_link_works_only_in_the_browser_that_asked_for_it(ready, data_pa
         response = data_path.get(ready.public_id, login, cookie=cookie)
         assert response.status_code == 403 and "has expired" in response.text
         assert cookie_name() not in response.headers.get("set-cookie", "")
-    # Staff may help: their own handshake works.
+    # A superuser holds every permission, proxy.open_others_sessions too: their own
+    # handshake works.
     assert sign_in(data_path, ready, staff).startswith(cookie_name())
 
 
 def test_another_user_gets_no_code(ready, data_path, outsider):
     _, _, where = handshake(data_path, ready, outsider)
     assert where == ""  # the portal answered 404: no redirect, no code
+
+
+def test_staff_without_the_permission_see_the_job_but_cannot_open_its_session(
+    ready, data_path, client, owner
+):
+    """Before: staff (is_staff) opened anyone's notebook, a shell as that person, and
+    nothing recorded it. Now it takes proxy.open_others_sessions."""
+    helper = factories.staff_user("helper", "helper-pass-123")
+    client.force_login(helper)
+    page = client.get(f"/jobs/{ready.job_id}/")
+    assert page.status_code == 200  # staff still see the job, with no button to open it
+    assert b"data-open-session" not in page.content and b"Only its owner opens it" in page.content
+    assert client.get(f"/sessions/{ready.public_id}/status/").status_code == 200
+    assert client.get(f"/sessions/{ready.public_id}/open/?state=s").status_code == 404
+    _, _, where = handshake(data_path, ready, helper)
+    assert where == ""  # the portal answered 404: no code
+    # A code issued to them anyway (before the rule, or before the permission went) gets
+    # no cookie on the session host, and without one HAProxy sends them to the portal.
+    code = issue_code(ready.public_id, helper.pk, "st")
+    response = data_path.get(
+        ready.public_id, f"/_portal/login?code={code}", cookie="portal_state=st"
+    )
+    assert response.status_code == 403 and cookie_name() not in response.headers.get(
+        "set-cookie", ""
+    )
+    assert data_path.get(ready.public_id, "/lab").status_code == 302
+    assert not AuditEvent.objects.filter(action=AuditEvent.Action.SESSION_OPEN_OTHER).exists()
+    assert not Notification.objects.filter(event=Event.SESSION_OPENED_BY_OTHER).exists()
+
+
+def test_the_permission_opens_someone_elses_session_recorded_and_told_to_the_owner(
+    ready, data_path, owner
+):
+    sign_in(data_path, ready, owner)  # the owner's own open: no row, no notice
+    assert not AuditEvent.objects.filter(action=AuditEvent.Action.SESSION_OPEN_OTHER).exists()
+    helper = factories.staff_user("helper", "helper-pass-123", "proxy.open_others_sessions")
+    page = Client()
+    page.force_login(helper)
+    assert b"its owner is told" in page.get(f"/jobs/{ready.job_id}/").content
+    cookie = sign_in(data_path, ready, helper)
+    assert data_path.get(ready.public_id, cookie=cookie).status_code == 200  # the notebook
+    (row,) = AuditEvent.objects.filter(action=AuditEvent.Action.SESSION_OPEN_OTHER)
+    assert (row.user, row.outcome) == (helper, "ok")
+    assert row.target == f"job {ready.job_id} session {ready.public_id} of owner"
+    (notice,) = Notification.objects.filter(recipient=owner)
+    assert notice.event == Event.SESSION_OPENED_BY_OTHER and notice.in_portal
+    assert notice.text.startswith("helper opened your notebook")
+    assert notice.url == f"/jobs/{ready.job_id}/"
+
+
+def test_a_token_without_the_admin_scope_opens_only_its_owners_sessions(session, owner):
+    helper = factories.staff_user("helper", "helper-pass-123", "proxy.open_others_sessions")
+    assert access.may_open(helper, session) and access.may_open(owner, session)
+    helper.api_scopes = frozenset({"read", "submit"})
+    assert not access.may_open(helper, session)
+    helper.api_scopes = frozenset({"read", "admin"})
+    assert access.may_open(helper, session)
+    helper.is_active = False
+    assert not access.may_open(helper, session)
 
 
 def test_an_open_session_is_routed_and_nothing_else_is(ready, data_path, echo):

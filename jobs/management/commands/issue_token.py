@@ -4,6 +4,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from jobs import audit
 from jobs.models import ApiToken
 
 
@@ -35,6 +36,11 @@ class Command(BaseCommand):
             row, token = ApiToken.issue(user, name, days, scopes)
         except ValidationError as exc:
             raise CommandError(" ".join(exc.messages)) from None
+        audit.token_changed(
+            audit.Action.TOKEN_CREATE,
+            row,
+            message="issued by an administrator on the host (manage.py issue_token)",
+        )
         expiry = f", expires {row.expires_at:%Y-%m-%d %H:%M} UTC" if row.expires_at else ""
         self.stderr.write(f"Token '{row.name}' for {username} ({row.scopes}){expiry}:")
         self.stdout.write(token)

@@ -127,3 +127,61 @@ def test_tokens_made_before_scopes_keep_their_owners_powers(owner, staff):
     forward.code(apps, None)
     assert ApiToken.objects.get(user=owner).scopes == "read,submit"
     assert ApiToken.objects.get(user=staff).scopes == "read,submit,admin"
+
+
+def _token_rows(action: str) -> list:
+    from jobs.models import AuditEvent
+
+    return list(AuditEvent.objects.filter(action=action).order_by("pk"))
+
+
+def test_making_and_revoking_a_token_on_the_account_page_is_audited(owner):
+    """Before: no audit row for a token's creation or revocation (#39)."""
+    from jobs.models import AuditEvent
+
+    client = factories.bearer_client("unused")
+    client.force_login(owner)
+    client.post("/account/tokens/", {"name": "laptop", "scopes": ["read"]})
+    row = ApiToken.objects.get(user=owner, name="laptop")
+    (made,) = _token_rows(AuditEvent.Action.TOKEN_CREATE)
+    assert (made.user, made.username, made.outcome) == (owner, "owner", "ok")
+    assert made.target == f"token {row.pk} ({row.hint}…, 'laptop', read) of owner"
+    client.post(f"/account/tokens/{row.pk}/revoke/")
+    client.post(f"/account/tokens/{row.pk}/revoke/")  # again: already revoked, no new row
+    (revoked,) = _token_rows(AuditEvent.Action.TOKEN_REVOKE)
+    assert (revoked.user, revoked.target) == (owner, made.target)
+
+
+def test_issue_token_is_audited_as_an_administrators_act(owner):
+    from jobs.models import AuditEvent
+
+    call_command("issue_token", "owner", stdout=io.StringIO(), stderr=io.StringIO())
+    (made,) = _token_rows(AuditEvent.Action.TOKEN_CREATE)
+    assert made.user == owner and "manage.py issue_token" in made.message
+    assert made.target.endswith("'issued by an administrator', read,submit) of owner")
+
+
+def test_a_withdrawn_person_has_one_revocation_row_per_live_token(owner):
+    from jobs.models import AuditEvent
+    from portal.identity.signin import withdraw
+
+    laptop, _ = ApiToken.issue(owner, "laptop")
+    ci, _ = ApiToken.issue(owner, "ci")
+    ApiToken.issue(owner, "old")[0].revoke()  # revoked before: not revoked again
+    withdraw(owner)
+    rows = _token_rows(AuditEvent.Action.TOKEN_REVOKE)
+    assert sorted(r.target.split()[1] for r in rows) == sorted([str(laptop.pk), str(ci.pk)])
+    assert all(r.user == owner and r.message == "withdrawn at a refused sign-in" for r in rows)
+    assert ApiToken.objects.revoke_all(owner) == []  # nothing left to revoke, nothing listed
+
+
+def test_deactivation_revokes_each_live_token_with_its_row(owner):
+    from jobs.models import AuditEvent
+
+    tokens = [ApiToken.issue(owner, name)[0] for name in ("laptop", "ci")]
+    owner.is_active = False
+    owner.save()
+    owner.save()  # saved again while inactive: nothing left to revoke, no new row
+    rows = _token_rows(AuditEvent.Action.TOKEN_REVOKE)
+    assert sorted(r.target.split()[1] for r in rows) == sorted(str(t.pk) for t in tokens)
+    assert {r.message for r in rows} == {"the person was deactivated"}

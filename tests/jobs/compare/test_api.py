@@ -74,3 +74,19 @@ def test_an_experiments_page_links_to_its_trials_compared(client, owner, cluster
     client.force_login(owner)
     page = client.get(f"/experiments/{experiment.pk}/").content.decode()
     assert f'href="/compare/?q=experiment:{experiment.pk}"' in page
+
+
+def test_more_runs_than_the_limit_are_refused_with_the_limit(client, owner, runs, settings):
+    """Before: no bound, so one request could ask for every run there is (#39)."""
+    settings.PORTAL_COMPARE_MAX_RUNS = 3
+    api = factories.api_client(owner, scopes="read")
+    ids = ",".join(str(j.pk) for j in runs)
+    for query in ({"q": "tag:sweep"}, {"ids": ids}):
+        response = api.get("/api/v1/compare/", query)
+        assert response.status_code == 400
+        assert "at most 3 can be compared" in response.json()["error"]["fields"]["q"][0]
+    client.force_login(owner)
+    page = client.get("/compare/", {"q": "tag:sweep"})
+    assert page.status_code == 400 and b"at most 3 can be compared at once" in page.content
+    settings.PORTAL_COMPARE_MAX_RUNS = 4  # up to the limit: compared
+    assert api.get("/api/v1/compare/", {"q": "tag:sweep", "ids": ids}).json()["count"] == 4
