@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0034_accounts_proven'),
+        ('jobs', '0035_account_mapping_seal'),
     ]
 
     operations = [
