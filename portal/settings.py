@@ -408,6 +408,10 @@ PORTAL_SYNC_INTERVAL = env_float("PORTAL_SYNC_INTERVAL", 15.0, minimum=1)
 PORTAL_SYNC_JITTER = env_float("PORTAL_SYNC_JITTER", 0.5, minimum=0)
 # Transient failures (cluster unreachable, slurmctld busy) are retried this often.
 PORTAL_SUBMIT_MAX_RETRIES = env_int("PORTAL_SUBMIT_MAX_RETRIES", 6, minimum=0)
+# A submission taken up this many times without its task finishing it (a worker killed or
+# lost mid-submit, each a full task time limit) is ended submit_failed by the recovery
+# sweep rather than queued again (jobs/tasks.py recover_jobs).
+PORTAL_SUBMIT_MAX_TRIES = env_int("PORTAL_SUBMIT_MAX_TRIES", 3, minimum=1)
 PORTAL_RETRY_BACKOFF_MAX = env_float("PORTAL_RETRY_BACKOFF_MAX", 120.0, minimum=1)
 # Redis redelivers a message a dead worker had reserved after this many seconds (Celery's
 # default is an hour); longer than any task may run or any retry may wait.

@@ -20,14 +20,16 @@ from jobs.cluster.workdir import work_root
 from jobs.models import ContainerImage, Job
 
 # Git runs with nothing of the checkout's configuration that could start a program (an
-# fsmonitor, hooks, an external diff or a text conversion) and takes no lock.
+# fsmonitor, hooks, an external diff or a text conversion) and takes no lock. Each program
+# has a bound of its own; the whole script has one more (``read``: coreutils ``timeout``
+# kills its process group, hence ``--foreground`` here).
 _SCRIPT = r"""
 nonce=$1 runtime=$2 location=$3 folder=$4 want_diff=$5 max_diff=$6
 say() { printf '%s %s\n' "$nonce" "$1"; }
 case $runtime in
     apptainer|singularity)
         if [ -f "$location" ] && [ -r "$location" ]; then
-            if sum=$(timeout 300 sha256sum -- "$location" 2>/dev/null); then
+            if sum=$(timeout --foreground 300 sha256sum -- "$location" 2>/dev/null); then
                 say "image-sha256 ${sum%% *}"
             else
                 say "image-error the image file could not be read"
@@ -36,7 +38,7 @@ case $runtime in
             say "image-error the image file is missing"
         fi ;;
     podman|docker)
-        if d=$(timeout 60 "$runtime" image inspect --format '{{index .RepoDigests 0}}' -- "$location" 2>/dev/null | head -n 1 | head -c 400) && [ -n "$d" ]; then
+        if d=$(timeout --foreground 60 "$runtime" image inspect --format '{{index .RepoDigests 0}}' -- "$location" 2>/dev/null | head -n 1 | head -c 400) && [ -n "$d" ]; then
             say "image-digest $d"
         else
             say "image-error $runtime could not resolve the reference to a digest on the login node"
@@ -45,8 +47,8 @@ esac
 [ -n "$folder" ] || exit 0
 [ -d "$folder" ] && command -v git >/dev/null 2>&1 || { say "git-none"; exit 0; }
 g() {
-    GIT_OPTIONAL_LOCKS=0 GIT_TERMINAL_PROMPT=0 timeout 60 git -c core.fsmonitor=false \
-        -c core.hooksPath=/dev/null -c diff.external= -C "$folder" "$@"
+    GIT_OPTIONAL_LOCKS=0 GIT_TERMINAL_PROMPT=0 timeout --foreground 60 git \
+        -c core.fsmonitor=false -c core.hooksPath=/dev/null -c diff.external= -C "$folder" "$@"
 }
 commit=$(g rev-parse --verify -q HEAD 2>/dev/null | head -c 100) && [ -n "$commit" ] || { say "git-none"; exit 0; }
 say "git-commit $commit"
@@ -145,11 +147,17 @@ def read(
     conn: ssh.Connection, job: Job, work_dir: str, *, max_diff: int, timeout: float = 360
 ) -> Provenance:
     """What reproduces ``job``, read on the cluster in one command (``conn`` is the job's own
-    cluster user's connection)."""
+    cluster user's connection) that takes ``timeout`` seconds at most, here and there."""
     image = image_identity(job.image)
     folder = git_folder(job, work_dir)
     nonce = secrets.token_hex(8)
+    # Cut on the cluster a second before here: the script, and everything it started.
+    remote = max(1, int(timeout) - 1)
     argv = [
+        "timeout",
+        "-s",
+        "KILL",
+        str(remote),
         "sh",  # POSIX shell only: whatever the login node's bash
         "-c",
         _SCRIPT,

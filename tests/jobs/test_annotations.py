@@ -319,8 +319,9 @@ def test_what_is_asked_of_the_cluster_for_each_runtime(owner, cluster):
         job.keep_diff = True
         conn = Recorder()
         found = provenance.read(conn, job, WORK, max_diff=1000)  # type: ignore[arg-type]
-        assert conn.argv[:2] == ["sh", "-c"] and conn.argv[4:] == [
-            conn.argv[4],
+        assert conn.argv[:6] == ["timeout", "-s", "KILL", "359", "sh", "-c"]
+        assert conn.argv[8:] == [
+            conn.argv[8],
             asked,
             location,
             "/home/alice/proj x",
