@@ -476,8 +476,13 @@ def test_recovery_gives_up_a_submission_no_try_finished(job, monkeypatch, settin
 
 def test_a_command_that_ran_out_of_time_is_not_run_again_on_a_new_connection(job, monkeypatch):
     account = ClusterAccount.objects.get()
-    opened = []
-    monkeypatch.setattr(pool, "get", lambda acct: opened.append(acct) or object())
+    opened: list[object] = []
+
+    def get(acct):
+        opened.append(acct)
+        return object()
+
+    monkeypatch.setattr(pool, "get", get)
 
     def slow(conn):
         raise ssh.CommandTimedOut("timed out", seconds=5)
@@ -502,5 +507,5 @@ def test_a_tasks_deadline_caps_every_ssh_timeout(job):
 
     probe.apply()
     left, capped = seen[0]
-    assert 16 < left <= 18 and capped == pytest.approx(left, abs=0.5)
+    assert left is not None and 16 < left <= 18 and capped == pytest.approx(left, abs=0.5)
     assert deadline.left() is None  # cleared after the task
