@@ -597,14 +597,18 @@ def recover_jobs() -> dict[str, int]:
     it again. Safe to repeat: the submit is idempotent (a job that reached Slurm is
     adopted by its name) and scancel of an ended job is a no-op."""
     since = timezone.now() - timedelta(seconds=settings.PORTAL_RECOVER_AFTER)
+    stale = Job.submit_claim_stale_before()
     lost = Job.objects.filter(state=Job.State.QUEUED, created_at__lt=since).filter(
-        Q(submit_claimed_at__isnull=True) | Q(submit_claimed_at__lt=Job.submit_claim_stale_before())
+        Q(submit_claimed_at__isnull=True) | Q(submit_claimed_at__lt=stale)
     )
     # Taken up PORTAL_SUBMIT_MAX_TRIES times and never finished (each try held a worker up
-    # to the task's time limit): ended with a message, not queued once more.
+    # to the task's time limit): ended with a message, not queued once more. (An array's
+    # members by the array's tries, while no live worker holds the array's claim.)
     tries = settings.PORTAL_SUBMIT_MAX_TRIES
+    array_free = Q(array__submit_claimed_at__isnull=True) | Q(array__submit_claimed_at__lt=stale)
     spent = lost.filter(
-        Q(array__isnull=True, submit_tries__gte=tries) | Q(array__submit_tries__gte=tries)
+        Q(array__isnull=True, submit_tries__gte=tries)
+        | (Q(array__submit_tries__gte=tries) & array_free)
     ).select_related("array")[:500]
     given_up = 0
     for job in spent:

@@ -509,3 +509,37 @@ def test_a_tasks_deadline_caps_every_ssh_timeout(job):
     left, capped = seen[0]
     assert left is not None and 16 < left <= 18 and capped == pytest.approx(left, abs=0.5)
     assert deadline.left() is None  # cleared after the task
+
+
+def test_recovery_gives_up_an_arrays_members_by_the_arrays_tries(
+    owner, cluster, image, monkeypatch, settings
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs.models import JobArray
+
+    factories.account(cluster, owner, "alice")
+    array = JobArray.objects.create(owner=owner, cluster=cluster)
+    members = [
+        factories.job(owner, cluster, "true", image=image, array=array, array_index=i)
+        for i in range(2)
+    ]
+    sent = []
+    monkeypatch.setattr(tasks.submit_array, "delay", lambda pk: sent.append(pk))
+    settings.PORTAL_SUBMIT_MAX_TRIES = 2
+    dead = timezone.now() - timedelta(seconds=settings.PORTAL_TASK_TIME_LIMIT + 60)
+    Job.objects.filter(array=array).update(created_at=dead)
+    assert array.claim_submit()
+    JobArray.objects.filter(pk=array.pk).update(submit_claimed_at=dead)  # its worker died
+    assert array.claim_submit()
+    # The second try's worker is alive: its members are left to it.
+    assert tasks.recover_jobs()["given_up"] == 0
+    JobArray.objects.filter(pk=array.pk).update(submit_claimed_at=dead)  # now it is gone
+    sent.clear()
+    assert tasks.recover_jobs() == {"submits": 0, "cancels": 0, "given_up": 2}
+    assert sent == []
+    for job in members:
+        job.refresh_from_db()
+        assert job.state == "submit_failed" and "2 times" in job.message
