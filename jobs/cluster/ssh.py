@@ -202,7 +202,8 @@ class Connection:
         transport = paramiko.Transport(sock)
         transport.banner_timeout = limit
         transport.handshake_timeout = limit
-        transport.auth_timeout = limit
+        # (paramiko's own 30 s for authentication, or less within a deadline)
+        transport.auth_timeout = max(0.1, deadline.cap(transport.auth_timeout or 30))
         types = _preferred_key_types(self.pinned_host_key)
         if types:
             transport.get_security_options().key_types = types

@@ -13,7 +13,8 @@ import pytest
 
 from jobs import devcluster as devcluster_mod
 from jobs import tasks
-from jobs.models import Job
+from jobs.cluster import deadline, pool, ssh
+from jobs.models import ClusterAccount, Job
 from tests import factories
 from tests.livestack import LiveStack
 
@@ -100,3 +101,28 @@ def test_a_hostile_login_environment_ends_its_jobs_and_holds_no_one_elses(
         print(f"\nhostile jobs ended in {took:.1f} s; demo's job in squeue after {reached:.1f} s")
     finally:
         stack.stop()
+
+
+def test_a_command_and_an_sftp_read_end_by_the_deadline(devcluster, owner):
+    """Real sshd: a command that would run 30 s, and an SFTP read of a FIFO nobody writes,
+    each end when the deadline in force comes (2 s), not at the 60 s command timeout, and
+    the command is not run again on a new connection."""
+    account = ClusterAccount.for_user(devcluster, owner)
+    assert account is not None
+    conn = pool.get(account)
+    before = conn.commands_run
+    started = time.monotonic()
+    with deadline.within(2), pytest.raises(ssh.CommandTimedOut) as cut:
+        pool.with_connection(account, lambda c: c.run(["sleep", "30"]))
+    assert 1.5 < time.monotonic() - started < 5 and cut.value.seconds <= 2
+    assert pool.get(account).commands_run == before + 1  # not run again
+    fifo = f".portal-fifo-{time.monotonic_ns()}"
+    conn.run(["mkfifo", fifo])
+    try:
+        started = time.monotonic()
+        with deadline.within(2), pytest.raises(ssh.ClusterUnreachable):
+            with conn.sftp_session() as sftp, sftp.open(fifo) as f:
+                f.read(10)
+        assert time.monotonic() - started < 5
+    finally:
+        pool.get(account).run(["rm", "-f", fifo])
