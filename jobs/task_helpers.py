@@ -1,4 +1,5 @@
-"""What every Celery task of the portal shares: one-worker locks, retry backoff, limits."""
+"""What every Celery task of the portal shares: one-worker locks, retry backoff, limits,
+and the deadline its cluster calls keep (jobs.cluster.deadline)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from celery import Task
 from django.conf import settings
 from django.core.cache import cache, close_caches
+
+from jobs.cluster import deadline
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +73,35 @@ def backoff(retries: int) -> float:
 
 def limits() -> dict:
     """Celery time limits for tasks that talk to clusters (read at import: Celery's own
-    options are per task); a hung cluster can hold a worker this long at most."""
+    options are per task); a hung cluster can hold a worker this long at most, and each
+    SSH command ends before the soft limit (BoundedTask)."""
     hard = settings.PORTAL_TASK_TIME_LIMIT
-    return {"time_limit": hard, "soft_time_limit": max(1.0, hard - 15)}
+    return {"time_limit": hard, "soft_time_limit": max(1.0, hard - 15), "base": BoundedTask}
+
+
+def soft_limit(task) -> float | None:
+    """The soft time limit ``task`` runs under now (a message's own, else the task's)."""
+    request = getattr(task, "request", None)
+    limits = getattr(request, "timelimit", None) or (None, None)
+    return limits[1] or getattr(task, "soft_time_limit", None)
+
+
+def deadline_of(soft: float) -> float:
+    """Seconds a task with soft limit ``soft`` gives its cluster calls: a tenth short of
+    it (at least a second), so a command cut at its deadline still leaves the task time
+    to record why."""
+    return max(0.5, soft - max(1.0, soft * 0.1))
+
+
+class BoundedTask(Task):
+    """A task whose SSH commands and SFTP calls end by its deadline: deadline_of() its soft
+    time limit, set around each run (jobs.cluster.ssh caps every timeout by what is left).
+    Around ``__call__``, so it holds in a worker and for eager calls alike."""
+
+    def __call__(self, *args, **kwargs):
+        soft = soft_limit(self)
+        token = deadline.start(deadline_of(float(soft)) if soft else None)
+        try:
+            return super().__call__(*args, **kwargs)
+        finally:
+            deadline.finish(token)

@@ -9,6 +9,7 @@ from collections import defaultdict
 from datetime import timedelta
 
 from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import close_old_connections
@@ -17,13 +18,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs import audit, schedulers, sessions
-from jobs.cluster import files, pool, provenance, ssh, workdir
+from jobs.cluster import deadline, files, pool, provenance, ssh, workdir
 from jobs.experiments.runs import array_member
 from jobs.metrics.ingest import issue_token
 from jobs.metrics.tasks import tail_metrics
 from jobs.models import Cluster, ClusterAccount, Job, JobArray, JobAttempt, choices
 from jobs.seam import Attempt, Status
-from jobs.task_helpers import backoff, limits, single_flight
+from jobs.task_helpers import backoff, limits, single_flight, soft_limit
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,16 @@ def submit_job(self, job_id: int) -> None:
         return
     if not job.claim_submit():
         return  # another worker is submitting it
+    try:
+        _submit_claimed(self, job)
+    except SoftTimeLimitExceeded:
+        # Never left queued for the recovery sweep to start over and over.
+        job.submit_timed_out(soft_limit(self) or 0, "take the job")
+        log.warning("submit of job %s reached its soft time limit", job_id)
+
+
+def _submit_claimed(task, job: Job) -> None:
+    job_id = job.pk
     account = ClusterAccount.for_user(job.cluster, job.owner)
     if account is None:
         job.transition(
@@ -76,8 +87,13 @@ def submit_job(self, job_id: int) -> None:
                 ),
             )
             entry.note(f"scheduler id {submission.scheduler_id}")
+    except ProvenanceTimedOut as exc:
+        # Nothing was submitted: a login environment that holds commands up would hold
+        # every retry as long, so the job ends here.
+        job.submit_timed_out(exc.seconds, "read what reproduces the job (its image and git state)")
+        return
     except (ssh.ClusterError, workdir.ScriptError, ValueError) as exc:
-        _submit_failed(self, exc, job, f"job {job_id}", [job])
+        _submit_failed(task, exc, job, f"job {job_id}", [job])
         return
     moved = job.transition(
         Job.State.PENDING,
@@ -126,16 +142,43 @@ def _submit_failed(task, exc: Exception, claimed, what: str, jobs: list[Job]) ->
         )
 
 
+class ProvenanceTimedOut(Exception):
+    def __init__(self, seconds: float):
+        super().__init__(f"the provenance read took longer than {seconds:.0f} s")
+        self.seconds = seconds
+
+
+# The provenance read has this share of the time left to the submit task (the submission
+# itself the rest).
+PROVENANCE_SHARE = 1 / 3
+
+
+def provenance_budget() -> float:
+    """Seconds the provenance read may take: a share of what is left of the task's
+    deadline (jobs.cluster.deadline), or the SSH command timeout outside a task."""
+    left = deadline.left()
+    if left is None:
+        return settings.SSH_COMMAND_TIMEOUT
+    return max(1.0, left * PROVENANCE_SHARE)
+
+
 def read_provenance(job: Job, account, work_dir: str) -> tuple[dict, str]:
     """What reproduces ``job`` (jobs/cluster/provenance.py) and its kept diff; a cluster
-    that cannot say is recorded as such and the submission goes on."""
+    that cannot say is recorded as such and the submission goes on. One try, cut at
+    provenance_budget() (here and, with ``timeout``, on the cluster): a read that runs
+    out of time raises ProvenanceTimedOut."""
+    budget = provenance_budget()
     try:
-        found = pool.with_connection(
-            account,
-            lambda conn: provenance.read(
-                conn, job, work_dir, max_diff=settings.PORTAL_GIT_DIFF_MAX_BYTES
-            ),
-        )
+        with deadline.within(budget):
+            found = pool.with_connection(
+                account,
+                lambda conn: provenance.read(
+                    conn, job, work_dir, max_diff=settings.PORTAL_GIT_DIFF_MAX_BYTES, timeout=budget
+                ),
+                retry=False,
+            )
+    except ssh.CommandTimedOut:
+        raise ProvenanceTimedOut(budget) from None
     except ssh.ClusterError as exc:
         identity = provenance.image_identity(job.image)
         return {"image": identity, "error": f"not read on the cluster: {str(exc)[:300]}"}, ""
@@ -165,6 +208,16 @@ def submit_array(self, array_id: int) -> None:
         return  # all cancelled before submission
     if not array.claim_submit():
         return
+    try:
+        _submit_array_claimed(self, array, members)
+    except SoftTimeLimitExceeded:
+        for job in members:
+            job.submit_timed_out(soft_limit(self) or 0, "take the job array")
+        log.warning("submit of job array %s reached its soft time limit", array_id)
+
+
+def _submit_array_claimed(task, array: JobArray, members: list[Job]) -> None:
+    array_id = array.pk
     account = ClusterAccount.for_user(array.cluster, array.owner)
     queued = (Job.State.QUEUED,)
     if account is None:
@@ -201,7 +254,7 @@ def submit_array(self, array_id: int) -> None:
             )
             entry.note(f"scheduler id {submission.scheduler_id}")
     except (ssh.ClusterError, workdir.ScriptError, ValueError) as exc:
-        _submit_failed(self, exc, array, f"job array {array_id}", members)
+        _submit_failed(task, exc, array, f"job array {array_id}", members)
         return
     now = timezone.now()
     JobArray.objects.filter(pk=array.pk).update(
@@ -523,6 +576,12 @@ def _act_on_job(task, job: Job, what: str, doing: str, requested_by: int | None,
             target=f"job {job.pk} ({job.scheduler_job_id})",
         ):
             pool.with_connection(job.cluster_account, operation)
+    except SoftTimeLimitExceeded:
+        seconds = soft_limit(task) or 0
+        job.update_details(
+            message=f"{doing} failed: the cluster took longer than {seconds:.0f} s to answer."
+        )
+        return
     except ssh.ClusterError as exc:
         if exc.transient and task.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
             raise task.retry(exc=exc, countdown=backoff(task.request.retries)) from None
@@ -538,14 +597,25 @@ def recover_jobs() -> dict[str, int]:
     it again. Safe to repeat: the submit is idempotent (a job that reached Slurm is
     adopted by its name) and scancel of an ended job is a no-op."""
     since = timezone.now() - timedelta(seconds=settings.PORTAL_RECOVER_AFTER)
-    lost_submits = list(
-        Job.objects.filter(state=Job.State.QUEUED, created_at__lt=since)
-        .filter(
-            Q(submit_claimed_at__isnull=True)
-            | Q(submit_claimed_at__lt=Job.submit_claim_stale_before())
-        )
-        .values_list("pk", flat=True)[:500]
+    stale = Job.submit_claim_stale_before()
+    lost = Job.objects.filter(state=Job.State.QUEUED, created_at__lt=since).filter(
+        Q(submit_claimed_at__isnull=True) | Q(submit_claimed_at__lt=stale)
     )
+    # Taken up PORTAL_SUBMIT_MAX_TRIES times and never finished (each try held a worker up
+    # to the task's time limit): ended with a message, not queued once more. (An array's
+    # members by the array's tries, while no live worker holds the array's claim.)
+    tries = settings.PORTAL_SUBMIT_MAX_TRIES
+    array_free = Q(array__submit_claimed_at__isnull=True) | Q(array__submit_claimed_at__lt=stale)
+    spent = lost.filter(
+        Q(array__isnull=True, submit_tries__gte=tries)
+        | (Q(array__submit_tries__gte=tries) & array_free)
+    ).select_related("array")[:500]
+    given_up = 0
+    for job in spent:
+        if job.array is not None:
+            job.submit_tries = job.array.submit_tries
+        given_up += job.give_up_submit()
+    lost_submits = list(lost.values_list("pk", flat=True)[:500])
     lost_cancels = list(
         Job.objects.filter(state__in=SCHEDULED_STATES, cancel_requested_at__lt=since)
         .exclude(scheduler_job_id="")
@@ -559,11 +629,14 @@ def recover_jobs() -> dict[str, int]:
             submit_job.delay(job_id)
     for job_id in lost_cancels:
         cancel_job.delay(job_id)
-    if lost_submits or lost_cancels:
+    if lost_submits or lost_cancels or given_up:
         log.warning(
-            "recovered %d submissions and %d cancellations", len(lost_submits), len(lost_cancels)
+            "recovered %d submissions and %d cancellations; gave up %d submissions",
+            len(lost_submits),
+            len(lost_cancels),
+            given_up,
         )
-    return {"submits": len(lost_submits), "cancels": len(lost_cancels)}
+    return {"submits": len(lost_submits), "cancels": len(lost_cancels), "given_up": given_up}
 
 
 def _enqueue(task, *args, **kwargs) -> None:

@@ -334,11 +334,17 @@ CELERY_TASK_DEFAULT_QUEUE = env_str("PORTAL_CELERY_QUEUE", "celery")
 PORTAL_EXPERIMENT_QUEUE = env_str(
     "PORTAL_EXPERIMENT_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}-experiments"
 )
+# Webhook deliveries have theirs too: a slow receiver never delays submissions, cancels or
+# mail (a worker without -Q consumes all three queues; deploy/systemd names them).
+PORTAL_WEBHOOK_QUEUE = env_str("PORTAL_WEBHOOK_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}-webhooks")
 CELERY_TASK_QUEUES = [
     Queue(name, Exchange(name), routing_key=name)
-    for name in (CELERY_TASK_DEFAULT_QUEUE, PORTAL_EXPERIMENT_QUEUE)
+    for name in (CELERY_TASK_DEFAULT_QUEUE, PORTAL_EXPERIMENT_QUEUE, PORTAL_WEBHOOK_QUEUE)
 ]
-CELERY_TASK_ROUTES = {"jobs.experiments.tasks.*": {"queue": PORTAL_EXPERIMENT_QUEUE}}
+CELERY_TASK_ROUTES = {
+    "jobs.experiments.tasks.*": {"queue": PORTAL_EXPERIMENT_QUEUE},
+    "jobs.notifications.tasks.deliver_webhook": {"queue": PORTAL_WEBHOOK_QUEUE},
+}
 
 # Redis connections a process's channel layer may hold at once. Each socket's join, leave
 # and send takes one for a moment, and redis-py refuses past its limit (MaxConnectionsError)
@@ -434,6 +440,10 @@ PORTAL_SYNC_INTERVAL = env_float("PORTAL_SYNC_INTERVAL", 15.0, minimum=1)
 PORTAL_SYNC_JITTER = env_float("PORTAL_SYNC_JITTER", 0.5, minimum=0)
 # Transient failures (cluster unreachable, slurmctld busy) are retried this often.
 PORTAL_SUBMIT_MAX_RETRIES = env_int("PORTAL_SUBMIT_MAX_RETRIES", 6, minimum=0)
+# A submission taken up this many times without its task finishing it (a worker killed or
+# lost mid-submit, each a full task time limit) is ended submit_failed by the recovery
+# sweep rather than queued again (jobs/tasks.py recover_jobs).
+PORTAL_SUBMIT_MAX_TRIES = env_int("PORTAL_SUBMIT_MAX_TRIES", 3, minimum=1)
 PORTAL_RETRY_BACKOFF_MAX = env_float("PORTAL_RETRY_BACKOFF_MAX", 120.0, minimum=1)
 # Redis redelivers a message a dead worker had reserved after this many seconds (Celery's
 # default is an hour); longer than any task may run or any retry may wait.
@@ -562,6 +572,15 @@ PORTAL_NOTIFY_STARTED_AFTER_MINUTES = env_int("PORTAL_NOTIFY_STARTED_AFTER_MINUT
 # webhook is turned off and its owner told; a delivery is tried at most 1 + RETRIES times
 # (10 s, 20 s, 40 s ... apart: about 5 minutes in all with 5 retries).
 PORTAL_WEBHOOK_TIMEOUT = env_float("PORTAL_WEBHOOK_TIMEOUT", 10.0, minimum=0.5)
+# Within it: the name's lookup and the TCP connect each get at most this long, and an
+# answer (even a 2xx) that took longer than SLOW_SECONDS in all counts as a failed attempt
+# (towards MAX_FAILURES; it is not posted again).
+PORTAL_WEBHOOK_CONNECT_TIMEOUT = env_float("PORTAL_WEBHOOK_CONNECT_TIMEOUT", 3.0, minimum=0.1)
+PORTAL_WEBHOOK_SLOW_SECONDS = env_float("PORTAL_WEBHOOK_SLOW_SECONDS", 5.0, minimum=0.1)
+# At most RATE_MAX attempts per person per RATE_WINDOW seconds; past it, what gathers is
+# posted as one digest when the window allows (as PORTAL_NOTIFY_EMAIL_MAX for email).
+PORTAL_WEBHOOK_RATE_MAX = env_int("PORTAL_WEBHOOK_RATE_MAX", 10, minimum=1)
+PORTAL_WEBHOOK_RATE_WINDOW = env_float("PORTAL_WEBHOOK_RATE_WINDOW", 60.0, minimum=1)
 PORTAL_WEBHOOK_MAX_FAILURES = env_int("PORTAL_WEBHOOK_MAX_FAILURES", 15, minimum=1)
 PORTAL_WEBHOOK_RETRIES = env_int("PORTAL_WEBHOOK_RETRIES", 5, minimum=0)
 # Addresses a webhook may reach besides global ones (loopback, private, link-local ... are

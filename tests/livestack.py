@@ -229,8 +229,8 @@ class LiveStack:
                 # Its own node name: workers standing in for separate hosts must differ.
                 "--hostname",
                 f"{name}@%h",
-                # No -Q: as `make demo` starts it, it consumes the run's queue and the
-                # experiments' own (settings.CELERY_TASK_QUEUES).
+                # No -Q: as `make demo` starts it, it consumes the run's queue, the
+                # experiments' own and the webhooks' (settings.CELERY_TASK_QUEUES).
                 "--concurrency",
                 "2",
                 "--without-mingle",

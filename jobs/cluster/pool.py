@@ -125,18 +125,23 @@ def close_all() -> None:
         conn.close()
 
 
-def with_connection(account, operation: Callable[..., T]) -> T:
-    """Run ``operation`` on the pooled connection; on a dropped connection, once more on a new one.
-    (``operation`` is called with the connection alone: typed loosely for the callers' lambdas
-    that bind loop values as defaults.)
+def with_connection(account, operation: Callable[..., T], *, retry: bool = True) -> T:
+    """Run ``operation`` on the pooled connection; on a dropped connection, once more on a new
+    one (``retry``). (``operation`` is called with the connection alone: typed loosely for the
+    callers' lambdas that bind loop values as defaults.)
 
     Only for operations that are safe to repeat (queries, scancel, the
-    idempotent submit script).
+    idempotent submit script). A command that ran out of time (ssh.CommandTimedOut) is not
+    run again: it would hold the worker as long once more.
     """
     conn = get(account)
     try:
         return operation(conn)
+    except ssh.CommandTimedOut:
+        raise
     except ssh.ClusterUnreachable as exc:
+        if not retry:
+            raise
         log.info("SSH connection to %s failed (%s); reconnecting once", conn, exc)
         discard(account)
         return operation(get(account))  # (get() records the new connection's key id)

@@ -20,14 +20,19 @@ from jobs.cluster.workdir import work_root
 from jobs.models import ContainerImage, Job
 
 # Git runs with nothing of the checkout's configuration that could start a program (an
-# fsmonitor, hooks, an external diff or a text conversion) and takes no lock.
+# fsmonitor, hooks, an external diff or a text conversion, a filter driver: every
+# ``filter.<name>`` the configuration names is emptied, and attributes are read from no
+# file git lets us skip) and takes no lock. Repository discovery stops at the folder
+# (GIT_CEILING_DIRECTORIES: never a checkout above it, such as one in a shared scratch
+# directory). Each program has a bound of its own; the whole script has one more
+# (``read``: coreutils ``timeout`` kills its process group, hence ``--foreground`` here).
 _SCRIPT = r"""
 nonce=$1 runtime=$2 location=$3 folder=$4 want_diff=$5 max_diff=$6
 say() { printf '%s %s\n' "$nonce" "$1"; }
 case $runtime in
     apptainer|singularity)
         if [ -f "$location" ] && [ -r "$location" ]; then
-            if sum=$(timeout 300 sha256sum -- "$location" 2>/dev/null); then
+            if sum=$(timeout --foreground 300 sha256sum -- "$location" 2>/dev/null); then
                 say "image-sha256 ${sum%% *}"
             else
                 say "image-error the image file could not be read"
@@ -36,7 +41,7 @@ case $runtime in
             say "image-error the image file is missing"
         fi ;;
     podman|docker)
-        if d=$(timeout 60 "$runtime" image inspect --format '{{index .RepoDigests 0}}' -- "$location" 2>/dev/null | head -n 1 | head -c 400) && [ -n "$d" ]; then
+        if d=$(timeout --foreground 60 "$runtime" image inspect --format '{{index .RepoDigests 0}}' -- "$location" 2>/dev/null | head -n 1 | head -c 400) && [ -n "$d" ]; then
             say "image-digest $d"
         else
             say "image-error $runtime could not resolve the reference to a digest on the login node"
@@ -44,10 +49,23 @@ case $runtime in
 esac
 [ -n "$folder" ] || exit 0
 [ -d "$folder" ] && command -v git >/dev/null 2>&1 || { say "git-none"; exit 0; }
+GIT_CEILING_DIRECTORIES=$(cd -- "$folder/.." 2>/dev/null && pwd -P) || { say "git-none"; exit 0; }
+GIT_ATTR_NOSYSTEM=1 GIT_OPTIONAL_LOCKS=0 GIT_TERMINAL_PROMPT=0 GIT_CONFIG_COUNT=0
+export GIT_CEILING_DIRECTORIES GIT_ATTR_NOSYSTEM GIT_OPTIONAL_LOCKS GIT_TERMINAL_PROMPT GIT_CONFIG_COUNT
 g() {
-    GIT_OPTIONAL_LOCKS=0 GIT_TERMINAL_PROMPT=0 timeout 60 git -c core.fsmonitor=false \
-        -c core.hooksPath=/dev/null -c diff.external= -C "$folder" "$@"
+    timeout --foreground 60 git -c core.fsmonitor=false -c core.hooksPath=/dev/null \
+        -c diff.external= -c core.attributesFile=/dev/null -C "$folder" "$@"
 }
+off() { export "GIT_CONFIG_KEY_$GIT_CONFIG_COUNT=$1" "GIT_CONFIG_VALUE_$GIT_CONFIG_COUNT=$2"; GIT_CONFIG_COUNT=$((GIT_CONFIG_COUNT + 1)); }
+drivers=$(g config --name-only --get-regexp '^filter[.]' 2>/dev/null | sed -n 's/[.][^.]*$//p' | sort -u | head -n 100)
+while IFS= read -r driver; do
+    [ -n "$driver" ] || continue
+    off "$driver.clean" ""; off "$driver.smudge" ""; off "$driver.process" ""; off "$driver.required" false
+done <<EOF
+$drivers
+EOF
+# Git 2.42 and later: the checkout's .gitattributes too (from the empty tree).
+GIT_ATTR_SOURCE=$(g hash-object -t tree --stdin </dev/null 2>/dev/null) && export GIT_ATTR_SOURCE
 commit=$(g rev-parse --verify -q HEAD 2>/dev/null | head -c 100) && [ -n "$commit" ] || { say "git-none"; exit 0; }
 say "git-commit $commit"
 say "git-branch $(g rev-parse --abbrev-ref HEAD 2>/dev/null | head -n 1 | head -c 200)"
@@ -145,11 +163,17 @@ def read(
     conn: ssh.Connection, job: Job, work_dir: str, *, max_diff: int, timeout: float = 360
 ) -> Provenance:
     """What reproduces ``job``, read on the cluster in one command (``conn`` is the job's own
-    cluster user's connection)."""
+    cluster user's connection) that takes ``timeout`` seconds at most, here and there."""
     image = image_identity(job.image)
     folder = git_folder(job, work_dir)
     nonce = secrets.token_hex(8)
+    # Cut on the cluster a second before here: the script, and everything it started.
+    remote = max(1, int(timeout) - 1)
     argv = [
+        "timeout",
+        "-s",
+        "KILL",
+        str(remote),
         "sh",  # POSIX shell only: whatever the login node's bash
         "-c",
         _SCRIPT,

@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from django.conf import settings
 from django.db import close_old_connections
 
-from jobs.cluster import certs
+from jobs.cluster import certs, deadline
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +92,12 @@ def issue(account, requester: str, purpose: str) -> paramiko.PKey:
 
 
 def _ask(path: str, request: dict) -> dict:
+    limit = deadline.cap(TIMEOUT)  # within the task's deadline too
+    if limit <= 0:
+        raise Unreachable("no time left to ask the SSH certificate signer")
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(TIMEOUT)
+            sock.settimeout(limit)
             sock.connect(path)
             sock.sendall(json.dumps(request).encode() + b"\n")
             answer = _read_line(sock, ANSWER_MAX)

@@ -21,7 +21,7 @@ import paramiko
 from django.conf import settings
 
 from jobs import crypto
-from jobs.cluster import acting, certs, signer
+from jobs.cluster import acting, certs, deadline, signer
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,15 @@ class ClusterUnreachable(ClusterError):
     """Network trouble, a dropped connection or a timeout: try again later."""
 
     transient = True
+
+
+class CommandTimedOut(ClusterUnreachable):
+    """A command (or SFTP call) did not finish within its timeout, or the task's deadline
+    (jobs.cluster.deadline) left it no time: ``seconds`` is the bound it had."""
+
+    def __init__(self, message: str, *, seconds: float, command: str = ""):
+        super().__init__(message, command=command)
+        self.seconds = seconds
 
 
 class HostKeyMismatch(ClusterError):
@@ -183,18 +192,24 @@ class Connection:
         where = f"{self.username}@{self.host}:{self.port}"
         if self.expired:  # a fresh connection gets a fresh certificate (pool.with_connection)
             raise ClusterUnreachable(f"The certificate for {where} has expired; reconnect.")
+        # Within the task's deadline too (jobs.cluster.deadline).
+        limit = deadline.cap(self.connect_timeout)
+        if limit <= 0:
+            raise CommandTimedOut(f"No time left to connect to {where}.", seconds=0)
         try:
-            sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout)
+            sock = socket.create_connection((self.host, self.port), timeout=limit)
         except OSError as exc:
             raise ClusterUnreachable(f"Cannot reach {self.host}:{self.port}: {exc}") from None
         transport = paramiko.Transport(sock)
-        transport.banner_timeout = self.connect_timeout
-        transport.handshake_timeout = self.connect_timeout
+        transport.banner_timeout = limit
+        transport.handshake_timeout = limit
+        # (paramiko's own 30 s for authentication, or less within a deadline)
+        transport.auth_timeout = max(0.1, deadline.cap(transport.auth_timeout or 30))
         types = _preferred_key_types(self.pinned_host_key)
         if types:
             transport.get_security_options().key_types = types
         try:
-            transport.start_client(timeout=self.connect_timeout)
+            transport.start_client(timeout=limit)
             presented = transport.get_remote_server_key()
             if not host_key_matches(self.pinned_host_key, presented):
                 raise HostKeyMismatch(
@@ -287,9 +302,14 @@ class Connection:
         passed through :func:`quote_command` or ``shlex.quote``.
         """
         transport = self._live_transport()
-        timeout = self.command_timeout if timeout is None else timeout
+        # The command's own timeout, or less: what is left of the task's deadline.
+        timeout = deadline.cap(self.command_timeout if timeout is None else timeout)
+        if timeout <= 0:
+            raise CommandTimedOut(
+                f"No time left to run a command on {self.host}.", seconds=0, command=command
+            )
         try:
-            channel = transport.open_session(timeout=self.connect_timeout)
+            channel = transport.open_session(timeout=min(self.connect_timeout, timeout))
         except (paramiko.SSHException, OSError, EOFError) as exc:
             self.close()
             raise ClusterUnreachable(
@@ -302,9 +322,7 @@ class Connection:
             if stdin is not None:
                 channel.sendall(stdin.encode() if isinstance(stdin, str) else stdin)
             channel.shutdown_write()
-            out, err = self._collect(
-                channel, command, time.monotonic() + timeout, max_bytes or MAX_OUTPUT_BYTES
-            )
+            out, err = self._collect(channel, command, timeout, max_bytes or MAX_OUTPUT_BYTES)
             status = channel.recv_exit_status()
         except (paramiko.SSHException, OSError, EOFError) as exc:
             self.close()
@@ -320,8 +338,9 @@ class Connection:
         return result
 
     def _collect(
-        self, channel: paramiko.Channel, command: str, deadline: float, max_bytes: int
+        self, channel: paramiko.Channel, command: str, timeout: float, max_bytes: int
     ) -> tuple[bytes, bytes]:
+        until = time.monotonic() + timeout
         out, err = bytearray(), bytearray()
         while True:
             if channel.recv_ready():
@@ -340,17 +359,28 @@ class Connection:
                 and not channel.recv_stderr_ready()
             ):
                 return bytes(out), bytes(err)
-            remaining = deadline - time.monotonic()
+            remaining = until - time.monotonic()
             if remaining <= 0:
-                raise ClusterUnreachable(f"{command!r} on {self.host} timed out", command=command)
+                raise CommandTimedOut(
+                    f"{command[:200]!r} on {self.host} timed out after {timeout:.0f} s",
+                    seconds=timeout,
+                    command=command,
+                )
             select.select([channel], [], [], min(remaining, 0.5))
 
     @contextmanager
     def sftp_session(self) -> Iterator[paramiko.SFTPClient]:
         """The SFTP session for a few calls. Every call has the command timeout (a FIFO
         in a job's directory would otherwise block a read for ever); a timeout or a
-        broken session closes the connection and raises ClusterUnreachable."""
+        broken session closes the connection and raises ClusterUnreachable. Each call's
+        timeout is also capped by what is left of the task's deadline at the start."""
         sftp = self.sftp()
+        limit = deadline.cap(self.command_timeout)
+        if limit <= 0:
+            raise CommandTimedOut(f"No time left to read files on {self.host}.", seconds=0)
+        channel = sftp.get_channel()
+        if channel is not None:
+            channel.settimeout(limit)
         try:
             yield sftp
         except (TimeoutError, paramiko.SSHException, EOFError) as exc:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from jobs.models.job import claim_submit, new_job_uid
+from jobs.models.job import claim_submit, new_job_uid, release_submit_claim
 
 
 class JobArray(models.Model):
@@ -27,7 +27,8 @@ class JobArray(models.Model):
     work_dir = models.CharField(max_length=500, blank=True)
     script = models.TextField(blank=True, help_text="The array's job script as submitted.")
     submit_claimed_at = models.DateTimeField(null=True, blank=True, editable=False)
-    # Submissions begun (each claim counts): recovery gives up after a few (jobs/tasks.py).
+    # Submissions begun that no task finished (each claim counts; a task retrying by itself
+    # hands its try back): recovery gives up at PORTAL_SUBMIT_MAX_TRIES (jobs/tasks.py).
     submit_tries = models.PositiveSmallIntegerField(default=0, editable=False)
     submitted_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -53,10 +54,7 @@ class JobArray(models.Model):
         return claim_submit(self, JobArray.objects.filter(pk=self.pk, submitted_at__isnull=True))
 
     def release_submit_claim(self) -> None:
-        JobArray.objects.filter(pk=self.pk, submit_claimed_at=self.submit_claimed_at).update(
-            submit_claimed_at=None
-        )
-        self.submit_claimed_at = None
+        release_submit_claim(self, JobArray.objects.filter(pk=self.pk))
 
     def task_spec(self, count: int) -> str:
         """Slurm's ``--array`` value for ``count`` members: '0-19%4'."""

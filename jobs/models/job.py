@@ -11,7 +11,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
 from django.db import models, transaction
-from django.db.models import Q
+from django.db.models import F, Q, Value
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from jobs import signals, validators
@@ -44,12 +45,34 @@ def claim_submit(row, rows: models.QuerySet) -> bool:
     than the task time limit was made by a worker that is gone and is taken over."""
     now = timezone.now()
     stale = Job.submit_claim_stale_before()
+    # Each claim is a try (``submit_tries``); a task that hands it back for a retry of its
+    # own (release_submit_claim) takes the try back: what stays counts the tries no task
+    # finished, which the recovery sweep gives up after (PORTAL_SUBMIT_MAX_TRIES).
     taken = rows.filter(Q(submit_claimed_at__isnull=True) | Q(submit_claimed_at__lt=stale)).update(
-        submit_claimed_at=now
+        submit_claimed_at=now, submit_tries=F("submit_tries") + 1
     )
     if taken:
         row.submit_claimed_at = now
+        row.submit_tries += 1
     return bool(taken)
+
+
+def release_submit_claim(row, rows: models.QuerySet) -> None:
+    """Hand ``row``'s claim back (its task retries by itself), and the try with it."""
+    rows.filter(submit_claimed_at=row.submit_claimed_at).update(
+        submit_claimed_at=None, submit_tries=Greatest(F("submit_tries") - 1, Value(0))
+    )
+    row.submit_claimed_at = None
+    row.submit_tries = max(0, row.submit_tries - 1)
+
+
+def gave_up_message(tries: int) -> str:
+    return (
+        f"The portal took this job up for submission {tries} times and no try finished "
+        "(each ran out of time or lost its worker), so it stopped trying. Submit it again; "
+        "if it happens again, ask an administrator to look at the cluster and your "
+        "account's login environment (~/.bashrc)."
+    )
 
 
 class JobQuerySet(models.QuerySet):
@@ -250,7 +273,8 @@ class Job(models.Model):
     scheduler_unseen_since = models.DateTimeField(null=True, blank=True, editable=False)
     # Set by the worker that is submitting (closes the two-workers race).
     submit_claimed_at = models.DateTimeField(null=True, blank=True, editable=False)
-    # Submissions begun (each claim counts): recovery gives up after a few (jobs/tasks.py).
+    # Submissions begun that no task finished (each claim counts; a task retrying by itself
+    # hands its try back): recovery gives up at PORTAL_SUBMIT_MAX_TRIES (jobs/tasks.py).
     submit_tries = models.PositiveSmallIntegerField(default=0, editable=False)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -619,10 +643,28 @@ class Job(models.Model):
         return claim_submit(self, Job.objects.filter(pk=self.pk, state=self.State.QUEUED))
 
     def release_submit_claim(self) -> None:
-        Job.objects.filter(pk=self.pk, submit_claimed_at=self.submit_claimed_at).update(
-            submit_claimed_at=None
+        release_submit_claim(self, Job.objects.filter(pk=self.pk))
+
+    def give_up_submit(self) -> bool:
+        """End this queued job submit_failed: too many tries took it up and never finished
+        (the recovery sweep's last word). False if it had moved on meanwhile."""
+        return self.transition(
+            self.State.SUBMIT_FAILED,
+            expect=(self.State.QUEUED,),
+            message=gave_up_message(self.submit_tries),
         )
-        self.submit_claimed_at = None
+
+    def submit_timed_out(self, seconds: float, doing: str) -> bool:
+        """End this queued job submit_failed because the cluster took longer than
+        ``seconds`` at ``doing`` (a task's deadline or soft time limit)."""
+        return self.transition(
+            self.State.SUBMIT_FAILED,
+            expect=(self.State.QUEUED,),
+            message=f"The cluster took longer than {seconds:.0f} s to {doing}, so the "
+            "portal stopped waiting. Submit it again; if it happens again, something "
+            "on the cluster or in your account's login environment (~/.bashrc) is "
+            "holding commands up.",
+        )
 
     # -- scheduler status ----------------------------------------------------------
     def restarted_since(self, state: str, node: str, attempt: int) -> bool:

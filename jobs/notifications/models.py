@@ -4,9 +4,11 @@ their choices per event and channel, and the emails sent (the rate limit counts 
 from __future__ import annotations
 
 import secrets
+import time
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
@@ -250,6 +252,31 @@ class Webhook(models.Model):
 
     def succeeded(self) -> None:
         Webhook.objects.filter(pk=self.pk).update(failures=0, last_error="")
+
+    # -- the per-person rate (attempts kept in the cache: a lost count errs on posting) ----
+    def _attempts_key(self) -> str:
+        return f"webhook-attempts:{self.user_id}"
+
+    def _recent_attempts(self) -> list[float]:
+        since = time.time() - settings.PORTAL_WEBHOOK_RATE_WINDOW
+        return [t for t in cache.get(self._attempts_key(), []) if t > since]
+
+    def next_slot(self) -> float:
+        """Seconds until the person's webhook may be posted to again (0: now): at most
+        PORTAL_WEBHOOK_RATE_MAX attempts per PORTAL_WEBHOOK_RATE_WINDOW seconds."""
+        recent = self._recent_attempts()
+        most = settings.PORTAL_WEBHOOK_RATE_MAX
+        if len(recent) < most:
+            return 0.0
+        # The oldest of the last ``most`` leaves the window then.
+        return max(0.0, sorted(recent)[-most] + settings.PORTAL_WEBHOOK_RATE_WINDOW - time.time())
+
+    def count_attempt(self) -> None:
+        """One attempt made (its caller holds the person's delivery lock)."""
+        recent = self._recent_attempts()[-settings.PORTAL_WEBHOOK_RATE_MAX :] + [time.time()]
+        cache.set(
+            self._attempts_key(), recent, timeout=int(settings.PORTAL_WEBHOOK_RATE_WINDOW) + 1
+        )
 
     def failed(self, error: str) -> bool:
         """Count a failed attempt; True when this one turned the webhook off."""

@@ -198,35 +198,72 @@ def _deliver(user_id: int) -> int:
     return len(pending)
 
 
-@shared_task(bind=True, max_retries=None)
+@shared_task(name="jobs.notifications.tasks.deliver_webhook", bind=True, max_retries=None)
 def deliver_webhook(self, notification_id: int) -> str:
-    """Post one notification to its recipient's webhook; on no answer, a 5xx or 429, try
-    again with back-off (at most PORTAL_WEBHOOK_RETRIES times). Every failed attempt counts
-    towards turning the webhook off; a success resets the count. Returns the outcome."""
-    notification = (
-        Notification.objects.select_related("job", "experiment")
-        .filter(pk=notification_id, webhook=Notification.Email.PENDING)
+    """Post the recipient's pending webhook notifications (this one among them): one as
+    itself, several (gathered while the person's rate held them) as one digest. On no
+    answer, a 5xx or 429, try again with back-off (at most PORTAL_WEBHOOK_RETRIES times).
+    Every failed attempt, and a 2xx slower than PORTAL_WEBHOOK_SLOW_SECONDS, counts towards
+    turning the webhook off; a success resets the count. Runs on its own queue
+    (PORTAL_WEBHOOK_QUEUE). Returns the outcome."""
+    recipient = (
+        Notification.objects.filter(pk=notification_id, webhook=Notification.Email.PENDING)
+        .values_list("recipient_id", flat=True)
         .first()
     )
-    if notification is None:
-        return "gone"
-    hook = Webhook.objects.filter(user_id=notification.recipient_id, enabled=True).first()
+    if recipient is None:
+        return "gone"  # posted meanwhile (in a digest), or no longer wanted
+    # One delivery per person at a time: two can neither both pass the rate nor post one
+    # notification twice. The one that finds it held comes back shortly.
+    lock_seconds = int(settings.PORTAL_WEBHOOK_TIMEOUT * 2 + 30)
+    with single_flight(f"webhook-deliver:{recipient}", lock_seconds) as mine:
+        if not mine:
+            deliver_webhook.apply_async((notification_id,), countdown=2)
+            return "waiting"
+        outcome = _deliver_webhook(self, notification_id, recipient)
+    if outcome == "retry":  # after the lock (an eager retry runs at once)
+        raise self.retry(countdown=webhook.backoff_seconds(self.request.retries))
+    return outcome
+
+
+def _deliver_webhook(task, notification_id: int, recipient: int) -> str:
+    hook = Webhook.objects.filter(user_id=recipient, enabled=True).first()
     if hook is None:
-        Notification.objects.filter(pk=notification_id).update(webhook=Notification.Email.NONE)
+        Notification.objects.filter(
+            recipient_id=recipient, webhook=Notification.Email.PENDING
+        ).update(webhook=Notification.Email.NONE)
         return "off"
-    outcome = webhook.post(hook.url, webhook.payload(notification), hook.secret)
+    wait = hook.next_slot()
+    if wait > 0:
+        # Past the person's rate: what gathers until then goes as one digest.
+        deliver_webhook.apply_async((notification_id,), countdown=wait + 1)
+        return "held"
+    pending = list(
+        Notification.objects.select_related("job", "experiment")
+        .filter(recipient_id=recipient, webhook=Notification.Email.PENDING)
+        .order_by("created_at", "id")[: webhook.DIGEST_MAX]
+    )
+    if not any(n.pk == notification_id for n in pending):
+        return "gone"
+    ids = [n.pk for n in pending]
+    body = webhook.payload(pending[0]) if len(pending) == 1 else webhook.digest(pending)
+    hook.count_attempt()
+    outcome = webhook.post(hook.url, body, hook.secret)
     if outcome.ok:
         hook.succeeded()
-        Notification.objects.filter(pk=notification_id).update(webhook=Notification.Email.SENT)
+        Notification.objects.filter(pk__in=ids).update(webhook=Notification.Email.SENT)
         return "sent"
     log.info("webhook of user %s failed: %s %s", hook.user_id, outcome.status, outcome.error)
     turned_off = hook.failed(f"{outcome.status or 'no answer'}: {outcome.error}")
     if turned_off:
         tell_webhook_off(hook)
-    retries = self.request.retries
+    if outcome.delivered:  # slow, but the receiver has it: not posted again
+        Notification.objects.filter(pk__in=ids).update(webhook=Notification.Email.SENT)
+        return "slow"
+    retries = task.request.retries
     if hook.enabled and outcome.retryable and retries < settings.PORTAL_WEBHOOK_RETRIES:
-        raise self.retry(countdown=webhook.backoff_seconds(retries))
-    Notification.objects.filter(pk=notification_id).update(webhook="failed")
+        return "retry"
+    Notification.objects.filter(pk__in=ids).update(webhook="failed")
     return "failed"
 
 

@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from jobs import audit
 from jobs.notifications import mail, webhook
 from jobs.notifications.events import NOT_CHOSEN, Channel, Event
 from jobs.notifications.models import Notification, Preference, Webhook
@@ -87,9 +88,11 @@ def webhook_settings(request):
     The secret is shown on this response only."""
     hook = Webhook.objects.filter(user=request.user).first()
     action = request.POST.get("action", "save")
+    before = hook.url if hook is not None else ""
     if action == "delete":
         if hook is not None:
             hook.delete()
+            _audit_change(request.user, before, "")
         messages.success(request, "Webhook removed.")
         return redirect("notification-settings")
     if action == "rotate" and hook is not None:
@@ -100,10 +103,24 @@ def webhook_settings(request):
     except webhook.Refused as exc:
         return _settings_page(request, url_error=str(exc), status=400)
     hook, secret = Webhook.configure(request.user, url)
+    if hook.url != before:
+        _audit_change(request.user, before, hook.url)
     if secret:
         return _settings_page(request, secret=secret)
     messages.success(request, "Webhook saved and turned on.")
     return redirect("notification-settings")
+
+
+def _audit_change(user, before: str, after: str) -> None:
+    """An audit row for a webhook's new, changed or removed URL (where notifications about
+    the person's jobs go)."""
+    audit.record(
+        audit.Action.WEBHOOK_CHANGE,
+        audit.Outcome.OK,
+        user=user,
+        target=f"webhook of {user.get_username()}",
+        message=f"{before or '(none)'} -> {after or '(removed)'}",
+    )
 
 
 # No sign-in, no CSRF token: the signed token is the authority, for one person and one

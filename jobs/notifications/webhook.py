@@ -78,6 +78,23 @@ def verify(
 
 def payload(notification) -> bytes:
     """Slack/Mattermost's ``text`` (the sentence and the link) and the same as fields."""
+    return json.dumps(_fields(notification), separators=(",", ":")).encode()
+
+
+# A digest carries at most this many notifications (the rest go in the next one).
+DIGEST_MAX = 50
+
+
+def digest(notifications: list) -> bytes:
+    """Several notifications in one post (the person's rate was reached): ``text`` lists
+    them one a line, ``notifications`` holds each one's fields, ``event`` is "digest"."""
+    each = [_fields(n) for n in notifications]
+    lines = [f"{len(each)} notifications:"] + [f"- {fields['text']}" for fields in each]
+    body = {"text": "\n".join(lines), "event": "digest", "notifications": each}
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _fields(notification) -> dict:
     url = settings.PORTAL_URL + notification.url
     job = notification.job
     body = {
@@ -91,7 +108,7 @@ def payload(notification) -> bytes:
     }
     if notification.experiment_id is not None:
         body["state"] = notification.experiment.state
-    return json.dumps(body, separators=(",", ":")).encode()
+    return body
 
 
 # --- where it may go ------------------------------------------------------------------------
@@ -143,14 +160,13 @@ def split_url(url: str, *, allow_http: bool) -> tuple[str, str, int, str]:
     return parts.scheme, host, port or (443 if parts.scheme == "https" else 80), path
 
 
-def resolve(url: str) -> Target:
-    """The URL checked and its host resolved once: every address it resolves to must be
-    allowed (a name that also points inside is refused), and the first is the one used."""
+def resolve(url: str, timeout: float | None = None) -> Target:
+    """The URL checked and its host resolved once, within ``timeout`` seconds (default
+    PORTAL_WEBHOOK_CONNECT_TIMEOUT): every address it resolves to must be allowed (a name
+    that also points inside is refused), and the first is the one used."""
     scheme, host, port, path = split_url(url, allow_http=settings.PORTAL_WEBHOOK_ALLOW_HTTP)
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError):
-        raise Refused(f"The host {host} cannot be resolved.") from None
+    limit = settings.PORTAL_WEBHOOK_CONNECT_TIMEOUT if timeout is None else timeout
+    infos = _lookup(host, port, max(0.01, limit))
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if not addresses:
         raise Refused(f"The host {host} cannot be resolved.")
@@ -161,6 +177,28 @@ def resolve(url: str) -> Target:
     return Target(scheme, host, port, path, addresses[0])
 
 
+def _lookup(host: str, port: int, timeout: float) -> list:
+    """getaddrinfo within ``timeout`` seconds: it runs in a thread of its own (the C
+    resolver has no timeout of ours; a slow name server must not stretch the attempt), which
+    is left to finish by itself when the time is up."""
+    found: dict = {}
+
+    def lookup() -> None:
+        try:
+            found["infos"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError) as exc:
+            found["error"] = exc
+
+    thread = threading.Thread(target=lookup, name=f"webhook-dns-{host[:40]}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise Refused(f"The host {host} was not resolved within {timeout:.1f} s.")
+    if "infos" not in found:
+        raise Refused(f"The host {host} cannot be resolved.")
+    return found["infos"]
+
+
 # --- posting --------------------------------------------------------------------------------
 
 
@@ -168,12 +206,16 @@ class _PinnedConnection(HTTPConnection):
     """HTTP(S) to ``address`` (already checked), with ``host`` as the Host header and the
     TLS server name (certificate checked against it): no second DNS lookup."""
 
-    def __init__(self, target: Target, timeout: float):
+    def __init__(self, target: Target, timeout: float, connect_timeout: float):
         super().__init__(target.host, target.port, timeout=timeout)
         self.target = target
+        self.connect_timeout = min(connect_timeout, timeout)
 
     def connect(self) -> None:
-        sock = socket.create_connection((self.target.address, self.target.port), self.timeout)
+        sock = socket.create_connection(
+            (self.target.address, self.target.port), self.connect_timeout
+        )
+        sock.settimeout(self.timeout)
         if self.target.scheme == "https":
             context = ssl.create_default_context()
             sock = context.wrap_socket(sock, server_hostname=self.target.host)
@@ -184,10 +226,18 @@ class _PinnedConnection(HTTPConnection):
 class Outcome:
     status: int | None  # None: no answer (network error, timeout, refused URL)
     error: str = ""
+    slow: bool = False  # answered, but after PORTAL_WEBHOOK_SLOW_SECONDS
+
+    @property
+    def delivered(self) -> bool:
+        """The receiver took it (a 2xx), however long it took."""
+        return self.status is not None and 200 <= self.status < 300
 
     @property
     def ok(self) -> bool:
-        return self.status is not None and 200 <= self.status < 300
+        """Delivered in time: a slow 2xx counts as a failed attempt (towards turning the
+        webhook off), though it is not posted again."""
+        return self.delivered and not self.slow
 
     @property
     def retryable(self) -> bool:
@@ -197,23 +247,36 @@ class Outcome:
 
 
 def post(url: str, body: bytes, secret: str, timeout: float | None = None) -> Outcome:
-    """One attempt: check the URL, post the signed body, read a few KB of the answer. No
-    redirect is followed; the whole attempt is cut at ``timeout`` seconds."""
+    """One attempt: check the URL (its name resolved within the attempt's time), post the
+    signed body, read a few KB of the answer. No redirect is followed; connecting has
+    PORTAL_WEBHOOK_CONNECT_TIMEOUT and the whole attempt is cut at ``timeout`` seconds
+    (PORTAL_WEBHOOK_TIMEOUT); an answer after PORTAL_WEBHOOK_SLOW_SECONDS is ``slow``."""
     limit = settings.PORTAL_WEBHOOK_TIMEOUT if timeout is None else timeout
+    connect = settings.PORTAL_WEBHOOK_CONNECT_TIMEOUT
+    started = time.monotonic()
     try:
-        target = resolve(url)
+        target = resolve(url, timeout=min(connect, limit))
     except Refused as exc:
         return Outcome(None, str(exc))
-    connection = _PinnedConnection(target, limit)
+    left = max(0.01, limit - (time.monotonic() - started))
+    connection = _PinnedConnection(target, left, connect)
     # A receiver that answers one byte at a time stays within the socket timeout; this
     # cuts the attempt as a whole.
-    watchdog = threading.Timer(limit, _cut, args=(connection,))
+    watchdog = threading.Timer(left, _cut, args=(connection,))
     watchdog.start()
     try:
         sent = dict(headers(secret, body))
         connection.request("POST", target.path, body=body, headers=sent)
         response = connection.getresponse()
         response.read(RESPONSE_MAX)
+        took = time.monotonic() - started
+        if took > settings.PORTAL_WEBHOOK_SLOW_SECONDS:
+            return Outcome(
+                response.status,
+                f"answered {response.status} after {took:.1f} s "
+                f"(more than {settings.PORTAL_WEBHOOK_SLOW_SECONDS:g} s)",
+                slow=True,
+            )
         return Outcome(response.status, "" if 200 <= response.status < 300 else response.reason)
     except (OSError, HTTPException, ValueError) as exc:
         return Outcome(None, f"{type(exc).__name__}: {exc}"[:200])

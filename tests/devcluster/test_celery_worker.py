@@ -95,3 +95,55 @@ def test_worker_survives_three_redis_restarts_under_load_and_still_runs_jobs(
     finally:
         stack.stop()
         broker.kill()
+
+
+def test_a_webhook_is_posted_by_the_worker_from_its_own_queue(worker, owner, cluster):
+    """The worker started as `make demo` starts it (no -Q) consumes the webhooks' queue:
+    a delivery sent there reaches a real receiver, signed."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from jobs.notifications import tasks as notification_tasks
+    from jobs.notifications import webhook
+    from jobs.notifications.events import Event, Message
+    from jobs.notifications.models import Notification, Preference, Webhook
+
+    got: list[tuple[dict, bytes]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's name)
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            got.append((dict(self.headers), body))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+        _, secret = Webhook.configure(owner, url)
+        Preference.set(owner, Event.JOB_FAILED, webhook=True, email=False)
+        job = factories.job(owner, cluster, state="failed")
+        note = Notification.record(owner, Event.JOB_FAILED, Message("Failed."), "/", job=job)
+        assert note is not None and note.webhook == "pending"
+        notification_tasks.deliver_webhook.apply_async((note.pk,), queue=f"{worker}-webhooks")
+        deadline = time.monotonic() + 30
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        server.shutdown()
+        server.server_close()
+    [(headers, body)] = got
+    assert webhook.verify(
+        secret, headers["X-Portal-Timestamp"], headers["X-Portal-Signature"], body
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        note.refresh_from_db()
+        if note.webhook == "sent":
+            break
+        time.sleep(0.2)
+    assert note.webhook == "sent"

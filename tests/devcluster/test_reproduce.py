@@ -89,6 +89,57 @@ def test_a_clean_folder_without_git_records_no_commit(devcluster, owner):
     assert job.reproduce["image"]["identity"] == "host" and job.reproduce["read_at"]
 
 
+HOSTILE_CHECKOUT = r"""
+set -e
+cd "$HOME"
+mkdir -p "$1/repo/below" && cd "$1/repo"
+git init -q -b main .
+printf 'lr = 0.1\n' > train.py
+printf '*.py filter=mark diff=mark\n' > .gitattributes
+git add train.py .gitattributes
+git -c user.email=a@example.org -c user.name=A commit -qm first
+for key in clean smudge; do git config "filter.mark.$key" "touch $HOME/$1/ran; cat"; done
+git config filter.mark.required true
+git config diff.mark.textconv "touch $HOME/$1/ran; cat"
+printf 'lr = 0.01\n' > train.py
+"""
+
+
+def test_a_checkouts_filter_driver_never_runs_and_no_checkout_above_the_folder_counts(
+    devcluster, owner
+):
+    """hpcuser's checkout names a required filter driver (and a text conversion) that
+    would touch a marker: the provenance read, as hpcuser over SSH, records the modified
+    checkout and the marker is never written. A folder inside it that is no checkout
+    itself records no git (discovery stops at the job's folder)."""
+    account = ClusterAccount.for_user(devcluster, owner)
+    top = f"portal-test-{secrets.token_hex(3)}"
+    remote(account, ["bash", "-c", HOSTILE_CHECKOUT, "make-checkout", top])
+    image = factories.image("nb-host", offers_notebook=True)
+    try:
+        job = factories.submitted_job(
+            owner,
+            devcluster,
+            "",
+            kind="notebook",
+            image=image,
+            notebook_dir=f"{top}/repo",
+            keep_diff=True,
+        )
+        assert job.reproduce["git"]["modified"] is True, job.reproduce
+        assert "+lr = 0.01" in job.git_diff
+        assert remote(account, ["ls", "-a", top]).split() == [".", "..", "repo"]
+        below = factories.submitted_job(
+            owner, devcluster, "", kind="notebook", image=image, notebook_dir=f"{top}/repo/below"
+        )
+        assert "git" not in below.reproduce, below.reproduce
+        # (the same checkout, as plain git runs it, writes the marker)
+        remote(account, ["git", "-C", f"{top}/repo", "diff", "HEAD"])
+        assert "ran" in remote(account, ["ls", top]).split()
+    finally:
+        remote(account, ["rm", "-rf", "--", top])
+
+
 REPORTS = """python3 - <<'EOF'
 import json, os, portal_metrics as pm
 print("env", os.environ["PORTAL_PARAM_SEED"], os.environ["PORTAL_PARAM_OPT"])

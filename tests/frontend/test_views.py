@@ -369,7 +369,7 @@ def test_broker_failure_keeps_the_job_queued_for_the_recovery_sweep(
     sent = []
     monkeypatch.setattr(tasks.submit_job, "delay", lambda pk: sent.append(pk))
     Job.objects.filter(pk=job.pk).update(created_at=job.created_at - timedelta(minutes=5))
-    assert tasks.recover_jobs() == {"submits": 1, "cancels": 0} and sent == [job.pk]
+    assert tasks.recover_jobs() == {"submits": 1, "cancels": 0, "given_up": 0} and sent == [job.pk]
 
 
 def test_account_page_creates_a_key_pair(client, outsider, cluster):

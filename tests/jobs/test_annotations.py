@@ -248,6 +248,34 @@ def test_a_diff_past_the_bound_is_cut_and_marked(checkout):
     assert found.git["diff_truncated"] and len(found.diff.encode()) <= 2000
 
 
+def test_a_checkouts_filter_driver_never_runs(checkout, tmp_path):
+    """.gitattributes and the checkout's config name a required filter driver (and a
+    text conversion) that would write a marker: status and diff run with it emptied."""
+    marker = tmp_path / "filter-ran"
+    (checkout / ".gitattributes").write_text("*.py filter=evil diff=evil\n")
+    git(checkout, "add", ".gitattributes")
+    git(checkout, "commit", "-qm", "attributes")
+    for key in ("clean", "smudge"):
+        git(checkout, "config", f"filter.evil.{key}", f"touch {marker}; cat")
+    git(checkout, "config", "filter.evil.required", "true")
+    git(checkout, "config", "diff.evil.textconv", f"touch {marker}; cat")
+    (checkout / "train.py").write_text("print('lr=0.3')\n")  # modified: git must compare
+    found = run_script(str(checkout), diff=True)
+    assert found.git["modified"] and "lr=0.3" in found.diff
+    assert not marker.exists()
+    git(checkout, "diff", "HEAD")  # (the same checkout runs it for plain git)
+    assert marker.exists()
+
+
+def test_repository_discovery_stops_at_the_jobs_folder(checkout):
+    """A folder inside a checkout (but not one itself) has no git record: git never looks
+    above the job's folder (GIT_CEILING_DIRECTORIES)."""
+    inner = checkout / "notebooks"
+    inner.mkdir()
+    assert run_script(str(inner)).git == {}
+    assert run_script(str(checkout)).git["commit"]
+
+
 def test_no_checkout_no_git_record(tmp_path):
     assert run_script(str(tmp_path)).git == {}
     assert run_script(str(tmp_path / "missing")).git == {}
@@ -319,8 +347,9 @@ def test_what_is_asked_of_the_cluster_for_each_runtime(owner, cluster):
         job.keep_diff = True
         conn = Recorder()
         found = provenance.read(conn, job, WORK, max_diff=1000)  # type: ignore[arg-type]
-        assert conn.argv[:2] == ["sh", "-c"] and conn.argv[4:] == [
-            conn.argv[4],
+        assert conn.argv[:6] == ["timeout", "-s", "KILL", "359", "sh", "-c"]
+        assert conn.argv[8:] == [
+            conn.argv[8],
             asked,
             location,
             "/home/alice/proj x",

@@ -161,7 +161,7 @@ def test_staff_cancelling_someones_job_is_recorded_as_staff(
     job = factories.job(owner, cluster, state="running", scheduler_job_id="77")
     job.cluster_account = account
     job.save()
-    monkeypatch.setattr(tasks.pool, "with_connection", lambda acct, op: None)
+    monkeypatch.setattr(tasks.pool, "with_connection", lambda acct, op, **_: None)
     monkeypatch.setattr(tasks, "sync_jobs", lambda jobs: None)
     monkeypatch.setattr(
         tasks.cancel_job, "delay", lambda pk, by=None: tasks.cancel_job.apply(args=[pk, by])

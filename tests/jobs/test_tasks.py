@@ -37,7 +37,7 @@ class FakeConnection:
 @pytest.fixture
 def fake(monkeypatch):
     conn = FakeConnection({})
-    monkeypatch.setattr(pool, "with_connection", lambda account, op: op(conn))
+    monkeypatch.setattr(pool, "with_connection", lambda account, op, **_: op(conn))
     return conn
 
 
@@ -61,7 +61,7 @@ def test_transient_failure_is_retried_then_submits(fake, job):
     job.refresh_from_db()
     assert (job.state, job.scheduler_job_id) == ("pending", "77")
     # Two submit steps (each after the read of what reproduces the run, jobs/cluster/provenance.py).
-    assert [c[0] for c in fake.commands] == ["sh", "bash", "sh", "bash"]
+    assert [c[0] for c in fake.commands] == ["timeout", "bash", "timeout", "bash"]
 
 
 @override_settings(PORTAL_SUBMIT_MAX_RETRIES=2)
@@ -251,7 +251,11 @@ def test_recovery_sweep_queues_lost_submissions_and_cancellations(job, monkeypat
     monkeypatch.setattr(tasks.submit_job, "delay", lambda pk: sent.append(("submit", pk)))
     monkeypatch.setattr(tasks.cancel_job, "delay", lambda pk, *by: sent.append(("cancel", pk)))
     settings.PORTAL_RECOVER_AFTER = 60
-    assert tasks.recover_jobs() == {"submits": 0, "cancels": 0}  # too young to be lost
+    assert tasks.recover_jobs() == {
+        "submits": 0,
+        "cancels": 0,
+        "given_up": 0,
+    }  # too young to be lost
     old = timezone.now() - timedelta(minutes=5)
     Job.objects.filter(pk=job.pk).update(created_at=old, submit_claimed_at=timezone.now())
     assert tasks.recover_jobs()["submits"] == 0  # a live worker holds the claim
@@ -261,7 +265,7 @@ def test_recovery_sweep_queues_lost_submissions_and_cancellations(job, monkeypat
     Job.objects.filter(pk=job.pk).update(
         state="running", scheduler_job_id="55", cancel_requested_at=old
     )
-    assert tasks.recover_jobs() == {"submits": 0, "cancels": 1}
+    assert tasks.recover_jobs() == {"submits": 0, "cancels": 1, "given_up": 0}
     assert sent == [("submit", job.pk), ("cancel", job.pk)]
 
 
@@ -295,7 +299,7 @@ def test_a_status_the_adapter_cannot_read_leaves_that_job_alone_and_syncs_the_ot
             for owner, jobs in expected.items()
         },
     )
-    monkeypatch.setattr(pool, "with_connection", lambda account, op: op(None))
+    monkeypatch.setattr(pool, "with_connection", lambda account, op, **_: op(None))
     tasks.sync_jobs(Job.objects.filter(pk__in=[pending(job).get().pk, other.pk]))
     assert Job.objects.get(pk=job.pk).state == "running"  # as it was
     assert Job.objects.get(pk=other.pk).state == "completed"
@@ -372,3 +376,170 @@ def test_runs_the_reader_missed_are_read_again_when_their_owner_cannot_log_in(
     # Each pass: the reader, then the owner (refused); a pass per retry, then it gives up.
     retries = tasks.record_attempts.max_retries
     assert asked == ["portal-reader", "alice"] * (retries + 1)
+
+
+# -- no job holds a worker beyond a bound ------------------------------------------------
+
+
+def test_a_provenance_read_that_runs_out_of_time_ends_the_job_at_once(fake, job):
+    """A login environment that holds the provenance read up (a ~/.bashrc that sleeps) ends
+    the job submit_failed with a message: not retried, nothing submitted."""
+    fake.answers["timeout"] = ssh.CommandTimedOut("timed out", seconds=49)
+    tasks.submit_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert job.state == "submit_failed"
+    assert job.message.startswith("The cluster took longer than ")
+    assert "to read what reproduces the job" in job.message and "~/.bashrc" in job.message
+    assert [c[0] for c in fake.commands] == ["timeout"]  # one try, no sbatch
+    assert job.submit_tries == 1
+
+
+def test_the_provenance_read_has_a_share_of_the_tasks_soft_limit(fake, job, monkeypatch):
+    """Inside submit_job its deadline is a third of what the task's soft limit leaves,
+    here (the command's timeout) and on the cluster (coreutils ``timeout -s KILL``)."""
+    timeouts: list[float] = []
+    run = fake.run
+
+    def recording(argv, **kwargs):
+        if argv[0] == "timeout":
+            timeouts.append(kwargs["timeout"])
+        return run(argv, **kwargs)
+
+    monkeypatch.setattr(fake, "run", recording)
+    fake.answers["bash"] = "submitted 80\n"
+    monkeypatch.setattr(tasks.submit_job, "soft_time_limit", 30)
+    tasks.submit_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert job.state == "pending"
+    assert len(timeouts) == 1 and 7 < timeouts[0] <= 9  # (30 - 3) / 3
+    argv = fake.commands[0]
+    assert argv[:3] == ["timeout", "-s", "KILL"] and int(argv[3]) <= timeouts[0]
+
+
+def test_a_submit_that_reaches_its_soft_time_limit_ends_the_job_with_a_message(fake, job):
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    fake.answers["bash"] = SoftTimeLimitExceeded()
+    tasks.submit_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert job.state == "submit_failed"
+    soft = tasks.submit_job.soft_time_limit
+    assert job.message.startswith(f"The cluster took longer than {soft:.0f} s to take the job")
+
+
+def test_a_cancel_that_reaches_its_soft_time_limit_says_so_on_the_job(fake, job):
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    Job.objects.filter(pk=job.pk).update(
+        state="running", scheduler_job_id="56", cluster_account=ClusterAccount.objects.get()
+    )
+    fake.answers["scancel"] = SoftTimeLimitExceeded()
+    tasks.cancel_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert job.state == "running" and "Cancelling failed: the cluster took longer" in job.message
+
+
+def test_a_retry_of_its_own_hands_the_submit_try_back(fake, job):
+    fake.answers["bash"] = [ssh.ClusterUnreachable("connection reset"), "submitted 79\n"]
+    tasks.submit_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert job.state == "pending" and job.submit_tries == 1
+
+
+def test_recovery_gives_up_a_submission_no_try_finished(job, monkeypatch, settings):
+    """Each claim a worker took and never let go (killed at the hard limit, lost) is a try;
+    after PORTAL_SUBMIT_MAX_TRIES the sweep ends the job with a message, and queues it no
+    more."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    sent = []
+    monkeypatch.setattr(tasks.submit_job, "delay", lambda pk: sent.append(pk))
+    settings.PORTAL_RECOVER_AFTER = 60
+    settings.PORTAL_SUBMIT_MAX_TRIES = 3
+    dead = timezone.now() - timedelta(seconds=settings.PORTAL_TASK_TIME_LIMIT + 60)
+    Job.objects.filter(pk=job.pk).update(created_at=dead)
+    for tries in (1, 2):
+        assert job.claim_submit()  # a worker takes it and is killed
+        Job.objects.filter(pk=job.pk).update(submit_claimed_at=dead)
+        assert tasks.recover_jobs() == {"submits": 1, "cancels": 0, "given_up": 0}
+        assert sent == [job.pk] * tries
+    assert job.claim_submit()
+    Job.objects.filter(pk=job.pk).update(submit_claimed_at=dead)
+    assert tasks.recover_jobs() == {"submits": 0, "cancels": 0, "given_up": 1}
+    job.refresh_from_db()
+    assert (job.state, job.submit_tries) == ("submit_failed", 3)
+    assert "for submission 3 times and no try finished" in job.message
+    assert len(sent) == 2
+
+
+def test_a_command_that_ran_out_of_time_is_not_run_again_on_a_new_connection(job, monkeypatch):
+    account = ClusterAccount.objects.get()
+    opened: list[object] = []
+
+    def get(acct):
+        opened.append(acct)
+        return object()
+
+    monkeypatch.setattr(pool, "get", get)
+
+    def slow(conn):
+        raise ssh.CommandTimedOut("timed out", seconds=5)
+
+    with pytest.raises(ssh.CommandTimedOut):
+        pool.with_connection(account, slow)
+    assert len(opened) == 1
+
+
+def test_a_tasks_deadline_caps_every_ssh_timeout(job):
+    """A task with a soft limit (task_helpers.limits(): BoundedTask) has a deadline a tenth
+    short of it; the SSH layer cuts each command's timeout to what is left
+    (jobs.cluster.deadline)."""
+    from jobs.cluster import deadline
+    from jobs.task_helpers import BoundedTask
+
+    seen = []
+
+    @tasks.shared_task(soft_time_limit=20, base=BoundedTask)
+    def probe():
+        seen.append((deadline.left(), deadline.cap(60)))
+
+    probe.apply()
+    left, capped = seen[0]
+    assert left is not None and 16 < left <= 18 and capped == pytest.approx(left, abs=0.5)
+    assert deadline.left() is None  # cleared after the task
+
+
+def test_recovery_gives_up_an_arrays_members_by_the_arrays_tries(
+    owner, cluster, image, monkeypatch, settings
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs.models import JobArray
+
+    factories.account(cluster, owner, "alice")
+    array = JobArray.objects.create(owner=owner, cluster=cluster)
+    members = [
+        factories.job(owner, cluster, "true", image=image, array=array, array_index=i)
+        for i in range(2)
+    ]
+    sent = []
+    monkeypatch.setattr(tasks.submit_array, "delay", lambda pk: sent.append(pk))
+    settings.PORTAL_SUBMIT_MAX_TRIES = 2
+    dead = timezone.now() - timedelta(seconds=settings.PORTAL_TASK_TIME_LIMIT + 60)
+    Job.objects.filter(array=array).update(created_at=dead)
+    assert array.claim_submit()
+    JobArray.objects.filter(pk=array.pk).update(submit_claimed_at=dead)  # its worker died
+    assert array.claim_submit()
+    # The second try's worker is alive: its members are left to it.
+    assert tasks.recover_jobs()["given_up"] == 0
+    JobArray.objects.filter(pk=array.pk).update(submit_claimed_at=dead)  # now it is gone
+    sent.clear()
+    assert tasks.recover_jobs() == {"submits": 0, "cancels": 0, "given_up": 2}
+    assert sent == []
+    for job in members:
+        job.refresh_from_db()
+        assert job.state == "submit_failed" and "2 times" in job.message

@@ -11,7 +11,7 @@ from portal.celery import app
 
 def test_steps_have_their_own_queue_which_a_plain_worker_consumes_too():
     """Sweeps never wait behind, nor hold up, other users' submissions; `celery worker`
-    without -Q (make demo, the test stacks) consumes both queues."""
+    without -Q (make demo, the test stacks) consumes every queue (the webhooks' too)."""
     route = app.amqp.router.route
     for name in ("advance_experiment", "advance_experiments"):
         queue = route({}, f"jobs.experiments.tasks.{name}")["queue"].name
@@ -21,6 +21,7 @@ def test_steps_have_their_own_queue_which_a_plain_worker_consumes_too():
     assert set(app.amqp.queues) == {
         settings.CELERY_TASK_DEFAULT_QUEUE,
         settings.PORTAL_EXPERIMENT_QUEUE,
+        settings.PORTAL_WEBHOOK_QUEUE,
     }
 
 

@@ -178,9 +178,10 @@ class Receiver:
     """An HTTP server in a thread: answers ``status`` and keeps each request, checking its
     signature with ``secret`` as a receiver would."""
 
-    def __init__(self, status: int = 200, location: str = ""):
+    def __init__(self, status: int = 200, location: str = "", delay: float = 0):
         self.status = status
         self.location = location
+        self.delay = delay  # seconds before it answers
         self.secret = ""
         self.requests: list[dict] = []
         receiver = self
@@ -200,6 +201,7 @@ class Receiver:
                         "age": abs(time.time() - int(timestamp or 0)),
                     }
                 )
+                time.sleep(receiver.delay)
                 self.send_response(receiver.status)
                 if receiver.location:
                     self.send_header("Location", receiver.location)
@@ -369,6 +371,122 @@ def test_a_slow_receiver_is_cut_at_the_timeout(owner, cluster, local_hooks):
         listener.close()
 
 
+def test_a_slow_but_200_receiver_counts_as_failing_and_is_turned_off(owner, cluster, local_hooks):
+    """Answering 200 after PORTAL_WEBHOOK_SLOW_SECONDS is a failed attempt (not posted
+    again: it has the notification); enough of them turn the webhook off."""
+    local_hooks.PORTAL_WEBHOOK_SLOW_SECONDS = 0.3
+    local_hooks.PORTAL_WEBHOOK_MAX_FAILURES = 2
+    with Receiver(200, delay=0.6) as receiver:
+        note = pending(owner, cluster, receiver)
+        assert tasks.deliver_webhook.apply(args=[note.pk]).get() == "slow"
+        hook = Webhook.objects.get(user=owner)
+        assert hook.enabled and hook.failures == 1 and "after 0." in hook.last_error
+        Preference.set(owner, Event.JOB_TIMEOUT, webhook=True)
+        job = factories.job(owner, cluster, state="timeout")
+        later = Notification.record(owner, Event.JOB_TIMEOUT, Message("x."), "/", job=job)
+        assert later is not None
+        assert tasks.deliver_webhook.apply(args=[later.pk]).get() == "slow"
+    assert len(receiver.requests) == 2  # each once
+    hook = Webhook.objects.get(user=owner)
+    assert not hook.enabled and hook.failures == 2
+    note.refresh_from_db()
+    assert note.webhook == "sent"
+    assert Notification.objects.filter(recipient=owner, event=Event.WEBHOOK_DISABLED).exists()
+
+
+def test_the_name_is_resolved_within_the_attempts_time(owner, local_hooks, monkeypatch):
+    """A name server that takes 5 s: the attempt ends after the connect timeout, not 5 s."""
+    import socket
+
+    local_hooks.PORTAL_WEBHOOK_CONNECT_TIMEOUT = 0.5
+    local_hooks.PORTAL_WEBHOOK_TIMEOUT = 10.0
+
+    def slow_lookup(*args, **kwargs):
+        time.sleep(5)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 9))]
+
+    monkeypatch.setattr(webhook.socket, "getaddrinfo", slow_lookup)
+    started = time.monotonic()
+    outcome = webhook.post("http://hooks.example.org/x", b"{}", SECRET)
+    assert time.monotonic() - started < 2
+    assert outcome.status is None and "not resolved within 0.5 s" in outcome.error
+    assert outcome.retryable
+
+
+def test_connecting_has_the_short_connect_timeout(owner, cluster, local_hooks, monkeypatch):
+    import socket
+
+    local_hooks.PORTAL_WEBHOOK_CONNECT_TIMEOUT = 1.5
+    local_hooks.PORTAL_WEBHOOK_TIMEOUT = 9.0
+    asked = []
+    connect = socket.create_connection
+
+    def recording(address, timeout=None, *args, **kwargs):
+        asked.append(timeout)
+        return connect(address, timeout, *args, **kwargs)
+
+    monkeypatch.setattr(webhook.socket, "create_connection", recording)
+    with Receiver(200) as receiver:
+        note = pending(owner, cluster, receiver)
+        assert tasks.deliver_webhook.apply(args=[note.pk]).get() == "sent"
+    assert asked == [1.5]
+
+
+def test_past_the_persons_rate_notifications_gather_into_one_digest(
+    owner, cluster, local_hooks, monkeypatch
+):
+    """At most PORTAL_WEBHOOK_RATE_MAX posts per window per person; what comes meanwhile is
+    held and then posted as one digest (as email's rate limit does)."""
+    local_hooks.PORTAL_WEBHOOK_RATE_MAX = 2
+    local_hooks.PORTAL_WEBHOOK_RATE_WINDOW = 1.0
+    later: list[tuple] = []
+    monkeypatch.setattr(
+        tasks.deliver_webhook,
+        "apply_async",
+        lambda args, countdown: later.append((args, countdown)),
+    )
+    Preference.set(owner, Event.JOB_TIMEOUT, webhook=True)
+
+    def another():
+        job = factories.job(owner, cluster, state="timeout")
+        note = Notification.record(
+            owner, Event.JOB_TIMEOUT, Message(f"Job {job.pk}."), "/", job=job
+        )
+        assert note is not None
+        return note
+
+    with Receiver(200) as receiver:
+        first = pending(owner, cluster, receiver)
+        assert tasks.deliver_webhook.apply(args=[first.pk]).get() == "sent"
+        second = another()
+        assert tasks.deliver_webhook.apply(args=[second.pk]).get() == "sent"
+        third, fourth = another(), another()
+        assert tasks.deliver_webhook.apply(args=[third.pk]).get() == "held"
+        assert later and later[0][0] == (third.pk,) and 0 < later[0][1] <= 2.1
+        assert len(receiver.requests) == 2
+        time.sleep(1.1)  # the window has passed: the held task runs
+        assert tasks.deliver_webhook.apply(args=[third.pk]).get() == "sent"
+        assert tasks.deliver_webhook.apply(args=[fourth.pk]).get() == "gone"  # in the digest
+    assert len(receiver.requests) == 3
+    body = json.loads(receiver.requests[2]["body"])
+    assert body["event"] == "digest" and receiver.requests[2]["valid"]
+    assert [n["job_id"] for n in body["notifications"]] == [third.job_id, fourth.job_id]
+    assert body["text"].startswith("2 notifications:")
+    assert set(
+        Notification.objects.filter(pk__in=[third.pk, fourth.pk]).values_list("webhook", flat=True)
+    ) == {"sent"}
+
+
+def test_deliveries_run_on_their_own_queue(settings):
+    """Routed to PORTAL_WEBHOOK_QUEUE, which every worker started without -Q consumes."""
+    from portal.celery import app
+
+    route = app.amqp.router.route({}, tasks.deliver_webhook.name)
+    assert route["queue"].name == settings.PORTAL_WEBHOOK_QUEUE
+    assert settings.PORTAL_WEBHOOK_QUEUE != settings.CELERY_TASK_DEFAULT_QUEUE
+    assert settings.PORTAL_WEBHOOK_QUEUE in {q.name for q in settings.CELERY_TASK_QUEUES}
+
+
 # --- the settings page ----------------------------------------------------------------------
 
 
@@ -406,3 +524,21 @@ def test_settings_page_refuses_an_inside_url(client, owner, settings):
         page = client.post("/account/notifications/webhook/", {"url": url})
         assert page.status_code == 400
     assert not Webhook.objects.filter(user=owner).exists()
+
+
+def test_a_new_changed_or_removed_url_is_in_the_audit_log(client, owner, local_hooks):
+    from jobs.models import AuditEvent
+
+    client.force_login(owner)
+    first, second = "http://127.0.0.1:9/hook", "http://127.0.0.1:9/other"
+    client.post("/account/notifications/webhook/", {"url": first})
+    client.post("/account/notifications/webhook/", {"url": first})  # unchanged: no row
+    client.post("/account/notifications/webhook/", {"action": "rotate"})
+    client.post("/account/notifications/webhook/", {"url": second})
+    client.post("/account/notifications/webhook/", {"action": "delete"})
+    rows = AuditEvent.objects.filter(action=AuditEvent.Action.WEBHOOK_CHANGE).order_by("at", "id")
+    assert [(r.username, r.outcome, r.message) for r in rows] == [
+        ("owner", "ok", f"(none) -> {first}"),
+        ("owner", "ok", f"{first} -> {second}"),
+        ("owner", "ok", f"{second} -> (removed)"),
+    ]

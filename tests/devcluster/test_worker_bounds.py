@@ -1,0 +1,128 @@
+"""No job holds a worker beyond a bound: a login environment that hangs the provenance read
+(a ~/.bashrc that sleeps for 400 s when it sees the script) ends that person's jobs
+submit_failed within the task's deadline, while another person's job, submitted meanwhile
+to the same two worker processes, reaches Slurm in its usual time. A real Celery worker,
+real sshd and Slurm; the task limit shortened to 60 s (soft 45 s, provenance read 13.5 s)."""
+
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from jobs import devcluster as devcluster_mod
+from jobs import tasks
+from jobs.cluster import deadline, pool, ssh
+from jobs.models import ClusterAccount, Job
+from tests import factories
+from tests.livestack import LiveStack
+
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
+
+TIME_LIMIT = 60  # soft limit 45 s, deadline 40.5 s, provenance read a third: 13.5 s
+# A message carries its sender's limits (the web process's, from the same settings as the
+# worker's); this test process sends with the worker's.
+LIMITS = {"time_limit": TIME_LIMIT, "soft_time_limit": TIME_LIMIT - 15}
+
+
+@pytest.fixture
+def hostile_bashrc(devcluster_info, tmp_path):
+    """hpcuser2's ~/.bashrc sleeps for 400 s when the command it runs for is the provenance
+    script (bash reads ~/.bashrc for sshd's ``bash -c``; the command line names
+    ``portal-provenance``). The sleep ends early once the test is over, and the file is
+    restored as it was."""
+    path = Path("/home/hpcuser2/.bashrc")
+    before = path.read_bytes()
+    over = tmp_path / "over"
+    trap = (
+        'case "$BASH_EXECUTION_STRING" in *portal-provenance*)\n'
+        "  i=0; while [ $i -lt 400 ] && [ ! -e "
+        f"{over} ]; do sleep 1; i=$((i + 1)); done ;;\n"
+        "esac\n"
+    )
+    path.write_bytes(trap.encode() + before)
+    try:
+        yield
+    finally:
+        path.write_bytes(before)
+        over.touch()  # the sleeping shells still running end within a second
+
+
+def in_squeue(name: str) -> bool:
+    out = subprocess.run(
+        ["squeue", "-h", "-n", name, "-o", "%j"], capture_output=True, text=True, timeout=30
+    ).stdout
+    return name in out.split()
+
+
+def test_a_hostile_login_environment_ends_its_jobs_and_holds_no_one_elses(
+    devcluster, devcluster_info, owner, outsider, hostile_bashrc, tmp_path
+):
+    devcluster_mod.register(
+        devcluster_info, {owner.username: devcluster_info["default_user"], "outsider": "hpcuser2"}
+    )
+    stack = LiveStack(tmp_path, env={"PORTAL_TASK_TIME_LIMIT": str(TIME_LIMIT)})
+    stack.start_worker()  # two processes, as `make demo` runs it
+    image = factories.image("host-bounds")
+    try:
+        hostile = [
+            factories.job(outsider, devcluster, "echo hostile", image=image) for _ in range(2)
+        ]
+        started = time.monotonic()
+        for job in hostile:  # both worker processes take one
+            tasks.submit_job.apply_async((job.pk,), queue=stack.queue, **LIMITS)
+        time.sleep(2)
+        demo = factories.job(owner, devcluster, "sleep 60", image=image)
+        submitted = time.monotonic()
+        tasks.submit_job.apply_async((demo.pk,), queue=stack.queue, **LIMITS)
+
+        reached = None
+        while time.monotonic() - submitted < 30:
+            if in_squeue(demo.scheduler_name):
+                reached = time.monotonic() - submitted
+                break
+            time.sleep(0.5)
+        assert reached is not None, f"demo's job not in squeue after 30 s\n{stack.logs()}"
+
+        bound = TIME_LIMIT - 15  # the soft limit
+        while time.monotonic() - started < bound + 5:
+            ended = Job.objects.filter(pk__in=[j.pk for j in hostile], state="submit_failed")
+            if ended.count() == 2:
+                break
+            time.sleep(0.5)
+        took = time.monotonic() - started
+        for job in hostile:
+            job.refresh_from_db()
+            assert job.state == "submit_failed", (job.state, job.message, stack.logs())
+            assert re.match(r"The cluster took longer than 1[34] s to read what", job.message)
+            assert "~/.bashrc" in job.message and job.scheduler_job_id == ""
+        assert took < bound, took
+        print(f"\nhostile jobs ended in {took:.1f} s; demo's job in squeue after {reached:.1f} s")
+    finally:
+        stack.stop()
+
+
+def test_a_command_and_an_sftp_read_end_by_the_deadline(devcluster, owner):
+    """Real sshd: a command that would run 30 s, and an SFTP read of a FIFO nobody writes,
+    each end when the deadline in force comes (2 s), not at the 60 s command timeout, and
+    the command is not run again on a new connection."""
+    account = ClusterAccount.for_user(devcluster, owner)
+    assert account is not None
+    conn = pool.get(account)
+    before = conn.commands_run
+    started = time.monotonic()
+    with deadline.within(2), pytest.raises(ssh.CommandTimedOut) as cut:
+        pool.with_connection(account, lambda c: c.run(["sleep", "30"]))
+    assert 1.5 < time.monotonic() - started < 5 and cut.value.seconds <= 2
+    assert pool.get(account).commands_run == before + 1  # not run again
+    fifo = f".portal-fifo-{time.monotonic_ns()}"
+    conn.run(["mkfifo", fifo])
+    try:
+        started = time.monotonic()
+        with deadline.within(2), pytest.raises(ssh.ClusterUnreachable):
+            with conn.sftp_session() as sftp, sftp.open(fifo) as f:
+                f.read(10)
+        assert time.monotonic() - started < 5
+    finally:
+        pool.get(account).run(["rm", "-f", fifo])
