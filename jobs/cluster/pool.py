@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from jobs.cluster import acting, certs, ssh
+from portal.identity import confirmation
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -57,6 +58,9 @@ def get(account) -> ssh.Connection:
         key = _config_key(account)
     except certs.CAMissing as exc:
         raise ssh.AuthenticationFailed(str(exc)) from None
+    if account.user_id and (stale := confirmation.stale(account.user)):
+        discard(account)  # its certificate may still be valid: the person's word is not
+        raise ssh.AuthenticationFailed(stale)
     with _lock:
         entry = _connections.get(account.pk)
         if entry and entry[0] == key and entry[1].is_open and not entry[1].expired:

@@ -21,6 +21,7 @@ import paramiko
 
 from jobs import crypto
 from jobs.cluster import acting, certs
+from portal.identity import confirmation
 
 log = logging.getLogger(__name__)
 
@@ -383,6 +384,8 @@ class Connection:
 def account_key(account) -> paramiko.PKey:
     """What a ClusterAccount logs in with: in certificate mode a fresh key and certificate
     (key id naming the portal user and ``acting.purpose``), else its stored key."""
+    if account.user_id and (stale := confirmation.stale(account.user)):
+        raise AuthenticationFailed(stale)  # the provider's word is too old: no certificate
     cluster = account.cluster
     if not cluster.uses_certificates:
         if not account.private_key_encrypted:  # made, but no key generated or installed yet

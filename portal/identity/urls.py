@@ -6,4 +6,5 @@ urlpatterns = [
     path("login/", views.login, name="oidc-login"),
     path("callback/", views.callback, name="oidc-callback"),
     path("logout/", views.logout, name="oidc-logout"),
+    path("backchannel-logout/", views.backchannel_logout, name="oidc-backchannel-logout"),
 ]

@@ -1,0 +1,32 @@
+"""Browser sessions follow the provider: a signed-in session whose person's confirmation
+is no longer current (confirmation.py) is ended at its next request, which then goes on
+as anonymous (pages send the person to the sign-in page, the API answers 401/403)."""
+
+from __future__ import annotations
+
+from django.contrib import auth, messages
+
+from jobs.api.errors import DATABASE_DOWN
+from portal.identity import confirmation, provider
+
+
+class ConfirmationMiddleware:
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if provider.enabled():
+            try:
+                self.check(request)
+            except DATABASE_DOWN:
+                pass  # the view meets it again and answers 503 (portal/middleware.py)
+        return self.get_response(request)
+
+    @staticmethod
+    def check(request) -> None:
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated:
+            message = confirmation.stale(user)
+            if message is not None:
+                auth.logout(request)  # a new, empty session: this request goes on anonymous
+                messages.warning(request, message)
