@@ -216,6 +216,11 @@ if PORTAL_OIDC_CONFIRM_MAX_AGE > 30 * 24 * 3600:
         f"PORTAL_OIDC_CONFIRM_MAX_AGE={PORTAL_OIDC_CONFIRM_MAX_AGE} must be at most 2592000 "
         "(30 days)"
     )
+# A refresh token (kept at sign-in, encrypted) re-confirms the person unattended when the
+# provider still answers it and lists them in the allowed groups. Turn off for a provider
+# that keeps answering refresh tokens of people it disabled (glewlwyd 2.7 does): then only
+# a sign-in confirms.
+PORTAL_OIDC_REFRESH_CONFIRMS = env_bool("PORTAL_OIDC_REFRESH_CONFIRMS", True)
 # Provider groups that become Django group memberships (names, or "prefix*" patterns); only
 # Django groups matching these follow the provider, others stay as an admin set them.
 PORTAL_OIDC_DJANGO_GROUPS = env_list("PORTAL_OIDC_DJANGO_GROUPS", [])

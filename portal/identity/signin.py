@@ -111,6 +111,8 @@ def withdraw(user) -> None:
 
 def _confirm(identity: Identity, person: mapping.Person, refresh_token: str | None) -> None:
     confirmation.confirm(identity.pk, sorted(person.groups))
+    if not settings.PORTAL_OIDC_REFRESH_CONFIRMS:
+        refresh_token = None  # not kept when it would not be used
     Identity.objects.filter(pk=identity.pk).update(
         refresh_token_encrypted=crypto.encrypt(refresh_token) if refresh_token else ""
     )

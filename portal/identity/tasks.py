@@ -22,7 +22,7 @@ def reconfirm_identities() -> dict:
     dropped (the person stays unconfirmed until they sign in); a provider that does not
     answer leaves everything as it was, for the next run."""
     counts = {"confirmed": 0, "refused": 0, "failed": 0}
-    if not provider.enabled():
+    if not provider.enabled() or not settings.PORTAL_OIDC_REFRESH_CONFIRMS:
         return counts
     for identity in confirmation.due_for_refresh()[:500]:
         try:

@@ -115,3 +115,16 @@ def test_a_logout_while_the_provider_answers_is_not_undone(oidc, person, monkeyp
     monkeypatch.setattr(provider, "refresh_userinfo", logout_meanwhile)
     reconfirm_identities()
     assert identity_of(person).confirmed_at is None
+
+
+def test_with_refresh_confirmation_off_nothing_is_kept_or_asked(oidc, person, settings):
+    """For a provider that keeps answering a disabled person's refresh tokens."""
+    settings.PORTAL_OIDC_REFRESH_CONFIRMS = False
+    asked = oidc.refreshes
+    assert reconfirm_identities() == {"confirmed": 0, "refused": 0, "failed": 0}
+    assert oidc.refreshes == asked
+    client = Client()
+    start = client.get("/oidc/login/")
+    code, state = oidc.authorize(start["Location"])
+    assert client.get("/oidc/callback/", {"code": code, "state": state}).status_code == 302
+    assert identity_of(person).refresh_token_encrypted == ""
