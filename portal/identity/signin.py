@@ -45,6 +45,41 @@ NAME_TAKEN = (
 )
 
 
+class NameTaken(Refused):
+    """The first sign-in's name is an existing portal user's."""
+
+    def __init__(self, username: str) -> None:
+        super().__init__(NAME_TAKEN.format(name=username))
+        self.username = username
+
+
+def may_link_by_password(username: str) -> bool:
+    """The portal user ``username`` may be linked by proving its local password: active,
+    with a usable password, no identity yet, not an emergency admin (those never link)."""
+    user = get_user_model().objects.filter(username=username).first()
+    return (
+        user is not None
+        and user.is_active
+        and user.has_usable_password()
+        and username not in settings.PORTAL_LOCAL_LOGIN_USERS
+        and not user.identities.exists()
+    )
+
+
+def link_by_password(issuer: str, subject: str, username: str, password: str) -> bool:
+    """The person signed in at the provider as (issuer, subject) proved the local password of
+    ``username`` once: that identity is now theirs. False (nothing linked) otherwise."""
+    if not may_link_by_password(username):
+        return False
+    user = get_user_model().objects.get(username=username)
+    if not user.check_password(password):
+        return False
+    with transaction.atomic():
+        Identity.objects.create(user=user, issuer=issuer, subject=subject)
+    log.info("%s linked to %s at %s by its local password", user, subject, issuer)
+    return True
+
+
 def sign_in(claims: dict, refresh_token: str | None = None):
     """The portal user for verified id token ``claims``; Refused says why there is none."""
     mapping.check_authentication(
@@ -131,7 +166,7 @@ def _user(issuer: str, subject: str, person: mapping.Person):
         # The name is the provider's claim, not a proof: an existing portal user of that
         # name (a local admin, someone renamed since) is never taken over by it.
         if users.objects.filter(username=person.username).exists():
-            raise Refused(NAME_TAKEN.format(name=person.username))
+            raise NameTaken(person.username)
         user = users.objects.create_user(person.username)  # no usable password
         identity = Identity.objects.create(user=user, issuer=issuer, subject=subject)
     user = identity.user

@@ -7,6 +7,7 @@ person signed out there. Any failure is one page, HTTP 403, with no session."""
 from __future__ import annotations
 
 import logging
+import time
 
 import requests
 from authlib.integrations.base_client import OAuthError  # type: ignore[import-untyped]
@@ -14,6 +15,7 @@ from django.conf import settings
 from django.contrib import auth
 from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.signals import user_login_failed
 from django.core.cache import cache
 from django.http import Http404, HttpResponseRedirect, JsonResponse
 from django.shortcuts import redirect, render
@@ -24,7 +26,8 @@ from django.views.decorators.http import require_POST
 from joserfc.errors import JoseError
 
 from jobs.crypto import secret_hash
-from portal.identity import confirmation, provider
+from portal import signin as throttle
+from portal.identity import confirmation, provider, signin
 from portal.identity.mapping import Refused
 from portal.identity.models import Identity
 from portal.identity.signin import sign_in
@@ -33,6 +36,8 @@ log = logging.getLogger(__name__)
 
 NEXT_KEY = "oidc_next"
 ID_TOKEN_KEY = "oidc_id_token"
+LINK_KEY = "oidc_link"  # a verified sign-in waiting for the local password (/oidc/link/)
+LINK_SECONDS = 600
 UNVERIFIED = "The sign-in could not be verified. Try again; if it keeps failing, tell the portal's administrators."
 SESSION_BACKEND = "portal.identity.backends.ProviderSessionBackend"
 
@@ -90,6 +95,16 @@ def callback(request):
         if not claims:  # Authlib verifies an id token only when there is one
             raise OAuthError(description="the provider sent no id token")
         user = sign_in(dict(claims), refresh_token=token.get("refresh_token"))
+    except signin.NameTaken as exc:
+        offer = signin.may_link_by_password(exc.username)
+        if offer:
+            request.session[LINK_KEY] = {
+                "claims": dict(claims),
+                "refresh_token": token.get("refresh_token"),
+                "at": time.time(),
+            }
+        context = {"message": str(exc), "link": offer, "username": exc.username}
+        return render(request, "identity/refused.html", context, status=403)
     except Refused as exc:
         return refused(request, str(exc))
     except (OAuthError, JoseError, provider.ProviderError, requests.RequestException) as exc:
@@ -129,6 +144,33 @@ def logout(request):
         except (requests.RequestException, provider.ProviderError) as exc:
             log.warning("OIDC logout at the provider skipped: %s", exc)
     return redirect(settings.LOGOUT_REDIRECT_URL)
+
+
+@require_POST
+def link(request):
+    """The local password of the portal user whose name the provider's sign-in carried,
+    proven once: the identity is linked to that user (throttled like a password sign-in)."""
+    pending = request.session.pop(LINK_KEY, None)
+    if not provider.enabled() or not pending or time.time() - pending["at"] > LINK_SECONDS:
+        return refused(request, "That sign-in is over; sign in again.")
+    claims = pending["claims"]
+    username = str(claims.get(settings.PORTAL_OIDC_USERNAME_CLAIM))
+    if throttle.is_locked(request, username):
+        return refused(request, throttle.locked_message())
+    password = request.POST.get("password", "")
+    if not signin.link_by_password(str(claims["iss"]), str(claims["sub"]), username, password):
+        user_login_failed.send(__name__, credentials={"username": username}, request=request)
+        return refused(
+            request,
+            f"That is not the portal password of {username!r}: nothing was linked. Sign in "
+            "again to retry, or ask the portal's administrators to link your identity.",
+        )
+    try:
+        user = sign_in(claims, refresh_token=pending["refresh_token"])
+    except Refused as exc:
+        return refused(request, str(exc))
+    auth.login(request, user, backend=SESSION_BACKEND)
+    return redirect(settings.LOGIN_REDIRECT_URL)
 
 
 @csrf_exempt  # the provider POSTs here, server to server; the logout token is the proof

@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from django.core.cache import cache
 from django.test import Client
 
 from jobs.models import ApiToken
@@ -22,7 +21,6 @@ URL = "/oidc/backchannel-logout/"
 
 @pytest.fixture
 def oidc(oidc_test_provider, settings):
-    cache.clear()
     with oidcprovider.portal_uses(
         oidc_test_provider, settings, PORTAL_OIDC_ALLOWED_GROUPS=["hpc-users"]
     ) as idp:

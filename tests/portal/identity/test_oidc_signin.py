@@ -337,3 +337,56 @@ def test_a_cluster_user_already_someone_elses_is_never_given_to_a_second_person(
     factories.account(alpha, factories.user("older"), "ada")
     assert flow(Client(), oidc).status_code == 302
     assert not ClusterAccount.objects.filter(user__username="ada").exists()
+
+
+def test_the_person_may_prove_the_local_password_once_to_link(oidc):
+    existing = factories.user("ada", "ada-pass-123", superuser=True)
+    client = Client()
+    refused = flow(client, oidc)
+    assert refused.status_code == 403 and "data-link-identity" in refused.content.decode()
+    # A wrong password links nothing, counts as a failed sign-in and ends the offer.
+    wrong = client.post("/oidc/link/", {"password": "not-it"})
+    assert wrong.status_code == 403 and "nothing was linked" in wrong.content.decode()
+    assert not Identity.objects.exists() and not signed_in(client)
+    again = client.post("/oidc/link/", {"password": "ada-pass-123"})
+    assert again.status_code == 403 and "sign in again" in again.content.decode()
+    # The right one, after a new sign-in at the provider: linked, signed in as that user,
+    # and the flags are the provider's (no superuser group: no superuser).
+    assert flow(client, oidc).status_code == 403
+    linked = client.post("/oidc/link/", {"password": "ada-pass-123"})
+    assert linked.status_code == 302 and signed_in(client)
+    assert client.session["_auth_user_id"] == str(existing.pk)
+    assert Identity.objects.get().user == existing
+    existing.refresh_from_db()
+    assert not existing.is_superuser
+    # Once: the next person claiming that name gets no offer.
+    oidc.claims.update(sub="another-subject")
+    other = Client()
+    response = flow(other, oidc)
+    assert response.status_code == 403 and "data-link-identity" not in response.content.decode()
+
+
+def test_no_link_by_password_for_emergency_admins_or_password_less_users(oidc):
+    factories.user("rescue", "rescue-pass-123", superuser=True)
+    oidc.claims.update(preferred_username="rescue")
+    client = Client()
+    response = flow(client, oidc)
+    assert response.status_code == 403 and "data-link-identity" not in response.content.decode()
+    assert client.post("/oidc/link/", {"password": "rescue-pass-123"}).status_code == 403
+    assert not Identity.objects.exists() and not signed_in(client)
+    factories.user("nopass")
+    oidc.claims.update(preferred_username="nopass", sub="s-2")
+    assert "data-link-identity" not in flow(Client(), oidc).content.decode()
+
+
+def test_guessing_the_local_password_is_throttled(oidc, settings):
+    settings.PORTAL_SIGNIN_FAILURES = 2
+    factories.user("ada", "ada-pass-123")
+    client = Client()
+    for _ in range(2):
+        assert flow(client, oidc).status_code == 403
+        client.post("/oidc/link/", {"password": "guess"})
+    assert flow(client, oidc).status_code == 403
+    locked = client.post("/oidc/link/", {"password": "ada-pass-123"})
+    assert locked.status_code == 403 and "Too many failed sign-ins" in locked.content.decode()
+    assert not Identity.objects.exists()
