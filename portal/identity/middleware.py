@@ -1,10 +1,14 @@
 """Browser sessions follow the provider: a signed-in session whose person's confirmation
 is no longer current (confirmation.py) is ended at its next request, which then goes on
-as anonymous (pages send the person to the sign-in page, the API answers 401/403)."""
+as anonymous (pages send the person to the sign-in page, the API answers 401/403); a
+websocket opened with such a session connects as anonymous (and is refused)."""
 
 from __future__ import annotations
 
+from channels.db import database_sync_to_async
+from channels.middleware import BaseMiddleware
 from django.contrib import auth, messages
+from django.contrib.auth.models import AnonymousUser
 
 from jobs.api.errors import DATABASE_DOWN
 from portal.identity import confirmation, provider
@@ -30,3 +34,14 @@ class ConfirmationMiddleware:
             if message is not None:
                 auth.logout(request)  # a new, empty session: this request goes on anonymous
                 messages.warning(request, message)
+
+
+class ConfirmedWebsocketMiddleware(BaseMiddleware):
+    """Inside Channels' AuthMiddlewareStack: a stale person's socket is anonymous."""
+
+    async def __call__(self, scope, receive, send):
+        user = scope.get("user")
+        if user is not None and user.is_authenticated:
+            if await database_sync_to_async(confirmation.stale)(user) is not None:
+                scope = dict(scope, user=AnonymousUser())
+        return await super().__call__(scope, receive, send)

@@ -107,3 +107,21 @@ def test_the_service_account_is_not_a_person(oidc_on, cluster):
     account.generate_key_pair()
     account.save()
     assert ssh.account_key(account) is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stale_persons_websocket_is_refused(oidc_on, owner):
+    from tests.sockets import connect, run, session_cookie
+
+    factories.identity(owner, ISSUER, "s-1", confirmed_ago=HOUR)
+    cookie = session_cookie(owner)
+
+    async def opened() -> bool:
+        communicator, connected, _ = await connect("/ws/notifications/", cookie)
+        if connected:
+            await communicator.disconnect()
+        return connected
+
+    assert run(opened())
+    factories.identity(owner, ISSUER, "s-1", confirmed_ago=11 * HOUR)
+    assert not run(opened())
