@@ -58,7 +58,7 @@ def get(account) -> ssh.Connection:
         key = _config_key(account)
     except certs.CAMissing as exc:
         raise ssh.AuthenticationFailed(str(exc)) from None
-    if account.user_id and (stale := confirmation.stale(account.user)):
+    if stale := confirmation.stale_user_id(account.user_id):
         discard(account)  # its certificate may still be valid: the person's word is not
         raise ssh.AuthenticationFailed(stale)
     with _lock:

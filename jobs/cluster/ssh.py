@@ -384,7 +384,7 @@ class Connection:
 def account_key(account) -> paramiko.PKey:
     """What a ClusterAccount logs in with: in certificate mode a fresh key and certificate
     (key id naming the portal user and ``acting.purpose``), else its stored key."""
-    if account.user_id and (stale := confirmation.stale(account.user)):
+    if stale := confirmation.stale_user_id(account.user_id):
         raise AuthenticationFailed(stale)  # the provider's word is too old: no certificate
     cluster = account.cluster
     if not cluster.uses_certificates:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db.models import Max
 from django.utils import timezone
 
@@ -53,6 +54,15 @@ def stale(user) -> str | None:
         f"{user.get_username()}'s sign-in at the identity provider is older than {age} "
         "(or was ended there): sign in to the portal again."
     )
+
+
+def stale_user_id(user_id: int | None) -> str | None:
+    """``stale`` for a user id (a cluster account's owner, None for a service account);
+    no query while OIDC is off."""
+    if not _enabled() or user_id is None:
+        return None
+    user = get_user_model().objects.filter(pk=user_id).first()
+    return stale(user) if user is not None else None
 
 
 class Stale(Exception):
