@@ -390,3 +390,26 @@ def test_guessing_the_local_password_is_throttled(oidc, settings):
     locked = client.post("/oidc/link/", {"password": "ada-pass-123"})
     assert locked.status_code == 403 and "Too many failed sign-ins" in locked.content.decode()
     assert not Identity.objects.exists()
+
+
+def test_an_administrator_links_an_identity_in_the_admin(oidc, staff):
+    """The admin's add form takes issuer and subject (read-only once made); the person's
+    next sign-in is then the linked user's."""
+    existing = factories.user("ada", "ada-pass-123")
+    admin = Client()
+    admin.force_login(staff)
+    factories.identity(staff, oidc.issuer, "staff-subject")  # the admin signs in there too
+    form = admin.get("/admin/identity/identity/add/").content.decode()
+    assert 'name="issuer"' in form and 'name="subject"' in form
+    added = admin.post(
+        "/admin/identity/identity/add/",
+        {"user": existing.pk, "issuer": oidc.issuer, "subject": "subject-123"},
+    )
+    assert added.status_code == 302, added.content.decode()[:2000]
+    row = Identity.objects.get(subject="subject-123")
+    assert row.user == existing
+    change = admin.get(f"/admin/identity/identity/{row.pk}/change/").content.decode()
+    assert 'name="subject"' not in change  # read-only once made
+    client = Client()
+    assert flow(client, oidc).status_code == 302
+    assert client.session["_auth_user_id"] == str(existing.pk)
