@@ -85,6 +85,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # With OIDC on, a session ends when its person's provider confirmation is too old.
+    "portal.identity.middleware.ConfirmationMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # A view's database error (the database restarting) is a 503 with Retry-After.
     "portal.middleware.DatabaseUnavailableMiddleware",
@@ -197,8 +199,35 @@ PORTAL_OIDC_REQUIRE_AMR = env_list("PORTAL_OIDC_REQUIRE_AMR", [])
 PORTAL_OIDC_LEEWAY = env_int("PORTAL_OIDC_LEEWAY", 60, minimum=0)
 if PORTAL_OIDC_LEEWAY > 300:
     raise ImproperlyConfigured(f"PORTAL_OIDC_LEEWAY={PORTAL_OIDC_LEEWAY} must be at most 300")
-# The audience the provider's JWT access tokens must name to be accepted by the API.
-PORTAL_OIDC_API_AUDIENCE = env_str("PORTAL_OIDC_API_AUDIENCE", "") or PORTAL_OIDC_CLIENT_ID
+# The audience the provider's JWT access tokens must name to be accepted by the API; empty:
+# the API takes none. Never the client id: the portal's own id tokens name that one.
+PORTAL_OIDC_API_AUDIENCE = env_str("PORTAL_OIDC_API_AUDIENCE", "")
+if PORTAL_OIDC_API_AUDIENCE and PORTAL_OIDC_API_AUDIENCE == PORTAL_OIDC_CLIENT_ID:
+    raise ImproperlyConfigured(
+        "PORTAL_OIDC_API_AUDIENCE must not be the client id (PORTAL_OIDC_CLIENT_ID): id tokens "
+        "name the client id as their audience and would pass as API tokens"
+    )
+# How long the provider's word holds (seconds): past it since the person's last sign-in (or
+# refresh-token answer), their API tokens, browser sessions and cluster actions stop until
+# they sign in again (portal/identity/confirmation.py). Default: a working day.
+PORTAL_OIDC_CONFIRM_MAX_AGE = env_int("PORTAL_OIDC_CONFIRM_MAX_AGE", 10 * 3600, minimum=5)
+if PORTAL_OIDC_CONFIRM_MAX_AGE > 30 * 24 * 3600:
+    raise ImproperlyConfigured(
+        f"PORTAL_OIDC_CONFIRM_MAX_AGE={PORTAL_OIDC_CONFIRM_MAX_AGE} must be at most 2592000 "
+        "(30 days)"
+    )
+# A refresh token (kept at sign-in, encrypted) re-confirms the person unattended when the
+# provider still answers it and lists them in the allowed groups. Turn off for a provider
+# that keeps answering refresh tokens of people it disabled (glewlwyd 2.7 does): then only
+# a sign-in confirms.
+PORTAL_OIDC_REFRESH_CONFIRMS = env_bool("PORTAL_OIDC_REFRESH_CONFIRMS", True)
+# Provider groups that become Django group memberships (names, or "prefix*" patterns); only
+# Django groups matching these follow the provider, others stay as an admin set them.
+PORTAL_OIDC_DJANGO_GROUPS = env_list("PORTAL_OIDC_DJANGO_GROUPS", [])
+# Send the id token as id_token_hint to the provider's end-session endpoint (in the URL).
+# Off: client_id and post_logout_redirect_uri only (OIDC RP-Initiated Logout 1.0); turn on
+# only for a provider that ends no session without it (glewlwyd 2.7 does nothing without).
+PORTAL_OIDC_LOGOUT_ID_TOKEN_HINT = env_bool("PORTAL_OIDC_LOGOUT_ID_TOKEN_HINT", False)
 # Who may still sign in with a local password while OIDC is on (emergency admins).
 PORTAL_LOCAL_LOGIN_USERS = env_list("PORTAL_LOCAL_LOGIN_USERS", [])
 # Personal API tokens live at most this many days (a token asked "never" gets it).
@@ -219,6 +248,8 @@ if SECURE_COOKIES:
     SESSION_COOKIE_NAME = "__Host-sessionid"
     CSRF_COOKIE_NAME = "__Host-csrftoken"
 SESSION_COOKIE_HTTPONLY = True
+# A browser session lasts a working day by default (as long as a provider's confirmation).
+SESSION_COOKIE_AGE = env_int("PORTAL_SESSION_AGE", max(PORTAL_OIDC_CONFIRM_MAX_AGE, 60), minimum=60)
 SESSION_COOKIE_SAMESITE = "Lax"
 if env_bool("PORTAL_BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
@@ -620,6 +651,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "jobs.tasks.prune_audit_log",
         "schedule": 24 * 3600,
         "options": {"expires": 24 * 3600},
+    },
+    # Refresh tokens re-confirm people whose provider confirmation is half its age.
+    "reconfirm-identities": {
+        "task": "portal.identity.tasks.reconfirm_identities",
+        "schedule": min(max(PORTAL_OIDC_CONFIRM_MAX_AGE / 8, 1.0), 900.0),
+        "options": {"expires": min(max(PORTAL_OIDC_CONFIRM_MAX_AGE / 8, 1.0), 900.0)},
     },
     "reconcile-session-routes": {
         "task": "proxy.tasks.reconcile_routes",

@@ -225,13 +225,25 @@ def bearer_client(token: str):
     return client
 
 
-def identity(user, issuer: str, subject: str):
-    """``user`` is ``subject`` at the OIDC provider ``issuer`` (signed in there before)."""
+def identity(
+    user, issuer: str, subject: str, *, confirmed_ago: float | None = 0.0, refresh_token: str = ""
+):
+    """``user`` is ``subject`` at the OIDC provider ``issuer`` (signed in there before),
+    confirmed by it ``confirmed_ago`` seconds ago (None: never), with ``refresh_token``."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from jobs import crypto
     from portal.identity.models import Identity
 
-    return Identity.objects.get_or_create(issuer=issuer, subject=subject, defaults={"user": user})[
-        0
-    ]
+    row = Identity.objects.get_or_create(issuer=issuer, subject=subject, defaults={"user": user})[0]
+    row.confirmed_at = (
+        None if confirmed_ago is None else timezone.now() - dt.timedelta(seconds=confirmed_ago)
+    )
+    row.refresh_token_encrypted = crypto.encrypt(refresh_token) if refresh_token else ""
+    row.save(update_fields=["confirmed_at", "refresh_token_encrypted"])
+    return row
 
 
 def metric_records(n: int, start: int = 0, attempt: int = 0, rank: int = 0, **extra):

@@ -54,6 +54,8 @@ class Provider:
     users: dict[str, Person]
     admin_password: str = field(repr=False)
     state: Path
+    # The audience a script's access token gets with resource=<this> (RFC 8707).
+    api_audience: str = ""
 
     @property
     def api(self) -> str:
@@ -97,6 +99,7 @@ def read_provider(state: Path | None = None) -> Provider:
         },
         admin_password=admin_password,
         state=state,
+        api_audience=env.get("PORTAL_OIDC_API_AUDIENCE", ""),
     )
     try:
         provider.discovery()
@@ -248,3 +251,90 @@ def sign_in_to_portal(provider: Provider, client, username: str):
     back = urlsplit(answer.headers["location"])
     assert f"{back.scheme}://{back.netloc}{back.path}" == TEST_CLIENT_BASE + CALLBACK_PATH
     return client.get(back.path, query_of(answer.headers["location"]))
+
+
+@contextmanager
+def backchannel_logout_uri(provider: Provider, base_url: str) -> Iterator[str]:
+    """The provider sends its logout tokens for the client ``portal`` to the stack at
+    ``base_url`` (one URI per client: the previous one is put back afterwards)."""
+    uri = f"{base_url.rstrip('/')}/oidc/backchannel-logout/"
+    admin = _admin(provider)
+    url = f"{provider.api}/client/{provider.client_id}"
+
+    def put(value: str) -> str:
+        with _client_lock(provider):
+            client = admin.request("GET", url).raise_for_status().json()
+            before = client.get("backchannel_logout_uri") or ""
+            client["backchannel_logout_uri"] = value
+            client["backchannel_logout_session_required"] = "1"
+            client.pop("source", None)
+            admin.request("PUT", url, json=client).raise_for_status()
+            return before
+
+    try:
+        before = put(uri)
+        try:
+            yield uri
+        finally:
+            put(before)
+    finally:
+        admin.close()
+
+
+@contextmanager
+def changed_person(provider: Provider, username: str, **fields) -> Iterator[None]:
+    """glewlwyd's admin API changes ``username`` (``groups=[...]``, ``enabled=False``), as a
+    centre's administrators would; every field is put back afterwards (other tests rely on
+    the people of configure.py as they are)."""
+    admin = _admin(provider)
+    url = f"{provider.api}/user/{username}"
+    try:
+        before = admin.request("GET", url).raise_for_status().json()
+        before.pop("source", None)
+        admin.request("PUT", url, json={**before, **fields}).raise_for_status()
+        try:
+            yield
+        finally:
+            admin.request("PUT", url, json=before).raise_for_status()
+    finally:
+        admin.close()
+
+
+def code_flow_tokens(
+    client: ProviderClient, username: str, redirect_uri: str, **extra: str
+) -> dict:
+    """The provider's token answer for ``username`` after the code flow with PKCE (sign in,
+    authorize, exchange the code) as a script would run it; ``extra`` goes to both the
+    authorization and the token request (e.g. ``resource``)."""
+    provider = client.provider
+    verifier, challenge = pkce_pair()
+    assert client.sign_in(username, provider.users[username].password).status_code == 200
+    params = {
+        "response_type": "code",
+        "client_id": provider.client_id,
+        "redirect_uri": redirect_uri,
+        "scope": "openid profile email",
+        "state": "state-1",
+        "nonce": "nonce-1",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        "g_continue": "",
+        **extra,
+    }
+    answer = client.request("GET", provider.discovery()["authorization_endpoint"], params=params)
+    assert answer.status_code == 302, answer.text
+    code = query_of(answer.headers["location"])["code"]
+    token = httpx.post(
+        provider.discovery()["token_endpoint"],
+        data={
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": redirect_uri,
+            "code_verifier": verifier,
+            **extra,
+        },
+        auth=(provider.client_id, provider.client_secret),
+        timeout=15,
+    )
+    assert token.status_code == 200, token.text
+    return token.json()

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
-from joserfc import jwt
+from joserfc import jws, jwt
 from joserfc.jwk import ECKey, RSAKey
 
 CLIENT_ID = "hpc-portal"
@@ -36,9 +36,11 @@ def ec_key(kid: str) -> ECKey:
     return ECKey.generate_key("P-256", parameters={"kid": kid, "use": "sig"})
 
 
-def sign(claims: dict, key, alg: str | None = None) -> str:
+def sign(claims: dict, key, alg: str | None = None, typ: str | None = "JWT") -> str:
     alg = alg or ("ES256" if isinstance(key, ECKey) else "RS256")
-    return jwt.encode({"alg": alg, "kid": key.kid, "typ": "JWT"}, claims, key)
+    if typ is None:  # joserfc's jwt.encode always adds one
+        return jws.serialize_compact({"alg": alg, "kid": key.kid}, json.dumps(claims), key)
+    return jwt.encode({"alg": alg, "kid": key.kid, "typ": typ}, claims, key)
 
 
 class Provider:
@@ -51,7 +53,7 @@ class Provider:
 
     def reset(self) -> None:
         self.signing_key = rsa_key("key-1")
-        self.published = [self.signing_key, ec_key("key-ec")]
+        self.published: list[RSAKey | ECKey] = [self.signing_key, ec_key("key-ec")]
         self.claims: dict = {
             "sub": "subject-123",
             "preferred_username": "ada",
@@ -67,6 +69,11 @@ class Provider:
         self.issued: list[str] = []  # id tokens, in order
         self.jwks_fetches = 0
         self.authorize_requests: list[dict] = []
+        # Refresh tokens it accepts (a code exchange gives one) and the opaque access
+        # tokens its userinfo endpoint answers for (with ``claims`` as they are then).
+        self.refresh_tokens: set[str] = set()
+        self.opaque_tokens: set[str] = set()
+        self.refreshes = 0
 
     def close(self) -> None:
         self.server.shutdown()
@@ -86,8 +93,8 @@ class Provider:
         self.codes[code] = query
         return code, query["state"]
 
-    def access_token(self, **claims) -> str:
-        """A JWT access token for the API, signed with ``signing_key``."""
+    def access_token(self, typ: str | None = "at+jwt", **claims) -> str:
+        """A JWT access token for the API (header typ ``typ``), signed with ``signing_key``."""
         now = int(time.time())
         body = {
             "iss": self.issuer,
@@ -98,7 +105,26 @@ class Provider:
             "scope": "openid portal:read portal:submit",
         }
         body.update(claims)
+        return sign({k: v for k, v in body.items() if v is not None}, self.signing_key, typ=typ)
+
+    def logout_token(self, **claims) -> str:
+        """A back-channel logout token for the portal, signed with ``signing_key``."""
+        now = int(time.time())
+        body = {
+            "iss": self.issuer,
+            "aud": CLIENT_ID,
+            "sub": self.claims["sub"],
+            "iat": now,
+            "jti": secrets.token_urlsafe(12),
+            "events": {"http://schemas.openid.net/event/backchannel-logout": {}},
+        }
+        body.update(claims)
         return sign({k: v for k, v in body.items() if v is not None}, self.signing_key)
+
+    def _opaque(self) -> str:
+        token = secrets.token_urlsafe(24)
+        self.opaque_tokens.add(token)
+        return token
 
     # --- the endpoints -----------------------------------------------------------------
 
@@ -126,6 +152,11 @@ class Provider:
             client_id, secret = form.get("client_id", ""), form.get("client_secret", "")
         if client_id != CLIENT_ID or secret != CLIENT_SECRET:
             return 401, {"error": "invalid_client"}
+        if form.get("grant_type") == "refresh_token":
+            self.refreshes += 1
+            if form.get("refresh_token") not in self.refresh_tokens:
+                return 400, {"error": "invalid_grant"}
+            return 200, {"access_token": self._opaque(), "token_type": "Bearer", "expires_in": 300}
         request = self.codes.pop(form.get("code", ""), None)
         if request is None or form.get("redirect_uri") != request["redirect_uri"]:
             return 400, {"error": "invalid_grant"}
@@ -133,11 +164,14 @@ class Provider:
         challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest())
         if challenge.rstrip(b"=").decode() != request["code_challenge"]:
             return 400, {"error": "invalid_grant", "error_description": "PKCE"}
+        refresh = "rt-" + secrets.token_urlsafe(16)
+        self.refresh_tokens.add(refresh)
         return 200, {
-            "access_token": secrets.token_urlsafe(24),
+            "access_token": self._opaque(),
             "token_type": "Bearer",
             "expires_in": 300,
             "id_token": self._id_token(request),
+            "refresh_token": refresh,
         }
 
     def _handler(self):
@@ -167,12 +201,19 @@ class Provider:
                             "token_endpoint": base + "/token",
                             "jwks_uri": base + "/jwks",
                             "end_session_endpoint": base + "/logout",
+                            "userinfo_endpoint": base + "/userinfo",
                             "response_types_supported": ["code"],
                             "subject_types_supported": ["public"],
                             "id_token_signing_alg_values_supported": ["RS256", "ES256"],
                             "code_challenge_methods_supported": ["S256"],
                         },
                     )
+                elif path == "/userinfo":
+                    bearer = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                    if bearer in provider.opaque_tokens:
+                        self._send(200, dict(provider.claims))
+                    else:
+                        self._send(401, {"error": "invalid_token"})
                 elif path == "/jwks":
                     provider.jwks_fetches += 1
                     keys = [k.as_dict(private=False) for k in provider.published]

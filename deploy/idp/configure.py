@@ -8,7 +8,8 @@ differs from what is wanted here, and the script prints one line per change.
 Secrets are made once and kept in STATE, root only (0600):
   admin.password   glewlwyd's own administrator ("admin"; the package's database starts
                    with the well-known password "password", replaced on the first run)
-  portal.env       PORTAL_OIDC_ISSUER / _CLIENT_ID / _CLIENT_SECRET for the portal
+  portal.env       PORTAL_OIDC_ISSUER / _CLIENT_ID / _CLIENT_SECRET / _API_AUDIENCE for
+                   the portal
   users.json       {"users": {name: {"password", "groups", "email", "name"}}}
   oidc-rsa.key     the RS256 signing key (made by up.sh with openssl)
 
@@ -160,11 +161,18 @@ def configure_modules(api: Api) -> None:
     assert isinstance(mod, dict)
     fmt = mod["parameters"].setdefault("data-format", {})
     uris = {"multiple": True, "read": True, "write": True}
-    if fmt.get("post_logout_redirect_uris") != uris:
-        fmt["post_logout_redirect_uris"] = uris
+    one = {"multiple": False, "read": True, "write": True}
+    want = {
+        "post_logout_redirect_uris": uris,
+        # OpenID Connect Back-Channel Logout: where the provider POSTs its logout tokens.
+        "backchannel_logout_uri": one,
+        "backchannel_logout_session_required": one,
+    }
+    if any(fmt.get(k) != v for k, v in want.items()):
+        fmt.update(want)
         api.must("PUT", "/mod/client/database", mod)
         api.must("PUT", "/mod/client/database/reset")
-        CHANGES.append("client back-end: post_logout_redirect_uris is a list")
+        CHANGES.append("client back-end: post-logout and back-channel logout properties")
 
 
 def configure_scopes(api: Api) -> None:
@@ -180,7 +188,7 @@ def configure_scopes(api: Api) -> None:
         ensure(api, "scope", f"/scope/{name}", "name", want, "/scope/")
 
 
-def configure_plugin(api: Api, state: Path, issuer: str) -> None:
+def configure_plugin(api: Api, state: Path, issuer: str, api_audience: str) -> None:
     key = (state / "oidc-rsa.key").read_text()
     cert = (state / "oidc-rsa.pub").read_text()
     params = {
@@ -214,7 +222,8 @@ def configure_plugin(api: Api, state: Path, issuer: str) -> None:
         # (the login app's end-session page reads its session list, which answers 400
         # unless front-channel logout is allowed; the portal's client registers no URI)
         "front-channel-logout-allowed": True,
-        "back-channel-logout-allowed": False,
+        # A logout at the provider ends the portal's sessions (/oidc/backchannel-logout/).
+        "back-channel-logout-allowed": True,
         "name-claim": "mandatory",
         "email-claim": "mandatory",
         "scope-claim": "no",
@@ -237,7 +246,14 @@ def configure_plugin(api: Api, state: Path, issuer: str) -> None:
                 "scope": [],
             },
         ],
-        "additional-parameters": [],
+        # Access tokens carry the groups (comma-separated), which the portal's API checks.
+        "additional-parameters": [{"user-parameter": "groups", "token-parameter": "groups"}],
+        # RFC 8707: a script asks for resource=<api_audience> and gets an access token with
+        # that audience (without: the scope list), never the client id id tokens carry.
+        "resource-allowed": True,
+        "resource-scope": {"openid": [api_audience]},
+        "resource-client-property": "",
+        "resource-scope-and-client-property": False,
         "allowed-scope": list(SCOPES),
         "request-parameter-allow": False,
         "client-pubkey-parameter": "",
@@ -268,7 +284,9 @@ def configure_plugin(api: Api, state: Path, issuer: str) -> None:
         CHANGES.append("updated the OpenID Connect plugin")
 
 
-def configure_client(api: Api, state: Path, redirect: str, post_logout: str) -> str:
+def configure_client(
+    api: Api, state: Path, redirect: str, post_logout: str, backchannel: str
+) -> str:
     secret = kept_secret(state / "client.secret")
     status, have = api.call("GET", f"/client/{CLIENT_ID}")
     have = have if status == 200 and isinstance(have, dict) else {}
@@ -285,6 +303,8 @@ def configure_client(api: Api, state: Path, redirect: str, post_logout: str) -> 
         "scope": [],
         "redirect_uri": redirects,
         "post_logout_redirect_uris": logouts,
+        "backchannel_logout_uri": have.get("backchannel_logout_uri") or backchannel,
+        "backchannel_logout_session_required": "1",
         "authorization_type": ["code", "refresh_token"],
         "token_endpoint_auth_method": ["client_secret_basic", "client_secret_post"],
     }
@@ -340,17 +360,21 @@ def grant_scopes(base: str, name: str, password: str) -> None:
 def main() -> None:
     state, base, issuer, redirect, post_logout = sys.argv[1:6]
     state_dir = Path(state)
+    portal = redirect.removesuffix("/oidc/callback/")
+    api_audience = f"{portal}/api/"
     api = Api(base)
     admin_session(api, state_dir)
     configure_modules(api)
     configure_scopes(api)
-    configure_plugin(api, state_dir, issuer)
-    secret = configure_client(api, state_dir, redirect, post_logout)
+    configure_plugin(api, state_dir, issuer, api_audience)
+    secret = configure_client(
+        api, state_dir, redirect, post_logout, f"{portal}/oidc/backchannel-logout/"
+    )
     configure_users(api, base, state_dir)
     write_secret(
         state_dir / "portal.env",
         f"PORTAL_OIDC_ISSUER={issuer}\nPORTAL_OIDC_CLIENT_ID={CLIENT_ID}\n"
-        f"PORTAL_OIDC_CLIENT_SECRET={secret}\n",
+        f"PORTAL_OIDC_CLIENT_SECRET={secret}\nPORTAL_OIDC_API_AUDIENCE={api_audience}\n",
     )
     for change in CHANGES:
         log(change)

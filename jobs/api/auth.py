@@ -2,7 +2,10 @@
 
 Two kinds of bearer token: the portal's personal tokens (``pp_…``, jobs.models.ApiToken)
 and, with OIDC sign-in on, JWT access tokens from the same provider (audience
-PORTAL_OIDC_API_AUDIENCE, checked against its JWKS) for a person who has signed in before.
+PORTAL_OIDC_API_AUDIENCE, checked against its JWKS; never an id token) for a person who has
+signed in before, with the browser's allowed-group, staff and acr/amr rules applied to the
+token's own claims. With OIDC on, either kind works only while its person's confirmation
+by the provider is current (portal/identity/confirmation.py).
 Either carries scopes; ``HasTokenScope`` lets GET/HEAD/OPTIONS through with ``read`` and
 every other method with ``submit``; staff powers need ``admin`` (jobs/access.py).
 """
@@ -13,13 +16,14 @@ import logging
 from dataclasses import dataclass
 
 import requests
+from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from joserfc.errors import JoseError
 from rest_framework import authentication, exceptions, permissions, throttling
 
 from jobs.models import ApiToken
 from jobs.models.tokens import ADMIN, PREFIX, READ, SUBMIT
-from portal.identity import provider
+from portal.identity import confirmation, mapping, provider
 from portal.identity.models import Identity
 
 log = logging.getLogger(__name__)
@@ -61,10 +65,17 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed(
                 "This token is not valid: it is unknown, revoked or expired."
             )
+        _require_confirmed(row.user)
         return _with_scopes(row.user, row.scope_set), row
 
     def authenticate_header(self, request):
         return 'Bearer realm="api"'
+
+
+def _require_confirmed(user) -> None:
+    stale = confirmation.stale(user)
+    if stale is not None:
+        raise exceptions.AuthenticationFailed(stale)
 
 
 @dataclass(frozen=True)
@@ -107,14 +118,39 @@ class ProviderTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed(
                 "No active portal user for this token; sign in to the portal once first."
             )
+        user = _as_token_says(identity.user, claims)
+        _require_confirmed(user)
         granted = claims.get("scope", "")
         names = granted.split() if isinstance(granted, str) else []
         scopes = frozenset(PROVIDER_SCOPES[n] for n in names if n in PROVIDER_SCOPES) or {READ}
         auth = ProviderToken(str(claims["sub"]), frozenset(scopes), claims)
-        return _with_scopes(identity.user, auth.scope_set), auth
+        return _with_scopes(user, auth.scope_set), auth
 
     def authenticate_header(self, request):
         return 'Bearer realm="api"'
+
+
+def _as_token_says(user, claims: dict):
+    """The browser's rules on the token's own claims: how strongly the person signed in
+    (acr/amr), one of the allowed groups, and staff or superuser only if the token's groups
+    say so (for this request: the row is not changed)."""
+    try:
+        mapping.check_authentication(
+            claims, settings.PORTAL_OIDC_REQUIRE_ACR, settings.PORTAL_OIDC_REQUIRE_AMR
+        )
+    except mapping.Refused as exc:
+        raise exceptions.AuthenticationFailed(str(exc)) from None
+    groups = mapping.groups(claims.get(settings.PORTAL_OIDC_GROUPS_CLAIM))
+    if not mapping.in_any(groups, settings.PORTAL_OIDC_ALLOWED_GROUPS):
+        raise exceptions.AuthenticationFailed(
+            "This access token does not list a group that may use this portal."
+        )
+    superuser, staff = mapping.flags(
+        groups, settings.PORTAL_OIDC_STAFF_GROUPS, settings.PORTAL_OIDC_SUPERUSER_GROUPS
+    )
+    user.is_superuser = user.is_superuser and superuser
+    user.is_staff = user.is_staff and staff
+    return user
 
 
 class HasTokenScope(permissions.BasePermission):

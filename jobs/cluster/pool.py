@@ -26,7 +26,7 @@ from typing import TypeVar
 
 from django.conf import settings
 
-from jobs.cluster import acting, certs, ssh
+from jobs.cluster import acting, certs, signer, ssh
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -93,6 +93,11 @@ def get(account) -> ssh.Connection:
         key = _config_key(account)
     except certs.CAMissing as exc:
         raise ssh.AuthenticationFailed(str(exc)) from None
+    if stale := signer.stale_refusal(account, acting.requester.get()):
+        # A connection open for the person's own action may hold a certificate that is
+        # still valid: the person's word is not (their account's bookkeeping goes on).
+        discard(account)
+        raise ssh.AuthenticationFailed(stale)
     slot = (account.pk, _slot())
     with _lock:
         entry = _connections.get(slot)

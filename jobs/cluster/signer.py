@@ -34,6 +34,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from jobs.cluster import certs, deadline
+from portal.identity import confirmation
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +52,25 @@ class Unreachable(Exception):
     """The signer could not be asked (not running, restarting): try again later."""
 
 
-def signing_refusal(account) -> str:
+def signing_refusal(account, requester: str = "") -> str:
     """Why no certificate may be signed for ``account`` now ("" when one may): asked by a
     process before it signs (ssh.account_key) and by the signer, whatever the asking
-    process said. A cluster user must be vouched for (ClusterAccount.unproven_reason)."""
-    return account.unproven_reason()
+    process said. A cluster user must be vouched for (ClusterAccount.unproven_reason),
+    and a person acting on their own account must be vouched for by the identity provider
+    now (``stale_refusal``)."""
+    return account.unproven_reason() or stale_refusal(account, requester) or ""
+
+
+def stale_refusal(account, requester: str) -> str | None:
+    """The message when ``requester`` acts on their own ``account`` while their word from
+    the identity provider is not current (portal/identity/confirmation.py), else None.
+    The portal's own bookkeeping (no requester: following jobs already running to their
+    final state, their tails and notifications) and other people's actions on it (staff
+    cancelling, the idle-GPU policy) go on."""
+    if not requester or account.user_id is None:
+        return None
+    message = confirmation.stale_user_id(account.user_id)  # (no query with OIDC off)
+    return message if message and account.user.get_username() == requester else None
 
 
 # --- the client side: what account_key calls in a process that does not sign --------------
@@ -150,7 +165,7 @@ def answer(request: object) -> dict:
         return {"error": f"no cluster account {account_id}"}
     if not account.cluster.uses_certificates:
         return {"error": f"{account.cluster.name} does not use certificates"}
-    refusal = signing_refusal(account)
+    refusal = signing_refusal(account, requester)
     if refusal:
         return {"error": refusal}
     try:

@@ -22,6 +22,7 @@ from django.conf import settings
 
 from jobs import crypto
 from jobs.cluster import acting, certs, deadline, signer
+from portal.identity import confirmation
 
 log = logging.getLogger(__name__)
 
@@ -414,9 +415,13 @@ class Connection:
 def account_key(account) -> paramiko.PKey:
     """What a ClusterAccount logs in with: in certificate mode a fresh key and certificate
     (key id naming who asked and what for: ``acting.requester`` and ``acting.purpose``,
-    "-" and "sync" for the portal's own bookkeeping), else its stored key."""
+    "-" and "sync" for the portal's own bookkeeping), else its stored key. Either only
+    while the person's word from the identity provider is current (certificates: as part
+    of ``signer.signing_refusal``, which a signer process asks too)."""
     cluster = account.cluster
     if not cluster.uses_certificates:
+        if stale := confirmation.stale_user_id(account.user_id):
+            raise AuthenticationFailed(stale)  # the provider's word is too old
         if not account.private_key_encrypted:  # made, but no key generated or installed yet
             raise AuthenticationFailed(f"cluster account {account.username} has no key yet")
         return load_private_key(account.private_key())

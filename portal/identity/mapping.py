@@ -61,6 +61,32 @@ def in_any(member_of: frozenset[str], wanted: Sequence[str]) -> bool:
     return not wanted or bool(member_of & set(wanted))
 
 
+def member_of_any(member_of: frozenset[str], wanted: Sequence[str]) -> bool:
+    """One group in common; an empty ``wanted`` means nobody (unlike ``in_any``)."""
+    return bool(member_of & set(wanted))
+
+
+def flags(
+    member_of: frozenset[str], staff_groups: Sequence[str], superuser_groups: Sequence[str]
+) -> tuple[bool, bool]:
+    """(is_superuser, is_staff) for a person in ``member_of``: the provider decides both,
+    an unset list means no; a superuser is staff too."""
+    superuser = member_of_any(member_of, superuser_groups)
+    return superuser, superuser or member_of_any(member_of, staff_groups)
+
+
+def managed_group(name: str, patterns: Sequence[str]) -> bool:
+    """A Django group the provider's groups decide: named in ``patterns`` (exactly, or by
+    a trailing-``*`` prefix such as ``portal-*``); none when ``patterns`` is empty."""
+    for pattern in patterns:
+        if pattern.endswith("*") and len(pattern) > 1:
+            if name.startswith(pattern[:-1]):
+                return True
+        elif name == pattern:
+            return True
+    return False
+
+
 def check_authentication(claims: dict, require_acr: Sequence[str], require_amr: Sequence[str]):
     """Refused unless the id token's acr is one of ``require_acr`` and its amr holds one of
     ``require_amr`` (when set): how strongly the provider authenticated the person."""

@@ -147,19 +147,121 @@ def forget_keys() -> None:
     _clients.clear()
 
 
-def verify_access_token(token: str) -> dict:
-    """The claims of a provider-issued JWT access token meant for this portal; JoseError or
-    ProviderError when it is not (signature, unknown key, iss, aud, exp/nbf with leeway)."""
+# RFC 9068 access tokens say so in their header; other providers send "JWT" or nothing.
+ACCESS_TOKEN_TYPES = {"at+jwt", "application/at+jwt"}
+
+
+def _decode(token: str):
     issuer = settings.PORTAL_OIDC_ISSUER
     try:
-        decoded = jwt.decode(token, key_set(issuer), algorithms=ALGORITHMS)
+        return jwt.decode(token, key_set(issuer), algorithms=ALGORITHMS)
     except InvalidKeyIdError:
-        decoded = jwt.decode(token, key_set(issuer, unknown_kid=True), algorithms=ALGORITHMS)
+        return jwt.decode(token, key_set(issuer, unknown_kid=True), algorithms=ALGORITHMS)
+
+
+def verify_access_token(token: str) -> dict:
+    """The claims of a provider-issued JWT access token meant for this portal; JoseError,
+    ValueError or ProviderError when it is not (signature, unknown key, iss, aud, exp/nbf
+    with leeway; an id token: a ``nonce`` claim, or a ``typ`` header other than at+jwt)."""
+    issuer = settings.PORTAL_OIDC_ISSUER
+    audience = settings.PORTAL_OIDC_API_AUDIENCE
+    if not audience or audience == settings.PORTAL_OIDC_CLIENT_ID:
+        raise ValueError("no API audience is set apart from the client id")
+    decoded = _decode(token)
+    typ = decoded.header.get("typ")
+    if typ is not None and str(typ).lower() not in ACCESS_TOKEN_TYPES:
+        raise ValueError(f"a token of type {typ!r} is not an access token")
+    if "nonce" in decoded.claims:
+        raise ValueError("an id token (it has a nonce) is not an access token")
     jwt.JWTClaimsRegistry(
         leeway=settings.PORTAL_OIDC_LEEWAY,
         iss={"essential": True, "value": issuer},
-        aud={"essential": True, "value": settings.PORTAL_OIDC_API_AUDIENCE},
+        aud={"essential": True, "value": audience},
         sub={"essential": True},
         exp={"essential": True},
     ).validate(decoded.claims)
     return decoded.claims
+
+
+# --- Back-channel logout (OpenID Connect Back-Channel Logout 1.0) -------------------------
+
+LOGOUT_EVENT = "http://schemas.openid.net/event/backchannel-logout"
+LOGOUT_TOKEN_MAX_AGE = 300  # seconds: an older logout token (iat) is refused
+
+
+def verify_logout_token(token: str) -> dict:
+    """The claims of a logout token the provider POSTed to /oidc/backchannel-logout/;
+    JoseError, ValueError or ProviderError when it is not one: signed with the provider's
+    keys, its issuer, this client as audience, a recent iat (exp too when present), the
+    back-channel logout event, a sub or sid, a jti, and no nonce (so no id token passes)."""
+    decoded = _decode(token)
+    claims = decoded.claims
+    jwt.JWTClaimsRegistry(
+        leeway=settings.PORTAL_OIDC_LEEWAY,
+        iss={"essential": True, "value": settings.PORTAL_OIDC_ISSUER},
+        aud={"essential": True, "value": settings.PORTAL_OIDC_CLIENT_ID},
+        iat={"essential": True},
+        jti={"essential": True},
+    ).validate(claims)
+    now = time.time()
+    iat = claims["iat"]
+    if not isinstance(iat, int | float) or not (
+        now - LOGOUT_TOKEN_MAX_AGE - settings.PORTAL_OIDC_LEEWAY
+        <= iat
+        <= now + settings.PORTAL_OIDC_LEEWAY
+    ):
+        raise ValueError("the logout token's iat is not recent")
+    events = claims.get("events")
+    if not isinstance(events, dict) or not isinstance(events.get(LOGOUT_EVENT), dict):
+        raise ValueError("the token carries no back-channel logout event")
+    if "nonce" in claims:
+        raise ValueError("a logout token has no nonce")
+    if not isinstance(claims.get("sub"), str) and not isinstance(claims.get("sid"), str):
+        raise ValueError("the logout token names neither sub nor sid")
+    return claims
+
+
+# --- Refresh tokens --------------------------------------------------------------------
+
+
+class RefreshRefused(Exception):
+    """The provider refused the refresh token (revoked, expired, its person disabled)."""
+
+
+def refresh_userinfo(refresh_token: str) -> tuple[dict, str | None]:
+    """Ask the provider again about the person behind ``refresh_token``: the refresh grant
+    at its token endpoint, then its userinfo endpoint with the new access token (what the
+    provider says now, groups included). (userinfo claims, the rotated refresh token or
+    None). RefreshRefused when the provider refuses; ProviderError or
+    requests.RequestException when it cannot be asked (every call within HTTP_TIMEOUT)."""
+    metadata = client().load_server_metadata()
+    token_endpoint, userinfo_endpoint = (
+        metadata.get("token_endpoint"),
+        metadata.get("userinfo_endpoint"),
+    )
+    if not token_endpoint or not userinfo_endpoint:
+        raise ProviderError("the provider names no token or userinfo endpoint")
+    answer = requests.post(
+        token_endpoint,
+        data={"grant_type": "refresh_token", "refresh_token": refresh_token},
+        auth=(settings.PORTAL_OIDC_CLIENT_ID, settings.PORTAL_OIDC_CLIENT_SECRET),
+        timeout=HTTP_TIMEOUT,
+    )
+    if answer.status_code in (400, 401, 403):
+        raise RefreshRefused(f"the provider refused the refresh token ({answer.status_code})")
+    answer.raise_for_status()
+    tokens = answer.json()
+    access = tokens.get("access_token") if isinstance(tokens, dict) else None
+    if not isinstance(access, str):
+        raise ProviderError("the refresh answer has no access token")
+    info = requests.get(
+        userinfo_endpoint, headers={"Authorization": f"Bearer {access}"}, timeout=HTTP_TIMEOUT
+    )
+    if info.status_code in (401, 403):
+        raise RefreshRefused(f"the provider's userinfo refused the new token ({info.status_code})")
+    info.raise_for_status()
+    claims = info.json()
+    if not isinstance(claims, dict):
+        raise ProviderError("the userinfo answer is not an object")
+    rotated = tokens.get("refresh_token")
+    return claims, rotated if isinstance(rotated, str) else None

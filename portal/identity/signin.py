@@ -2,7 +2,11 @@
 user out (made at the first sign-in, kept current after), or ``mapping.Refused``.
 
 At every sign-in: name and e-mail follow the claims; staff and superuser follow
-PORTAL_OIDC_STAFF_GROUPS / PORTAL_OIDC_SUPERUSER_GROUPS (when set); each cluster the
+PORTAL_OIDC_STAFF_GROUPS / PORTAL_OIDC_SUPERUSER_GROUPS (an unset list: nobody); the Django
+groups that PORTAL_OIDC_DJANGO_GROUPS names follow the provider groups of the same name; the
+identity's confirmation (confirmation.py) starts again, with its groups and the refresh
+token if the provider gave one. A name is not an identity: a first sign-in never attaches
+to an existing portal user of the same name (an administrator links them). Each cluster the
 person's groups allow gets a cluster account named by its user_map, and each cluster they
 no longer allow has the account disabled (kept, so its jobs keep their history). A person
 outside PORTAL_OIDC_ALLOWED_GROUPS gets no account, and one who had an account loses every
@@ -19,9 +23,9 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import audit
+from jobs import audit, crypto
 from jobs.models import ApiToken, Cluster, ClusterAccount
-from portal.identity import mapping
+from portal.identity import confirmation, mapping
 from portal.identity.mapping import Refused
 from portal.identity.models import Identity
 
@@ -33,7 +37,49 @@ NOT_ALLOWED = (
 )
 
 
-def sign_in(claims: dict):
+NAME_TAKEN = (
+    "The portal user name {name!r} belongs to an existing portal account. A sign-in is "
+    "never attached to an account by its name: an administrator links your identity to it "
+    "(or renames it); ask the portal's administrators."
+)
+
+
+class NameTaken(Refused):
+    """The first sign-in's name is an existing portal user's."""
+
+    def __init__(self, username: str) -> None:
+        super().__init__(NAME_TAKEN.format(name=username))
+        self.username = username
+
+
+def may_link_by_password(username: str) -> bool:
+    """The portal user ``username`` may be linked by proving its local password: active,
+    with a usable password, no identity yet, not an emergency admin (those never link)."""
+    user = get_user_model().objects.filter(username=username).first()
+    return (
+        user is not None
+        and user.is_active
+        and user.has_usable_password()
+        and username not in settings.PORTAL_LOCAL_LOGIN_USERS
+        and not user.identities.exists()
+    )
+
+
+def link_by_password(issuer: str, subject: str, username: str, password: str) -> bool:
+    """The person signed in at the provider as (issuer, subject) proved the local password of
+    ``username`` once: that identity is now theirs. False (nothing linked) otherwise."""
+    if not may_link_by_password(username):
+        return False
+    user = get_user_model().objects.get(username=username)
+    if not user.check_password(password):
+        return False
+    with transaction.atomic():
+        Identity.objects.create(user=user, issuer=issuer, subject=subject)
+    log.info("%s linked to %s at %s by its local password", user, subject, issuer)
+    return True
+
+
+def sign_in(claims: dict, refresh_token: str | None = None):
     """The portal user for verified id token ``claims``; Refused says why there is none."""
     mapping.check_authentication(
         claims, settings.PORTAL_OIDC_REQUIRE_ACR, settings.PORTAL_OIDC_REQUIRE_AMR
@@ -49,14 +95,45 @@ def sign_in(claims: dict):
             withdraw(known.user)
         raise Refused(NOT_ALLOWED)
     with transaction.atomic():
-        user = _user(issuer, subject, person)
+        user, identity = _user(issuer, subject, person)
+        _confirm(identity, person, refresh_token)
         _flags(user, person)
         _cluster_accounts(user, person, claims)
     return user
 
 
+def reconfirm(identity: Identity, claims: dict) -> bool:
+    """A refresh token's answer (the provider's userinfo ``claims`` for ``identity``),
+    applied as a sign-in would: still allowed, the confirmation starts again and the flags
+    and managed groups follow; out of the allowed groups, withdrawn. True if confirmed."""
+    person_groups = mapping.groups(claims.get(settings.PORTAL_OIDC_GROUPS_CLAIM))
+    if str(claims.get("sub")) != identity.subject:
+        log.warning("refresh for %s answered for another subject; not confirmed", identity)
+        return False
+    if not mapping.in_any(person_groups, settings.PORTAL_OIDC_ALLOWED_GROUPS):
+        log.info("%s is no longer in the allowed groups: withdrawn", identity.user)
+        withdraw(identity.user)
+        return False
+    person = mapping.Person(
+        identity.user.get_username(), "", "", "", groups=frozenset(person_groups)
+    )
+    with transaction.atomic():
+        # Only if nothing moved since the identity was read: a back-channel logout or a
+        # withdrawal meanwhile (confirmation cleared) must not be undone by this answer.
+        confirmed = Identity.objects.filter(
+            pk=identity.pk,
+            confirmed_at=identity.confirmed_at,
+            refresh_token_encrypted=identity.refresh_token_encrypted,
+        ).update(confirmed_at=timezone.now(), groups=sorted(person_groups))
+        if not confirmed:
+            return False
+        _flags(identity.user, person)
+    return True
+
+
 def withdraw(user) -> None:
-    """A person who may no longer use the portal: every token and cluster account, at once."""
+    """A person who may no longer use the portal: every token and cluster account, their
+    browser sessions and their confirmation (no refresh token brings it back), at once."""
     with transaction.atomic():
         for token in ApiToken.objects.revoke_all(user):
             audit.token_changed(
@@ -65,6 +142,17 @@ def withdraw(user) -> None:
         ClusterAccount.objects.filter(user=user, disabled_at__isnull=True).update(
             disabled_at=timezone.now(), disabled_by=ClusterAccount.DisabledBy.SIGN_IN
         )
+        Identity.objects.filter(user=user).update(confirmed_at=None, refresh_token_encrypted="")
+        confirmation.end_sessions(user)
+
+
+def _confirm(identity: Identity, person: mapping.Person, refresh_token: str | None) -> None:
+    confirmation.confirm(identity.pk, sorted(person.groups))
+    if not settings.PORTAL_OIDC_REFRESH_CONFIRMS:
+        refresh_token = None  # not kept when it would not be used
+    Identity.objects.filter(pk=identity.pk).update(
+        refresh_token_encrypted=crypto.encrypt(refresh_token) if refresh_token else ""
+    )
 
 
 def _user(issuer: str, subject: str, person: mapping.Person):
@@ -77,16 +165,11 @@ def _user(issuer: str, subject: str, person: mapping.Person):
         .first()
     )
     if identity is None:
-        user = users.objects.filter(username=person.username).first()
-        if user is not None and (
-            user.identities.exists() or user.username in settings.PORTAL_LOCAL_LOGIN_USERS
-        ):
-            raise Refused(
-                f"The portal user name {person.username!r} already belongs to someone else; "
-                "ask the portal's administrators."
-            )
-        if user is None:
-            user = users.objects.create_user(person.username)  # no usable password
+        # The name is the provider's claim, not a proof: an existing portal user of that
+        # name (a local admin, someone renamed since) is never taken over by it.
+        if users.objects.filter(username=person.username).exists():
+            raise NameTaken(person.username)
+        user = users.objects.create_user(person.username)  # no usable password
         identity = Identity.objects.create(user=user, issuer=issuer, subject=subject)
     user = identity.user
     if not user.is_active:
@@ -99,24 +182,23 @@ def _user(issuer: str, subject: str, person: mapping.Person):
     user.first_name, user.last_name, user.email = person.first_name, person.last_name, person.email
     user.save()
     Identity.objects.filter(pk=identity.pk).update(last_sign_in=timezone.now())
-    return user
+    return user, identity
 
 
 def _flags(user, person: mapping.Person) -> None:
-    changed = []
-    if settings.PORTAL_OIDC_SUPERUSER_GROUPS:
-        user.is_superuser = mapping.in_any(person.groups, settings.PORTAL_OIDC_SUPERUSER_GROUPS)
-        changed.append("is_superuser")
-    if settings.PORTAL_OIDC_STAFF_GROUPS or settings.PORTAL_OIDC_SUPERUSER_GROUPS:
-        staff_groups = [*settings.PORTAL_OIDC_STAFF_GROUPS, *settings.PORTAL_OIDC_SUPERUSER_GROUPS]
-        user.is_staff = mapping.in_any(person.groups, staff_groups)
-        changed.append("is_staff")
-    if changed:
-        user.save(update_fields=changed)
-    # Permissions come from the portal's Django groups, and for a person who signs in here
-    # the provider says which: they are in exactly the Django groups named like their
-    # provider groups (an admin makes "portal-staff" and gives it "view" on the catalog).
-    user.groups.set(Group.objects.filter(name__in=person.groups))
+    """Staff and superuser from the provider's groups alone (an unset list: nobody), and
+    the managed Django groups (PORTAL_OIDC_DJANGO_GROUPS) from the groups of those names."""
+    user.is_superuser, user.is_staff = mapping.flags(
+        person.groups, settings.PORTAL_OIDC_STAFF_GROUPS, settings.PORTAL_OIDC_SUPERUSER_GROUPS
+    )
+    user.save(update_fields=["is_superuser", "is_staff"])
+    # Permissions come from the portal's Django groups. Those PORTAL_OIDC_DJANGO_GROUPS
+    # names (an admin makes "portal-staff" and gives it "view" on the catalog) follow the
+    # provider groups of the same name; any other group an admin gave the user stays.
+    patterns = settings.PORTAL_OIDC_DJANGO_GROUPS
+    managed = [g for g in Group.objects.all() if mapping.managed_group(g.name, patterns)]
+    user.groups.remove(*[g for g in managed if g.name not in person.groups])
+    user.groups.add(*[g for g in managed if g.name in person.groups])
 
 
 def _cluster_accounts(user, person: mapping.Person, claims: dict) -> None:

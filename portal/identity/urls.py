@@ -6,4 +6,6 @@ urlpatterns = [
     path("login/", views.login, name="oidc-login"),
     path("callback/", views.callback, name="oidc-callback"),
     path("logout/", views.logout, name="oidc-logout"),
+    path("link/", views.link, name="oidc-link"),
+    path("backchannel-logout/", views.backchannel_logout, name="oidc-backchannel-logout"),
 ]

@@ -42,6 +42,10 @@ def oidc_stack(idp_provider, certificate_cluster, tmp_path):
             "PORTAL_OIDC_PROVIDER_NAME": "the dev provider",
             "PORTAL_OIDC_ALLOWED_GROUPS": "portal-users",
             "PORTAL_OIDC_STAFF_GROUPS": "portal-staff",
+            # The Django group of that name follows the provider group (an allowlist).
+            "PORTAL_OIDC_DJANGO_GROUPS": "portal-staff",
+            # glewlwyd 2.7 ends its session only when given the id token (README).
+            "PORTAL_OIDC_LOGOUT_ID_TOKEN_HINT": "1",
             "PORTAL_SSH_CA_KEY_FILES": str(ca),
         },
     )

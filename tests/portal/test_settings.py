@@ -272,6 +272,19 @@ def test_sessions_reach_the_portals_own_host_only_in_demo_and_debug():
             "PORTAL_OIDC_SCOPES must contain openid",
         ),
         ({"PORTAL_OIDC_LEEWAY": "3600"}, "PORTAL_OIDC_LEEWAY=3600 must be at most 300"),
+        (
+            {
+                "PORTAL_OIDC_ISSUER": "https://idp.example.org",
+                "PORTAL_OIDC_CLIENT_ID": "portal",
+                "PORTAL_OIDC_API_AUDIENCE": "portal",
+            },
+            "PORTAL_OIDC_API_AUDIENCE must not be the client id",
+        ),
+        ({"PORTAL_OIDC_CONFIRM_MAX_AGE": "2"}, "PORTAL_OIDC_CONFIRM_MAX_AGE=2 must be at least 5"),
+        (
+            {"PORTAL_OIDC_CONFIRM_MAX_AGE": str(31 * 24 * 3600)},
+            "PORTAL_OIDC_CONFIRM_MAX_AGE=2678400 must be at most 2592000",
+        ),
     ],
 )
 def test_oidc_settings_that_cannot_work_stop_the_start(env, message):
@@ -293,4 +306,18 @@ def test_oidc_is_off_without_an_issuer_and_the_client_secret_may_come_from_a_fil
         "PORTAL_OIDC_CLIENT_ID": "portal",
         "PORTAL_OIDC_CLIENT_SECRET_FILE": str(secret),
     }
-    assert run_python(code, env).stdout.split() == ["s3cret", "portal"]
+    # No API audience unless one is set: never the client id by default.
+    assert run_python(code, env).stdout.split() == ["s3cret"]
+
+
+def test_a_provider_confirmation_and_a_session_last_a_working_day_by_default():
+    code = """
+        import django; django.setup()
+        from django.conf import settings
+        print(settings.PORTAL_OIDC_CONFIRM_MAX_AGE, settings.SESSION_COOKIE_AGE)
+    """
+    assert run_python(code, {"PORTAL_DEMO": "1"}).stdout.split() == ["36000", "36000"]
+    env = {"PORTAL_DEMO": "1", "PORTAL_OIDC_CONFIRM_MAX_AGE": "7200"}
+    assert run_python(code, env).stdout.split() == ["7200", "7200"]
+    env["PORTAL_SESSION_AGE"] = "600"
+    assert run_python(code, env).stdout.split() == ["7200", "600"]

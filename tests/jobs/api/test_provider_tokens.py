@@ -99,3 +99,62 @@ def test_with_oidc_off_a_jwt_is_just_an_unknown_token(oidc, settings):
     token = oidc.access_token(aud=AUD)
     settings.PORTAL_OIDC_ISSUER = ""
     assert status(token) == 401
+
+
+# --- the browser's rules on the token's own claims; id tokens are not access tokens ------
+
+
+def test_an_id_token_is_refused_as_a_bearer_token(oidc):
+    assert status(oidc.access_token(aud=AUD, nonce="n-1")) == 401  # a nonce: an id token
+    assert status(oidc.access_token(aud=AUD, typ="JWT")) == 401  # typed, not at+jwt
+    assert status(oidc.access_token(aud=AUD, typ="application/at+jwt")) == 200
+    assert status(oidc.access_token(aud=AUD, typ=None)) == 200  # untyped: other checks
+
+
+def test_an_api_audience_equal_to_the_client_id_takes_no_token(oidc, settings):
+    """The portal's own id tokens name the client id: that audience is never the API's."""
+    settings.PORTAL_OIDC_API_AUDIENCE = CLIENT_ID
+    assert status(oidc.access_token(aud=CLIENT_ID)) == 401
+    settings.PORTAL_OIDC_API_AUDIENCE = ""
+    assert status(oidc.access_token(aud="")) == 401
+
+
+def test_a_token_without_an_allowed_group_is_refused(oidc, settings):
+    settings.PORTAL_OIDC_ALLOWED_GROUPS = ["hpc-users"]
+    assert status(oidc.access_token(aud=AUD)) == 401  # no groups claim
+    assert status(oidc.access_token(aud=AUD, groups=["alumni"])) == 401
+    assert status(oidc.access_token(aud=AUD, groups=["hpc-users"])) == 200
+
+
+def test_staff_powers_need_the_staff_group_in_the_token(oidc, settings, owner):
+    from rest_framework.test import APIRequestFactory
+
+    from jobs.api.auth import ProviderTokenAuthentication
+    from jobs.models.tokens import ADMIN
+
+    owner.is_staff = owner.is_superuser = True
+    owner.save()
+    settings.PORTAL_OIDC_STAFF_GROUPS = ["hpc-admins"]
+
+    def user_for(token: str):
+        request = APIRequestFactory().get("/api/v1/jobs/", HTTP_AUTHORIZATION=f"Bearer {token}")
+        user, _ = ProviderTokenAuthentication().authenticate(request)
+        return user
+
+    plain = user_for(oidc.access_token(aud=AUD, scope="portal:admin", groups=["hpc-users"]))
+    assert not plain.is_staff and not plain.is_superuser and ADMIN not in plain.api_scopes
+    staff = user_for(oidc.access_token(aud=AUD, scope="portal:admin", groups=["hpc-admins"]))
+    assert staff.is_staff and ADMIN in staff.api_scopes
+    owner.refresh_from_db()
+    assert owner.is_staff and owner.is_superuser  # a request's view, the row is unchanged
+
+
+def test_required_acr_and_amr_apply_to_tokens(oidc, settings):
+    settings.PORTAL_OIDC_REQUIRE_ACR = ["urn:mfa"]
+    assert status(oidc.access_token(aud=AUD)) == 401
+    assert status(oidc.access_token(aud=AUD, acr="urn:password")) == 401
+    assert status(oidc.access_token(aud=AUD, acr="urn:mfa")) == 200
+    settings.PORTAL_OIDC_REQUIRE_ACR = []
+    settings.PORTAL_OIDC_REQUIRE_AMR = ["otp"]
+    assert status(oidc.access_token(aud=AUD, amr=["pwd"])) == 401
+    assert status(oidc.access_token(aud=AUD, amr=["pwd", "otp"])) == 200

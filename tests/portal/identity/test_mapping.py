@@ -93,3 +93,20 @@ def test_several_audiences_need_this_portal_as_authorised_party():
     mapping.check_audience({"aud": "portal"}, "portal")
     with pytest.raises(Refused):
         mapping.check_audience({"aud": ["portal", "other"], "azp": "other"}, "portal")
+
+
+def test_flags_come_from_the_groups_alone_and_an_unset_list_means_no():
+    staff, root = ["hpc-staff"], ["hpc-root"]
+    assert mapping.flags(frozenset({"hpc-users"}), [], []) == (False, False)
+    assert mapping.flags(frozenset({"hpc-staff"}), staff, []) == (False, True)
+    assert mapping.flags(frozenset({"hpc-root"}), staff, root) == (True, True)  # staff too
+    assert mapping.flags(frozenset(), staff, root) == (False, False)
+
+
+def test_managed_django_groups_are_names_or_prefixes_and_none_by_default():
+    assert not mapping.managed_group("portal-staff", [])
+    assert mapping.managed_group("portal-staff", ["portal-staff"])
+    assert mapping.managed_group("portal-gpu", ["portal-*"])
+    assert not mapping.managed_group("wheel", ["portal-*"])
+    assert not mapping.managed_group("portal", ["portal-*"])
+    assert not mapping.managed_group("anything", ["*"])  # a bare * is no pattern

@@ -14,7 +14,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.test import Client
+from django.utils import timezone
 
+from jobs import crypto
 from jobs.models import ApiToken, ClusterAccount
 from portal.identity.models import Identity
 from tests import factories, oidcprovider
@@ -30,7 +32,7 @@ def oidc(oidc_test_provider, settings):
         oidc_test_provider,
         settings,
         PORTAL_OIDC_PROVIDER_NAME="Test IdP",
-        PORTAL_OIDC_API_AUDIENCE=CLIENT_ID,
+        PORTAL_OIDC_API_AUDIENCE="https://portal.example.org",
         PORTAL_OIDC_ALLOWED_GROUPS=["hpc-users"],
         PORTAL_OIDC_STAFF_GROUPS=["hpc-admins"],
         PORTAL_LOCAL_LOGIN_USERS=["rescue"],
@@ -89,19 +91,53 @@ def test_a_renamed_person_stays_the_same_user_with_current_name_and_email(oidc):
     assert get_user_model().objects.count() == 1
 
 
-def test_django_groups_follow_the_provider_groups_of_the_same_name(oidc):
-    """Permissions come from Django groups; for a person who signs in with the provider,
-    membership is exactly the groups named like their provider groups, at every sign-in."""
+def test_only_allowlisted_django_groups_follow_the_provider_groups(oidc, settings):
+    """Permissions come from Django groups; a provider group becomes a membership only when
+    PORTAL_OIDC_DJANGO_GROUPS names it (exactly or by prefix), at every sign-in, and the
+    groups an admin gave outside that list stay."""
     admins = Group.objects.create(name="hpc-admins")
-    Group.objects.create(name="local-only")
-    oidc.claims.update(groups=["hpc-users", "hpc-admins"])
+    wheel = Group.objects.create(name="wheel")  # same name at the provider, not allowlisted
+    local = Group.objects.create(name="local-only")
+    oidc.claims.update(groups=["hpc-users", "hpc-admins", "wheel"])
     assert flow(Client(), oidc).status_code == 302
     user = get_user_model().objects.get(username="ada")
-    assert list(user.groups.all()) == [admins] and user.is_staff
+    assert list(user.groups.all()) == []  # no allowlist: no provider group counts
+    settings.PORTAL_OIDC_DJANGO_GROUPS = ["hpc-*"]
+    user.groups.add(local)  # an admin's choice
+    assert flow(Client(), oidc).status_code == 302
+    assert set(user.groups.all()) == {admins, local} and user.is_staff
+    assert wheel not in user.groups.all()
     oidc.claims.update(groups=["hpc-users"])  # left hpc-admins at the provider
     assert flow(Client(), oidc).status_code == 302
     user.refresh_from_db()
-    assert list(user.groups.all()) == [] and not user.is_staff
+    assert list(user.groups.all()) == [local] and not user.is_staff
+
+
+def test_staff_and_superuser_flags_are_recomputed_and_an_unset_list_means_no(oidc, settings):
+    """A portal superuser linked to the provider by an admin is a superuser only while a
+    superuser group says so; with no superuser group set, nobody is one."""
+    boss = factories.user("ada", "ada-pass-123", superuser=True)
+    assert boss.is_superuser and boss.is_staff
+    factories.identity(boss, oidc.issuer, "subject-123")  # the admin's link
+    settings.PORTAL_OIDC_STAFF_GROUPS = []
+    assert flow(Client(), oidc).status_code == 302
+    boss.refresh_from_db()
+    assert not boss.is_superuser and not boss.is_staff
+    settings.PORTAL_OIDC_SUPERUSER_GROUPS = ["hpc-root"]
+    oidc.claims["groups"] = ["hpc-users", "hpc-root"]
+    assert flow(Client(), oidc).status_code == 302
+    boss.refresh_from_db()
+    assert boss.is_superuser and boss.is_staff
+
+
+def test_a_sign_in_confirms_the_identity_with_its_groups_and_keeps_the_refresh_token(oidc):
+    assert flow(Client(), oidc).status_code == 302
+    identity = Identity.objects.get(subject="subject-123")
+    assert identity.confirmed_at is not None
+    assert (timezone.now() - identity.confirmed_at).total_seconds() < 30
+    assert identity.groups == ["hpc-users"]
+    assert crypto.decrypt(identity.refresh_token_encrypted) in oidc.refresh_tokens
+    assert identity.refresh_token_encrypted not in oidc.refresh_tokens  # encrypted at rest
 
 
 @pytest.mark.parametrize(
@@ -238,7 +274,9 @@ def test_local_passwords_are_refused_except_for_the_listed_users(oidc):
     assert rescue.status_code == 302 and signed_in(client)
 
 
-def test_logout_ends_the_session_and_sends_the_browser_to_the_provider(oidc):
+def test_logout_ends_the_session_and_sends_the_browser_to_the_provider(oidc, settings):
+    """No id token in the URL (browser history, the provider's logs): the client id names
+    the portal; PORTAL_OIDC_LOGOUT_ID_TOKEN_HINT adds it for a provider that needs it."""
     client = Client()
     assert flow(client, oidc).status_code == 302
     id_token = oidc.issued[-1]
@@ -247,8 +285,13 @@ def test_logout_ends_the_session_and_sends_the_browser_to_the_provider(oidc):
     target = urlparse(response["Location"])
     query = {k: v[0] for k, v in parse_qs(target.query).items()}
     assert f"{target.scheme}://{target.netloc}{target.path}" == oidc.issuer + "/logout"
-    assert query["id_token_hint"] == id_token
+    assert "id_token_hint" not in query and id_token not in response["Location"]
+    assert query["client_id"] == CLIENT_ID
     assert query["post_logout_redirect_uri"] == "http://testserver/accounts/login/"
+    settings.PORTAL_OIDC_LOGOUT_ID_TOKEN_HINT = True
+    assert flow(client, oidc).status_code == 302
+    response = client.post("/oidc/logout/")
+    assert parse_qs(urlparse(response["Location"]).query)["id_token_hint"] == [oidc.issued[-1]]
 
 
 def test_with_oidc_off_the_views_are_absent_and_passwords_work(settings):
@@ -263,16 +306,23 @@ def test_with_oidc_off_the_views_are_absent_and_passwords_work(settings):
     assert client.post("/oidc/logout/").status_code == 302 and not signed_in(client)
 
 
-def test_a_local_user_of_the_same_name_is_linked_once_and_never_an_emergency_admin(oidc):
-    existing = factories.user("ada", "ada-pass-123")
-    assert flow(Client(), oidc).status_code == 302
-    assert Identity.objects.get(subject="subject-123").user == existing
-    oidc.claims.update(sub="another-subject")  # someone else claiming the name later
+def test_a_local_user_of_the_same_name_is_never_linked_by_name_only_by_an_admin(oidc):
+    existing = factories.user("ada", "ada-pass-123", superuser=True)
     client = Client()
-    assert_refused(flow(client, oidc), client, "already belongs to someone else")
+    assert_refused(flow(client, oidc), client, "an administrator links your identity")
+    assert not Identity.objects.exists()
+    existing.refresh_from_db()
+    assert existing.is_superuser  # untouched by the refused sign-in
+    # The admin links them (an Identity row in the admin): then the sign-in is theirs.
+    factories.identity(existing, oidc.issuer, "subject-123", confirmed_ago=None)
+    assert flow(client, oidc).status_code == 302 and signed_in(client)
+    assert client.session["_auth_user_id"] == str(existing.pk)
+    oidc.claims.update(sub="another-subject")  # someone else claiming the name later
+    other = Client()
+    assert_refused(flow(other, oidc), other, "an administrator links")
     factories.user("rescue", "rescue-pass-123", superuser=True)
     oidc.claims.update(sub="third-subject", preferred_username="rescue")
-    assert_refused(flow(client, oidc), client, "already belongs to someone else")
+    assert_refused(flow(other, oidc), other, "an administrator links")
 
 
 def test_a_person_deactivated_in_the_portal_cannot_sign_in(oidc):
@@ -287,3 +337,79 @@ def test_a_cluster_user_already_someone_elses_is_never_given_to_a_second_person(
     factories.account(alpha, factories.user("older"), "ada")
     assert flow(Client(), oidc).status_code == 302
     assert not ClusterAccount.objects.filter(user__username="ada").exists()
+
+
+def test_the_person_may_prove_the_local_password_once_to_link(oidc):
+    existing = factories.user("ada", "ada-pass-123", superuser=True)
+    client = Client()
+    refused = flow(client, oidc)
+    assert refused.status_code == 403 and "data-link-identity" in refused.content.decode()
+    # A wrong password links nothing, counts as a failed sign-in and ends the offer.
+    wrong = client.post("/oidc/link/", {"password": "not-it"})
+    assert wrong.status_code == 403 and "nothing was linked" in wrong.content.decode()
+    assert not Identity.objects.exists() and not signed_in(client)
+    again = client.post("/oidc/link/", {"password": "ada-pass-123"})
+    assert again.status_code == 403 and "sign in again" in again.content.decode()
+    # The right one, after a new sign-in at the provider: linked, signed in as that user,
+    # and the flags are the provider's (no superuser group: no superuser).
+    assert flow(client, oidc).status_code == 403
+    linked = client.post("/oidc/link/", {"password": "ada-pass-123"})
+    assert linked.status_code == 302 and signed_in(client)
+    assert client.session["_auth_user_id"] == str(existing.pk)
+    assert Identity.objects.get().user == existing
+    existing.refresh_from_db()
+    assert not existing.is_superuser
+    # Once: the next person claiming that name gets no offer.
+    oidc.claims.update(sub="another-subject")
+    other = Client()
+    response = flow(other, oidc)
+    assert response.status_code == 403 and "data-link-identity" not in response.content.decode()
+
+
+def test_no_link_by_password_for_emergency_admins_or_password_less_users(oidc):
+    factories.user("rescue", "rescue-pass-123", superuser=True)
+    oidc.claims.update(preferred_username="rescue")
+    client = Client()
+    response = flow(client, oidc)
+    assert response.status_code == 403 and "data-link-identity" not in response.content.decode()
+    assert client.post("/oidc/link/", {"password": "rescue-pass-123"}).status_code == 403
+    assert not Identity.objects.exists() and not signed_in(client)
+    factories.user("nopass")
+    oidc.claims.update(preferred_username="nopass", sub="s-2")
+    assert "data-link-identity" not in flow(Client(), oidc).content.decode()
+
+
+def test_guessing_the_local_password_is_throttled(oidc, settings):
+    settings.PORTAL_SIGNIN_FAILURES = 2
+    factories.user("ada", "ada-pass-123")
+    client = Client()
+    for _ in range(2):
+        assert flow(client, oidc).status_code == 403
+        client.post("/oidc/link/", {"password": "guess"})
+    assert flow(client, oidc).status_code == 403
+    locked = client.post("/oidc/link/", {"password": "ada-pass-123"})
+    assert locked.status_code == 403 and "Too many failed sign-ins" in locked.content.decode()
+    assert not Identity.objects.exists()
+
+
+def test_an_administrator_links_an_identity_in_the_admin(oidc, staff):
+    """The admin's add form takes issuer and subject (read-only once made); the person's
+    next sign-in is then the linked user's."""
+    existing = factories.user("ada", "ada-pass-123")
+    admin = Client()
+    admin.force_login(staff)
+    factories.identity(staff, oidc.issuer, "staff-subject")  # the admin signs in there too
+    form = admin.get("/admin/identity/identity/add/").content.decode()
+    assert 'name="issuer"' in form and 'name="subject"' in form
+    added = admin.post(
+        "/admin/identity/identity/add/",
+        {"user": existing.pk, "issuer": oidc.issuer, "subject": "subject-123"},
+    )
+    assert added.status_code == 302, added.content.decode()[:2000]
+    row = Identity.objects.get(subject="subject-123")
+    assert row.user == existing
+    change = admin.get(f"/admin/identity/identity/{row.pk}/change/").content.decode()
+    assert 'name="subject"' not in change  # read-only once made
+    client = Client()
+    assert flow(client, oidc).status_code == 302
+    assert client.session["_auth_user_id"] == str(existing.pk)
