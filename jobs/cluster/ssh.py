@@ -22,7 +22,6 @@ from django.conf import settings
 
 from jobs import crypto
 from jobs.cluster import acting, certs, deadline, signer
-from portal.identity import confirmation
 
 log = logging.getLogger(__name__)
 
@@ -415,12 +414,14 @@ class Connection:
 def account_key(account) -> paramiko.PKey:
     """What a ClusterAccount logs in with: in certificate mode a fresh key and certificate
     (key id naming who asked and what for: ``acting.requester`` and ``acting.purpose``,
-    "-" and "sync" for the portal's own bookkeeping), else its stored key. Either only
-    while the person's word from the identity provider is current (certificates: as part
-    of ``signer.signing_refusal``, which a signer process asks too)."""
+    "-" and "sync" for the portal's own bookkeeping), else its stored key. A person's own
+    action needs their word from the identity provider to be current
+    (``signer.stale_refusal``; for certificates part of ``signer.signing_refusal``, which
+    a signer process asks too)."""
     cluster = account.cluster
+    requester, purpose = acting.requester.get(), acting.purpose.get()
     if not cluster.uses_certificates:
-        if stale := confirmation.stale_user_id(account.user_id):
+        if stale := signer.stale_refusal(account, requester):
             raise AuthenticationFailed(stale)  # the provider's word is too old
         if not account.private_key_encrypted:  # made, but no key generated or installed yet
             raise AuthenticationFailed(f"cluster account {account.username} has no key yet")
@@ -428,10 +429,9 @@ def account_key(account) -> paramiko.PKey:
     # The signer's own check, whatever page or task asked: a certificate only for a
     # cluster user the cluster's user map or an administrator vouched for (a signer
     # process asks it again on its side).
-    refusal = signer.signing_refusal(account)
+    refusal = signer.signing_refusal(account, requester)
     if refusal:
         raise AuthenticationFailed(refusal)
-    requester, purpose = acting.requester.get(), acting.purpose.get()
     try:
         if settings.PORTAL_SSH_SIGNER_SOCKET:  # this process never reads the CA key
             return signer.issue(account, requester, purpose)
