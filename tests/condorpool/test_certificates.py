@@ -8,7 +8,7 @@ import pytest
 from jobs import devcluster as devcluster_mod
 from jobs import tasks
 from jobs.cluster import acting, certs, files, pool
-from jobs.models import ClusterAccount, Job
+from jobs.models import AuditEvent, ClusterAccount, Job
 from tests import factories
 from tests.devcluster.helpers import (
     SshdLog,
@@ -77,10 +77,20 @@ def test_jobs_and_a_notebook_run_over_certificates_and_no_private_key_is_kept(
     assert notebook.request_cancel()
     tasks.cancel_job.apply(args=[notebook.pk])
 
+    # The last read above is the portal's own bookkeeping: a certificate named for it ...
     key_id = acting.key_id.get()
-    # The connection was opened for the first submission (the audit log names the action).
-    assert key_id.startswith(f"portal:owner:condoruser@condorpool:submit_job_{running.pk}:"), key_id
-    assert f" ID {key_id} (serial " in log.text()
+    assert key_id.startswith("portal:-:condoruser@condorpool:sync:"), key_id
+    text = log.text()
+    assert f" ID {key_id} (serial " in text
+    # ... and each action's own, naming who asked and what (as the audit log records it).
+    audited = AuditEvent.objects.filter(cluster=cert_pool).exclude(key_id="")
+    assert {"submit", "release", "cancel"} <= {row.action for row in audited}
+    for row in audited:
+        named = certs.make_key_id(
+            "owner", "condoruser", "condorpool", f"{row.action} {row.target}", 0
+        )
+        assert row.key_id.startswith(named.rsplit(":", 1)[0] + ":"), row.key_id
+        assert f" ID {row.key_id} (serial " in text, row.key_id
     assert issued
     assert private_keys_in_key_columns(issued) == []
 

@@ -68,7 +68,7 @@ def test_jobs_run_on_certificates_from_the_signer_which_applies_its_own_rule(
     assert f"ID portal:owner:hpcuser@devcluster:submit_job_{job.pk}:" in sshd.text()
 
     # This process skips the rule (as a compromised web process would): the signer refuses.
-    monkeypatch.setattr(signer, "signing_refusal", lambda account: "")
+    monkeypatch.setattr(signer, "signing_refusal", lambda account, requester="": "")
     ClusterAccount.objects.filter(user=owner, cluster=cluster).update(mapped_by="")
     typed = factories.job(owner, cluster, "echo never")
     tasks.submit_job.apply(args=[typed.pk])

@@ -133,9 +133,8 @@ def test_allowed_groups_apply_to_the_account_page(client, settings):
     settings.PORTAL_OIDC_ISSUER = "https://idp.example.org"
     cluster = factories.cluster("keys", allowed_groups="gpu-users")
     person = factories.user("carol")
-    Identity.objects.create(
-        user=person, issuer="https://idp.example.org", subject="c", groups=["x"]
-    )
+    factories.identity(person, "https://idp.example.org", "c")  # confirmed just now
+    Identity.objects.filter(user=person).update(groups=["x"])
     client.force_login(person)
     answer = client.post("/account/", {"cluster": cluster.pk, "username": "carol"})
     assert "Select a valid choice" in answer.content.decode()
@@ -193,6 +192,7 @@ def test_the_admin_confirms_typed_accounts_and_records_disabling(admin_client, c
 
 def test_the_admin_refuses_a_person_outside_the_clusters_groups(admin_client, settings, ca):
     settings.PORTAL_OIDC_ISSUER = "https://idp.example.org"
+    settings.PORTAL_LOCAL_LOGIN_USERS = ["admin"]  # the emergency admin: no provider
     cluster = factories.cluster("gpu", allowed_groups="gpu-users")
     bob = factories.user("bob")
     answer = admin_client.post(
