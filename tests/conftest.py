@@ -325,3 +325,30 @@ def trusted_ca(tmp_path, settings):
     yield trust
     for file, line in added:
         _edit_trusted_ca_keys(file, remove=line)
+
+
+@pytest.fixture
+def provider_mapped_devcluster(devcluster, devcluster_info, trusted_ca):
+    """``(cluster, ca)``: the dev cluster in certificate mode (a CA of the test's own),
+    mapping a person signed in through the provider by their provider user name, for the
+    group portal-users; nobody has an account there yet."""
+    from jobs.models import ClusterAccount
+
+    ca = trusted_ca(devcluster_info)
+    ClusterAccount.objects.filter(cluster=devcluster).delete()
+    devcluster.ssh_auth = "certificate"
+    devcluster.user_map = "{preferred_username}"
+    devcluster.allowed_groups = "portal-users"
+    devcluster.save()
+    return devcluster, ca
+
+
+@pytest.fixture
+def signing_ca(tmp_path, settings) -> Path:
+    """A CA of the test's own that signs this process's certificates (no cluster trusts it)."""
+    from jobs.cluster import certs
+
+    path = tmp_path / "signing-ca"
+    assert certs.new_ca_file(path)
+    settings.PORTAL_SSH_CA_KEY_FILES = [str(path)]
+    return path

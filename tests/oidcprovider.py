@@ -250,3 +250,16 @@ def portal_uses(provider: Provider, settings, **more) -> Iterator[Provider]:
         yield provider
     finally:
         portal_provider.forget_keys()
+
+
+def sign_in(provider: Provider):
+    """A browser (Django's test client) signed in through ``provider`` as its claims say:
+    /oidc/login/, the provider's answer, /oidc/callback/."""
+    from django.test import Client
+
+    client = Client()
+    start = client.get("/oidc/login/")
+    code, state = provider.authorize(start["Location"])
+    assert client.get("/oidc/callback/", {"code": code, "state": state}).status_code == 302
+    assert "_auth_user_id" in client.session
+    return client

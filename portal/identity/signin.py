@@ -217,18 +217,18 @@ def _cluster_accounts(user, person: mapping.Person, claims: dict) -> None:
                 account.disabled_at = timezone.now()
                 account.disabled_by = ClusterAccount.DisabledBy.SIGN_IN
                 account.save(update_fields=["disabled_at", "disabled_by"])
-                _audit(user, account, "disabled: the person's groups no longer allow it")
+                _record(user, account, "disabled: the person's groups no longer allow it")
             continue
         name = mapping.cluster_username(cluster.user_map, person.username, claims)
         if name is not None and _taken(cluster, name, user):
             log.warning("%s: cluster user %s belongs to another portal user", cluster, name)
-            audit.record(
-                audit.Action.ACCOUNT_CREATE,
-                audit.Outcome.REFUSED,
-                user=user,
-                cluster=cluster,
-                target=f"{name}@{cluster.name}",
-                message="the cluster user belongs to another portal user",
+            refused = ClusterAccount(cluster=cluster, user=user, username=name)  # (not saved)
+            _record(
+                user,
+                refused,
+                "the cluster user belongs to another portal user",
+                what=audit.Action.ACCOUNT_CREATE,
+                outcome=audit.Outcome.REFUSED,
             )
             name = None
         if account is None:
@@ -240,13 +240,11 @@ def _cluster_accounts(user, person: mapping.Person, claims: dict) -> None:
             if not cluster.uses_certificates:
                 account.generate_key_pair()
             account.save()
-            audit.record(
-                audit.Action.ACCOUNT_CREATE,
-                audit.Outcome.OK,
-                user=user,
-                account=account,
-                target=f"{name}@{cluster.name}",
-                message="from the cluster's user map at sign-in",
+            _record(
+                user,
+                account,
+                "from the cluster's user map at sign-in",
+                what=audit.Action.ACCOUNT_CREATE,
             )
             continue
         _update(user, account, name)
@@ -258,18 +256,17 @@ def _update(user, account: ClusterAccount, name: str | None) -> None:
     if account.disabled_at is not None and account.disabled_by == ClusterAccount.DisabledBy.SIGN_IN:
         account.disabled_at, account.disabled_by = None, ClusterAccount.DisabledBy.NONE
         fields += ["disabled_at", "disabled_by"]
-        _audit(user, account, "enabled again: the person's groups allow it")
+        _record(user, account, "enabled again: the person's groups allow it")
     if name is not None and name != account.username:
         log.warning(
             "%s: the user map now gives %s; kept until an administrator moves it", account, name
         )
-        audit.record(
-            audit.Action.ACCOUNT_MAP,
-            audit.Outcome.REFUSED,
-            user=user,
-            account=account,
-            target=f"{account.username}@{account.cluster.name} -> {name}",
-            message="the user map now gives another cluster user; an administrator must move it",
+        _record(
+            user,
+            account,
+            "the user map now gives another cluster user; an administrator must move it",
+            outcome=audit.Outcome.REFUSED,
+            moved_to=name,
         )
     elif (
         name is not None
@@ -279,20 +276,23 @@ def _update(user, account: ClusterAccount, name: str | None) -> None:
         # A name typed (or written around the portal) that the map now vouches for.
         account.map_to(name, ClusterAccount.MappedBy.USER_MAP)
         fields += ["username", "mapped_by", "mapping_seal"]
-        _audit(user, account, "confirmed by the cluster's user map at sign-in")
+        _record(user, account, "confirmed by the cluster's user map at sign-in")
     if fields:
         account.save(update_fields=fields)
 
 
-def _audit(user, account: ClusterAccount, message: str) -> None:
-    audit.record(
-        audit.Action.ACCOUNT_MAP,
-        audit.Outcome.OK,
-        user=user,
-        account=account,
-        target=f"{account.username}@{account.cluster.name}",
-        message=message,
-    )
+def _record(
+    user,
+    account: ClusterAccount,
+    message: str,
+    *,
+    what: str = audit.Action.ACCOUNT_MAP,
+    outcome: str = audit.Outcome.OK,
+    moved_to: str = "",
+) -> None:
+    """The audit row of what a sign-in did (or refused) to ``account``."""
+    target = f"{account.username}@{account.cluster.name}" + (f" -> {moved_to}" if moved_to else "")
+    audit.record(what, outcome, user=user, account=account, target=target, message=message)
 
 
 def _taken(cluster: Cluster, name: str, user) -> bool:

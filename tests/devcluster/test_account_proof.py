@@ -18,16 +18,8 @@ pytestmark = [pytest.mark.devcluster, pytest.mark.idp, pytest.mark.django_db]
 
 
 @pytest.fixture
-def cert_cluster(devcluster, devcluster_info, trusted_ca):
-    """The dev cluster in certificate mode, mapping people by their provider user name, for
-    portal-users; nobody has an account there yet (hpcuser is nobody's)."""
-    trusted_ca(devcluster_info)
-    ClusterAccount.objects.filter(cluster=devcluster, user__isnull=False).delete()
-    devcluster.ssh_auth = "certificate"
-    devcluster.user_map = "{preferred_username}"
-    devcluster.allowed_groups = "portal-users"
-    devcluster.save()
-    return devcluster
+def cert_cluster(provider_mapped_devcluster):
+    return provider_mapped_devcluster[0]  # (hpcuser is nobody's there)
 
 
 @pytest.fixture

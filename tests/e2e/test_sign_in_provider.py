@@ -17,17 +17,10 @@ pytestmark = [pytest.mark.devcluster, pytest.mark.idp, pytest.mark.django_db(tra
 
 
 @pytest.fixture
-def certificate_cluster(devcluster, devcluster_info, trusted_ca):
-    """The dev cluster in certificate mode, mapping a signed-in person by their provider
-    user name, for the group portal-users; nobody has an account there yet."""
-    ca = trusted_ca(devcluster_info)
-    ClusterAccount.objects.filter(cluster=devcluster).delete()
-    devcluster.ssh_auth = "certificate"
-    devcluster.user_map = "{preferred_username}"
-    devcluster.allowed_groups = "portal-users"
-    devcluster.save()
+def certificate_cluster(provider_mapped_devcluster):
+    """The dev cluster as people signed in through the provider use it, with an image."""
     factories.image("python-host", "Python (host)", description="The node's own Python.")
-    return devcluster, ca
+    return provider_mapped_devcluster
 
 
 @pytest.fixture

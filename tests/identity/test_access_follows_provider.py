@@ -36,18 +36,6 @@ PERSON = "hpcuser2"
 
 
 @pytest.fixture
-def certificate_cluster(devcluster, devcluster_info, trusted_ca):
-    """The dev cluster in certificate mode, for portal-users, mapped by the provider name."""
-    ca = trusted_ca(devcluster_info)
-    ClusterAccount.objects.filter(cluster=devcluster).delete()
-    devcluster.ssh_auth = "certificate"
-    devcluster.user_map = "{preferred_username}"
-    devcluster.allowed_groups = "portal-users"
-    devcluster.save()
-    return devcluster, ca
-
-
-@pytest.fixture
 def oidc_env(idp_provider, settings):
     env = {
         "PORTAL_OIDC_ISSUER": idp_provider.issuer,
@@ -74,8 +62,8 @@ def stack_env() -> dict:
 
 
 @pytest.fixture
-def stack(idp_provider, certificate_cluster, oidc_env, stack_env, tmp_path):
-    _, ca = certificate_cluster
+def stack(idp_provider, provider_mapped_devcluster, oidc_env, stack_env, tmp_path):
+    _, ca = provider_mapped_devcluster
     live = LiveStack(tmp_path, env={**oidc_env, "PORTAL_SSH_CA_KEY_FILES": str(ca), **stack_env})
     with (
         idp.redirect_uris(idp_provider, live.url),

@@ -20,15 +20,7 @@ ADMIN = ClusterAccount.MappedBy.ADMIN
 
 
 @pytest.fixture
-def ca(tmp_path, settings):
-    path = tmp_path / "ca"
-    assert certs.new_ca_file(path)
-    settings.PORTAL_SSH_CA_KEY_FILES = [str(path)]
-    return path
-
-
-@pytest.fixture
-def cert_cluster(ca):
+def cert_cluster(signing_ca):
     return factories.cluster("certs", ssh_auth=Cluster.SshAuth.CERTIFICATE)
 
 
@@ -190,7 +182,7 @@ def test_the_admin_confirms_typed_accounts_and_records_disabling(admin_client, c
     assert account.disabled_at and account.disabled_by == ClusterAccount.DisabledBy.ADMIN
 
 
-def test_the_admin_refuses_a_person_outside_the_clusters_groups(admin_client, settings, ca):
+def test_the_admin_refuses_a_person_outside_the_clusters_groups(admin_client, settings, signing_ca):
     settings.PORTAL_OIDC_ISSUER = "https://idp.example.org"
     settings.PORTAL_LOCAL_LOGIN_USERS = ["admin"]  # the emergency admin: no provider
     cluster = factories.cluster("gpu", allowed_groups="gpu-users")

@@ -20,15 +20,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def ca(tmp_path, settings):
-    path = tmp_path / "ca"
-    assert certs.new_ca_file(path)
-    settings.PORTAL_SSH_CA_KEY_FILES = [str(path)]
-    return path
-
-
-@pytest.fixture
-def account(ca):
+def account(signing_ca):
     cluster = factories.cluster("certs", ssh_auth=Cluster.SshAuth.CERTIFICATE)
     return factories.account(cluster, factories.user("alice"), "hpcuser")
 
@@ -95,7 +87,7 @@ serving = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def served(tmp_path, settings, ca):
+def served(tmp_path, settings, signing_ca):
     """A signer on a real Unix socket in a thread; this process asks it."""
     path = str(tmp_path / "signer.sock")
     server = signer.Server(path)
@@ -152,32 +144,32 @@ def test_a_signer_that_is_down_is_a_transient_failure(tmp_path, settings, accoun
 # --- the CA key file ----------------------------------------------------------------------
 
 
-def test_a_ca_key_others_can_read_is_refused(ca):
-    os.chmod(ca, 0o640)
+def test_a_ca_key_others_can_read_is_refused(signing_ca):
+    os.chmod(signing_ca, 0o640)
     with pytest.raises(certs.CAMissing, match="open to group or others"):
         certs.check_ca_files()
     with pytest.raises(certs.CAMissing):
         certs.issue("hpcuser", "alice")
 
 
-def test_a_ca_key_of_another_user_is_refused(ca):
-    os.chown(ca, 65534, -1)  # nobody's (tests run as root: see deploy/run-tests.sh)
+def test_a_ca_key_of_another_user_is_refused(signing_ca):
+    os.chown(signing_ca, 65534, -1)  # nobody's (tests run as root: see deploy/run-tests.sh)
     with pytest.raises(certs.CAMissing, match="belongs to uid 65534"):
-        certs.load_ca(str(ca))
+        certs.load_ca(str(signing_ca))
 
 
-def test_a_worker_that_signs_will_not_start_with_an_open_ca_key(ca):
+def test_a_worker_that_signs_will_not_start_with_an_open_ca_key(signing_ca):
     from portal.celery import check_signing_keys
 
-    os.chmod(ca, 0o644)
+    os.chmod(signing_ca, 0o644)
     with pytest.raises(certs.CAMissing):
         check_signing_keys()
 
 
-def test_the_signer_command_will_not_start_with_an_open_ca_key(ca, tmp_path):
+def test_the_signer_command_will_not_start_with_an_open_ca_key(signing_ca, tmp_path):
     from django.core.management import CommandError, call_command
 
-    os.chmod(ca, 0o604)
+    os.chmod(signing_ca, 0o604)
     with pytest.raises(CommandError, match="open to group or others"):
         call_command("ssh_signer", "--socket", str(tmp_path / "s.sock"))
 

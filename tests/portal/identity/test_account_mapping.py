@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.test import Client
 
 from jobs.models import AuditEvent, ClusterAccount
 from portal.identity.models import Identity
 from tests import factories, oidcprovider
-from tests.oidcprovider import Provider
 
 pytestmark = pytest.mark.django_db
 
@@ -27,13 +25,6 @@ def oidc(oidc_test_provider, settings):
         yield idp
 
 
-def sign_in(idp: Provider) -> None:
-    client = Client()
-    start = client.get("/oidc/login/")
-    code, state = idp.authorize(start["Location"])
-    assert client.get("/oidc/callback/", {"code": code, "state": state}).status_code == 302
-
-
 def ada():
     return get_user_model().objects.get(username="ada")
 
@@ -46,7 +37,7 @@ def actions(outcome: str = "ok") -> list[str]:
 
 def test_a_first_sign_in_maps_the_account_and_records_it(oidc):
     alpha = factories.cluster("alpha", user_map="{preferred_username}")
-    sign_in(oidc)
+    oidcprovider.sign_in(oidc)
     account = ClusterAccount.objects.get(user=ada(), cluster=alpha)
     assert account.mapped_by == USER_MAP and account.unproven_reason() == ""
     row = AuditEvent.objects.get(action=AuditEvent.Action.ACCOUNT_CREATE)
@@ -55,10 +46,10 @@ def test_a_first_sign_in_maps_the_account_and_records_it(oidc):
 
 def test_a_changed_map_never_moves_an_account_without_an_administrator(oidc):
     alpha = factories.cluster("alpha", user_map="{preferred_username}")
-    sign_in(oidc)
+    oidcprovider.sign_in(oidc)
     alpha.user_map = "(.*) => \\1-hpc"
     alpha.save()
-    sign_in(oidc)
+    oidcprovider.sign_in(oidc)
     account = ClusterAccount.objects.get(user=ada(), cluster=alpha)
     assert account.username == "ada" and account.unproven_reason() == ""
     refused = AuditEvent.objects.get(action=AuditEvent.Action.ACCOUNT_MAP, outcome="refused")
@@ -70,7 +61,7 @@ def test_a_typed_account_the_map_agrees_with_is_confirmed(oidc):
     person = get_user_model().objects.create_user("ada")
     factories.account(alpha, person, "ada", ClusterAccount.MappedBy.TYPED)
     Identity.objects.create(user=person, issuer=oidc.issuer, subject="subject-123")
-    sign_in(oidc)
+    oidcprovider.sign_in(oidc)
     account = ClusterAccount.objects.get(user=person, cluster=alpha)
     assert account.mapped_by == USER_MAP and account.unproven_reason() == ""
     assert AuditEvent.Action.ACCOUNT_MAP in actions()
@@ -78,31 +69,31 @@ def test_a_typed_account_the_map_agrees_with_is_confirmed(oidc):
 
 def test_an_account_an_administrator_disabled_stays_disabled(oidc):
     alpha = factories.cluster("alpha", user_map="{preferred_username}")
-    sign_in(oidc)
+    oidcprovider.sign_in(oidc)
     ClusterAccount.objects.filter(user=ada()).update(
         disabled_at="2026-01-01T00:00:00Z", disabled_by=ClusterAccount.DisabledBy.ADMIN
     )
-    sign_in(oidc)
+    oidcprovider.sign_in(oidc)
     assert ClusterAccount.for_user(alpha, ada()) is None
 
 
 def test_an_account_a_sign_in_disabled_is_enabled_by_the_next_allowed_one(oidc):
     alpha = factories.cluster("alpha", user_map="{preferred_username}", allowed_groups="gpu")
     oidc.claims["groups"] = ["hpc-users", "gpu"]
-    sign_in(oidc)
+    oidcprovider.sign_in(oidc)
     oidc.claims["groups"] = ["hpc-users"]
-    sign_in(oidc)
+    oidcprovider.sign_in(oidc)
     account = ClusterAccount.objects.get(user=ada())
     assert account.disabled_by == ClusterAccount.DisabledBy.SIGN_IN
     oidc.claims["groups"] = ["hpc-users", "gpu"]
-    sign_in(oidc)
+    oidcprovider.sign_in(oidc)
     assert ClusterAccount.for_user(alpha, ada()) == account
 
 
 def test_a_cluster_user_another_person_holds_is_refused_and_recorded(oidc):
     alpha = factories.cluster("alpha", user_map="{preferred_username}")
     factories.account(alpha, factories.user("older"), "ada")
-    sign_in(oidc)
+    oidcprovider.sign_in(oidc)
     assert not ClusterAccount.objects.filter(user=ada()).exists()
     row = AuditEvent.objects.get(action=AuditEvent.Action.ACCOUNT_CREATE)
     assert row.outcome == "refused" and "another portal user" in row.message

@@ -27,21 +27,12 @@ def oidc(oidc_test_provider, settings):
         yield idp
 
 
-def sign_in(oidc) -> Client:
-    client = Client()
-    start = client.get("/oidc/login/")
-    code, state = oidc.authorize(start["Location"])
-    assert client.get("/oidc/callback/", {"code": code, "state": state}).status_code == 302
-    assert "_auth_user_id" in client.session
-    return client
-
-
 def post(token: str):
     return Client(enforce_csrf_checks=True).post(URL, {"logout_token": token})
 
 
 def test_a_logout_token_ends_every_session_of_its_person(oidc):
-    laptop, desktop = sign_in(oidc), sign_in(oidc)
+    laptop, desktop = oidcprovider.sign_in(oidc), oidcprovider.sign_in(oidc)
     identity = Identity.objects.get()
     _, token = ApiToken.issue(identity.user, "ci")
     response = post(oidc.logout_token())
@@ -53,14 +44,14 @@ def test_a_logout_token_ends_every_session_of_its_person(oidc):
     assert identity.confirmed_at is None
     assert factories.bearer_client(token).get("/api/v1/jobs/").status_code == 401
     # A new sign-in works, and the old sessions stay ended.
-    again = sign_in(oidc)
+    again = oidcprovider.sign_in(oidc)
     assert again.get("/").status_code == 200
     assert laptop.get("/").status_code == 302
 
 
 def test_a_logout_token_naming_only_the_session_ends_it(oidc):
     oidc.claims["sid"] = "session-77"
-    browser = sign_in(oidc)
+    browser = oidcprovider.sign_in(oidc)
     assert post(oidc.logout_token(sub=None, sid="session-77")).status_code == 200
     assert browser.get("/").status_code == 302
 
@@ -81,14 +72,14 @@ def test_a_logout_token_naming_only_the_session_ends_it(oidc):
     ],
 )
 def test_a_token_that_is_no_logout_token_changes_nothing(oidc, claims):
-    browser = sign_in(oidc)
+    browser = oidcprovider.sign_in(oidc)
     assert post(oidc.logout_token(**claims)).status_code == 400
     assert browser.get("/").status_code == 200
     assert Identity.objects.get().confirmed_at is not None
 
 
 def test_a_forged_or_replayed_token_changes_nothing(oidc):
-    browser = sign_in(oidc)
+    browser = oidcprovider.sign_in(oidc)
     forged = dict(
         iss=oidc.issuer,
         aud=oidcprovider.CLIENT_ID,
@@ -101,7 +92,7 @@ def test_a_forged_or_replayed_token_changes_nothing(oidc):
     assert browser.get("/").status_code == 200
     token = oidc.logout_token()
     assert post(token).status_code == 200
-    again = sign_in(oidc)
+    again = oidcprovider.sign_in(oidc)
     assert post(token).status_code == 400  # used once
     assert again.get("/").status_code == 200
 
