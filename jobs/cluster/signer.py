@@ -203,12 +203,15 @@ class _Handler(socketserver.BaseRequestHandler):
         server: Server = self.server  # type: ignore[assignment]
         try:
             uid = peer_uid(sock)
+            # The request is read (bounded) before any answer, so that the asking side's
+            # send never meets a closed socket.
+            line = _read_line(sock, REQUEST_MAX)
             if uid not in server.uids:
                 log.warning("signer: refused a request from uid %s", uid)
                 reply: dict = {"error": f"uid {uid} may not ask this signer"}
             else:
                 try:
-                    request = json.loads(_read_line(sock, REQUEST_MAX))
+                    request = json.loads(line)
                 except (ValueError, UnicodeDecodeError):
                     request = None
                 reply = answer(request)
