@@ -317,4 +317,7 @@ def wait_for(page, arrived: list[str], count: int) -> None:
     while len(arrived) < count and time.monotonic() < deadline:
         page.wait_for_timeout(100)
     assert len(arrived) >= count, page.url
+    # The route saw the request; the navigation commits after it. Going on
+    # before it commits lets it interrupt the test's next page.goto.
+    page.wait_for_url(arrived[count - 1])
     page.wait_for_load_state()
