@@ -427,7 +427,12 @@ def fanout(args) -> list[dict]:
         job = new_job(probe_owner, 990000 + history)
         job.save()
         JobEvent.objects.bulk_create(
-            [JobEvent(job=job, from_state="queued", to_state="pending") for _ in range(history)]
+            [
+                JobEvent(
+                    job=job, from_state="queued", to_state="pending", settled_at=timezone.now()
+                )
+                for _ in range(history)
+            ]
         )
         JobAttempt.objects.bulk_create(
             [JobAttempt(job=job, number=n, scheduler_state="FAILED") for n in range(history)]

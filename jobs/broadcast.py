@@ -1,6 +1,7 @@
-"""Broadcasting job changes on the channel layer (to pages) and as a signal (to other
-apps). State-changing code calls ``publish_job``; only consumers talk to sockets, and
-they check access again. Metric points have their own: jobs/metrics/broadcast.py."""
+"""Broadcasting job changes on the channel layer, to pages: the receiver of
+``jobs.signals.job_updated`` (the one signal every change of a job sends, on commit; other
+apps such as the proxy's routes listen to it themselves). Only consumers talk to sockets,
+and they check access again. Metric points have their own: jobs/metrics/broadcast.py."""
 
 from __future__ import annotations
 
@@ -12,16 +13,11 @@ from collections.abc import Coroutine
 from typing import Any
 
 from channels.layers import get_channel_layer
-from django.dispatch import Signal
 
 from jobs import sessions
 
 log = logging.getLogger(__name__)
 
-
-# Sent with every publish_job(job=...): other parts of the portal that follow jobs
-# (the session data path's routes) listen here instead of being called by jobs/.
-job_changed = Signal()
 
 # Staff dashboards see every job.
 STAFF_GROUP = "jobs-staff"
@@ -123,7 +119,6 @@ def publish_job(job) -> None:
     A channel-layer outage must not undo or block a state change that is
     already committed: it is logged, and pages catch up on their next load.
     """
-    job_changed.send(sender=type(job), job=job)
     if get_channel_layer() is None:
         return
     message = {"type": "job.update", "job": job_payload(job)}

@@ -10,8 +10,7 @@ import logging
 from celery import Task
 from django.db import transaction
 
-from jobs import tasks
-from jobs.broadcast import publish_job
+from jobs import signals, tasks
 from jobs.launch import LaunchForm
 from jobs.models import Job
 
@@ -78,7 +77,7 @@ def submit_array(array_id: int) -> None:
 
 
 def _submit(job: Job) -> None:
-    publish_job(job)  # dashboards show the new job as queued at once
+    signals.updated_on_commit(job)  # dashboards show the new job as queued at once
     _queue(
         job,
         tasks.submit_job,

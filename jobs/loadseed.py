@@ -481,7 +481,13 @@ class _Context:
 
         _insert_select(
             JobEvent,
-            {"job_id": "j.id", "at": "j.created_at", "from_state": "''", "to_state": "'queued'"},
+            {
+                "job_id": "j.id",
+                "at": "j.created_at",
+                "from_state": "''",
+                "to_state": "'queued'",
+                "settled_at": "j.created_at",
+            },
             jobs,
         )
         _insert_select(
@@ -491,6 +497,7 @@ class _Context:
                 "at": "COALESCE(j.ended_at, j.started_at, j.submitted_at)",
                 "from_state": "'pending'",
                 "to_state": "j.state",
+                "settled_at": "COALESCE(j.ended_at, j.started_at, j.submitted_at)",
             },
             f"{jobs} AND j.state <> 'pending'",
         )

@@ -1,8 +1,12 @@
-"""What a job's model says happened to it, for the parts of the portal that follow jobs.
-Models send these after their transaction commits; they import no receiver. Receivers are
-connected in their app's ``AppConfig.ready()``: jobs.broadcast publishes every change to
-pages (JobsConfig), the experiments app steps a trial's experiment when its job ends
-(ExperimentsConfig), jobs.notifications tells the owner (NotificationsConfig)."""
+"""What a job's model says happened to it, live, for the parts of the portal that follow
+jobs. Models send these after their transaction commits; they import no receiver.
+Receivers are connected in their app's ``AppConfig.ready()``: jobs.broadcast publishes
+every change to pages (JobsConfig), the proxy pushes a session's route (ProxyConfig),
+jobs.notifications tells the owner of what is not a job's own change (NotificationsConfig).
+
+A lost signal costs a page a refresh. What a job's change must not lose (its notification,
+its tails, accounting, its experiment's step) is not sent here but written with the change
+into its JobEvent and delivered by jobs.outbox."""
 
 from __future__ import annotations
 
@@ -12,9 +16,6 @@ from django.dispatch import Signal
 # A job's row changed (its state, details or timeline; jobs' models send it on commit), or
 # its session link did (proxy/models.py, at once): ``job=``.
 job_updated = Signal()
-
-# A job reached a final state (completed, failed, cancelled, ...): ``job=``. Once per job.
-job_finished = Signal()
 
 # A session's link became ready (proxy/models.py, once per run of the job): ``job=``.
 session_ready = Signal()
@@ -31,8 +32,3 @@ experiment_finished = Signal()
 def updated_on_commit(job) -> None:
     """Send ``job_updated`` for ``job`` once the current transaction commits."""
     transaction.on_commit(lambda: job_updated.send(sender=type(job), job=job))
-
-
-def finished_on_commit(job) -> None:
-    """Send ``job_finished`` for ``job`` once the current transaction commits."""
-    transaction.on_commit(lambda: job_finished.send(sender=type(job), job=job))

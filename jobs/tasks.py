@@ -17,12 +17,12 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs import audit, schedulers, sessions
+from jobs import audit, outbox, schedulers, sessions
 from jobs.cluster import deadline, files, pool, provenance, ssh, workdir
 from jobs.experiments.runs import array_member
 from jobs.metrics.ingest import issue_token
-from jobs.metrics.tasks import tail_metrics
 from jobs.models import Cluster, ClusterAccount, Job, JobArray, JobAttempt, choices
+from jobs.models.events import ATTEMPTS, STDERR
 from jobs.seam import Attempt, Status
 from jobs.task_helpers import backoff, limits, single_flight, soft_limit
 
@@ -409,7 +409,6 @@ def _sync_account(group: list[Job], statuses: dict[str, Status] | None = None) -
             log.warning("sync of %s skipped, states unchanged: %s", account, exc)
             return 0
     changed = 0
-    moved_from: dict[Job, int] = {}  # jobs whose state or attempt changed: their attempt before
     for job in group:
         status = statuses.get(job.scheduler_job_id)
         if status is None:
@@ -429,31 +428,24 @@ def _sync_account(group: list[Job], statuses: dict[str, Status] | None = None) -
         if status.note:
             job.note(status.note)
         changed += moved
-        if moved:
-            moved_from[job] = before[2]
         if job.has_session and job.restarted_since(*before):
             sessions.links().restart_for(job)
-        if moved and job.is_final:
-            # Whatever the uploads missed is in the job's files: read them to the end.
-            _enqueue(tail_metrics, job.pk, final=True)
-            if job.ended_badly:
-                _enqueue(read_error_tail, job.pk)
-    # What each run held, from accounting: when a job ends or starts another attempt.
-    runs_changed = [
-        job.pk for job, before in moved_from.items() if job.is_final or job.attempt != before
-    ]
-    if runs_changed:
-        _enqueue(record_attempts, runs_changed)
+    # What each change owes (the final metrics tail, the stderr tail, accounting's runs,
+    # notifications) is in its JobEvent: jobs.outbox delivers it, whatever the broker does.
     running = [job for job in group if job.state == Job.State.RUNNING]
     discover_sessions(account, running)
-    if account.cluster.metrics_over_ssh:
-        for job in running:
-            _enqueue(tail_metrics, job.pk)
     return changed
 
 
 @shared_task(bind=True, acks_late=True, max_retries=5, **limits())
-def record_attempts(self, job_ids: list[int]) -> None:
+def record_attempts(self, job_ids: list[int], outbox_events: list[int] | None = None) -> None:
+    """_record_attempts(), then the outbox hears it ran (a worker killed midway leaves the
+    events due: the sweep hands them over again after its lease)."""
+    _record_attempts(self, job_ids)
+    outbox.done_many(outbox_events or [], ATTEMPTS)
+
+
+def _record_attempts(self, job_ids: list[int]) -> None:
     """Each run of these jobs (attempts of requeued ones) with the GPUs and CPUs it held and
     for how long, from accounting: one command per cluster through its reader
     (Cluster.sync_reads_all_jobs), otherwise one per cluster account."""
@@ -639,12 +631,25 @@ def recover_jobs() -> dict[str, int]:
     return {"submits": len(lost_submits), "cancels": len(lost_cancels), "given_up": given_up}
 
 
-def _enqueue(task, *args, **kwargs) -> None:
-    """Queue ``task``; a broker outage is logged and must not stop the sync."""
-    try:
-        task.delay(*args, **kwargs)
-    except Exception:  # noqa: BLE001 - a broker outage must not stop the sync
-        log.exception("could not queue %s%r", task.name, args)
+@shared_task
+def deliver_job_events() -> int:
+    """Periodic (beat): hand over what jobs' changes still owe (jobs.outbox)."""
+    return outbox.deliver()
+
+
+def queue_error_tails(dues: list[outbox.Due]) -> None:
+    """The outbox's ``stderr`` consumer."""
+    for due in dues:
+        read_error_tail.apply_async((due.job_id,), {"outbox_event": due.event_id})
+
+
+def queue_attempts(dues: list[outbox.Due]) -> None:
+    """The outbox's ``attempts`` consumer: one task for a sweep's worth of jobs."""
+    for start in range(0, len(dues), 1000):
+        part = dues[start : start + 1000]
+        record_attempts.apply_async(
+            (sorted({d.job_id for d in part}),), {"outbox_events": [d.event_id for d in part]}
+        )
 
 
 # Enough for a traceback's end; error_tail() keeps its last 20 lines.
@@ -652,20 +657,20 @@ ERROR_TAIL_BYTES = 8192
 
 
 @shared_task(bind=True, acks_late=True, max_retries=5, **limits())
-def read_error_tail(self, job_id: int) -> None:
+def read_error_tail(self, job_id: int, outbox_event: int | None = None) -> None:
     """Keep the end of a failed job's stderr with the job: the cause is usually there
     ('module: command not found', a Python traceback)."""
     job = Job.objects.select_related("cluster_account__cluster").filter(pk=job_id).first()
-    if job is None or not job.ended_badly:
-        return
-    try:
-        tail = files.read_job_log(job, "stderr", max_bytes=ERROR_TAIL_BYTES)
-    except ssh.ClusterError as exc:
-        if exc.transient:
-            raise self.retry(countdown=backoff(self.request.retries)) from None
-        log.warning("stderr of job %s not read: %s", job_id, exc)
-        return
-    job.record_error_tail(tail.text)
+    if job is not None and job.ended_badly:
+        try:
+            tail = files.read_job_log(job, "stderr", max_bytes=ERROR_TAIL_BYTES)
+        except ssh.ClusterError as exc:
+            if exc.transient and self.request.retries < self.max_retries:
+                raise self.retry(countdown=backoff(self.request.retries)) from None
+            log.warning("stderr of job %s not read: %s", job_id, exc)
+        else:
+            job.record_error_tail(tail.text)
+    outbox.done(outbox_event, STDERR)
 
 
 @shared_task

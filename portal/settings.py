@@ -331,6 +331,13 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 PORTAL_TASK_TIME_LIMIT = env_float("PORTAL_TASK_TIME_LIMIT", 180.0, minimum=10)
 # Seconds after which a queued job or a cancellation that made no progress is queued again.
 PORTAL_RECOVER_AFTER = env_float("PORTAL_RECOVER_AFTER", 60.0, minimum=2)
+# What a job's change owes (its notification, tails, accounting, experiment step; the
+# JobEvent's ``due``, jobs/outbox.py) is handed to the queue on commit and, when that
+# failed, by a sweep every PORTAL_OUTBOX_INTERVAL seconds. What was handed over and not
+# done within PORTAL_OUTBOX_LEASE seconds (a broker restarted empty, a dead worker) is
+# handed over again; longer than any consumer's retries take.
+PORTAL_OUTBOX_INTERVAL = env_float("PORTAL_OUTBOX_INTERVAL", 10.0, minimum=0.5)
+PORTAL_OUTBOX_LEASE = env_float("PORTAL_OUTBOX_LEASE", 900.0, minimum=1)
 # Experiments (jobs/experiments/): how often each running experiment's controller steps
 # (stops trials early, starts new ones), and how long a completed trial's metrics may
 # still be arriving before a missing objective counts as never logged.
@@ -626,6 +633,17 @@ PORTAL_WEBHOOK_ALLOW_HTTP = env_bool("PORTAL_WEBHOOK_ALLOW_HTTP", DEMO_MODE or D
 CELERY_IMPORTS = ("jobs.idle_policy",)
 CELERY_BEAT_SCHEDULE = {
     "sync-clusters": {"task": "jobs.tasks.sync_clusters", "schedule": PORTAL_SYNC_INTERVAL},
+    "deliver-job-events": {
+        "task": "jobs.tasks.deliver_job_events",
+        "schedule": PORTAL_OUTBOX_INTERVAL,
+        # A backlog of sweeps is worth one: each takes everything due.
+        "options": {"expires": PORTAL_OUTBOX_INTERVAL},
+    },
+    "tail-running-metrics": {
+        "task": "jobs.metrics.tasks.tail_running",
+        "schedule": PORTAL_SYNC_INTERVAL,
+        "options": {"expires": PORTAL_SYNC_INTERVAL},
+    },
     "recover-jobs": {"task": "jobs.tasks.recover_jobs", "schedule": PORTAL_RECOVER_AFTER / 2},
     "advance-experiments": {
         "task": "jobs.experiments.tasks.advance_experiments",

@@ -9,11 +9,11 @@ class ProxyConfig(AppConfig):
 
     def ready(self) -> None:
         from jobs import sessions
-        from jobs.broadcast import job_changed
+        from jobs.signals import job_updated
         from proxy import routes
         from proxy.models import SessionLink
 
-        job_changed.connect(routes.on_job_changed, dispatch_uid="proxy-routes")
+        job_updated.connect(routes.on_job_changed, dispatch_uid="proxy-routes")
         post_save.connect(
             routes.on_user_saved, sender=settings.AUTH_USER_MODEL, dispatch_uid="proxy-users"
         )

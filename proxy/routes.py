@@ -3,7 +3,7 @@
 A session is routed exactly while it is open (``SessionLink.is_open``): its route is pushed
 to every HAProxy instance when it opens, and taken away (its open WebSockets closed)
 when it is revoked, its job is cancelled or leaves the node. Pushes follow every job
-change (``jobs.broadcast.job_changed``) once the transaction commits; a periodic
+change (``jobs.signals.job_updated``) once the transaction commits; a periodic
 reconcile (Celery beat) repairs whatever a push missed: an instance that was down or
 restarted with no routes, a worker killed between commit and push. Pushes and
 reconciles take one lock and read the database inside it, so a reconcile that started

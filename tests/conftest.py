@@ -82,6 +82,19 @@ def queued_notifications(request, monkeypatch):
     return calls
 
 
+@pytest.fixture(autouse=True)
+def outbox_dues(request, monkeypatch) -> list:
+    """What jobs' changes in this process owe (jobs/outbox.py), recorded instead of queued
+    for some later worker: a list of outbox.Due. Tests marked ``mail`` queue for real."""
+    from jobs import outbox
+
+    dues: list = []
+    if request.node.get_closest_marker("mail") is None:
+        for consumer in list(outbox.CONSUMERS):
+            monkeypatch.setitem(outbox.CONSUMERS, consumer, dues.extend)
+    return dues
+
+
 @pytest.fixture
 def owner(db):
     return factories.user("owner", "owner-pass-123")

@@ -9,10 +9,8 @@ class ExperimentsConfig(AppConfig):
     verbose_name = "Experiments"
 
     def ready(self) -> None:
-        from jobs import signals
+        from jobs import outbox
         from jobs.experiments import tasks
 
         # A trial's job ended: its experiment steps now (jobs/ never calls experiments).
-        signals.job_finished.connect(
-            tasks.step_on_job_finished, dispatch_uid="experiments.step_on_job_finished"
-        )
+        outbox.register("experiment", tasks.queue_steps)

@@ -8,8 +8,11 @@ from celery import shared_task
 from django.conf import settings
 from django.db import close_old_connections
 
+from jobs import outbox
 from jobs.experiments import controller
-from jobs.experiments.models import Experiment, Trial
+from jobs.experiments.models import Experiment
+from jobs.models import Job
+from jobs.models.events import EXPERIMENT
 from jobs.task_helpers import single_flight
 
 log = logging.getLogger(__name__)
@@ -44,29 +47,39 @@ def advance_experiments() -> int:
     return len(ids)
 
 
-@shared_task(**step_limits())
-def advance_experiment(experiment_id: int) -> None:
+@shared_task(bind=True, max_retries=None, **step_limits())
+def advance_experiment(self, experiment_id: int, outbox_events: list[int] | None = None) -> None:
     """One step of the experiment's controller, in one worker at a time (the lock outlives
     the step's time limit). Steps run on the experiments' own queue
-    (settings.PORTAL_EXPERIMENT_QUEUE), never in the way of other users' submissions."""
+    (settings.PORTAL_EXPERIMENT_QUEUE), never in the way of other users' submissions.
+    ``outbox_events``: the trials' JobEvents that owed this step (their jobs ended); a step
+    already under way may have read the trials before they ended, so this one waits for
+    it rather than being skipped."""
     with single_flight(f"experiment-lock:{experiment_id}", lock_seconds()) as mine:
         if not mine:
+            if outbox_events:
+                raise self.retry(countdown=2)
             return
         try:
             controller.advance(experiment_id)
         finally:
             close_old_connections()
+    outbox.done_many(outbox_events or [], EXPERIMENT)
 
 
-def step_on_job_finished(sender, job, **kwargs) -> None:
-    """jobs.signals.job_finished's receiver (ExperimentsConfig.ready()): a trial's job
-    ended, so its experiment steps now (stop, score, start the next trials) rather than at
-    its next periodic step. A broker outage is logged, never raised into the job's sync."""
-    if job.trial_id is None:
-        return
-    experiment_id = Trial.objects.filter(pk=job.trial_id).values_list("experiment_id", flat=True)
-    for experiment in experiment_id[:1]:
-        try:
-            advance_experiment.delay(experiment)
-        except Exception:  # noqa: BLE001 - a broker outage must not stop the sync
-            log.exception("could not queue %s(%r)", advance_experiment.name, experiment)
+def queue_steps(dues: list[outbox.Due]) -> None:
+    """The outbox's ``experiment`` consumer: a trial's job ended, so its experiment steps
+    now (stop, score, start the next trials) rather than at its next periodic step."""
+    by_job: dict[int, list[int]] = {}
+    for due in dues:
+        by_job.setdefault(due.job_id, []).append(due.event_id)
+    experiments: dict[int, list[int]] = {}
+    rows = Job.objects.filter(pk__in=list(by_job), trial__isnull=False).values_list(
+        "pk", "trial__experiment_id"
+    )
+    for job_id, experiment_id in rows:
+        experiments.setdefault(experiment_id, []).extend(by_job.pop(job_id, []))
+    for experiment_id, event_ids in experiments.items():
+        advance_experiment.apply_async((experiment_id,), {"outbox_events": event_ids})
+    for event_ids in by_job.values():  # a trial deleted since: nothing left to step
+        outbox.done_many(event_ids, EXPERIMENT)

@@ -3,7 +3,8 @@
 - choices: the job vocabulary (states, kinds, work directories), written once
 - clusters: Cluster, Partition, ClusterAccount
 - catalog: Tag, ContainerImage, ImageCheck
-- job: Job, JobEvent
+- job: Job
+- events: JobEvent (the timeline and the outbox of what a change owes)
 - arrays: JobArray (jobs submitted as one scheduler array)
 - attempts: JobAttempt (each run of a requeued job, from accounting)
 - gpus: GpuType (a cluster's GPU types: capability, memory) and choosing by them
@@ -18,8 +19,9 @@ from jobs.models.attempts import JobAttempt
 from jobs.models.audit import AuditEvent
 from jobs.models.catalog import ContainerImage, ImageCheck, Tag
 from jobs.models.clusters import Cluster, ClusterAccount, Partition
+from jobs.models.events import JobEvent
 from jobs.models.gpus import GpuType
-from jobs.models.job import Job, JobEvent
+from jobs.models.job import Job
 from jobs.models.tokens import ApiToken
 
 __all__ = [

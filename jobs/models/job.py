@@ -15,11 +15,12 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from jobs import signals, validators
+from jobs import outbox, signals, validators
 from jobs.access import sees_every_job
 from jobs.hostlist import expand_hostlist
 from jobs.models import annotations as tagging
-from jobs.models import choices, limits
+from jobs.models import choices, events, limits
+from jobs.models.events import JobEvent
 from jobs.models.gpus import wants
 from jobs.seam import REASON_MAX_LENGTH, Status
 from jobs.text import error_tail
@@ -567,22 +568,31 @@ class Job(models.Model):
         with transaction.atomic():
             # Row lock (PostgreSQL) / immediate write lock (SQLite): two workers
             # cannot both see the old state and both write a new one.
-            current = (
+            row = (
                 Job.objects.select_for_update()
                 .filter(pk=self.pk)
-                .values_list("state", flat=True)
+                .values_list("state", "attempt", "held")
                 .first()
             )
-            if current not in expect:
+            if row is None or row[0] not in expect:
                 return False
+            current, attempt_before, held_before = row
             Job.objects.filter(pk=self.pk).update(**values)
-            JobEvent.objects.create(job=self, from_state=current, to_state=to, message=message)
             for key, value in values.items():
                 setattr(self, key, value)
-            signals.updated_on_commit(self)
-            if to in self.FINAL_STATES:
-                signals.finished_on_commit(self)
+            self._record_event(current, message, attempt_before, held_before)
         return True
+
+    def _record_event(
+        self, from_state: str, message: str, attempt_before: int, held_before: bool
+    ) -> JobEvent:
+        """The change's JobEvent, with what it owes (jobs/models/events.py), in the
+        caller's transaction; pages hear of it and the outbox delivers it on commit."""
+        due = events.due_after(self, from_state, attempt_before, held_before)
+        event = JobEvent.record(self, from_state, message, due)
+        signals.updated_on_commit(self)
+        outbox.send_on_commit(event)
+        return event
 
     def note(self, message: str, *, publish: bool = True) -> bool:
         """A line in the job's timeline without a change of state (something the portal
@@ -591,9 +601,7 @@ class Job(models.Model):
         which a publish would wait for: it pushes the job's route)."""
         if JobEvent.objects.filter(job=self, message=message).exists():
             return False
-        JobEvent.objects.create(
-            job=self, from_state=self.state, to_state=self.state, message=message
-        )
+        JobEvent.record(self, self.state, message, due=[])
         if publish:
             signals.updated_on_commit(self)
         return True
@@ -715,9 +723,20 @@ class Job(models.Model):
         queue = {"queue_position": status.queue_position, "estimated_start": status.estimated_start}
         held = pending and status.held
         if new_state == self.state and attempt == self.attempt:
-            return self.update_details(
-                pending_reason=reason, held=held, node=node, attempt=attempt, **queue
-            )
+            held_before = self.held
+            with transaction.atomic():
+                changed = self.update_details(
+                    pending_reason=reason, held=held, node=node, attempt=attempt, **queue
+                )
+                if changed and held and not held_before:
+                    # A line in the timeline, and the owner is told (once per hold).
+                    self._record_event(
+                        self.state,
+                        f"Held: {self.pending_reason or 'until released'}.",
+                        attempt,
+                        held_before,
+                    )
+            return changed
         # A new state, or a restart seen only afterwards (running again between two syncs):
         # either way a JobEvent, so the timeline shows every attempt.
         message = status.message
@@ -799,19 +818,3 @@ class Job(models.Model):
         # Pages show the request, and a notebook's link closes now, not when Slurm ends it.
         signals.updated_on_commit(self)
         return True
-
-
-class JobEvent(models.Model):
-    """One row per state change: the job's audit trail and timeline."""
-
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
-    at = models.DateTimeField(default=timezone.now)
-    from_state = models.CharField(max_length=16, blank=True)
-    to_state = models.CharField(max_length=16, choices=Job.State.choices)
-    message = models.TextField(blank=True)
-
-    class Meta:
-        ordering = ["at", "id"]
-
-    def __str__(self) -> str:
-        return f"{self.job_id}: {self.from_state or '-'} → {self.to_state}"

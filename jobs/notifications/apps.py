@@ -9,12 +9,12 @@ class NotificationsConfig(AppConfig):
     verbose_name = "Notifications"
 
     def ready(self) -> None:
-        from jobs import signals
+        from jobs import outbox, signals
         from jobs.notifications import receivers
 
+        # A job's change owes its owner a word (its JobEvent says so; jobs/outbox.py).
+        outbox.register("notify", receivers.queue_for_job_events)
         # What the models report (jobs/signals.py) becomes a notification in a task.
-        signals.job_finished.connect(receivers.job_finished, dispatch_uid="notify.job_finished")
-        signals.job_updated.connect(receivers.job_updated, dispatch_uid="notify.job_updated")
         signals.session_ready.connect(receivers.session_ready, dispatch_uid="notify.session")
         signals.gpus_idle.connect(receivers.gpus_idle, dispatch_uid="notify.gpus_idle")
         signals.experiment_finished.connect(

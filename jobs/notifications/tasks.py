@@ -16,8 +16,10 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from jobs import outbox
 from jobs.experiments.models import Experiment
 from jobs.models import AuditEvent, Job
+from jobs.models.events import NOTIFY
 from jobs.notifications import broadcast, mail, webhook
 from jobs.notifications.events import TEXT_MAX, Event, for_experiment, for_job, one_line
 from jobs.notifications.models import Notification, SentEmail, Webhook
@@ -51,14 +53,21 @@ def cancelled_by(job: Job) -> str:
 
 
 @shared_task(bind=True, max_retries=10)
-def notify_job(self, job_id: int, event: str) -> None:
+def notify_job(self, job_id: int, event: str, outbox_event: int | None = None) -> None:
+    """Tell the job's owner ``event`` (as they chose); ``outbox_event``: the JobEvent that
+    owed it, told it is done once the notification is recorded (or not owed after all)."""
+    _notify_job(self, job_id, event)
+    outbox.done(outbox_event, f"{NOTIFY}:{event}")
+
+
+def _notify_job(task, job_id: int, event: str) -> None:
     job = Job.objects.select_related("owner", "cluster", "partition").filter(pk=job_id).first()
     if job is None:
         return
     if event in (Event.JOB_FAILED, Event.JOB_TIMEOUT) and not job.stderr_tail:
         ended = job.ended_at or timezone.now()
-        if timezone.now() - ended < TAIL_WAIT and self.request.retries < self.max_retries:
-            raise self.retry(countdown=2)
+        if timezone.now() - ended < TAIL_WAIT and task.request.retries < task.max_retries:
+            raise task.retry(countdown=2)
     who = ""
     if event == Event.JOB_CANCELLED:
         who = cancelled_by(job)

@@ -29,9 +29,7 @@ def test_file_tail_delivers_every_point_exactly_once(condorpool, owner):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_http_upload_delivers_every_point_exactly_once(
-    condorpool, owner, live_server, queued_metric_reads, settings
-):
+def test_http_upload_delivers_every_point_exactly_once(condorpool, owner, live_server, settings):
     settings.PORTAL_URL = live_server.url
     n = 500
     job = factories.job(owner, condorpool, TRAIN.format(n=n, pause=1))

@@ -72,7 +72,7 @@ def test_file_tail_delivers_every_point_exactly_once(devcluster, owner):
 
 @pytest.mark.django_db(transaction=True)
 def test_http_upload_delivers_every_point_exactly_once(
-    devcluster, owner, live_server, queued_metric_reads, settings
+    devcluster, owner, live_server, outbox_dues, settings
 ):
     settings.PORTAL_URL = live_server.url
     n = 2000
@@ -85,7 +85,9 @@ def test_http_upload_delivers_every_point_exactly_once(
     job = run_until(job, {"completed"}, timeout=90)
     # Everything came over HTTP: no file was read (the final read was only queued).
     assert not MetricFile.objects.filter(job=job).exists()
-    assert queued_metric_reads == [((job.pk,), {"final": True})]
+    assert [(d.job_id, d.entry) for d in outbox_dues if d.consumer == "metrics"] == [
+        (job.pk, "metrics")
+    ]
     assert points(job) == {"loss": list(range(n)), "acc": list(range(n))}
     # The final read of the files finds nothing new.
     assert tail_job(job, max_passes=50) == 0

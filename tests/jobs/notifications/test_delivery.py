@@ -9,9 +9,12 @@ import pytest
 from django.core import mail as outbox
 from django.utils import timezone
 
+from jobs import outbox as jobs_outbox
+from jobs.models import Job
 from jobs.notifications import receivers, tasks
 from jobs.notifications.events import Event
 from jobs.notifications.models import Notification, Preference, SentEmail
+from jobs.seam import Status
 from tests import factories
 
 
@@ -107,38 +110,55 @@ def test_rules_per_event(person, cluster, limits, staff):
     assert "cancelled by staff" in told[by_staff.pk]
 
 
-def test_trials_jobs_do_not_notify_one_by_one(person, cluster, monkeypatch):
+def told_of(outbox_dues) -> list[tuple[int, str]]:
+    """(job id, notification event) of what the changes so far owe their owners."""
+    jobs_outbox.deliver()
+    return [(d.job_id, d.argument) for d in outbox_dues if d.consumer == "notify"]
+
+
+def test_trials_jobs_do_not_notify_one_by_one(person, cluster, outbox_dues):
     from jobs.experiments.models import Trial
 
-    queued = []
-    monkeypatch.setattr(tasks.notify_job, "delay", lambda *args: queued.append(args))
     experiment = factories.experiment_record(person, cluster)
     trial = Trial.objects.create(experiment=experiment, number=0, params={})
-    alone = factories.job(person, cluster, state="failed")
-    in_trial = factories.job(person, cluster, state="failed", trial=trial)
-    receivers.job_finished(sender=None, job=in_trial)
-    receivers.job_finished(sender=None, job=alone)
-    assert queued == [(alone.pk, Event.JOB_FAILED)]
+    alone = factories.job(person, cluster, state="running", scheduler_job_id="1")
+    in_trial = factories.job(person, cluster, state="running", scheduler_job_id="2", trial=trial)
+    for job in (in_trial, alone):
+        job.apply_scheduler_status(Status(state=Job.State.FAILED, exit_code=1))
+    assert told_of(outbox_dues) == [(alone.pk, Event.JOB_FAILED)]
+    # The trial's experiment steps instead (it tells its owner when it ends).
+    assert [(d.job_id, d.entry) for d in outbox_dues if d.consumer == "experiment"] == [
+        (in_trial.pk, "experiment")
+    ]
 
 
 def test_started_after_a_long_wait_and_session_ready_are_queued(
-    person, cluster, monkeypatch, settings
+    person, cluster, monkeypatch, settings, outbox_dues
 ):
     settings.PORTAL_NOTIFY_STARTED_AFTER_MINUTES = 30
     queued = []
     monkeypatch.setattr(tasks.notify_job, "delay", lambda *args: queued.append(args))
     now = timezone.now()
     waited = factories.job(
-        person, cluster, state="running", submitted_at=now - timedelta(hours=1), started_at=now
+        person,
+        cluster,
+        state="pending",
+        submitted_at=now - timedelta(hours=1),
+        scheduler_job_id="1",
     )
     quick = factories.job(
-        person, cluster, state="running", submitted_at=now - timedelta(minutes=5), started_at=now
+        person,
+        cluster,
+        state="pending",
+        submitted_at=now - timedelta(minutes=5),
+        scheduler_job_id="2",
     )
-    receivers.job_updated(sender=None, job=waited)
-    receivers.job_updated(sender=None, job=quick)
+    for job in (waited, quick):
+        job.apply_scheduler_status(Status(state=Job.State.RUNNING, started=True, node="n1"))
     receivers.session_ready(sender=None, job=quick)
-    assert queued == [(waited.pk, Event.JOB_STARTED), (quick.pk, Event.SESSION_READY)]
-    for args in queued:
+    assert told_of(outbox_dues) == [(waited.pk, Event.JOB_STARTED)]
+    assert queued == [(quick.pk, Event.SESSION_READY)]
+    for args in [(waited.pk, Event.JOB_STARTED), *queued]:
         Preference.set(person, args[1], portal=True)
         tasks.notify_job.apply(args=args)
     texts = sorted(Notification.objects.values_list("event", flat=True))
@@ -178,24 +198,26 @@ def test_a_delivery_already_running_for_the_person_sends_nothing_and_comes_back(
 
 
 def test_held_and_requeued_jobs_are_queued_once_each_and_off_by_default(
-    person, cluster, monkeypatch
+    person, cluster, outbox_dues
 ):
-    queued = []
-    monkeypatch.setattr(tasks.notify_job, "delay", lambda *args: queued.append(args))
-    held = factories.job(
-        person, cluster, state="pending", held=True, pending_reason="launch failed requeued held"
+    held = factories.job(person, cluster, state="pending", scheduler_job_id="1")
+    requeued = factories.job(
+        person, cluster, state="running", started_at=timezone.now(), scheduler_job_id="2"
     )
-    requeued = factories.job(person, cluster, state="running", attempt=1, started_at=timezone.now())
-    plain = factories.job(person, cluster, state="pending")
-    for job in (held, requeued, plain):
-        receivers.job_updated(sender=None, job=job)
+    plain = factories.job(person, cluster, state="pending", scheduler_job_id="3")
+    hold = Status(state=Job.State.PENDING, held=True, reason="launch failed requeued held")
+    for _ in range(2):  # a second sync that sees the same tells nothing new
+        held.apply_scheduler_status(hold)
+        requeued.apply_scheduler_status(Status(state=Job.State.RUNNING, attempt=1, node="n1"))
+        plain.apply_scheduler_status(Status(state=Job.State.PENDING, reason="Priority"))
+    queued = told_of(outbox_dues)
     assert queued == [(held.pk, Event.JOB_HELD), (requeued.pk, Event.JOB_REQUEUED)]
     tasks.notify_job.apply(args=queued[0])
     assert not Notification.objects.exists()  # off unless the person turns them on
     for args in queued:
         Preference.set(person, args[1], portal=True)
         tasks.notify_job.apply(args=args)
-        tasks.notify_job.apply(args=args)  # a second update tells nothing new
+        tasks.notify_job.apply(args=args)  # queued twice: told once
     texts = dict(Notification.objects.values_list("event", "text"))
     assert len(texts) == 2
     assert "is held by the scheduler (launch failed requeued held)" in texts[Event.JOB_HELD]

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from jobs.experiments import tasks as experiment_tasks
+from jobs import outbox
 from jobs.experiments.models import Trial
 from jobs.models import Job
 from jobs.notifications.events import Event
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.mail, pytest.mark.django_db(transaction=True)]
 def eager(monkeypatch, settings):
     monkeypatch.setitem(celery_app.conf, "task_always_eager", True)
     # The experiment's own stepping is not what this test is about.
-    monkeypatch.setattr(experiment_tasks.advance_experiment, "delay", lambda *a: None)
+    monkeypatch.setitem(outbox.CONSUMERS, "experiment", lambda dues: None)
     settings.PORTAL_URL = "https://portal.example.org"
 
 
