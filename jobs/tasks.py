@@ -12,6 +12,7 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.db import close_old_connections
 from django.db.models import Q
 from django.urls import reverse
@@ -317,6 +318,30 @@ def sync_cluster(cluster_id: int) -> None:
                 sync_jobs(Job.objects.filter(cluster=cluster, state__in=SCHEDULED_STATES))
         finally:
             close_old_connections()
+
+
+@shared_task(**limits())
+def sync_job(job_id: int) -> None:
+    """One job's sync now rather than at the next periodic one (sync_soon)."""
+    try:
+        sync_jobs(Job.objects.filter(pk=job_id, state__in=SCHEDULED_STATES))
+    finally:
+        close_old_connections()
+
+
+# A job's own sync is queued at most once in this many seconds, however often it asks.
+SYNC_SOON_EVERY = 5
+
+
+def sync_soon(job: Job) -> None:
+    """Queue a sync of ``job`` (a session registering before the periodic sync has seen its
+    job start). A broker outage is logged: the periodic sync sees it later."""
+    if not cache.add(f"sync-soon:{job.pk}", 1, timeout=SYNC_SOON_EVERY):
+        return
+    try:
+        sync_job.delay(job.pk)
+    except Exception:  # noqa: BLE001 - the periodic sync sees it anyway
+        log.warning("could not queue a sync of job %s", job.pk, exc_info=True)
 
 
 def sync_jobs(jobs) -> int:

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from jobs import audit, validators
 from jobs.models import Job
-from jobs.tasks import sync_jobs
+from jobs.tasks import sync_soon
 from portal.throttle import digest, over_budget, throttled
 from proxy import access, routes
 from proxy.access import session_for_user, session_to_open
@@ -79,9 +79,9 @@ def register(request, public_id: str):
     job = session.job
     if job.state in (Job.State.QUEUED, Job.State.PENDING) and job.scheduler_job_id:
         # The job calls as soon as Jupyter listens, often before the periodic sync has
-        # seen it start: ask the scheduler now rather than keep the user waiting.
-        sync_jobs(Job.objects.filter(pk=job.pk))
-        job.refresh_from_db()
+        # seen it start: a worker asks the scheduler now (never this request: it would
+        # hold a web worker on SSH), and the job's next call, two seconds on, finds it.
+        sync_soon(job)
     if job.state != Job.State.RUNNING or not job.node:
         response = JsonResponse(
             {"error": "the scheduler does not report this job running on a node yet"}, status=409

@@ -83,6 +83,17 @@ def queued_notifications(request, monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def queued_syncs(monkeypatch) -> list:
+    """One job's sync queued by a web request (jobs.tasks.sync_soon), recorded: no worker
+    runs in this process (tests that want one start a tests.livestack stack)."""
+    from jobs import tasks
+
+    calls: list = []
+    monkeypatch.setattr(tasks.sync_job, "delay", lambda *a, **k: calls.append(a))
+    return calls
+
+
+@pytest.fixture(autouse=True)
 def outbox_dues(request, monkeypatch) -> list:
     """What jobs' changes in this process owe (jobs/outbox.py), recorded instead of queued
     for some later worker: a list of outbox.Due. Tests marked ``mail`` queue for real."""

@@ -138,27 +138,28 @@ def register(client, link, secret):
 
 
 def test_registration_past_its_budget_is_429_and_asks_no_scheduler(
-    client, rates, ssh_calls, pending_link
+    client, rates, ssh_calls, queued_syncs, pending_link
 ):
     secret = pending_link.issue_register_secret()
-    # Pending: each call asks the scheduler over SSH (unreachable: the job stays pending),
-    # and is told to come back.
+    # Pending: the first call queues a sync of the job for a worker (never SSH from the
+    # request; at most one per job every few seconds), and each is told to come back.
     assert [register(client, pending_link, secret).status_code for _ in range(3)] == [409] * 3
-    assert len(ssh_calls) == 3
+    assert queued_syncs == [(pending_link.job_id,)] and ssh_calls == []
     refused = register(client, pending_link, secret)
     assert refused.status_code == 429 and int(refused["Retry-After"]) >= 1
-    assert len(ssh_calls) == 3
+    assert queued_syncs == [(pending_link.job_id,)] and ssh_calls == []
 
 
 def test_calls_without_the_secret_do_not_spend_a_sessions_budget(
-    client, rates, ssh_calls, pending_link
+    client, rates, queued_syncs, pending_link
 ):
     """The session's id is its host name (TLS SNI, DNS, logs): whoever knows it may not use
     up the job's registrations."""
     secret = pending_link.issue_register_secret()
     assert {register(client, pending_link, "guessed").status_code for _ in range(10)} == {403}
+    assert queued_syncs == []
     assert register(client, pending_link, secret).status_code == 409  # the job's own call
-    assert len(ssh_calls) == 1
+    assert queued_syncs == [(pending_link.job_id,)]
 
 
 @pytest.mark.parametrize(
