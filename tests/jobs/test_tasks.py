@@ -288,13 +288,14 @@ def test_a_status_the_adapter_cannot_read_leaves_that_job_alone_and_syncs_the_ot
     Job.objects.filter(pk=other.pk).update(
         state="running", scheduler_job_id="56", cluster_account=account
     )
+    states = {"55": "EXPLODED", "56": "COMPLETED"}
     monkeypatch.setattr(
         operations,
         "query_owners",
         lambda conn, expected: {
             owner: {
-                "55": parsers.SlurmJob("55", "EXPLODED", name=jobs["55"]),
-                "56": parsers.SlurmJob("56", "COMPLETED", name=jobs["56"]),
+                key: parsers.SlurmJob(key.scheduler_id, states[key.scheduler_id], name=key.name)
+                for key in jobs
             }
             for owner, jobs in expected.items()
         },

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from jobs.models import Job
+from jobs.seam import JobKey
 from jobs.slurm import arrays, json_fields, parsers, sinfo, status
 
 OUTPUT = Path(__file__).parent / "slurm_output"
@@ -14,6 +15,11 @@ OUTPUT = Path(__file__).parent / "slurm_output"
 
 def captured(name: str) -> str:
     return (OUTPUT / name).read_text()
+
+
+def expect(*jobs: tuple[str, str], comment: str = "") -> dict[JobKey, str]:
+    """What the sync asks about: (scheduler id, name) each, with the comment to check."""
+    return {JobKey(*job): comment for job in jobs}
 
 
 def test_parse_squeue_json_reads_every_state_on_captured_output():
@@ -124,14 +130,16 @@ def test_parse_squeue_json_reads_the_23_02_shapes():
 def test_match_jobs_trusts_an_id_only_under_the_expected_name():
     statuses = parsers.parse_squeue_json(captured("squeue_all.json"), "hpcuser")
     # Job 8 is ours only while it is still called portal-2-bbbb (ids are reissued).
-    assert set(parsers.match_jobs(statuses, {"8": "portal-2-bbbb"})) == {"8"}
-    assert parsers.match_jobs(statuses, {"8": "portal-9-reissued"}) == {}
+    assert set(parsers.match_jobs(statuses, expect(("8", "portal-2-bbbb")))) == {
+        ("8", "portal-2-bbbb")
+    }
+    assert parsers.match_jobs(statuses, expect(("8", "portal-9-reissued"))) == {}
 
 
 def test_match_jobs_leaves_out_an_id_reported_twice():
     one = parsers.SlurmJob("5", "RUNNING", name="n")
     two = parsers.SlurmJob("5", "COMPLETED", name="n")
-    assert parsers.match_jobs([one, two], {"5": "n"}) == {}
+    assert parsers.match_jobs([one, two], expect(("5", "n"))) == {}
 
 
 def test_parse_sacct_json_on_captured_output():
@@ -153,18 +161,15 @@ def test_parse_sacct_json_on_captured_output():
 
 
 def test_exit_codes_come_from_the_one_agreeing_text_line():
+    evil = parsers.parse_sacct_json(captured("sacct_all.json"), "hpcuser")[0].name
     settled = parsers.match_jobs(
         parsers.parse_sacct_json(captured("sacct_all.json"), "hpcuser"),
-        {
-            "337": parsers.parse_sacct_json(captured("sacct_all.json"), "hpcuser")[0].name,
-            "344": "wrap",
-            "102": "portal-102-ab",
-        },
+        expect(("337", evil), ("344", "wrap"), ("102", "portal-102-ab")),
     )
     codes = parsers.exit_codes(captured("sacct_sample.txt"), "hpcuser", settled)
-    assert codes["344"] == (3, 0)
-    assert "102" not in settled  # the forged text line never becomes a job
-    assert "337" not in codes  # its text line is cut by the newline: no exit code from it
+    assert codes[("344", "wrap")] == (3, 0)
+    assert ("102", "portal-102-ab") not in settled  # the forged text line never becomes a job
+    assert ("337", evil) not in codes  # its text line is cut by the newline: no exit code
 
 
 def test_parse_sacct_text_keeps_the_name_whole_and_other_users_out():
@@ -339,12 +344,15 @@ def test_squeue_reads_running_array_tasks_and_every_throttled_task_of_the_pendin
 
 def test_sacct_names_array_tasks_by_array_and_task_in_json_and_text():
     settled = {
-        j.scheduler_id: j for j in parsers.parse_sacct_json(captured("sacct_array.json"), "hpcuser")
+        JobKey(j.scheduler_id, j.name): j
+        for j in parsers.parse_sacct_json(captured("sacct_array.json"), "hpcuser")
     }
-    assert set(settled) == {"1_0", "1_3", "1_5"}  # the array's own record (id 1) is task 5
-    assert settled["1_3"].state == "failed"
+    # The array's own record (id 1) is task 5.
+    assert {key.scheduler_id for key in settled} == {"1_0", "1_3", "1_5"}
+    assert {key.name for key in settled} == {"portal-a1-xyz"}
+    assert settled[("1_3", "portal-a1-xyz")].state == "failed"
     codes = parsers.exit_codes(captured("sacct_array.txt"), "hpcuser", settled)
-    assert codes["1_3"] == (3, 0) and codes["1_0"] == (0, 0)
+    assert codes[("1_3", "portal-a1-xyz")] == (3, 0) and codes[("1_0", "portal-a1-xyz")] == (0, 0)
 
 
 @pytest.mark.parametrize(
@@ -397,17 +405,17 @@ def test_tasks_an_arrays_ended_record_left_unnamed_end_with_it():
         captured("sacct_array_cancelled_unrecorded.json"), "hpcuser"
     )
     assert {s.scheduler_id for s in statuses} == {"646_0", "646_*"}
-    expected = {f"646_{i}": name for i in range(5)}
+    expected = expect(*((f"646_{i}", name) for i in range(5)))
     settled = parsers.match_jobs(statuses, expected)
-    assert set(settled) == {"646_0"} and settled["646_0"].state == "completed"
+    assert set(settled) == {("646_0", name)} and settled[("646_0", name)].state == "completed"
     rest = arrays.remainder_tasks(statuses, expected, settled)
-    assert set(rest) == {"646_1", "646_2", "646_3", "646_4"}
+    assert set(rest) == {(f"646_{i}", name) for i in range(1, 5)}
     assert {(s.scheduler_id, s.state) for s in rest.values()} == {
         (f"646_{i}", "cancelled") for i in range(1, 5)
     }
     # Only under the array's own name, only once it has ended, never over a task's own record.
-    assert arrays.remainder_tasks(statuses, {"646_1": "portal-a99-other"}, {}) == {}
-    assert arrays.remainder_tasks(statuses, {"6460_1": name}, {}) == {}
+    assert arrays.remainder_tasks(statuses, expect(("646_1", "portal-a99-other")), {}) == {}
+    assert arrays.remainder_tasks(statuses, expect(("6460_1", name)), {}) == {}
     pending = [replace(s, slurm_state="PENDING") for s in statuses]
     assert arrays.remainder_tasks(pending, expected, settled) == {}
 
@@ -428,9 +436,9 @@ def test_the_sync_settles_those_tasks_from_accounting():
             return ssh.Result("", "", 0)  # sacct -P: no line of its own for any task
 
     conn = Accounting()
-    expected = {f"646_{i}": "portal-a35-2c337b66b9" for i in range(5)}
+    expected = expect(*((f"646_{i}", "portal-a35-2c337b66b9") for i in range(5)))
     found = operations.accounting(conn, "hpcuser", expected)
-    assert {i: s.state for i, s in found.items()} == {
+    assert {key.scheduler_id: s.state for key, s in found.items()} == {
         "646_0": "completed",
         **{f"646_{i}": "cancelled" for i in range(1, 5)},
     }
@@ -453,17 +461,20 @@ def test_each_run_of_a_requeued_gpu_job_with_what_it_held():
     AccountingStorageTRES=gres/gpu): two runs, oldest first, GPUs and CPUs from AllocTRES."""
     from jobs.slurm.attempts import parse_attempts
 
-    runs = parse_attempts(captured("sacct_requeued_gpu_job.json"), "hpcuser", {"2": "portal-9-abc"})
-    assert [r.scheduler_state for r in runs["2"]] == ["REQUEUED", "COMPLETED"]
-    assert [(r.gpus, r.cpus, r.node) for r in runs["2"]] == [(2, 1, "node1"), (2, 1, "node1")]
-    assert [r.elapsed_seconds for r in runs["2"]] == [4, 8]
-    assert {r.account for r in runs["2"]} == {"portal"}  # charged to, as accounting says
-    assert runs["2"][0].ended_at <= runs["2"][1].started_at
+    job = expect(("2", "portal-9-abc"))
+    runs = parse_attempts(captured("sacct_requeued_gpu_job.json"), "hpcuser", job)[
+        ("2", "portal-9-abc")
+    ]
+    assert [r.scheduler_state for r in runs] == ["REQUEUED", "COMPLETED"]
+    assert [(r.gpus, r.cpus, r.node) for r in runs] == [(2, 1, "node1"), (2, 1, "node1")]
+    assert [r.elapsed_seconds for r in runs] == [4, 8]
+    assert {r.account for r in runs} == {"portal"}  # charged to, as accounting says
+    assert runs[0].ended_at <= runs[1].started_at
     # Under another name (the id reused by someone else's job) or user: nothing.
-    assert parse_attempts(captured("sacct_requeued_gpu_job.json"), "hpcuser", {"2": "x"}) == {}
     assert (
-        parse_attempts(captured("sacct_requeued_gpu_job.json"), "eve", {"2": "portal-9-abc"}) == {}
+        parse_attempts(captured("sacct_requeued_gpu_job.json"), "hpcuser", expect(("2", "x"))) == {}
     )
+    assert parse_attempts(captured("sacct_requeued_gpu_job.json"), "eve", job) == {}
 
 
 def test_attempt_records_that_are_odd_are_skipped_not_fatal():
@@ -472,8 +483,8 @@ def test_attempt_records_that_are_odd_are_skipped_not_fatal():
     document = json.loads(captured("sacct_requeued_gpu_job.json"))
     document["jobs"][0]["time"] = "yesterday"  # not a mapping: no start, skipped
     document["jobs"][1]["tres"] = {"allocated": [{"type": "gres", "name": "gpu", "count": -5}]}
-    runs = parse_attempts(json.dumps(document), "hpcuser", {"2": "portal-9-abc"})
-    assert [(r.scheduler_state, r.gpus) for r in runs["2"]] == [("COMPLETED", 0)]
+    runs = parse_attempts(json.dumps(document), "hpcuser", expect(("2", "portal-9-abc")))
+    assert [(r.scheduler_state, r.gpus) for r in runs[("2", "portal-9-abc")]] == [("COMPLETED", 0)]
 
 
 def test_every_users_jobs_carry_their_own_owner():
