@@ -93,6 +93,24 @@ def test_a_job_cannot_pass_for_another_by_its_text():
     assert found[key].node == ""  # not a host name: no node, never that text
 
 
+def test_two_jobs_with_one_id_each_get_the_ad_of_their_own_name_or_none():
+    """A schedd that lost its queue reissues cluster ids, to the same person even: 40.0 in
+    the queue is "taken"'s; "lost" (the portal job that held 40.0 before) gets nothing, and
+    an ended ad of "lost" in the history is its own."""
+    lost, taken = JobKey("40.0", "portal-1-lost"), JobKey("40.0", "portal-2-taken")
+    ads = [{"ClusterId": 40, "ProcId": 0, "Owner": "u", "PortalName": taken.name, "JobStatus": 4}]
+    queue = parsers.parse_jobs(json.dumps(ads), "condor_q", "u")
+    assert list(parsers.match_jobs(queue, {lost, taken})) == [taken]
+    assert parsers.match_jobs(queue, {lost}) == {}
+    ads.append({**ads[0], "PortalName": lost.name, "JobStatus": 3})
+    history = parsers.parse_jobs(json.dumps(ads), "condor_history", "u")
+    found = parsers.match_jobs(history, {lost, taken})
+    assert {key: ad.status for key, ad in found.items()} == {
+        taken: parsers.COMPLETED,
+        lost: parsers.REMOVED,
+    }
+
+
 @pytest.mark.parametrize(
     "output",
     ["{", '{"ClusterId": 1}', "[" * 100_000, "nonsense"],

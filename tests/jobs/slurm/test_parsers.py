@@ -501,3 +501,99 @@ def test_every_users_jobs_carry_their_own_owner():
         for owner in {job.user for job in everyone} - {""}:
             mine = [j.scheduler_id for j in everyone if j.user in (owner, "")]
             assert mine == [j.scheduler_id for j in parse(captured(name), owner)], name
+
+
+# -- one id, two portal jobs: a controller that lost a job reissued its id --------------
+#
+# Job "lost" (portal-1-lost) held id 55 when slurmctld was killed; after the restart Slurm
+# gave 55 to the same person's next job, "taken" (portal-2-taken). Each must get only the
+# records under its own name.
+
+LOST, TAKEN = JobKey("55", "portal-1-lost"), JobKey("55", "portal-2-taken")
+BOTH = {LOST: "portal-job-1-lost", TAKEN: "portal-job-2-taken"}
+
+
+def record(key: JobKey, state: str = "COMPLETED", **fields) -> parsers.SlurmJob:
+    return parsers.SlurmJob(key.scheduler_id, state, name=key.name, user="hpcuser", **fields)
+
+
+def test_two_jobs_with_one_id_each_get_the_record_of_their_own_name_or_none():
+    taken = record(TAKEN, exit_code=0, comment=BOTH[TAKEN])
+    assert parsers.match_jobs([taken], BOTH) == {TAKEN: taken}
+    lost = record(LOST, "FAILED", comment=BOTH[LOST])
+    assert parsers.match_jobs([lost, taken], BOTH) == {LOST: lost, TAKEN: taken}
+    assert parsers.match_jobs([taken], {LOST: BOTH[LOST]}) == {}
+
+
+def test_the_comment_can_refuse_a_record_but_never_make_it_a_jobs():
+    """The job's comment (Job.slurm_comment, what the script sets with --comment) is checked
+    where the record has one; its owner can change it (scontrol update), so it only ever
+    refuses: the name decides."""
+    assert parsers.match_jobs([record(TAKEN, comment="portal-job-1-lost")], BOTH) == {}
+    assert set(parsers.match_jobs([record(TAKEN, comment="")], BOTH)) == {TAKEN}  # sacct's
+    assert set(parsers.match_jobs([record(TAKEN, comment="x")], {TAKEN: ""})) == {TAKEN}
+    forged = record(JobKey("55", "portal-9-other"), comment=BOTH[LOST])
+    assert parsers.match_jobs([forged], BOTH) == {}
+
+
+def test_sacct_json_carries_the_comment_where_accounting_stores_it():
+    """22.05 records ``{"job": null}`` unless the site sets AccountingStoreFlags=job_comment:
+    no comment, so only the name is checked."""
+
+    def comment_of_344(document) -> str:
+        jobs = parsers.parse_sacct_json(json.dumps(document), "hpcuser")
+        return next(j.comment for j in jobs if j.scheduler_id == "344")
+
+    document = json.loads(captured("sacct_all.json"))
+    entry = next(e for e in document["jobs"] if e["job_id"] == 344)
+    assert entry["comment"] == {"administrator": None, "job": None, "system": None}
+    assert comment_of_344(document) == ""
+    entry["comment"]["job"] = "portal-job-7-abc"
+    assert comment_of_344(document) == "portal-job-7-abc"
+
+
+def test_exit_codes_of_one_id_go_to_the_job_of_the_lines_name_only():
+    """``sacct -P`` answers 55 with the newest job that held it ("taken"): its code is
+    taken's, never lost's; two lines for one id are nobody's."""
+    taken_line = parsers.FIELD_SEP.join(
+        ["55", "hpcuser", "COMPLETED", "0:0", "None", "node1", "", "", TAKEN.name]
+    )
+    lost_line = parsers.FIELD_SEP.join(
+        ["55", "hpcuser", "FAILED", "3:0", "None", "node1", "", "", LOST.name]
+    )
+    settled = {LOST: record(LOST, "FAILED"), TAKEN: record(TAKEN)}
+    assert parsers.exit_codes(taken_line, "hpcuser", settled) == {TAKEN: (0, 0)}
+    assert parsers.exit_codes(lost_line, "hpcuser", settled) == {LOST: (3, 0)}
+    assert parsers.exit_codes(f"{taken_line}\n{lost_line}", "hpcuser", settled) == {}
+    assert parsers.exit_codes(taken_line, "hpcuser", {LOST: record(LOST)}) == {}
+
+
+def test_an_arrays_remainder_settles_only_the_tasks_of_its_own_name():
+    """Array 60 lost with the controller ("portal-a1-lost", tasks 0-2) and its id given to
+    the same person's next array ("portal-a2-taken"), whose own record ended cancelled
+    with tasks 1 and 2 unstarted: those tasks are the new array's, not the lost one's."""
+    lost = {JobKey(f"60_{i}", "portal-a1-lost"): "" for i in range(3)}
+    taken = {JobKey(f"60_{i}", "portal-a2-taken"): "" for i in range(3)}
+    own = parsers.SlurmJob("60_*", "CANCELLED", name="portal-a2-taken")
+    rest = arrays.remainder_tasks([own], {**lost, **taken}, {})
+    assert set(rest) == set(taken)
+    assert {s.scheduler_id for s in rest.values()} == {"60_0", "60_1", "60_2"}
+
+
+def test_the_runs_of_one_id_are_each_recorded_for_the_job_of_their_name():
+    """``sacct -D`` lists every job that held id 2: each run counts for its own name."""
+    from jobs.slurm.attempts import parse_attempts
+
+    document = json.loads(captured("sacct_requeued_gpu_job.json"))
+    first, second = document["jobs"]
+    first["name"], second["name"] = "portal-1-lost", "portal-2-taken"
+    first["comment"] = {"job": "portal-job-1-lost"}
+    expected = {JobKey("2", "portal-1-lost"): "", JobKey("2", "portal-2-taken"): ""}
+    runs = parse_attempts(json.dumps(document), "hpcuser", expected)
+    assert {key.name: [r.scheduler_state for r in rs] for key, rs in runs.items()} == {
+        "portal-1-lost": ["REQUEUED"],
+        "portal-2-taken": ["COMPLETED"],
+    }
+    # A run whose comment is another job's counts for neither.
+    refused = {JobKey("2", "portal-1-lost"): "portal-job-9-other"}
+    assert parse_attempts(json.dumps(document), "hpcuser", refused) == {}
