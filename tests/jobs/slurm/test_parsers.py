@@ -597,3 +597,37 @@ def test_the_runs_of_one_id_are_each_recorded_for_the_job_of_their_name():
     # A run whose comment is another job's counts for neither.
     refused = {JobKey("2", "portal-1-lost"): "portal-job-9-other"}
     assert parse_attempts(json.dumps(document), "hpcuser", refused) == {}
+
+
+def test_an_ownerless_accounting_record_of_one_id_goes_to_the_job_of_its_name_only():
+    """A record accounting keeps with no user (a job recorded before its user had an
+    association) counts for whoever expects its id *under its name*: of hpcuser's two
+    jobs holding 55, "taken"; hpcuser2's job that held 55 before, under its own name,
+    nothing. Its exit code (sacct -P, user named there) is taken's too."""
+    from jobs.cluster import ssh
+    from jobs.slurm import operations
+
+    entry = {
+        "job_id": 55,
+        "user": None,
+        "association": None,
+        "name": TAKEN.name,
+        "state": {"current": "COMPLETED", "reason": "None"},
+        "time": {"start": 1_795_000_010, "end": 1_795_000_070},
+    }
+    line = parsers.FIELD_SEP.join(
+        ["55", "hpcuser", "COMPLETED", "0:0", "None", "node1", "", "", TAKEN.name]
+    )
+
+    class Accounting:
+        def run(self, argv, *, stdin=None, check=True, max_bytes=None):
+            out = json.dumps({"jobs": [entry]}) if "--json" in argv else line
+            return ssh.Result(out, "", 0)
+
+    other = JobKey("55", "portal-3-other")
+    found = operations.accounting_owners(
+        Accounting(), {"hpcuser": BOTH, "hpcuser2": {other: "portal-job-3-other"}}
+    )
+    assert set(found["hpcuser"]) == {TAKEN} and found["hpcuser2"] == {}
+    taken = found["hpcuser"][TAKEN]
+    assert (taken.state, taken.exit_code) == ("completed", 0)
