@@ -28,6 +28,7 @@ from django.conf import settings  # noqa: E402
 
 from jobs import devcluster  # noqa: E402
 from jobs.cluster import ssh  # noqa: E402
+from jobs.seam import JobKey  # noqa: E402
 from jobs.slurm import operations  # noqa: E402
 
 SCRIPT = (
@@ -109,7 +110,7 @@ def main() -> None:
         ):
             seconds = timed(
                 lambda i, conn=conn: operations.query(
-                    conn, user, dict.fromkeys(ids, f"portal-bench-{run_id}")
+                    conn, user, {JobKey(sid, f"portal-bench-{run_id}"): "" for sid in ids}
                 ),
                 args.syncs,
             )

@@ -5,7 +5,8 @@ an adapter must do (its methods, over an SSH connection to the login node) and w
 adapters and tasks all import it; it imports none of them.
 
 An adapter turns its scheduler's commands and output into ``Status``: the portal's state
-(jobs/models/choices.py), the reason in words, the node, times and exit code. ``Job``
+(jobs/models/choices.py), the reason in words, the node, times and exit code, each under
+the ``JobKey`` (scheduler id and name) of the job it is about. ``Job``
 applies only these neutral values (``Job.apply_scheduler_status``). Adapters are found
 through the registry in jobs/schedulers.py; ``Cluster.scheduler`` chooses.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from jobs.cluster.ssh import Connection
@@ -24,6 +25,17 @@ if TYPE_CHECKING:
 
 # Bound of a stored pending reason (Job.pending_reason's max_length).
 REASON_MAX_LENGTH = 200
+
+
+class JobKey(NamedTuple):
+    """Which portal job a scheduler's record is: its scheduler id and the name the portal
+    gave it (Job.scheduler_key). An id alone is not enough: a scheduler that lost its state
+    (a controller killed and restarted without it) hands the same id to another job, of
+    the same person even. Every answer an adapter gives is keyed by both, so two portal
+    jobs holding one id each get the record under their own name, or none."""
+
+    scheduler_id: str
+    name: str
 
 
 @dataclass(frozen=True)
@@ -151,27 +163,31 @@ class Adapter:
         """The scheduler's id of an array's member (Slurm "12_3", HTCondor "12.3")."""
         raise NotImplementedError
 
-    def statuses(self, conn: Connection, username: str, jobs: Sequence[Job]) -> dict[str, Status]:
-        """Status of ``jobs`` by scheduler id, in O(1) commands; unknown jobs left out."""
+    def statuses(
+        self, conn: Connection, username: str, jobs: Sequence[Job]
+    ) -> dict[JobKey, Status]:
+        """Status of ``jobs`` by Job.scheduler_key, in O(1) commands: a record counts for a
+        job only under its id and its name; unknown jobs left out."""
         raise NotImplementedError
 
     def statuses_of_owners(
         self, conn: Connection, jobs: dict[str, Sequence[Job]]
-    ) -> dict[str, dict[str, Status]]:
+    ) -> dict[str, dict[JobKey, Status]]:
         """statuses() of several owners' jobs ({user name: jobs}) at once, in O(1) commands
         on a connection that may see every user's jobs (``reads_all_jobs``)."""
         raise NotImplementedError
 
     def attempts(
         self, conn: Connection, username: str, jobs: Sequence[Job]
-    ) -> dict[str, list[Attempt]]:
+    ) -> dict[JobKey, list[Attempt]]:
         """Each run of ``jobs`` with what it held, oldest first, from accounting, in O(1)
-        commands ({} where the scheduler keeps no accounting)."""
+        commands, by Job.scheduler_key like statuses() ({} where the scheduler keeps no
+        accounting)."""
         raise NotImplementedError
 
     def attempts_of_owners(
         self, conn: Connection, jobs: dict[str, Sequence[Job]]
-    ) -> dict[str, dict[str, list[Attempt]]]:
+    ) -> dict[str, dict[JobKey, list[Attempt]]]:
         """attempts() of several owners' jobs at once, like statuses_of_owners()."""
         raise NotImplementedError
 

@@ -24,7 +24,7 @@ from jobs.experiments.runs import array_member
 from jobs.metrics.ingest import issue_token
 from jobs.models import Cluster, ClusterAccount, Job, JobArray, JobAttempt, choices
 from jobs.models.events import ATTEMPTS, STDERR
-from jobs.seam import Attempt, Status
+from jobs.seam import Attempt, JobKey, Status
 from jobs.task_helpers import backoff, limits, single_flight, soft_limit
 
 log = logging.getLogger(__name__)
@@ -376,7 +376,7 @@ def by_account(jobs) -> list[list[Job]]:
     return list(groups.values())
 
 
-def read_all(groups: list[list[Job]]) -> dict[int, dict[str, Status]]:
+def read_all(groups: list[list[Job]]) -> dict[int, dict[JobKey, Status]]:
     """{cluster account id: statuses of its group} for the groups on clusters whose reader
     (ClusterAccount.reader_for) answered one read of every owner's jobs. Groups it could not
     read (no reader, a scheduler that cannot, an error) are left to their own accounts."""
@@ -407,22 +407,23 @@ def _through_reader(groups: list[list[Job]], method: str) -> dict[int, dict]:
             log.warning("%s through %s failed; each account asks itself: %s", method, reader, exc)
             continue
         for account, group in accounts:
-            ids = {job.scheduler_job_id for job in group}
+            keys = {job.scheduler_key for job in group}
             mine = found.get(account.username, {})
-            read[account.pk] = {i: value for i, value in mine.items() if i in ids}
+            read[account.pk] = {k: value for k, value in mine.items() if k in keys}
     return read
 
 
-def _sync_account(group: list[Job], statuses: dict[str, Status] | None = None) -> int:
+def _sync_account(group: list[Job], statuses: dict[JobKey, Status] | None = None) -> int:
     """Record what the scheduler says of one account's jobs: ``statuses`` as read for the
     whole cluster, the jobs it lacks (or all, without it) asked on the account's own
-    connection."""
+    connection. Each job takes the status under its own key (id and name), never one
+    of another job that holds its id now."""
     account = group[0].cluster_account
     if account is None:  # grouped by cluster_account_id: never
         return 0
     scheduler = schedulers.for_cluster(account.cluster)
     statuses = dict(statuses or {})
-    unread = [job for job in group if job.scheduler_job_id not in statuses]
+    unread = [job for job in group if job.scheduler_key not in statuses]
     if unread:
         try:
             statuses.update(
@@ -435,10 +436,10 @@ def _sync_account(group: list[Job], statuses: dict[str, Status] | None = None) -
             return 0
     changed = 0
     for job in group:
-        status = statuses.get(job.scheduler_job_id)
+        status = statuses.get(job.scheduler_key)
         if status is None:
-            # Neither the controller nor accounting knows it (under this name): after a
-            # grace period that is its final word.
+            # Neither the controller nor accounting knows it under this name (its id may
+            # be another job's now): after a grace period that is its final word.
             changed += job.mark_unseen(settings.PORTAL_LOST_JOB_GRACE)
             continue
         if status.unreadable:  # e.g. a state this portal does not know: left as it was
@@ -482,7 +483,7 @@ def _record_attempts(self, job_ids: list[int]) -> None:
             # An ended job the reader found no run of is asked through its owner (accounting
             # may hide other users' jobs from the reader even where squeue does not; Slurm
             # 22.05's JSON names a job "allocation" for a moment after it ends).
-            if runs is None or any(j.is_final and j.scheduler_job_id not in runs for j in group):
+            if runs is None or any(j.is_final and j.scheduler_key not in runs for j in group):
                 runs = _attempts_of(group)
         except ssh.ClusterError as exc:
             if exc.transient:
@@ -493,15 +494,15 @@ def _record_attempts(self, job_ids: list[int]) -> None:
             # What the reader found is kept; the jobs it missed are read again below.
         unsettled = False
         for job in group:
-            if runs.get(job.scheduler_job_id):
-                JobAttempt.record(job, runs[job.scheduler_job_id])
+            if runs.get(job.scheduler_key):
+                JobAttempt.record(job, runs[job.scheduler_key])
             unsettled |= job.is_final and not JobAttempt.settled(job)
         if unsettled and self.request.retries < self.max_retries:
             # Accounting has not recorded the end yet: read these jobs again a little later.
             raise self.retry(countdown=backoff(self.request.retries))
 
 
-def _attempts_of(group: list[Job]) -> dict[str, list[Attempt]]:
+def _attempts_of(group: list[Job]) -> dict[JobKey, list[Attempt]]:
     account = group[0].cluster_account
     if account is None:  # grouped by cluster_account_id: never
         return {}

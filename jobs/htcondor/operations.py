@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Collection
 
 from jobs.cluster import ssh
 from jobs.cluster.workdir import ENTER_WORK_DIR, MEMBER_DIRS, WORK_DIR_SECRETS
 from jobs.htcondor import parsers
 from jobs.htcondor.submit import SEPARATOR
-from jobs.seam import Attempt, Submission
+from jobs.seam import Attempt, JobKey, Submission
 
 log = logging.getLogger(__name__)
 
@@ -186,10 +187,10 @@ def _run_submit(conn: ssh.Connection, args: list[str], stdin: str) -> ssh.Result
     return run(conn, ["bash", "-c", *args], stdin=stdin)
 
 
-def _ids(expected: dict[str, str]) -> dict[int, set[int]]:
-    """{cluster: {procs}} of the expected scheduler ids; any other id is refused."""
+def _ids(expected: Collection[JobKey]) -> dict[int, set[int]]:
+    """{cluster: {procs}} of the expected jobs' scheduler ids; any other id is refused."""
     clusters: dict[int, set[int]] = {}
-    for scheduler_id in expected:
+    for scheduler_id, _ in expected:
         match = parsers.SCHEDULER_ID.match(scheduler_id)
         if not match:
             raise ValueError(f"not an HTCondor job id: {scheduler_id!r}")
@@ -198,14 +199,15 @@ def _ids(expected: dict[str, str]) -> dict[int, set[int]]:
 
 
 def jobs(
-    conn: ssh.Connection, username: str, expected: dict[str, str], since: int | None = None
-) -> dict:
-    """The ads of the given jobs ({scheduler id: portal name}) in at most two commands,
-    however many jobs: ``condor_q`` for the queue (every job of the user), then
-    ``condor_history`` for those no longer in it, read back to ``since`` (epoch seconds:
-    before any of them was submitted; the history is shared, so a count of ads would let
-    another user's burst of jobs hide these). An id counts only while its ad carries the
-    expected name and owner; jobs neither knows are left out (unknown is not ended)."""
+    conn: ssh.Connection, username: str, expected: Collection[JobKey], since: int | None = None
+) -> dict[JobKey, parsers.CondorJob]:
+    """The ads of the given jobs ((scheduler id, portal name) each), by key, in at most
+    two commands, however many jobs: ``condor_q`` for the queue (every job of the user),
+    then ``condor_history`` for those no longer in it, read back to ``since`` (epoch
+    seconds: before any of them was submitted; the history is shared, so a count of ads
+    would let another user's burst of jobs hide these). An ad counts only for the job of
+    its id, name and owner (parsers.match_jobs); jobs neither knows are left out (unknown
+    is not ended)."""
     if not expected:
         return {}
     attributes = ",".join(parsers.JOB_ATTRIBUTES)
@@ -218,7 +220,7 @@ def jobs(
         found = parsers.match_jobs(parsers.parse_jobs(out, "condor_q", username), expected)
     except parsers.Unparsable as exc:
         raise SchedulerUnavailable(str(exc)) from None
-    missing = {i: n for i, n in expected.items() if i not in found}
+    missing = {key for key in expected if key not in found}
     if missing:
         clusters = ",".join(str(c) for c in sorted(_ids(missing)))
         constraint = f'Owner =?= "{_user(username)}" && member(ClusterId, {{{clusters}}})'
@@ -255,16 +257,17 @@ def _user(username: str) -> str:
 
 
 def attempts(
-    conn: ssh.Connection, username: str, expected: dict[str, str], since: int | None = None
-) -> dict:
+    conn: ssh.Connection, username: str, expected: Collection[JobKey], since: int | None = None
+) -> dict[JobKey, list[Attempt]]:
     """What each job held and for how long, from its ad (HTCondor keeps no per-run
-    accounting the portal can read: one row per job, every run's wall time summed)."""
+    accounting the portal can read: one row per job, every run's wall time summed), by
+    key like jobs()."""
     runs = {}
-    for scheduler_id, job in jobs(conn, username, expected, since).items():
+    for key, job in jobs(conn, username, expected, since).items():
         if job.started_at is None:
             continue
         final = job.status in (parsers.REMOVED, parsers.COMPLETED)
-        runs[scheduler_id] = [
+        runs[key] = [
             Attempt(
                 scheduler_state={parsers.REMOVED: "REMOVED", parsers.COMPLETED: "COMPLETED"}.get(
                     job.status, "RUNNING"

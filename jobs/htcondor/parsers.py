@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from jobs.seam import JobKey
 from jobs.text import plain_line
 
 # The attributes every query asks for; nothing else is read.
@@ -223,13 +225,16 @@ def parse_jobs(output: str, command: str, username: str) -> list[CondorJob]:
     return jobs
 
 
-def match_jobs(jobs: list[CondorJob], expected: dict[str, str]) -> dict[str, CondorJob]:
-    """The ads of the expected jobs ({scheduler id: portal name}); an id whose ad names
-    another job is not this job (an id reused after the schedd lost its queue)."""
+def match_jobs(jobs: list[CondorJob], expected: Collection[JobKey]) -> dict[JobKey, CondorJob]:
+    """The ads of the expected jobs ((scheduler id, portal name) each), by key: an ad
+    counts for a job only under its id and its PortalName, so an id reused after the
+    schedd lost its queue is not this job, and two portal jobs holding one id each get
+    the ad with their own name, or none."""
     found = {}
     for job in jobs:
-        if expected.get(job.scheduler_id) == job.name and job.name:
-            found[job.scheduler_id] = job
+        key = JobKey(job.scheduler_id, job.name)
+        if job.name and key in expected:
+            found[key] = job
     return found
 
 

@@ -12,7 +12,7 @@ from jobs.htcondor import operations, parsers, submit
 from jobs.htcondor.status import to_status
 from jobs.models.choices import State
 from jobs.models.gpus import record_devices
-from jobs.seam import Adapter, Attempt, Status
+from jobs.seam import Adapter, Attempt, JobKey, Status
 
 if TYPE_CHECKING:
     from jobs.cluster.ssh import Connection
@@ -116,51 +116,46 @@ class HTCondor(Adapter):
     def member_id(self, array_id: str, index: int) -> str:
         return f"{array_id}.{int(index)}"
 
-    def statuses(self, conn: Connection, username: str, jobs: Sequence[Job]) -> dict[str, Status]:
-        statuses: dict[str, Status] = {}
-        by_id = {}
+    def statuses(
+        self, conn: Connection, username: str, jobs: Sequence[Job]
+    ) -> dict[JobKey, Status]:
+        statuses: dict[JobKey, Status] = {}
+        by_key = {}
         for job in jobs:
             if parsers.SCHEDULER_ID.match(job.scheduler_job_id):
-                by_id[job.scheduler_job_id] = job
+                by_key[job.scheduler_key] = job
             else:  # e.g. submitted while the cluster ran Slurm: left as it is, said so
-                statuses[job.scheduler_job_id] = Status(
+                statuses[job.scheduler_key] = Status(
                     state=State(job.state),
                     unreadable=f"{job.scheduler_job_id!r} is not an HTCondor job id",
                 )
-        found = operations.jobs(
-            conn, username, {i: j.scheduler_name for i, j in by_id.items()}, since(by_id.values())
-        )
+        found = operations.jobs(conn, username, by_key.keys(), since(by_key.values()))
         # Where the running ones run, as their startds report it: one condor_status.
         claims: list[parsers.Claim] | None = None
-        running = [i for i, ad in found.items() if ad.status == parsers.RUNNING]
+        running = [ad.scheduler_id for ad in found.values() if ad.status == parsers.RUNNING]
         if running:
             try:
                 claims = operations.claims(conn, running)
             except ssh.ClusterError as exc:
                 log.warning("condor_status: claims unknown, nodes as confirmed before: %s", exc)
-        for scheduler_id, ad in found.items():
-            job = by_id[scheduler_id]
+        for key, ad in found.items():
+            job = by_key[key]
             try:
                 status = to_status(ad)
             except ValueError as exc:  # a JobStatus this portal does not know
-                statuses[scheduler_id] = Status(state=State(job.state), unreadable=str(exc))
+                statuses[key] = Status(state=State(job.state), unreadable=str(exc))
                 continue
-            statuses[scheduler_id] = confirmed(status, ad, job, username, claims)
+            statuses[key] = confirmed(status, ad, job, username, claims)
         return statuses
 
     def attempts(
         self, conn: Connection, username: str, jobs: Sequence[Job]
-    ) -> dict[str, list[Attempt]]:
+    ) -> dict[JobKey, list[Attempt]]:
         readable = {
-            j.scheduler_job_id: j for j in jobs if parsers.SCHEDULER_ID.match(j.scheduler_job_id)
+            j.scheduler_key: j for j in jobs if parsers.SCHEDULER_ID.match(j.scheduler_job_id)
         }
-        runs = operations.attempts(
-            conn,
-            username,
-            {i: j.scheduler_name for i, j in readable.items()},
-            since(readable.values()),
-        )
-        return {i: [charged(run, readable[i]) for run in rs] for i, rs in runs.items()}
+        runs = operations.attempts(conn, username, readable.keys(), since(readable.values()))
+        return {k: [charged(run, readable[k]) for run in rs] for k, rs in runs.items()}
 
     def discover_gpu_types(self, account: ClusterAccount, cluster: Cluster) -> list[str] | None:
         devices = pool.with_connection(account, operations.gpu_devices)

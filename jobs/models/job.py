@@ -22,7 +22,7 @@ from jobs.models import annotations as tagging
 from jobs.models import choices, events, limits
 from jobs.models.events import JobEvent
 from jobs.models.gpus import wants
-from jobs.seam import REASON_MAX_LENGTH, Status
+from jobs.seam import REASON_MAX_LENGTH, JobKey, Status
 from jobs.text import error_tail
 
 
@@ -305,6 +305,12 @@ class Job(models.Model):
         return f"portal-{self.pk}-{self.uid}"
 
     @property
+    def scheduler_key(self) -> JobKey:
+        """What the scheduler's records of this job are looked up by: its id and its name
+        (an id may be reissued to another job; jobs/seam.py)."""
+        return JobKey(self.scheduler_job_id, self.scheduler_name)
+
+    @property
     def submitted_script(self) -> str:
         """The script the scheduler runs for this job (an array member's is the array's)."""
         if self.array is not None and not self.script:
@@ -313,6 +319,9 @@ class Job(models.Model):
 
     @property
     def slurm_comment(self) -> str:
+        """The job's --comment on Slurm (an array's members share the array's)."""
+        if self.array is not None:
+            return self.array.slurm_comment
         return f"portal-job-{self.pk}-{self.uid}"
 
     @property
@@ -688,8 +697,10 @@ class Job(models.Model):
         )
 
     def mark_unseen(self, grace: float) -> bool:
-        """The scheduler did not report this job. After ``grace`` seconds of that, the job
-        has ended as far as anyone can tell: it fails with a message saying so."""
+        """The scheduler did not report this job: no record under its id and its name
+        (jobs/seam.py JobKey). After ``grace`` seconds of that, the job has ended as far as
+        anyone can tell: it fails with a message saying so. A record of another job that
+        holds its id now (a scheduler that lost its state reissues ids) is not its outcome."""
         now = timezone.now()
         if self.scheduler_unseen_since is None:
             Job.objects.filter(pk=self.pk, scheduler_unseen_since__isnull=True).update(
@@ -697,15 +708,18 @@ class Job(models.Model):
             )
             self.scheduler_unseen_since = now
             return False
-        if (now - self.scheduler_unseen_since).total_seconds() < grace:
+        unseen = (now - self.scheduler_unseen_since).total_seconds()
+        if unseen < grace:
             return False
+        how_long = f"{int(unseen // 60)} minutes" if unseen >= 120 else f"{int(unseen)} seconds"
         return self.transition(
             self.State.FAILED,
             expect=(self.state,),
-            message=f"The scheduler no longer knows this job (id {self.scheduler_job_id} "
-            f"under the name {self.scheduler_name}): neither the controller nor accounting has "
-            f"reported it for {int(grace // 60)} minutes. Its outcome is unknown; its files "
-            "are still in its work directory.",
+            message="The scheduler no longer knows this job: neither the controller nor "
+            f"accounting has reported its id {self.scheduler_job_id} under its name "
+            f"{self.scheduler_name} for {how_long}. (A scheduler that lost its state may "
+            "have given the id to another job since; that job's record is not this one's.) "
+            "Its outcome is unknown; its files are still in its work directory.",
         )
 
     def apply_scheduler_status(self, status: Status) -> bool:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from jobs.slurm.json_fields import _number, _text
 
 if TYPE_CHECKING:
+    from jobs.seam import JobKey
     from jobs.slurm.parsers import SlurmJob
 
 # At most this many tasks are read from one pending array record ("0-999%4"); Slurm's own
@@ -86,18 +87,23 @@ def sacct_ids(entry: dict, job_id: int) -> list[str]:
 
 
 def remainder_tasks(
-    statuses: list[SlurmJob], expected: dict[str, str], settled: dict[str, SlurmJob]
-) -> dict[str, SlurmJob]:
-    """Tasks of ``expected`` that accounting gave no record of their own, settled by their
-    array's own record once that has ended: the tasks that never left it (a task that
-    started has its own record, one still waiting is in squeue) ended with it. Only under
-    the array's name, like match_jobs()."""
-    found: dict[str, SlurmJob] = {}
+    statuses: list[SlurmJob], expected: dict[JobKey, str], settled: dict[JobKey, SlurmJob]
+) -> dict[JobKey, SlurmJob]:
+    """Tasks of ``expected`` ({(id, name): comment}, as parsers.match_jobs() takes) that
+    accounting gave no record of their own, settled by their array's own record once that
+    has ended: the tasks that never left it (a task that started has its own record, one
+    still waiting is in squeue) ended with it. Only under the array's name (and comment),
+    like match_jobs()."""
+    found: dict[JobKey, SlurmJob] = {}
     for status in statuses:
         if not status.scheduler_id.endswith(REMAINDER) or not status.is_final:
             continue
         prefix = status.scheduler_id.removesuffix("*")
-        for job_id, name in expected.items():
-            if job_id.startswith(prefix) and job_id not in settled and name == status.name:
-                found[job_id] = replace(status, scheduler_id=job_id)
+        for key, comment in expected.items():
+            if (
+                key.scheduler_id.startswith(prefix)
+                and key not in settled
+                and status.carries(key.name, comment)
+            ):
+                found[key] = replace(status, scheduler_id=key.scheduler_id)
     return found

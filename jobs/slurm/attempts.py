@@ -7,10 +7,10 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from jobs.seam import Attempt
+from jobs.seam import Attempt, JobKey
 from jobs.slurm.arrays import sacct_ids
 from jobs.slurm.json_fields import _epoch, _load, _number, _text
-from jobs.slurm.parsers import sacct_owner
+from jobs.slurm.parsers import comment_agrees, sacct_comment, sacct_owner
 
 log = logging.getLogger(__name__)
 
@@ -43,20 +43,22 @@ def _tres(value) -> tuple[int, int]:
 
 
 def parse_attempts(
-    output: str, username: str, expected: dict[str, str]
-) -> dict[str, list[Attempt]]:
-    """The runs of the jobs in ``expected`` ({scheduler id: job name}), oldest first. A
-    record counts only under the expected name and ``username``; others are ignored."""
+    output: str, username: str, expected: dict[JobKey, str]
+) -> dict[JobKey, list[Attempt]]:
+    """The runs of the jobs in ``expected`` ({(scheduler id, job name): comment, as
+    parsers.match_jobs() takes}), oldest first. A record counts only under its job's id
+    and name (two jobs holding one reissued id each get their own runs) and
+    ``username``; others are ignored."""
     return parse_attempts_of_owners(output, {username: expected}).get(username, {})
 
 
 def parse_attempts_of_owners(
-    output: str, expected: dict[str, dict[str, str]]
-) -> dict[str, dict[str, list[Attempt]]]:
-    """parse_attempts() for several owners at once ({owner: {scheduler id: job name}}), the
-    answer read once: a record counts under its owner's expected name only (a record
-    with no owner, for whoever expects that id under that name)."""
-    found: dict[str, dict[str, list[tuple[tuple, Attempt]]]] = {o: {} for o in expected}
+    output: str, expected: dict[str, dict[JobKey, str]]
+) -> dict[str, dict[JobKey, list[Attempt]]]:
+    """parse_attempts() for several owners at once ({owner: {key: comment}}), the answer
+    read once: a record counts under its owner's expected id and name only (a record with
+    no owner, for whoever expects that id under that name)."""
+    found: dict[str, dict[JobKey, list[tuple[tuple, Attempt]]]] = {o: {} for o in expected}
     for entry in _load(output, "sacct"):
         try:
             if not isinstance(entry, dict):
@@ -89,18 +91,21 @@ def parse_attempts_of_owners(
                 account=_text(entry.get("account"))[:64],
             )
             order = (_number(times.get("submission")) or 0, start)
-            name = _text(entry.get("name"))
+            name, comment = _text(entry.get("name")), sacct_comment(entry)
             for scheduler_id in sacct_ids(entry, job_id):
+                key = JobKey(scheduler_id, name)
                 for who in owners:
-                    if expected[who].get(scheduler_id) != name:
+                    if not name or key not in expected[who]:
                         continue
-                    runs = found[who].setdefault(scheduler_id, [])
+                    if not comment_agrees(comment, expected[who][key]):
+                        continue
+                    runs = found[who].setdefault(key, [])
                     if len(runs) < MAX_ATTEMPTS_READ:
                         runs.append((order, attempt))
         except (ValueError, TypeError) as exc:
             log.warning("sacct -D: skipped a record (%s)", exc)
     return {
-        who: {i: [a for _, a in sorted(runs, key=_by_order)] for i, runs in mine.items()}
+        who: {k: [a for _, a in sorted(runs, key=_by_order)] for k, runs in mine.items()}
         for who, mine in found.items()
     }
 

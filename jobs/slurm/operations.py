@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from jobs.cluster import ssh
 from jobs.cluster.workdir import ENTER_WORK_DIR, MEMBER_DIRS, WORK_DIR_SECRETS
-from jobs.seam import Attempt, Submission
+from jobs.seam import Attempt, JobKey, Submission
 from jobs.slurm import arrays, parsers, sinfo
 from jobs.slurm.attempts import parse_attempts_of_owners
 from jobs.slurm.json_fields import Unparsable
@@ -138,17 +138,18 @@ def submit_array(
     return Submission(parsers.parse_sbatch(words[-1]), adopted=words[-2] == "existing")
 
 
-# {owner's user name: {scheduler id: the portal's job name}}: the jobs a sync asks about.
-Expected = dict[str, dict[str, str]]
-# {owner's user name: {scheduler id: what Slurm said}}.
-Found = dict[str, dict[str, parsers.SlurmJob]]
+# {owner's user name: {(scheduler id, the portal's job name): the job's comment}}: the
+# jobs a sync asks about (the comment Job.slurm_comment; "": not checked).
+Expected = dict[str, dict[JobKey, str]]
+# {owner's user name: {(scheduler id, name): what Slurm said}}.
+Found = dict[str, dict[JobKey, parsers.SlurmJob]]
 
 
 def query(
-    conn: ssh.Connection, username: str, expected: dict[str, str]
-) -> dict[str, parsers.SlurmJob]:
-    """Status of ``username``'s jobs ({scheduler id: the portal's job name}) on that user's
-    own connection: query_owners() for one owner."""
+    conn: ssh.Connection, username: str, expected: dict[JobKey, str]
+) -> dict[JobKey, parsers.SlurmJob]:
+    """Status of ``username``'s jobs ({(scheduler id, the portal's job name): comment}) on
+    that user's own connection: query_owners() for one owner."""
     return query_owners(conn, {username: expected}).get(username, {})
 
 
@@ -160,8 +161,9 @@ def query_owners(conn: ssh.Connection, expected: Expected) -> Found:
     ``sinfo`` when some wait for resources, then ``sacct`` (two commands) for those it no
     longer holds. With several owners ``conn`` must be allowed to see every user's jobs
     (Slurm shows them unless ``PrivateData=jobs``); a job it cannot see is simply left
-    out, as is one nobody knows: unknown is not the same as ended. An id counts only
-    while the scheduler reports the expected name and owner for it.
+    out, as is one nobody knows: unknown is not the same as ended. A record counts for a
+    job only under its id, name and owner (parsers.match_jobs): an id may have been
+    reissued to another job, of the same owner even.
     """
     wanted = {owner: jobs for owner, jobs in expected.items() if jobs}
     if not wanted:
@@ -178,21 +180,21 @@ def query_owners(conn: ssh.Connection, expected: Expected) -> Found:
         raise SchedulerUnavailable(str(exc)) from None
     found = {owner: parsers.match_jobs(live.get(owner, []), jobs) for owner, jobs in wanted.items()}
     short = [
-        (owner, i)
+        (owner, key)
         for owner, statuses in found.items()
-        for i, st in statuses.items()
+        for key, st in statuses.items()
         if st.state == "pending" and st.reason == "Resources"
     ]
     if short:
         nodes = free_on_nodes(conn)
         if nodes is not None:
-            for owner, i in short:
-                part = found[owner][i].partition
-                found[owner][i] = replace(
-                    found[owner][i], free=tuple(n for n in nodes if part in n.partitions)
+            for owner, key in short:
+                part = found[owner][key].partition
+                found[owner][key] = replace(
+                    found[owner][key], free=tuple(n for n in nodes if part in n.partitions)
                 )
     missing = {
-        owner: {i: jobs[i] for i in sorted(jobs) if i not in found[owner]}
+        owner: {key: jobs[key] for key in sorted(jobs) if key not in found[owner]}
         for owner, jobs in wanted.items()
     }
     missing = {owner: jobs for owner, jobs in missing.items() if jobs}
@@ -221,8 +223,8 @@ def free_on_nodes(conn: ssh.Connection) -> list[sinfo.NodeFree] | None:
 
 
 def accounting(
-    conn: ssh.Connection, username: str, expected: dict[str, str]
-) -> dict[str, parsers.SlurmJob]:
+    conn: ssh.Connection, username: str, expected: dict[JobKey, str]
+) -> dict[JobKey, parsers.SlurmJob]:
     """accounting_owners() for one owner."""
     return accounting_owners(conn, {username: expected}).get(username, {})
 
@@ -232,11 +234,11 @@ def accounting_owners(conn: ssh.Connection, expected: Expected) -> Found:
     ``sacct --json`` (structure no name can change), exit codes from ``sacct -P`` where its
     one line for the id agrees (22.05's JSON misreports them); two commands for every
     owner together. {} without accounting. A record with no owner (a job recorded before
-    its user had an association) counts for whoever expects that id under that name."""
+    its user had an association) counts for whoever expects that id under that name.
+    (Without ``-D`` sacct answers an id with its newest job only: a job whose id was
+    reissued finds the other job's record there, under another name, and none.)"""
     only = next(iter(expected)) if len(expected) == 1 else None
-    # An array's tasks that never started stay in the array's own record: asked by the
-    # array's id, which also lists its tasks that did start.
-    ids = ",".join(sorted({i.split("_")[0] for jobs in expected.values() for i in jobs}))
+    ids = _accounting_ids(expected)
     acct = run(conn, ["sacct", "--json", "-X", "-j", ids], check=False)
     if acct.exit_status != 0:
         if parsers.accounting_disabled(acct.stderr):
@@ -252,7 +254,7 @@ def accounting_owners(conn: ssh.Connection, expected: Expected) -> Found:
         owner: {i: s for i, s in statuses.items() if s.is_final and s.signal is None}
         for owner, statuses in settled.items()
     }
-    final_ids = sorted({i for statuses in final.values() for i in statuses})
+    final_ids = sorted({key.scheduler_id for statuses in final.values() for key in statuses})
     if final_ids:
         text = run(
             conn,
@@ -269,10 +271,8 @@ def accounting_owners(conn: ssh.Connection, expected: Expected) -> Found:
             ],
         ).stdout
         for owner, statuses in final.items():
-            for job_id, (code, signal) in parsers.exit_codes(text, owner, statuses).items():
-                settled[owner][job_id] = replace(
-                    settled[owner][job_id], exit_code=code, signal=signal
-                )
+            for key, (code, signal) in parsers.exit_codes(text, owner, statuses).items():
+                settled[owner][key] = replace(settled[owner][key], exit_code=code, signal=signal)
     for owner, jobs in expected.items():
         settled[owner].update(arrays.remainder_tasks(mine[owner], jobs, settled[owner]))
     return settled
@@ -282,12 +282,22 @@ def accounting_owners(conn: ssh.Connection, expected: Expected) -> Found:
 ATTEMPTS_MAX_BYTES = 16 * 1024 * 1024
 
 
+def _accounting_ids(expected: Expected) -> str:
+    """The ids sacct is asked for, comma-separated: an array's tasks that never started
+    stay in the array's own record, so a task is asked by the array's id, which also
+    lists its tasks that did start."""
+    return ",".join(
+        sorted({key.scheduler_id.split("_")[0] for jobs in expected.values() for key in jobs})
+    )
+
+
 def attempts_owners(
     conn: ssh.Connection, expected: Expected
-) -> dict[str, dict[str, list[Attempt]]]:
-    """Every run of several owners' jobs ({owner: {scheduler id: name}}) from one
-    ``sacct --json -D -X``; {} without accounting."""
-    ids = ",".join(sorted({i.split("_")[0] for jobs in expected.values() for i in jobs}))
+) -> dict[str, dict[JobKey, list[Attempt]]]:
+    """Every run of several owners' jobs ({owner: {(scheduler id, name): comment}}) from
+    one ``sacct --json -D -X`` (every job that held an id, reissued or not: each run
+    counts for the job of its name only); {} without accounting."""
+    ids = _accounting_ids(expected)
     if not ids:
         return {}
     acct = run(
@@ -324,6 +334,6 @@ def cancel(conn: ssh.Connection, scheduler_id: str, job_name: str) -> None:
 def release(conn: ssh.Connection, username: str, scheduler_id: str, job_name: str) -> None:
     """``scontrol release`` the held job, only while ``scheduler_id`` still carries
     ``job_name`` (scontrol has no name filter of its own, so squeue is asked first)."""
-    if not query(conn, username, {scheduler_id: job_name}):
+    if not query(conn, username, {JobKey(scheduler_id, job_name): ""}):
         raise ssh.CommandFailed(f"Slurm job {scheduler_id} is no longer this job; not released.")
     run(conn, ["scontrol", "release", scheduler_id])

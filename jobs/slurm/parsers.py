@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from jobs.models.choices import FINAL_STATES
+from jobs.seam import JobKey
 from jobs.slurm.arrays import sacct_ids, squeue_ids
 from jobs.slurm.json_fields import _epoch, _json_state, _load, _none_if_null, _number, _text
 from jobs.slurm.sinfo import NodeFree
@@ -69,6 +70,27 @@ class SlurmJob:
     @property
     def is_final(self) -> bool:
         return self.state in FINAL_STATES
+
+    def carries(self, name: str, comment: str = "") -> bool:
+        """Whether this record carries the portal job's ``name`` (and its ``comment``, as
+        comment_agrees() says)."""
+        return bool(name) and self.name == name and comment_agrees(self.comment, comment)
+
+
+def comment_agrees(found: str, expected: str) -> bool:
+    """A record's comment agrees with the portal's ``expected`` one (Job.slurm_comment;
+    "": not asked) unless both are there and differ. It never makes a record a job's: a
+    job's owner can change its comment (``scontrol update comment=``) as they can its
+    name, so the name is what is checked and the comment can only refuse. Records without
+    one: sacct's, unless the site stores comments (AccountingStoreFlags=job_comment)."""
+    return not found or not expected or found == expected
+
+
+def sacct_comment(entry: dict) -> str:
+    """The job's comment in a ``sacct --json`` record: ``{"job": ...}`` (22.05 on; null
+    unless the site stores comments), or plain text."""
+    comment = entry.get("comment")
+    return _text(comment.get("job")) if isinstance(comment, dict) else _text(comment)
 
 
 def parse_time(value: str) -> datetime | None:
@@ -232,6 +254,7 @@ def parse_sacct_json(output: str, username: str | None) -> list[SlurmJob]:
                     start=_epoch(times.get("start")),
                     end=_epoch(times.get("end")),
                     name=_text(entry.get("name")),
+                    comment=sacct_comment(entry),
                     exit_code=0 if signal else None,
                     signal=signal,
                     user=owner or username or "",
@@ -243,18 +266,21 @@ def parse_sacct_json(output: str, username: str | None) -> list[SlurmJob]:
     return statuses
 
 
-def exit_codes(output: str, username: str | None, settled: dict[str, SlurmJob]) -> dict[str, tuple]:
+def exit_codes(
+    output: str, username: str | None, settled: dict[JobKey, SlurmJob]
+) -> dict[JobKey, tuple]:
     """Exit codes from ``sacct -P`` output for the jobs of ``settled`` (already read from
     JSON): an id's line counts only if it is the one line for that id and agrees with the
-    JSON on name and state, so a newline in a job name cannot forge another job's code."""
+    JSON on name and state, so a newline in a job name cannot forge another job's code,
+    and a job whose id was reissued never takes the other job's."""
     lines: dict[str, list[SlurmJob]] = {}
     for status in parse_sacct(output, username):
         lines.setdefault(status.scheduler_id, []).append(status)
     codes = {}
-    for job_id, known in settled.items():
-        found = lines.get(job_id, [])
-        if len(found) == 1 and (found[0].name, found[0].state) == (known.name, known.state):
-            codes[job_id] = (found[0].exit_code, found[0].signal)
+    for key, known in settled.items():
+        found = lines.get(key.scheduler_id, [])
+        if len(found) == 1 and (found[0].name, found[0].state) == (key.name, known.state):
+            codes[key] = (found[0].exit_code, found[0].signal)
     return codes
 
 
@@ -297,23 +323,25 @@ def parse_sacct(output: str, username: str | None) -> list[SlurmJob]:
     return statuses
 
 
-def match_jobs(statuses: list[SlurmJob], expected: dict[str, str]) -> dict[str, SlurmJob]:
-    """{scheduler id: status} for the ids in ``expected`` ({id: the portal's job name}),
-    trusting an id only where the scheduler reports that very name for it: ids are
-    reissued after a controller crash. An id reported twice with the name is ambiguous
-    and left out (a later copy never overrides an earlier one)."""
-    found: dict[str, SlurmJob] = {}
-    ambiguous: set[str] = set()
+def match_jobs(statuses: list[SlurmJob], expected: dict[JobKey, str]) -> dict[JobKey, SlurmJob]:
+    """{key: status} for the jobs of ``expected`` ({(scheduler id, the portal's job name):
+    its comment, "" if not checked}): a record counts for a job only under its id and its
+    name (SlurmJob.carries), since ids are reissued after a controller crash, to another
+    job of the same person even: two portal jobs holding one id each get the record with
+    their own name, or none. A job reported twice is ambiguous and left out (a later copy
+    never overrides an earlier one)."""
+    found: dict[JobKey, SlurmJob] = {}
+    ambiguous: set[JobKey] = set()
     for status in statuses:
-        job_id = status.scheduler_id
-        if expected.get(job_id) is None or status.name != expected[job_id]:
+        key = JobKey(status.scheduler_id, status.name)
+        if key not in expected or not status.carries(key.name, expected[key]):
             continue
-        if job_id in found:
-            ambiguous.add(job_id)
-        found[job_id] = status
-    for job_id in ambiguous:
-        log.warning("job id %s is reported twice; ignored until it is not", job_id)
-        del found[job_id]
+        if key in found:
+            ambiguous.add(key)
+        found[key] = status
+    for key in ambiguous:
+        log.warning("job id %s is reported twice under one name; ignored until it is not", key[0])
+        del found[key]
     return found
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from jobs.cluster import pool
 from jobs.models.choices import State
 from jobs.models.gpus import record_discovery
-from jobs.seam import Adapter, Attempt, Status
+from jobs.seam import Adapter, Attempt, JobKey, Status
 from jobs.slurm import operations, scripts
 from jobs.slurm.status import to_status
 
@@ -30,50 +30,49 @@ class Slurm(Adapter):
     def member_id(self, array_id: str, index: int) -> str:
         return f"{array_id}_{int(index)}"
 
-    def statuses(self, conn: Connection, username: str, jobs: Sequence[Job]) -> dict[str, Status]:
+    def statuses(
+        self, conn: Connection, username: str, jobs: Sequence[Job]
+    ) -> dict[JobKey, Status]:
         return self.statuses_of_owners(conn, {username: jobs}).get(username, {})
 
     def statuses_of_owners(
         self, conn: Connection, jobs: dict[str, Sequence[Job]]
-    ) -> dict[str, dict[str, Status]]:
-        by_owner = {owner: {j.scheduler_job_id: j for j in owned} for owner, owned in jobs.items()}
-        raw = operations.query_owners(
-            conn,
-            {
-                owner: {i: j.scheduler_name for i, j in by_id.items()}
-                for owner, by_id in by_owner.items()
-            },
-        )
-        statuses: dict[str, dict[str, Status]] = {}
+    ) -> dict[str, dict[JobKey, Status]]:
+        by_owner = {owner: {j.scheduler_key: j for j in owned} for owner, owned in jobs.items()}
+        raw = operations.query_owners(conn, _expected(by_owner))
+        statuses: dict[str, dict[JobKey, Status]] = {}
         for owner, found in raw.items():
             mine = statuses.setdefault(owner, {})
-            for scheduler_id, slurm_job in found.items():
-                job = by_owner[owner][scheduler_id]
+            for key, slurm_job in found.items():
+                job = by_owner[owner][key]
                 try:
-                    mine[scheduler_id] = to_status(slurm_job, job)
+                    mine[key] = to_status(slurm_job, job)
                 except Exception as exc:  # noqa: BLE001 - e.g. a state this portal does not know
-                    mine[scheduler_id] = Status(state=State(job.state), unreadable=str(exc))
+                    mine[key] = Status(state=State(job.state), unreadable=str(exc))
         return statuses
 
     def attempts(
         self, conn: Connection, username: str, jobs: Sequence[Job]
-    ) -> dict[str, list[Attempt]]:
+    ) -> dict[JobKey, list[Attempt]]:
         return self.attempts_of_owners(conn, {username: jobs}).get(username, {})
 
     def attempts_of_owners(
         self, conn: Connection, jobs: dict[str, Sequence[Job]]
-    ) -> dict[str, dict[str, list[Attempt]]]:
-        return operations.attempts_owners(
-            conn,
-            {
-                owner: {j.scheduler_job_id: j.scheduler_name for j in owned}
-                for owner, owned in jobs.items()
-            },
-        )
+    ) -> dict[str, dict[JobKey, list[Attempt]]]:
+        by_owner = {owner: {j.scheduler_key: j for j in owned} for owner, owned in jobs.items()}
+        return operations.attempts_owners(conn, _expected(by_owner))
 
     def discover_gpu_types(self, account: ClusterAccount, cluster: Cluster) -> list[str] | None:
         nodes = pool.with_connection(account, operations.free_on_nodes)
         return None if nodes is None else record_discovery(cluster, nodes)
+
+
+def _expected(by_owner: dict[str, dict[JobKey, Job]]) -> operations.Expected:
+    """What the operations look records up by: each job's key with its comment."""
+    return {
+        owner: {key: job.slurm_comment for key, job in by_key.items()}
+        for owner, by_key in by_owner.items()
+    }
 
 
 SLURM = Slurm()

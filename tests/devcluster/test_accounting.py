@@ -8,6 +8,7 @@ import pytest
 
 from jobs.cluster import pool
 from jobs.models import Job
+from jobs.seam import JobKey
 from jobs.slurm import operations, parsers
 from tests import factories
 
@@ -22,10 +23,10 @@ def from_accounting(job: Job, timeout: float = 30) -> parsers.SlurmJob:
         found = pool.with_connection(
             account,
             lambda conn: operations.accounting(
-                conn, account.username, {job.scheduler_job_id: job.scheduler_name}
+                conn, account.username, {job.scheduler_key: job.slurm_comment}
             ),
         )
-        status = found.get(job.scheduler_job_id)
+        status = found.get(job.scheduler_key)
         if status is not None and status.is_final:
             return status
         time.sleep(0.5)
@@ -52,7 +53,7 @@ def test_sacct_gives_the_final_state_and_exit_code(devcluster, owner):
     other = pool.with_connection(
         account,
         lambda conn: operations.accounting(
-            conn, account.username, {failed.scheduler_job_id: "portal-0-someone"}
+            conn, account.username, {JobKey(failed.scheduler_job_id, "portal-0-someone"): ""}
         ),
     )
     assert other == {}

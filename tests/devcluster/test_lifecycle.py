@@ -245,16 +245,17 @@ def test_one_sync_of_50_active_jobs_issues_a_constant_number_of_ssh_commands(dev
         factories.job(owner, devcluster, partition="gpu", state="pending", cluster_account=account)
         for _ in range(50)
     ]
-    # 50 real, held (pending) Slurm jobs under the portal jobs' names, in one command.
+    # 50 real, held (pending) Slurm jobs under the portal jobs' names and comments (a
+    # record with another comment is not the job's), in one command.
     out = remote(
         account,
         [
             "bash",
             "-c",
-            'for name in "$@"; do sbatch --parsable --hold -J "$name" --comment=portal-sync-test '
-            "-o /dev/null --wrap 'sleep 1'; done",
+            'while [ "$#" -gt 1 ]; do sbatch --parsable --hold -J "$1" --comment="$2" '
+            "-o /dev/null --wrap 'sleep 1'; shift 2; done",
             "submit-50",
-            *[job.scheduler_name for job in jobs],
+            *[part for job in jobs for part in (job.scheduler_name, job.slurm_comment)],
         ],
     )
     ids = out.split()

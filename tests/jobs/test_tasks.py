@@ -1,6 +1,7 @@
 """Task behaviour with the SSH boundary replaced by a fake (the real path is in tests/devcluster)."""
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.test import override_settings
@@ -16,7 +17,8 @@ pytestmark = pytest.mark.django_db
 
 
 class FakeConnection:
-    """Answers commands by their first word; a value may be an exception to raise."""
+    """Answers commands by their first word; a value may be an exception to raise, or a
+    function of the command line."""
 
     def __init__(self, answers: dict):
         self.answers = answers
@@ -27,6 +29,8 @@ class FakeConnection:
         answer = self.answers.get(argv[0])
         if isinstance(answer, list):
             answer = answer.pop(0)
+        if callable(answer):  # an answer by the whole command line
+            answer = answer(argv)
         if isinstance(answer, Exception):
             raise answer
         if isinstance(answer, ssh.Result):
@@ -288,13 +292,14 @@ def test_a_status_the_adapter_cannot_read_leaves_that_job_alone_and_syncs_the_ot
     Job.objects.filter(pk=other.pk).update(
         state="running", scheduler_job_id="56", cluster_account=account
     )
+    states = {"55": "EXPLODED", "56": "COMPLETED"}
     monkeypatch.setattr(
         operations,
         "query_owners",
         lambda conn, expected: {
             owner: {
-                "55": parsers.SlurmJob("55", "EXPLODED", name=jobs["55"]),
-                "56": parsers.SlurmJob("56", "COMPLETED", name=jobs["56"]),
+                key: parsers.SlurmJob(key.scheduler_id, states[key.scheduler_id], name=key.name)
+                for key in jobs
             }
             for owner, jobs in expected.items()
         },
@@ -543,3 +548,204 @@ def test_recovery_gives_up_an_arrays_members_by_the_arrays_tries(
     for job in members:
         job.refresh_from_db()
         assert job.state == "submit_failed" and "2 times" in job.message
+
+
+# -- one id, two portal jobs: a controller that lost a job reissued its id ---------------
+#
+# slurmctld killed right after job "lost" started forgets it; after its restart it gives
+# the same id to the owner's next job, "taken". Each must get only the records under its
+# own name: "taken" its true outcome, "lost" none (and after the grace, failed as lost),
+# never the other's state, exit code or runs.
+
+
+def reissued(job: Job, lost_first: bool = True) -> tuple[Job, Job]:
+    """(lost, taken): ``job`` running as Slurm job 55, and another job of its owner that
+    Slurm gave id 55 after losing ``job`` (its own name and comment, running as well).
+    ``lost_first``: "lost" was created first (else "taken": the portal made it earlier
+    and submitted it later); the sync reads them in the order they were created."""
+    lost = pending(job).get()
+    taken = Job.objects.get(pk=job.pk)
+    taken.pk, taken.uid = None, "taken"
+    taken.save()
+    if not lost_first:
+        Job.objects.filter(pk=lost.pk).update(created_at=taken.created_at + timedelta(seconds=1))
+    return Job.objects.get(pk=lost.pk), Job.objects.get(pk=taken.pk)
+
+
+def scheduled(*jobs: Job):
+    """What the periodic sync passes: those of ``jobs`` still scheduled."""
+    return Job.objects.filter(pk__in=[j.pk for j in jobs], state__in=tasks.SCHEDULED_STATES)
+
+
+def squeue_entry(job: Job, state: str, **fields) -> dict:
+    """``job`` as ``squeue --json`` (22.05) lists it."""
+    return {
+        "job_id": int(job.scheduler_job_id),
+        "user_name": "alice",
+        "name": job.scheduler_name,
+        "comment": job.slurm_comment,
+        "job_state": state,
+        "nodes": "node2",
+        "start_time": 1_795_000_000,
+        **fields,
+    }
+
+
+def sacct_entry(job: Job, state: str) -> dict:
+    """``job`` as ``sacct --json -X`` (22.05) records it, ended."""
+    return {
+        "job_id": int(job.scheduler_job_id),
+        "user": "alice",
+        "name": job.scheduler_name,
+        "comment": {"administrator": None, "job": None, "system": None},
+        "state": {"current": state, "reason": "None"},
+        "nodes": "node2",
+        "time": {"submission": 1_795_000_000, "start": 1_795_000_010, "end": 1_795_000_070},
+        "exit_code": {"status": "SUCCESS", "return_code": 0},
+    }
+
+
+def sacct_line(job: Job, state: str, exit_code: str) -> str:
+    """``job``'s line of ``sacct -n -P -X -o SACCT_FIELDS``."""
+    fields = [job.scheduler_job_id, "alice", state, exit_code, "None", "node2"]
+    fields += ["2026-11-21T10:00:00", "2026-11-21T10:01:00", job.scheduler_name]
+    return parsers.FIELD_SEP.join(fields) + "\n"
+
+
+def assert_lost(job: Job) -> None:
+    job.refresh_from_db()
+    assert (job.state, job.exit_code) == ("failed", None), job.message
+    assert "no longer knows this job" in job.message
+    assert f"id 55 under its name {job.scheduler_name}" in job.message
+    assert "given the id to another job" in job.message
+
+
+@pytest.mark.parametrize("lost_first", [True, False])
+@pytest.mark.parametrize("through_reader", [False, True])
+def test_a_reissued_id_in_the_controllers_answer_is_only_its_own_jobs(
+    fake, job, cluster, through_reader, lost_first
+):
+    """squeue lists id 55 once, under "taken"'s name, ended with exit 0: "taken" completes;
+    "lost" never does, and fails as lost after the grace (read through the cluster's
+    reader, or on the owner's own connection; whichever job the portal made first)."""
+    if through_reader:
+        cluster.sync_reads_all_jobs = True
+        cluster.save()
+        factories.account(cluster, None, "portal-reader")
+    lost, taken = reissued(job, lost_first)
+    done = squeue_entry(taken, "COMPLETED", exit_code=0, end_time=1_795_000_060)
+    fake.answers.update(squeue=json.dumps({"jobs": [done]}), sacct=NO_JOBS)
+    with override_settings(PORTAL_LOST_JOB_GRACE=0):
+        assert tasks.sync_jobs(scheduled(lost, taken)) == 1  # taken; lost: first unseen
+        lost.refresh_from_db()
+        assert (lost.state, lost.exit_code) == ("running", None)
+        assert lost.scheduler_unseen_since is not None
+        assert tasks.sync_jobs(scheduled(lost, taken)) == 1  # lost, after the grace
+    taken.refresh_from_db()
+    assert (taken.state, taken.exit_code, taken.node) == ("completed", 0, "node2")
+    assert_lost(lost)
+
+
+@pytest.mark.parametrize("lost_first", [True, False])
+@pytest.mark.parametrize("recorded", ["taken", "lost"])
+def test_a_reissued_id_in_accounting_gives_its_state_and_exit_code_to_its_own_job(
+    fake, job, recorded, lost_first
+):
+    """The controller holds neither; accounting (sacct answers an id with its newest job)
+    has id 55 under one name: that job gets the state and its exit code from ``sacct -P``,
+    the other nothing, and fails as lost after the grace."""
+    lost, taken = reissued(job, lost_first)
+    jobs = {"taken": taken, "lost": lost}
+    mine = jobs.pop(recorded)
+    (other,) = jobs.values()
+    state, code = ("COMPLETED", "0:0") if recorded == "taken" else ("FAILED", "3:0")
+    record = json.dumps({"jobs": [sacct_entry(mine, state)]})
+    fake.answers.update(
+        squeue=NO_JOBS,
+        sacct=lambda argv: record if "--json" in argv else sacct_line(mine, state, code),
+    )
+    with override_settings(PORTAL_LOST_JOB_GRACE=0):
+        tasks.sync_jobs(scheduled(lost, taken))
+        other.refresh_from_db()
+        assert (other.state, other.exit_code) == ("running", None)
+        tasks.sync_jobs(scheduled(lost, taken))
+    mine.refresh_from_db()
+    want = ("completed", 0) if recorded == "taken" else ("failed", 3)
+    assert (mine.state, mine.exit_code) == want, mine.message
+    assert_lost(other)
+
+
+@pytest.mark.parametrize("lost_first", [True, False])
+def test_the_runs_of_a_reissued_id_are_each_recorded_for_their_own_job(fake, job, lost_first):
+    """``sacct -D`` lists every job that held id 55: "lost"'s run (still RUNNING as far as
+    accounting knows: the controller lost it) and "taken"'s. Each job gets its own run,
+    and only it."""
+    lost, taken = reissued(job, lost_first)
+    Job.objects.filter(pk=taken.pk).update(state="completed")
+    first = sacct_entry(lost, "RUNNING")
+    first["time"] = {"submission": 1_795_000_000, "start": 1_795_000_010, "end": 0}
+    first["nodes"] = "node1"
+    second = sacct_entry(taken, "COMPLETED")
+    second["time"] = {"submission": 1_795_000_100, "start": 1_795_000_110, "end": 1_795_000_170}
+    second["time"]["elapsed"] = 60
+    fake.answers.update(sacct=json.dumps({"jobs": [first, second]}))
+    result = tasks.record_attempts.apply(args=[[lost.pk, taken.pk]])
+    assert result.successful(), result.traceback
+    (run,) = taken.attempts.all()
+    assert (run.scheduler_state, run.node, run.elapsed_seconds) == ("COMPLETED", "node2", 60)
+    (run,) = lost.attempts.all()
+    assert (run.scheduler_state, run.node, run.ended_at) == ("RUNNING", "node1", None)
+
+
+@pytest.mark.parametrize("lost_first", [True, False])
+def test_a_job_whose_id_was_reissued_takes_none_of_the_other_jobs_runs(fake, job, lost_first):
+    """Accounting never heard of "lost"'s run: only "taken"'s is under id 55."""
+    lost, taken = reissued(job, lost_first)
+    Job.objects.filter(pk__in=[lost.pk, taken.pk]).update(state="completed")
+    fake.answers.update(sacct=json.dumps({"jobs": [sacct_entry(taken, "COMPLETED")]}))
+    tasks.record_attempts.apply(args=[[taken.pk]])
+    tasks.record_attempts.apply(args=[[lost.pk, taken.pk]])
+    assert taken.attempts.count() == 1
+    assert not lost.attempts.exists()
+
+
+def test_a_reissued_htcondor_id_is_only_its_own_jobs(fake, owner):
+    """The same on HTCondor (a schedd that lost its queue reissues cluster ids): the ad of
+    40.0 names "taken", which completes; "lost" fails as lost after the grace."""
+    pool_cluster = factories.cluster("pool", scheduler="htcondor")
+    factories.partition(pool_cluster, "gpu", max_gpus_per_job=2)
+    account = factories.account(pool_cluster, owner, "alice")
+    lost, taken = (
+        factories.job(
+            owner,
+            pool_cluster,
+            "true",
+            partition="gpu",
+            cluster_account=account,
+            scheduler_job_id="40.0",
+            state="running",
+        )
+        for _ in range(2)
+    )
+    ad = {
+        "ClusterId": 40,
+        "ProcId": 0,
+        "Owner": "alice",
+        "PortalName": taken.scheduler_name,
+        "JobStatus": 4,
+        "ExitCode": 0,
+        "JobStartDate": 1_795_000_010,
+        "CompletionDate": 1_795_000_070,
+        "LastRemoteHost": "slot1@node2",
+    }
+    fake.answers.update(condor_q=json.dumps([ad]), condor_history="[]")
+    with override_settings(PORTAL_LOST_JOB_GRACE=0):
+        tasks.sync_jobs(scheduled(lost, taken))
+        lost.refresh_from_db()
+        assert (lost.state, lost.exit_code) == ("running", None)
+        tasks.sync_jobs(scheduled(lost, taken))
+    taken.refresh_from_db()
+    assert (taken.state, taken.exit_code) == ("completed", 0)
+    lost.refresh_from_db()
+    assert (lost.state, lost.exit_code) == ("failed", None)
+    assert "no longer knows this job" in lost.message and "40.0" in lost.message

@@ -12,6 +12,7 @@ from jobs.cluster.ssh import CommandFailed
 from jobs.cluster.workdir import ScriptError
 from jobs.htcondor import parsers, status, submit
 from jobs.models import ContainerImage, Job
+from jobs.seam import JobKey
 from tests import factories
 
 CAPTURED = Path(__file__).parent / "captured"
@@ -86,9 +87,28 @@ def test_a_job_cannot_pass_for_another_by_its_text():
         },
     ]
     jobs = parsers.parse_jobs(json.dumps(ads), "condor_q", "u")
-    found = parsers.match_jobs(jobs, {"40.0": "portal-9-x"})
-    assert list(found) == ["40.0"] and found["40.0"].status == parsers.RUNNING
-    assert found["40.0"].node == ""  # not a host name: no node, never that text
+    key = JobKey("40.0", "portal-9-x")
+    found = parsers.match_jobs(jobs, {key})
+    assert list(found) == [key] and found[key].status == parsers.RUNNING
+    assert found[key].node == ""  # not a host name: no node, never that text
+
+
+def test_two_jobs_with_one_id_each_get_the_ad_of_their_own_name_or_none():
+    """A schedd that lost its queue reissues cluster ids, to the same person even: 40.0 in
+    the queue is "taken"'s; "lost" (the portal job that held 40.0 before) gets nothing, and
+    an ended ad of "lost" in the history is its own."""
+    lost, taken = JobKey("40.0", "portal-1-lost"), JobKey("40.0", "portal-2-taken")
+    ads = [{"ClusterId": 40, "ProcId": 0, "Owner": "u", "PortalName": taken.name, "JobStatus": 4}]
+    queue = parsers.parse_jobs(json.dumps(ads), "condor_q", "u")
+    assert list(parsers.match_jobs(queue, {lost, taken})) == [taken]
+    assert parsers.match_jobs(queue, {lost}) == {}
+    ads.append({**ads[0], "PortalName": lost.name, "JobStatus": 3})
+    history = parsers.parse_jobs(json.dumps(ads), "condor_history", "u")
+    found = parsers.match_jobs(history, {lost, taken})
+    assert {key: ad.status for key, ad in found.items()} == {
+        taken: parsers.COMPLETED,
+        lost: parsers.REMOVED,
+    }
 
 
 @pytest.mark.parametrize(
@@ -379,7 +399,7 @@ def test_ids_that_are_not_htcondors_are_reported_not_fatal(pool, owner, monkeypa
     monkeypatch.setattr(operations, "jobs", lambda *a, **k: {})
     job = factories.job(owner, pool, partition="gpu", state="pending", scheduler_job_id="123_4")
     found = HTCONDOR.statuses(None, "u", [job])
-    assert "not an HTCondor job id" in found["123_4"].unreadable
+    assert "not an HTCondor job id" in found[job.scheduler_key].unreadable
 
 
 # -- where a job runs and what it is charged: never decided by its own (editable) ad ------

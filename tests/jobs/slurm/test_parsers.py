@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from jobs.models import Job
+from jobs.seam import JobKey
 from jobs.slurm import arrays, json_fields, parsers, sinfo, status
 
 OUTPUT = Path(__file__).parent / "slurm_output"
@@ -14,6 +15,11 @@ OUTPUT = Path(__file__).parent / "slurm_output"
 
 def captured(name: str) -> str:
     return (OUTPUT / name).read_text()
+
+
+def expect(*jobs: tuple[str, str], comment: str = "") -> dict[JobKey, str]:
+    """What the sync asks about: (scheduler id, name) each, with the comment to check."""
+    return {JobKey(*job): comment for job in jobs}
 
 
 def test_parse_squeue_json_reads_every_state_on_captured_output():
@@ -124,14 +130,16 @@ def test_parse_squeue_json_reads_the_23_02_shapes():
 def test_match_jobs_trusts_an_id_only_under_the_expected_name():
     statuses = parsers.parse_squeue_json(captured("squeue_all.json"), "hpcuser")
     # Job 8 is ours only while it is still called portal-2-bbbb (ids are reissued).
-    assert set(parsers.match_jobs(statuses, {"8": "portal-2-bbbb"})) == {"8"}
-    assert parsers.match_jobs(statuses, {"8": "portal-9-reissued"}) == {}
+    assert set(parsers.match_jobs(statuses, expect(("8", "portal-2-bbbb")))) == {
+        ("8", "portal-2-bbbb")
+    }
+    assert parsers.match_jobs(statuses, expect(("8", "portal-9-reissued"))) == {}
 
 
 def test_match_jobs_leaves_out_an_id_reported_twice():
     one = parsers.SlurmJob("5", "RUNNING", name="n")
     two = parsers.SlurmJob("5", "COMPLETED", name="n")
-    assert parsers.match_jobs([one, two], {"5": "n"}) == {}
+    assert parsers.match_jobs([one, two], expect(("5", "n"))) == {}
 
 
 def test_parse_sacct_json_on_captured_output():
@@ -153,18 +161,15 @@ def test_parse_sacct_json_on_captured_output():
 
 
 def test_exit_codes_come_from_the_one_agreeing_text_line():
+    evil = parsers.parse_sacct_json(captured("sacct_all.json"), "hpcuser")[0].name
     settled = parsers.match_jobs(
         parsers.parse_sacct_json(captured("sacct_all.json"), "hpcuser"),
-        {
-            "337": parsers.parse_sacct_json(captured("sacct_all.json"), "hpcuser")[0].name,
-            "344": "wrap",
-            "102": "portal-102-ab",
-        },
+        expect(("337", evil), ("344", "wrap"), ("102", "portal-102-ab")),
     )
     codes = parsers.exit_codes(captured("sacct_sample.txt"), "hpcuser", settled)
-    assert codes["344"] == (3, 0)
-    assert "102" not in settled  # the forged text line never becomes a job
-    assert "337" not in codes  # its text line is cut by the newline: no exit code from it
+    assert codes[("344", "wrap")] == (3, 0)
+    assert ("102", "portal-102-ab") not in settled  # the forged text line never becomes a job
+    assert ("337", evil) not in codes  # its text line is cut by the newline: no exit code
 
 
 def test_parse_sacct_text_keeps_the_name_whole_and_other_users_out():
@@ -339,12 +344,15 @@ def test_squeue_reads_running_array_tasks_and_every_throttled_task_of_the_pendin
 
 def test_sacct_names_array_tasks_by_array_and_task_in_json_and_text():
     settled = {
-        j.scheduler_id: j for j in parsers.parse_sacct_json(captured("sacct_array.json"), "hpcuser")
+        JobKey(j.scheduler_id, j.name): j
+        for j in parsers.parse_sacct_json(captured("sacct_array.json"), "hpcuser")
     }
-    assert set(settled) == {"1_0", "1_3", "1_5"}  # the array's own record (id 1) is task 5
-    assert settled["1_3"].state == "failed"
+    # The array's own record (id 1) is task 5.
+    assert {key.scheduler_id for key in settled} == {"1_0", "1_3", "1_5"}
+    assert {key.name for key in settled} == {"portal-a1-xyz"}
+    assert settled[("1_3", "portal-a1-xyz")].state == "failed"
     codes = parsers.exit_codes(captured("sacct_array.txt"), "hpcuser", settled)
-    assert codes["1_3"] == (3, 0) and codes["1_0"] == (0, 0)
+    assert codes[("1_3", "portal-a1-xyz")] == (3, 0) and codes[("1_0", "portal-a1-xyz")] == (0, 0)
 
 
 @pytest.mark.parametrize(
@@ -397,17 +405,17 @@ def test_tasks_an_arrays_ended_record_left_unnamed_end_with_it():
         captured("sacct_array_cancelled_unrecorded.json"), "hpcuser"
     )
     assert {s.scheduler_id for s in statuses} == {"646_0", "646_*"}
-    expected = {f"646_{i}": name for i in range(5)}
+    expected = expect(*((f"646_{i}", name) for i in range(5)))
     settled = parsers.match_jobs(statuses, expected)
-    assert set(settled) == {"646_0"} and settled["646_0"].state == "completed"
+    assert set(settled) == {("646_0", name)} and settled[("646_0", name)].state == "completed"
     rest = arrays.remainder_tasks(statuses, expected, settled)
-    assert set(rest) == {"646_1", "646_2", "646_3", "646_4"}
+    assert set(rest) == {(f"646_{i}", name) for i in range(1, 5)}
     assert {(s.scheduler_id, s.state) for s in rest.values()} == {
         (f"646_{i}", "cancelled") for i in range(1, 5)
     }
     # Only under the array's own name, only once it has ended, never over a task's own record.
-    assert arrays.remainder_tasks(statuses, {"646_1": "portal-a99-other"}, {}) == {}
-    assert arrays.remainder_tasks(statuses, {"6460_1": name}, {}) == {}
+    assert arrays.remainder_tasks(statuses, expect(("646_1", "portal-a99-other")), {}) == {}
+    assert arrays.remainder_tasks(statuses, expect(("6460_1", name)), {}) == {}
     pending = [replace(s, slurm_state="PENDING") for s in statuses]
     assert arrays.remainder_tasks(pending, expected, settled) == {}
 
@@ -428,9 +436,9 @@ def test_the_sync_settles_those_tasks_from_accounting():
             return ssh.Result("", "", 0)  # sacct -P: no line of its own for any task
 
     conn = Accounting()
-    expected = {f"646_{i}": "portal-a35-2c337b66b9" for i in range(5)}
+    expected = expect(*((f"646_{i}", "portal-a35-2c337b66b9") for i in range(5)))
     found = operations.accounting(conn, "hpcuser", expected)
-    assert {i: s.state for i, s in found.items()} == {
+    assert {key.scheduler_id: s.state for key, s in found.items()} == {
         "646_0": "completed",
         **{f"646_{i}": "cancelled" for i in range(1, 5)},
     }
@@ -453,17 +461,20 @@ def test_each_run_of_a_requeued_gpu_job_with_what_it_held():
     AccountingStorageTRES=gres/gpu): two runs, oldest first, GPUs and CPUs from AllocTRES."""
     from jobs.slurm.attempts import parse_attempts
 
-    runs = parse_attempts(captured("sacct_requeued_gpu_job.json"), "hpcuser", {"2": "portal-9-abc"})
-    assert [r.scheduler_state for r in runs["2"]] == ["REQUEUED", "COMPLETED"]
-    assert [(r.gpus, r.cpus, r.node) for r in runs["2"]] == [(2, 1, "node1"), (2, 1, "node1")]
-    assert [r.elapsed_seconds for r in runs["2"]] == [4, 8]
-    assert {r.account for r in runs["2"]} == {"portal"}  # charged to, as accounting says
-    assert runs["2"][0].ended_at <= runs["2"][1].started_at
+    job = expect(("2", "portal-9-abc"))
+    runs = parse_attempts(captured("sacct_requeued_gpu_job.json"), "hpcuser", job)[
+        ("2", "portal-9-abc")
+    ]
+    assert [r.scheduler_state for r in runs] == ["REQUEUED", "COMPLETED"]
+    assert [(r.gpus, r.cpus, r.node) for r in runs] == [(2, 1, "node1"), (2, 1, "node1")]
+    assert [r.elapsed_seconds for r in runs] == [4, 8]
+    assert {r.account for r in runs} == {"portal"}  # charged to, as accounting says
+    assert runs[0].ended_at <= runs[1].started_at
     # Under another name (the id reused by someone else's job) or user: nothing.
-    assert parse_attempts(captured("sacct_requeued_gpu_job.json"), "hpcuser", {"2": "x"}) == {}
     assert (
-        parse_attempts(captured("sacct_requeued_gpu_job.json"), "eve", {"2": "portal-9-abc"}) == {}
+        parse_attempts(captured("sacct_requeued_gpu_job.json"), "hpcuser", expect(("2", "x"))) == {}
     )
+    assert parse_attempts(captured("sacct_requeued_gpu_job.json"), "eve", job) == {}
 
 
 def test_attempt_records_that_are_odd_are_skipped_not_fatal():
@@ -472,8 +483,8 @@ def test_attempt_records_that_are_odd_are_skipped_not_fatal():
     document = json.loads(captured("sacct_requeued_gpu_job.json"))
     document["jobs"][0]["time"] = "yesterday"  # not a mapping: no start, skipped
     document["jobs"][1]["tres"] = {"allocated": [{"type": "gres", "name": "gpu", "count": -5}]}
-    runs = parse_attempts(json.dumps(document), "hpcuser", {"2": "portal-9-abc"})
-    assert [(r.scheduler_state, r.gpus) for r in runs["2"]] == [("COMPLETED", 0)]
+    runs = parse_attempts(json.dumps(document), "hpcuser", expect(("2", "portal-9-abc")))
+    assert [(r.scheduler_state, r.gpus) for r in runs[("2", "portal-9-abc")]] == [("COMPLETED", 0)]
 
 
 def test_every_users_jobs_carry_their_own_owner():
@@ -490,3 +501,133 @@ def test_every_users_jobs_carry_their_own_owner():
         for owner in {job.user for job in everyone} - {""}:
             mine = [j.scheduler_id for j in everyone if j.user in (owner, "")]
             assert mine == [j.scheduler_id for j in parse(captured(name), owner)], name
+
+
+# -- one id, two portal jobs: a controller that lost a job reissued its id --------------
+#
+# Job "lost" (portal-1-lost) held id 55 when slurmctld was killed; after the restart Slurm
+# gave 55 to the same person's next job, "taken" (portal-2-taken). Each must get only the
+# records under its own name.
+
+LOST, TAKEN = JobKey("55", "portal-1-lost"), JobKey("55", "portal-2-taken")
+BOTH = {LOST: "portal-job-1-lost", TAKEN: "portal-job-2-taken"}
+
+
+def record(key: JobKey, state: str = "COMPLETED", **fields) -> parsers.SlurmJob:
+    return parsers.SlurmJob(key.scheduler_id, state, name=key.name, user="hpcuser", **fields)
+
+
+def test_two_jobs_with_one_id_each_get_the_record_of_their_own_name_or_none():
+    taken = record(TAKEN, exit_code=0, comment=BOTH[TAKEN])
+    assert parsers.match_jobs([taken], BOTH) == {TAKEN: taken}
+    lost = record(LOST, "FAILED", comment=BOTH[LOST])
+    assert parsers.match_jobs([lost, taken], BOTH) == {LOST: lost, TAKEN: taken}
+    assert parsers.match_jobs([taken], {LOST: BOTH[LOST]}) == {}
+
+
+def test_the_comment_can_refuse_a_record_but_never_make_it_a_jobs():
+    """The job's comment (Job.slurm_comment, what the script sets with --comment) is checked
+    where the record has one; its owner can change it (scontrol update), so it only ever
+    refuses: the name decides."""
+    assert parsers.match_jobs([record(TAKEN, comment="portal-job-1-lost")], BOTH) == {}
+    assert set(parsers.match_jobs([record(TAKEN, comment="")], BOTH)) == {TAKEN}  # sacct's
+    assert set(parsers.match_jobs([record(TAKEN, comment="x")], {TAKEN: ""})) == {TAKEN}
+    forged = record(JobKey("55", "portal-9-other"), comment=BOTH[LOST])
+    assert parsers.match_jobs([forged], BOTH) == {}
+
+
+def test_sacct_json_carries_the_comment_where_accounting_stores_it():
+    """22.05 records ``{"job": null}`` unless the site sets AccountingStoreFlags=job_comment:
+    no comment, so only the name is checked."""
+
+    def comment_of_344(document) -> str:
+        jobs = parsers.parse_sacct_json(json.dumps(document), "hpcuser")
+        return next(j.comment for j in jobs if j.scheduler_id == "344")
+
+    document = json.loads(captured("sacct_all.json"))
+    entry = next(e for e in document["jobs"] if e["job_id"] == 344)
+    assert entry["comment"] == {"administrator": None, "job": None, "system": None}
+    assert comment_of_344(document) == ""
+    entry["comment"]["job"] = "portal-job-7-abc"
+    assert comment_of_344(document) == "portal-job-7-abc"
+
+
+def test_exit_codes_of_one_id_go_to_the_job_of_the_lines_name_only():
+    """``sacct -P`` answers 55 with the newest job that held it ("taken"): its code is
+    taken's, never lost's; two lines for one id are nobody's."""
+    taken_line = parsers.FIELD_SEP.join(
+        ["55", "hpcuser", "COMPLETED", "0:0", "None", "node1", "", "", TAKEN.name]
+    )
+    lost_line = parsers.FIELD_SEP.join(
+        ["55", "hpcuser", "FAILED", "3:0", "None", "node1", "", "", LOST.name]
+    )
+    settled = {LOST: record(LOST, "FAILED"), TAKEN: record(TAKEN)}
+    assert parsers.exit_codes(taken_line, "hpcuser", settled) == {TAKEN: (0, 0)}
+    assert parsers.exit_codes(lost_line, "hpcuser", settled) == {LOST: (3, 0)}
+    assert parsers.exit_codes(f"{taken_line}\n{lost_line}", "hpcuser", settled) == {}
+    assert parsers.exit_codes(taken_line, "hpcuser", {LOST: record(LOST)}) == {}
+
+
+def test_an_arrays_remainder_settles_only_the_tasks_of_its_own_name():
+    """Array 60 lost with the controller ("portal-a1-lost", tasks 0-2) and its id given to
+    the same person's next array ("portal-a2-taken"), whose own record ended cancelled
+    with tasks 1 and 2 unstarted: those tasks are the new array's, not the lost one's."""
+    lost = {JobKey(f"60_{i}", "portal-a1-lost"): "" for i in range(3)}
+    taken = {JobKey(f"60_{i}", "portal-a2-taken"): "" for i in range(3)}
+    own = parsers.SlurmJob("60_*", "CANCELLED", name="portal-a2-taken")
+    rest = arrays.remainder_tasks([own], {**lost, **taken}, {})
+    assert set(rest) == set(taken)
+    assert {s.scheduler_id for s in rest.values()} == {"60_0", "60_1", "60_2"}
+
+
+def test_the_runs_of_one_id_are_each_recorded_for_the_job_of_their_name():
+    """``sacct -D`` lists every job that held id 2: each run counts for its own name."""
+    from jobs.slurm.attempts import parse_attempts
+
+    document = json.loads(captured("sacct_requeued_gpu_job.json"))
+    first, second = document["jobs"]
+    first["name"], second["name"] = "portal-1-lost", "portal-2-taken"
+    first["comment"] = {"job": "portal-job-1-lost"}
+    expected = {JobKey("2", "portal-1-lost"): "", JobKey("2", "portal-2-taken"): ""}
+    runs = parse_attempts(json.dumps(document), "hpcuser", expected)
+    assert {key.name: [r.scheduler_state for r in rs] for key, rs in runs.items()} == {
+        "portal-1-lost": ["REQUEUED"],
+        "portal-2-taken": ["COMPLETED"],
+    }
+    # A run whose comment is another job's counts for neither.
+    refused = {JobKey("2", "portal-1-lost"): "portal-job-9-other"}
+    assert parse_attempts(json.dumps(document), "hpcuser", refused) == {}
+
+
+def test_an_ownerless_accounting_record_of_one_id_goes_to_the_job_of_its_name_only():
+    """A record accounting keeps with no user (a job recorded before its user had an
+    association) counts for whoever expects its id *under its name*: of hpcuser's two
+    jobs holding 55, "taken"; hpcuser2's job that held 55 before, under its own name,
+    nothing. Its exit code (sacct -P, user named there) is taken's too."""
+    from jobs.cluster import ssh
+    from jobs.slurm import operations
+
+    entry = {
+        "job_id": 55,
+        "user": None,
+        "association": None,
+        "name": TAKEN.name,
+        "state": {"current": "COMPLETED", "reason": "None"},
+        "time": {"start": 1_795_000_010, "end": 1_795_000_070},
+    }
+    line = parsers.FIELD_SEP.join(
+        ["55", "hpcuser", "COMPLETED", "0:0", "None", "node1", "", "", TAKEN.name]
+    )
+
+    class Accounting:
+        def run(self, argv, *, stdin=None, check=True, max_bytes=None):
+            out = json.dumps({"jobs": [entry]}) if "--json" in argv else line
+            return ssh.Result(out, "", 0)
+
+    other = JobKey("55", "portal-3-other")
+    found = operations.accounting_owners(
+        Accounting(), {"hpcuser": BOTH, "hpcuser2": {other: "portal-job-3-other"}}
+    )
+    assert set(found["hpcuser"]) == {TAKEN} and found["hpcuser2"] == {}
+    taken = found["hpcuser"][TAKEN]
+    assert (taken.state, taken.exit_code) == ("completed", 0)
