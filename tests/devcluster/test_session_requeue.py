@@ -59,10 +59,13 @@ def test_a_requeued_notebook_registers_anew_and_the_old_port_is_never_routed(dev
     assert "Requeued by the scheduler: attempt 2." in [e.message for e in job.events.all()]
 
 
-def test_registration_of_a_job_slurm_reports_pending_is_refused(devcluster, owner, client):
+def test_registration_of_a_job_slurm_reports_pending_is_refused(
+    devcluster, owner, client, queued_syncs
+):
     """The job's own registration call while Slurm has it pending (held here): the
-    endpoint asks Slurm, hears 'pending', and refuses; the session stays unrouted.
-    Before: accepted while pending, with the caller's address as the host."""
+    endpoint queues a sync of the job for a worker and refuses; the session stays
+    unrouted, and the sync hears 'pending' from Slurm. Before: accepted while pending,
+    with the caller's address as the host."""
     import json
 
     job = factories.job(owner, devcluster, "", kind=Job.Kind.NOTEBOOK)
@@ -103,6 +106,8 @@ def test_registration_of_a_job_slurm_reports_pending_is_refused(devcluster, owne
         assert response.status_code == 409 and response["Retry-After"]
         session.refresh_from_db()
         assert (session.state, session.host, session.port) == ("starting", "", None)
+        assert queued_syncs == [(job.pk,)]
+        tasks.sync_jobs(Job.objects.filter(pk=job.pk))  # what the worker does with it
         job.refresh_from_db()
         assert job.state == "pending" and job.pending_reason == "held by you"  # asked Slurm
     finally:
