@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import random
-from collections import defaultdict
 from datetime import timedelta
 
 from celery import shared_task
@@ -18,13 +17,13 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs import audit, outbox, schedulers, sessions
+from jobs import audit, outbox, schedulers, sessions, sync
 from jobs.cluster import deadline, files, pool, provenance, ssh, workdir
 from jobs.experiments.runs import array_member
 from jobs.metrics.ingest import issue_token
-from jobs.models import Cluster, ClusterAccount, Job, JobArray, JobAttempt, choices
+from jobs.models import Cluster, ClusterAccount, Job, JobArray, choices
 from jobs.models.events import ATTEMPTS, STDERR
-from jobs.seam import Attempt, JobKey, Status
+from jobs.sync import sync_jobs
 from jobs.task_helpers import backoff, limits, single_flight, soft_limit
 
 log = logging.getLogger(__name__)
@@ -344,190 +343,15 @@ def sync_soon(job: Job) -> None:
         log.warning("could not queue a sync of job %s", job.pk, exc_info=True)
 
 
-def sync_jobs(jobs) -> int:
-    """Ask the scheduler about ``jobs`` and record changes: O(1) commands per cluster
-    whose service account reads every job (``Cluster.sync_reads_all_jobs``), otherwise
-    O(1) per cluster account.
-
-    An error talking to the scheduler leaves every state as it was: unknown is not
-    ended. One account's trouble (an error, odd output) never stops another's sync.
-    Returns the number of jobs that changed.
-    """
-    groups = by_account(jobs)
-    read = read_all(groups)
-    changed = 0
-    for group in groups:
-        try:
-            changed += _sync_account(group, read.get(group[0].cluster_account_id or 0))
-        except Exception:  # noqa: BLE001 - isolate accounts from each other
-            log.exception("sync of %s failed; other accounts go on", group[0].cluster_account)
-    return changed
-
-
-def by_account(jobs) -> list[list[Job]]:
-    """The submitted ones among ``jobs``, one group per cluster account (each group is one
-    connection and O(1) scheduler commands)."""
-    groups: dict[int, list[Job]] = defaultdict(list)
-    for job in jobs.exclude(scheduler_job_id="").select_related(
-        "cluster_account__cluster", "owner", "array"
-    ):
-        if job.cluster_account_id:
-            groups[job.cluster_account_id].append(job)
-    return list(groups.values())
-
-
-def read_all(groups: list[list[Job]]) -> dict[int, dict[JobKey, Status]]:
-    """{cluster account id: statuses of its group} for the groups on clusters whose reader
-    (ClusterAccount.reader_for) answered one read of every owner's jobs. Groups it could not
-    read (no reader, a scheduler that cannot, an error) are left to their own accounts."""
-    return _through_reader(groups, "statuses_of_owners")
-
-
-def _through_reader(groups: list[list[Job]], method: str) -> dict[int, dict]:
-    """``method`` of each cluster's adapter (statuses_of_owners, attempts_of_owners) on its
-    reader's connection, once for all the groups on that cluster: {account id: its part}."""
-    by_cluster: dict[int, list[tuple[ClusterAccount, list[Job]]]] = defaultdict(list)
-    for group in groups:
-        if (account := group[0].cluster_account) is not None:
-            by_cluster[account.cluster_id].append((account, group))
-    read: dict[int, dict] = {}
-    for accounts in by_cluster.values():
-        cluster = accounts[0][0].cluster
-        scheduler = schedulers.for_cluster(cluster)
-        reader = ClusterAccount.reader_for(cluster) if scheduler.reads_all_jobs else None
-        if reader is None:
-            continue
-        owners: dict[str, list[Job]] = defaultdict(list)
-        for account, group in accounts:
-            owners[account.username].extend(group)
-        operation = getattr(scheduler, method)
-        try:
-            found = pool.with_connection(reader, lambda conn, o=owners, op=operation: op(conn, o))
-        except ssh.ClusterError as exc:
-            log.warning("%s through %s failed; each account asks itself: %s", method, reader, exc)
-            continue
-        for account, group in accounts:
-            keys = {job.scheduler_key for job in group}
-            mine = found.get(account.username, {})
-            read[account.pk] = {k: value for k, value in mine.items() if k in keys}
-    return read
-
-
-def _sync_account(group: list[Job], statuses: dict[JobKey, Status] | None = None) -> int:
-    """Record what the scheduler says of one account's jobs: ``statuses`` as read for the
-    whole cluster, the jobs it lacks (or all, without it) asked on the account's own
-    connection. Each job takes the status under its own key (id and name), never one
-    of another job that holds its id now."""
-    account = group[0].cluster_account
-    if account is None:  # grouped by cluster_account_id: never
-        return 0
-    scheduler = schedulers.for_cluster(account.cluster)
-    statuses = dict(statuses or {})
-    unread = [job for job in group if job.scheduler_key not in statuses]
-    if unread:
-        try:
-            statuses.update(
-                pool.with_connection(
-                    account, lambda conn: scheduler.statuses(conn, account.username, unread)
-                )
-            )
-        except ssh.ClusterError as exc:
-            log.warning("sync of %s skipped, states unchanged: %s", account, exc)
-            return 0
-    changed = 0
-    for job in group:
-        status = statuses.get(job.scheduler_key)
-        if status is None:
-            # Neither the controller nor accounting knows it under this name (its id may
-            # be another job's now): after a grace period that is its final word.
-            changed += job.mark_unseen(settings.PORTAL_LOST_JOB_GRACE)
-            continue
-        if status.unreadable:  # e.g. a state this portal does not know: left as it was
-            log.error("job %s: %s", job.pk, status.unreadable)
-            continue
-        before = (job.state, job.node, job.attempt)
-        try:
-            moved = job.apply_scheduler_status(status)
-        except ValueError as exc:  # one job's odd report never stops the others
-            log.error("job %s: %s", job.pk, exc)
-            continue
-        if status.note:
-            job.note(status.note)
-        changed += moved
-        if job.has_session and job.restarted_since(*before):
-            sessions.links().restart_for(job)
-    # What each change owes (the final metrics tail, the stderr tail, accounting's runs,
-    # notifications) is in its JobEvent: jobs.outbox delivers it, whatever the broker does.
-    running = [job for job in group if job.state == Job.State.RUNNING]
-    discover_sessions(account, running)
-    return changed
-
-
 @shared_task(bind=True, acks_late=True, max_retries=5, **limits())
 def record_attempts(self, job_ids: list[int], outbox_events: list[int] | None = None) -> None:
-    """_record_attempts(), then the outbox hears it ran (a worker killed midway leaves the
-    events due: the sweep hands them over again after its lease)."""
-    _record_attempts(self, job_ids)
+    """sync.record_attempts(), then the outbox hears it ran (a worker killed midway leaves
+    the events due: the sweep hands them over again after its lease)."""
+    try:
+        sync.record_attempts(job_ids, last_try=self.request.retries >= self.max_retries)
+    except sync.TryAgain:
+        raise self.retry(countdown=backoff(self.request.retries)) from None
     outbox.done_many(outbox_events or [], ATTEMPTS)
-
-
-def _record_attempts(self, job_ids: list[int]) -> None:
-    """Each run of these jobs (attempts of requeued ones) with the GPUs and CPUs it held and
-    for how long, from accounting: one command per cluster through its reader
-    (Cluster.sync_reads_all_jobs), otherwise one per cluster account."""
-    groups = by_account(Job.objects.filter(pk__in=job_ids[:1000]))
-    read = _through_reader(groups, "attempts_of_owners")
-    for group in groups:
-        runs = read.get(group[0].cluster_account_id or 0)
-        try:
-            # An ended job the reader found no run of is asked through its owner (accounting
-            # may hide other users' jobs from the reader even where squeue does not; Slurm
-            # 22.05's JSON names a job "allocation" for a moment after it ends).
-            if runs is None or any(j.is_final and j.scheduler_key not in runs for j in group):
-                runs = _attempts_of(group)
-        except ssh.ClusterError as exc:
-            if exc.transient:
-                raise self.retry(countdown=backoff(self.request.retries)) from None
-            log.warning("attempts of %s not read: %s", [j.pk for j in group], exc)
-            if runs is None:
-                continue
-            # What the reader found is kept; the jobs it missed are read again below.
-        unsettled = False
-        for job in group:
-            if runs.get(job.scheduler_key):
-                JobAttempt.record(job, runs[job.scheduler_key])
-            unsettled |= job.is_final and not JobAttempt.settled(job)
-        if unsettled and self.request.retries < self.max_retries:
-            # Accounting has not recorded the end yet: read these jobs again a little later.
-            raise self.retry(countdown=backoff(self.request.retries))
-
-
-def _attempts_of(group: list[Job]) -> dict[JobKey, list[Attempt]]:
-    account = group[0].cluster_account
-    if account is None:  # grouped by cluster_account_id: never
-        return {}
-    scheduler = schedulers.for_cluster(account.cluster)
-    return pool.with_connection(
-        account, lambda conn: scheduler.attempts(conn, account.username, group)
-    )
-
-
-def discover_sessions(account, running_jobs) -> None:
-    """Notebooks that have not called back: read their connection file over SFTP."""
-    notebooks = [j for j in running_jobs if j.has_session]
-    if not notebooks:
-        return  # every sync passes here: no query when there is nothing to find
-    for job in sessions.links().waiting(notebooks):
-        try:
-            info = pool.with_connection(
-                account, lambda conn, j=job: files.read_connection_file(conn, j.work_dir)
-            )
-        except ssh.ClusterError as exc:
-            log.info("connection file of job %s not readable yet: %s", job.pk, exc)
-            continue
-        if info is not None and job.node:
-            # The host is where the scheduler runs the job, never what the file says.
-            sessions.links().found(job, job.node, info["port"], info["secret"])
 
 
 @shared_task(bind=True, acks_late=True, max_retries=None, **limits())

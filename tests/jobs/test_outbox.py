@@ -123,7 +123,7 @@ def test_real_tasks_take_the_dues_and_say_when_they_ran(owner, cluster, monkeypa
     from portal.celery import app as celery_app
 
     monkeypatch.setitem(celery_app.conf, "task_always_eager", True)
-    monkeypatch.setattr("jobs.tasks._record_attempts", lambda task, ids: None)
+    monkeypatch.setattr("jobs.sync.record_attempts", lambda ids, last_try=False: None)
     monkeypatch.setattr("jobs.metrics.tasks.tail_job", lambda job, max_passes: 0)
     monkeypatch.setattr("jobs.cluster.files.read_job_log", _no_log)
     monkeypatch.setitem(outbox.CONSUMERS, "notify", receivers.queue_for_job_events)
