@@ -21,16 +21,8 @@ from jobs.hostlist import expand_hostlist
 from jobs.models import annotations as tagging
 from jobs.models import choices, events, limits
 from jobs.models.events import JobEvent
-from jobs.models.gpus import wants
 from jobs.seam import REASON_MAX_LENGTH, Status
 from jobs.text import error_tail
-
-
-def ordinal(n: int) -> str:
-    """1 -> '1st', 2 -> '2nd', 11 -> '11th', 23 -> '23rd'."""
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
-
 
 # A chained run's attempts (each at most the walltime): the bound of max_attempts.
 MAX_ATTEMPTS = 50
@@ -316,25 +308,6 @@ class Job(models.Model):
         return f"portal-job-{self.pk}-{self.uid}"
 
     @property
-    def pending_text(self) -> str:
-        """Why a pending job waits, where it is in the queue and when Slurm expects it to
-        start, in words ('' unless pending)."""
-        if self.state != self.State.PENDING:
-            return ""
-        parts = [self.pending_reason or "waiting for the scheduler"]
-        if self.queue_position and not self.is_held:
-            parts.append(
-                "next in the queue"
-                if self.queue_position == 1
-                else f"{ordinal(self.queue_position)} in the queue"
-            )
-        if self.estimated_start and not self.is_held:
-            at = timezone.localtime(self.estimated_start)
-            day = "" if at.date() == timezone.localdate() else at.strftime("%Y-%m-%d ")
-            parts.append(f"Slurm expects it to start at {day}{at:%H:%M}")
-        return "; ".join(parts)
-
-    @property
     def is_held(self) -> bool:
         """Pending and held (by the user, an administrator, or the scheduler after a failed
         launch): it waits until released."""
@@ -365,14 +338,6 @@ class Job(models.Model):
     @property
     def is_distributed(self) -> bool:
         return self.world_size > 1 or self.launcher != self.Launcher.NONE
-
-    @property
-    def shape(self) -> str:
-        """'2 nodes × 2 tasks', '1 node' — how the job is laid out."""
-        nodes = f"{self.nodes} node{'s' if self.nodes != 1 else ''}"
-        if self.tasks_per_node == 1:
-            return nodes
-        return f"{nodes} × {self.tasks_per_node} tasks"
 
     @property
     def node_list(self) -> list[str]:
@@ -525,26 +490,6 @@ class Job(models.Model):
                 "walltime: at most a third of it."
             }
         return {}
-
-    @property
-    def gpu_text(self) -> str:
-        """'2 × a100 (asked: compute capability ≥ 8.0)', '1 × v100 or a100', '2 × any'."""
-        if not self.gpus:
-            return "none"
-        kind = self.gpu_type or " or ".join(self.gpu_constraint.split("|")) or "any"
-        text = f"{self.gpus} × {kind}"
-        if self.nodes > 1:
-            text += f" per node ({self.total_gpus} in all)"
-        asked = wants(self.min_gpu_capability, self.min_gpu_memory_gb)
-        return f"{text} (asked: {asked})" if asked else text
-
-    @property
-    def attempts_text(self) -> str:
-        """'attempt 2 of 5' for a chained run, '' otherwise."""
-        if not self.resumable or self.max_attempts < 2:
-            return ""
-        text = f"attempt {min(self.attempt + 1, self.max_attempts)} of {self.max_attempts}"
-        return f"ended on {text}" if self.is_final else text
 
     def transition(
         self, to: str, *, expect: tuple[str, ...] | None = None, message: str = "", **fields

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from jobs import tasks
+from jobs import display, tasks
 from jobs.cluster import files, pool, ssh
 from jobs.models import ClusterAccount, Job, Partition
 from tests import factories
@@ -135,7 +135,7 @@ def test_cancelling_a_pending_job_ends_cancelled(devcluster, owner):
     blocker.refresh_from_db()
     limit = blocker.started_at + timedelta(minutes=blocker.time_limit_minutes, seconds=5)
     assert job.estimated_start and job.estimated_start <= limit, (job.estimated_start, limit)
-    assert "next in the queue; Slurm expects it to start at" in job.pending_text
+    assert "next in the queue; Slurm expects it to start at" in display.pending_text(job)
     assert job.request_cancel()
     tasks.cancel_job.apply(args=[job.pk])
     assert run_until(job, {"cancelled"}, timeout=30).state == "cancelled"
