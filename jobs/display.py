@@ -40,7 +40,7 @@ def pending_text(job: Job) -> str:
     if job.estimated_start and not job.is_held:
         at = timezone.localtime(job.estimated_start)
         day = "" if at.date() == timezone.localdate() else at.strftime("%Y-%m-%d ")
-        parts.append(f"Slurm expects it to start at {day}{at:%H:%M}")
+        parts.append(f"the scheduler expects it to start at {day}{at:%H:%M}")
     return "; ".join(parts)
 
 

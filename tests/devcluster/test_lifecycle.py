@@ -135,7 +135,7 @@ def test_cancelling_a_pending_job_ends_cancelled(devcluster, owner):
     blocker.refresh_from_db()
     limit = blocker.started_at + timedelta(minutes=blocker.time_limit_minutes, seconds=5)
     assert job.estimated_start and job.estimated_start <= limit, (job.estimated_start, limit)
-    assert "next in the queue; Slurm expects it to start at" in display.pending_text(job)
+    assert "next in the queue; the scheduler expects it to start at" in display.pending_text(job)
     assert job.request_cancel()
     tasks.cancel_job.apply(args=[job.pk])
     assert run_until(job, {"cancelled"}, timeout=30).state == "cancelled"
