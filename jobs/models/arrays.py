@@ -44,10 +44,6 @@ class JobArray(models.Model):
         """Every member's name on the cluster; the submit step adopts the array by it."""
         return f"portal-a{self.pk}-{self.uid}"
 
-    @property
-    def slurm_comment(self) -> str:
-        return f"portal-array-{self.pk}-{self.uid}"
-
     def claim_submit(self) -> bool:
         """Take the right to submit the array, like Job.claim_submit (the submit step then
         adopts an array a dead worker already submitted)."""

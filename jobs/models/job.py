@@ -304,10 +304,6 @@ class Job(models.Model):
         return self.script
 
     @property
-    def slurm_comment(self) -> str:
-        return f"portal-job-{self.pk}-{self.uid}"
-
-    @property
     def is_held(self) -> bool:
         """Pending and held (by the user, an administrator, or the scheduler after a failed
         launch): it waits until released."""
