@@ -18,8 +18,8 @@ from django.utils import timezone
 from jobs import outbox, signals, validators
 from jobs.access import sees_every_job
 from jobs.hostlist import expand_hostlist
-from jobs.models import annotations as tagging
 from jobs.models import choices, events, limits
+from jobs.models.annotations import JobAnnotations
 from jobs.models.events import JobEvent
 from jobs.seam import REASON_MAX_LENGTH, Status
 from jobs.text import error_tail
@@ -77,7 +77,7 @@ class JobQuerySet(models.QuerySet):
         return self.filter(state__in=Job.ACTIVE_STATES)
 
 
-class Job(models.Model):
+class Job(JobAnnotations):
     State = choices.State
     Kind = choices.Kind
     Launcher = choices.Launcher
@@ -103,18 +103,6 @@ class Job(models.Model):
         # slurmctld, and shown on pages; nobody types 100,000 characters.
         validators=[MaxLengthValidator(100_000)],
         help_text="Batch jobs: run by the job's shell as written.",
-    )
-    notes = models.TextField(
-        blank=True,
-        validators=[MaxLengthValidator(10_000)],
-        help_text="What its owner wants to remember about this run (plain text).",
-    )
-    params = models.JSONField(
-        default=dict,
-        blank=True,
-        help_text="The run's parameters (name: number, text or boolean): given at launch "
-        "(PORTAL_PARAM_* and params.json in the job), an experiment trial's, or reported by "
-        "the job (pm.params()); what comparisons show and group by.",
     )
     # What reproduces the run (jobs/cluster/provenance.py), read on the cluster at submit:
     # {"image": {...}, "git": {...}} or {"error": "..."}; shown as the page's Reproduce block.
@@ -397,61 +385,9 @@ class Job(models.Model):
             and not self.cluster.scratch_root
         ):
             errors["work_dir_kind"] = f"Cluster {self.cluster.name} has no scratch directory."
-        try:
-            self.params = tagging.clean_params(self.params)
-        except tagging.BadAnnotation as exc:
-            errors["params"] = str(exc)
+        errors.update(self.annotation_errors())
         if errors:
             raise ValidationError(errors)
-
-    # -- tags, notes and parameters (jobs/models/tagging.py has their bounds) -------------
-    @property
-    def tag_names(self) -> list[str]:
-        return [t.name for t in self.tags.all()] if self.pk else []
-
-    def set_tags(self, names: list[str]) -> None:
-        """The job's tags become ``names`` (checked: BadAnnotation)."""
-        names = tagging.clean_tags(names)
-        with transaction.atomic():
-            self.tags.exclude(name__in=names).delete()
-            self._add_tags(names)
-
-    def change_tags(self, add=(), remove=()) -> list[str]:
-        """Add and remove tags (checked: BadAnnotation, nothing changed); the tags after."""
-        add, remove = tagging.clean_tags(list(add)), tagging.clean_tags(list(remove))
-        with transaction.atomic():
-            self.tags.filter(name__in=remove).delete()
-            self._add_tags([n for n in add if n not in remove])
-        return self.tag_names
-
-    def _add_tags(self, names: list[str]) -> None:
-        # Locked: two requests adding tags at once cannot both pass the bound.
-        Job.objects.select_for_update().filter(pk=self.pk).values_list("pk").first()
-        have = set(self.tags.values_list("name", flat=True))
-        new = [n for n in names if n not in have]
-        if len(have) + len(new) > tagging.MAX_TAGS_PER_JOB:
-            raise tagging.BadAnnotation(
-                f"A job has at most {tagging.MAX_TAGS_PER_JOB} tags ({len(have)} already)."
-            )
-        tagging.JobTag.objects.bulk_create(
-            [tagging.JobTag(job=self, name=n) for n in new], ignore_conflicts=True
-        )
-
-    def set_notes(self, text: str) -> None:
-        self.notes = tagging.clean_note(text)
-        Job.objects.filter(pk=self.pk).update(notes=self.notes)
-
-    def report_params(self, params: dict) -> dict:
-        """Merge parameters the job reports (pm.params()) into its own, within the bound
-        (checked: BadAnnotation, nothing changed)."""
-        with transaction.atomic():
-            current = (
-                Job.objects.select_for_update().filter(pk=self.pk).values_list("params", flat=True)
-            ).first() or {}
-            merged = tagging.clean_params({**current, **tagging.clean_params(params)})
-            Job.objects.filter(pk=self.pk).update(params=merged)
-        self.params = merged
-        return merged
 
     def _job_of_folder(self, folder: re.Match) -> Job | None:
         """The owner's job whose work directory ``folder`` (validators.JOB_FOLDER) is in:
