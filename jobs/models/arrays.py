@@ -11,7 +11,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from jobs.models.job import claim_submit, new_job_uid, release_submit_claim
+from jobs.models.job import new_job_uid
+from jobs.models.run import claim_submit, release_submit_claim
 
 
 class JobArray(models.Model):

@@ -1,5 +1,6 @@
 """What a job may ask for: its layout (nodes, tasks, launcher) on its own, then against its
-partition. Each message names the limit and the way out; JobRequest.request_errors() collects them."""
+partition. Each message names the limit and the way out; JobRequest.request_errors()
+(jobs/models/request.py) collects them."""
 
 from __future__ import annotations
 
