@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 from django import forms
 from django.contrib import admin, messages
+from django.db import models
 from django.db.models import Count
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
@@ -26,6 +27,9 @@ from jobs.models import (
     Partition,
     Tag,
 )
+from jobs.models.annotations import JobAnnotations
+from jobs.models.request import JobRequest
+from jobs.models.run import JobRun
 from portal.identity.models import Identity
 
 if TYPE_CHECKING:
@@ -534,6 +538,15 @@ class JobEventInline(admin.TabularInline):
         return False
 
 
+def _job_fieldsets(parts: list[tuple[str, type[models.Model]]]) -> list:
+    """Job's own fields (identity, relations, side features), then each part's."""
+    in_parts = [[f.name for f in part._meta.fields] for _, part in parts]
+    own = [f.name for f in Job._meta.fields if not any(f.name in names for names in in_parts)]
+    return [(None, {"fields": own})] + [
+        (title, {"fields": names}) for (title, _), names in zip(parts, in_parts, strict=True)
+    ]
+
+
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
     list_display = (
@@ -555,6 +568,11 @@ class JobAdmin(admin.ModelAdmin):
     inlines = [JobEventInline]
     # Jobs are created by users and changed by workers; the admin only reads them.
     readonly_fields = [f.name for f in Job._meta.fields]
+    # Part by part (jobs/models/job.py composes them): who and where first, as before the
+    # parts moved out of Job (their fields now come first in Django's order).
+    fieldsets = _job_fieldsets(
+        [("Request", JobRequest), ("Run", JobRun), ("Notes and parameters", JobAnnotations)]
+    )
 
     def has_add_permission(self, request):
         return False

@@ -14,7 +14,7 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from jobs import sessions
+from jobs import display, sessions
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def job_payload(job) -> dict:
         "is_final": job.is_final,
         "has_session": job.has_session,
         "pending_reason": job.pending_reason,
-        "pending_text": job.pending_text,
+        "pending_text": display.pending_text(job),
         "scheduler_job_id": job.scheduler_job_id,
         "node": job.node,
         "node_list": job.node_list,
@@ -59,7 +59,7 @@ def job_payload(job) -> dict:
         "stderr_tail": job.stderr_tail,
         "time_limit_minutes": job.time_limit_minutes,
         "attempt": job.attempt,
-        "attempts_text": job.attempts_text,
+        "attempts_text": display.attempts_text(job),
         # Runs known from accounting: the job page shows them (and refreshes when it grows).
         "runs_recorded": job.attempts.count() if job.pk else 0,
         "cancel_requested": bool(job.cancel_requested_at),

@@ -2,6 +2,8 @@ from datetime import timedelta
 
 from django import template
 
+from jobs import display
+
 register = template.Library()
 
 
@@ -20,3 +22,10 @@ def duration(value: timedelta | None) -> str:
 def duration_seconds(value: int | None) -> str:
     """The same for a number of seconds."""
     return duration(timedelta(seconds=value or 0))
+
+
+# A job in words (jobs/display.py): {{ job|pending_text }}, {{ job|gpu_text }}, ...
+register.filter("pending_text", display.pending_text)
+register.filter("gpu_text", display.gpu_text)
+register.filter("attempts_text", display.attempts_text)
+register.filter("shape", display.shape)

@@ -8,6 +8,7 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from jobs import display
 from jobs.broadcast import session_payload
 from jobs.launch.request import LaunchRequest
 from jobs.models import Cluster, ContainerImage, GpuType, Job, JobEvent, Partition, Tag
@@ -108,7 +109,7 @@ class JobSerializer(serializers.ModelSerializer):
         help_text="The nodes the job runs (or ran) on, one name each; `node` is the "
         "scheduler's compressed list.",
     )
-    shape = serializers.CharField(read_only=True, help_text="'2 nodes × 2 tasks'.")
+    shape = serializers.SerializerMethodField(help_text="'2 nodes × 2 tasks'.")
     experiment = serializers.IntegerField(
         source="trial.experiment_id",
         read_only=True,
@@ -194,6 +195,9 @@ class JobSerializer(serializers.ModelSerializer):
         path = session_payload(job)["session_open_url"]
         request = self.context.get("request")
         return request.build_absolute_uri(path) if request and path else path
+
+    def get_shape(self, job) -> str:
+        return display.shape(job)
 
     def get_url(self, job) -> str:
         request = self.context.get("request")

@@ -13,6 +13,7 @@ import shlex
 from pathlib import Path
 from string import Template
 
+from jobs import display
 from jobs.cluster.workdir import ScriptError
 from jobs.models import ContainerImage, Job
 
@@ -163,7 +164,7 @@ def launcher_argv(job: Job, work_dir: str, command: str | None = None) -> list[s
 
 def distributed_payload(job: Job, work_dir: str, command: str = "") -> str:
     return template("distributed/payload.sh").substitute(
-        shape=job.shape,
+        shape=display.shape(job),
         launcher=job.launcher,
         nodes=int(job.nodes),
         tasks_per_node=int(job.tasks_per_node),

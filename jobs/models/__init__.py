@@ -3,14 +3,17 @@
 - choices: the job vocabulary (states, kinds, work directories), written once
 - clusters: Cluster, Partition, ClusterAccount
 - catalog: Tag, ContainerImage, ImageCheck
-- job: Job
+- job: Job, its relations and predicates, composed of parts (abstract models):
+  - request: JobRequest (what was asked, and its checks)
+  - run: JobRun (where it stands on the scheduler, and the state machine)
+  - annotations: JobAnnotations (its note, parameters and tags)
 - events: JobEvent (the timeline and the outbox of what a change owes)
 - arrays: JobArray (jobs submitted as one scheduler array)
 - attempts: JobAttempt (each run of a requeued job, from accounting)
 - gpus: GpuType (a cluster's GPU types: capability, memory) and choosing by them
 - tokens: ApiToken
 - audit: AuditEvent (what the portal did on a cluster for whom)
-- annotations: JobTag (a run's tags; its note is Job.notes)
+- annotations: also JobTag (a run's tags) and the bounds of tags, notes and parameters
 """
 
 from jobs.models.annotations import JobTag

@@ -1,4 +1,5 @@
-"""What a person (or their job) says about a run: tags, and a note (Job.notes).
+"""What a person (or their job) says about a run: tags, a note and parameters, their
+bounds, and the part of Job that holds them (JobAnnotations: notes, params, tags).
 
 Tags are free words a run's owner gives it (on the page, the API, ``portal submit --tag``,
 or ``pm.tag()`` from inside the job) to find and group runs (``tag:resnet``, group by tag
@@ -10,9 +11,13 @@ from __future__ import annotations
 import json
 import math
 import re
+from typing import TYPE_CHECKING
 
-from django.core.validators import RegexValidator
-from django.db import models
+from django.core.validators import MaxLengthValidator, RegexValidator
+from django.db import models, transaction
+
+if TYPE_CHECKING:
+    from django.db.models.fields.related_descriptors import RelatedManager
 
 # A tag is one short word: letters, digits and ._:=+- (e.g. "resnet", "seed=3", "lr:0.01").
 TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:=+-]{0,63}\Z"
@@ -186,3 +191,84 @@ def params_env(params: dict) -> dict[str, str]:
 
 def params_json(params: dict) -> str:
     return json.dumps(params, sort_keys=True)
+
+
+# -- on the job -----------------------------------------------------------------------------
+
+
+class JobAnnotations(models.Model):
+    """Job's note, parameters and tags (JobTag rows), each changed within its bounds."""
+
+    notes = models.TextField(
+        blank=True,
+        validators=[MaxLengthValidator(MAX_NOTE_CHARS)],
+        help_text="What its owner wants to remember about this run (plain text).",
+    )
+    params = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The run's parameters (name: number, text or boolean): given at launch "
+        "(PORTAL_PARAM_* and params.json in the job), an experiment trial's, or reported by "
+        "the job (pm.params()); what comparisons show and group by.",
+    )
+
+    if TYPE_CHECKING:
+        tags: RelatedManager[JobTag]  # JobTag.job's reverse
+
+    class Meta:
+        abstract = True
+
+    def annotation_errors(self) -> dict[str, str]:
+        """Job.clean()'s part: the parameters within their bounds (``params`` cleaned)."""
+        try:
+            self.params = clean_params(self.params)
+        except BadAnnotation as exc:
+            return {"params": str(exc)}
+        return {}
+
+    @property
+    def tag_names(self) -> list[str]:
+        return [t.name for t in self.tags.all()] if self.pk else []
+
+    def set_tags(self, names: list[str]) -> None:
+        """The job's tags become ``names`` (checked: BadAnnotation)."""
+        names = clean_tags(names)
+        with transaction.atomic():
+            self.tags.exclude(name__in=names).delete()
+            self._add_tags(names)
+
+    def change_tags(self, add=(), remove=()) -> list[str]:
+        """Add and remove tags (checked: BadAnnotation, nothing changed); the tags after."""
+        add, remove = clean_tags(list(add)), clean_tags(list(remove))
+        with transaction.atomic():
+            self.tags.filter(name__in=remove).delete()
+            self._add_tags([n for n in add if n not in remove])
+        return self.tag_names
+
+    def _add_tags(self, names: list[str]) -> None:
+        # Locked: two requests adding tags at once cannot both pass the bound.
+        type(self)._default_manager.select_for_update().filter(pk=self.pk).values_list("pk").first()
+        have = set(self.tags.values_list("name", flat=True))
+        new = [n for n in names if n not in have]
+        if len(have) + len(new) > MAX_TAGS_PER_JOB:
+            raise BadAnnotation(f"A job has at most {MAX_TAGS_PER_JOB} tags ({len(have)} already).")
+        JobTag.objects.bulk_create(
+            [JobTag(job_id=self.pk, name=n) for n in new], ignore_conflicts=True
+        )
+
+    def set_notes(self, text: str) -> None:
+        self.notes = clean_note(text)
+        type(self)._default_manager.filter(pk=self.pk).update(notes=self.notes)
+
+    def report_params(self, params: dict) -> dict:
+        """Merge parameters the job reports (pm.params()) into its own, within the bound
+        (checked: BadAnnotation, nothing changed)."""
+        rows = type(self)._default_manager
+        with transaction.atomic():
+            current = (
+                rows.select_for_update().filter(pk=self.pk).values_list("params", flat=True)
+            ).first() or {}
+            merged = clean_params({**current, **clean_params(params)})
+            rows.filter(pk=self.pk).update(params=merged)
+        self.params = merged
+        return merged

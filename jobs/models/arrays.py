@@ -11,7 +11,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from jobs.models.job import claim_submit, new_job_uid, release_submit_claim
+from jobs.models.job import new_job_uid
+from jobs.models.run import claim_submit, release_submit_claim
 
 
 class JobArray(models.Model):
@@ -43,10 +44,6 @@ class JobArray(models.Model):
     def scheduler_name(self) -> str:
         """Every member's name on the cluster; the submit step adopts the array by it."""
         return f"portal-a{self.pk}-{self.uid}"
-
-    @property
-    def slurm_comment(self) -> str:
-        return f"portal-array-{self.pk}-{self.uid}"
 
     def claim_submit(self) -> bool:
         """Take the right to submit the array, like Job.claim_submit (the submit step then

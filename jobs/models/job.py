@@ -1,79 +1,25 @@
-"""A job: what was asked, where it stands on the scheduler, and its audit trail."""
+"""A job: who asked and where it runs, composed with its parts: what was asked
+(request.py), where it stands on the scheduler (run.py; its timeline is events.py) and
+what people say of it (annotations.py). Its wording for people is jobs/display.py."""
 
 from __future__ import annotations
 
 import re
 import secrets
-from datetime import timedelta
-from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
-from django.db import models, transaction
-from django.db.models import F, Q, Value
-from django.db.models.functions import Greatest
-from django.utils import timezone
+from django.db import models
 
-from jobs import outbox, signals, validators
 from jobs.access import sees_every_job
-from jobs.hostlist import expand_hostlist
-from jobs.models import annotations as tagging
-from jobs.models import choices, events, limits
-from jobs.models.events import JobEvent
-from jobs.models.gpus import wants
-from jobs.seam import REASON_MAX_LENGTH, JobKey, Status
-from jobs.text import error_tail
-
-
-def ordinal(n: int) -> str:
-    """1 -> '1st', 2 -> '2nd', 11 -> '11th', 23 -> '23rd'."""
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
-
-
-# A chained run's attempts (each at most the walltime): the bound of max_attempts.
-MAX_ATTEMPTS = 50
+from jobs.models.annotations import JobAnnotations
+from jobs.models.request import JobRequest
+from jobs.models.run import JobRun
+from jobs.seam import JobKey
 
 
 def new_job_uid() -> str:
     return secrets.token_hex(5)
-
-
-def claim_submit(row, rows: models.QuerySet) -> bool:
-    """Set ``submit_claimed_at`` on ``rows`` (``row`` alone, while submittable) unless a live
-    claim holds it: one conditional UPDATE, so two workers cannot both pass. A claim older
-    than the task time limit was made by a worker that is gone and is taken over."""
-    now = timezone.now()
-    stale = Job.submit_claim_stale_before()
-    # Each claim is a try (``submit_tries``); a task that hands it back for a retry of its
-    # own (release_submit_claim) takes the try back: what stays counts the tries no task
-    # finished, which the recovery sweep gives up after (PORTAL_SUBMIT_MAX_TRIES).
-    taken = rows.filter(Q(submit_claimed_at__isnull=True) | Q(submit_claimed_at__lt=stale)).update(
-        submit_claimed_at=now, submit_tries=F("submit_tries") + 1
-    )
-    if taken:
-        row.submit_claimed_at = now
-        row.submit_tries += 1
-    return bool(taken)
-
-
-def release_submit_claim(row, rows: models.QuerySet) -> None:
-    """Hand ``row``'s claim back (its task retries by itself), and the try with it."""
-    rows.filter(submit_claimed_at=row.submit_claimed_at).update(
-        submit_claimed_at=None, submit_tries=Greatest(F("submit_tries") - 1, Value(0))
-    )
-    row.submit_claimed_at = None
-    row.submit_tries = max(0, row.submit_tries - 1)
-
-
-def gave_up_message(tries: int) -> str:
-    return (
-        f"The portal took this job up for submission {tries} times and no try finished "
-        "(each ran out of time or lost its worker), so it stopped trying. Submit it again; "
-        "if it happens again, ask an administrator to look at the cluster and your "
-        "account's login environment (~/.bashrc)."
-    )
 
 
 class JobQuerySet(models.QuerySet):
@@ -85,14 +31,11 @@ class JobQuerySet(models.QuerySet):
         return self.filter(state__in=Job.ACTIVE_STATES)
 
 
-class Job(models.Model):
-    State = choices.State
-    Kind = choices.Kind
-    Launcher = choices.Launcher
-    WorkDir = choices.WorkDir
-    SESSION_KINDS = choices.SESSION_KINDS
-    ACTIVE_STATES = choices.ACTIVE_STATES
-    FINAL_STATES = choices.FINAL_STATES
+class Job(JobRequest, JobRun, JobAnnotations):
+    """A job: what was asked (JobRequest, request.py), its run on the scheduler and the
+    changes of its state (JobRun, run.py), and what people say of it (JobAnnotations,
+    annotations.py); composed here with who asked and where it runs, and the predicates
+    pages and workers ask."""
 
     # Random part of the job's name on the cluster and of its work directory:
     # database ids repeat across installs and resets, these do not.
@@ -103,109 +46,6 @@ class Job(models.Model):
     cluster = models.ForeignKey("Cluster", on_delete=models.PROTECT, related_name="jobs")
     partition = models.ForeignKey("Partition", on_delete=models.PROTECT, related_name="jobs")
     image = models.ForeignKey("ContainerImage", on_delete=models.PROTECT, related_name="jobs")
-    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.NOTEBOOK)
-    name = models.CharField(max_length=100, blank=True)
-    command = models.TextField(
-        blank=True,
-        # Bounded like every user document: a job script is read whole by sbatch and
-        # slurmctld, and shown on pages; nobody types 100,000 characters.
-        validators=[MaxLengthValidator(100_000)],
-        help_text="Batch jobs: run by the job's shell as written.",
-    )
-    notes = models.TextField(
-        blank=True,
-        validators=[MaxLengthValidator(10_000)],
-        help_text="What its owner wants to remember about this run (plain text).",
-    )
-    params = models.JSONField(
-        default=dict,
-        blank=True,
-        help_text="The run's parameters (name: number, text or boolean): given at launch "
-        "(PORTAL_PARAM_* and params.json in the job), an experiment trial's, or reported by "
-        "the job (pm.params()); what comparisons show and group by.",
-    )
-    # What reproduces the run (jobs/cluster/provenance.py), read on the cluster at submit:
-    # {"image": {...}, "git": {...}} or {"error": "..."}; shown as the page's Reproduce block.
-    keep_diff = models.BooleanField(
-        "keep the git diff",
-        default=False,
-        help_text="Keep the uncommitted changes (git diff) of the folder's checkout beside the "
-        "job, to see what it ran.",
-    )
-    reproduce = models.JSONField(default=dict, blank=True, editable=False)
-    git_diff = models.TextField(blank=True, editable=False)
-
-    gpus = models.PositiveSmallIntegerField(
-        default=0, help_text="GPUs on each node (the job has nodes × this many)."
-    )
-    nodes = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)])
-    tasks_per_node = models.PositiveSmallIntegerField(
-        default=1,
-        validators=[MinValueValidator(1)],
-        help_text="Processes (ranks) on each node: one per GPU for data-parallel training.",
-    )
-    launcher = models.CharField(
-        max_length=16,
-        choices=choices.Launcher.choices,
-        default=choices.Launcher.NONE,
-        help_text="How a batch command starts on its nodes (see Distributed training).",
-    )
-    gpu_type = models.CharField(max_length=64, blank=True, validators=[validators.slurm_name])
-    # "Any GPU with compute capability >= X and memory >= Y GB" (jobs/models/gpus.py): the
-    # matching types become gpu_type (one) or gpu_constraint ("a100|h100", several).
-    min_gpu_capability = models.DecimalField(
-        "minimum compute capability",
-        max_digits=4,
-        decimal_places=1,
-        null=True,
-        blank=True,
-        validators=[MinValueValidator(Decimal("1.0")), MaxValueValidator(Decimal("99.9"))],
-    )
-    min_gpu_memory_gb = models.PositiveIntegerField(
-        "minimum GPU memory (GB)",
-        null=True,
-        blank=True,
-        validators=[MinValueValidator(1), MaxValueValidator(10_000)],
-    )
-    gpu_constraint = models.CharField(
-        max_length=limits.GPU_CONSTRAINT_MAX, blank=True, editable=False
-    )
-    cpus = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)])
-    memory_gb = models.PositiveIntegerField(default=4, validators=[MinValueValidator(1)])
-    time_limit_minutes = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)])
-    # Checkpoint and requeue (README, "Long runs"): before its time limit the job is asked
-    # to checkpoint, then requeues itself, up to max_attempts runs of the time limit each.
-    resumable = models.BooleanField(
-        default=False,
-        help_text="Checkpoints when warned before the time limit and runs again from there.",
-    )
-    max_attempts = models.PositiveSmallIntegerField(
-        default=1,
-        validators=[MinValueValidator(1), MaxValueValidator(MAX_ATTEMPTS)],
-        help_text="Resumable jobs: runs of at most the walltime each, one after another.",
-    )
-    checkpoint_warning_seconds = models.PositiveIntegerField(
-        default=120,
-        validators=[MinValueValidator(30), MaxValueValidator(3600)],
-        help_text="How long before the time limit a resumable job is asked to checkpoint.",
-    )
-    account = models.CharField(max_length=64, blank=True, validators=[validators.slurm_name])
-    work_dir_kind = models.CharField(
-        max_length=16,
-        choices=WorkDir.choices,
-        default=WorkDir.HOME,
-        db_column="workdir_kind",  # the column's name before the rename: no schema change
-    )
-    notebook_dir = models.CharField(
-        "notebook folder",
-        max_length=255,
-        blank=True,
-        validators=[validators.relative_folder],
-        help_text="Where a notebook opens, or the folder TensorBoard reads its runs from, "
-        "inside the home (or scratch) directory, e.g. projects/mnist (made if missing); "
-        "empty: the directory itself.",
-    )
-
     cluster_account = models.ForeignKey(
         "ClusterAccount",
         on_delete=models.SET_NULL,
@@ -214,27 +54,6 @@ class Job(models.Model):
         related_name="jobs",
         help_text="The cluster login the job was submitted with.",
     )
-    state = models.CharField(
-        max_length=16, choices=State.choices, default=State.QUEUED, db_index=True
-    )
-    scheduler_job_id = models.CharField(max_length=32, blank=True, db_index=True)
-    pending_reason = models.CharField(max_length=REASON_MAX_LENGTH, blank=True)
-    # While pending: the scheduler holds it until released (its adapter says so: Status.held).
-    held = models.BooleanField(default=False)
-    # While pending: place in the partition's queue (1 = next) and Slurm's estimated start.
-    queue_position = models.PositiveIntegerField(null=True, blank=True)
-    estimated_start = models.DateTimeField(null=True, blank=True)
-    # The node, or Slurm's compressed list of a multi-node job's nodes ("node[001-064]").
-    node = models.CharField(max_length=4000, blank=True)
-    exit_code = models.IntegerField(null=True, blank=True)
-    message = models.TextField(blank=True, help_text="The scheduler's or the portal's explanation.")
-    work_dir = models.CharField(max_length=500, blank=True)
-    script = models.TextField(blank=True, help_text="The job script as submitted.")
-    # A failed job's last lines of stderr (plain text, bounded), read once when it ends.
-    stderr_tail = models.TextField(blank=True, editable=False)
-    # The job's own metrics upload token (hash only): valid for this job while it is active.
-    metrics_token_hash = models.CharField(max_length=64, blank=True, editable=False)
-
     # A member of a job array (jobs/models/arrays.py): the scheduler knows it as
     # "<array id>_<array_index>" under the array's name.
     array = models.ForeignKey(
@@ -250,8 +69,16 @@ class Job(models.Model):
         related_name="jobs",
     )
     fold = models.PositiveSmallIntegerField(null=True, blank=True)
-    # Why the portal cancelled it (an experiment's early stopping), kept as its final message.
-    cancel_reason = models.CharField(max_length=500, blank=True)
+
+    # -- kept here for side features, each read and written by its own module ------------
+    # What reproduces the run (jobs/cluster/provenance.py), read on the cluster at submit:
+    # {"image": {...}, "git": {...}} or {"error": "..."}; shown as the page's Reproduce block.
+    reproduce = models.JSONField(default=dict, blank=True, editable=False)
+    git_diff = models.TextField(blank=True, editable=False)
+    # The job's own metrics upload token (hash only): valid for this job while it is active.
+    metrics_token_hash = models.CharField(max_length=64, blank=True, editable=False)
+    # Bytes of metric records received (uploads and files), for the per-job quota.
+    metrics_bytes = models.BigIntegerField(default=0, editable=False)
     # The idle-GPU policy (jobs/idle_policy.py): when it warned, when it will (or, in a dry
     # run, would) cancel, and the owner's one "Keep it".
     idle_warned_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -265,24 +92,6 @@ class Job(models.Model):
         editable=False,
         related_name="+",
     )
-
-    # Slurm's restart count: a requeued job runs again as attempt 1, 2, ...
-    attempt = models.PositiveIntegerField(default=0)
-    # Bytes of metric records received (uploads and files), for the per-job quota.
-    metrics_bytes = models.BigIntegerField(default=0, editable=False)
-    # Since when the scheduler has not reported this job (under its name); None while it does.
-    scheduler_unseen_since = models.DateTimeField(null=True, blank=True, editable=False)
-    # Set by the worker that is submitting (closes the two-workers race).
-    submit_claimed_at = models.DateTimeField(null=True, blank=True, editable=False)
-    # Submissions begun that no task finished (each claim counts; a task retrying by itself
-    # hands its try back): recovery gives up at PORTAL_SUBMIT_MAX_TRIES (jobs/tasks.py).
-    submit_tries = models.PositiveSmallIntegerField(default=0, editable=False)
-    cancel_requested_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    submitted_at = models.DateTimeField(null=True, blank=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    ended_at = models.DateTimeField(null=True, blank=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     objects = JobQuerySet.as_manager()
 
@@ -318,32 +127,6 @@ class Job(models.Model):
         return self.script
 
     @property
-    def slurm_comment(self) -> str:
-        """The job's --comment on Slurm (an array's members share the array's)."""
-        if self.array is not None:
-            return self.array.slurm_comment
-        return f"portal-job-{self.pk}-{self.uid}"
-
-    @property
-    def pending_text(self) -> str:
-        """Why a pending job waits, where it is in the queue and when Slurm expects it to
-        start, in words ('' unless pending)."""
-        if self.state != self.State.PENDING:
-            return ""
-        parts = [self.pending_reason or "waiting for the scheduler"]
-        if self.queue_position and not self.is_held:
-            parts.append(
-                "next in the queue"
-                if self.queue_position == 1
-                else f"{ordinal(self.queue_position)} in the queue"
-            )
-        if self.estimated_start and not self.is_held:
-            at = timezone.localtime(self.estimated_start)
-            day = "" if at.date() == timezone.localdate() else at.strftime("%Y-%m-%d ")
-            parts.append(f"Slurm expects it to start at {day}{at:%H:%M}")
-        return "; ".join(parts)
-
-    @property
     def is_held(self) -> bool:
         """Pending and held (by the user, an administrator, or the scheduler after a failed
         launch): it waits until released."""
@@ -363,143 +146,20 @@ class Job(models.Model):
         return self.state in self.FINAL_STATES
 
     @property
-    def world_size(self) -> int:
-        """Processes of a distributed job (nodes × tasks per node)."""
-        return self.nodes * self.tasks_per_node
-
-    @property
-    def total_gpus(self) -> int:
-        return self.nodes * self.gpus
+    def ended_badly(self) -> bool:
+        """Failed or timed out on the cluster: its stderr likely says why."""
+        return self.state in (self.State.FAILED, self.State.TIMEOUT)
 
     @property
     def is_distributed(self) -> bool:
         return self.world_size > 1 or self.launcher != self.Launcher.NONE
 
-    @property
-    def shape(self) -> str:
-        """'2 nodes × 2 tasks', '1 node' — how the job is laid out."""
-        nodes = f"{self.nodes} node{'s' if self.nodes != 1 else ''}"
-        if self.tasks_per_node == 1:
-            return nodes
-        return f"{nodes} × {self.tasks_per_node} tasks"
-
-    @property
-    def node_list(self) -> list[str]:
-        """The nodes the scheduler placed the job on, one name each."""
-        return expand_hostlist(self.node)
-
     def clean(self) -> None:
-        """The request must fit the partition and the image; messages name the limit."""
-        errors: dict[str, str] = {}
-        # A browser sends a textarea's lines ending in CRLF (the HTML form encoding); sbatch
-        # refuses a script with "DOS line breaks", and bash would keep the CRs as data.
-        self.command = self.command.replace("\r\n", "\n").replace("\r", "\n")
-        # 'projects/mnist/' and '/projects/mnist' both mean the folder; batch jobs have none.
-        self.notebook_dir = (
-            self.notebook_dir.strip().strip("/") if self.kind in self.SESSION_KINDS else ""
-        )
-        partition = self.partition if self.partition_id else None
-        image = self.image if self.image_id else None
-        if partition and self.cluster_id and partition.cluster_id != self.cluster_id:
-            errors["partition"] = (
-                f"Partition {partition.name} is not on cluster {self.cluster.name}."
-            )
-        if image is not None:
-            if self._state.adding and not image.enabled:
-                errors["image"] = f"{image} is no longer offered for new jobs."
-            if self.kind not in image.kinds:
-                errors["kind"] = f"{image} does not offer {self.get_kind_display().lower()}s."
-            if self.gpus and not image.supports_gpu:
-                errors["gpus"] = f"{image} does not support GPUs."
-        if self.kind == self.Kind.TENSORBOARD and self.gpus:
-            errors["gpus"] = "TensorBoard needs no GPU: choose 0 GPUs."
-        job_folder = validators.JOB_FOLDER.match(self.notebook_dir)
-        if job_folder:
-            if self.kind != self.Kind.TENSORBOARD:
-                errors["notebook_dir"] = "Only TensorBoard sessions may read a job's own directory."
-            else:
-                runs_of = self._job_of_folder(job_folder)
-                if runs_of is None:
-                    errors["notebook_dir"] = "That is not the directory of one of your jobs."
-                elif (runs_of.cluster_id, runs_of.work_dir_kind) != (
-                    self.cluster_id,
-                    self.work_dir_kind,
-                ):
-                    errors["notebook_dir"] = (
-                        f"Job {runs_of.pk} ran in the {runs_of.get_work_dir_kind_display().lower()}"
-                        f" directory on {runs_of.cluster.name}: choose those for its runs."
-                    )
-        if self.kind == self.Kind.BATCH and not self.command.strip():
-            errors["command"] = "A batch job needs a command to run."
-        errors.update(limits.layout_errors(self))
-        if partition is not None:
-            errors.update(limits.partition_errors(self, partition))
-            if "gpus" not in errors and "gpu_type" not in errors:
-                errors.update(limits.gpu_requirement_errors(self, partition))
-        errors.update(self._resumable_errors())
-        if self.gpu_type and not self.gpus:
-            errors.setdefault("gpu_type", "Choose a GPU count, or no GPU type.")
-        if (
-            self.work_dir_kind == self.WorkDir.SCRATCH
-            and self.cluster_id
-            and not self.cluster.scratch_root
-        ):
-            errors["work_dir_kind"] = f"Cluster {self.cluster.name} has no scratch directory."
-        try:
-            self.params = tagging.clean_params(self.params)
-        except tagging.BadAnnotation as exc:
-            errors["params"] = str(exc)
+        """The request must fit the partition and the image (messages name the limit), and
+        the parameters their bounds."""
+        errors = {**self.request_errors(), **self.annotation_errors()}
         if errors:
             raise ValidationError(errors)
-
-    # -- tags, notes and parameters (jobs/models/tagging.py has their bounds) -------------
-    @property
-    def tag_names(self) -> list[str]:
-        return [t.name for t in self.tags.all()] if self.pk else []
-
-    def set_tags(self, names: list[str]) -> None:
-        """The job's tags become ``names`` (checked: BadAnnotation)."""
-        names = tagging.clean_tags(names)
-        with transaction.atomic():
-            self.tags.exclude(name__in=names).delete()
-            self._add_tags(names)
-
-    def change_tags(self, add=(), remove=()) -> list[str]:
-        """Add and remove tags (checked: BadAnnotation, nothing changed); the tags after."""
-        add, remove = tagging.clean_tags(list(add)), tagging.clean_tags(list(remove))
-        with transaction.atomic():
-            self.tags.filter(name__in=remove).delete()
-            self._add_tags([n for n in add if n not in remove])
-        return self.tag_names
-
-    def _add_tags(self, names: list[str]) -> None:
-        # Locked: two requests adding tags at once cannot both pass the bound.
-        Job.objects.select_for_update().filter(pk=self.pk).values_list("pk").first()
-        have = set(self.tags.values_list("name", flat=True))
-        new = [n for n in names if n not in have]
-        if len(have) + len(new) > tagging.MAX_TAGS_PER_JOB:
-            raise tagging.BadAnnotation(
-                f"A job has at most {tagging.MAX_TAGS_PER_JOB} tags ({len(have)} already)."
-            )
-        tagging.JobTag.objects.bulk_create(
-            [tagging.JobTag(job=self, name=n) for n in new], ignore_conflicts=True
-        )
-
-    def set_notes(self, text: str) -> None:
-        self.notes = tagging.clean_note(text)
-        Job.objects.filter(pk=self.pk).update(notes=self.notes)
-
-    def report_params(self, params: dict) -> dict:
-        """Merge parameters the job reports (pm.params()) into its own, within the bound
-        (checked: BadAnnotation, nothing changed)."""
-        with transaction.atomic():
-            current = (
-                Job.objects.select_for_update().filter(pk=self.pk).values_list("params", flat=True)
-            ).first() or {}
-            merged = tagging.clean_params({**current, **tagging.clean_params(params)})
-            Job.objects.filter(pk=self.pk).update(params=merged)
-        self.params = merged
-        return merged
 
     def _job_of_folder(self, folder: re.Match) -> Job | None:
         """The owner's job whose work directory ``folder`` (validators.JOB_FOLDER) is in:
@@ -516,319 +176,3 @@ class Job(models.Model):
         if re.fullmatch(r"[0-9]+", index):  # a member's folder (no index has 10 digits)
             return members.filter(array_index=int(index)).first() if len(index) < 10 else None
         return members.first()
-
-    def _resumable_errors(self) -> dict[str, str]:
-        if not self.resumable:
-            if self.max_attempts != 1:
-                return {"max_attempts": "Only a resumable job runs several attempts."}
-            return {}
-        if self.kind != self.Kind.BATCH:
-            return {"resumable": "Only batch jobs checkpoint and requeue themselves."}
-        if self.array_id is not None:
-            return {"resumable": "Members of a job array do not requeue themselves."}
-        # Slurm may send the warning up to a minute early: a third of the walltime at most.
-        if self.checkpoint_warning_seconds * 3 > self.time_limit_minutes * 60:
-            return {
-                "checkpoint_warning_seconds": f"A warning {self.checkpoint_warning_seconds} s "
-                f"before the end leaves too little of a {self.time_limit_minutes}-minute "
-                "walltime: at most a third of it."
-            }
-        return {}
-
-    @property
-    def gpu_text(self) -> str:
-        """'2 × a100 (asked: compute capability ≥ 8.0)', '1 × v100 or a100', '2 × any'."""
-        if not self.gpus:
-            return "none"
-        kind = self.gpu_type or " or ".join(self.gpu_constraint.split("|")) or "any"
-        text = f"{self.gpus} × {kind}"
-        if self.nodes > 1:
-            text += f" per node ({self.total_gpus} in all)"
-        asked = wants(self.min_gpu_capability, self.min_gpu_memory_gb)
-        return f"{text} (asked: {asked})" if asked else text
-
-    @property
-    def attempts_text(self) -> str:
-        """'attempt 2 of 5' for a chained run, '' otherwise."""
-        if not self.resumable or self.max_attempts < 2:
-            return ""
-        text = f"attempt {min(self.attempt + 1, self.max_attempts)} of {self.max_attempts}"
-        return f"ended on {text}" if self.is_final else text
-
-    def transition(
-        self, to: str, *, expect: tuple[str, ...] | None = None, message: str = "", **fields
-    ) -> bool:
-        """Move to state ``to`` and record a JobEvent, if the job is still in ``expect``.
-
-        Returns False (and changes nothing) when another worker moved the job
-        first. The conditional UPDATE closes the race between two workers (or a
-        sync and a cancel) writing different states for the same job.
-        """
-        if expect is None:
-            expect = tuple(s for s in self.State if s not in self.FINAL_STATES)
-        now = timezone.now()
-        values = {"state": to, "updated_at": now, **fields}
-        if message:
-            values["message"] = message
-        if to in self.FINAL_STATES and "ended_at" not in values:
-            values["ended_at"] = now
-        if to == self.State.RUNNING and "started_at" not in values and not self.started_at:
-            values["started_at"] = now
-        with transaction.atomic():
-            # Row lock (PostgreSQL) / immediate write lock (SQLite): two workers
-            # cannot both see the old state and both write a new one.
-            row = (
-                Job.objects.select_for_update()
-                .filter(pk=self.pk)
-                .values_list("state", "attempt", "held")
-                .first()
-            )
-            if row is None or row[0] not in expect:
-                return False
-            current, attempt_before, held_before = row
-            Job.objects.filter(pk=self.pk).update(**values)
-            for key, value in values.items():
-                setattr(self, key, value)
-            self._record_event(current, message, attempt_before, held_before)
-        return True
-
-    def _record_event(
-        self, from_state: str, message: str, attempt_before: int, held_before: bool
-    ) -> JobEvent:
-        """The change's JobEvent, with what it owes (jobs/models/events.py), in the
-        caller's transaction; pages hear of it and the outbox delivers it on commit."""
-        due = events.due_after(self, from_state, attempt_before, held_before)
-        event = JobEvent.record(self, from_state, message, due)
-        signals.updated_on_commit(self)
-        outbox.send_on_commit(event)
-        return event
-
-    def note(self, message: str, *, publish: bool = True) -> bool:
-        """A line in the job's timeline without a change of state (something the portal
-        refused for it), once: not again while the timeline says it already. ``publish``
-        False: pages see it on their next update (for callers that hold the routes lock,
-        which a publish would wait for: it pushes the job's route)."""
-        if JobEvent.objects.filter(job=self, message=message).exists():
-            return False
-        JobEvent.record(self, self.state, message, due=[])
-        if publish:
-            signals.updated_on_commit(self)
-        return True
-
-    @property
-    def ended_badly(self) -> bool:
-        """Failed or timed out on the cluster: its stderr likely says why."""
-        return self.state in (self.State.FAILED, self.State.TIMEOUT)
-
-    def record_error_tail(self, stderr: str) -> None:
-        """Keep the last lines of a failed job's stderr (as plain, bounded text)."""
-        tail = error_tail(stderr)
-        if tail != self.stderr_tail:
-            Job.objects.filter(pk=self.pk).update(stderr_tail=tail)
-            self.stderr_tail = tail
-            signals.updated_on_commit(self)
-
-    def update_details(self, **fields) -> bool:
-        """Change fields that are not the state (pending reason, node); publish if any changed."""
-        changed = {k: v for k, v in fields.items() if getattr(self, k) != v}
-        if not changed:
-            return False
-        changed["updated_at"] = timezone.now()
-        # Only while the state is what this copy saw: a concurrent transition wins.
-        if not Job.objects.filter(pk=self.pk, state=self.state).update(**changed):
-            return False
-        for key, value in changed.items():
-            setattr(self, key, value)
-        signals.updated_on_commit(self)
-        return True
-
-    # -- submission ----------------------------------------------------------
-    @staticmethod
-    def submit_claim_stale_before():
-        """Claims older than this were made by a worker that is gone: no submit task runs
-        longer than PORTAL_TASK_TIME_LIMIT (Celery kills it)."""
-        return timezone.now() - timedelta(seconds=settings.PORTAL_TASK_TIME_LIMIT + 10)
-
-    def claim_submit(self) -> bool:
-        """Take the right to submit this queued job; False if another worker holds it.
-
-        A conditional UPDATE, so two workers running the same submit task cannot both
-        pass. A claim older than the task time limit (its worker died) can be taken
-        over; the remote submit step then adopts a job the dead worker already
-        submitted instead of submitting again.
-        """
-        return claim_submit(self, Job.objects.filter(pk=self.pk, state=self.State.QUEUED))
-
-    def release_submit_claim(self) -> None:
-        release_submit_claim(self, Job.objects.filter(pk=self.pk))
-
-    def give_up_submit(self) -> bool:
-        """End this queued job submit_failed: too many tries took it up and never finished
-        (the recovery sweep's last word). False if it had moved on meanwhile."""
-        return self.transition(
-            self.State.SUBMIT_FAILED,
-            expect=(self.State.QUEUED,),
-            message=gave_up_message(self.submit_tries),
-        )
-
-    def submit_timed_out(self, seconds: float, doing: str) -> bool:
-        """End this queued job submit_failed because the cluster took longer than
-        ``seconds`` at ``doing`` (a task's deadline or soft time limit)."""
-        return self.transition(
-            self.State.SUBMIT_FAILED,
-            expect=(self.State.QUEUED,),
-            message=f"The cluster took longer than {seconds:.0f} s to {doing}, so the "
-            "portal stopped waiting. Submit it again; if it happens again, something "
-            "on the cluster or in your account's login environment (~/.bashrc) is "
-            "holding commands up.",
-        )
-
-    # -- scheduler status ----------------------------------------------------------
-    def restarted_since(self, state: str, node: str, attempt: int) -> bool:
-        """Whether the job runs anew compared with (state, node, attempt) seen before:
-        requeued, back to pending after running, or on another node."""
-        return (
-            self.attempt != attempt
-            or (
-                state in (self.State.RUNNING, self.State.COMPLETING)
-                and self.state == self.State.PENDING
-            )
-            or bool(node and self.node and node != self.node)
-        )
-
-    def mark_unseen(self, grace: float) -> bool:
-        """The scheduler did not report this job: no record under its id and its name
-        (jobs/seam.py JobKey). After ``grace`` seconds of that, the job has ended as far as
-        anyone can tell: it fails with a message saying so. A record of another job that
-        holds its id now (a scheduler that lost its state reissues ids) is not its outcome."""
-        now = timezone.now()
-        if self.scheduler_unseen_since is None:
-            Job.objects.filter(pk=self.pk, scheduler_unseen_since__isnull=True).update(
-                scheduler_unseen_since=now
-            )
-            self.scheduler_unseen_since = now
-            return False
-        unseen = (now - self.scheduler_unseen_since).total_seconds()
-        if unseen < grace:
-            return False
-        how_long = f"{int(unseen // 60)} minutes" if unseen >= 120 else f"{int(unseen)} seconds"
-        return self.transition(
-            self.State.FAILED,
-            expect=(self.state,),
-            message="The scheduler no longer knows this job: neither the controller nor "
-            f"accounting has reported its id {self.scheduler_job_id} under its name "
-            f"{self.scheduler_name} for {how_long}. (A scheduler that lost its state may "
-            "have given the id to another job since; that job's record is not this one's.) "
-            "Its outcome is unknown; its files are still in its work directory.",
-        )
-
-    def apply_scheduler_status(self, status: Status) -> bool:
-        """Record what the scheduler says (neutral values from its adapter, jobs/seam.py).
-        True if anything changed."""
-        if self.scheduler_unseen_since is not None:
-            Job.objects.filter(pk=self.pk).update(scheduler_unseen_since=None)
-            self.scheduler_unseen_since = None
-
-        new_state = status.state
-        pending = new_state == self.State.PENDING
-        reason = status.reason[:REASON_MAX_LENGTH]
-        node = status.node[:4000]
-        attempt = self.attempt if status.attempt is None else status.attempt
-        queue = {"queue_position": status.queue_position, "estimated_start": status.estimated_start}
-        held = pending and status.held
-        if new_state == self.state and attempt == self.attempt:
-            held_before = self.held
-            with transaction.atomic():
-                changed = self.update_details(
-                    pending_reason=reason, held=held, node=node, attempt=attempt, **queue
-                )
-                if changed and held and not held_before:
-                    # A line in the timeline, and the owner is told (once per hold).
-                    self._record_event(
-                        self.state,
-                        f"Held: {self.pending_reason or 'until released'}.",
-                        attempt,
-                        held_before,
-                    )
-            return changed
-        # A new state, or a restart seen only afterwards (running again between two syncs):
-        # either way a JobEvent, so the timeline shows every attempt.
-        message = status.message
-        fields = {
-            "pending_reason": reason,
-            "held": held,
-            "node": node or (self.node if not pending else ""),
-            "attempt": attempt,
-            **queue,
-        }
-        if attempt != self.attempt and not message:
-            message = f"Requeued by the scheduler: attempt {attempt + 1}."
-            if self.resumable and self.max_attempts > 1:
-                message = (
-                    f"Requeued: attempt {attempt + 1} of {self.max_attempts} resumes from its "
-                    "last checkpoint."
-                )
-        if new_state in self.FINAL_STATES:
-            fields["exit_code"] = status.exit_code
-            if new_state == self.State.FAILED and not message:
-                if status.signal:
-                    message = f"The job was killed by signal {status.signal}."
-                elif status.exit_code is not None:
-                    message = f"The job exited with status {status.exit_code}."
-            elif new_state == self.State.TIMEOUT and not message:
-                message = f"The job reached its time limit of {self.time_limit_minutes} minutes."
-                if self.resumable and self.max_attempts > 1:
-                    message += (
-                        f" It was its last attempt ({self.max_attempts} of {self.max_attempts}); "
-                        "its checkpoints are in its work directory."
-                    )
-            elif new_state == self.State.COMPLETED and not message and attempt:
-                message = f"Completed on attempt {attempt + 1} (requeued {attempt} time(s))."
-            elif new_state == self.State.CANCELLED and not message:
-                message = self.cancel_reason or "Cancelled."
-        if status.started and new_state in (
-            self.State.RUNNING,
-            self.State.COMPLETING,
-            *self.FINAL_STATES,
-        ):
-            fields.setdefault("started_at", self.started_at or timezone.now())
-        return self.transition(new_state, expect=(self.state,), message=message, **fields)
-
-    @property
-    def elapsed(self) -> timedelta | None:
-        if not self.started_at:
-            return None
-        return (self.ended_at or timezone.now()) - self.started_at
-
-    @property
-    def remaining(self) -> timedelta | None:
-        """Walltime left while running."""
-        if self.state != self.State.RUNNING or not self.started_at:
-            return None
-        left = self.started_at + timedelta(minutes=self.time_limit_minutes) - timezone.now()
-        return max(left, timedelta(0))
-
-    # -- cancellation ------------------------------------------------------------
-    def request_cancel(self, reason: str = "") -> bool:
-        """Cancel now if the job never reached Slurm; otherwise mark the request.
-        ``reason`` (why the portal stops it) becomes its final message.
-
-        Returns True when a worker must still run scancel.
-        """
-        if self.state == self.State.QUEUED and self.transition(
-            self.State.CANCELLED,
-            expect=(self.State.QUEUED,),
-            message=reason or "Cancelled before it reached the scheduler.",
-        ):
-            return False
-        self.refresh_from_db()
-        if self.is_final:
-            return False
-        self.cancel_requested_at = timezone.now()
-        self.cancel_reason = reason[:500] or self.cancel_reason
-        Job.objects.filter(pk=self.pk).update(
-            cancel_requested_at=self.cancel_requested_at, cancel_reason=self.cancel_reason
-        )
-        # Pages show the request, and a notebook's link closes now, not when Slurm ends it.
-        signals.updated_on_commit(self)
-        return True

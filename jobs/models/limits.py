@@ -1,5 +1,6 @@
 """What a job may ask for: its layout (nodes, tasks, launcher) on its own, then against its
-partition. Each message names the limit and the way out; Job.clean() collects them."""
+partition. Each message names the limit and the way out; JobRequest.request_errors()
+(jobs/models/request.py) collects them."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from jobs.models.gpus import NoGpuMatches, choose, wants
 
 if TYPE_CHECKING:
     from jobs.models.clusters import Partition
-    from jobs.models.job import Job
+    from jobs.models.request import JobRequest
 
 
-def layout_errors(job: Job) -> dict[str, str]:
+def layout_errors(job: JobRequest) -> dict[str, str]:
     """Nodes, tasks and launcher must make sense together (before any partition)."""
     errors: dict[str, str] = {}
     if job.kind in SESSION_KINDS and (
@@ -44,7 +45,7 @@ def layout_errors(job: Job) -> dict[str, str]:
     return errors
 
 
-def partition_errors(job: Job, partition: Partition) -> dict[str, str]:
+def partition_errors(job: JobRequest, partition: Partition) -> dict[str, str]:
     """The request must fit the partition; each message names the limit and the way out."""
     errors: dict[str, str] = {}
     name = partition.name

@@ -70,7 +70,7 @@ class Slurm(Adapter):
 def _expected(by_owner: dict[str, dict[JobKey, Job]]) -> operations.Expected:
     """What the operations look records up by: each job's key with its comment."""
     return {
-        owner: {key: job.slurm_comment for key, job in by_key.items()}
+        owner: {key: scripts.comment(job) for key, job in by_key.items()}
         for owner, by_key in by_owner.items()
     }
 

@@ -25,6 +25,19 @@ def _directive(option: str, value: object) -> str:
     return f"#SBATCH --{option}={text}"
 
 
+def comment(job: Job) -> str:
+    """The job's --comment: the portal's own id of it (pk and uid), seen in squeue and sacct
+    (an array's members share the array's)."""
+    if job.array is not None:
+        return array_comment(job.array)
+    return f"portal-job-{job.pk}-{job.uid}"
+
+
+def array_comment(array) -> str:
+    """An array's --comment, like a job's."""
+    return f"portal-array-{array.pk}-{array.uid}"
+
+
 _FEATURE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 
 
@@ -60,7 +73,7 @@ def directives(job: Job, work_dir: str, logs: str = "") -> list[str]:
     files' directory (an array's "%a", each member's own)."""
     options: list[tuple[str, object]] = [
         ("job-name", job.scheduler_name),
-        ("comment", job.slurm_comment),
+        ("comment", comment(job)),
         ("partition", job.partition.name),
     ]
     account = job.account or job.cluster.default_account
@@ -132,7 +145,7 @@ def render_array(array, members: list[Member], work_dir: str, system_interval: f
     first = members[0].job
     header = [
         _directive("job-name", array.scheduler_name),
-        _directive("comment", array.slurm_comment),
+        _directive("comment", array_comment(array)),
         _array_directive(array.task_spec(len(members))),
         _directive("chdir", work_dir),
         *[

@@ -10,6 +10,7 @@ from jobs.cluster import pool
 from jobs.models import Job
 from jobs.seam import JobKey
 from jobs.slurm import operations, parsers
+from jobs.slurm import scripts as slurm_scripts
 from tests import factories
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
@@ -23,7 +24,7 @@ def from_accounting(job: Job, timeout: float = 30) -> parsers.SlurmJob:
         found = pool.with_connection(
             account,
             lambda conn: operations.accounting(
-                conn, account.username, {job.scheduler_key: job.slurm_comment}
+                conn, account.username, {job.scheduler_key: slurm_scripts.comment(job)}
             ),
         )
         status = found.get(job.scheduler_key)

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from jobs import tasks
+from jobs import display, tasks
 from jobs.cluster import files, pool, ssh
 from jobs.models import ClusterAccount, Job, Partition
+from jobs.slurm import scripts as slurm_scripts
 from tests import factories
 from tests.devcluster.helpers import remote, run_until, submit_from_threads
 
@@ -135,7 +136,7 @@ def test_cancelling_a_pending_job_ends_cancelled(devcluster, owner):
     blocker.refresh_from_db()
     limit = blocker.started_at + timedelta(minutes=blocker.time_limit_minutes, seconds=5)
     assert job.estimated_start and job.estimated_start <= limit, (job.estimated_start, limit)
-    assert "next in the queue; Slurm expects it to start at" in job.pending_text
+    assert "next in the queue; the scheduler expects it to start at" in display.pending_text(job)
     assert job.request_cancel()
     tasks.cancel_job.apply(args=[job.pk])
     assert run_until(job, {"cancelled"}, timeout=30).state == "cancelled"
@@ -255,7 +256,7 @@ def test_one_sync_of_50_active_jobs_issues_a_constant_number_of_ssh_commands(dev
             'while [ "$#" -gt 1 ]; do sbatch --parsable --hold -J "$1" --comment="$2" '
             "-o /dev/null --wrap 'sleep 1'; shift 2; done",
             "submit-50",
-            *[part for job in jobs for part in (job.scheduler_name, job.slurm_comment)],
+            *[part for job in jobs for part in (job.scheduler_name, slurm_scripts.comment(job))],
         ],
     )
     ids = out.split()

@@ -119,7 +119,7 @@ def test_pending_reason_is_shown_in_plain_words(signed_in, job):
     )
     text = (
         "waiting for free resources (a free GPU or node); 3rd in the queue; "
-        "Slurm expects it to start at "
+        "the scheduler expects it to start at "
     )
     assert text in signed_in.get("/").content.decode()
     assert text in signed_in.get(f"/jobs/{job.pk}/").content.decode()

@@ -3,7 +3,7 @@
 import pytest
 from django.urls import reverse
 
-from jobs.models import Cluster, ContainerImage, Tag
+from jobs.models import Cluster, ContainerImage, Job, Tag
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -189,3 +189,17 @@ def test_an_admin_makes_one_cluster_the_default(admin_client):
         changelist, {"action": "make_default", "_selected_action": [first.pk, second.pk]}
     )
     assert Cluster.objects.get(is_default=True) == second  # two at once: refused
+
+
+def test_a_job_reads_part_by_part_with_every_field_once(admin_client, owner, cluster):
+    """Job composes its parts (request, run, notes): the admin shows who and where first,
+    then each part, and leaves out no field."""
+    job = factories.job(owner, cluster)
+    response = admin_client.get(reverse("admin:jobs_job_change", args=[job.pk]))
+    assert response.status_code == 200
+    sets = response.context["adminform"].fieldsets
+    assert [title for title, _ in sets] == [None, "Request", "Run", "Notes and parameters"]
+    shown = [name for _, options in sets for name in options["fields"]]
+    assert shown[:3] == ["id", "uid", "owner"]
+    assert sorted(shown) == sorted(f.name for f in Job._meta.fields)
+    assert job.uid in response.content.decode()

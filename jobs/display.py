@@ -1,0 +1,72 @@
+"""A job in words, for people: why it waits, its GPUs, its attempt, its layout.
+
+Pages (the template filters of the same names in frontend/templatetags/portal.py), the
+API (jobs/api/serializers.py) and pushed updates (jobs.broadcast.job_payload, under the
+keys ``pending_text`` and ``attempts_text``) all say it the same way. The model keeps the
+facts; the wording is here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.utils import timezone
+
+from jobs.models.choices import State
+from jobs.models.gpus import wants
+
+if TYPE_CHECKING:
+    from jobs.models.job import Job
+
+
+def ordinal(n: int) -> str:
+    """1 -> '1st', 2 -> '2nd', 11 -> '11th', 23 -> '23rd'."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def pending_text(job: Job) -> str:
+    """Why a pending job waits, where it is in the queue and when the scheduler expects it
+    to start, in words ('' unless pending)."""
+    if job.state != State.PENDING:
+        return ""
+    parts = [job.pending_reason or "waiting for the scheduler"]
+    if job.queue_position and not job.is_held:
+        parts.append(
+            "next in the queue"
+            if job.queue_position == 1
+            else f"{ordinal(job.queue_position)} in the queue"
+        )
+    if job.estimated_start and not job.is_held:
+        at = timezone.localtime(job.estimated_start)
+        day = "" if at.date() == timezone.localdate() else at.strftime("%Y-%m-%d ")
+        parts.append(f"the scheduler expects it to start at {day}{at:%H:%M}")
+    return "; ".join(parts)
+
+
+def gpu_text(job: Job) -> str:
+    """'2 × a100 (asked: compute capability ≥ 8.0)', '1 × v100 or a100', '2 × any'."""
+    if not job.gpus:
+        return "none"
+    kind = job.gpu_type or " or ".join(job.gpu_constraint.split("|")) or "any"
+    text = f"{job.gpus} × {kind}"
+    if job.nodes > 1:
+        text += f" per node ({job.total_gpus} in all)"
+    asked = wants(job.min_gpu_capability, job.min_gpu_memory_gb)
+    return f"{text} (asked: {asked})" if asked else text
+
+
+def attempts_text(job: Job) -> str:
+    """'attempt 2 of 5' for a chained run, '' otherwise."""
+    if not job.resumable or job.max_attempts < 2:
+        return ""
+    text = f"attempt {min(job.attempt + 1, job.max_attempts)} of {job.max_attempts}"
+    return f"ended on {text}" if job.is_final else text
+
+
+def shape(job: Job) -> str:
+    """'2 nodes × 2 tasks', '1 node' — how the job is laid out."""
+    nodes = f"{job.nodes} node{'s' if job.nodes != 1 else ''}"
+    if job.tasks_per_node == 1:
+        return nodes
+    return f"{nodes} × {job.tasks_per_node} tasks"
