@@ -201,7 +201,7 @@ lint: venv typecheck
 # The cache (var/mypy_cache) does not notice when the type of a setting changes (the
 # plugin reads them from portal/settings.py), so it starts afresh after an edit there.
 typecheck: venv
-	@[ var/mypy_cache/.settings -nt portal/settings.py ] && [ var/mypy_cache/.settings -nt portal/env.py ] \
+	@[ var/mypy_cache/.settings -nt portal/settings/__init__.py ] && [ var/mypy_cache/.settings -nt portal/env.py ] \
 		|| rm -rf var/mypy_cache
 	@PORTAL_DEMO=1 .venv/bin/mypy
 	@touch var/mypy_cache/.settings

@@ -25,7 +25,7 @@ from portal.env import (
     local_secret,
 )
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]
 
 DEBUG = env_bool("DEBUG", False)
 # Demo mode: the embedded, single-machine set-up `make demo` runs (plain HTTP on localhost).
