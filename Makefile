@@ -199,9 +199,9 @@ lint: venv typecheck
 
 # mypy with django-stubs ([tool.mypy] in pyproject.toml); its plugin imports the settings.
 # The cache (var/mypy_cache) does not notice when the type of a setting changes (the
-# plugin reads them from portal/settings.py), so it starts afresh after an edit there.
+# plugin reads them from portal/settings/), so it starts afresh after an edit there.
 typecheck: venv
-	@[ var/mypy_cache/.settings -nt portal/settings.py ] && [ var/mypy_cache/.settings -nt portal/env.py ] \
+	@[ -f var/mypy_cache/.settings ] && [ -z "$$(find portal/settings portal/env.py -name "*.py" -newer var/mypy_cache/.settings)" ] \
 		|| rm -rf var/mypy_cache
 	@PORTAL_DEMO=1 .venv/bin/mypy
 	@touch var/mypy_cache/.settings

@@ -6,8 +6,9 @@ With REDIS_SENTINELS=host:port,host:port and REDIS_SENTINEL_MASTER=<name>, REDIS
 gives only the master's password and database number (its host is not used: Sentinel
 names the master; a ``rediss://`` one is refused, as TLS is not carried through here
 yet, and outside PORTAL_DEMO the sentinels must have a password: ``check_sentinel_mode``).
-Each piece is built here, from plain values, so that settings.py
-stays a list of assignments and the tests can check each without a Sentinel:
+Each piece is built here, from plain values, so that the settings
+(portal/settings/computed.py) stay a list of assignments and the tests can check each
+without a Sentinel:
 
 - Celery: kombu's Sentinel transport (``sentinel://`` alternates, ``master_name``),
   mended like the plain one (portal/worker.py);

@@ -1,0 +1,451 @@
+"""Layer 3 of the settings: what follows from the operator's values (configured.py) and
+the dev/test switches (dev.py). First the start-up checks, which stop a start whose
+values cannot work together, before anything is built from them; then what Django,
+Celery and Channels are given. Nothing here reads the environment, except for the
+variables' old names, which it refuses.
+"""
+
+import os
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+from kombu import Exchange, Queue
+
+from portal import redis_ha
+from portal.settings.configured import (
+    CELERY_TASK_DEFAULT_QUEUE,
+    DATA_DIR,
+    DATABASE_URL,
+    EMAIL_USE_SSL,
+    EMAIL_USE_TLS,
+    PORTAL_API_RATE,
+    PORTAL_CHANNELS_MAX_CONNECTIONS,
+    PORTAL_DB_POOL_MAX,
+    PORTAL_DB_POOL_TIMEOUT,
+    PORTAL_ENCRYPTION_KEYS,
+    PORTAL_EXPERIMENT_INTERVAL,
+    PORTAL_EXPERIMENT_QUEUE,
+    PORTAL_IDLE_POLICY_INTERVAL,
+    PORTAL_METRICS_INGEST_RATE,
+    PORTAL_OIDC_API_AUDIENCE,
+    PORTAL_OIDC_CLIENT_ID,
+    PORTAL_OIDC_CONFIRM_MAX_AGE,
+    PORTAL_OIDC_ISSUER,
+    PORTAL_OIDC_LEEWAY,
+    PORTAL_OIDC_SCOPES,
+    PORTAL_OUTBOX_INTERVAL,
+    PORTAL_RECOVER_AFTER,
+    PORTAL_RETRY_BACKOFF_MAX,
+    PORTAL_SSH_CA_KEY_FILES,
+    PORTAL_SSH_CERT_SOURCE_ADDRESSES,
+    PORTAL_SYNC_INTERVAL,
+    PORTAL_TASK_TIME_LIMIT,
+    PORTAL_WEBHOOK_QUEUE,
+    PROXY_RECONCILE_INTERVAL,
+    REDIS_SENTINEL_MASTER,
+    REDIS_SENTINEL_PASSWORD,
+    REDIS_SENTINELS,
+    REDIS_URL,
+    SECRET_KEY,
+    SECURE_COOKIES,
+    authentication_backends,
+    behind_tls_proxy,
+    cache_prefix,
+    log_level,
+    sqlite_busy_timeout,
+)
+from portal.settings.dev import DEMO_MODE, INSECURE_DEFAULTS_ALLOWED, test_db_suffix
+
+# --- Start-up checks ---------------------------------------------------------------------
+if not SECRET_KEY:
+    raise ImproperlyConfigured(
+        "SECRET_KEY (or SECRET_KEY_FILE) is required unless DEBUG=1 or PORTAL_DEMO=1"
+    )
+if PORTAL_OIDC_ISSUER and not PORTAL_OIDC_CLIENT_ID:
+    raise ImproperlyConfigured("PORTAL_OIDC_ISSUER is set: PORTAL_OIDC_CLIENT_ID is required too")
+if PORTAL_OIDC_ISSUER and "openid" not in PORTAL_OIDC_SCOPES.split():
+    raise ImproperlyConfigured("PORTAL_OIDC_SCOPES must contain openid")
+if PORTAL_OIDC_LEEWAY > 300:
+    raise ImproperlyConfigured(f"PORTAL_OIDC_LEEWAY={PORTAL_OIDC_LEEWAY} must be at most 300")
+if PORTAL_OIDC_API_AUDIENCE and PORTAL_OIDC_API_AUDIENCE == PORTAL_OIDC_CLIENT_ID:
+    raise ImproperlyConfigured(
+        "PORTAL_OIDC_API_AUDIENCE must not be the client id (PORTAL_OIDC_CLIENT_ID): id tokens "
+        "name the client id as their audience and would pass as API tokens"
+    )
+if PORTAL_OIDC_CONFIRM_MAX_AGE > 30 * 24 * 3600:
+    raise ImproperlyConfigured(
+        f"PORTAL_OIDC_CONFIRM_MAX_AGE={PORTAL_OIDC_CONFIRM_MAX_AGE} must be at most 2592000 "
+        "(30 days)"
+    )
+if not PORTAL_ENCRYPTION_KEYS:
+    raise ImproperlyConfigured(
+        "PORTAL_ENCRYPTION_KEYS (or PORTAL_ENCRYPTION_KEY_FILE) is required unless "
+        "DEBUG=1 or PORTAL_DEMO=1; make one with: python manage.py generate_encryption_key"
+    )
+if bool(REDIS_SENTINELS) != bool(REDIS_SENTINEL_MASTER):
+    raise ImproperlyConfigured("REDIS_SENTINELS and REDIS_SENTINEL_MASTER go together: set both")
+if REDIS_SENTINEL_MASTER:
+    redis_ha.check_master(REDIS_SENTINEL_MASTER)
+    redis_ha.check_sentinel_mode(REDIS_URL, REDIS_SENTINEL_PASSWORD, demo=DEMO_MODE)
+if (
+    PORTAL_SSH_CA_KEY_FILES
+    and not PORTAL_SSH_CERT_SOURCE_ADDRESSES
+    and not INSECURE_DEFAULTS_ALLOWED
+):
+    # A certificate that works from anywhere is a credential worth stealing for minutes.
+    raise ImproperlyConfigured(
+        "PORTAL_SSH_CA_KEY_FILES is set but PORTAL_SSH_CERT_SOURCE_ADDRESSES is not: name the "
+        "addresses (CIDRs) the login nodes see the portal's workers and web hosts connect "
+        "from, so that a certificate is accepted only from there."
+    )
+# Renamed (they sat beside Django's own SESSION_* settings): an old name in the environment
+# stops the start instead of being ignored in favour of a default.
+for _old, _new in {
+    "SESSION_DOMAIN": "PROXY_SESSION_DOMAIN",
+    "SESSION_SCHEME": "PROXY_SESSION_SCHEME",
+    "SESSION_PUBLIC_PORT": "PROXY_SESSION_PUBLIC_PORT",
+    "SESSION_COOKIE_MAX_AGE": "PROXY_COOKIE_MAX_AGE",
+    "SESSION_CODE_TTL": "PROXY_CODE_TTL",
+}.items():
+    if _old in os.environ:
+        raise ImproperlyConfigured(f"{_old} is now called {_new}: rename it in the environment.")
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("set EMAIL_USE_TLS or EMAIL_USE_SSL, not both")
+
+# --- Django's wiring ----------------------------------------------------------------------
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "channels",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "jobs",
+    "jobs.metrics",
+    "portal.identity",
+    "jobs.experiments",
+    "jobs.notifications",
+    "proxy",
+    "frontend",
+]
+
+MIDDLEWARE = [
+    # First: on session hosts only the proxy's login handshake answers.
+    "proxy.middleware.SessionHostMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    # With OIDC on, a session ends when its person's provider confirmation is too old.
+    "portal.identity.middleware.ConfirmationMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # A view's database error (the database restarting) is a 503 with Retry-After.
+    "portal.middleware.DatabaseUnavailableMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+ASGI_APPLICATION = "portal.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "jobs.notifications.context.unread_count",
+            ],
+        },
+    },
+]
+
+# --- Database -----------------------------------------------------------------
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATA_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        # Take the write lock at BEGIN so concurrent writers wait (busy timeout)
+        # instead of failing with "database is locked" on lock upgrade.
+        "transaction_mode": "IMMEDIATE",
+        "timeout": sqlite_busy_timeout,
+    }
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test.sqlite3")}
+# PostgreSQL: the pool of PORTAL_DB_POOL_MAX connections per process (configured.py).
+if PORTAL_DB_POOL_MAX and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": min(2, PORTAL_DB_POOL_MAX),
+        "max_size": PORTAL_DB_POOL_MAX,
+        "timeout": PORTAL_DB_POOL_TIMEOUT,
+    }
+# Test runs started together each get their own test database (dev.py).
+if test_db_suffix:
+    _db = DATABASES["default"]
+    _base = _db.get("TEST", {}).get("NAME") or f"test_{_db['NAME']}"
+    _db["TEST"] = {"NAME": f"{_base}_{test_db_suffix}"}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Auth -----------------------------------------------------------------------
+# Sign-in throttling comes first, in front of whatever backends are configured.
+# Then the local-password rule (with OIDC on, only PORTAL_LOCAL_LOGIN_USERS may use a
+# password, the admin's login included), and last the backend that keeps a session made by
+# an OIDC sign-in (portal/identity/backends.py).
+AUTHENTICATION_BACKENDS = [
+    "portal.signin.SignInThrottle",
+    "portal.identity.backends.LocalPasswordPolicy",
+    *authentication_backends,
+    "portal.identity.backends.ProviderSessionBackend",
+]
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "login"
+
+# --- Security -------------------------------------------------------------------
+SESSION_COOKIE_SECURE = SECURE_COOKIES
+CSRF_COOKIE_SECURE = SECURE_COOKIES
+if SECURE_COOKIES:
+    # __Host-: browsers accept these only from the portal's own host, Secure and without
+    # a Domain, so no page on another subdomain (a notebook on a session host included)
+    # can set or overwrite them.
+    SESSION_COOKIE_NAME = "__Host-sessionid"
+    CSRF_COOKIE_NAME = "__Host-csrftoken"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+if behind_tls_proxy:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+# --- Static files -------------------------------------------------------------------
+STATIC_URL = "static/"
+# Plotly's own plotly.min.js is served from the installed package (no CDN).
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "frontend.finders.PlotlyFinder",
+]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+# A missing manifest entry falls back to the unhashed file instead of a 500.
+WHITENOISE_MANIFEST_STRICT = False
+
+LANGUAGE_CODE = "en-us"
+USE_I18N = True
+USE_TZ = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": log_level},
+    "loggers": {"paramiko": {"level": "WARNING"}},
+}
+
+# --- REST API ---------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "jobs.api.auth.BearerTokenAuthentication",
+        "jobs.api.auth.ProviderTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "jobs.api.auth.HasTokenScope",
+    ],
+    "DEFAULT_THROTTLE_CLASSES": ["jobs.api.auth.TokenRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"api": PORTAL_API_RATE, "ingest": PORTAL_METRICS_INGEST_RATE},
+    "DEFAULT_PARSER_CLASSES": [
+        "jobs.api.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "jobs.api.errors.exception_handler",
+    "URL_FORMAT_OVERRIDE": None,  # ?format=csv is ours (metrics export), not DRF's
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "HPC portal API",
+    "DESCRIPTION": "Launch, follow and cancel Slurm jobs; read their logs and metrics. "
+    "Authenticate with `Authorization: Bearer <personal token>` (Account page, or "
+    "`manage.py issue_token USERNAME`).",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",  # served from this server: no CDN
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "JobStateEnum": "jobs.models.choices.State",
+        "LauncherEnum": "jobs.models.choices.Launcher",
+    },
+}
+
+# --- Celery -----------------------------------------------------------------------------
+CELERY_BROKER_URL = REDIS_URL
+if REDIS_SENTINELS:
+    CELERY_BROKER_URL = redis_ha.broker_url(REDIS_URL, REDIS_SENTINELS)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A broker outage never ends the worker (portal/worker.py: Redis, mended for reconnects).
+CELERY_BROKER_TRANSPORT = (
+    "portal.worker:SentinelTransport" if REDIS_SENTINELS else "portal.worker:Transport"
+)
+# A task whose worker process is killed goes back to the queue at once; tasks that talk
+# to clusters are killed after PORTAL_TASK_TIME_LIMIT seconds; a message a dead worker
+# had reserved comes back after the visibility timeout (the recovery sweep finds lost
+# submissions and cancellations sooner). It must exceed the longest retry countdown.
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# Redis redelivers a message a dead worker had reserved after this many seconds (Celery's
+# default is an hour); longer than any task may run or any retry may wait.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": int(max(PORTAL_TASK_TIME_LIMIT, PORTAL_RETRY_BACKOFF_MAX * 1.2) * 2),
+    **(
+        redis_ha.broker_transport_options(REDIS_SENTINEL_MASTER, REDIS_SENTINEL_PASSWORD)
+        if REDIS_SENTINELS
+        else {}
+    ),
+}
+# The default queue, the experiments' and the webhooks' (configured.py says why).
+CELERY_TASK_QUEUES = [
+    Queue(name, Exchange(name), routing_key=name)
+    for name in (CELERY_TASK_DEFAULT_QUEUE, PORTAL_EXPERIMENT_QUEUE, PORTAL_WEBHOOK_QUEUE)
+]
+CELERY_TASK_ROUTES = {
+    "jobs.experiments.tasks.*": {"queue": PORTAL_EXPERIMENT_QUEUE},
+    "jobs.notifications.tasks.deliver_webhook": {"queue": PORTAL_WEBHOOK_QUEUE},
+}
+# Task modules besides each app's tasks.py (autodiscovered).
+CELERY_IMPORTS = ("jobs.idle_policy",)
+CELERY_BEAT_SCHEDULE = {
+    "sync-clusters": {"task": "jobs.tasks.sync_clusters", "schedule": PORTAL_SYNC_INTERVAL},
+    "deliver-job-events": {
+        "task": "jobs.tasks.deliver_job_events",
+        "schedule": PORTAL_OUTBOX_INTERVAL,
+        # A backlog of sweeps is worth one: each takes everything due.
+        "options": {"expires": PORTAL_OUTBOX_INTERVAL},
+    },
+    "tail-running-metrics": {
+        "task": "jobs.metrics.tasks.tail_running",
+        "schedule": PORTAL_SYNC_INTERVAL,
+        "options": {"expires": PORTAL_SYNC_INTERVAL},
+    },
+    "recover-jobs": {"task": "jobs.tasks.recover_jobs", "schedule": PORTAL_RECOVER_AFTER / 2},
+    "advance-experiments": {
+        "task": "jobs.experiments.tasks.advance_experiments",
+        "schedule": PORTAL_EXPERIMENT_INTERVAL,
+        "options": {"expires": PORTAL_EXPERIMENT_INTERVAL},
+    },
+    "idle-gpu-policy": {
+        "task": "jobs.idle_policy.enforce_idle_gpu_policy",
+        "schedule": PORTAL_IDLE_POLICY_INTERVAL,
+        "options": {"expires": PORTAL_IDLE_POLICY_INTERVAL},
+    },
+    "efficiency-digest": {
+        "task": "jobs.tasks.send_efficiency_digest",
+        "schedule": 7 * 24 * 3600,
+        "options": {"expires": 24 * 3600},
+    },
+    "warn-walltime-ending": {
+        "task": "jobs.notifications.tasks.warn_walltime_ending",
+        "schedule": 60,
+        "options": {"expires": 60},
+    },
+    "prune-audit-log": {
+        "task": "jobs.tasks.prune_audit_log",
+        "schedule": 24 * 3600,
+        "options": {"expires": 24 * 3600},
+    },
+    # Refresh tokens re-confirm people whose provider confirmation is half its age.
+    "reconfirm-identities": {
+        "task": "portal.identity.tasks.reconfirm_identities",
+        "schedule": min(max(PORTAL_OIDC_CONFIRM_MAX_AGE / 8, 1.0), 900.0),
+        "options": {"expires": min(max(PORTAL_OIDC_CONFIRM_MAX_AGE / 8, 1.0), 900.0)},
+    },
+    "reconcile-session-routes": {
+        "task": "proxy.tasks.reconcile_routes",
+        "schedule": PROXY_RECONCILE_INTERVAL,
+        # A backlog of reconciles is worth one: the next one does it all.
+        "options": {"expires": PROXY_RECONCILE_INTERVAL},
+    },
+}
+
+# --- Channels and the cache (Redis) ---------------------------------------------------
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {
+            "hosts": [
+                {
+                    **(
+                        redis_ha.channel_layer_host(
+                            REDIS_URL,
+                            REDIS_SENTINELS,
+                            REDIS_SENTINEL_MASTER,
+                            REDIS_SENTINEL_PASSWORD,
+                        )
+                        if REDIS_SENTINELS
+                        else {"address": REDIS_URL}
+                    ),
+                    # A process's sockets wait for messages in one BZPOPMIN that Redis holds
+                    # up to 5 s (the layer's brpop_timeout); redis-py's own read timeout is
+                    # 5 s too, so a reply a moment late raised TimeoutError in whichever
+                    # socket's consumer was waiting, and closed that dashboard's socket.
+                    "socket_timeout": 15,
+                    "socket_connect_timeout": 5,
+                    "max_connections": PORTAL_CHANNELS_MAX_CONNECTIONS,
+                }
+            ],
+            "prefix": "portal:channels:",
+        },
+    }
+}
+
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        # Locks and throttle counts; a test run uses its own prefix on a shared Redis.
+        "KEY_PREFIX": cache_prefix,
+        # JSON, not pickle: reading the cache never runs code, whoever wrote to Redis.
+        "OPTIONS": {
+            "serializer": "portal.cache.JSONSerializer",
+            **(
+                redis_ha.cache_options(
+                    REDIS_SENTINELS, REDIS_SENTINEL_MASTER, REDIS_SENTINEL_PASSWORD
+                )
+                if REDIS_SENTINELS
+                else {}
+            ),
+        },
+    }
+}

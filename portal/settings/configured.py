@@ -1,0 +1,388 @@
+"""Layer 2 of the settings: what an operator sets. Every environment variable the portal
+reads, with its default and its meaning, grouped by concern; the README's settings table
+documents each one.
+
+Only reading happens here: a value that cannot be used stops the start with its name
+(portal/env.py). Checks between values, and everything Django and Celery are given, are
+in computed.py. Defaults that differ in demo and debug take the switches of dev.py.
+Lower-case names hold a variable that is not a setting of its own: computed.py puts it
+where it belongs (DATABASES, CACHES, LOGGING, AUTHENTICATION_BACKENDS ...).
+"""
+
+from pathlib import Path
+
+from portal import redis_ha
+from portal.env import (
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_networks,
+    env_secret,
+    env_str,
+)
+from portal.settings import dev
+from portal.settings.dev import DEBUG, DEMO_MODE, INSECURE_DEFAULTS_ALLOWED
+
+# Not a variable: the checkout, which the defaults below are relative to.
+BASE_DIR = Path(__file__).resolve().parents[2]
+
+# --- The install ---------------------------------------------------------------------
+# Private state of this install (SQLite file, TLS keys, demo secrets): readable by the
+# portal's user only, never by the dev cluster's users whose jobs run on this machine.
+DATA_DIR = Path(env_str("PORTAL_DATA_DIR", str(BASE_DIR / "var")))
+dev.make_private(DATA_DIR)  # demo and debug: made, mode 700
+
+# Required unless DEBUG or PORTAL_DEMO (computed.py stops the start without it); there, a
+# random key made once per install in DATA_DIR/secret_key.
+SECRET_KEY = env_secret("SECRET_KEY") or dev.local_secret_key(DATA_DIR)
+
+# Keys (Fernet, comma-separated, newest first) that encrypt cluster private keys
+# at rest. Rotating: put the new key first, keep the old one until re-encrypted.
+# Without them, one key from PORTAL_ENCRYPTION_KEY (or its _FILE); in DEBUG or PORTAL_DEMO
+# one derived from SECRET_KEY; else computed.py stops the start.
+PORTAL_ENCRYPTION_KEYS = env_list("PORTAL_ENCRYPTION_KEYS", [])
+if not PORTAL_ENCRYPTION_KEYS:
+    _file_key = env_secret("PORTAL_ENCRYPTION_KEY")
+    PORTAL_ENCRYPTION_KEYS = [_file_key] if _file_key else dev.derived_encryption_keys(SECRET_KEY)
+
+# --- The web server ------------------------------------------------------------------
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# Public URL of the portal, used in links handed to jobs and in e-mails.
+PORTAL_URL = env_str("PORTAL_URL", "http://localhost:8000").rstrip("/")
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "var" / "static")))
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+log_level = env_str("LOG_LEVEL", "INFO")
+
+# --- Database ------------------------------------------------------------------------
+# The embedded default is a SQLite file in WAL mode with a busy timeout, so the
+# web server and the Celery workers can write at the same time. Set
+# DATABASE_URL=postgres://... for PostgreSQL.
+DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'portal.sqlite3'}")
+# SQLite: seconds a writer waits for the lock.
+sqlite_busy_timeout = env_float("SQLITE_BUSY_TIMEOUT", 20.0, minimum=0)
+# PostgreSQL: a pool of at most PORTAL_DB_POOL_MAX connections per process (psycopg_pool,
+# Django's OPTIONS["pool"]). Under ASGI each request's view runs in a thread with its own
+# connection, opened and closed every time without a pool: 200 jobs uploading metrics at
+# once opened ~95 connections from two web processes and exhausted max_connections (100),
+# so calls past it failed with 503. With a pool they wait up to PORTAL_DB_POOL_TIMEOUT
+# seconds for a connection instead. 0: no pool (a connection per request, as before).
+PORTAL_DB_POOL_MAX = env_int("PORTAL_DB_POOL_MAX", 0, minimum=0)
+PORTAL_DB_POOL_TIMEOUT = env_float("PORTAL_DB_POOL_TIMEOUT", 30.0, minimum=1)
+
+# --- Redis (broker, cache, channel layer) -------------------------------------------
+# REDIS_URL (or REDIS_URL_FILE) carries the password. `make demo`/`make test` run a Redis
+# of their own with a random password and leave its URL in var/redis.url (0600).
+REDIS_URL = env_secret("REDIS_URL") or dev.local_redis_url(DATA_DIR, "redis://127.0.0.1:6379/0")
+# Redis made highly available (portal/redis_ha.py): with REDIS_SENTINELS (host:port,
+# comma-separated) and REDIS_SENTINEL_MASTER (the master's name in the sentinels'
+# configuration), the broker, the cache and the channel layer follow the master the
+# sentinels name; REDIS_URL then gives only its password and database number.
+# REDIS_SENTINEL_PASSWORD (or _FILE): the sentinels' own password, required outside
+# PORTAL_DEMO; rediss:// is refused in this mode until TLS is carried through.
+REDIS_SENTINELS = redis_ha.parse_sentinels(env_list("REDIS_SENTINELS", []))
+REDIS_SENTINEL_MASTER = env_str("REDIS_SENTINEL_MASTER", "")
+REDIS_SENTINEL_PASSWORD = env_secret("REDIS_SENTINEL_PASSWORD")
+# Locks and throttle counts; a test run uses its own prefix on a shared Redis.
+cache_prefix = env_str("PORTAL_CACHE_PREFIX", "portal")
+# Redis connections a process's channel layer may hold at once. Each socket's join, leave
+# and send takes one for a moment, and redis-py refuses past its limit (MaxConnectionsError)
+# instead of waiting: at its default of 100, a web process whose 250 dashboards closed or
+# reconnected together (a restart, a network blip) lost the rest's subscriptions.
+PORTAL_CHANNELS_MAX_CONNECTIONS = env_int("PORTAL_CHANNELS_MAX_CONNECTIONS", 1000, minimum=10)
+# Locks that keep one worker at a task (a cluster's sync, a job's metrics tail, an
+# experiment's step: jobs/task_helpers.py) are leases of this many seconds, renewed while
+# their holder runs: a worker killed while holding one holds it up this long at most.
+PORTAL_LOCK_LEASE = env_float("PORTAL_LOCK_LEASE", 15.0, minimum=1)
+
+# --- Sign-in ---------------------------------------------------------------------------
+# Backends after the sign-in throttle and the local-password rule (computed.py), e.g. LDAP;
+# OIDC has its own settings below.
+authentication_backends = env_list(
+    "AUTHENTICATION_BACKENDS", ["django.contrib.auth.backends.ModelBackend"]
+)
+# Failed sign-ins per user name (x5 per client address) within the window (seconds).
+PORTAL_SIGNIN_FAILURES = env_int("PORTAL_SIGNIN_FAILURES", 10, minimum=1)
+PORTAL_SIGNIN_WINDOW = env_int("PORTAL_SIGNIN_WINDOW", 900, minimum=10)
+
+# --- OIDC sign-in (portal/identity/) ---------------------------------------------------
+# Off while PORTAL_OIDC_ISSUER is empty. The issuer's /.well-known/openid-configuration
+# gives every endpoint and the JWKS; the portal is a confidential client using the
+# authorization code flow with PKCE (redirect URI: <PORTAL_URL>/oidc/callback/).
+# With an issuer, a client id is required too (computed.py checks it).
+PORTAL_OIDC_ISSUER = env_str("PORTAL_OIDC_ISSUER", "").rstrip("/")
+PORTAL_OIDC_CLIENT_ID = env_str("PORTAL_OIDC_CLIENT_ID", "")
+PORTAL_OIDC_CLIENT_SECRET = env_secret("PORTAL_OIDC_CLIENT_SECRET") or ""
+PORTAL_OIDC_PROVIDER_NAME = env_str("PORTAL_OIDC_PROVIDER_NAME", "your organisation")
+# Must contain openid.
+PORTAL_OIDC_SCOPES = env_str("PORTAL_OIDC_SCOPES", "openid profile email")
+# Which claim names the portal user, and which lists the person's groups.
+PORTAL_OIDC_USERNAME_CLAIM = env_str("PORTAL_OIDC_USERNAME_CLAIM", "preferred_username")
+PORTAL_OIDC_GROUPS_CLAIM = env_str("PORTAL_OIDC_GROUPS_CLAIM", "groups")
+# Empty: anyone the provider authenticates gets an account. Otherwise one of these groups.
+PORTAL_OIDC_ALLOWED_GROUPS = env_list("PORTAL_OIDC_ALLOWED_GROUPS", [])
+# Staff / superuser flags follow these groups at every sign-in.
+PORTAL_OIDC_STAFF_GROUPS = env_list("PORTAL_OIDC_STAFF_GROUPS", [])
+PORTAL_OIDC_SUPERUSER_GROUPS = env_list("PORTAL_OIDC_SUPERUSER_GROUPS", [])
+# The id token must carry one of these acr values / contain one of these amr values (MFA).
+PORTAL_OIDC_REQUIRE_ACR = env_list("PORTAL_OIDC_REQUIRE_ACR", [])
+PORTAL_OIDC_REQUIRE_AMR = env_list("PORTAL_OIDC_REQUIRE_AMR", [])
+# Clock skew allowed on exp/iat/nbf (seconds), for id tokens and API access tokens; at
+# most 300.
+PORTAL_OIDC_LEEWAY = env_int("PORTAL_OIDC_LEEWAY", 60, minimum=0)
+# The audience the provider's JWT access tokens must name to be accepted by the API; empty:
+# the API takes none. Never the client id: the portal's own id tokens name that one.
+PORTAL_OIDC_API_AUDIENCE = env_str("PORTAL_OIDC_API_AUDIENCE", "")
+# How long the provider's word holds (seconds): past it since the person's last sign-in (or
+# refresh-token answer), their API tokens, browser sessions and cluster actions stop until
+# they sign in again (portal/identity/confirmation.py). Default: a working day; at most 30
+# days.
+PORTAL_OIDC_CONFIRM_MAX_AGE = env_int("PORTAL_OIDC_CONFIRM_MAX_AGE", 10 * 3600, minimum=5)
+# A refresh token (kept at sign-in, encrypted) re-confirms the person unattended when the
+# provider still answers it and lists them in the allowed groups. Turn off for a provider
+# that keeps answering refresh tokens of people it disabled (glewlwyd 2.7 does): then only
+# a sign-in confirms.
+PORTAL_OIDC_REFRESH_CONFIRMS = env_bool("PORTAL_OIDC_REFRESH_CONFIRMS", True)
+# Provider groups that become Django group memberships (names, or "prefix*" patterns); only
+# Django groups matching these follow the provider, others stay as an admin set them.
+PORTAL_OIDC_DJANGO_GROUPS = env_list("PORTAL_OIDC_DJANGO_GROUPS", [])
+# Send the id token as id_token_hint to the provider's end-session endpoint (in the URL).
+# Off: client_id and post_logout_redirect_uri only (OIDC RP-Initiated Logout 1.0); turn on
+# only for a provider that ends no session without it (glewlwyd 2.7 does nothing without).
+PORTAL_OIDC_LOGOUT_ID_TOKEN_HINT = env_bool("PORTAL_OIDC_LOGOUT_ID_TOKEN_HINT", False)
+# Who may still sign in with a local password while OIDC is on (emergency admins).
+PORTAL_LOCAL_LOGIN_USERS = env_list("PORTAL_LOCAL_LOGIN_USERS", [])
+# Personal API tokens live at most this many days (a token asked "never" gets it).
+PORTAL_API_TOKEN_MAX_DAYS = env_int("PORTAL_API_TOKEN_MAX_DAYS", 90, minimum=1)
+
+# --- Cookies and the proxy in front ---------------------------------------------------
+# Secure session and CSRF cookies (with __Host- names: computed.py).
+SECURE_COOKIES = env_bool("PORTAL_SECURE_COOKIES", not INSECURE_DEFAULTS_ALLOWED)
+# A browser session lasts a working day by default (as long as a provider's confirmation).
+SESSION_COOKIE_AGE = env_int("PORTAL_SESSION_AGE", max(PORTAL_OIDC_CONFIRM_MAX_AGE, 60), minimum=60)
+# Trust X-Forwarded-Proto: https from the TLS-terminating proxy (SECURE_PROXY_SSL_HEADER).
+behind_tls_proxy = env_bool("PORTAL_BEHIND_TLS_PROXY", False)
+# The addresses (or networks) of the HAProxy or ingress hosts in front of the web servers:
+# only a connection from one of them may say whose request it carries (X-Forwarded-For),
+# so the sign-in throttle and the logs see each client's own address. gunicorn reads the
+# same variable (deploy/systemd/portal-web@.service passes it as --forwarded-allow-ips);
+# the default fits an HAProxy on the same host. Checked here, so a bad value stops the start.
+# "*" (anyone) is refused: any client that reaches a web server could then choose its address.
+FORWARDED_ALLOW_IPS = env_networks("FORWARDED_ALLOW_IPS", ["127.0.0.1", "::1"])
+
+# --- Clusters: SSH -------------------------------------------------------------------
+SSH_CONNECT_TIMEOUT = env_float("PORTAL_SSH_CONNECT_TIMEOUT", 10.0, minimum=0.1)
+SSH_COMMAND_TIMEOUT = env_float("PORTAL_SSH_COMMAND_TIMEOUT", 60.0, minimum=0.1)
+SSH_KEEPALIVE_INTERVAL = env_int("PORTAL_SSH_KEEPALIVE", 30, minimum=0)
+# Clusters in certificate mode (Cluster.ssh_auth; jobs/cluster/certs.py): the portal's SSH
+# user CA, as OpenSSH private key files (comma-separated; the first signs, every one listed
+# is the portal's, for rotation; `manage.py ssh_ca` makes them). Default only in DEBUG or
+# PORTAL_DEMO; elsewhere it must be set before a cluster uses certificates. A certificate is
+# valid for PORTAL_SSH_CERT_MINUTES and, with PORTAL_SSH_CERT_SOURCE_ADDRESSES (CIDRs: the
+# portal's own addresses as the login nodes see them), only from those addresses (required
+# with key files outside DEBUG and PORTAL_DEMO: computed.py).
+PORTAL_SSH_CA_KEY_FILES = env_list(
+    "PORTAL_SSH_CA_KEY_FILES",
+    [str(DATA_DIR / "ssh-ca" / "user_ca")] if INSECURE_DEFAULTS_ALLOWED else [],
+)
+PORTAL_SSH_CERT_MINUTES = env_int("PORTAL_SSH_CERT_MINUTES", 5, minimum=1)
+PORTAL_SSH_CERT_SOURCE_ADDRESSES = env_networks("PORTAL_SSH_CERT_SOURCE_ADDRESSES", [])
+# Where signing happens (jobs/cluster/signer.py): with PORTAL_SSH_SIGNER_SOCKET set, this
+# process asks the signer (`manage.py ssh_signer`, the only process given the CA key files)
+# for each certificate and never reads the key; the signer serves its own user and those
+# of PORTAL_SSH_SIGNER_CLIENTS (user names: the web's and workers' service user).
+PORTAL_SSH_SIGNER_SOCKET = env_str("PORTAL_SSH_SIGNER_SOCKET", "")
+PORTAL_SSH_SIGNER_CLIENTS = env_list("PORTAL_SSH_SIGNER_CLIENTS", [])
+
+# --- Jobs: tasks, sync and recovery -----------------------------------------------------
+# Queue name, so that several portals (or a test run) can share one Redis.
+CELERY_TASK_DEFAULT_QUEUE = env_str("PORTAL_CELERY_QUEUE", "celery")
+# Tasks that talk to clusters are killed after PORTAL_TASK_TIME_LIMIT seconds.
+PORTAL_TASK_TIME_LIMIT = env_float("PORTAL_TASK_TIME_LIMIT", 180.0, minimum=10)
+# Seconds after which a queued job or a cancellation that made no progress is queued again.
+PORTAL_RECOVER_AFTER = env_float("PORTAL_RECOVER_AFTER", 60.0, minimum=2)
+# What a job's change owes (its notification, tails, accounting, experiment step; the
+# JobEvent's ``due``, jobs/outbox.py) is handed to the queue on commit and, when that
+# failed, by a sweep every PORTAL_OUTBOX_INTERVAL seconds. What was handed over and not
+# done within PORTAL_OUTBOX_LEASE seconds (a broker restarted empty, a dead worker) is
+# handed over again; longer than any consumer's retries take.
+PORTAL_OUTBOX_INTERVAL = env_float("PORTAL_OUTBOX_INTERVAL", 10.0, minimum=0.5)
+PORTAL_OUTBOX_LEASE = env_float("PORTAL_OUTBOX_LEASE", 900.0, minimum=1)
+# How often Celery beat asks each cluster about its active jobs (seconds), and
+# the fraction of that interval over which the per-cluster polls are spread.
+PORTAL_SYNC_INTERVAL = env_float("PORTAL_SYNC_INTERVAL", 15.0, minimum=1)
+PORTAL_SYNC_JITTER = env_float("PORTAL_SYNC_JITTER", 0.5, minimum=0)
+# Transient failures (cluster unreachable, slurmctld busy) are retried this often.
+PORTAL_SUBMIT_MAX_RETRIES = env_int("PORTAL_SUBMIT_MAX_RETRIES", 6, minimum=0)
+# A submission taken up this many times without its task finishing it (a worker killed or
+# lost mid-submit, each a full task time limit) is ended submit_failed by the recovery
+# sweep rather than queued again (jobs/tasks.py recover_jobs).
+PORTAL_SUBMIT_MAX_TRIES = env_int("PORTAL_SUBMIT_MAX_TRIES", 3, minimum=1)
+PORTAL_RETRY_BACKOFF_MAX = env_float("PORTAL_RETRY_BACKOFF_MAX", 120.0, minimum=1)
+# The most `squeue --json` may print (bytes). Slurm 22.05 ignores -u with --json and lists
+# every user's jobs (about 3.5 KB each); later versions list only the account's.
+PORTAL_SQUEUE_MAX_BYTES = env_int("PORTAL_SQUEUE_MAX_BYTES", 64 * 1024 * 1024, minimum=65536)
+# A job that neither the controller nor accounting reports (under its name) for this long
+# (seconds) ends as failed with a message saying its outcome is unknown.
+PORTAL_LOST_JOB_GRACE = env_float("PORTAL_LOST_JOB_GRACE", 600.0, minimum=0)
+
+# --- Experiments (jobs/experiments/) -------------------------------------------------
+# How often each running experiment's controller steps
+# (stops trials early, starts new ones), and how long a completed trial's metrics may
+# still be arriving before a missing objective counts as never logged.
+PORTAL_EXPERIMENT_INTERVAL = env_float("PORTAL_EXPERIMENT_INTERVAL", 5.0, minimum=0.5)
+PORTAL_EXPERIMENT_SETTLE = env_float("PORTAL_EXPERIMENT_SETTLE", 15.0, minimum=0)
+# Budgets, checked when an experiment starts: a user's experiments running at once, the
+# trials of one experiment, and the jobs all of a user's running experiments may run at
+# once (the sum of their max_concurrent).
+PORTAL_EXPERIMENTS_MAX_RUNNING = env_int("PORTAL_EXPERIMENTS_MAX_RUNNING", 5, minimum=1)
+PORTAL_EXPERIMENT_MAX_TRIALS = env_int("PORTAL_EXPERIMENT_MAX_TRIALS", 1000, minimum=1)
+PORTAL_EXPERIMENTS_MAX_CONCURRENT = env_int("PORTAL_EXPERIMENTS_MAX_CONCURRENT", 64, minimum=1)
+# The longest one controller step may run (seconds; it talks to no cluster: cancellations
+# and submissions are tasks of their own). Its lock outlives it, so steps never overlap.
+PORTAL_EXPERIMENT_STEP_TIME_LIMIT = env_float("PORTAL_EXPERIMENT_STEP_TIME_LIMIT", 60.0, minimum=10)
+# Experiments' controller steps have their own queue, so that sweeps never delay other
+# users' submissions. A worker started without -Q consumes both queues; a busy site gives
+# experiments a worker of their own (-Q <this queue>) and the others -Q <the default>.
+PORTAL_EXPERIMENT_QUEUE = env_str(
+    "PORTAL_EXPERIMENT_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}-experiments"
+)
+
+# --- Usage and idle GPUs -------------------------------------------------------------
+# Usage (jobs/usage.py): a running job whose GPUs all stayed at or below this utilisation
+# (per cent, from the metrics client's nvidia-smi samples) for this many minutes is flagged
+# to its owner and listed for staff; the Usage page shows at most this many rows.
+PORTAL_GPU_IDLE_MINUTES = env_float("PORTAL_GPU_IDLE_MINUTES", 30.0, minimum=0.1)
+PORTAL_GPU_IDLE_PERCENT = env_float("PORTAL_GPU_IDLE_PERCENT", 5.0, minimum=0)
+# Seconds between passes of the partitions' idle-GPU policies (jobs/idle_policy.py).
+PORTAL_IDLE_POLICY_INTERVAL = env_int("PORTAL_IDLE_POLICY_INTERVAL", 60, minimum=5)
+PORTAL_USAGE_MAX_ROWS = env_int("PORTAL_USAGE_MAX_ROWS", 5000, minimum=1)
+
+# --- Limits: logs, files, metrics, comparisons, the audit log ---------------------------
+# Largest part of a job's stdout/stderr read at once (bytes, from the end).
+PORTAL_LOG_TAIL_BYTES = env_int("PORTAL_LOG_TAIL_BYTES", 64 * 1024, minimum=1024)
+# Downloads from a job's work directory: the largest file served (bigger ones: scp/rsync),
+# read over SFTP this many bytes at a time.
+PORTAL_DOWNLOAD_MAX_BYTES = env_int("PORTAL_DOWNLOAD_MAX_BYTES", 2 * 1024**3, minimum=0)
+PORTAL_DOWNLOAD_CHUNK_BYTES = env_int("PORTAL_DOWNLOAD_CHUNK_BYTES", 1024**2, minimum=4096)
+# The audit log of actions on clusters (jobs/audit.py): rows older than this many days
+# are deleted by a daily task.
+PORTAL_AUDIT_RETENTION_DAYS = env_int("PORTAL_AUDIT_RETENTION_DAYS", 400, minimum=1)
+# Training metrics: how often the in-job client samples CPU/GPU/memory (seconds, 0 = off),
+# and the most of a metrics file the SSH tail reads per file and pass (bytes).
+PORTAL_SYSTEM_METRICS_INTERVAL = env_float("PORTAL_SYSTEM_METRICS_INTERVAL", 5.0, minimum=0)
+PORTAL_METRICS_TAIL_BYTES = env_int("PORTAL_METRICS_TAIL_BYTES", 4 * 1024 * 1024, minimum=4096)
+# What reproduces a run: the most of a checkout's `git diff` kept beside a job that asks for
+# it (bytes; the rest is cut and marked so).
+PORTAL_GIT_DIFF_MAX_BYTES = env_int("PORTAL_GIT_DIFF_MAX_BYTES", 1024 * 1024, minimum=1024)
+# Per-job metric quotas: series (name x rank x attempt), stored points, bytes received
+# (uploads and files), ranks (0 .. N-1), and upload requests per job (DRF rate).
+PORTAL_METRICS_MAX_SERIES = env_int("PORTAL_METRICS_MAX_SERIES", 2000, minimum=1)
+PORTAL_METRICS_MAX_POINTS = env_int("PORTAL_METRICS_MAX_POINTS", 5_000_000, minimum=1)
+PORTAL_METRICS_MAX_BYTES = env_int("PORTAL_METRICS_MAX_BYTES", 1024**3, minimum=4096)
+PORTAL_METRICS_MAX_RANKS = env_int("PORTAL_METRICS_MAX_RANKS", 4096, minimum=1)
+PORTAL_METRICS_INGEST_RATE = env_str("PORTAL_METRICS_INGEST_RATE", "600/min")
+# At most this many rank-*.jsonl files are looked at per job and pass.
+PORTAL_METRICS_MAX_FILES = env_int("PORTAL_METRICS_MAX_FILES", 256, minimum=1)
+# At most this many runs in one comparison (page, API, `portal compare`); more is a 400
+# that says so. 1,000 is what bench/compare.py and bench/load.py measure.
+PORTAL_COMPARE_MAX_RUNS = env_int("PORTAL_COMPARE_MAX_RUNS", 1000, minimum=1)
+
+# --- REST API and pages that reach a cluster -------------------------------------------
+# Requests per token (or signed-in user) and period, e.g. "600/min".
+PORTAL_API_RATE = env_str("PORTAL_API_RATE", "600/min")
+# Pages that reach a cluster over SSH (logs, files, downloads, experiment data, opening a
+# session, testing an account): requests per signed-in user and period, all such pages
+# together (portal/throttle.py); a job's session registration: calls per session.
+PORTAL_PAGE_CLUSTER_RATE = env_str("PORTAL_PAGE_CLUSTER_RATE", "120/min")
+PORTAL_SESSION_REGISTER_RATE = env_str("PORTAL_SESSION_REGISTER_RATE", "40/min")
+
+# --- Session proxy ---------------------------------------------------------------------
+# Session links: <PROXY_SESSION_SCHEME>://<id>.<PROXY_SESSION_DOMAIN>[:PROXY_SESSION_PUBLIC_PORT]/
+# (Renamed from SESSION_*: an old name in the environment stops the start, computed.py.)
+PROXY_SESSION_DOMAIN = env_str("PROXY_SESSION_DOMAIN", "sessions.localhost")
+PROXY_SESSION_SCHEME = env_str("PROXY_SESSION_SCHEME", "https")
+# The port browsers use for session links; empty for the scheme's default (443).
+PROXY_SESSION_PUBLIC_PORT = env_str(
+    "PROXY_SESSION_PUBLIC_PORT", "8443" if INSECURE_DEFAULTS_ALLOWED else ""
+)
+# How long a proxy cookie and a one-time login code stay valid (seconds).
+PROXY_COOKIE_MAX_AGE = env_int("PROXY_COOKIE_MAX_AGE", 12 * 3600, minimum=60)
+PROXY_CODE_TTL = env_int("PROXY_CODE_TTL", 60, minimum=5)
+# Upstream (compute node) timeouts for the proxy, in seconds.
+PROXY_CONNECT_TIMEOUT = env_float("PROXY_CONNECT_TIMEOUT", 10.0, minimum=0.1)
+PROXY_READ_TIMEOUT = env_float("PROXY_READ_TIMEOUT", 300.0, minimum=1)
+# The only networks the session proxy may connect to (CIDRs, comma-separated): every route,
+# for every scheduler, is checked against them (proxy/routes.py) and refused outside them.
+# Default: the private ranges compute nodes live on (RFC 1918, IPv6 ULA); loopback only in
+# DEBUG or PORTAL_DEMO (the dev clusters' nodes are 127.0.0.1; in production it is the
+# portal's own host). Link-local (cloud metadata) and public addresses never by default.
+# Narrow it to the clusters' node networks.
+PORTAL_UPSTREAM_NETWORKS = env_networks(
+    "PORTAL_UPSTREAM_NETWORKS",
+    ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"]
+    + (["127.0.0.0/8", "::1/128"] if INSECURE_DEFAULTS_ALLOWED else []),
+)
+# HAProxy in the session data path (proxy/haproxy.py, proxy/routes.py): the admin socket
+# of every instance behind PROXY_SESSION_DOMAIN (unix:PATH or tcp:HOST:PORT, comma-separated;
+# the first is the one `manage.py run_proxy` starts), the token map each reads (the same
+# path on every instance), maxconn, and how often routes are reconciled (seconds).
+PROXY_INSTANCES = env_list("PROXY_INSTANCES", [f"unix:{DATA_DIR / 'proxy' / 'admin.sock'}"])
+PROXY_MAP_PATH = env_str("PROXY_MAP_PATH", str(DATA_DIR / "proxy" / "tokens.map"))
+PROXY_MAXCONN = env_int("PROXY_MAXCONN", 4000, minimum=100)
+# Connections (WebSockets included) one session may hold open at once; more wait.
+PROXY_SESSION_MAXCONN = env_int("PROXY_SESSION_MAXCONN", 256, minimum=8)
+PROXY_RECONCILE_INTERVAL = env_float("PROXY_RECONCILE_INTERVAL", 5.0, minimum=0.5)
+# Where the TLS certificate for the session proxy lives (make demo / make test create a dev one).
+TLS_DIR = Path(env_str("PORTAL_TLS_DIR", str(DATA_DIR / "tls")))
+
+# --- Email and notifications ------------------------------------------------------------
+# Django's SMTP backend. The demo (PORTAL_DEMO) sends to `make mail`'s exim on
+# 127.0.0.1:2525, which keeps every message in /var/lib/portal-mail/Maildir.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "127.0.0.1" if DEMO_MODE else "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 2525 if DEMO_MODE else 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD") or ""
+# One of the two at most.
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)  # STARTTLS (port 587)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)  # TLS from the start (port 465)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 20, minimum=1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "HPC portal <portal@localhost>")
+SERVER_EMAIL = env_str("SERVER_EMAIL", DEFAULT_FROM_EMAIL)
+# At most this many emails per person per window; past it, one digest when the window ends.
+PORTAL_NOTIFY_EMAIL_MAX = env_int("PORTAL_NOTIFY_EMAIL_MAX", 5, minimum=1)
+PORTAL_NOTIFY_EMAIL_WINDOW_MINUTES = env_int("PORTAL_NOTIFY_EMAIL_WINDOW_MINUTES", 60, minimum=1)
+# Events within this many seconds of one another go in one email.
+PORTAL_NOTIFY_BATCH_SECONDS = env_float("PORTAL_NOTIFY_BATCH_SECONDS", 5.0, minimum=0)
+# "A long job completed": one that ran at least this long.
+PORTAL_NOTIFY_LONG_JOB_MINUTES = env_int("PORTAL_NOTIFY_LONG_JOB_MINUTES", 30, minimum=0)
+# "A job started after a long wait": queued at least this long.
+PORTAL_NOTIFY_STARTED_AFTER_MINUTES = env_int("PORTAL_NOTIFY_STARTED_AFTER_MINUTES", 30, minimum=0)
+# Webhooks (a person's Slack/Mattermost-compatible URL, signed): one attempt may take at most
+# this many seconds (connecting included); after MAX_FAILURES failed attempts in a row the
+# webhook is turned off and its owner told; a delivery is tried at most 1 + RETRIES times
+# (10 s, 20 s, 40 s ... apart: about 5 minutes in all with 5 retries).
+PORTAL_WEBHOOK_TIMEOUT = env_float("PORTAL_WEBHOOK_TIMEOUT", 10.0, minimum=0.5)
+# Within it: the name's lookup and the TCP connect each get at most this long, and an
+# answer (even a 2xx) that took longer than SLOW_SECONDS in all counts as a failed attempt
+# (towards MAX_FAILURES; it is not posted again).
+PORTAL_WEBHOOK_CONNECT_TIMEOUT = env_float("PORTAL_WEBHOOK_CONNECT_TIMEOUT", 3.0, minimum=0.1)
+PORTAL_WEBHOOK_SLOW_SECONDS = env_float("PORTAL_WEBHOOK_SLOW_SECONDS", 5.0, minimum=0.1)
+# At most RATE_MAX attempts per person per RATE_WINDOW seconds; past it, what gathers is
+# posted as one digest when the window allows (as PORTAL_NOTIFY_EMAIL_MAX for email).
+PORTAL_WEBHOOK_RATE_MAX = env_int("PORTAL_WEBHOOK_RATE_MAX", 10, minimum=1)
+PORTAL_WEBHOOK_RATE_WINDOW = env_float("PORTAL_WEBHOOK_RATE_WINDOW", 60.0, minimum=1)
+PORTAL_WEBHOOK_MAX_FAILURES = env_int("PORTAL_WEBHOOK_MAX_FAILURES", 15, minimum=1)
+PORTAL_WEBHOOK_RETRIES = env_int("PORTAL_WEBHOOK_RETRIES", 5, minimum=0)
+# Addresses a webhook may reach besides global ones (loopback, private, link-local ... are
+# refused otherwise: the workers sit next to Redis, the database and the cluster).
+PORTAL_WEBHOOK_ALLOWED_NETWORKS = env_networks(
+    "PORTAL_WEBHOOK_ALLOWED_NETWORKS", ["127.0.0.1/32"] if DEMO_MODE else []
+)
+# Plain http:// webhook URLs (https only otherwise).
+PORTAL_WEBHOOK_ALLOW_HTTP = env_bool("PORTAL_WEBHOOK_ALLOW_HTTP", DEMO_MODE or DEBUG)
+# Webhook deliveries have a queue of their own: a slow receiver never delays submissions,
+# cancels or mail (a worker without -Q consumes all three queues; deploy/systemd names them).
+PORTAL_WEBHOOK_QUEUE = env_str("PORTAL_WEBHOOK_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}-webhooks")
