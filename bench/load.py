@@ -53,7 +53,7 @@ def ensure_database(url: str, scale: float) -> None:
     its rows; seed_load --reset does that in a database shared with other data)."""
     import psycopg  # noqa: PLC0415
 
-    from jobs.loadseed import CLUSTER, DONE  # noqa: PLC0415 - once Django is set up
+    from devtools.loadseed import CLUSTER, DONE  # noqa: PLC0415 - once Django is set up
 
     base, _, name = url.rpartition("/")
     with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
@@ -292,7 +292,7 @@ def population(owner: str) -> tuple[str, str]:
     """(the user with most jobs, one with a handful): the two sizes of a page."""
     from django.db.models import Count, Q  # noqa: PLC0415
 
-    from jobs.loadseed import USER_PREFIX  # noqa: PLC0415
+    from devtools.loadseed import USER_PREFIX  # noqa: PLC0415
     from jobs.models import Job  # noqa: PLC0415
 
     per_user = (

@@ -194,7 +194,7 @@ def main() -> int:
 
     from django.conf import settings
 
-    from jobs import devcluster as devcluster_mod
+    from devtools import devcluster as devcluster_mod
     from jobs.metrics import ingest
     from jobs.metrics.models import MetricPoint, MetricSeries
     from jobs.models import ApiToken, Job

@@ -29,7 +29,7 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
-from jobs import devcluster  # noqa: E402
+from devtools import devcluster  # noqa: E402
 from jobs.cluster import certs, ssh  # noqa: E402
 
 

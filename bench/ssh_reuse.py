@@ -26,7 +26,7 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
-from jobs import devcluster  # noqa: E402
+from devtools import devcluster  # noqa: E402
 from jobs.cluster import ssh  # noqa: E402
 from jobs.seam import JobKey  # noqa: E402
 from jobs.slurm import operations  # noqa: E402

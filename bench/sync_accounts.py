@@ -40,7 +40,8 @@ from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
-from jobs import devcluster, tasks  # noqa: E402
+from devtools import devcluster  # noqa: E402
+from jobs import tasks  # noqa: E402
 from jobs.cluster import pool, ssh  # noqa: E402
 from jobs.models import Cluster, ClusterAccount, ContainerImage, Job, Partition  # noqa: E402
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from jobs import devcluster as devcluster_mod
+from devtools import devcluster as devcluster_mod
 from jobs.models import Job
 from tests import factories
 from tests import idp as idp_mod

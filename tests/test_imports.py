@@ -3,6 +3,8 @@
 - Layering: jobs/cluster/ (SSH, work directories, the job script's body) knows no
   scheduler; the adapters (jobs/slurm/, jobs/htcondor/) build on it, never on each other.
   Every import counts here, those inside functions and under TYPE_CHECKING too.
+- The product (jobs, proxy, frontend, portal) never imports devtools/ (the dev cluster,
+  the demo catalog, the load population).
 - No cycle: the graph of every import of a project module, at any depth (inside
   functions too: a lazy import is a cycle in disguise; never under ``if TYPE_CHECKING:``,
   which runs no code), has none."""
@@ -15,13 +17,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-APPS = ("jobs", "proxy", "frontend", "portal")
+APPS = ("jobs", "proxy", "frontend", "portal", "devtools")
 
 # Package (prefix of a module's dotted name) -> modules it may not import.
 FORBIDDEN = {
     "jobs.htcondor": ("jobs.slurm",),
     "jobs.slurm": ("jobs.htcondor",),
     "jobs.cluster": ("jobs.slurm", "jobs.htcondor", "jobs.schedulers"),
+    # The product never imports its development and load tooling.
+    "jobs": ("devtools",),
+    "proxy": ("devtools",),
+    "frontend": ("devtools",),
+    "portal": ("devtools",),
 }
 
 

@@ -132,6 +132,8 @@ INSTALLED_APPS = [
     "jobs.notifications",
     "proxy",
     "frontend",
+    # Development and load tooling (no models, no URLs): its management commands.
+    "devtools",
 ]
 
 MIDDLEWARE = [

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from jobs import devcluster as devcluster_mod
+from devtools import devcluster as devcluster_mod
 from jobs import tasks
 from jobs.cluster import acting, certs, files, pool
 from jobs.models import AuditEvent, ClusterAccount, Job

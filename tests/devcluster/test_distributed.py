@@ -377,7 +377,7 @@ def test_the_rank_panel_names_a_deliberately_slowed_rank(devcluster, owner):
 def test_the_data_parallel_demo_matches_one_process_on_two_nodes(devcluster, owner):
     """The catalog's MPI demo, as the launch page starts it: 2 nodes × 2 ranks; rank 0
     compares the final accuracy with a one-process run of the same code."""
-    from jobs import demo_catalog
+    from devtools import demo_catalog
 
     image = next(i for i in demo_catalog.load() if i.slug == "digits-mpi-demo")
     job = distributed_job(

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import demo_catalog
+from devtools import demo_catalog
 from jobs.models import ApiToken, Job
 from jobs.slurm import parsers
 from tests.livestack import ROOT, LiveStack, Redis

@@ -5,8 +5,9 @@ import time
 
 import pytest
 
-from jobs import demo_catalog, tasks
-from jobs import devcluster as devcluster_mod
+from devtools import demo_catalog
+from devtools import devcluster as devcluster_mod
+from jobs import tasks
 from jobs.launch import LaunchForm, launch_initial
 from jobs.models import Job
 from tests import factories

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from jobs import devcluster as devcluster_mod
+from devtools import devcluster as devcluster_mod
 from jobs import tasks
 from jobs.cluster import certs, signer
 from jobs.models import ClusterAccount, Job

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import devcluster as devcluster_mod
+from devtools import devcluster as devcluster_mod
 from jobs import tasks
 from jobs.cluster import deadline, pool, ssh
 from jobs.models import ClusterAccount, Job

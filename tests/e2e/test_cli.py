@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import demo_catalog
+from devtools import demo_catalog
 from jobs.models import ApiToken, Job
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]

@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from jobs import demo_catalog
+from devtools import demo_catalog
 from jobs.metrics.models import MetricSeries
 from jobs.models import ApiToken, Job
 from tests.e2e.pages import page_errors, sign_in

@@ -4,7 +4,7 @@ rank ran and per-rank charts, and the rank panel names a deliberately slowed ran
 
 import pytest
 
-from jobs import demo_catalog
+from devtools import demo_catalog
 from jobs.models import Job
 from tests.e2e.pages import fill_launch_form, page_errors, press_launch, sign_in
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from jobs import demo_catalog
+from devtools import demo_catalog
 from jobs.experiments.models import Experiment
 from jobs.models import Job
 from tests.devcluster.helpers import remote

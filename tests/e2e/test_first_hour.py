@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from jobs import demo_catalog
-from jobs import devcluster as devcluster_mod
+from devtools import demo_catalog
+from devtools import devcluster as devcluster_mod
 from jobs.cluster import files
 from jobs.models import Job
 from tests.e2e.pages import page_errors, press_launch, sign_in

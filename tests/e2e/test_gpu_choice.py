@@ -5,7 +5,7 @@ on node2; an impossible request never reaches Slurm."""
 
 import pytest
 
-from jobs import demo_catalog
+from devtools import demo_catalog
 from jobs.models import Job
 from tests.e2e.pages import fill_launch_form, page_errors, press_launch, sign_in
 

@@ -92,7 +92,7 @@ def test_the_portal_command_submits_to_htcondor_and_waits_for_the_exit_code(stac
     import sys
     from pathlib import Path
 
-    from jobs import demo_catalog
+    from devtools import demo_catalog
     from jobs.models import ApiToken
 
     demo_catalog.load()

@@ -3,7 +3,7 @@ as it learns, with no reload."""
 
 import pytest
 
-from jobs import demo_catalog
+from devtools import demo_catalog
 from jobs.metrics.models import MetricPoint, MetricSeries
 from jobs.models import Job
 from tests.e2e.pages import page_errors, sign_in

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from jobs import demo_catalog
+from devtools import demo_catalog
 from jobs.metrics.models import MetricSeries
 from jobs.models import Job
 from tests.devcluster.helpers import start_now_if_held_for_requeue

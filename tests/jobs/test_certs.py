@@ -9,8 +9,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from django.core.exceptions import ValidationError
 
+from devtools import devcluster as devcluster_mod
 from jobs import crypto
-from jobs import devcluster as devcluster_mod
 from jobs.cluster import acting, certs, pool, ssh
 from jobs.models import Cluster, ClusterAccount
 from tests import factories

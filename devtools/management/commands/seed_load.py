@@ -2,7 +2,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from jobs import loadseed
+from devtools import loadseed
 
 
 class Command(BaseCommand):

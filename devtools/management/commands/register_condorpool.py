@@ -1,4 +1,4 @@
-from jobs.management.commands._register import RegisterCommand
+from devtools.management.commands._register import RegisterCommand
 
 
 class Command(RegisterCommand):

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from jobs import demo_catalog
+from devtools import demo_catalog
 
 
 class Command(BaseCommand):

@@ -1,4 +1,4 @@
-"""manage.py seed_load (jobs/loadseed.py) at a tiny scale: the counts asked for, rows
+"""manage.py seed_load (devtools/loadseed.py) at a tiny scale: the counts asked for, rows
 consistent as the app's own writes leave them, a second run a no-op, SQLite refused."""
 
 import pytest
@@ -6,7 +6,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.db.models import Count, F
 
-from jobs import loadseed
+from devtools import loadseed
 from jobs.experiments.models import Experiment, Trial
 from jobs.metrics.models import MetricPoint, MetricSeries
 from jobs.metrics.summary import Summary, rebuild

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from jobs import devcluster
+from devtools import devcluster
 
 
 class RegisterCommand(BaseCommand):

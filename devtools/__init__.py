@@ -1,0 +1,1 @@
+"""Development and load tooling (devtools/apps.py): nothing the product imports."""
