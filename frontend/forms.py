@@ -5,10 +5,10 @@ from typing import cast
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm
 
+from identity import backends
+from identity.models import Identity
 from jobs.models import Cluster, ClusterAccount
 from portal import signin
-from portal.identity import backends
-from portal.identity.models import Identity
 
 
 class ClusterAccountForm(forms.ModelForm):

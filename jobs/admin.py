@@ -12,6 +12,7 @@ from django.db.models import Count
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from identity.models import Identity
 from jobs import audit, image_checks, schedulers
 from jobs.audit_admin import AuditEventAdmin
 from jobs.cluster import ssh
@@ -30,7 +31,6 @@ from jobs.models import (
 from jobs.models.annotations import JobAnnotations
 from jobs.models.request import JobRequest
 from jobs.models.run import JobRun
-from portal.identity.models import Identity
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations

@@ -28,7 +28,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from portal.identity.middleware import ConfirmedWebsocketMiddleware  # noqa: E402
+from identity.middleware import ConfirmedWebsocketMiddleware  # noqa: E402
 from portal.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(

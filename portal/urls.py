@@ -4,8 +4,8 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from frontend.forms import SignInForm
+from identity.views import SignInView
 from portal.health import healthz
-from portal.identity.views import SignInView
 
 admin.site.site_header = "HPC portal administration"
 admin.site.site_title = "HPC portal admin"
@@ -20,7 +20,7 @@ urlpatterns = [
         name="login",
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("oidc/", include("portal.identity.urls")),
+    path("oidc/", include("identity.urls")),
     path("sessions/", include("proxy.urls")),
     path("api/v1/", include("jobs.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -234,8 +234,8 @@ def identity(
 
     from django.utils import timezone
 
+    from identity.models import Identity
     from jobs import crypto
-    from portal.identity.models import Identity
 
     row = Identity.objects.get_or_create(issuer=issuer, subject=subject, defaults={"user": user})[0]
     row.confirmed_at = (

@@ -223,7 +223,7 @@ TEST_CLIENT_BASE = "http://testserver"  # where Django's test client says it is
 
 def portal_settings(provider: Provider, settings, **more) -> None:
     """Point the portal of this test process (the ``settings`` fixture) at ``provider``."""
-    from portal.identity import provider as portal_provider
+    from identity import provider as portal_provider
 
     settings.PORTAL_OIDC_ISSUER = provider.issuer
     settings.PORTAL_OIDC_CLIENT_ID = provider.client_id

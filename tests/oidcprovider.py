@@ -237,7 +237,7 @@ class Provider:
 def portal_uses(provider: Provider, settings, **more) -> Iterator[Provider]:
     """OIDC on in this test's settings, pointed at ``provider`` (reset, its keys forgotten
     by the portal before and after); ``more``: further PORTAL_OIDC_* settings."""
-    from portal.identity import provider as portal_provider
+    from identity import provider as portal_provider
 
     provider.reset()
     portal_provider.forget_keys()

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-APPS = ("jobs", "proxy", "frontend", "portal", "devtools")
+APPS = ("jobs", "proxy", "frontend", "portal", "identity", "devtools")
 
 # Package (prefix of a module's dotted name) -> modules it may not import.
 FORBIDDEN = {
@@ -29,6 +29,7 @@ FORBIDDEN = {
     "proxy": ("devtools",),
     "frontend": ("devtools",),
     "portal": ("devtools",),
+    "identity": ("devtools",),
 }
 
 

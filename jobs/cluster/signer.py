@@ -33,8 +33,8 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from django.conf import settings
 from django.db import close_old_connections
 
+from identity import confirmation
 from jobs.cluster import certs, deadline
-from portal.identity import confirmation
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def signing_refusal(account, requester: str = "") -> str:
 
 def stale_refusal(account, requester: str) -> str | None:
     """The message when ``requester`` acts on their own ``account`` while their word from
-    the identity provider is not current (portal/identity/confirmation.py), else None.
+    the identity provider is not current (identity/confirmation.py), else None.
     The portal's own bookkeeping (no requester: following jobs already running to their
     final state, their tails and notifications) and other people's actions on it (staff
     cancelling, the idle-GPU policy) go on."""

@@ -150,7 +150,7 @@ class Cluster(models.Model):
         "default; with none, each user's jobs go to the cluster of their last job (or the "
         "first by name).",
     )
-    # OIDC sign-in (portal/identity/): which cluster user a person is here, and who may use it.
+    # OIDC sign-in (identity/): which cluster user a person is here, and who may use it.
     user_map = models.TextField(
         "cluster user from sign-in",
         blank=True,

@@ -127,7 +127,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "jobs",
     "jobs.metrics",
-    "portal.identity",
+    "identity",
     "jobs.experiments",
     "jobs.notifications",
     "proxy",
@@ -147,7 +147,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     # With OIDC on, a session ends when its person's provider confirmation is too old.
-    "portal.identity.middleware.ConfirmationMiddleware",
+    "identity.middleware.ConfirmationMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # A view's database error (the database restarting) is a 503 with Retry-After.
     "portal.middleware.DatabaseUnavailableMiddleware",
@@ -204,12 +204,12 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Sign-in throttling comes first, in front of whatever backends are configured.
 # Then the local-password rule (with OIDC on, only PORTAL_LOCAL_LOGIN_USERS may use a
 # password, the admin's login included), and last the backend that keeps a session made by
-# an OIDC sign-in (portal/identity/backends.py).
+# an OIDC sign-in (identity/backends.py).
 AUTHENTICATION_BACKENDS = [
     "portal.signin.SignInThrottle",
-    "portal.identity.backends.LocalPasswordPolicy",
+    "identity.backends.LocalPasswordPolicy",
     *authentication_backends,
-    "portal.identity.backends.ProviderSessionBackend",
+    "identity.backends.ProviderSessionBackend",
 ]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -270,7 +270,7 @@ LOGGING = {
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "jobs.api.auth.BearerTokenAuthentication",
-        "jobs.api.auth.ProviderTokenAuthentication",
+        "identity.api_auth.ProviderTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": [

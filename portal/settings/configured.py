@@ -106,7 +106,7 @@ authentication_backends = env_list(
 PORTAL_SIGNIN_FAILURES = env_int("PORTAL_SIGNIN_FAILURES", 10, minimum=1)
 PORTAL_SIGNIN_WINDOW = env_int("PORTAL_SIGNIN_WINDOW", 900, minimum=10)
 
-# --- OIDC sign-in (portal/identity/) ---------------------------------------------------
+# --- OIDC sign-in (identity/) ---------------------------------------------------
 # Off while PORTAL_OIDC_ISSUER is empty. The issuer's /.well-known/openid-configuration
 # gives every endpoint and the JWKS; the portal is a confidential client using the
 # authorization code flow with PKCE (redirect URI: <PORTAL_URL>/oidc/callback/).
@@ -136,7 +136,7 @@ PORTAL_OIDC_LEEWAY = env_int("PORTAL_OIDC_LEEWAY", 60, minimum=0)
 PORTAL_OIDC_API_AUDIENCE = env_str("PORTAL_OIDC_API_AUDIENCE", "")
 # How long the provider's word holds (seconds): past it since the person's last sign-in (or
 # refresh-token answer), their API tokens, browser sessions and cluster actions stop until
-# they sign in again (portal/identity/confirmation.py). Default: a working day; at most 30
+# they sign in again (identity/confirmation.py). Default: a working day; at most 30
 # days.
 PORTAL_OIDC_CONFIRM_MAX_AGE = env_int("PORTAL_OIDC_CONFIRM_MAX_AGE", 10 * 3600, minimum=5)
 # A refresh token (kept at sign-in, encrypted) re-confirms the person unattended when the

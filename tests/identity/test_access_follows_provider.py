@@ -22,10 +22,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.sessions.models import Session
 
+from identity.models import Identity
 from jobs import audit
 from jobs.cluster import ssh
 from jobs.models import ApiToken, ClusterAccount
-from portal.identity.models import Identity
 from tests import idp
 from tests.livestack import LiveStack, free_port
 

@@ -7,9 +7,9 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 
+from identity.models import Identity
 from jobs.cluster import certs, ssh
 from jobs.models import AuditEvent, Cluster, ClusterAccount
-from portal.identity.models import Identity
 from tests import factories
 
 pytestmark = pytest.mark.django_db

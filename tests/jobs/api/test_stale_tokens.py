@@ -1,5 +1,5 @@
 """API tokens follow the provider: with OIDC on, a personal token (pp_) and a provider JWT
-work only while their person's confirmation is current (portal/identity/confirmation.py)."""
+work only while their person's confirmation is current (identity/confirmation.py)."""
 
 from __future__ import annotations
 

@@ -162,8 +162,8 @@ def test_issue_token_is_audited_as_an_administrators_act(owner):
 
 
 def test_a_withdrawn_person_has_one_revocation_row_per_live_token(owner):
+    from identity.signin import withdraw
     from jobs.models import AuditEvent
-    from portal.identity.signin import withdraw
 
     laptop, _ = ApiToken.issue(owner, "laptop")
     ci, _ = ApiToken.issue(owner, "ci")

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
+from identity.models import Identity
 from jobs.models import AuditEvent, ClusterAccount
-from portal.identity.models import Identity
 from tests import factories, oidcprovider
 
 pytestmark = pytest.mark.django_db

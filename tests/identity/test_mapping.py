@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
+from identity import mapping
+from identity.mapping import Refused
 from jobs import usermap
-from portal.identity import mapping
-from portal.identity.mapping import Refused
 
 CLAIMS = {"preferred_username": "ada", "uid": "ada42", "email": "a@x.org", "groups": ["g1", "g2"]}
 

@@ -25,12 +25,12 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from joserfc.errors import JoseError
 
+from identity import confirmation, provider, signin
+from identity.mapping import Refused
+from identity.models import Identity
+from identity.signin import sign_in
 from jobs.crypto import secret_hash
 from portal import signin as throttle
-from portal.identity import confirmation, provider, signin
-from portal.identity.mapping import Refused
-from portal.identity.models import Identity
-from portal.identity.signin import sign_in
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ ID_TOKEN_KEY = "oidc_id_token"
 LINK_KEY = "oidc_link"  # a verified sign-in waiting for the local password (/oidc/link/)
 LINK_SECONDS = 600
 UNVERIFIED = "The sign-in could not be verified. Try again; if it keeps failing, tell the portal's administrators."
-SESSION_BACKEND = "portal.identity.backends.ProviderSessionBackend"
+SESSION_BACKEND = "identity.backends.ProviderSessionBackend"
 
 
 class SignInView(auth_views.LoginView):

@@ -8,9 +8,9 @@ import requests
 from celery import shared_task
 from django.conf import settings
 
+from identity import confirmation, provider, signin
+from identity.models import Identity
 from jobs import crypto
-from portal.identity import confirmation, provider, signin
-from portal.identity.models import Identity
 
 log = logging.getLogger(__name__)
 

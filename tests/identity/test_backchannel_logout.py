@@ -9,8 +9,8 @@ import time
 import pytest
 from django.test import Client
 
+from identity.models import Identity
 from jobs.models import ApiToken
-from portal.identity.models import Identity
 from tests import factories, oidcprovider
 from tests.oidcprovider import rsa_key, sign
 

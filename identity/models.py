@@ -17,7 +17,7 @@ class Identity(models.Model):
     last_sign_in = models.DateTimeField(null=True, blank=True)
     # When the provider last vouched for the person (a sign-in, or a refresh token's
     # answer): past PORTAL_OIDC_CONFIRM_MAX_AGE their tokens, sessions and cluster actions
-    # stop until it vouches again (portal/identity/confirmation.py).
+    # stop until it vouches again (identity/confirmation.py).
     confirmed_at = models.DateTimeField(null=True, blank=True)
     # The provider groups at that moment (cluster allowed_groups are checked against them).
     groups = models.JSONField(default=list, blank=True)

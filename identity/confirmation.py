@@ -20,7 +20,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Max
 from django.utils import timezone
 
-from portal.identity.models import Identity
+from identity.models import Identity
 
 
 def _enabled() -> bool:

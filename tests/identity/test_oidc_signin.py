@@ -16,9 +16,9 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 
+from identity.models import Identity
 from jobs import crypto
 from jobs.models import ApiToken, ClusterAccount
-from portal.identity.models import Identity
 from tests import factories, oidcprovider
 from tests.oidcprovider import CLIENT_ID, Provider, ec_key, rsa_key
 

@@ -8,10 +8,10 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from identity import confirmation
+from identity.models import Identity
+from identity.tasks import reconfirm_identities
 from jobs.models import ApiToken
-from portal.identity import confirmation
-from portal.identity.models import Identity
-from portal.identity.tasks import reconfirm_identities
 from tests import factories, oidcprovider
 
 pytestmark = pytest.mark.django_db
@@ -103,7 +103,7 @@ def test_an_unreachable_provider_changes_nothing(oidc, person, settings):
 def test_a_logout_while_the_provider_answers_is_not_undone(oidc, person, monkeypatch):
     """The refresh answer arrives after a back-channel logout cleared the confirmation:
     the conditional update leaves it cleared."""
-    from portal.identity import provider
+    from identity import provider
 
     real = provider.refresh_userinfo
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from portal.identity import provider as portal_provider
+from identity import provider as portal_provider
 from tests import factories, oidcprovider
 from tests.oidcprovider import CLIENT_ID, ec_key, rsa_key, sign
 
@@ -129,7 +129,7 @@ def test_a_token_without_an_allowed_group_is_refused(oidc, settings):
 def test_staff_powers_need_the_staff_group_in_the_token(oidc, settings, owner):
     from rest_framework.test import APIRequestFactory
 
-    from jobs.api.auth import ProviderTokenAuthentication
+    from identity.api_auth import ProviderTokenAuthentication
     from jobs.models.tokens import ADMIN
 
     owner.is_staff = owner.is_superuser = True

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from portal.identity.models import Identity
+from identity.models import Identity
 
 
 @admin.register(Identity)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from portal.identity import views
+from identity import views
 
 urlpatterns = [
     path("login/", views.login, name="oidc-login"),

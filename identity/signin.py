@@ -23,11 +23,11 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
+from identity import confirmation, mapping
+from identity.mapping import Refused
+from identity.models import Identity
 from jobs import audit, crypto
 from jobs.models import ApiToken, Cluster, ClusterAccount
-from portal.identity import confirmation, mapping
-from portal.identity.mapping import Refused
-from portal.identity.models import Identity
 
 log = logging.getLogger(__name__)
 
