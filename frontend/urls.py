@@ -1,11 +1,12 @@
 from django.urls import path
 
-from frontend import compare, experiments, usage, views
+from frontend import compare, experiments, usage
+from frontend.views import account, files, jobs
 from jobs.metrics import views as metrics
 
 urlpatterns = [
-    path("", views.dashboard, name="dashboard"),
-    path("launch/", views.launch, name="launch"),
+    path("", jobs.dashboard, name="dashboard"),
+    path("launch/", jobs.launch, name="launch"),
     path("compare/", compare.compare_page, name="compare"),
     path("experiments/", experiments.experiments, name="experiments"),
     path("experiments/<int:pk>/", experiments.experiment_detail, name="experiment-detail"),
@@ -17,24 +18,24 @@ urlpatterns = [
         experiments.experiment_relaunch,
         name="experiment-relaunch",
     ),
-    path("jobs/<int:pk>/", views.job_detail, name="job-detail"),
-    path("jobs/<int:pk>/row/", views.job_row, name="job-row"),
+    path("jobs/<int:pk>/", jobs.job_detail, name="job-detail"),
+    path("jobs/<int:pk>/row/", jobs.job_row, name="job-row"),
     path("jobs/<int:pk>/metrics/", metrics.job_metrics, name="job-metrics"),
     path("jobs/<int:pk>/metrics/ranks/", metrics.job_metrics_ranks, name="job-metrics-ranks"),
     path("jobs/<int:pk>/metrics/export/", metrics.job_metrics_export, name="job-metrics-export"),
-    path("jobs/<int:pk>/cancel/", views.job_cancel, name="job-cancel"),
-    path("jobs/<int:pk>/release/", views.job_release, name="job-release"),
-    path("jobs/<int:pk>/keep-gpus/", views.job_keep_gpus, name="job-keep-gpus"),
-    path("jobs/<int:pk>/annotations/", views.job_annotate, name="job-annotate"),
-    path("jobs/<int:pk>/diff/", views.job_diff, name="job-diff"),
-    path("jobs/<int:pk>/logs/<str:stream>/", views.job_logs, name="job-logs"),
-    path("jobs/<int:pk>/files/", views.job_files, name="job-files"),
-    path("jobs/<int:pk>/files/download/", views.job_file_download, name="job-file-download"),
+    path("jobs/<int:pk>/cancel/", jobs.job_cancel, name="job-cancel"),
+    path("jobs/<int:pk>/release/", jobs.job_release, name="job-release"),
+    path("jobs/<int:pk>/keep-gpus/", jobs.job_keep_gpus, name="job-keep-gpus"),
+    path("jobs/<int:pk>/annotations/", jobs.job_annotate, name="job-annotate"),
+    path("jobs/<int:pk>/diff/", jobs.job_diff, name="job-diff"),
+    path("jobs/<int:pk>/logs/<str:stream>/", files.job_logs, name="job-logs"),
+    path("jobs/<int:pk>/files/", files.job_files, name="job-files"),
+    path("jobs/<int:pk>/files/download/", files.job_file_download, name="job-file-download"),
     path("usage/", usage.usage_page, name="usage"),
     path("usage/idle-policy/", usage.idle_policy_page, name="idle-policy"),
     path("usage/efficiency/", usage.efficiency_page, name="efficiency"),
-    path("account/", views.account, name="account"),
-    path("account/tokens/", views.token_create, name="token-create"),
-    path("account/tokens/<int:pk>/revoke/", views.token_revoke, name="token-revoke"),
-    path("account/<int:pk>/test/", views.account_test, name="account-test"),
+    path("account/", account.account, name="account"),
+    path("account/tokens/", account.token_create, name="token-create"),
+    path("account/tokens/<int:pk>/revoke/", account.token_revoke, name="token-revoke"),
+    path("account/<int:pk>/test/", account.account_test, name="account-test"),
 ]

@@ -4,8 +4,10 @@ One chart per metric, sorted by name (or all of them overlaid, one y-axis per me
 family); system metrics (CPU, memory, GPU) in their own panel, always against time,
 linear and unsmoothed (readings of a machine, not a noisy training signal), one trace
 per node. Compared runs keep one colour each across every chart, named in the legends.
-A distributed job's ranks are all drawn, one, or as a min/mean/max band per metric, and
-its rank panel shows where each rank runs and which one holds the others back. */
+A distributed job's ranks are all drawn, one, or as a min/mean/max band per metric.
+Fed by the job's metrics websocket (history, then live points). Beside it on the page:
+metrics-series.js (what these scripts share, loaded first), metrics-compare.js (the
+other runs to compare) and metrics-ranks.js (the rank panel, with its own poll). */
 "use strict";
 
 const PortalMetrics = (() => {
@@ -15,84 +17,20 @@ const PortalMetrics = (() => {
   const MARKERS_BELOW = 20; // a short series shows its points: a lone point draws no line
   const BAND_BINS = 600; // step intervals of a min/mean/max band
   const BAND_REDRAW_MS = 2000; // live bands are redrawn at most this often
-  const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"];
   const DASHES = ["solid", "dot", "dash", "dashdot", "longdash"];
-  const SPLIT = /^(train|training|val|valid|validation|test|eval|epoch|batch)[_/.-]/;
   const UNITS = [[180, 1, "s"], [3 * 3600, 60, "min"], [Infinity, 3600, "h"]]; // [up to s, per, name]
-
-  // The portal's sampler logs system metrics as "sys/…" (system=true); any "sys/" key counts.
-  const isSystem = (meta) => meta.system || meta.key.startsWith("sys/");
-
-  // "loss", "val_loss" and "train/loss" are one family and share a y-axis when overlaid.
-  function family(key) {
-    let name = key;
-    while (SPLIT.test(name)) name = name.replace(SPLIT, "");
-    return name === "acc" ? "accuracy" : name;
-  }
-
-  function unitOf(key) {
-    const m = /_(percent|gb|mib)(@|$)/.exec(key);
-    return m ? { percent: "%", gb: "GB", mib: "MiB" }[m[1]] : "";
-  }
-
-  function chartWidth(el) {
-    return Math.max(300, Math.min(1500, Math.round(el.clientWidth || 1000)));
-  }
-
-  // TensorBoard-style debiased exponential moving average.
-  function smooth(values, weight) {
-    if (!weight) return values;
-    const out = new Array(values.length);
-    let last = 0, n = 0;
-    for (let i = 0; i < values.length; i++) {
-      last = last * weight + (1 - weight) * values[i];
-      n++;
-      out[i] = last / (1 - Math.pow(weight, n));
-    }
-    return out;
-  }
-
-  // A requeued run logs each attempt as its own series. Drawn as one curve: an attempt's
-  // points count up to the first step of any later attempt (which resumed from a
-  // checkpoint and wins from there on); the rest, the overlapped tail, is drawn faded.
-  const curveOf = (e) => `${e.run}|${e.meta.key}|${e.meta.rank}|${isSystem(e.meta) ? e.meta.node : ""}`;
-  function assignClips(entries) {
-    const byCurve = new Map();
-    entries.forEach((e) => {
-      e.clip = Infinity;
-      if (isSystem(e.meta)) return;
-      if (!byCurve.has(curveOf(e))) byCurve.set(curveOf(e), []);
-      byCurve.get(curveOf(e)).push(e);
-    });
-    byCurve.forEach((list) => {
-      list.forEach((e) => {
-        list.forEach((later) => {
-          if (later.meta.attempt > e.meta.attempt && later.step.length) {
-            e.clip = Math.min(e.clip, Math.min(...later.step));
-          }
-        });
-      });
-    });
-  }
-  // {kept, overlap}: the points before and from ``clip`` (each {step, value, time}).
-  function splitAt(data, clip) {
-    const kept = { step: [], value: [], time: [] }, overlap = { step: [], value: [], time: [] };
-    data.step.forEach((step, i) => {
-      const part = step < clip ? kept : overlap;
-      part.step.push(step); part.value.push(data.value[i]); part.time.push(data.time[i]);
-    });
-    return { kept, overlap };
-  }
+  const { COLORS, isSystem, family, unitOf, smooth, curveOf, assignClips, splitAt, chartWidth, push, store, fetchJson } = PortalSeries;
 
   // One job page's charts (start() is called once per page): its elements and what it
   // has read so far.
-  let root, jobId, boxes, empty, status, controls, picks;
+  let root, jobId, boxes, empty, status, controls;
   let series; // this job's series: id -> {meta, run, step, value, time, seq:Set, t0, t1}
-  let compared; // job id -> [entries]
+  let compared; // job id -> [entries] (the other runs metrics-compare.js adds)
   let runs; // run -> {name, color}, in legend order
   let figures = new Map(); // figure key -> {box, div, mode, traces:[{id, run, smoothed}]}
   let starts = new Map(); // run -> time of its first point (relative-time origin)
   let unit = UNITS[0];
+  let rendered; // what else follows each render()
   const $ = (selector) => root.querySelector(selector);
 
   function start(rootElement, job) {
@@ -102,13 +40,14 @@ const PortalMetrics = (() => {
     empty = $("[data-metrics-empty]");
     status = $("[data-metrics-status]");
     controls = { layout: $("[data-layout]"), xaxis: $("[data-xaxis]"), logy: $("[data-logy]"), smoothing: $("[data-smoothing]"), ranks: $("[data-ranks]") };
-    picks = [...root.querySelectorAll("[data-compare] input[type=checkbox]")];
     series = new Map();
     compared = new Map();
     runs = new Map([[jobId, { name: root.dataset.runName || `#${jobId}`, color: COLORS[0] }]]);
+    rendered = [];
     wireControls();
     connect();
-    rankPanel(root.querySelector("[data-ranks-panel]"), jobId);
+    // For metrics-compare.js: the runs drawn, the other runs' series, a redraw.
+    return { runs, compared, render, status, width: () => chartWidth(boxes.metrics), afterRender: (f) => rendered.push(f) };
   }
 
   const opts = () => ({
@@ -169,22 +108,6 @@ const PortalMetrics = (() => {
       { ...base, x: x.slice(), y: pick((v) => v.reduce((a, b) => Math.min(a, b), Infinity)), mode: "lines", line: { width: 0, color: style.color }, fill: "tonexty", fillcolor: style.color + "33", showlegend: false, hoverinfo: "skip", name: `${style.name} min` },
       { ...base, x: x.slice(), y: pick(mean), mode: steps.length < MARKERS_BELOW ? "lines+markers" : "lines", line: { color: style.color, width: 2 }, name: `${style.name} (mean of ${group.length} ranks)` },
     ];
-  }
-
-  function push(entry, step, value, time, seq) {
-    entry.step.push(step); entry.value.push(value); entry.time.push(time);
-    if (seq !== null) entry.seq.add(seq);
-    entry.t0 = Math.min(entry.t0, time);
-    entry.t1 = Math.max(entry.t1, time);
-  }
-
-  function store(meta, data, run) {
-    const entry = {
-      meta, run, step: [], value: [], time: [], seq: new Set(), t0: Infinity, t1: -Infinity,
-      downsampled: data.downsampled, maxSeq: data.max_seq === undefined ? null : data.max_seq,
-    };
-    data.step.forEach((step, i) => push(entry, step, data.value[i], data.time[i], data.seq[i]));
-    return entry;
   }
 
   function allEntries() {
@@ -409,12 +332,7 @@ const PortalMetrics = (() => {
     // The chart controls only once there is a chart to control.
     $(".metrics-toolbar").hidden = figures.size === 0;
     $("[data-system]").hidden = placed.system === 0;
-    picks.forEach((pick) => {
-      const run = pick.checked && runs.get(Number(pick.value));
-      pick.parentElement.querySelector("[data-swatch]").style.background = run ? run.color : "";
-    });
-    const count = $("[data-compare-count]");
-    if (count) count.textContent = compared.size ? `(${compared.size})` : "";
+    rendered.forEach((f) => f());
   }
 
   // Bands are recomputed over all points: live, at most every BAND_REDRAW_MS.
@@ -481,13 +399,6 @@ const PortalMetrics = (() => {
     if (refetch.length) reread(refetch);
   }
 
-  async function fetchJson(url) {
-    const response = await fetch(url, { headers: { Accept: "application/json" } });
-    const data = await response.json();
-    if (!response.ok) throw new Error(data.error || response.statusText);
-    return data;
-  }
-
   async function reread(ids) {
     const data = await fetchJson(`/jobs/${jobId}/metrics/?series=${ids.join(",")}&width=${chartWidth(boxes.metrics)}`);
     data.series.forEach((s) => series.set(s.id, store(s, s, jobId)));
@@ -551,24 +462,6 @@ const PortalMetrics = (() => {
     return a <= b ? [a, b] : null;
   }
 
-  // Other runs of the same owner, one colour each (the first one no shown run has).
-  async function compare(pick) {
-    const run = Number(pick.value);
-    if (!pick.checked) { compared.delete(run); runs.delete(run); render(); return; }
-    const taken = new Set([...runs.values()].map((r) => r.color));
-    runs.set(run, { name: pick.dataset.runName, color: COLORS.find((c) => !taken.has(c)) || COLORS[run % COLORS.length] });
-    try {
-      const data = await fetchJson(`/jobs/${run}/metrics/?width=${chartWidth(boxes.metrics)}`);
-      if (!pick.checked) return; // unticked while loading
-      compared.set(run, data.series.map((s) => store(s, s, run)));
-      render();
-    } catch (err) {
-      pick.checked = false;
-      runs.delete(run);
-      status.textContent = "could not load run: " + err.message;
-    }
-  }
-
   function connect() {
     Portal.socket(`/ws/jobs/${jobId}/metrics/?width=${chartWidth(boxes.metrics)}`, {
       onMessage: (message) => {
@@ -591,57 +484,6 @@ const PortalMetrics = (() => {
       $("[data-smoothing-value]").textContent = controls.smoothing.value;
       render();
     });
-    picks.forEach((pick) => pick.addEventListener("change", () => compare(pick)));
-    const clear = $("[data-compare-clear]");
-    if (clear) {
-      clear.addEventListener("click", () => {
-        picks.forEach((pick) => { pick.checked = false; runs.delete(Number(pick.value)); });
-        compared.clear();
-        render();
-      });
-    }
-  }
-
-  // Where each rank runs and how fast it goes (GET /jobs/<id>/metrics/ranks/), refreshed
-  // every few seconds while the job is active; shown for a job with several ranks.
-  function rankPanel(panel, jobId) {
-    if (!panel || Number(panel.dataset.worldSize) < 2) return; // one process: no panel
-    let busy = false;
-    const body = panel.querySelector("tbody");
-    const summary = panel.querySelector("[data-straggler]");
-    const active = () => document.getElementById("job").dataset.active === "true";
-    const fmt = (v, digits) => (v === null || v === undefined ? "—" : Number(v).toFixed(digits));
-    async function refresh() {
-      if (busy) return; // the last answer is still on its way: no overlapping requests
-      busy = true;
-      let data;
-      try {
-        const response = await fetch(`/jobs/${jobId}/metrics/ranks/`, { headers: { Accept: "application/json" } });
-        if (!response.ok) return;
-        data = await response.json();
-      } catch (err) { return; } finally { busy = false; }
-      panel.hidden = data.ranks.length < 2;
-      if (panel.hidden) return;
-      const rates = data.ranks.map((r) => r.steps_per_second).filter((v) => v !== null);
-      const fastest = rates.length ? Math.max(...rates) : null;
-      body.innerHTML = "";
-      data.ranks.forEach((r) => {
-        const row = body.insertRow();
-        row.dataset.rank = r.rank;
-        if (r.rank === data.slowest) row.className = "straggler";
-        [r.rank, r.node || "—", r.last_step ?? "—", fmt(r.steps_per_second, 2), r.lag_steps ? `${r.lag_steps} steps` : "—"]
-          .forEach((text) => { row.insertCell().textContent = String(text); });
-      });
-      panel.querySelector("[data-ranks-key]").textContent = data.key;
-      panel.querySelector("[data-ranks-nodes]").textContent = `${data.ranks.length} ranks on ${data.nodes.length} node${data.nodes.length === 1 ? "" : "s"} (${data.nodes.join(", ")})`;
-      const slow = data.ranks.find((r) => r.rank === data.slowest);
-      summary.textContent = slow
-        ? `Rank ${slow.rank} on ${slow.node || "?"} is the slowest: ${fmt(slow.steps_per_second, 2)} steps/s against ${fmt(fastest, 2)} for the fastest, ${slow.lag_steps} steps behind.`
-        : "No rank stands out: they keep pace with each other.";
-      summary.classList.toggle("warning", Boolean(slow));
-    }
-    refresh();
-    const timer = setInterval(() => { if (active()) refresh(); else { refresh(); clearInterval(timer); } }, 3000);
   }
 
   return { start, smooth, family };

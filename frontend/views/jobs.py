@@ -1,0 +1,231 @@
+"""The job pages: the dashboard, the launch form, a job's page and what its owner does
+there (annotate, release, keep its GPUs, cancel)."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from frontend.views.common import get_job_for_user, int_or_404, wants_json
+from jobs import idle_policy, lifecycle, schedulers, usage
+from jobs.access import sees_every_job
+from jobs.launch import LaunchForm, launch_initial, partition_limits, tensorboard_initial
+from jobs.models import ContainerImage, Job, Tag
+from jobs.models import annotations as tagging
+from jobs.models.attempts import usage_of
+from proxy.access import may_open_others
+
+PAGE_SIZE = 20
+STATE_FILTERS = {"active": Job.ACTIVE_STATES, **{s: (s,) for s in Job.State.values}}
+
+
+@login_required
+def dashboard(request):
+    # The session link with each row (a notebook's "Open" button), not one query per row.
+    jobs = Job.objects.for_user(request.user).select_related(
+        "image", "partition", "cluster", "owner", "session"
+    )
+    state = request.GET.get("state", "")
+    if state in STATE_FILTERS:
+        jobs = jobs.filter(state__in=STATE_FILTERS[state])
+    # An experiment's trials run as many jobs (20 configurations x 5 folds is 100): they
+    # are on its page, and listed here only when asked for.
+    trials = request.GET.get("trials") == "1"
+    hidden_trials = 0
+    if not trials:
+        hidden_trials = jobs.filter(trial__isnull=False).count()
+        jobs = jobs.filter(trial__isnull=True)
+    page = Paginator(jobs, PAGE_SIZE).get_page(request.GET.get("page"))
+    template = (
+        "frontend/_job_table.html"
+        if request.GET.get("fragment") == "table"
+        else "frontend/dashboard.html"
+    )
+    return render(
+        request,
+        template,
+        {
+            "page": page,
+            "state": state,
+            "trials": trials,
+            "hidden_trials": hidden_trials,
+            "states": Job.State.choices,
+            "show_owner": sees_every_job(request.user),
+        },
+    )
+
+
+@login_required
+def job_row(request, pk: int):
+    job = get_job_for_user(request, pk)
+    return render(
+        request, "frontend/_job_row.html", {"job": job, "show_owner": sees_every_job(request.user)}
+    )
+
+
+def limits_with_capabilities() -> dict:
+    """Each cluster's partition limits (jobs.launch.partition_limits) with what its
+    scheduler can do (its adapter's capabilities): the page asks these, never the name."""
+    limits = partition_limits()
+    for cluster in limits.values():
+        cluster["capabilities"] = schedulers.adapter(cluster["scheduler"]).capabilities()
+    return limits
+
+
+@login_required
+def launch(request):
+    if request.method == "POST":
+        form = LaunchForm(request.POST, user=request.user)
+        if form.is_valid():
+            job = lifecycle.launch(form)
+            messages.success(
+                request, f"Job {job.pk} is queued; it will be submitted to {job.cluster.name} now."
+            )
+            if job.image.deprecated:
+                messages.warning(request, job.image.deprecation_text)
+            return redirect("job-detail", pk=job.pk)
+    else:
+        source = None
+        if request.GET.get("from"):
+            source = get_job_for_user(request, int_or_404(request.GET["from"]))
+        initial = launch_initial(request.user, source)
+        if request.GET.get("tensorboard_for"):
+            runs_of = get_job_for_user(request, int_or_404(request.GET["tensorboard_for"]))
+            initial.update(tensorboard_initial(runs_of))
+        form = LaunchForm(initial=initial, user=request.user)
+        if source is not None:
+            form.source = source  # the page shows what the run was reproduced from
+        if source is not None and not source.image.enabled:
+            # Said where the image is chosen, instead of a silently empty choice.
+            form.image_notice = (
+                f"Job {source.pk} ran {source.image}, which the administrators have disabled: "
+                "choose another image; everything else is as it was."
+            )
+    images = ContainerImage.objects.offered().prefetch_related("tags")
+    return render(
+        request,
+        "frontend/launch.html",
+        {
+            "form": form,
+            "images": images,
+            "limits": limits_with_capabilities(),
+            "tags": Tag.objects.filter(images__enabled=True).distinct(),
+            "gpu_images": [i.slug for i in images if i.supports_gpu],
+            "image_kinds": {i.slug: i.kinds for i in images},
+        },
+    )
+
+
+@login_required
+def job_detail(request, pk: int):
+    job = get_job_for_user(request, pk)
+    # ?fragment=live: the parts of the page that follow the job (portal.js refreshes them).
+    template = (
+        "frontend/_job_live.html"
+        if request.GET.get("fragment") == "live"
+        else "frontend/job_detail.html"
+    )
+    context = {
+        "job": job,
+        "events": job.events.all(),
+        "usage": usage_of(job),
+        "may_annotate": job.owner_id == request.user.pk,
+        "may_open_session": job.owner_id == request.user.pk or may_open_others(request.user),
+        "max_note_chars": tagging.MAX_NOTE_CHARS,
+    }
+    if job.state == Job.State.RUNNING and job.gpus:
+        context["idle_gpus"] = usage.idle_gpu_jobs(Job.objects.filter(pk=job.pk)).get(job.pk)
+        context["idle_warning"] = idle_policy.warning_of(job)
+        context["may_keep_gpus"] = job.owner_id == request.user.pk
+    if template == "frontend/job_detail.html":
+        context["compare_runs"] = (
+            Job.objects.filter(owner=job.owner, metric_series__isnull=False)
+            .exclude(pk=job.pk)
+            .distinct()
+            .select_related("image")[:50]
+        )
+    return render(request, template, context)
+
+
+@login_required
+@require_POST
+def job_annotate(request, pk: int):
+    """Its owner adds or removes a tag, or saves the note (staff only see them)."""
+    job = get_job_for_user(request, pk)
+    if job.owner_id != request.user.pk:
+        messages.error(request, "Only the job's owner changes its tags and note.")
+        return redirect("job-detail", pk=job.pk)
+    try:
+        if "notes" in request.POST:
+            job.set_notes(request.POST["notes"].replace("\r\n", "\n"))
+            messages.success(request, "Note saved.")
+        elif request.POST.get("add_tags", "").strip():
+            job.change_tags(add=tagging.clean_tags(request.POST["add_tags"]))
+        elif request.POST.get("remove_tag"):
+            job.change_tags(remove=[request.POST["remove_tag"]])
+    except tagging.BadAnnotation as exc:
+        messages.error(request, str(exc))
+    return redirect(f"{reverse('job-detail', args=[job.pk])}#annotations")
+
+
+@login_required
+def job_diff(request, pk: int):
+    """The git diff kept at submit, as plain text to read (never run)."""
+    job = get_job_for_user(request, pk)
+    if not job.git_diff:
+        raise Http404("No diff was kept for this job.")
+    response = HttpResponse(job.git_diff, content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'inline; filename="job-{job.pk}.diff"'
+    return response
+
+
+@login_required
+@require_POST
+def job_release(request, pk: int):
+    job = get_job_for_user(request, pk)
+    if lifecycle.release(job, by=request.user):
+        messages.info(request, f"Releasing job {job.pk}.")
+    else:
+        messages.info(request, f"Job {job.pk} is not held.")
+    return redirect("job-detail", pk=job.pk)
+
+
+@login_required
+@require_POST
+def job_keep_gpus(request, pk: int):
+    """The owner's one "Keep it" against the idle-GPU policy's cancellation."""
+    job = get_job_for_user(request, pk)
+    if until := idle_policy.keep(job, request.user):
+        messages.info(
+            request,
+            f"Kept: job {job.pk} will be cancelled at {idle_policy.when(until)} "
+            "if its GPUs stay idle.",
+        )
+    elif job.owner_id != request.user.pk:
+        messages.error(request, "Only the job's owner can keep it.")
+    else:
+        messages.error(request, f"Job {job.pk} cannot be kept (not warned, or kept once already).")
+    return redirect("job-detail", pk=job.pk)
+
+
+@login_required
+@require_POST
+def job_cancel(request, pk: int):
+    job = get_job_for_user(request, pk)
+    if lifecycle.cancel(job, by=request.user):
+        message = f"Cancelling job {job.pk}."
+    else:
+        message = f"Job {job.pk} has already ended ({job.get_state_display().lower()})."
+    if wants_json(request):
+        return JsonResponse({"message": message})
+    messages.info(request, message)
+    next_url = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(
+        next_url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ) or not next_url.startswith("/"):
+        next_url = "dashboard"
+    return redirect(next_url)
