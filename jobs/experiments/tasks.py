@@ -30,7 +30,7 @@ def lock_seconds() -> int:
     return int(settings.PORTAL_EXPERIMENT_STEP_TIME_LIMIT + LOCK_MARGIN)
 
 
-@shared_task
+@shared_task(name="jobs.experiments.tasks.advance_experiments")
 def advance_experiments() -> int:
     """Periodic (beat): one controller step for every running experiment. Each expires
     by the next round, which queues a fresh one: a backlog never grows."""
@@ -44,7 +44,7 @@ def advance_experiments() -> int:
     return len(ids)
 
 
-@shared_task(**step_limits())
+@shared_task(name="jobs.experiments.tasks.advance_experiment", **step_limits())
 def advance_experiment(experiment_id: int) -> None:
     """One step of the experiment's controller, in one worker at a time (the lock outlives
     the step's time limit). Steps run on the experiments' own queue

@@ -50,7 +50,7 @@ def cancelled_by(job: Job) -> str:
     return asker or ""
 
 
-@shared_task(bind=True, max_retries=10)
+@shared_task(name="jobs.notifications.tasks.notify_job", bind=True, max_retries=10)
 def notify_job(self, job_id: int, event: str) -> None:
     job = Job.objects.select_related("owner", "cluster", "partition").filter(pk=job_id).first()
     if job is None:
@@ -78,7 +78,7 @@ WALLTIME_WARNING = timedelta(minutes=15)
 WALLTIME_SCAN_MAX = 5000
 
 
-@shared_task
+@shared_task(name="jobs.notifications.tasks.warn_walltime_ending")
 def warn_walltime_ending() -> int:
     """Periodic (beat): tell the owners of running jobs that reach their time limit within
     WALLTIME_WARNING (once per job: record() keeps the first). Reads only the database;
@@ -104,7 +104,7 @@ def warn_walltime_ending() -> int:
     return queued
 
 
-@shared_task
+@shared_task(name="jobs.notifications.tasks.notify_experiment")
 def notify_experiment(experiment_id: int) -> None:
     experiment = Experiment.objects.select_related("owner").filter(pk=experiment_id).first()
     if experiment is None or not experiment.is_final:
@@ -143,6 +143,7 @@ def queue_delivery(user_id: int, delay: float | None = None) -> None:
 
 
 @shared_task(
+    name="jobs.notifications.tasks.deliver_email",
     autoretry_for=(smtplib.SMTPException, OSError),
     retry_backoff=True,
     retry_backoff_max=600,
