@@ -12,6 +12,7 @@ from jobs.models import Job
 from tests import factories, polling
 from tests import idp as idp_mod
 from tests import mailbox as mailbox_mod
+from tests.liveserver import chunked_request_bodies  # noqa: F401 (a fixture, shared)
 
 # --- the suite in two parts ------------------------------------------------------------
 # deploy/run-tests.sh runs the tests that use the Slurm dev cluster (`--part=slurm`) beside
