@@ -18,6 +18,19 @@ from tests import factories, polling
 T = TypeVar("T")
 
 
+def need_part(present: bool, what: str) -> None:
+    """A part of `make devcluster` a test needs (PyTorch, say) is ``present``, or the test
+    fails where the dev cluster must be whole (PORTAL_REQUIRE_DEVCLUSTER=1, which
+    deploy/run-tests.sh sets as root: CI, `make test`) and skips only in other runs."""
+    import pytest
+
+    if present:
+        return
+    if os.environ.get("PORTAL_REQUIRE_DEVCLUSTER") == "1":
+        pytest.fail(f"PORTAL_REQUIRE_DEVCLUSTER=1 but {what}")
+    pytest.skip(what)
+
+
 def sync_until(
     job: Job,
     done: Callable[[Job], T],

@@ -17,7 +17,7 @@ from jobs.metrics.models import MetricSeries
 from jobs.metrics.tail import tail_job
 from jobs.models import Job
 from tests import factories, polling
-from tests.devcluster.helpers import remote, run_until
+from tests.devcluster.helpers import need_part, remote, run_until
 
 pytestmark = [pytest.mark.devcluster]
 
@@ -127,13 +127,20 @@ def two_nodes_of_two_ranks(job) -> dict[int, dict]:
     return seen
 
 
+def need_torchrun() -> None:
+    need_part(
+        Path("/usr/local/bin/torchrun").exists(),
+        "the dev cluster has no PyTorch (/usr/local/bin/torchrun): `make devcluster` installs "
+        "it only from a CPU wheel on this machine (pip's find-links, e.g. /opt/wheels)",
+    )
+
+
 @pytest.mark.django_db
 def test_a_real_torchrun_job_joins_its_ranks_across_both_nodes(devcluster, owner):
     """PyTorch's own torchrun (the CPU build the dev cluster installs where this machine has
     its wheel) under the portal's srun line: one torchrun per node, static rendezvous on the
     first node at MASTER_PORT, four workers that allreduce over gloo across the nodes."""
-    if not Path("/usr/local/bin/torchrun").exists():
-        pytest.skip("the dev cluster has no PyTorch: this machine has no CPU wheel of it")
+    need_torchrun()
     job = distributed_job(owner, devcluster, DDP, "torchrun", gpus=0, gpu_type="")
     job = run_until(job, {"completed", "failed"}, timeout=180)
     assert job.state == "completed", (job.message, files.read_job_log(job, "stderr").text)
@@ -258,8 +265,7 @@ def test_another_users_store_writes_do_nothing_to_a_running_torchrun_job(devclus
     c10d's rendezvous, both nodes' torchrun unpickled them at their next keep-alive.)"""
     import uuid
 
-    if not Path("/usr/local/bin/torchrun").exists():
-        pytest.skip("the dev cluster has no PyTorch: this machine has no CPU wheel of it")
+    need_torchrun()
     marker = Path(f"/tmp/portal-rendezvous-pickle-{uuid.uuid4().hex}")
     job = distributed_job(owner, devcluster, DDP_WAITING, "torchrun", gpus=0, gpu_type="")
     try:
