@@ -158,7 +158,7 @@ def listed(limit: int = 500):
     )
 
 
-@shared_task
+@shared_task(name="jobs.idle_policy.enforce_idle_gpu_policy")
 def enforce_idle_gpu_policy() -> dict[str, list[int]]:
     """Periodic (beat): one pass of the partitions' idle-GPU policies, in one worker at a
     time. (Here, not in jobs.tasks: it cancels through jobs.lifecycle, which imports

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 SCHEDULED_STATES = choices.SCHEDULED_STATES
 
 
-@shared_task(bind=True, acks_late=True, max_retries=None, **limits())
+@shared_task(name="jobs.tasks.submit_job", bind=True, acks_late=True, max_retries=None, **limits())
 def submit_job(self, job_id: int) -> None:
     job = (
         Job.objects.select_related("cluster", "partition", "image", "owner")
@@ -191,7 +191,9 @@ def metrics_upload_url(job: Job) -> str:
     return settings.PORTAL_URL + reverse("metrics-upload", args=[job.pk])
 
 
-@shared_task(bind=True, acks_late=True, max_retries=None, **limits())
+@shared_task(
+    name="jobs.tasks.submit_array", bind=True, acks_late=True, max_retries=None, **limits()
+)
 def submit_array(self, array_id: int) -> None:
     """Submit a job array (an experiment's batch of trial runs) with one sbatch: the same
     claim, adoption and retry rules as one job (submit_job); members cancelled before it
@@ -291,7 +293,7 @@ def _submit_array_claimed(task, array: JobArray, members: list[Job]) -> None:
                     )
 
 
-@shared_task
+@shared_task(name="jobs.tasks.sync_clusters")
 def sync_clusters() -> None:
     """Periodic (beat): one sync per cluster with scheduled jobs, spread over the interval."""
     cluster_ids = (
@@ -304,7 +306,7 @@ def sync_clusters() -> None:
         sync_cluster.apply_async((cluster_id,), countdown=random.uniform(0, spread))
 
 
-@shared_task(**limits())
+@shared_task(name="jobs.tasks.sync_cluster", **limits())
 def sync_cluster(cluster_id: int) -> None:
     # One sync per cluster at a time, across all workers.
     timeout = max(60, int(settings.PORTAL_SYNC_INTERVAL * 4))
@@ -319,7 +321,7 @@ def sync_cluster(cluster_id: int) -> None:
             close_old_connections()
 
 
-@shared_task(**limits())
+@shared_task(name="jobs.tasks.sync_job", **limits())
 def sync_job(job_id: int) -> None:
     """One job's sync now rather than at the next periodic one (sync_soon)."""
     try:
@@ -343,7 +345,9 @@ def sync_soon(job: Job) -> None:
         log.warning("could not queue a sync of job %s", job.pk, exc_info=True)
 
 
-@shared_task(bind=True, acks_late=True, max_retries=5, **limits())
+@shared_task(
+    name="jobs.tasks.record_attempts", bind=True, acks_late=True, max_retries=5, **limits()
+)
 def record_attempts(self, job_ids: list[int], outbox_events: list[int] | None = None) -> None:
     """sync.record_attempts(), then the outbox hears it ran (a worker killed midway leaves
     the events due: the sweep hands them over again after its lease)."""
@@ -354,7 +358,7 @@ def record_attempts(self, job_ids: list[int], outbox_events: list[int] | None = 
     outbox.done_many(outbox_events or [], ATTEMPTS)
 
 
-@shared_task(bind=True, acks_late=True, max_retries=None, **limits())
+@shared_task(name="jobs.tasks.cancel_job", bind=True, acks_late=True, max_retries=None, **limits())
 def cancel_job(self, job_id: int, requested_by: int | None = None) -> None:
     """Cancel a job on its cluster; the audit log names ``requested_by`` (a user id; None:
     the portal itself, recorded for the owner)."""
@@ -383,7 +387,7 @@ def cancel_job(self, job_id: int, requested_by: int | None = None) -> None:
     )
 
 
-@shared_task(bind=True, acks_late=True, max_retries=None, **limits())
+@shared_task(name="jobs.tasks.release_job", bind=True, acks_late=True, max_retries=None, **limits())
 def release_job(self, job_id: int, requested_by: int | None = None) -> None:
     """Release a held job (after a failed launch, or held by its owner)."""
     job = Job.objects.select_related("cluster_account__cluster", "owner").filter(pk=job_id).first()
@@ -432,7 +436,7 @@ def _act_on_job(task, job: Job, what: str, doing: str, requested_by: int | None,
     sync_jobs(Job.objects.filter(pk=job.pk))
 
 
-@shared_task
+@shared_task(name="jobs.tasks.recover_jobs")
 def recover_jobs() -> dict[str, int]:
     """Periodic (beat): find work whose queue message was lost — a worker killed while it
     held it, the broker restarted empty, a task that died on a database error — and queue
@@ -481,7 +485,7 @@ def recover_jobs() -> dict[str, int]:
     return {"submits": len(lost_submits), "cancels": len(lost_cancels), "given_up": given_up}
 
 
-@shared_task
+@shared_task(name="jobs.tasks.deliver_job_events")
 def deliver_job_events() -> int:
     """Periodic (beat): hand over what jobs' changes still owe (jobs.outbox)."""
     return outbox.deliver()
@@ -506,7 +510,9 @@ def queue_attempts(dues: list[outbox.Due]) -> None:
 ERROR_TAIL_BYTES = 8192
 
 
-@shared_task(bind=True, acks_late=True, max_retries=5, **limits())
+@shared_task(
+    name="jobs.tasks.read_error_tail", bind=True, acks_late=True, max_retries=5, **limits()
+)
 def read_error_tail(self, job_id: int, outbox_event: int | None = None) -> None:
     """Keep the end of a failed job's stderr with the job: the cause is usually there
     ('module: command not found', a Python traceback)."""
@@ -523,13 +529,13 @@ def read_error_tail(self, job_id: int, outbox_event: int | None = None) -> None:
     outbox.done(outbox_event, STDERR)
 
 
-@shared_task
+@shared_task(name="jobs.tasks.prune_audit_log")
 def prune_audit_log() -> int:
     """Periodic (beat): delete audit rows older than PORTAL_AUDIT_RETENTION_DAYS, in batches."""
     return audit.prune(settings.PORTAL_AUDIT_RETENTION_DAYS)
 
 
-@shared_task
+@shared_task(name="jobs.tasks.send_efficiency_digest")
 def send_efficiency_digest(days: int = 7) -> int:
     """Periodic (beat, weekly): the GPU efficiency digest (jobs.usage.efficiency) by email to
     every active staff member with an address; how many it was sent to."""

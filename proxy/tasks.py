@@ -5,7 +5,7 @@ from celery import shared_task
 from proxy import routes
 
 
-@shared_task(ignore_result=True)
+@shared_task(name="proxy.tasks.reconcile_routes", ignore_result=True)
 def reconcile_routes() -> dict:
     """Beat: every HAProxy instance routes exactly the open sessions (repairs a push
     that was missed, and an instance restarted with no routes)."""

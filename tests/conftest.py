@@ -9,9 +9,10 @@ from django.conf import settings
 
 from devtools import devcluster as devcluster_mod
 from jobs.models import Job
-from tests import factories
+from tests import factories, polling
 from tests import idp as idp_mod
 from tests import mailbox as mailbox_mod
+from tests.liveserver import chunked_request_bodies  # noqa: F401 (a fixture, shared)
 
 # --- the suite in two parts ------------------------------------------------------------
 # deploy/run-tests.sh runs the tests that use the Slurm dev cluster (`--part=slurm`) beside
@@ -36,6 +37,7 @@ def part_of(item) -> str:
 
 
 def pytest_collection_modifyitems(config, items):
+    scale_timeouts(config, items)
     part = config.getoption("--part")
     if part is None:
         return
@@ -45,6 +47,24 @@ def pytest_collection_modifyitems(config, items):
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def scale_timeouts(config, items) -> None:
+    """pytest-timeout's limits (pyproject's 300 s, @pytest.mark.timeout(N)) grow with
+    PORTAL_TEST_TIMEOUT_SCALE, as every wait in the tests does (tests/polling.py): a test
+    given more time to wait is not killed for taking it."""
+    factor = polling.scale()
+    if factor == 1:
+        return
+    import pytest_timeout
+
+    default = pytest_timeout.get_env_settings(config).timeout
+    for item in items:
+        marker = item.get_closest_marker("timeout")
+        kwargs = dict(marker.kwargs) if marker else {}
+        timeout = kwargs.pop("timeout", marker.args[0] if marker and marker.args else default)
+        if timeout:
+            item.add_marker(pytest.mark.timeout(float(timeout) * factor, **kwargs), append=False)
 
 
 @pytest.fixture(autouse=True)

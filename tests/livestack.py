@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 import uuid
 from pathlib import Path
@@ -19,6 +18,8 @@ from pathlib import Path
 import redis
 from django.conf import settings
 from django.db import connection
+
+from tests import polling
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -206,15 +207,20 @@ class LiveStack:
 
     def _wait_ready(self, urls: list[str], log: str) -> None:
         """Every URL's sign-in page answers and HAProxy listens, or the stack is stopped."""
-        deadline = time.monotonic() + 60
         waiting = list(urls)
-        while time.monotonic() < deadline:
+
+        def ready() -> bool:
+            nonlocal waiting
             waiting = [url for url in waiting if not _answers(f"{url}/accounts/login/")]
-            if not waiting and _listening(self.proxy_port):
-                return
-            time.sleep(0.3)
-        self.stop()
-        raise RuntimeError(f"the web server did not start; see {self.tmp / f'{log}.log'}")
+            return not waiting and _listening(self.proxy_port)
+
+        try:
+            polling.until(ready, 60, "the web servers and HAProxy", interval=0.3)
+        except AssertionError as exc:
+            self.stop()
+            raise RuntimeError(
+                f"the web server did not start; see {self.tmp / f'{log}.log'}"
+            ) from exc
 
     def start_worker(self, name: str = "worker") -> None:
         self._spawn(
@@ -356,13 +362,13 @@ class Redis:
         self.proc.stdin.write("\n".join(config).encode() + b"\n")
         self.proc.stdin.close()
         client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5)
-        for _ in range(100):
-            try:
-                client.ping()
-                return
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise AssertionError("redis-server did not start")
+        polling.until(
+            client.ping,
+            10,
+            "redis-server to start",
+            interval=0.05,
+            ignoring=(redis.ConnectionError,),
+        )
 
     def kill(self) -> None:
         self.proc.kill()

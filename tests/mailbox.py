@@ -13,7 +13,6 @@ import email
 import email.policy
 import os
 import socket
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +20,8 @@ from email.message import EmailMessage
 from pathlib import Path
 
 import pytest
+
+from tests import polling
 
 
 def state_dir() -> Path:
@@ -71,14 +72,20 @@ class Mailbox:
         until: Callable[[list[EmailMessage]], bool] | None = None,
     ) -> list[EmailMessage]:
         """At least ``count`` messages to ``to`` within ``timeout`` seconds (or fail)."""
-        deadline = time.monotonic() + timeout
-        while True:
+        got: list[EmailMessage] = []
+
+        def arrived() -> bool:
+            nonlocal got
             got = self.messages(to)
-            if len(got) >= count and (until is None or until(got)):
-                return got
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{len(got)} message(s) to {to} after {timeout} s")
-            time.sleep(0.3)
+            return len(got) >= count and (until is None or until(got))
+
+        polling.until(
+            arrived,
+            timeout,
+            lambda: f"{count} message(s) to {to} (got {len(got)})",
+            interval=0.3,
+        )
+        return got
 
 
 def address(name: str = "person") -> str:

@@ -10,12 +10,12 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 
 from proxy import haproxy
+from tests import polling
 from tests.livestack import free_port
 
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
@@ -34,14 +34,13 @@ def need_haproxy() -> None:
 
 
 def wait_listening(port: int) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
-            return
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on {port}")
+    polling.until(
+        lambda: httpx.get(f"http://127.0.0.1:{port}/", timeout=1),
+        20,
+        f"something to listen on {port}",
+        interval=0.1,
+        ignoring=(httpx.TransportError,),
+    )
 
 
 def start_echo(port: int) -> subprocess.Popen:
@@ -87,9 +86,8 @@ class Proxy:
         check = subprocess.run([HAPROXY, "-c", "-q", "-f", str(self.config)], capture_output=True)
         assert check.returncode == 0, check.stderr.decode()
         self.proc = subprocess.Popen([HAPROXY, "-W", "-db", "-f", str(self.config)])
-        deadline = time.monotonic() + 10
-        while not (self.dir / "admin.sock").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        admin = self.dir / "admin.sock"
+        polling.until(admin.exists, 10, f"HAProxy's {admin}", interval=0.05)
         wait_listening(self.port)
         return self
 

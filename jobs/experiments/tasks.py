@@ -33,7 +33,7 @@ def lock_seconds() -> int:
     return int(settings.PORTAL_EXPERIMENT_STEP_TIME_LIMIT + LOCK_MARGIN)
 
 
-@shared_task
+@shared_task(name="jobs.experiments.tasks.advance_experiments")
 def advance_experiments() -> int:
     """Periodic (beat): one controller step for every running experiment. Each expires
     by the next round, which queues a fresh one: a backlog never grows."""
@@ -47,7 +47,9 @@ def advance_experiments() -> int:
     return len(ids)
 
 
-@shared_task(bind=True, max_retries=None, **step_limits())
+@shared_task(
+    name="jobs.experiments.tasks.advance_experiment", bind=True, max_retries=None, **step_limits()
+)
 def advance_experiment(self, experiment_id: int, outbox_events: list[int] | None = None) -> None:
     """One step of the experiment's controller, in one worker at a time (the lock outlives
     the step's time limit). Steps run on the experiments' own queue

@@ -52,7 +52,7 @@ def cancelled_by(job: Job) -> str:
     return asker or ""
 
 
-@shared_task(bind=True, max_retries=10)
+@shared_task(name="jobs.notifications.tasks.notify_job", bind=True, max_retries=10)
 def notify_job(self, job_id: int, event: str, outbox_event: int | None = None) -> None:
     """Tell the job's owner ``event`` (as they chose); ``outbox_event``: the JobEvent that
     owed it, told it is done once the notification is recorded (or not owed after all)."""
@@ -87,7 +87,7 @@ WALLTIME_WARNING = timedelta(minutes=15)
 WALLTIME_SCAN_MAX = 5000
 
 
-@shared_task
+@shared_task(name="jobs.notifications.tasks.warn_walltime_ending")
 def warn_walltime_ending() -> int:
     """Periodic (beat): tell the owners of running jobs that reach their time limit within
     WALLTIME_WARNING (once per job: record() keeps the first). Reads only the database;
@@ -113,7 +113,7 @@ def warn_walltime_ending() -> int:
     return queued
 
 
-@shared_task
+@shared_task(name="jobs.notifications.tasks.notify_experiment")
 def notify_experiment(experiment_id: int) -> None:
     experiment = Experiment.objects.select_related("owner").filter(pk=experiment_id).first()
     if experiment is None or not experiment.is_final:
@@ -152,6 +152,7 @@ def queue_delivery(user_id: int, delay: float | None = None) -> None:
 
 
 @shared_task(
+    name="jobs.notifications.tasks.deliver_email",
     autoretry_for=(smtplib.SMTPException, OSError),
     retry_backoff=True,
     retry_backoff_max=600,

@@ -13,11 +13,13 @@ from tests import factories
 from tests.devcluster.helpers import (
     SshdLog,
     certificate,
+    connection_info,
     private_keys_in_key_columns,
     record_issued_keys,
     remote,
     run_until,
     sshd_accepts,
+    sync_until,
 )
 
 pytestmark = [pytest.mark.condorpool, pytest.mark.django_db]
@@ -45,13 +47,7 @@ def test_jobs_and_a_notebook_run_over_certificates_and_no_private_key_is_kept(
     held = factories.submitted_job(owner, cert_pool, "echo released-$((6*7))")
     assert Job.State.PENDING == held.state, held.message
     remote(account, ["condor_hold", "-reason", "by its owner", held.scheduler_job_id])
-    for _ in range(60):
-        tasks.sync_jobs(Job.objects.filter(pk=held.pk))
-        held.refresh_from_db()
-        if held.is_held:
-            break
-        time.sleep(0.5)
-    assert held.is_held, (held.state, held.pending_reason)
+    sync_until(held, lambda j: j.is_held, 30, lambda: f"to be held ({held.pending_reason})")
     tasks.release_job.apply(args=[held.pk])
     running = run_until(running, {"running"}, timeout=120)
     assert running.request_cancel()
@@ -67,13 +63,8 @@ def test_jobs_and_a_notebook_run_over_certificates_and_no_private_key_is_kept(
 
     image = factories.image("nb-host", offers_notebook=True)
     notebook = factories.submitted_job(owner, cert_pool, "", kind="notebook", image=image)
-    deadline, info = time.monotonic() + 180, None
-    while info is None and time.monotonic() < deadline:
-        time.sleep(1)
-        info = pool.with_connection(
-            account, lambda conn: files.read_connection_file(conn, notebook.work_dir)
-        )
-    assert info is not None and info["port"], "the notebook did not start within 180 s"
+    info = connection_info(account, notebook, timeout=180)
+    assert info["port"], info
     assert notebook.request_cancel()
     tasks.cancel_job.apply(args=[notebook.pk])
 

@@ -2,15 +2,13 @@
 another user's job, or one of the same user outside the portal, named like a portal job,
 never speaks for it; a job that renames itself is no longer taken for the portal's."""
 
-import time
-
 import pytest
 
 from jobs import tasks
 from jobs.models import Job
 from tests import factories
 from tests.conftest import as_pool_root
-from tests.devcluster.helpers import remote, run_until
+from tests.devcluster.helpers import remote, run_until, sync_until
 
 pytestmark = [pytest.mark.condorpool, pytest.mark.django_db]
 
@@ -52,12 +50,7 @@ def test_a_job_that_renames_itself_is_no_longer_taken_for_the_portals(condorpool
         condorpool,
         'condor_qedit "$PORTAL_SCHEDULER_JOB_ID" PortalName \'"someone-else"\'; sleep 60',
     )
-    for _ in range(60):
-        tasks.sync_jobs(Job.objects.filter(pk=job.pk))
-        job.refresh_from_db()
-        if job.scheduler_unseen_since is not None:
-            break
-        time.sleep(0.5)
+    sync_until(job, lambda j: j.scheduler_unseen_since is not None, 30, "to go unseen")
     # Not ended (nor moved) by what it wrote: its grace period runs.
     assert job.state in {"pending", "running"}
     assert job.scheduler_unseen_since is not None
@@ -69,19 +62,14 @@ def _sync_until(job: Job, done, timeout: float = 120, seen=None):
     from proxy import routes
     from proxy.models import SessionLink
 
-    deadline = time.monotonic() + timeout
-    while True:
-        tasks.sync_jobs(Job.objects.filter(pk=job.pk))
-        job.refresh_from_db()
+    def session_done(job: Job) -> SessionLink | None:
         session = SessionLink.objects.select_related("job", "job__owner").get(job=job)
         route = routes.route_of(session)
         if seen is not None:
             seen.append((job.node, session.state, session.host, route and route.address))
-        if done(job, session):
-            return session
-        if time.monotonic() > deadline:
-            raise AssertionError(f"job {job.pk}: {job.state} {job.message!r}; {seen}")
-        time.sleep(0.5)
+        return session if done(job, session) else None
+
+    return sync_until(job, session_done, timeout, lambda: f"its session to get there; {seen}")
 
 
 def test_a_qedited_remotehost_never_moves_a_sessions_route(condorpool, owner):

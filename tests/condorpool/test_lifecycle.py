@@ -10,7 +10,7 @@ from jobs.cluster import files, pool, ssh
 from jobs.models import ClusterAccount, Job
 from tests import factories
 from tests.conftest import as_pool_root
-from tests.devcluster.helpers import remote, run_until, submit_from_threads
+from tests.devcluster.helpers import remote, run_until, submit_from_threads, sync_until
 
 pytestmark = [pytest.mark.condorpool, pytest.mark.django_db]
 
@@ -46,12 +46,8 @@ def test_command_exiting_3_ends_failed_with_exit_code_3(condorpool, owner):
 def test_cancelling_a_running_job_ends_cancelled(condorpool, owner):
     job = factories.submitted_job(owner, condorpool, "sleep 300")
     job = run_until(job, {"running"})
-    for _ in range(20):  # the node: once the startd's claim reaches the collector
-        if job.node:
-            break
-        time.sleep(0.5)
-        tasks.sync_jobs(Job.objects.filter(pk=job.pk))
-        job.refresh_from_db()
+    # The node: once the startd's claim reaches the collector.
+    sync_until(job, lambda j: j.node, 10, "to have its node")
     assert job.node == "vm"  # the execute machine, as its startd reports the claim
     assert job.request_cancel()
     tasks.cancel_job.apply(args=[job.pk])
@@ -64,12 +60,7 @@ def test_an_unmatchable_job_says_so_and_cancelling_it_while_idle_works(condorpoo
     job = factories.submitted_job(
         owner, condorpool, "true", partition="gpu", gpus=2, min_gpu_capability=8
     )
-    for _ in range(60):
-        tasks.sync_jobs(Job.objects.filter(pk=job.pk))
-        job.refresh_from_db()
-        if "no machine" in job.pending_reason:
-            break
-        time.sleep(0.5)
+    sync_until(job, lambda j: "no machine" in j.pending_reason, 30, "to say no machine matches")
     assert job.state == "pending"
     assert job.pending_reason.startswith("no machine in the pool matches its requirements")
     assert job.request_cancel()
@@ -84,13 +75,7 @@ def test_a_held_job_shows_its_hold_reason_and_is_released(condorpool, owner):
         job.cluster_account,
         ["condor_hold", "-reason", "quota <b>exceeded</b>; free space", job.scheduler_job_id],
     )
-    for _ in range(40):
-        tasks.sync_jobs(Job.objects.filter(pk=job.pk))
-        job.refresh_from_db()
-        if job.is_held:
-            break
-        time.sleep(0.5)
-    assert job.is_held, (job.state, job.pending_reason)
+    sync_until(job, lambda j: j.is_held, 20, lambda: f"to be held ({job.pending_reason})")
     # HTCondor's reason as text: one line, no markup interpreted anywhere it is shown.
     assert job.pending_reason == "held: quota <b>exceeded</b>; free space (by user condoruser)"
     tasks.release_job.apply(args=[job.pk])

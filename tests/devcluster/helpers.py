@@ -1,26 +1,87 @@
 """Driving jobs on the dev cluster as the portal's periodic tasks would."""
 
+from __future__ import annotations
+
 import os
 import subprocess
 import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from django.db.models import QuerySet
 
 from jobs import tasks
 from jobs.cluster import pool
 from jobs.models import Job
-from tests import factories
+from tests import factories, polling
+
+T = TypeVar("T")
 
 
-def run_until(job: Job, states: set[str], timeout: float = 60) -> Job:
+def need_part(present: bool, what: str) -> None:
+    """A part of `make devcluster` a test needs (PyTorch, say) is ``present``, or the test
+    fails where the dev cluster must be whole (PORTAL_REQUIRE_DEVCLUSTER=1, which
+    deploy/run-tests.sh sets as root: CI, `make test`) and skips only in other runs."""
+    import pytest
+
+    if present:
+        return
+    if os.environ.get("PORTAL_REQUIRE_DEVCLUSTER") == "1":
+        pytest.fail(f"PORTAL_REQUIRE_DEVCLUSTER=1 but {what}")
+    pytest.skip(what)
+
+
+def sync_until(
+    job: Job,
+    done: Callable[[Job], T],
+    timeout: float = 60,
+    what: str | Callable[[], str] = "",
+    jobs: QuerySet[Job] | None = None,
+    interval: float = 0.5,
+) -> T:
+    """Drive the periodic sync (as beat would) until ``done(job)`` gives something truthy,
+    and return that (tests.polling.until: the timeout scales). ``jobs``: what each sync
+    reads (default: this job alone); ``what`` names what is waited for."""
+
+    def synced() -> T:
+        tasks.sync_jobs(jobs.all() if jobs is not None else Job.objects.filter(pk=job.pk))
+        job.refresh_from_db()
+        return done(job)
+
+    def described() -> str:
+        wanted = what() if callable(what) else what
+        return f"job {job.pk} {wanted} (it is {job.state}: {job.message!r})"
+
+    return polling.until(synced, timeout, described, interval=interval)
+
+
+def run_until(
+    job: Job, states: set[str], timeout: float = 60, jobs: QuerySet[Job] | None = None
+) -> Job:
     """Drive the periodic sync (as beat would) until the job reaches one of ``states``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        tasks.sync_jobs(Job.objects.filter(pk=job.pk))
+    wanted = ", ".join(sorted(states))
+    return sync_until(
+        job, lambda j: j if j.state in states else None, timeout, f"to be {wanted}", jobs
+    )
+
+
+def worker_until(job: Job, states: set[str], queue: str, timeout: float = 60) -> Job:
+    """Until the job reaches one of ``states`` with a real worker on ``queue`` doing the
+    work; the test plays beat (a sync of every cluster each second)."""
+
+    def reached() -> Job | None:
         job.refresh_from_db()
         if job.state in states:
             return job
-        time.sleep(0.5)
-    raise AssertionError(
-        f"job {job.pk} is {job.state} ({job.message}) after {timeout}s, wanted {states}"
+        tasks.sync_clusters.apply_async(queue=queue)  # what beat does every interval
+        return None
+
+    wanted = ", ".join(sorted(states))
+    return polling.until(
+        reached,
+        timeout,
+        lambda: f"job {job.pk} to be {wanted} (it is {job.state}: {job.message!r})",
+        interval=1,
     )
 
 
@@ -29,6 +90,20 @@ def run_job(owner, cluster, command: str) -> Job:
     job = run_until(factories.submitted_job(owner, cluster, command), set(Job.FINAL_STATES))
     assert job.state == "completed", job.message
     return job
+
+
+def connection_info(account, job: Job, timeout: float = 120, interval: float = 1) -> dict:
+    """The session's connection file (port, secret) read over SFTP once the job wrote it."""
+    from jobs.cluster import files
+
+    return polling.until(
+        lambda: pool.with_connection(
+            account, lambda conn: files.read_connection_file(conn, job.work_dir)
+        ),
+        timeout,
+        lambda: f"job {job.pk}'s connection file (the session to start)",
+        interval=interval,
+    )
 
 
 def submit_from_threads(job: Job, threads: int = 4) -> list[Exception]:

@@ -11,7 +11,7 @@ from jobs.models import Job
 from jobs.seam import JobKey
 from jobs.slurm import operations, parsers
 from jobs.slurm import scripts as slurm_scripts
-from tests import factories
+from tests import factories, polling
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 
@@ -19,8 +19,8 @@ pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 def from_accounting(job: Job, timeout: float = 30) -> parsers.SlurmJob:
     """Ask accounting only (as the sync does once the controller has let the job go)."""
     account = job.cluster_account
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def final() -> parsers.SlurmJob | None:
         found = pool.with_connection(
             account,
             lambda conn: operations.accounting(
@@ -28,10 +28,9 @@ def from_accounting(job: Job, timeout: float = 30) -> parsers.SlurmJob:
             ),
         )
         status = found.get(job.scheduler_key)
-        if status is not None and status.is_final:
-            return status
-        time.sleep(0.5)
-    raise AssertionError(f"accounting has no final word on job {job.pk}")
+        return status if status is not None and status.is_final else None
+
+    return polling.until(final, timeout, f"accounting's final word on job {job.pk}")
 
 
 def test_sacct_gives_the_final_state_and_exit_code(devcluster, owner):
@@ -63,30 +62,37 @@ def test_sacct_gives_the_final_state_and_exit_code(devcluster, owner):
 def test_sacct_lists_every_attempt_of_a_requeued_job(devcluster, owner):
     job = factories.submitted_job(owner, devcluster, "sleep 60")
     sid = job.scheduler_job_id
-    for _ in range(60):
-        state = subprocess.run(
-            ["squeue", "-h", "-j", sid, "-o", "%T"], capture_output=True, text=True
-        ).stdout.strip()
-        if state == "RUNNING":
-            break
-        time.sleep(0.5)
+    polling.until(
+        lambda: (
+            subprocess.run(
+                ["squeue", "-h", "-j", sid, "-o", "%T"], capture_output=True, text=True
+            ).stdout.strip()
+            == "RUNNING"
+        ),
+        30,
+        f"job {sid} to run",
+    )
     subprocess.run(["scontrol", "requeue", sid], check=True)
     time.sleep(2)
     subprocess.run(["scancel", sid], check=True)
     argv = ["sacct", "-n", "-P", "-X", "-D", f"--delimiter={parsers.FIELD_SEP}", "-j", sid]
     argv += ["-o", ",".join(parsers.SACCT_FIELDS)]
-    deadline = time.monotonic() + 30
-    while True:  # slurmdbd records the cancelled run a moment after the controller
+    rows: list[parsers.SlurmJob] = []
+
+    def both_runs() -> bool:  # slurmdbd records the cancelled run a moment after the controller
+        nonlocal rows
         text = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
         rows = [s for s in parsers.parse_sacct(text, "hpcuser") if s.scheduler_id == sid]
         # This job's runs are the rows under its name (as the portal reads them: an id
         # alone may be an older job's, reissued after a controller lost its state).
         attempts = [s for s in rows if s.name == job.scheduler_name]
-        states = [a.slurm_state.split()[0] for a in attempts]
-        if states == ["REQUEUED", "CANCELLED"] or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    assert states == ["REQUEUED", "CANCELLED"], (
-        job.scheduler_name,
-        [(r.name, r.slurm_state) for r in rows],
+        return [a.slurm_state.split()[0] for a in attempts] == ["REQUEUED", "CANCELLED"]
+
+    polling.until(
+        both_runs,
+        30,
+        lambda: (
+            f"{job.scheduler_name}: a requeued run and a cancelled one in accounting "
+            f"(rows: {[(r.name, r.slurm_state) for r in rows]})"
+        ),
     )

@@ -3,13 +3,11 @@ through the pages, a bad path refused, and the job cancelled, by the same code t
 workers and views run, over real sshd to real Slurm; each action is one row naming the
 portal user, the cluster user, the action and its outcome."""
 
-import time
-
 import pytest
 
 from jobs import image_checks, tasks
 from jobs.models import AuditEvent, Job
-from tests import factories
+from tests import factories, polling
 from tests.devcluster.helpers import run_until
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
@@ -42,10 +40,11 @@ def test_submit_read_download_refuse_and_cancel_are_each_recorded(
 
     job = run_until(job, {"running"})
     client.force_login(staff)  # staff read the owner's job: the row names staff
-    deadline = time.monotonic() + 30
-    while "hello-audit" not in client.get(f"/jobs/{job.pk}/logs/stdout/").json()["text"]:
-        assert time.monotonic() < deadline, "stdout never showed the job's output"
-        time.sleep(0.5)
+    polling.until(
+        lambda: "hello-audit" in client.get(f"/jobs/{job.pk}/logs/stdout/").json()["text"],
+        30,
+        "stdout to show the job's output",
+    )
     assert rows("file_read") == [("staff", login, f"job {job.pk} stdout.log", "ok")]
 
     client.force_login(owner)

@@ -4,7 +4,6 @@ fails because of its image says why (real sshd, Slurm and the job's stderr)."""
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from django.urls import reverse
 from jobs import image_checks, tasks
 from jobs.models import ImageCheck, Job
 from tests import factories
+from tests.devcluster.helpers import sync_until
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 
@@ -107,14 +107,7 @@ def test_the_admin_check_finds_a_missing_sif_a_missing_runtime_and_modules(
 
 
 def wait_final(job: Job, seconds: float = 60) -> Job:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        tasks.sync_jobs(Job.objects.filter(pk=job.pk))
-        job.refresh_from_db()
-        if job.is_final:
-            return job
-        time.sleep(0.5)
-    raise AssertionError(f"job {job.pk} is still {job.state}")
+    return sync_until(job, lambda j: j if j.is_final else None, seconds, "to end")
 
 
 def test_a_job_that_fails_in_its_setup_shows_the_end_of_stderr(client, owner, devcluster):

@@ -6,8 +6,8 @@ import pytest
 from django.db import transaction
 
 from jobs import tasks
-from jobs.models import Job
-from tests import factories
+from tests import factories, polling
+from tests.devcluster.helpers import worker_until
 from tests.livestack import LiveStack, Redis
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
@@ -22,17 +22,6 @@ def worker(devcluster, tmp_path):
     stack.stop()
 
 
-def wait_for(job: Job, states: set[str], queue: str, timeout: float = 60) -> Job:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job.refresh_from_db()
-        if job.state in states:
-            return job
-        tasks.sync_clusters.apply_async(queue=queue)  # what beat does every interval
-        time.sleep(1)
-    raise AssertionError(f"job {job.pk} is {job.state} ({job.message}), wanted {states}")
-
-
 def test_worker_submits_after_commit_and_sync_follows_the_job_to_completed(
     worker, devcluster, owner
 ):
@@ -40,7 +29,7 @@ def test_worker_submits_after_commit_and_sync_follows_the_job_to_completed(
     with transaction.atomic():
         job = factories.job(owner, devcluster, "echo via worker; exit 0", image=image)
         transaction.on_commit(lambda: tasks.submit_job.apply_async((job.pk,), queue=worker))
-    job = wait_for(job, {"completed", "failed", "submit_failed"}, worker)
+    job = worker_until(job, {"completed", "failed", "submit_failed"}, worker)
     assert job.state == "completed", job.message
     assert [e.to_state for e in job.events.all()][0] == "pending"
 
@@ -48,10 +37,10 @@ def test_worker_submits_after_commit_and_sync_follows_the_job_to_completed(
 def test_worker_cancels_a_running_job(worker, devcluster, owner):
     job = factories.job(owner, devcluster, "sleep 300", image=factories.image("host-c"))
     tasks.submit_job.apply_async((job.pk,), queue=worker)
-    wait_for(job, {"running"}, worker)
+    worker_until(job, {"running"}, worker)
     assert job.request_cancel()
     tasks.cancel_job.apply_async((job.pk,), queue=worker)
-    assert wait_for(job, {"cancelled"}, worker, timeout=30).state == "cancelled"
+    assert worker_until(job, {"cancelled"}, worker, timeout=30).state == "cancelled"
 
 
 def test_worker_survives_three_redis_restarts_under_load_and_still_runs_jobs(
@@ -86,11 +75,14 @@ def test_worker_survives_three_redis_restarts_under_load_and_still_runs_jobs(
         job = factories.job(owner, devcluster, "echo after outages", image=factories.image("h-r"))
         with app.connection_for_write(broker.url) as conn:
             tasks.submit_job.apply_async((job.pk,), queue=stack.queue, connection=conn)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and job.state == "pending":
-            time.sleep(1)
+
+        def taken() -> bool:
             job.refresh_from_db()
-        assert job.state != "pending", f"the worker took nothing after the outages\n{stack.logs()}"
+            return job.state != "pending"
+
+        polling.until(
+            taken, 60, lambda: f"the worker to take the job after the outages\n{stack.logs()}", 1
+        )
         assert not stack.exited(), stack.logs()
     finally:
         stack.stop()
@@ -130,9 +122,7 @@ def test_a_webhook_is_posted_by_the_worker_from_its_own_queue(worker, owner, clu
         note = Notification.record(owner, Event.JOB_FAILED, Message("Failed."), "/", job=job)
         assert note is not None and note.webhook == "pending"
         notification_tasks.deliver_webhook.apply_async((note.pk,), queue=f"{worker}-webhooks")
-        deadline = time.monotonic() + 30
-        while not got and time.monotonic() < deadline:
-            time.sleep(0.2)
+        polling.until(lambda: got, 30, "the webhook to be posted", interval=0.2)
     finally:
         server.shutdown()
         server.server_close()
@@ -140,10 +130,9 @@ def test_a_webhook_is_posted_by_the_worker_from_its_own_queue(worker, owner, clu
     assert webhook.verify(
         secret, headers["X-Portal-Timestamp"], headers["X-Portal-Signature"], body
     )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+
+    def sent() -> bool:
         note.refresh_from_db()
-        if note.webhook == "sent":
-            break
-        time.sleep(0.2)
-    assert note.webhook == "sent"
+        return note.webhook == "sent"
+
+    polling.until(sent, 10, lambda: f"the notification to be sent ({note.webhook})", 0.2)

@@ -13,11 +13,13 @@ from tests import factories
 from tests.devcluster.helpers import (
     SshdLog,
     certificate,
+    connection_info,
     private_keys_in_key_columns,
     record_issued_keys,
     remote,
     run_until,
     sshd_accepts,
+    sync_until,
 )
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
@@ -35,14 +37,12 @@ def cert_cluster(devcluster, devcluster_info, trusted_ca):
 
 
 def sync_until_held(job: Job, held: bool, timeout: float = 60) -> Job:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        tasks.sync_jobs(Job.objects.filter(pk=job.pk))
-        job.refresh_from_db()
-        if job.is_held == held and job.state == Job.State.PENDING:
-            return job
-        time.sleep(0.5)
-    raise AssertionError(f"job {job.pk}: held={job.is_held} ({job.state}), wanted {held}")
+    return sync_until(
+        job,
+        lambda j: j if j.is_held == held and j.state == Job.State.PENDING else None,
+        timeout,
+        lambda: f"to be pending with held={held} (held={job.is_held})",
+    )
 
 
 def test_jobs_and_a_notebook_run_over_certificates_and_no_private_key_is_kept(
@@ -83,13 +83,8 @@ def test_jobs_and_a_notebook_run_over_certificates_and_no_private_key_is_kept(
     # A notebook session opens (its connection file read over SFTP).
     image = factories.image("nb-host", offers_notebook=True)
     notebook = factories.submitted_job(owner, cert_cluster, "", kind="notebook", image=image)
-    deadline, info = time.monotonic() + 120, None
-    while info is None and time.monotonic() < deadline:
-        time.sleep(1)
-        info = pool.with_connection(
-            account, lambda conn: files.read_connection_file(conn, notebook.work_dir)
-        )
-    assert info is not None and info["port"], "the notebook did not start within 120 s"
+    info = connection_info(account, notebook, timeout=120)
+    assert info["port"], info
     assert notebook.request_cancel()
     tasks.cancel_job.apply(args=[notebook.pk])
 

@@ -2,7 +2,6 @@
 
 import re
 import subprocess
-import time
 import uuid
 from io import StringIO
 from pathlib import Path
@@ -12,7 +11,7 @@ from django.core.management import call_command
 
 from jobs.cluster import ssh
 from jobs.models import Cluster, ClusterAccount
-from tests import factories
+from tests import factories, polling
 
 pytestmark = [pytest.mark.django_db, pytest.mark.devcluster]
 
@@ -37,13 +36,14 @@ def job_state(conn: ssh.Connection, job_id: str) -> tuple[str, str]:
 
 
 def wait_for_end(conn: ssh.Connection, job_id: str, timeout: float = 60) -> tuple[str, str]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state, exit_code = job_state(conn, job_id)
-        if state not in {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING"}:
-            return state, exit_code
-        time.sleep(0.5)
-    raise AssertionError(f"job {job_id} still {state} after {timeout}s")
+    last = ("", "")
+
+    def ended() -> tuple[str, str] | None:
+        nonlocal last
+        last = job_state(conn, job_id)
+        return last if last[0] not in {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING"} else None
+
+    return polling.until(ended, timeout, lambda: f"job {job_id} to end (still {last[0]})")
 
 
 def test_sinfo_shows_the_gpu_and_cpu_partitions_on_two_nodes(conn):
@@ -120,7 +120,10 @@ def test_gpu_job_over_openssh_reaches_completed(devcluster_info, tmp_path):
     )
     job_id = submit.stdout.strip()
     assert job_id.isdigit(), submit.stderr
-    for _ in range(120):
+    show = ""
+
+    def completed() -> bool:
+        nonlocal show
         show = subprocess.run(
             base + ["scontrol", "show", "job", "-o", job_id],
             capture_output=True,
@@ -128,12 +131,10 @@ def test_gpu_job_over_openssh_reaches_completed(devcluster_info, tmp_path):
             timeout=30,
             check=True,
         ).stdout
-        if "JobState=COMPLETED" in show:
-            break
         assert "JobState=FAILED" not in show, show
-        time.sleep(0.5)
-    else:
-        raise AssertionError(f"job {job_id} did not complete: {show}")
+        return "JobState=COMPLETED" in show
+
+    polling.until(completed, 60, lambda: f"job {job_id} to complete: {show}")
     output = subprocess.run(
         base + ["cat", out_file], capture_output=True, text=True, timeout=30
     ).stdout

@@ -16,8 +16,8 @@ from jobs.metrics import ranks
 from jobs.metrics.models import MetricSeries
 from jobs.metrics.tail import tail_job
 from jobs.models import Job
-from tests import factories
-from tests.devcluster.helpers import remote, run_until
+from tests import factories, polling
+from tests.devcluster.helpers import need_part, remote, run_until
 
 pytestmark = [pytest.mark.devcluster]
 
@@ -127,13 +127,20 @@ def two_nodes_of_two_ranks(job) -> dict[int, dict]:
     return seen
 
 
+def need_torchrun() -> None:
+    need_part(
+        Path("/usr/local/bin/torchrun").exists(),
+        "the dev cluster has no PyTorch (/usr/local/bin/torchrun): `make devcluster` installs "
+        "it only from a CPU wheel on this machine (pip's find-links, e.g. /opt/wheels)",
+    )
+
+
 @pytest.mark.django_db
 def test_a_real_torchrun_job_joins_its_ranks_across_both_nodes(devcluster, owner):
     """PyTorch's own torchrun (the CPU build the dev cluster installs where this machine has
     its wheel) under the portal's srun line: one torchrun per node, static rendezvous on the
     first node at MASTER_PORT, four workers that allreduce over gloo across the nodes."""
-    if not Path("/usr/local/bin/torchrun").exists():
-        pytest.skip("the dev cluster has no PyTorch: this machine has no CPU wheel of it")
+    need_torchrun()
     job = distributed_job(owner, devcluster, DDP, "torchrun", gpus=0, gpu_type="")
     job = run_until(job, {"completed", "failed"}, timeout=180)
     assert job.state == "completed", (job.message, files.read_job_log(job, "stderr").text)
@@ -258,20 +265,27 @@ def test_another_users_store_writes_do_nothing_to_a_running_torchrun_job(devclus
     c10d's rendezvous, both nodes' torchrun unpickled them at their next keep-alive.)"""
     import uuid
 
-    if not Path("/usr/local/bin/torchrun").exists():
-        pytest.skip("the dev cluster has no PyTorch: this machine has no CPU wheel of it")
+    need_torchrun()
     marker = Path(f"/tmp/portal-rendezvous-pickle-{uuid.uuid4().hex}")
     job = distributed_job(owner, devcluster, DDP_WAITING, "torchrun", gpus=0, gpu_type="")
     try:
         job = run_until(job, {"running"}, timeout=60)
         account = job.cluster_account
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:  # every worker is in the process group
-            names = remote(account, ["ls", job.work_dir]).split()
-            if len([n for n in names if n.startswith("started-")]) == 4:
-                break
-            time.sleep(1)
-        assert len([n for n in names if n.startswith("started-")]) == 4, names
+        polling.until(  # every worker is in the process group
+            lambda: (
+                len(
+                    [
+                        n
+                        for n in remote(account, ["ls", job.work_dir]).split()
+                        if n.startswith("started-")
+                    ]
+                )
+                == 4
+            ),
+            90,
+            "the four workers to start",
+            interval=1,
+        )
         # The ports of the job's PyTorch processes: both nodes' torchrun and their workers
         # (not srun's, which a silent connection holds up: a matter of Slurm's, not this).
         torch = [pid for pid in job_processes(job) if is_torch(pid, job.scheduler_job_id)]
@@ -324,24 +338,33 @@ pm.close()
 EOF"""
 
 
+def no_processes_left(job: Job, timeout: float = 30) -> None:
+    left: dict = {}
+
+    def none_left() -> bool:
+        nonlocal left
+        left = job_processes(job)
+        return left == {}
+
+    polling.until(none_left, timeout, lambda: f"job {job.pk}'s processes to end: {left}")
+
+
 @pytest.mark.django_db
 def test_cancelling_a_two_node_job_leaves_no_process_on_either_node(devcluster, owner):
     job = distributed_job(owner, devcluster, UNSYNCED.format(steps=100_000), "mpi")
     job = run_until(job, {"running"}, timeout=60)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # until every rank has started on both nodes
+    running: dict = {}
+
+    def all_ranks() -> bool:
+        nonlocal running
         running = job_processes(job)
-        if set(running.values()) >= NODES and len(running) >= 8:
-            break
-        time.sleep(0.5)
-    assert set(running.values()) >= NODES, running
+        return set(running.values()) >= NODES and len(running) >= 8
+
+    polling.until(all_ranks, 30, lambda: f"every rank to start on both nodes: {running}")
     assert job.request_cancel()
     tasks.cancel_job.apply(args=[job.pk])
     job = run_until(job, {"cancelled"}, timeout=60)
-    deadline = time.monotonic() + 30  # Slurm's KillWait is 5 s
-    while job_processes(job) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert job_processes(job) == {}
+    no_processes_left(job)  # Slurm's KillWait is 5 s
 
 
 @pytest.mark.django_db
@@ -351,10 +374,7 @@ def test_one_failing_rank_stops_every_rank_on_every_node(devcluster, owner):
     job = run_until(job, {"failed", "completed"}, timeout=90)
     assert job.state == "failed" and job.exit_code != 0, job.message
     assert (job.ended_at - job.started_at).total_seconds() < 60  # not the others' 300 s
-    deadline = time.monotonic() + 30
-    while job_processes(job) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert job_processes(job) == {}
+    no_processes_left(job)
     assert "rank 3 fails" in files.read_job_log(job, "stderr").text
 
 

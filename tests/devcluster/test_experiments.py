@@ -4,13 +4,11 @@ killed with SIGKILL in the middle."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from jobs.experiments.models import Experiment
 from jobs.models import Job
-from tests import factories
+from tests import factories, polling
 from tests.devcluster.helpers import remote
 from tests.livestack import LiveStack
 
@@ -28,16 +26,19 @@ def stack(devcluster, tmp_path):
 
 
 def wait_experiment(experiment: Experiment, timeout: float, watch=None) -> Experiment:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def final() -> bool:
         experiment.refresh_from_db()
         if watch is not None:
             watch()
-        if experiment.is_final:
-            return experiment
-        time.sleep(1)
-    states = list(experiment.trials.values_list("number", "state", "message"))
-    raise AssertionError(f"experiment {experiment.pk} still {experiment.state}: {states}")
+        return experiment.is_final
+
+    def still() -> str:
+        states = list(experiment.trials.values_list("number", "state", "message"))
+        return f"experiment {experiment.pk} to end (still {experiment.state}: {states})"
+
+    polling.until(final, timeout, still, interval=1)
+    return experiment
 
 
 def test_a_sweep_runs_as_throttled_arrays_and_a_failing_trial_does_not_stop_it(
@@ -160,10 +161,12 @@ def two_trials_running(owner, command: str, method: str):
         method=method,
         budget={"max_trials": 6, "max_concurrent": 2},
     )
-    deadline = time.monotonic() + 90
-    while Job.objects.filter(trial__experiment=experiment, state="running").count() < 2:
-        assert time.monotonic() < deadline, "the first two trials never ran"
-        time.sleep(1)
+    polling.until(
+        lambda: Job.objects.filter(trial__experiment=experiment, state="running").count() >= 2,
+        90,
+        "the first two trials to run",
+        interval=1,
+    )
     return experiment, {j.scheduler_name for j in Job.objects.filter(trial__experiment=experiment)}
 
 

@@ -11,6 +11,7 @@ Slurm itself says about it, and exist in Slurm at most once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -25,6 +26,7 @@ import pytest
 from devtools import demo_catalog
 from jobs.models import ApiToken, Job
 from jobs.slurm import parsers
+from tests import polling
 from tests.livestack import ROOT, LiveStack, Redis
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
@@ -40,8 +42,8 @@ class Api:
     def call(self, method: str, path: str, body: dict | None = None, deadline: float = 60):
         """One API call, repeated while the server is away or answers 503 (nothing changed
         then). Returns (status, body)."""
-        end = time.monotonic() + deadline
-        while True:
+
+        def attempt() -> tuple[int, object] | None:
             request = urllib.request.Request(
                 self.url + path,
                 data=None if body is None else json.dumps(body).encode(),
@@ -61,9 +63,9 @@ class Api:
                 self.unavailable += 1
             except (ConnectionError, urllib.error.URLError):
                 pass  # the web server is restarting: nothing reached it
-            if time.monotonic() > end:
-                raise AssertionError(f"{method} {path} did not get through in {deadline}s")
-            time.sleep(0.5)
+            return None
+
+        return polling.until(attempt, deadline, f"{method} {path} to get through")
 
     def submit(self, command: str) -> int:
         status, body = self.call(
@@ -89,12 +91,16 @@ def restart_daemon(pid_file: Path) -> None:
     """Stop one of the dev cluster's daemons by its PID; `make devcluster`'s script starts it."""
     pid = int(pid_file.read_text())
     os.kill(pid, signal.SIGTERM)
-    for _ in range(100):
+
+    def gone() -> bool:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
-            break
-        time.sleep(0.1)
+            return True
+        return False
+
+    with contextlib.suppress(AssertionError):  # still there: up.sh finds it running
+        polling.until(gone, 10, f"process {pid} to end", interval=0.1)
 
 
 def devcluster_up() -> None:
@@ -183,15 +189,13 @@ def test_every_job_reaches_its_true_final_state_under_faults(devcluster, owner, 
         devcluster_up()
 
         # Every job must end, within a bound.
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            active = Job.objects.filter(pk__in=ids).exclude(state__in=Job.FINAL_STATES)
-            if not active.exists():
-                break
-            time.sleep(2)
-        stuck = {j.pk: (j.state, j.message) for j in Job.objects.filter(pk__in=ids)}
-        stuck = {k: v for k, v in stuck.items() if v[0] not in Job.FINAL_STATES}
-        assert not stuck, f"jobs not final: {stuck}\n{stack.logs()}"
+        active = Job.objects.filter(pk__in=ids).exclude(state__in=Job.FINAL_STATES)
+
+        def stuck() -> str:
+            jobs = {j.pk: (j.state, j.message) for j in active}
+            return f"every job to end (not final: {jobs})\n{stack.logs()}"
+
+        polling.until(lambda: not active.exists(), 240, stuck, interval=2)
         # Only the processes the test killed itself were started again.
         assert not stack.exited(), f"a portal process ended\n{stack.logs()}"
     finally:

@@ -1,8 +1,6 @@
 """The first hour on `make demo`'s Slurm dev cluster, on real Slurm: a newcomer presses
 Launch three times with the form's defaults and all three jobs run at once."""
 
-import time
-
 import pytest
 
 from devtools import demo_catalog
@@ -10,7 +8,7 @@ from devtools import devcluster as devcluster_mod
 from jobs import tasks
 from jobs.launch import LaunchForm, launch_initial
 from jobs.models import Job
-from tests import factories
+from tests import factories, polling
 from tests.devcluster.helpers import squeue_field
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
@@ -37,19 +35,27 @@ def test_three_jobs_with_the_forms_defaults_run_at_once(devcluster_info, owner, 
         tasks.submit_job.apply(args=[job.pk])
         jobs.append(job)
 
-    deadline, states = time.monotonic() + 120, {}
-    while time.monotonic() < deadline:
+    states: dict[int, str] = {}
+
+    def all_running() -> bool:
+        nonlocal states
         tasks.sync_jobs(Job.objects.filter(pk__in=[j.pk for j in jobs]))
         states = dict(Job.objects.filter(pk__in=[j.pk for j in jobs]).values_list("pk", "state"))
         if set(states.values()) == {Job.State.RUNNING}:
-            break
+            return True
         assert not set(states.values()) & set(Job.FINAL_STATES), Job.objects.filter(
             pk__in=states
         ).values_list("pk", "state", "message")
-        time.sleep(1)
-    assert set(states.values()) == {Job.State.RUNNING}, (
-        states,
-        [squeue_field(j.scheduler_job_id, "%r") for j in Job.objects.filter(pk__in=states)],
+        return False
+
+    polling.until(
+        all_running,
+        120,
+        lambda: (
+            f"the three jobs to run: {states}, "
+            f"{[squeue_field(j.scheduler_job_id, '%r') for j in Job.objects.filter(pk__in=states)]}"
+        ),
+        interval=1,
     )
     # Slurm says the same of all three at the same moment.
     ran = Job.objects.filter(pk__in=states)

@@ -11,7 +11,8 @@ import pytest
 
 from jobs import tasks
 from jobs.models import Job
-from tests import factories
+from tests import factories, polling
+from tests.devcluster.helpers import run_until
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 
@@ -46,35 +47,26 @@ def portal_job(owner, cluster, command: str) -> Job:
 
 
 def sync_until(job: Job, states: set[str], timeout: float = 60) -> Job:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        tasks.sync_jobs(Job.objects.filter(cluster=job.cluster, state__in=tasks.SCHEDULED_STATES))
-        job.refresh_from_db()
-        if job.state in states:
-            return job
-        time.sleep(0.5)
-    raise AssertionError(f"job {job.pk} is {job.state} ({job.message}), wanted {states}")
+    """run_until, each sync reading all the cluster's scheduled jobs (the hostile ones'
+    accounts too), as the periodic sync does."""
+    scheduled = Job.objects.filter(cluster=job.cluster, state__in=tasks.SCHEDULED_STATES)
+    return run_until(job, states, timeout, jobs=scheduled)
 
 
 def renamed_itself(job: Job, timeout: float = 60) -> None:
     """Wait until the job has run its ``scontrol update`` (before: the check could sync
     before the job started, see the name unchanged and fail at random)."""
-    import time
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def renamed() -> bool:
         shown = subprocess.run(
             ["scontrol", "show", "job", job.scheduler_job_id],
             capture_output=True,
             text=True,
             timeout=30,
         ).stdout
-        if "JobName=n\n" in shown:
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"job {job.scheduler_job_id} never renamed itself")
+        return "JobName=n\n" in shown
+
+    polling.until(renamed, timeout, f"job {job.scheduler_job_id} to rename itself")
 
 
 def test_a_separator_or_newline_in_a_comment_does_not_stall_the_accounts_other_jobs(

@@ -6,8 +6,6 @@ owner's Keep it extends the grace once, and after the grace the portal scancels 
 policy's reason in its timeline and the cancellation's notification. Minutes are fractions
 so that the test takes about two minutes."""
 
-import time
-
 import pytest
 from django.test import override_settings
 from django.utils import timezone
@@ -18,7 +16,7 @@ from jobs.models import Job, Partition
 from jobs.notifications import tasks as notify
 from jobs.notifications.events import Event
 from jobs.notifications.models import Notification
-from tests import factories
+from tests import factories, polling
 from tests.devcluster.helpers import run_until
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
@@ -35,16 +33,16 @@ def no_worker(monkeypatch):
 def evaluate_until(job, capture, what: str, done, timeout: float = 120):
     """Sample the job's GPUs (its metrics client's files over SSH) and run the policy's
     pass (as beat would) until ``done(pass)``."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def evaluated() -> tuple | None:
         tail_job(job, max_passes=5)
         with capture(execute=True):
             result = idle_policy.evaluate()
-        if done(result):
-            job.refresh_from_db()
-            return result
-        assert time.monotonic() < deadline, f"never {what}"
-        time.sleep(2)
+        return (result,) if done(result) else None
+
+    (result,) = polling.until(evaluated, timeout, f"the policy's pass to have {what}", 2)
+    job.refresh_from_db()
+    return result
 
 
 @override_settings(PORTAL_SYSTEM_METRICS_INTERVAL=2)

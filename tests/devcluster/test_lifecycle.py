@@ -14,7 +14,7 @@ from jobs.cluster import files, pool, ssh
 from jobs.models import ClusterAccount, Job, Partition
 from jobs.slurm import scripts as slurm_scripts
 from tests import factories
-from tests.devcluster.helpers import remote, run_until, submit_from_threads
+from tests.devcluster.helpers import remote, run_until, submit_from_threads, sync_until
 
 pytestmark = [pytest.mark.devcluster]
 
@@ -114,24 +114,16 @@ def test_cancelling_a_pending_job_ends_cancelled(devcluster, owner):
     tasks.submit_job.apply(args=[blocker.pk])
     run_until(blocker, {"running"})
     tasks.submit_job.apply(args=[job.pk])
-    for _ in range(40):  # until the scheduler has evaluated it (reason "Resources")
-        tasks.sync_jobs(Job.objects.filter(pk=job.pk))
-        job.refresh_from_db()
-        if job.pending_reason:
-            break
-        time.sleep(0.5)
+    # Until the scheduler has evaluated it (reason "Resources").
+    sync_until(job, lambda j: j.pending_reason, 20, "to have a pending reason")
     assert job.state == "pending"
     # Which resource is short, from what sinfo says the node has free.
     assert job.pending_reason.startswith(
         "waiting for 2 nodes with what it asks on each; now 2 GPUs free on 0"
     ), job.pending_reason
     assert job.queue_position == 1  # next in the gpu partition's queue
-    for _ in range(30):  # the backfill scheduler's estimate (every 5 s on the dev cluster)
-        if job.estimated_start:
-            break
-        time.sleep(0.5)
-        tasks.sync_jobs(Job.objects.filter(pk=job.pk))
-        job.refresh_from_db()
+    # The backfill scheduler's estimate (every 5 s on the dev cluster).
+    sync_until(job, lambda j: j.estimated_start, 15, "to have an estimated start")
     # It starts when the blocker reaches its walltime, at the latest.
     blocker.refresh_from_db()
     limit = blocker.started_at + timedelta(minutes=blocker.time_limit_minutes, seconds=5)

@@ -3,7 +3,6 @@ without JupyterLab's news pop-up (real Slurm, sshd and the dev cluster's Jupyter
 
 import json
 import secrets
-import time
 
 import httpx
 import pytest
@@ -13,7 +12,8 @@ from websockets.sync.client import connect
 from jobs import tasks
 from jobs.cluster import files, pool
 from jobs.models import ClusterAccount
-from tests import factories
+from tests import factories, polling
+from tests.devcluster.helpers import connection_info
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 
@@ -36,23 +36,19 @@ def test_a_notebook_opens_in_the_folder_chosen_and_makes_it(devcluster, owner):
     account = ClusterAccount.for_user(devcluster, owner)
     home = devcluster.work_dir_root("home", account.username)
     try:
-        deadline, log = time.monotonic() + 120, ""
-        while time.monotonic() < deadline and "is running at" not in log:
-            time.sleep(1)
+
+        def started() -> str | None:
             log = files.read_job_log(job, "stderr").text
+            return log if "is running at" in log else None
+
+        log = polling.until(started, 120, "Jupyter to say it is running", interval=1)
         assert f"Serving notebooks from local directory: {home}/{folder}" in log, log[-3000:]
 
         # JupyterLab does not ask about (or fetch) Jupyter news or updates: the job's own
         # default_setting_overrides.json makes "never" the default of both settings, as the
         # settings API of the JupyterLab it started says (what the user saved still wins).
         # connection.json follows Jupyter's "is running at" by up to a moment.
-        deadline, info = time.monotonic() + 30, None
-        while info is None and time.monotonic() < deadline:
-            info = pool.with_connection(
-                account, lambda conn: files.read_connection_file(conn, job.work_dir)
-            )
-            time.sleep(0.2 if info is None else 0)
-        assert info is not None, "no connection.json 30 s after Jupyter listened"
+        info = connection_info(account, job, timeout=30, interval=0.2)
         answer = httpx.get(
             f"http://127.0.0.1:{info['port']}/lab/api/settings/"
             "@jupyterlab/apputils-extension:notification",

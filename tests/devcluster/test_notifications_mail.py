@@ -3,7 +3,6 @@ worker's sync sees it, the signal queues the notification, the worker reads the 
 and sends through `make mail`'s exim, and the message is in its Maildir within 30 s of the
 portal learning the change."""
 
-import time
 from datetime import UTC, datetime
 
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from jobs import tasks
 from jobs.models import Job
 from tests import factories
+from tests.devcluster.helpers import worker_until
 from tests.livestack import LiveStack
 from tests.mailbox import address
 
@@ -41,13 +41,7 @@ def test_a_failed_jobs_email_with_its_stderr_tail_arrives_within_30_s(
             name="train <big>",
         )
         tasks.submit_job.apply_async((job.pk,), queue=stack.queue)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            job.refresh_from_db()
-            if job.is_final:
-                break
-            tasks.sync_clusters.apply_async(queue=stack.queue)  # what beat does
-            time.sleep(1)
+        worker_until(job, set(Job.FINAL_STATES), stack.queue, timeout=90)
         assert job.state == Job.State.FAILED, (job.state, job.message, stack.logs())
         (message,) = mailbox.wait_for(owner.email, timeout=40)
         arrived = datetime.now(UTC)

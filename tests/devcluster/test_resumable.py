@@ -17,7 +17,7 @@ from jobs.metrics.models import MetricPoint, MetricSeries
 from jobs.metrics.tail import tail_job
 from jobs.models import Job
 from tests import factories
-from tests.devcluster.helpers import start_now_if_held_for_requeue
+from tests.devcluster.helpers import start_now_if_held_for_requeue, sync_until
 
 pytestmark = [pytest.mark.devcluster]
 
@@ -59,17 +59,17 @@ def uninterrupted(tmp_path) -> tuple[str, str, str]:
 def drive(job: Job, until, timeout: float) -> Job:
     """Sync as beat would until ``until(job)``; a requeued job that Slurm holds back for the
     credential lifetime (BeginTime, 120 s) is let go at once, as the session test does."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        tasks.sync_jobs(Job.objects.filter(pk=job.pk))
-        job.refresh_from_db()
+
+    def reached(job: Job) -> bool:
         if until(job):
-            return job
+            return True
         assert not job.is_final, f"{job.state}: {job.message}"
         if job.state == Job.State.PENDING:
             start_now_if_held_for_requeue(job.scheduler_job_id)
-        time.sleep(1)
-    raise AssertionError(f"job {job.pk}: {job.state}, attempt {job.attempt}: {job.message}")
+        return False
+
+    sync_until(job, reached, timeout, lambda: f"attempt {job.attempt}", interval=1)
+    return job
 
 
 def sacct_runs(job: Job) -> list[tuple[str, int, int]]:

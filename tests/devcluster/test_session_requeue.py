@@ -2,37 +2,34 @@
 new run and is never routed to the last run's port, where anyone could listen now."""
 
 import subprocess
-import time
 
 import pytest
 
 from jobs import tasks
 from jobs.models import Job
 from proxy.models import SessionLink
-from tests import factories
-from tests.devcluster.helpers import start_now_if_held_for_requeue
+from tests import factories, polling
+from tests.devcluster.helpers import start_now_if_held_for_requeue, sync_until
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 
 
-def sync_until(job: Job, done, timeout: float = 120, seen=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        tasks.sync_jobs(Job.objects.filter(pk=job.pk))
-        job.refresh_from_db()
+def session_until(job: Job, done, what: str, timeout: float = 120, seen=None) -> SessionLink:
+    """Sync as beat would until ``done(job, its session)``; returns the session."""
+
+    def session_done(job: Job) -> SessionLink | None:
         session = SessionLink.objects.get(job=job)
         if seen is not None:
             seen.append((job.attempt, session.state, session.port, session.is_open))
-        if done(job, session):
-            return session
-        time.sleep(0.5)
-    raise AssertionError(f"job {job.pk}: {job.state} {job.message!r}; session {session.state}")
+        return session if done(job, session) else None
+
+    return sync_until(job, session_done, timeout, what)
 
 
 def test_a_requeued_notebook_registers_anew_and_the_old_port_is_never_routed(devcluster, owner):
     job = factories.job(owner, devcluster, "", kind=Job.Kind.NOTEBOOK, time_limit_minutes=10)
     tasks.submit_job.apply(args=[job.pk])
-    first = sync_until(job, lambda j, s: s.state == "ready")
+    first = session_until(job, lambda j, s: s.state == "ready", "to have its session ready")
     old = (first.host, first.port, first.upstream_token())
     assert first.is_open and job.attempt == 0
 
@@ -41,15 +38,18 @@ def test_a_requeued_notebook_registers_anew_and_the_old_port_is_never_routed(dev
     )
     assert done.returncode == 0, done.stderr
     # Slurm holds a requeued job back for two minutes (BeginTime); the test needn't wait.
-    for _ in range(60):
-        if start_now_if_held_for_requeue(job.scheduler_job_id):
-            break
-        time.sleep(0.5)
-    else:
-        raise AssertionError("the requeued job was never held for its BeginTime")
+    polling.until(
+        lambda: start_now_if_held_for_requeue(job.scheduler_job_id),
+        30,
+        "the requeued job to be held for its BeginTime",
+    )
     seen: list = []
-    second = sync_until(
-        job, lambda j, s: j.attempt == 1 and s.state == "ready", timeout=180, seen=seen
+    second = session_until(
+        job,
+        lambda j, s: j.attempt == 1 and s.state == "ready",
+        "to run again with its session ready",
+        timeout=180,
+        seen=seen,
     )
     assert (second.host, second.port, second.upstream_token()) != old
     assert second.upstream_token() != old[2]  # a new secret, made on the node by the new run

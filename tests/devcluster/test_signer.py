@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -15,7 +14,7 @@ from devtools import devcluster as devcluster_mod
 from jobs import tasks
 from jobs.cluster import certs, signer
 from jobs.models import ClusterAccount, Job
-from tests import factories
+from tests import factories, polling
 from tests.devcluster.helpers import SshdLog, run_until
 from tests.livestack import ROOT, database_url
 
@@ -39,11 +38,14 @@ def signer_process(devcluster, devcluster_info, trusted_ca, tmp_path, settings):
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    deadline = time.monotonic() + 30
-    while not os.path.exists(socket_path):
+
+    def listening() -> bool:
+        if os.path.exists(socket_path):
+            return True
         assert process.poll() is None, (tmp_path / "signer.log").read_text()
-        assert time.monotonic() < deadline, "the signer did not start within 30 s"
-        time.sleep(0.1)
+        return False
+
+    polling.until(listening, 30, "the signer to start", interval=0.1)
     settings.PORTAL_SSH_SIGNER_SOCKET = socket_path
     settings.PORTAL_SSH_CA_KEY_FILES = [str(tmp_path / "no-key-here")]
     try:

@@ -6,7 +6,6 @@ through the service account, never once per account. Commands are counted, not t
 
 import json
 import subprocess
-import time
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -14,7 +13,7 @@ from django.contrib.auth import get_user_model
 from jobs import tasks
 from jobs.cluster import pool, ssh
 from jobs.models import ClusterAccount, Job
-from tests import factories
+from tests import factories, polling
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 
@@ -152,9 +151,11 @@ def test_runs_of_ended_jobs_are_read_once_for_every_owner(devcluster, population
         job.scheduler_job_id, job.state = scheduler_id, Job.State.COMPLETED
     Job.objects.bulk_update(ended, ["scheduler_job_id", "state"])
     names = {scheduler_id: job.scheduler_name for job, scheduler_id in zip(ended, ids, strict=True)}
-    deadline = time.monotonic() + 180
-    while True:  # until accounting has the three runs, ended, under their names
+    seen: dict[str, tuple] = {}
+
+    def recorded() -> bool:  # accounting has the three runs, ended, under their names
         # (Slurm 22.05's JSON names a job "allocation" for a moment after it ends.)
+        nonlocal seen
         out = subprocess.run(
             ["sacct", "--json", "-X", "-D", "-j", ",".join(ids)],
             capture_output=True,
@@ -162,10 +163,9 @@ def test_runs_of_ended_jobs_are_read_once_for_every_owner(devcluster, population
             timeout=30,
         ).stdout
         seen = {str(r["job_id"]): (r["name"], r["time"]["end"]) for r in json.loads(out)["jobs"]}
-        if all(i in seen and seen[i][0] == names[i] and seen[i][1] for i in ids):
-            break
-        assert time.monotonic() < deadline, f"accounting has not recorded the ends: {seen}"
-        time.sleep(0.5)
+        return all(i in seen and seen[i][0] == names[i] and seen[i][1] for i in ids)
+
+    polling.until(recorded, 180, lambda: f"accounting to record the ends: {seen}")
     pool.close_all()
     before = ssh.counters["commands"], ssh.counters["connections"]
     tasks.record_attempts.apply(args=[[job.pk for job in ended]], throw=True)

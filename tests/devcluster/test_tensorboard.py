@@ -3,7 +3,6 @@ it serves the user's runs only to requests that carry the session's secret, whic
 portal's proxy adds; anyone else on the node who finds the port gets a 403."""
 
 import secrets
-import time
 
 import httpx
 import pytest
@@ -11,7 +10,8 @@ import pytest
 from jobs import tasks
 from jobs.cluster import files, pool
 from jobs.models import ClusterAccount
-from tests import factories
+from tests import factories, polling
+from tests.devcluster.helpers import connection_info
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 
@@ -41,20 +41,18 @@ def test_tensorboard_serves_the_runs_to_the_sessions_secret_only(devcluster, own
         owner, devcluster, "", kind="tensorboard", image=image, notebook_dir=folder
     )
     try:
-        deadline, info = time.monotonic() + 120, None
-        while time.monotonic() < deadline and info is None:
-            time.sleep(1)
-            info = pool.with_connection(
-                account, lambda conn: files.read_connection_file(conn, job.work_dir)
-            )
-        assert info is not None, files.read_job_log(job, "stderr").text[-3000:]
+        try:
+            info = connection_info(account, job, timeout=120)
+        except AssertionError as exc:
+            raise AssertionError(files.read_job_log(job, "stderr").text[-3000:]) from exc
         url = f"http://127.0.0.1:{info['port']}/data/plugin/scalars/tags"
-        deadline = time.monotonic() + 60
-        while True:  # connection.json is written the moment it listens; TB loads the runs
+
+        def tags() -> httpx.Response | None:
             answer = httpx.get(url, headers={"Authorization": f"token {info['secret']}"})
-            if answer.status_code == 200 and answer.json() or time.monotonic() > deadline:
-                break
-            time.sleep(1)
+            return answer if answer.status_code == 200 and answer.json() else None
+
+        # connection.json is written the moment it listens; TensorBoard loads the runs.
+        answer = polling.until(tags, 60, "TensorBoard to list the runs' tags", interval=1)
         assert answer.status_code == 200 and "loss" in answer.json()["run1"], answer.text
         print("tensorboard tags:", answer.json(), "port", info["port"])
         # Another user of the node who finds the port: nothing without the secret.

@@ -5,7 +5,6 @@ metrics client takes beside JupyterLab."""
 
 import re
 import subprocess
-import time
 
 import pytest
 from django.test import override_settings
@@ -14,7 +13,7 @@ from django.utils import timezone
 from jobs import tasks, usage
 from jobs.metrics.tail import tail_job
 from jobs.models import Job
-from tests import factories
+from tests import factories, polling
 from tests.devcluster.helpers import run_until
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
@@ -64,11 +63,14 @@ def test_a_notebook_holding_an_idle_gpu_is_flagged_to_its_owner(devcluster, owne
     )
     tasks.submit_job.apply(args=[job.pk])
     job = run_until(job, {"running"}, timeout=90)
-    deadline = time.monotonic() + 120
-    while job.pk not in usage.idle_gpu_jobs(Job.objects.filter(pk=job.pk)):
-        assert time.monotonic() < deadline, "never flagged"
+
+    def flagged() -> bool:
+        if job.pk in usage.idle_gpu_jobs(Job.objects.filter(pk=job.pk)):
+            return True
         tail_job(job, max_passes=5)
-        time.sleep(2)
+        return False
+
+    polling.until(flagged, 120, "the job to be flagged as holding idle GPUs", interval=2)
     keys = set(job.metric_series.values_list("key", flat=True))
     assert any(re.fullmatch(r"sys/gpu\d_util_percent@node[12]", k) for k in keys), keys
     client.force_login(owner)

@@ -6,13 +6,13 @@ import re
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from devtools import demo_catalog
 from jobs.models import ApiToken, Job
+from tests import polling
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
 
@@ -82,12 +82,13 @@ def test_submit_wait_returns_the_jobs_exit_code_and_its_logs(portal):
     assert "oops" in err.stdout.splitlines()
     show = portal("show", str(job_id))
     assert re.search(r"^Exit code: +3$", show.stdout, re.M), show.stdout
-    for _ in range(20):  # the worker reads the failed job's stderr just after it ends
-        if "Last lines of stderr:" in show.stdout:
-            break
-        time.sleep(0.5)
-        show = portal("show", str(job_id))
-    assert "Last lines of stderr:\n  oops" in show.stdout, show.stdout
+
+    def with_stderr() -> str | None:  # the worker reads it just after the job ends
+        out = portal("show", str(job_id)).stdout
+        return out if "Last lines of stderr:" in out else None
+
+    shown = polling.until(with_stderr, 10, "`portal show` to print the stderr's last lines")
+    assert "Last lines of stderr:\n  oops" in shown, shown
 
 
 def test_submit_wait_logs_of_a_job_that_succeeds_prints_its_stdout_only(portal):
@@ -137,10 +138,9 @@ def test_cancel_ends_a_waited_on_job_and_the_wait_exits_143(portal):
     try:
         job_id = waiting.stdout.readline().strip()
         assert job_id.isdigit()
-        for _ in range(120):  # until Slurm runs it
-            if Job.objects.get(pk=int(job_id)).state == "running":
-                break
-            time.sleep(0.5)
+        polling.until(
+            lambda: Job.objects.get(pk=int(job_id)).state == "running", 60, "Slurm to run it"
+        )
         cancelled = portal("cancel", job_id)
         assert cancelled.returncode == 0 and "cancelling" in cancelled.stdout, cancelled.stderr
         assert waiting.wait(timeout=120) == 143
@@ -174,12 +174,15 @@ def test_three_default_jobs_run_side_by_side(portal):
         assert submitted.returncode == 0, submitted.stderr
         ids.append(int(submitted.stdout.strip()))
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            states = list(Job.objects.filter(pk__in=ids).values_list("state", flat=True))
-            if states == ["running"] * 3:
-                break
-            time.sleep(1)
+        polling.until(
+            lambda: (
+                list(Job.objects.filter(pk__in=ids).values_list("state", flat=True))
+                == ["running"] * 3
+            ),
+            120,
+            "the three jobs to run side by side",
+            interval=1,
+        )
         jobs = Job.objects.filter(pk__in=ids)
         assert [j.state for j in jobs] == ["running"] * 3, [(j.state, j.message) for j in jobs]
         assert {(j.image.slug, j.partition.name, j.gpus, j.cpus, j.memory_gb) for j in jobs} == {
@@ -197,10 +200,12 @@ def test_a_python_jobs_output_is_in_the_log_while_it_runs(portal):
     job_id = submitted.stdout.strip()
     assert submitted.returncode == 0, submitted.stderr
     try:
-        deadline, out = time.monotonic() + 90, ""
-        while time.monotonic() < deadline and "epoch 1 loss 0.9" not in out:
-            time.sleep(1)
+
+        def printed() -> str | None:
             out = portal("logs", job_id).stdout
+            return out if "epoch 1 loss 0.9" in out else None
+
+        out = polling.until(printed, 90, "the first epoch in the log", interval=1)
         assert "epoch 1 loss 0.9" in out.splitlines(), out
         # Still in its sleep: the portal's own state may lag behind Slurm by a sync.
         assert "epoch 2" not in out

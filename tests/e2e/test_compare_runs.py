@@ -5,7 +5,6 @@ that differ, grouping by learning rate draws three bands, a pinned baseline is o
 chart, and the URL reopens the same view."""
 
 import json
-import time
 import urllib.request
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from devtools import demo_catalog
 from jobs.metrics.models import MetricSeries
 from jobs.models import ApiToken, Job
+from tests import polling
 from tests.e2e.pages import page_errors, sign_in
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
@@ -68,20 +68,24 @@ def test_nine_digits_runs_compared_grouped_by_learning_rate(
                 ["digits", f"seed={seed}"],
             )
             ids.append(job_id)
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        states = set(Job.objects.filter(pk__in=ids).values_list("state", flat=True))
-        if states <= set(Job.FINAL_STATES):
-            break
-        time.sleep(3)
+    polling.until(
+        lambda: (
+            set(Job.objects.filter(pk__in=ids).values_list("state", flat=True))
+            <= set(Job.FINAL_STATES)
+        ),
+        600,
+        "the nine runs to end",
+        interval=3,
+    )
     jobs = list(Job.objects.filter(pk__in=ids))
     assert {j.state for j in jobs} == {"completed"}, [(j.pk, j.state, j.message) for j in jobs]
-    while time.monotonic() < deadline:  # the last metrics may follow the end by a sync
-        logged = MetricSeries.objects.filter(job_id__in=ids, key="val_accuracy", points__gte=6)
-        if logged.count() == len(ids):
-            break
-        time.sleep(2)
-    assert logged.count() == len(ids)
+    logged = MetricSeries.objects.filter(job_id__in=ids, key="val_accuracy", points__gte=6)
+    polling.until(  # the last metrics may follow the end by a sync
+        lambda: logged.count() == len(ids),
+        120,
+        lambda: f"every run's metrics ({logged.count()} of {len(ids)})",
+        interval=2,
+    )
 
     # The dashboard: tick the nine, press Compare.
     page = sign_in(

@@ -10,6 +10,7 @@ import pytest
 from devtools import demo_catalog
 from jobs.experiments.models import Experiment
 from jobs.models import Job
+from tests import polling
 from tests.devcluster.helpers import remote
 from tests.e2e.pages import page_errors, sign_in
 
@@ -37,16 +38,19 @@ def test_the_demo_sweep_runs_from_the_experiments_page(
     page.wait_for_selector("[data-trial-rows] tr[data-state='running']", timeout=90_000)
     throttled = []
     seen_traces = set()
-    while time.monotonic() - started < 600:
+
+    def ended() -> bool:
         experiment.refresh_from_db()
         if experiment.is_final:
-            break
+            return True
         queue = remote(account, ["squeue", "-h", "-o", "%i %t %r"])
-        throttled += [line for line in queue.splitlines() if "%" in line.split()[0]]
+        throttled.extend(line for line in queue.splitlines() if "%" in line.split()[0])
         seen_traces.add(page.locator("[data-chart='curves']").get_attribute("data-traces"))
         if len(seen_traces) == 3:
             screenshot(page, "70-experiment-running")
-        time.sleep(2)
+        return False
+
+    polling.until(ended, 600, lambda: f"the sweep to end ({experiment.message})", interval=2)
     took = time.monotonic() - started
     assert experiment.state == "completed", experiment.message
     print(f"demo sweep: {took:.0f} s, {experiment.message}")
@@ -103,10 +107,12 @@ def test_the_demo_sweep_runs_from_the_experiments_page(
     page.wait_for_url(f"{stack.url}/jobs/*/")
     job = Job.objects.get(pk=int(page.url.rstrip("/").split("/")[-1]))
     assert job.trial_id is None and f"PORTAL_PARAM_LR={best.params['lr']!r}" in job.command
-    deadline = time.monotonic() + 120
-    while not job.is_final and time.monotonic() < deadline:
-        time.sleep(1)
+
+    def final() -> bool:
         job.refresh_from_db()
+        return job.is_final
+
+    polling.until(final, 120, lambda: f"the relaunched job to end ({job.state})", interval=1)
     assert job.state == "completed", job.message
     screenshot(page, "72-best-configuration-again")
     # The dashboard lists the relaunched job, and counts the sweep's fold jobs aside.

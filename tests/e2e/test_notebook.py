@@ -9,7 +9,7 @@ import pytest
 from jobs.cluster import files, pool
 from jobs.models import ClusterAccount, Job
 from proxy.models import SessionLink
-from tests import factories
+from tests import factories, polling
 from tests.e2e.pages import launch, sign_in
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
@@ -122,9 +122,14 @@ def test_owner_opens_jupyterlab_over_https_and_runs_a_cell(
         ws.on("close", lambda _ws: closed_at.append(time.monotonic()))
     page.locator("#cancel-dialog").get_by_role("button", name="Cancel job").click()
     cancelled_at = time.monotonic()
-    while len(closed_at) < len(open_sockets) and time.monotonic() - cancelled_at < 5:
-        lab.wait_for_timeout(50)  # lets Playwright deliver the events
-    assert len(closed_at) == len(open_sockets), "the kernel WebSocket stayed open"
+
+    def all_closed() -> bool:
+        if len(closed_at) >= len(open_sockets):
+            return True
+        lab.wait_for_timeout(50)  # lets Playwright deliver the events (a sleep would not)
+        return False
+
+    polling.until(all_closed, 5, "the kernel WebSocket to close", interval=0)
     delay = max(closed_at) - cancelled_at
     print(f"kernel WebSocket closed {delay:.2f}s after Cancel")
     assert delay < 2.0

@@ -3,14 +3,15 @@ on the dev cluster while it trains, it resumes from its checkpoint and its chart
 continuous curve per metric with a marker where the second attempt starts; its runs come
 from accounting."""
 
+import contextlib
 import subprocess
-import time
 
 import pytest
 
 from devtools import demo_catalog
 from jobs.metrics.models import MetricSeries
 from jobs.models import Job
+from tests import polling
 from tests.devcluster.helpers import start_now_if_held_for_requeue
 from tests.e2e.pages import page_errors, press_launch, sign_in
 
@@ -23,10 +24,8 @@ LOSS = '.chart[data-figure="loss"]'
 def requeue_and_let_go(scheduler_id: str) -> None:
     """`scontrol requeue`, then the credential-lifetime hold (BeginTime, 120 s) lifted."""
     subprocess.run(["scontrol", "requeue", scheduler_id], check=True)
-    for _ in range(60):
-        if start_now_if_held_for_requeue(scheduler_id):
-            return
-        time.sleep(0.5)
+    with contextlib.suppress(AssertionError):  # never held: it starts by itself
+        polling.until(lambda: start_now_if_held_for_requeue(scheduler_id), 30, "the hold")
 
 
 @pytest.mark.timeout(420)

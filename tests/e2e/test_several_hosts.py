@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from jobs.models import Job, JobEvent
-from tests import factories
+from tests import factories, polling
 from tests.devcluster.helpers import remote
 from tests.e2e.pages import fill_launch_form, page_errors, press_launch
 
@@ -94,9 +94,12 @@ def test_a_job_launched_on_one_instance_is_followed_on_another_after_the_first_d
     # The portal's host still answers: HAProxy resends what could not reach A to B.
     for _ in range(10):
         assert httpx.get(f"{stack.url}/healthz", timeout=10).status_code == 200
-    deadline = time.monotonic() + 20
-    while stack.portal_servers().get(stack.server_of("web-a")) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    polling.until(
+        lambda: not stack.portal_servers().get(stack.server_of("web-a")),
+        20,
+        "HAProxy to mark A down",
+        interval=0.2,
+    )
     servers = stack.portal_servers()
     assert servers == {"portal1": False, "portal2": True}, servers
 

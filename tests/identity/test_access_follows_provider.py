@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Callable
 from contextlib import suppress
 
 import httpx
@@ -26,7 +25,7 @@ from identity.models import Identity
 from jobs import audit
 from jobs.cluster import ssh
 from jobs.models import ApiToken, ClusterAccount
-from tests import idp
+from tests import idp, polling
 from tests.livestack import LiveStack, free_port
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.idp, pytest.mark.django_db(transaction=True)]
@@ -147,13 +146,6 @@ def claims_of(token: str) -> dict:
     return json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
 
 
-def eventually(check: Callable[[], bool], within: float, what: str) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        assert time.monotonic() < deadline, f"not within {within:.0f} s: {what}"
-        time.sleep(1)
-
-
 def refused_everywhere(person: Person) -> bool:
     return person.api() == 401 and person.page() == 302 and person.cluster_refused()
 
@@ -179,7 +171,7 @@ def test_moved_out_of_the_group_at_the_provider_loses_tokens_session_and_certifi
             assert person.api(moved["access_token"]) == 401
             # The beat's refresh sees the groups at half the age: withdrawn then, and in
             # any case refused once the age has passed.
-            eventually(lambda: refused_everywhere(person), AGE + 20, "refused")
+            polling.until(lambda: refused_everywhere(person), AGE + 20, "refused", interval=1)
             identity = Identity.objects.get(user=person.user)
             assert identity.confirmed_at is None and identity.refresh_token_encrypted == ""
         # Back in portal-users at the provider: no refresh re-admits them; a sign-in must.
@@ -228,7 +220,7 @@ def test_disabled_at_the_provider_loses_everything_after_the_confirmation_age(st
         signed_in = Identity.objects.get(user=person.user).confirmed_at
         assert signed_in is not None
         with idp.changed_person(idp_provider, PERSON, enabled=False):
-            eventually(lambda: refused_everywhere(person), AGE + 20, "refused")
+            polling.until(lambda: refused_everywhere(person), AGE + 20, "refused", interval=1)
             # Only a sign-in confirms, and the provider refuses it now.
             assert Identity.objects.get(user=person.user).confirmed_at == signed_in
             with pytest.raises(AssertionError):
@@ -246,7 +238,7 @@ def test_a_logout_at_the_provider_ends_the_portal_session(stack, idp_provider):
         sid = claims_of(person.portal_session()["oidc_id_token"])["sid"]
         ended = person.at_provider.request("DELETE", f"{idp_provider.api}/oidc/session/{sid}")
         assert ended.status_code == 200
-        eventually(lambda: person.page() == 302, 20, "the portal session ended")
+        polling.until(lambda: person.page() == 302, 20, "the portal session ended", interval=1)
         assert person.api() == 401  # the confirmation is cleared too
         assert Identity.objects.get(user=person.user).confirmed_at is None
     finally:

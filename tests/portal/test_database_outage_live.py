@@ -9,7 +9,6 @@ does. The machine's shared PostgreSQL, which other tests use, is never stopped."
 import json
 import socket
 import threading
-import time
 import urllib.error
 import urllib.request
 
@@ -18,6 +17,7 @@ from django.db import connection
 from django.test import Client
 
 from jobs.models import ApiToken
+from tests import polling
 from tests.livestack import LiveStack, database_url, free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -141,8 +141,5 @@ def test_the_served_api_and_pages_answer_503_while_the_database_is_down(relayed_
     assert status == 503 and headers.get("Retry-After") == "5", (status, body[:300])
 
     relay.up()
-    deadline = time.monotonic() + 30
-    while (status := call(jobs, api)[0]) != 200 and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert status == 200
+    polling.until(lambda: call(jobs, api)[0] == 200, 30, "the API to answer 200 again")
     assert call(f"{stack.url}/", page)[0] == 200

@@ -7,7 +7,6 @@ import asyncio
 import secrets
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from django.core.cache.backends.redis import RedisCache
 from kombu import Connection
 
 from portal import redis_ha
+from tests import polling
 from tests.livestack import free_port
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
@@ -59,10 +59,12 @@ class Group:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        self.wait(lambda: self.replicas_in_sync(), "the replica to sync")
-        self.wait(lambda: self.master_port() == self.ports["a"], "the sentinel to see a")
+        polling.until(self.replicas_in_sync, 30, "the replica to sync", interval=0.1)
+        polling.until(
+            lambda: self.master_port() == self.ports["a"], 30, "the sentinel to see a", 0.1
+        )
         # It can promote only a replica it has learnt of (from a's INFO, every 10 s).
-        self.wait(self.sentinel_knows_b, "the sentinel to learn of b")
+        polling.until(self.sentinel_knows_b, 30, "the sentinel to learn of b", interval=0.1)
         return self
 
     def client(self, name: str) -> redis.Redis:
@@ -94,13 +96,6 @@ class Group:
         except (redis.RedisError, ValueError):
             return None
         return int(state[b"port"]) if state[b"flags"] == b"master" else None
-
-    @staticmethod
-    def wait(condition, what: str, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
-            assert time.monotonic() < deadline, f"waited in vain for {what}"
-            time.sleep(0.1)
 
     def stop(self) -> None:
         for proc in self.procs.values():
@@ -137,7 +132,9 @@ def test_cache_channel_layer_and_broker_follow_the_master_through_a_failover(gro
 
     group.procs["a"].kill()
     group.procs["a"].wait(10)
-    group.wait(lambda: group.master_port() == group.ports["b"], "the sentinel to promote b")
+    polling.until(
+        lambda: group.master_port() == group.ports["b"], 30, "the sentinel to promote b", 0.1
+    )
 
     # After: the same objects find b. The first command on a pooled connection to the dead
     # master may fail once (what a request or a task sees during the failover: a 503, a retry).

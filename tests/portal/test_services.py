@@ -7,12 +7,12 @@ import shutil
 import socket
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
 import redis
 
+from tests import polling
 from tests.livestack import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,12 +45,9 @@ def stranger(tmp_path):
         stdout=subprocess.DEVNULL,
     )
     client = redis.Redis(port=port, socket_connect_timeout=0.5)
-    for _ in range(100):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
+    polling.until(
+        client.ping, 10, "redis-server to start", interval=0.05, ignoring=(redis.ConnectionError,)
+    )
     yield port
     proc.kill()
     proc.wait(timeout=10)

@@ -4,11 +4,13 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
+from tests import polling
 from tests.settings_process import ROOT, run_python
 
 
@@ -154,16 +156,54 @@ def test_demo_mode_makes_an_existing_data_dir_private(tmp_path):
 
 
 def test_processes_starting_together_agree_on_the_secret_key(tmp_path):
+    """Six processes read the settings (where the key is made, portal.env.local_secret) at
+    one moment: each imports what the settings import, then blocks on a lock this test
+    holds until all six are there, and all wake together when it lets go. Making a key
+    takes each half a second, so all find none before any has written one. The race no
+    longer depends on how fast the machine starts them (six full django.setup()s on two
+    busy cores once took more than a fixed minute, and rarely overlapped at all)."""
+    import fcntl
     from concurrent.futures import ThreadPoolExecutor
 
+    processes = 6
+    gate = tmp_path / "gate"
+    gate.mkdir()
     code = """
-        import django; django.setup()
+        import fcntl, os, secrets, time
+        from pathlib import Path
+        import dj_database_url, django.conf, django.core.exceptions, kombu
+        import portal.env, portal.redis_ha
+        token_urlsafe = secrets.token_urlsafe
+        def slow_token(*args):  # a slow disk, a busy machine: between the look and the link
+            time.sleep(0.5)
+            return token_urlsafe(*args)
+        secrets.token_urlsafe = slow_token
+        gate = Path(os.environ["TEST_GATE"])
+        with open(gate / "lock") as lock:
+            (gate / f"ready-{os.getpid()}").touch()
+            fcntl.flock(lock, fcntl.LOCK_SH)  # until the test lets go
         from django.conf import settings
         print(settings.SECRET_KEY)
     """
-    env = {"PORTAL_DEMO": "1", "PORTAL_DATA_DIR": str(tmp_path / "var")}
-    with ThreadPoolExecutor(6) as pool:
-        keys = {r.stdout.strip() for r in pool.map(lambda _: run_python(code, env), range(6))}
+    env = {"PORTAL_DEMO": "1", "PORTAL_DATA_DIR": str(tmp_path / "var"), "TEST_GATE": str(gate)}
+    timeout = polling.scaled(60)
+    with open(gate / "lock", "w") as lock, ThreadPoolExecutor(processes) as pool:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        runs = [pool.submit(run_python, code, env, timeout) for _ in range(processes)]
+
+        def all_ready() -> bool:
+            ended = [run.result() for run in runs if run.done()]
+            assert not ended, f"ended before the gate opened: {[r.stderr for r in ended]}"
+            return len(list(gate.glob("ready-*"))) == processes
+
+        try:
+            polling.until(all_ready, 60, f"{processes} processes at the gate", interval=0.05)
+            time.sleep(0.2)  # the last one from its mark to the lock
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)  # whatever happened: none waits for its timeout
+        results = [run.result() for run in runs]
+    assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
+    keys = {r.stdout.strip() for r in results}
     assert len(keys) == 1 and "" not in keys
 
 

@@ -10,12 +10,12 @@ import re
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests import polling
 from tests.livestack import ROOT, _collect, database_url, free_port
 
 UNIT = ROOT / "deploy" / "systemd" / "portal-web@.service"
@@ -101,17 +101,22 @@ def web(tmp_path):
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
+
+        def healthy() -> bool:
             try:
                 if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    break
+                    return True
             except httpx.TransportError:
                 pass
-            assert proc.poll() is None and time.monotonic() < deadline, (
-                tmp_path / "web.log"
-            ).read_text()
-            time.sleep(0.2)
+            assert proc.poll() is None, (tmp_path / "web.log").read_text()
+            return False
+
+        polling.until(
+            healthy,
+            60,
+            lambda: f"{url}/healthz to answer 200; {(tmp_path / 'web.log').read_text()}",
+            interval=0.2,
+        )
         yield url
     finally:
         proc.terminate()

@@ -18,6 +18,7 @@ from websockets.exceptions import ConnectionClosed
 
 from proxy import haproxy
 from proxy.codes import cookie_name, cookie_secret, make_cookie
+from tests import polling
 from tests.livestack import free_port
 from tests.proxystack import DOMAIN, HAPROXY
 
@@ -243,9 +244,7 @@ def test_the_production_config_is_one_haproxy_accepts(settings, tmp_path):
     proc = subprocess.Popen([HAPROXY, "-W", "-db", "-f", str(out)])
     try:
         sock = tmp_path / "admin.sock"
-        deadline = time.monotonic() + 10
-        while not sock.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        polling.until(sock.exists, 10, f"HAProxy's {sock}", interval=0.05)
         assert grp.getgrgid(sock.stat().st_gid).gr_name == "daemon"
         assert sock.stat().st_mode & 0o777 == 0o660
         workers = subprocess.run(

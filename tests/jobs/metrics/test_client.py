@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from jobs.on_node import portal_metrics as pm
+from tests import polling
 
 
 def read(path):
@@ -115,9 +116,12 @@ def test_failed_uploads_are_retried_with_backoff(tmp_path, token_file):
         )
         for step in range(5):
             run.log(step=step, loss=step)
-        deadline = time.time() + 15
-        while len(collector.records) < 5 and time.time() < deadline:
-            time.sleep(0.1)
+        polling.until(
+            lambda: len(collector.records) >= 5,
+            15,
+            lambda: f"5 records uploaded (got {len(collector.records)})",
+            interval=0.1,
+        )
         run.close()
         assert sorted(r["seq"] for r in collector.records) == [0, 1, 2, 3, 4]
     finally:
@@ -221,14 +225,15 @@ def test_system_metrics_are_sampled_once_per_node(tmp_path, monkeypatch, local_r
 
 def test_system_metrics_are_sampled_in_the_background(tmp_path):
     run = pm.Run(str(tmp_path), url="", system_interval=0.1)
-    deadline = time.time() + 5
-    while time.time() < deadline:
+
+    def sampled() -> bool:
         run.flush()
-        lines = (tmp_path / "rank-0.jsonl").read_text().splitlines()
-        if len(lines) >= 2:
-            break
+        if len((tmp_path / "rank-0.jsonl").read_text().splitlines()) >= 2:
+            return True
         sum(i * i for i in range(100000))  # some CPU to measure
-        time.sleep(0.05)
+        return False
+
+    polling.until(sampled, 5, "two samples of system metrics", interval=0.05)
     run.close()
     records = [json.loads(line) for line in (tmp_path / "rank-0.jsonl").read_text().splitlines()]
     assert records and all(r["system"] for r in records)

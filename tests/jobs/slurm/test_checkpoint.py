@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 
 from jobs.models import Job
 from jobs.slurm import scripts
-from tests import factories
+from tests import factories, polling
 
 pytestmark = pytest.mark.django_db
 
@@ -120,10 +120,13 @@ class LocalRun:
         if warn_at_once:  # before the command (or the handler) is there: during set-up
             time.sleep(0.01)
             self.warn()
-        deadline = time.monotonic() + 20
-        while not (self.work / "started").exists():
-            assert time.monotonic() < deadline and self.proc.poll() is None, self.output()
-            time.sleep(0.05)
+        polling.until(self.started, 20, lambda: f"the command to start: {self.output()}", 0.05)
+
+    def started(self) -> bool:
+        if (self.work / "started").exists():
+            return True
+        assert self.proc.poll() is None, self.output()  # ended before its command started
+        return False
 
     def warn(self) -> None:
         self.proc.send_signal(signal.SIGUSR2)  # what --signal=B:USR2@N sends the batch shell
@@ -131,11 +134,10 @@ class LocalRun:
     def scontrol_calls(self) -> list[str]:
         return self.calls.read_text().splitlines() if self.calls.exists() else []
 
-    def wait_for(self, predicate, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            assert time.monotonic() < deadline, self.output()
-            time.sleep(0.1)
+    def called_scontrol(self, timeout: float) -> None:
+        polling.until(
+            self.scontrol_calls, timeout, lambda: f"scontrol: {self.output()}", interval=0.1
+        )
 
     def stop(self) -> str:
         if self.proc.poll() is None:
@@ -161,7 +163,7 @@ def test_warned_it_saves_exits_and_requeues_itself_then_resumes_from_the_checkpo
     run = LocalRun(tmp_path, job)
     time.sleep(0.5)
     run.warn()
-    run.wait_for(lambda: run.scontrol_calls(), timeout=15)
+    run.called_scontrol(timeout=15)
     assert run.scontrol_calls() == ["requeue 4242"]
     out = run.stop()
     assert "portal: attempt 1 of 3" in out
@@ -191,7 +193,7 @@ def test_a_job_that_ignores_the_warning_is_stopped_after_the_grace_and_requeued(
     job = resumable_job(owner, cluster, command=_train_command("ignore", tmp_path))
     run = LocalRun(tmp_path, job)
     run.warn()
-    run.wait_for(lambda: run.scontrol_calls(), timeout=30)  # grace: 10 s for a 30 s warning
+    run.called_scontrol(timeout=30)  # grace: 10 s for a 30 s warning
     out = run.stop()
     assert "still running 10 s after the warning" in out
     assert run.scontrol_calls() == ["requeue 4242"]
@@ -201,7 +203,8 @@ def test_the_last_attempt_saves_but_waits_for_the_time_limit(owner, cluster, tmp
     job = resumable_job(owner, cluster, command=_train_command("save", tmp_path))
     run = LocalRun(tmp_path, job, restarts=2)  # attempt 3 of 3
     run.warn()
-    run.wait_for(lambda: (run.work / "checkpoints" / ".portal-saved-on-request").exists(), 15)
+    saved = run.work / "checkpoints" / ".portal-saved-on-request"
+    polling.until(saved.exists, 15, lambda: f"{saved}: {run.output()}", interval=0.1)
     time.sleep(1.5)
     assert run.proc.poll() is None  # the time limit ends it: TIMEOUT, not COMPLETED
     assert run.scontrol_calls() == []
@@ -220,7 +223,7 @@ def test_a_job_that_fails_after_the_warning_fails_with_its_own_status(owner, clu
 def test_a_warning_during_set_up_is_acted_on_once_the_command_runs(owner, cluster, tmp_path):
     job = resumable_job(owner, cluster, command=_train_command("save", tmp_path))
     run = LocalRun(tmp_path, job, warn_at_once=True)
-    run.wait_for(lambda: run.scontrol_calls(), timeout=15)
+    run.called_scontrol(timeout=15)
     assert run.scontrol_calls() == ["requeue 4242"]
     assert "asking the job to checkpoint" in run.stop()
 
