@@ -11,9 +11,10 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from jobs import idle_policy, usage
 from jobs.access import sees_every_job
 from jobs.models import Cluster, Job
+from jobs.usage import hours as usage
+from jobs.usage import idle_policy
 
 
 @login_required

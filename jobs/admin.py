@@ -14,7 +14,7 @@ from django.utils.safestring import mark_safe
 
 from identity.models import Identity
 from jobs import audit, image_checks, schedulers
-from jobs.audit_admin import AuditEventAdmin
+from jobs.audit.admin import AuditEventAdmin
 from jobs.cluster import ssh
 from jobs.models import (
     AuditEvent,

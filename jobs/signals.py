@@ -20,7 +20,7 @@ job_updated = Signal()
 # A session's link became ready (proxy/models.py, once per run of the job): ``job=``.
 session_ready = Signal()
 
-# The idle-GPU policy warned a job's owner that it will cancel it (jobs/idle_policy.py, on
+# The idle-GPU policy warned a job's owner that it will cancel it (jobs/usage/idle_policy.py, on
 # commit, once per job): ``job=``.
 gpus_idle = Signal()
 

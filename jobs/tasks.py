@@ -537,12 +537,12 @@ def prune_audit_log() -> int:
 
 @shared_task(name="jobs.tasks.send_efficiency_digest")
 def send_efficiency_digest(days: int = 7) -> int:
-    """Periodic (beat, weekly): the GPU efficiency digest (jobs.usage.efficiency) by email to
+    """Periodic (beat, weekly): the GPU efficiency digest (jobs.usage.hours.efficiency) by email to
     every active staff member with an address; how many it was sent to."""
     from django.contrib.auth import get_user_model
     from django.core.mail import send_mass_mail
 
-    from jobs import usage
+    from jobs.usage import hours as usage
 
     staff = list(
         get_user_model()

@@ -11,12 +11,14 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from frontend.views.common import get_job_for_user, int_or_404, wants_json
-from jobs import idle_policy, lifecycle, schedulers, usage
+from jobs import lifecycle, schedulers
 from jobs.access import sees_every_job
 from jobs.launch import LaunchForm, launch_initial, partition_limits, tensorboard_initial
 from jobs.models import ContainerImage, Job, Tag
 from jobs.models import annotations as tagging
 from jobs.models.attempts import usage_of
+from jobs.usage import hours as usage
+from jobs.usage import idle_policy
 from proxy.access import may_open_others
 
 PAGE_SIZE = 20

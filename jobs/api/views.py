@@ -31,7 +31,7 @@ from rest_framework.exceptions import (
 )
 from rest_framework.response import Response
 
-from jobs import audit, lifecycle, usage
+from jobs import audit, lifecycle
 from jobs.api.errors import RefuseNul
 from jobs.api.serializers import (
     ClusterSerializer,
@@ -45,6 +45,7 @@ from jobs.cluster import files, ssh
 from jobs.metrics.views import MetricsActions
 from jobs.models import Cluster, ContainerImage, Job
 from jobs.models import annotations as tagging
+from jobs.usage import hours as usage
 
 
 class ClusterError(APIException):

@@ -8,11 +8,11 @@ import io
 
 from django.urls import reverse
 
-from jobs import usage
 from jobs.experiments import search
 from jobs.experiments.controller import observe
 from jobs.experiments.models import Experiment, Trial
 from jobs.models import Job
+from jobs.usage import hours as usage
 
 # Points per trial in the overlaid curves (the trial's curve is thinned evenly, last kept).
 CURVE_POINTS = 200

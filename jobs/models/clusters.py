@@ -335,7 +335,7 @@ class Partition(models.Model):
     )
     is_default = models.BooleanField(default=False, help_text="Offered first for this cluster.")
 
-    # The idle-GPU policy (jobs/idle_policy.py): off by default; dry-run only lists.
+    # The idle-GPU policy (jobs/usage/idle_policy.py): off by default; dry-run only lists.
     class IdlePolicy(models.TextChoices):
         OFF = "", "off"
         DRY_RUN = "dry_run", "dry run (list only)"

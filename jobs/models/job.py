@@ -79,7 +79,7 @@ class Job(JobRequest, JobRun, JobAnnotations):
     metrics_token_hash = models.CharField(max_length=64, blank=True, editable=False)
     # Bytes of metric records received (uploads and files), for the per-job quota.
     metrics_bytes = models.BigIntegerField(default=0, editable=False)
-    # The idle-GPU policy (jobs/idle_policy.py): when it warned, when it will (or, in a dry
+    # The idle-GPU policy (jobs/usage/idle_policy.py): when it warned, when it will (or, in a dry
     # run, would) cancel, and the owner's one "Keep it".
     idle_warned_at = models.DateTimeField(null=True, blank=True, editable=False)
     idle_cancel_at = models.DateTimeField(null=True, blank=True, editable=False)

@@ -347,7 +347,7 @@ CELERY_TASK_ROUTES = {
     "jobs.notifications.tasks.deliver_webhook": {"queue": PORTAL_WEBHOOK_QUEUE},
 }
 # Task modules besides each app's tasks.py (autodiscovered).
-CELERY_IMPORTS = ("jobs.idle_policy",)
+CELERY_IMPORTS = ("jobs.usage.idle_policy",)
 CELERY_BEAT_SCHEDULE = {
     "sync-clusters": {"task": "jobs.tasks.sync_clusters", "schedule": PORTAL_SYNC_INTERVAL},
     "deliver-job-events": {

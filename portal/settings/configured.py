@@ -250,12 +250,12 @@ PORTAL_EXPERIMENT_QUEUE = env_str(
 )
 
 # --- Usage and idle GPUs -------------------------------------------------------------
-# Usage (jobs/usage.py): a running job whose GPUs all stayed at or below this utilisation
+# Usage (jobs/usage/hours.py): a running job whose GPUs all stayed at or below this utilisation
 # (per cent, from the metrics client's nvidia-smi samples) for this many minutes is flagged
 # to its owner and listed for staff; the Usage page shows at most this many rows.
 PORTAL_GPU_IDLE_MINUTES = env_float("PORTAL_GPU_IDLE_MINUTES", 30.0, minimum=0.1)
 PORTAL_GPU_IDLE_PERCENT = env_float("PORTAL_GPU_IDLE_PERCENT", 5.0, minimum=0)
-# Seconds between passes of the partitions' idle-GPU policies (jobs/idle_policy.py).
+# Seconds between passes of the partitions' idle-GPU policies (jobs/usage/idle_policy.py).
 PORTAL_IDLE_POLICY_INTERVAL = env_int("PORTAL_IDLE_POLICY_INTERVAL", 60, minimum=5)
 PORTAL_USAGE_MAX_ROWS = env_int("PORTAL_USAGE_MAX_ROWS", 5000, minimum=1)
 
@@ -266,7 +266,7 @@ PORTAL_LOG_TAIL_BYTES = env_int("PORTAL_LOG_TAIL_BYTES", 64 * 1024, minimum=1024
 # read over SFTP this many bytes at a time.
 PORTAL_DOWNLOAD_MAX_BYTES = env_int("PORTAL_DOWNLOAD_MAX_BYTES", 2 * 1024**3, minimum=0)
 PORTAL_DOWNLOAD_CHUNK_BYTES = env_int("PORTAL_DOWNLOAD_CHUNK_BYTES", 1024**2, minimum=4096)
-# The audit log of actions on clusters (jobs/audit.py): rows older than this many days
+# The audit log of actions on clusters (jobs/audit/__init__.py): rows older than this many days
 # are deleted by a daily task.
 PORTAL_AUDIT_RETENTION_DAYS = env_int("PORTAL_AUDIT_RETENTION_DAYS", 400, minimum=1)
 # Training metrics: how often the in-job client samples CPU/GPU/memory (seconds, 0 = off),

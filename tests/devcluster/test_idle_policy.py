@@ -10,12 +10,13 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from jobs import idle_policy, tasks
+from jobs import tasks
 from jobs.metrics.tail import tail_job
 from jobs.models import Job, Partition
 from jobs.notifications import tasks as notify
 from jobs.notifications.events import Event
 from jobs.notifications.models import Notification
+from jobs.usage import idle_policy
 from tests import factories, polling
 from tests.devcluster.helpers import run_until
 

@@ -10,9 +10,10 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from jobs import tasks, usage
+from jobs import tasks
 from jobs.metrics.tail import tail_job
 from jobs.models import Job
+from jobs.usage import hours as usage
 from tests import factories, polling
 from tests.devcluster.helpers import run_until
 

@@ -1,4 +1,4 @@
-"""The audit log (jobs/audit.py): one row per action on a cluster for someone, with its
+"""The audit log (jobs/audit/__init__.py): one row per action on a cluster for someone, with its
 outcome and the key id of the connection it ran on; read-only for staff in the admin,
 hidden from everyone else; old rows removed by the retention task."""
 

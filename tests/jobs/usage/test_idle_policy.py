@@ -9,12 +9,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs import idle_policy, tasks
+from jobs import tasks
 from jobs.models import Job, Partition
 from jobs.notifications import tasks as notify
 from jobs.notifications.events import Event
 from jobs.notifications.models import Notification
 from jobs.seam import Status
+from jobs.usage import idle_policy
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -3,7 +3,7 @@ GPUs all stayed at or below the partition's threshold for its idle minutes is wa
 page's banner and a GPU_IDLE notification name when it will be cancelled); its owner's one
 "Keep it" adds the partition's keep-it minutes; after the grace the portal cancels it with
 the policy's reason (its final message, its timeline and the cancellation's notification).
-Judged from the nvidia-smi samples the portal already keeps (jobs.usage.idle_gpu_jobs): a
+Judged from the nvidia-smi samples the portal already keeps (jobs.usage.hours.idle_gpu_jobs): a
 notebook whose kernel is busy but whose GPUs are idle is idle here. Dry run: nothing is told
 or cancelled; the job only records when it would be cancelled, for the staff page."""
 
@@ -17,9 +17,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import lifecycle, signals, usage
+from jobs import lifecycle, signals
 from jobs.models import Job, Partition
 from jobs.task_helpers import single_flight
+from jobs.usage import hours as usage
 
 # Jobs judged per partition and pass (the idle query is bounded the same way).
 MAX_JOBS = 5000

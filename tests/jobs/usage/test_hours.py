@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.test import override_settings
 
-from jobs import usage
 from jobs.models import Job
+from jobs.usage import hours as usage
 from tests import factories
 
 pytestmark = pytest.mark.django_db
