@@ -1,7 +1,8 @@
 """The jobs app's models, one module per domain; metrics live in their own app (jobs.metrics).
 
 - choices: the job vocabulary (states, kinds, work directories), written once
-- clusters: Cluster, Partition, ClusterAccount
+- clusters: Cluster, Partition
+- accounts: ClusterAccount (how a person logs in to a cluster, and its proof)
 - catalog: Tag, ContainerImage, ImageCheck
 - job: Job, its relations and predicates, composed of parts (abstract models):
   - request: JobRequest (what was asked, and its checks)
@@ -16,12 +17,13 @@
 - annotations: also JobTag (a run's tags) and the bounds of tags, notes and parameters
 """
 
+from jobs.models.accounts import ClusterAccount
 from jobs.models.annotations import JobTag
 from jobs.models.arrays import JobArray
 from jobs.models.attempts import JobAttempt
 from jobs.models.audit import AuditEvent
 from jobs.models.catalog import ContainerImage, ImageCheck, Tag
-from jobs.models.clusters import Cluster, ClusterAccount, Partition
+from jobs.models.clusters import Cluster, Partition
 from jobs.models.events import JobEvent
 from jobs.models.gpus import GpuType
 from jobs.models.job import Job
