@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from jobs.cluster.ssh import Connection
@@ -230,25 +230,28 @@ class Adapter:
     account_help = "Charged for the job; empty: the cluster's default."
     launch_note = ""
 
-    # The adapter's modules: ``scripts.render``/``render_array`` write what is submitted,
-    # ``operations.submit``/``submit_array``/``cancel``/``release`` run the commands.
-    scripts: Any = None
-    operations: Any = None
-
     def render(
         self,
-        job: Job,
+        job: JobSpec,
         work_dir: str,
         register_url: str = "",
         metrics_url: str = "",
         system_interval: float = 0,
     ) -> str:
-        """What ``submit`` sends for ``job``; kept as the job's script (shown on its page)."""
-        return self.scripts.render(job, work_dir, register_url, metrics_url, system_interval)
+        """What ``submit`` sends for ``job``; kept as the job's script (shown on its page).
+        ``register_url``: where a session announces itself, ``metrics_url``: where the
+        metrics client uploads (empty: the portal reads both from the job's files)."""
+        raise NotImplementedError
 
-    def render_array(self, array, members: list, work_dir: str, system_interval: float = 0) -> str:
-        """What ``submit_array`` sends for an array's members (jobs.cluster.jobscript.Member)."""
-        return self.scripts.render_array(array, members, work_dir, system_interval)
+    def render_array(
+        self,
+        array: ArraySpec,
+        members: Sequence[Member],
+        work_dir: str,
+        system_interval: float = 0,
+    ) -> str:
+        """What ``submit_array`` sends for an array's members (in index order)."""
+        raise NotImplementedError
 
     def submit(
         self,
@@ -259,7 +262,9 @@ class Adapter:
         secret: str = "",
         metrics_token: str = "",
     ) -> Submission:
-        return self.operations.submit(conn, work_dir, job_name, script, secret, metrics_token)
+        """Submit (or adopt, found by ``job_name``) the rendered ``script`` from
+        ``work_dir``, with the job's private files (session secret, metrics token)."""
+        raise NotImplementedError
 
     def submit_array(
         self,
@@ -270,13 +275,15 @@ class Adapter:
         tokens: list[tuple[int, str]],
     ) -> Submission:
         """Submit (or adopt) a job array: one script, members ``<id>_<index>``."""
-        return self.operations.submit_array(conn, work_dir, name, script, tokens)
+        raise NotImplementedError
 
     def cancel(self, conn: Connection, scheduler_id: str, job_name: str) -> None:
-        self.operations.cancel(conn, scheduler_id, job_name)
+        """Cancel the job, only while ``scheduler_id`` still carries ``job_name``."""
+        raise NotImplementedError
 
     def release(self, conn: Connection, username: str, scheduler_id: str, job_name: str) -> None:
-        self.operations.release(conn, username, scheduler_id, job_name)
+        """Release the held job, only while ``scheduler_id`` still carries ``job_name``."""
+        raise NotImplementedError
 
     def member_id(self, array_id: str, index: int) -> str:
         """The scheduler's id of an array's member (Slurm "12_3", HTCondor "12.3")."""

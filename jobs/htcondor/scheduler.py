@@ -12,7 +12,16 @@ from jobs.htcondor import operations, parsers, submit
 from jobs.htcondor.status import to_status
 from jobs.models.choices import State
 from jobs.models.gpus import record_devices
-from jobs.seam import Adapter, Attempt, JobKey, Status
+from jobs.seam import (
+    Adapter,
+    ArraySpec,
+    Attempt,
+    JobKey,
+    JobSpec,
+    Member,
+    Status,
+    Submission,
+)
 
 if TYPE_CHECKING:
     from jobs.cluster.ssh import Connection
@@ -93,8 +102,6 @@ def charged(run: Attempt, job: Job) -> Attempt:
 
 class HTCondor(Adapter):
     name = "HTCondor"
-    scripts = submit
-    operations = operations
     # One process on one machine per job, and it requeues nothing itself.
     supports_multi_node = False
     supports_launchers = False
@@ -112,6 +119,52 @@ class HTCondor(Adapter):
         "chosen by compute capability and memory. For a job on several nodes, a launcher "
         "(torchrun, mpirun) or checkpoint and requeue, choose a Slurm cluster."
     )
+
+    def render(
+        self,
+        job: JobSpec,
+        work_dir: str,
+        register_url: str = "",
+        metrics_url: str = "",
+        system_interval: float = 0,
+    ) -> str:
+        return submit.render(job, work_dir, register_url, metrics_url, system_interval)
+
+    def render_array(
+        self,
+        array: ArraySpec,
+        members: Sequence[Member],
+        work_dir: str,
+        system_interval: float = 0,
+    ) -> str:
+        return submit.render_array(array, members, work_dir, system_interval)
+
+    def submit(
+        self,
+        conn: Connection,
+        work_dir: str,
+        job_name: str,
+        script: str,
+        secret: str = "",
+        metrics_token: str = "",
+    ) -> Submission:
+        return operations.submit(conn, work_dir, job_name, script, secret, metrics_token)
+
+    def submit_array(
+        self,
+        conn: Connection,
+        work_dir: str,
+        name: str,
+        script: str,
+        tokens: list[tuple[int, str]],
+    ) -> Submission:
+        return operations.submit_array(conn, work_dir, name, script, tokens)
+
+    def cancel(self, conn: Connection, scheduler_id: str, job_name: str) -> None:
+        operations.cancel(conn, scheduler_id, job_name)
+
+    def release(self, conn: Connection, username: str, scheduler_id: str, job_name: str) -> None:
+        operations.release(conn, username, scheduler_id, job_name)
 
     def member_id(self, array_id: str, index: int) -> str:
         return f"{array_id}.{int(index)}"

@@ -58,8 +58,3 @@ class JobArray(models.Model):
     def describe(self) -> ArraySpec:
         """The array as the scheduler seam's plain values (jobs/models/describe.py)."""
         return describe.array_spec(self)
-
-    def task_spec(self, count: int) -> str:
-        """Slurm's ``--array`` value for ``count`` members: '0-19%4'."""
-        spec = f"0-{count - 1}"
-        return f"{spec}%{self.throttle}" if self.throttle else spec

@@ -1,5 +1,6 @@
 """The HTCondor adapter's pure parts, on output captured from the dev pool (minicondor
-23.9): parsing as data, state mapping, and the rendered submit description."""
+23.9): parsing as data, state mapping, and the submit description rendered from a job's
+plain description (jobs.seam.JobSpec), no database."""
 
 import dataclasses
 import json
@@ -11,8 +12,8 @@ import pytest
 from jobs.cluster.ssh import CommandFailed
 from jobs.cluster.workdir import ScriptError
 from jobs.htcondor import parsers, status, submit
-from jobs.models import ContainerImage, Job
-from jobs.seam import JobKey
+from jobs.models import Job
+from jobs.seam import ImageSpec, JobKey
 from tests import factories
 
 CAPTURED = Path(__file__).parent / "captured"
@@ -162,15 +163,11 @@ def pool(db):
 
 
 def description_of(job, **kw) -> list[str]:
-    return submit.description(
-        job, "/home/u/.portal/jobs/1-x", job.scheduler_name, "/home/u/x/job.sh", **kw
-    )
+    return submit.description(job, "/home/u/.portal/jobs/1-x", job.name, "/home/u/x/job.sh", **kw)
 
 
-def test_the_description_asks_for_what_the_job_asks(pool, owner):
-    job = factories.job(
-        owner,
-        pool,
+def test_the_description_asks_for_what_the_job_asks():
+    job = factories.spec(
         partition="gpu",
         gpus=1,
         cpus=2,
@@ -184,33 +181,37 @@ def test_the_description_asks_for_what_the_job_asks(pool, owner):
     assert "request_memory = 3072" in lines
     assert "gpus_minimum_capability = 7.5" in lines and "gpus_minimum_memory = 40960" in lines
     assert "+PortalTimeLimit = 420" in lines
-    assert f'+PortalName = "{job.scheduler_name}"' in lines and lines[-1] == "queue"
+    assert f'+PortalName = "{job.name}"' in lines and lines[-1] == "queue"
     assert "should_transfer_files = NO" in lines
 
 
-def test_a_named_gpu_type_is_required_by_its_model(pool, owner):
-    a100 = pool.gpu_types.get(name="a100")
-    a100.model = "A100-SXM4-40GB"
-    a100.save()
-    job = factories.job(owner, pool, partition="gpu", gpus=1, gpu_type="a100")
+def test_a_named_gpu_type_is_required_by_its_model():
+    """The model the admin described for the type (GpuType.model; tests/jobs/test_describe.py),
+    else the type's own name."""
+    job = factories.spec(partition="gpu", gpus=1, gpu_type="a100", gpu_model="A100-SXM4-40GB")
     assert 'require_gpus = DeviceName == "A100-SXM4-40GB"' in description_of(job)
+    undescribed = factories.spec(partition="gpu", gpus=1, gpu_type="a100")
+    assert 'require_gpus = DeviceName == "a100"' in description_of(undescribed)
 
 
-def test_images_become_container_image_and_the_script_does_not_start_one(pool, owner):
-    image = factories.image(
-        "pt", runtime=ContainerImage.Runtime.APPTAINER, location="/images/pytorch.sif"
+def test_images_become_container_image_and_the_script_does_not_start_one():
+    job = factories.spec(
+        command="python train.py",
+        partition="gpu",
+        runtime="apptainer",
+        location="/images/pytorch.sif",
+        gpus=1,
     )
-    job = factories.job(owner, pool, "python train.py", partition="gpu", image=image, gpus=1)
     text = submit.render(job, "/home/u/.portal/jobs/1-x")
     description, _, script = text.partition(f"\n{submit.SEPARATOR}\n")
     assert "container_image = /images/pytorch.sif" in description.split("\n")
     assert "apptainer exec" not in script and "python train.py" in script
-    podman = factories.image("tf", runtime=ContainerImage.Runtime.PODMAN, location="docker.io/tf:2")
+    podman = ImageSpec("podman", "docker.io/tf:2")
     assert submit.container_image(podman) == "docker://docker.io/tf:2"
 
 
-def test_arrays_are_one_cluster_of_procs(pool, owner):
-    job = factories.job(owner, pool, partition="gpu")
+def test_arrays_are_one_cluster_of_procs():
+    job = factories.spec(partition="gpu")
     lines = description_of(job, array_size=4)
     assert lines[-1] == "queue 4"
     assert "initialdir = /home/u/.portal/jobs/1-x/$(ProcId)" in lines
@@ -221,19 +222,16 @@ def test_arrays_are_one_cluster_of_procs(pool, owner):
     "field, value",
     [("account", 'x"\nqueue 1000'), ("account", "a b")],
 )
-def test_nothing_typed_adds_to_the_description(pool, owner, field, value):
-    job = factories.job(owner, pool, partition="gpu", **{field: value}, save=False)
+def test_nothing_typed_adds_to_the_description(field, value):
+    job = factories.spec(partition="gpu", **{field: value})
     with pytest.raises(ScriptError):
         description_of(job)
 
 
-def test_slurm_only_requests_are_refused_on_htcondor(pool, owner):
-    job = factories.job(owner, pool, partition="gpu", nodes=2, save=False)
-    with pytest.raises(ScriptError, match="need Slurm"):
-        description_of(job)
-    job = factories.job(owner, pool, partition="gpu", resumable=True, save=False)
-    with pytest.raises(ScriptError, match="need Slurm"):
-        description_of(job)
+def test_slurm_only_requests_are_refused_on_htcondor():
+    for asked in ({"nodes": 2}, {"tasks_per_node": 2}, {"launcher": "mpi"}, {"resumable": True}):
+        with pytest.raises(ScriptError, match="need Slurm"):
+            description_of(factories.spec(partition="gpu", **asked))
 
 
 def test_held_is_what_the_adapter_said_not_a_reading_of_the_reason():
