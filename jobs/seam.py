@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from jobs.cluster.ssh import Connection
-    from jobs.models import Cluster, ClusterAccount, Job
+    from jobs.models import Cluster, ClusterAccount
     from jobs.models.choices import State
 
 # Bound of a stored pending reason (Job.pending_reason's max_length).
@@ -290,29 +290,29 @@ class Adapter:
         raise NotImplementedError
 
     def statuses(
-        self, conn: Connection, username: str, jobs: Sequence[Job]
+        self, conn: Connection, username: str, jobs: Sequence[JobRef]
     ) -> dict[JobKey, Status]:
-        """Status of ``jobs`` by Job.scheduler_key, in O(1) commands: a record counts for a
+        """Status of ``jobs`` by their key, in O(1) commands: a record counts for a
         job only under its id and its name; unknown jobs left out."""
         raise NotImplementedError
 
     def statuses_of_owners(
-        self, conn: Connection, jobs: dict[str, Sequence[Job]]
+        self, conn: Connection, jobs: Mapping[str, Sequence[JobRef]]
     ) -> dict[str, dict[JobKey, Status]]:
         """statuses() of several owners' jobs ({user name: jobs}) at once, in O(1) commands
         on a connection that may see every user's jobs (``reads_all_jobs``)."""
         raise NotImplementedError
 
     def attempts(
-        self, conn: Connection, username: str, jobs: Sequence[Job]
+        self, conn: Connection, username: str, jobs: Sequence[JobRef]
     ) -> dict[JobKey, list[Attempt]]:
         """Each run of ``jobs`` with what it held, oldest first, from accounting, in O(1)
-        commands, by Job.scheduler_key like statuses() ({} where the scheduler keeps no
+        commands, by their key like statuses() ({} where the scheduler keeps no
         accounting)."""
         raise NotImplementedError
 
     def attempts_of_owners(
-        self, conn: Connection, jobs: dict[str, Sequence[Job]]
+        self, conn: Connection, jobs: Mapping[str, Sequence[JobRef]]
     ) -> dict[str, dict[JobKey, list[Attempt]]]:
         """attempts() of several owners' jobs at once, like statuses_of_owners()."""
         raise NotImplementedError

@@ -1,7 +1,7 @@
 """The one way tests and benchmarks build users, clusters, partitions, images, cluster
 accounts, GPU types, jobs, API clients, metric records and audit rows: a test says what
-differs, not how a job is made. A scheduler adapter's tests need no row: ``spec``
-and ``array_spec`` build the seam's plain values (jobs/seam.py) without a database.
+differs, not how a job is made. A scheduler adapter's tests need no row: ``spec``,
+``ref`` and ``array_spec`` build the seam's plain values (jobs/seam.py) without a database.
 
 Every default is a keyword argument; a caller that needs other values passes them. Named
 things (users, clusters, partitions, images) are made if missing, so a benchmark can run
@@ -28,7 +28,7 @@ from jobs.models import (
     JobAttempt,
     Partition,
 )
-from jobs.seam import ArraySpec, ImageSpec, JobSpec, PartitionSpec, Resources
+from jobs.seam import ArraySpec, ImageSpec, JobKey, JobRef, JobSpec, PartitionSpec, Resources
 
 #: A well-formed SSH host key (the cluster's address never answers in-process tests).
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOqmCr0ke0UTgwV9vPwNDnqf4mr8v07WgMJOuFbxZuBs"
@@ -451,6 +451,18 @@ def spec(**overrides: Any) -> JobSpec:
     values.setdefault("account", "")
     values.setdefault("time_limit_minutes", 5)
     return JobSpec(**values)
+
+
+def ref(scheduler_id: str = "7", name: str = "portal-1-abc", **overrides: Any) -> JobRef:
+    """A submitted job as a status or accounting read takes it (jobs.seam.JobRef), no
+    database: job ``name`` under ``scheduler_id``, pending, asking what spec() asks;
+    ``overrides`` as for spec()."""
+    values = _parts(overrides)
+    values.pop("image")
+    values.setdefault("key", JobKey(scheduler_id, name))
+    values.setdefault("comment", "")
+    values.setdefault("state", Job.State.PENDING)
+    return JobRef(**values)
 
 
 def array_spec(array_id: int = 3, throttle: int = 0) -> ArraySpec:

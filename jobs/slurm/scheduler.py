@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from jobs.cluster import pool
-from jobs.models.choices import State
 from jobs.models.gpus import record_discovery
 from jobs.seam import (
     Adapter,
     ArraySpec,
     Attempt,
     JobKey,
+    JobRef,
     JobSpec,
     Member,
     Status,
@@ -23,7 +23,7 @@ from jobs.slurm.status import to_status
 
 if TYPE_CHECKING:
     from jobs.cluster.ssh import Connection
-    from jobs.models import Cluster, ClusterAccount, Job
+    from jobs.models import Cluster, ClusterAccount
 
 
 class Slurm(Adapter):
@@ -84,14 +84,14 @@ class Slurm(Adapter):
         return f"{array_id}_{int(index)}"
 
     def statuses(
-        self, conn: Connection, username: str, jobs: Sequence[Job]
+        self, conn: Connection, username: str, jobs: Sequence[JobRef]
     ) -> dict[JobKey, Status]:
         return self.statuses_of_owners(conn, {username: jobs}).get(username, {})
 
     def statuses_of_owners(
-        self, conn: Connection, jobs: dict[str, Sequence[Job]]
+        self, conn: Connection, jobs: Mapping[str, Sequence[JobRef]]
     ) -> dict[str, dict[JobKey, Status]]:
-        by_owner = {owner: {j.scheduler_key: j for j in owned} for owner, owned in jobs.items()}
+        by_owner = {owner: {j.key: j for j in owned} for owner, owned in jobs.items()}
         raw = operations.query_owners(conn, _expected(by_owner))
         statuses: dict[str, dict[JobKey, Status]] = {}
         for owner, found in raw.items():
@@ -99,20 +99,20 @@ class Slurm(Adapter):
             for key, slurm_job in found.items():
                 job = by_owner[owner][key]
                 try:
-                    mine[key] = to_status(slurm_job, job)
+                    mine[key] = to_status(slurm_job, job.resources)
                 except Exception as exc:  # noqa: BLE001 - e.g. a state this portal does not know
-                    mine[key] = Status(state=State(job.state), unreadable=str(exc))
+                    mine[key] = Status(state=job.state, unreadable=str(exc))
         return statuses
 
     def attempts(
-        self, conn: Connection, username: str, jobs: Sequence[Job]
+        self, conn: Connection, username: str, jobs: Sequence[JobRef]
     ) -> dict[JobKey, list[Attempt]]:
         return self.attempts_of_owners(conn, {username: jobs}).get(username, {})
 
     def attempts_of_owners(
-        self, conn: Connection, jobs: dict[str, Sequence[Job]]
+        self, conn: Connection, jobs: Mapping[str, Sequence[JobRef]]
     ) -> dict[str, dict[JobKey, list[Attempt]]]:
-        by_owner = {owner: {j.scheduler_key: j for j in owned} for owner, owned in jobs.items()}
+        by_owner = {owner: {j.key: j for j in owned} for owner, owned in jobs.items()}
         return operations.attempts_owners(conn, _expected(by_owner))
 
     def discover_gpu_types(self, account: ClusterAccount, cluster: Cluster) -> list[str] | None:
@@ -120,10 +120,10 @@ class Slurm(Adapter):
         return None if nodes is None else record_discovery(cluster, nodes)
 
 
-def _expected(by_owner: dict[str, dict[JobKey, Job]]) -> operations.Expected:
+def _expected(by_owner: dict[str, dict[JobKey, JobRef]]) -> operations.Expected:
     """What the operations look records up by: each job's key with its comment."""
     return {
-        owner: {key: scripts.comment(job) for key, job in by_key.items()}
+        owner: {key: job.comment for key, job in by_key.items()}
         for owner, by_key in by_owner.items()
     }
 

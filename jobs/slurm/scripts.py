@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from jobs.cluster import jobscript
 from jobs.cluster.workdir import ScriptError
 from jobs.seam import ArraySpec, JobSpec, Member
-
-if TYPE_CHECKING:
-    from jobs.models import Job
 
 # What may appear unquoted in an #SBATCH line (sbatch parses those itself).
 _DIRECTIVE_VALUE = re.compile(r"^[A-Za-z0-9_.:/=,+@-]+\Z")
@@ -28,14 +24,6 @@ def _directive(option: str, value: object) -> str:
     if not _DIRECTIVE_VALUE.match(text):
         raise ScriptError(f"refusing to render --{option}={text!r}: unexpected characters")
     return f"#SBATCH --{option}={text}"
-
-
-def comment(job: Job) -> str:
-    """The job's --comment: the portal's own id of it (pk and uid), seen in squeue and sacct
-    (an array's members share the array's)."""
-    if job.array is not None:
-        return f"portal-array-{job.array.pk}-{job.array.uid}"
-    return f"portal-job-{job.pk}-{job.uid}"
 
 
 _FEATURE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")

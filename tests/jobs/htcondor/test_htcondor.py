@@ -390,14 +390,15 @@ def test_numbers_a_job_wrote_into_its_ad_are_bounded():
     assert (job.exit_code, job.starts, job.gpus, job.wall_seconds) == (None, 0, 0, 0)
 
 
-def test_ids_that_are_not_htcondors_are_reported_not_fatal(pool, owner, monkeypatch):
+def test_ids_that_are_not_htcondors_are_reported_not_fatal(monkeypatch):
     from jobs.htcondor import operations
     from jobs.htcondor.scheduler import HTCONDOR
 
     monkeypatch.setattr(operations, "jobs", lambda *a, **k: {})
-    job = factories.job(owner, pool, partition="gpu", state="pending", scheduler_job_id="123_4")
-    found = HTCONDOR.statuses(None, "u", [job])
-    assert "not an HTCondor job id" in found[job.scheduler_key].unreadable
+    job = factories.ref("123_4", state="running")
+    found = HTCONDOR.statuses(None, "u", [job])  # type: ignore[arg-type]
+    assert found[job.key].state == "running"  # left as it was
+    assert "not an HTCondor job id" in found[job.key].unreadable
 
 
 # -- where a job runs and what it is charged: never decided by its own (editable) ad ------
@@ -434,13 +435,11 @@ def test_claimed_slots_are_read_from_the_startds_ads():
         ("", "", True),
     ],
 )
-def test_a_running_jobs_node_is_the_machine_whose_startd_holds_its_claim(
-    pool, owner, remote_host, node, noted
-):
+def test_a_running_jobs_node_is_the_machine_whose_startd_holds_its_claim(remote_host, node, noted):
     from jobs.htcondor.scheduler import confirmed
     from jobs.seam import Status
 
-    job = factories.job(owner, pool, partition="gpu", state="running", node="vm")
+    job = factories.ref("4.0", state="running", node="vm")
     running = ad(node=parsers._machine(remote_host), slot=parsers._slot(remote_host))
     got = confirmed(
         Status(state=Job.State.RUNNING, node=running.node), running, job, "condoruser", CLAIMS
@@ -455,11 +454,11 @@ def test_a_running_jobs_node_is_the_machine_whose_startd_holds_its_claim(
         )
 
 
-def test_without_the_collector_only_the_node_confirmed_before_is_kept(pool, owner):
+def test_without_the_collector_only_the_node_confirmed_before_is_kept():
     from jobs.htcondor.scheduler import confirmed
     from jobs.seam import Status
 
-    job = factories.job(owner, pool, partition="gpu", state="running", node="vm")
+    job = factories.ref("4.0", state="running", node="vm")
     for remote_host, node in (("slot1_1@vm", "vm"), ("slot1@10.66.66.66", "")):
         running = ad(node=parsers._machine(remote_host), slot=parsers._slot(remote_host))
         status = Status(state=Job.State.RUNNING, node=running.node)
@@ -469,17 +468,27 @@ def test_without_the_collector_only_the_node_confirmed_before_is_kept(pool, owne
     ended = ad(status=4, node="10.66.66.66")
     status = Status(state=Job.State.COMPLETED, node="10.66.66.66")
     assert confirmed(status, ended, job, "condoruser", None).node == "vm"
-    job.node = ""
+    job = dataclasses.replace(job, node="")
     assert confirmed(status, ended, job, "condoruser", None).node == "10.66.66.66"
 
 
-def test_usage_is_never_less_than_asked_nor_charged_to_an_account_the_job_chose(pool, owner):
+def test_usage_is_never_less_than_asked_nor_charged_to_an_account_the_job_chose():
     from datetime import UTC, datetime
 
     from jobs.htcondor.scheduler import charged
     from jobs.seam import Attempt
 
-    job = factories.job(owner, pool, partition="gpu", gpus=1, cpus=2, account="physics", node="vm")
+    # Partition gpu: 2 GPUs and 8 CPUs on a node.
+    job = factories.ref(
+        "4.0",
+        partition="gpu",
+        max_gpus_per_job=2,
+        max_cpus_per_job=8,
+        gpus=1,
+        cpus=2,
+        account="physics",
+        node="vm",
+    )
     run = Attempt("COMPLETED", "10.66.66.66", datetime(2026, 1, 1, tzinfo=UTC), None, 60, 0, 0)
     # GPUsProvisioned and CpusProvisioned edited down to 0, AcctGroup to another group.
     run = dataclasses.replace(run, account="other")
