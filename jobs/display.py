@@ -17,6 +17,7 @@ from jobs.models.gpus import wants
 
 if TYPE_CHECKING:
     from jobs.models.job import Job
+    from jobs.seam import Resources
 
 
 def ordinal(n: int) -> str:
@@ -64,7 +65,7 @@ def attempts_text(job: Job) -> str:
     return f"ended on {text}" if job.is_final else text
 
 
-def shape(job: Job) -> str:
+def shape(job: Job | Resources) -> str:
     """'2 nodes × 2 tasks', '1 node' — how the job is laid out."""
     nodes = f"{job.nodes} node{'s' if job.nodes != 1 else ''}"
     if job.tasks_per_node == 1:

@@ -1,26 +1,33 @@
 """The seam between the portal and a batch scheduler (Open OnDemand's ood_core adapters,
-cut to what the portal needs): the neutral types an adapter answers in, and ``Adapter``: what
-an adapter must do (its methods, over an SSH connection to the login node) and what it can
-(its capabilities). Imports no model: models,
-adapters and tasks all import it; it imports none of them.
+cut to what the portal needs): the neutral types an adapter is given and answers in, and
+``Adapter``: what an adapter must do (its methods, over an SSH connection to the login
+node) and what it can (its capabilities). Imports no model: models, adapters and tasks all
+import it; it imports none of them.
 
-An adapter turns its scheduler's commands and output into ``Status``: the portal's state
-(jobs/models/choices.py), the reason in words, the node, times and exit code, each under
-the ``JobKey`` (scheduler id and name) of the job it is about. ``Job``
+On the way in an adapter takes plain values, never a row, as ood_core's take a ``Script``:
+``JobSpec`` (with ``ImageSpec``, ``Resources``, ``PartitionSpec``) is what a job's script
+is rendered from, ``ArraySpec`` and ``Member`` a job array's, and ``JobRef`` what a status
+or accounting read needs of a submitted job. The jobs app builds them once from its rows
+(jobs/models/describe.py: ``Job.describe()``, ``Job.ref()``, ``JobArray.describe()``).
+
+On the way out an adapter turns its scheduler's commands and output into ``Status``: the
+portal's state (jobs/models/choices.py), the reason in words, the node, times and exit
+code, each under the ``JobKey`` (scheduler id and name) of the job it is about. ``Job``
 applies only these neutral values (``Job.apply_scheduler_status``). Adapters are found
 through the registry in jobs/schedulers.py; ``Cluster.scheduler`` chooses.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from decimal import Decimal
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from jobs.cluster.ssh import Connection
-    from jobs.models import Cluster, ClusterAccount, Job
+    from jobs.models import Cluster, ClusterAccount
     from jobs.models.choices import State
 
 # Bound of a stored pending reason (Job.pending_reason's max_length).
@@ -36,6 +43,118 @@ class JobKey(NamedTuple):
 
     scheduler_id: str
     name: str
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """The image a job runs in: its runtime (jobs.models.choices.Runtime: "apptainer",
+    "singularity", "podman", or "none" for the node's own environment), where the image is,
+    and the environment modules loaded before it starts, in order."""
+
+    runtime: str
+    location: str = ""
+    modules: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What a job asks for: ``nodes``, each with ``tasks_per_node`` processes of ``cpus``
+    CPUs, ``memory_gb`` and ``gpus``; the GPUs by type (one, or several as a constraint
+    "a100|h100") or by minimums."""
+
+    nodes: int
+    tasks_per_node: int
+    cpus: int  # per task
+    memory_gb: int  # per node
+    gpus: int = 0  # per node
+    gpu_type: str = ""
+    gpu_constraint: str = ""
+    # The model the cluster's admin described for gpu_type (GpuType.model, e.g.
+    # "A100-SXM4-40GB"); "": none described.
+    gpu_model: str = ""
+    min_gpu_capability: Decimal | None = None
+    min_gpu_memory_gb: int | None = None
+
+
+@dataclass(frozen=True)
+class PartitionSpec:
+    """The partition (queue) a job runs in: its name, how it wants GPUs asked for, and the
+    bounds of one node of it (what a run is charged at most)."""
+
+    name: str
+    gpu_type_as_constraint: bool = False  # a GPU type is a node feature, not a GRES type
+    mem_per_gpu: bool = False  # memory per GPU rather than per node, for GPU jobs
+    time_class: str = ""  # HTCondor's GPU job length class (short/medium/long)
+    max_gpus_per_node: int = 0  # 0: as many as max_gpus_per_job
+    max_gpus_per_job: int = 0
+    max_cpus_per_job: int = 0
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What a job's script is rendered from (``Adapter.render``): the plain values of a
+    job, its image and partition, built once from the rows (Job.describe())."""
+
+    id: int  # the portal's job id (PORTAL_JOB_ID)
+    name: str  # its name on the scheduler (an array member's is its array's)
+    comment: str  # the portal's own id of it, seen in the scheduler's records
+    kind: str  # jobs.models.choices.Kind
+    command: str
+    image: ImageSpec
+    resources: Resources
+    partition: PartitionSpec
+    account: str  # charged to; "": the scheduler's default
+    time_limit_minutes: int
+    launcher: str = "none"  # jobs.models.choices.Launcher
+    # Checkpoint and requeue: warned this long before the time limit, up to max_attempts.
+    resumable: bool = False
+    max_attempts: int = 1
+    checkpoint_warning_seconds: int = 120
+    notebook_dir: str = ""  # sessions: the folder under the work root they open in
+    # What the job alone is told (its parameters): environment variables and files in its
+    # work directory.
+    env: Mapping[str, str] = field(default_factory=dict)
+    files: Mapping[str, str] = field(default_factory=dict)
+    array_index: int | None = None
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """A job array, as its one script and submission need it (the members are ``Member``)."""
+
+    id: int
+    name: str  # every member's name on the scheduler
+    comment: str
+    throttle: int = 0  # at most this many members run at once; 0: no limit
+
+
+@dataclass(frozen=True)
+class Member:
+    """One member of a job array: its job, what it alone is told (environment variables
+    and files in its directory) and the command it runs."""
+
+    job: JobSpec
+    command: str
+    env: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+    metrics_url: str = ""
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """What reading a submitted job's status or runs needs of it (``Adapter.statuses``,
+    ``attempts``), built once from its row (Job.ref()): which job it is (its key and
+    comment), what the portal holds of it now (its state, the node confirmed last), when it
+    was submitted, and what it asked for (a run is charged at least that)."""
+
+    key: JobKey
+    comment: str
+    state: State
+    resources: Resources
+    partition: PartitionSpec
+    account: str = ""  # charged to, as submitted
+    node: str = ""
+    submitted_at: datetime | None = None  # (or made, before it was submitted)
 
 
 @dataclass(frozen=True)
@@ -111,25 +230,28 @@ class Adapter:
     account_help = "Charged for the job; empty: the cluster's default."
     launch_note = ""
 
-    # The adapter's modules: ``scripts.render``/``render_array`` write what is submitted,
-    # ``operations.submit``/``submit_array``/``cancel``/``release`` run the commands.
-    scripts: Any = None
-    operations: Any = None
-
     def render(
         self,
-        job: Job,
+        job: JobSpec,
         work_dir: str,
         register_url: str = "",
         metrics_url: str = "",
         system_interval: float = 0,
     ) -> str:
-        """What ``submit`` sends for ``job``; kept as the job's script (shown on its page)."""
-        return self.scripts.render(job, work_dir, register_url, metrics_url, system_interval)
+        """What ``submit`` sends for ``job``; kept as the job's script (shown on its page).
+        ``register_url``: where a session announces itself, ``metrics_url``: where the
+        metrics client uploads (empty: the portal reads both from the job's files)."""
+        raise NotImplementedError
 
-    def render_array(self, array, members: list, work_dir: str, system_interval: float = 0) -> str:
-        """What ``submit_array`` sends for an array's members (jobs.cluster.jobscript.Member)."""
-        return self.scripts.render_array(array, members, work_dir, system_interval)
+    def render_array(
+        self,
+        array: ArraySpec,
+        members: Sequence[Member],
+        work_dir: str,
+        system_interval: float = 0,
+    ) -> str:
+        """What ``submit_array`` sends for an array's members (in index order)."""
+        raise NotImplementedError
 
     def submit(
         self,
@@ -140,7 +262,9 @@ class Adapter:
         secret: str = "",
         metrics_token: str = "",
     ) -> Submission:
-        return self.operations.submit(conn, work_dir, job_name, script, secret, metrics_token)
+        """Submit (or adopt, found by ``job_name``) the rendered ``script`` from
+        ``work_dir``, with the job's private files (session secret, metrics token)."""
+        raise NotImplementedError
 
     def submit_array(
         self,
@@ -151,42 +275,44 @@ class Adapter:
         tokens: list[tuple[int, str]],
     ) -> Submission:
         """Submit (or adopt) a job array: one script, members ``<id>_<index>``."""
-        return self.operations.submit_array(conn, work_dir, name, script, tokens)
+        raise NotImplementedError
 
     def cancel(self, conn: Connection, scheduler_id: str, job_name: str) -> None:
-        self.operations.cancel(conn, scheduler_id, job_name)
+        """Cancel the job, only while ``scheduler_id`` still carries ``job_name``."""
+        raise NotImplementedError
 
     def release(self, conn: Connection, username: str, scheduler_id: str, job_name: str) -> None:
-        self.operations.release(conn, username, scheduler_id, job_name)
+        """Release the held job, only while ``scheduler_id`` still carries ``job_name``."""
+        raise NotImplementedError
 
     def member_id(self, array_id: str, index: int) -> str:
         """The scheduler's id of an array's member (Slurm "12_3", HTCondor "12.3")."""
         raise NotImplementedError
 
     def statuses(
-        self, conn: Connection, username: str, jobs: Sequence[Job]
+        self, conn: Connection, username: str, jobs: Sequence[JobRef]
     ) -> dict[JobKey, Status]:
-        """Status of ``jobs`` by Job.scheduler_key, in O(1) commands: a record counts for a
+        """Status of ``jobs`` by their key, in O(1) commands: a record counts for a
         job only under its id and its name; unknown jobs left out."""
         raise NotImplementedError
 
     def statuses_of_owners(
-        self, conn: Connection, jobs: dict[str, Sequence[Job]]
+        self, conn: Connection, jobs: Mapping[str, Sequence[JobRef]]
     ) -> dict[str, dict[JobKey, Status]]:
         """statuses() of several owners' jobs ({user name: jobs}) at once, in O(1) commands
         on a connection that may see every user's jobs (``reads_all_jobs``)."""
         raise NotImplementedError
 
     def attempts(
-        self, conn: Connection, username: str, jobs: Sequence[Job]
+        self, conn: Connection, username: str, jobs: Sequence[JobRef]
     ) -> dict[JobKey, list[Attempt]]:
         """Each run of ``jobs`` with what it held, oldest first, from accounting, in O(1)
-        commands, by Job.scheduler_key like statuses() ({} where the scheduler keeps no
+        commands, by their key like statuses() ({} where the scheduler keeps no
         accounting)."""
         raise NotImplementedError
 
     def attempts_of_owners(
-        self, conn: Connection, jobs: dict[str, Sequence[Job]]
+        self, conn: Connection, jobs: Mapping[str, Sequence[JobRef]]
     ) -> dict[str, dict[JobKey, list[Attempt]]]:
         """attempts() of several owners' jobs at once, like statuses_of_owners()."""
         raise NotImplementedError

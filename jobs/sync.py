@@ -1,7 +1,8 @@
 """The reconciler: what the schedulers say of the portal's jobs, recorded on them.
 
 ``sync_jobs`` asks each cluster once (through its reader, ``ClusterAccount.reader_for``)
-or once per cluster account, and applies each job's own record (matched by id and name,
+or once per cluster account about its jobs (their ``Job.ref()``: the adapters read no
+row), and applies each job's own record (matched by id and name,
 ``JobKey``) through ``Job.apply_scheduler_status``; what a change owes is in its JobEvent
 (jobs/outbox.py), so nothing here queues a task. ``record_attempts`` reads accounting's
 runs. Called by thin tasks (jobs/tasks.py: the periodic sync, one job's sync, after a
@@ -17,7 +18,7 @@ from django.conf import settings
 from jobs import schedulers, sessions
 from jobs.cluster import files, pool, ssh
 from jobs.models import ClusterAccount, Job, JobAttempt
-from jobs.seam import Attempt, JobKey, Status
+from jobs.seam import Attempt, JobKey, JobRef, Status
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,12 @@ def by_account(jobs) -> list[list[Job]]:
     connection and O(1) scheduler commands)."""
     groups: dict[int, list[Job]] = defaultdict(list)
     for job in jobs.exclude(scheduler_job_id="").select_related(
-        "cluster_account__cluster", "owner", "array"
+        # What the sync reads of the job, and its Job.ref().
+        "cluster_account__cluster",
+        "owner",
+        "array",
+        "cluster",
+        "partition",
     ):
         if job.cluster_account_id:
             groups[job.cluster_account_id].append(job)
@@ -75,9 +81,9 @@ def _through_reader(groups: list[list[Job]], method: str) -> dict[int, dict]:
         reader = ClusterAccount.reader_for(cluster) if scheduler.reads_all_jobs else None
         if reader is None:
             continue
-        owners: dict[str, list[Job]] = defaultdict(list)
+        owners: dict[str, list[JobRef]] = defaultdict(list)
         for account, group in accounts:
-            owners[account.username].extend(group)
+            owners[account.username].extend(job.ref() for job in group)
         operation = getattr(scheduler, method)
         try:
             found = pool.with_connection(reader, lambda conn, o=owners, op=operation: op(conn, o))
@@ -101,7 +107,7 @@ def _sync_account(group: list[Job], statuses: dict[JobKey, Status] | None = None
         return 0
     scheduler = schedulers.for_cluster(account.cluster)
     statuses = dict(statuses or {})
-    unread = [job for job in group if job.scheduler_key not in statuses]
+    unread = [job.ref() for job in group if job.scheduler_key not in statuses]
     if unread:
         try:
             statuses.update(
@@ -183,8 +189,9 @@ def _attempts_of(group: list[Job]) -> dict[JobKey, list[Attempt]]:
     if account is None:  # grouped by cluster_account_id: never
         return {}
     scheduler = schedulers.for_cluster(account.cluster)
+    refs = [job.ref() for job in group]
     return pool.with_connection(
-        account, lambda conn: scheduler.attempts(conn, account.username, group)
+        account, lambda conn: scheduler.attempts(conn, account.username, refs)
     )
 
 

@@ -73,7 +73,11 @@ def _submit_claimed(task, job: Job) -> None:
         metrics_url = metrics_upload_url(job)
         scheduler = schedulers.for_cluster(job.cluster)
         script = scheduler.render(
-            job, work_dir, register_url, metrics_url, settings.PORTAL_SYSTEM_METRICS_INTERVAL
+            job.describe(),
+            work_dir,
+            register_url,
+            metrics_url,
+            settings.PORTAL_SYSTEM_METRICS_INTERVAL,
         )
         with audit.action(
             audit.Action.SUBMIT, user=job.owner, account=account, target=f"job {job.pk}"
@@ -202,9 +206,9 @@ def submit_array(self, array_id: int) -> None:
     if array is None or array.submitted_at is not None:
         return
     members = list(
-        array.jobs.select_related(
-            "cluster", "partition", "image", "owner", "trial__experiment"
-        ).order_by("array_index")
+        array.jobs.select_related("cluster", "partition", "image", "owner", "trial__experiment")
+        .prefetch_related("cluster__gpu_types")  # their descriptions' GPU model: one query
+        .order_by("array_index")
     )
     if not any(j.state == Job.State.QUEUED for j in members):
         return  # all cancelled before submission
@@ -237,7 +241,7 @@ def _submit_array_claimed(task, array: JobArray, members: list[Job]) -> None:
         tokens = [(job.array_index or 0, issue_token(job)) for job in members]
         scheduler = schedulers.for_cluster(array.cluster)
         script = scheduler.render_array(
-            array,
+            array.describe(),
             [array_member(job, metrics_upload_url(job)) for job in members],
             work_dir,
             settings.PORTAL_SYSTEM_METRICS_INTERVAL,

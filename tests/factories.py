@@ -1,6 +1,7 @@
 """The one way tests and benchmarks build users, clusters, partitions, images, cluster
 accounts, GPU types, jobs, API clients, metric records and audit rows: a test says what
-differs, not how a job is made.
+differs, not how a job is made. A scheduler adapter's tests need no row: ``spec``,
+``ref`` and ``array_spec`` build the seam's plain values (jobs/seam.py) without a database.
 
 Every default is a keyword argument; a caller that needs other values passes them. Named
 things (users, clusters, partitions, images) are made if missing, so a benchmark can run
@@ -9,8 +10,10 @@ twice on the same database; tests start from an empty one.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.contrib.auth import get_user_model
 
@@ -25,6 +28,7 @@ from jobs.models import (
     JobAttempt,
     Partition,
 )
+from jobs.seam import ArraySpec, ImageSpec, JobKey, JobRef, JobSpec, PartitionSpec, Resources
 
 #: A well-formed SSH host key (the cluster's address never answers in-process tests).
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOqmCr0ke0UTgwV9vPwNDnqf4mr8v07WgMJOuFbxZuBs"
@@ -406,3 +410,66 @@ def notification(recipient, event: str = "job_failed", text: str = "Something ha
 
     values = {"url": "/", **fields}
     return Notification.objects.create(recipient=recipient, event=event, text=text, **values)
+
+
+# -- the seam's plain values, no database ---------------------------------------------------
+
+_RESOURCE_FIELDS = {f.name for f in dataclasses.fields(Resources)}
+_PARTITION_FIELDS = {f.name for f in dataclasses.fields(PartitionSpec)} - {"name"}
+_IMAGE_FIELDS = {"runtime", "location", "modules"}
+
+
+def _parts(overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides`` with the fields of a job's parts (Resources, PartitionSpec, ImageSpec)
+    gathered into those parts: ``gpus=2`` goes into its resources, ``mem_per_gpu=True`` into
+    its partition, ``runtime="podman"`` into its image; ``partition="gpu"`` names it."""
+    resources = {k: overrides.pop(k) for k in list(overrides) if k in _RESOURCE_FIELDS}
+    partition = {k: overrides.pop(k) for k in list(overrides) if k in _PARTITION_FIELDS}
+    image = {k: overrides.pop(k) for k in list(overrides) if k in _IMAGE_FIELDS}
+    if "modules" in image:
+        image["modules"] = tuple(image["modules"])
+    base = Resources(nodes=1, tasks_per_node=1, cpus=1, memory_gb=1)
+    overrides["resources"] = dataclasses.replace(overrides.get("resources", base), **resources)
+    named = overrides.get("partition", "cpu")
+    named = PartitionSpec(named) if isinstance(named, str) else named
+    overrides["partition"] = dataclasses.replace(named, **partition)
+    overrides["image"] = dataclasses.replace(overrides.get("image", ImageSpec("none")), **image)
+    return overrides
+
+
+def spec(**overrides: Any) -> JobSpec:
+    """A job as an adapter renders it (jobs.seam.JobSpec), no database: by default what
+    job() makes, a small batch job (1 CPU, 1 GB, 5 minutes) on partition ``cpu`` on the
+    node's own environment. ``overrides`` set any field of the job or of its parts (see
+    _parts: ``gpus=2, gpu_type="a100", runtime="apptainer", location="/img/x.sif"``)."""
+    values = _parts(overrides)
+    job_id = values.setdefault("id", 1)
+    values.setdefault("name", f"portal-{job_id}-abc")
+    values.setdefault("comment", f"portal-job-{job_id}-abc")
+    values.setdefault("kind", Job.Kind.BATCH)
+    values.setdefault("command", "echo hello")
+    values.setdefault("account", "")
+    values.setdefault("time_limit_minutes", 5)
+    return JobSpec(**values)
+
+
+def ref(scheduler_id: str = "7", name: str = "portal-1-abc", **overrides: Any) -> JobRef:
+    """A submitted job as a status or accounting read takes it (jobs.seam.JobRef), no
+    database: job ``name`` under ``scheduler_id``, pending, asking what spec() asks;
+    ``overrides`` as for spec()."""
+    values = _parts(overrides)
+    values.pop("image")
+    values.setdefault("key", JobKey(scheduler_id, name))
+    values.setdefault("comment", "")
+    values.setdefault("state", Job.State.PENDING)
+    return JobRef(**values)
+
+
+def array_spec(array_id: int = 3, throttle: int = 0) -> ArraySpec:
+    """A job array as its script is rendered from (jobs.seam.ArraySpec), no database."""
+    return ArraySpec(
+        id=array_id,
+        name=f"portal-a{array_id}-abc",
+        comment=f"portal-array-{array_id}-abc",
+        throttle=throttle,
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 
 from jobs.cluster.envmodules import MODULE_INIT
 from jobs.cluster.launchers import (
@@ -20,18 +20,19 @@ from jobs.cluster.launchers import (
     container_launch,
     distributed_payload,
     heredoc_body,
+    is_distributed,
     template,
     word,
 )
 from jobs.cluster.workdir import ScriptError, work_dir_var, work_root
-from jobs.models import ContainerImage, Job
-from jobs.models.annotations import PARAMS_FILE, params_env, params_json
+from jobs.models.choices import SESSION_KINDS, Kind
+from jobs.seam import ArraySpec, ImageSpec, JobSpec, Member
 
 METRICS_MODULE = TEMPLATES / "portal_metrics.py"
 
 
-def module_lines(image: ContainerImage) -> str:
-    modules = image.module_list
+def module_lines(image: ImageSpec) -> str:
+    modules = image.modules
     if not modules:
         return ""
     lines = ["# Environment modules for this image.", MODULE_INIT]
@@ -44,7 +45,7 @@ def module_lines(image: ContainerImage) -> str:
 
 
 def render(
-    job: Job,
+    job: JobSpec,
     work_dir: str,
     register_url: str = "",
     metrics_url: str = "",
@@ -61,39 +62,23 @@ def render(
     #SBATCH directives, or HTCondor's environment set-up); ``container``: the script starts the image's runtime itself
     (False where the scheduler does, as HTCondor's ``container_image``).
     """
-    told = []
-    if job.params:
-        # Its parameters, as a trial's (jobs/experiments/runs.py): PORTAL_PARAM_<NAME> and
-        # params.json in the work directory.
-        told = told_lines(params_env(job.params), {PARAMS_FILE: params_json(job.params)})
     identity = "\n".join(
         [
-            f"export PORTAL_JOB_ID={shlex.quote(str(job.pk))}",
+            f"export PORTAL_JOB_ID={shlex.quote(str(job.id))}",
             f"export PORTAL_WORK_DIR={shlex.quote(work_dir)}",
             f"export PORTAL_METRICS_URL={shlex.quote(metrics_url)}",
-            *told,
+            # What it alone is told: its parameters, as a trial's (jobs/experiments/runs.py).
+            *told_lines(job.env, job.files),
         ]
     )
     return _wrap(
         job,
         header,
         identity,
-        f"portal job {int(job.pk)}",
+        f"portal job {int(job.id)}",
         _payload(job, work_dir, register_url, shlex.quote(job.command), container),
         system_interval,
     )
-
-
-@dataclass(frozen=True)
-class Member:
-    """One member of a job array: its job, what it alone is told (environment variables
-    and files in its directory) and the command it runs."""
-
-    job: Job
-    command: str
-    env: dict[str, str] = field(default_factory=dict)
-    files: dict[str, str] = field(default_factory=dict)
-    metrics_url: str = ""
 
 
 _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,63}\Z")
@@ -101,8 +86,8 @@ _FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 
 
 def render_array(
-    array,
-    members: list[Member],
+    array: ArraySpec,
+    members: Sequence[Member],
     work_dir: str,
     system_interval: float = 0,
     *,
@@ -124,9 +109,9 @@ def render_array(
     ]
     for index, member in enumerate(members):
         if member.job.array_index != index:
-            raise ScriptError(f"array member {member.job.pk} is not at index {index}")
+            raise ScriptError(f"array member {member.job.id} is not at index {index}")
         lines = [
-            f"export PORTAL_JOB_ID={shlex.quote(str(member.job.pk))}",
+            f"export PORTAL_JOB_ID={shlex.quote(str(member.job.id))}",
             f"export PORTAL_METRICS_URL={shlex.quote(member.metrics_url)}",
             f"PORTAL_COMMAND={shlex.quote(member.command)}",
             *told_lines(member.env, member.files),
@@ -150,13 +135,13 @@ def render_array(
         first,
         header,
         identity,
-        f"portal job array {int(array.pk)} ({len(members)} members)",
+        f"portal job array {int(array.id)} ({len(members)} members)",
         _payload(first, f"{work_dir}/$PORTAL_ARRAY_INDEX", "", '"$PORTAL_COMMAND"', container),
         system_interval,
     )
 
 
-def told_lines(env: dict[str, str], files: dict[str, str]) -> list[str]:
+def told_lines(env: Mapping[str, str], files: Mapping[str, str]) -> list[str]:
     """What a job alone is told: its environment variables and files in its work directory
     (names checked against a pattern, values quoted)."""
     lines = []
@@ -172,7 +157,7 @@ def told_lines(env: dict[str, str], files: dict[str, str]) -> list[str]:
 
 
 def _wrap(
-    job: Job,
+    job: JobSpec,
     options: list[str],
     identity: str,
     rendered_for: str,
@@ -191,7 +176,7 @@ def _wrap(
     )
 
 
-def checkpoint_lines(job: Job) -> str:
+def checkpoint_lines(job: JobSpec) -> str:
     """A resumable job's part of the wrapper: where checkpoints go, which attempt this is,
     and what the warning before the time limit does (on_node/checkpoint.sh)."""
     if not job.resumable:
@@ -204,22 +189,23 @@ def checkpoint_lines(job: Job) -> str:
 
 
 def _payload(
-    job: Job, work_dir: str, register_url: str, command: str, container: bool = True
+    job: JobSpec, work_dir: str, register_url: str, command: str, container: bool = True
 ) -> str:
     """What the job runs, after the wrapper's set-up. ``command`` is the user's command as
     one shell word: quoted text, or ``"$PORTAL_COMMAND"`` in an array's script;
     ``container``: start the image's runtime here (else the scheduler has)."""
-    if job.kind == Job.Kind.BATCH:
+    gpus = job.resources.gpus
+    if job.kind == Kind.BATCH:
         if not job.command.strip():
             raise ScriptError("a batch job needs a command")
-        if job.is_distributed:
+        if is_distributed(job):
             return distributed_payload(job, work_dir, command)
-        argv = container_launch(job.image, job.gpus, work_dir) if container else []
+        argv = container_launch(job.image, gpus, work_dir) if container else []
         launch = " ".join(word(a) for a in argv)
         return template("batch/payload.sh").substitute(launch=launch, command=command)
-    if job.kind in Job.SESSION_KINDS:
+    if job.kind in SESSION_KINDS:
         root = work_root(work_dir)
-        argv = container_launch(job.image, job.gpus, work_dir, bind=root) if container else []
+        argv = container_launch(job.image, gpus, work_dir, bind=root) if container else []
         folder = shlex.quote(f"{root}/{job.notebook_dir}" if job.notebook_dir else root)
         # What every session kind shares: its port and secret, then its registration.
         common = {
@@ -229,7 +215,7 @@ def _payload(
             ),
             "register": template("session_register.sh").substitute(),
         }
-        if job.kind == Job.Kind.NOTEBOOK:
+        if job.kind == Kind.NOTEBOOK:
             return template("notebook/payload.sh").substitute(notebook_root=folder, **common)
         serve = (TEMPLATES / "tensorboard" / "serve_tensorboard.py").read_text()
         return template("tensorboard/payload.sh").substitute(

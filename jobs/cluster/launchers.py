@@ -15,7 +15,8 @@ from string import Template
 
 from jobs import display
 from jobs.cluster.workdir import ScriptError
-from jobs.models import ContainerImage, Job
+from jobs.models.choices import Launcher, Runtime
+from jobs.seam import ImageSpec, JobSpec
 
 # What runs on the compute node: the templates and the in-job metrics client.
 TEMPLATES = Path(__file__).resolve().parents[1] / "on_node"
@@ -42,8 +43,14 @@ def template(name: str) -> Template:
     return Template((TEMPLATES / name).read_text())
 
 
+def is_distributed(job: JobSpec) -> bool:
+    """Started on several processes, or through a launcher (Job.is_distributed)."""
+    shape = job.resources
+    return shape.nodes * shape.tasks_per_node > 1 or job.launcher != Launcher.NONE
+
+
 def container_launch(
-    image: ContainerImage, gpus: int, work_dir: str, bind: str | None = None
+    image: ImageSpec, gpus: int, work_dir: str, bind: str | None = None
 ) -> list[str]:
     """The argv prefix that runs a command inside the image (empty for the host), in
     ``work_dir``, with ``bind`` (default: the work directory) mounted."""
@@ -54,14 +61,14 @@ def container_launch(
         Expand(w) if "$" in w else w for w in (work_dir, f"{bind}:{bind}", bind)
     )
     runtime = image.runtime
-    if runtime == ContainerImage.Runtime.NONE:
+    if runtime == Runtime.NONE:
         return []
-    if runtime in (ContainerImage.Runtime.APPTAINER, ContainerImage.Runtime.SINGULARITY):
+    if runtime in (Runtime.APPTAINER, Runtime.SINGULARITY):
         argv = [runtime, "exec"]
         if gpus:
             argv.append("--nv")
         return argv + ["--bind", bind, "--pwd", work_dir, image.location]
-    if runtime == ContainerImage.Runtime.PODMAN:
+    if runtime == Runtime.PODMAN:
         argv = ["podman", "run", "--rm", "--network=host"]
         if gpus:
             argv += ["--device", "nvidia.com/gpu=all"]
@@ -116,16 +123,16 @@ def word(arg: str) -> str:
     return arg.shell() if isinstance(arg, Expand) else shlex.quote(arg)
 
 
-def launcher_argv(job: Job, work_dir: str, command: str | None = None) -> list[str]:
+def launcher_argv(job: JobSpec, work_dir: str, command: str | None = None) -> list[str]:
     """The argv that starts the job's processes on its nodes (``Expand`` words are left
     for the batch shell to expand; ``command``: a word other than the job's own command,
     e.g. an array member's ``$PORTAL_COMMAND``)."""
-    inner = container_launch(job.image, job.gpus, work_dir)
+    inner = container_launch(job.image, job.resources.gpus, work_dir)
     user = ["bash", "-c", job.command if command is None else Expand(command)]
     rank_script = ["bash", Expand("$PORTAL_WORK_DIR/lib/portal_rank.sh")]
-    if job.launcher == Job.Launcher.NONE:
+    if job.launcher == Launcher.NONE:
         return inner + user
-    if job.launcher == Job.Launcher.TORCHRUN:
+    if job.launcher == Launcher.TORCHRUN:
         # One torchrun per node (srun). The static rendezvous: the first node's torchrun
         # serves the job's store at MASTER_ADDR:MASTER_PORT (a random free port, from the
         # job script) and fails if it cannot; each node's rank is the portal's NODE_RANK.
@@ -140,7 +147,7 @@ def launcher_argv(job: Job, work_dir: str, command: str | None = None) -> list[s
             Expand("--nodes=$NNODES"),
             Expand("--ntasks=$NNODES"),
             "--ntasks-per-node=1",
-            f"--cpus-per-task={job.cpus * job.tasks_per_node}",
+            f"--cpus-per-task={job.resources.cpus * job.resources.tasks_per_node}",
             "--kill-on-bad-exit=1",
             *rank_script,
             "node",
@@ -155,19 +162,19 @@ def launcher_argv(job: Job, work_dir: str, command: str | None = None) -> list[s
             "--no-python",
             *user,
         ]
-    if job.launcher == Job.Launcher.MPI:
+    if job.launcher == Launcher.MPI:
         # mpirun finds the allocation from Slurm's environment and starts its daemons on
         # the nodes with srun; a rank that fails aborts every rank.
         return ["mpirun", "-np", Expand("$WORLD_SIZE"), *rank_script, "rank", *inner, *user]
     raise ScriptError(f"unknown launcher {job.launcher!r}")
 
 
-def distributed_payload(job: Job, work_dir: str, command: str = "") -> str:
+def distributed_payload(job: JobSpec, work_dir: str, command: str = "") -> str:
     return template("distributed/payload.sh").substitute(
-        shape=display.shape(job),
+        shape=display.shape(job.resources),
         launcher=job.launcher,
-        nodes=int(job.nodes),
-        tasks_per_node=int(job.tasks_per_node),
+        nodes=int(job.resources.nodes),
+        tasks_per_node=int(job.resources.tasks_per_node),
         rank_script=heredoc_body(RANK_SCRIPT, "PORTAL_RANK_SH"),
         start=" ".join(
             word(a)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import shlex
 
-from jobs.cluster.jobscript import Member
 from jobs.models import Job
 from jobs.models.annotations import PARAMS_FILE, param_env_name, params_env, params_json
 from jobs.models.annotations import format_param as format_value
+from jobs.seam import Member
 
 __all__ = ["PARAMS_FILE", "param_env_name", "format_value"]
 
@@ -43,9 +43,11 @@ def again_name(trial) -> str:
 
 
 def array_member(job: Job, metrics_url: str) -> Member:
+    """``job`` as a member of its array's script (its description and what it alone is
+    told: a trial's parameters, trial and fold)."""
     trial = job.trial
     if trial is None:
-        return Member(job=job, command=job.command, metrics_url=metrics_url)
+        return Member(job=job.describe(), command=job.command, metrics_url=metrics_url)
     experiment = trial.experiment
     env = {
         "PORTAL_EXPERIMENT_ID": str(experiment.pk),
@@ -55,7 +57,7 @@ def array_member(job: Job, metrics_url: str) -> Member:
     }
     env.update(params_env(trial.params))
     return Member(
-        job=job,
+        job=job.describe(),
         command=job.command,
         env=env,
         files={PARAMS_FILE: params_json(trial.params)},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from jobs.cluster import pool, ssh
@@ -12,11 +12,21 @@ from jobs.htcondor import operations, parsers, submit
 from jobs.htcondor.status import to_status
 from jobs.models.choices import State
 from jobs.models.gpus import record_devices
-from jobs.seam import Adapter, Attempt, JobKey, Status
+from jobs.seam import (
+    Adapter,
+    ArraySpec,
+    Attempt,
+    JobKey,
+    JobRef,
+    JobSpec,
+    Member,
+    Status,
+    Submission,
+)
 
 if TYPE_CHECKING:
     from jobs.cluster.ssh import Connection
-    from jobs.models import Cluster, ClusterAccount, Job
+    from jobs.models import Cluster, ClusterAccount
 
 
 log = logging.getLogger(__name__)
@@ -26,18 +36,18 @@ log = logging.getLogger(__name__)
 HISTORY_SLACK_SECONDS = 3600
 
 
-def since(jobs) -> int | None:
+def since(jobs: Iterable[JobRef]) -> int | None:
     """Epoch seconds before any of ``jobs`` was submitted (None: one has no time)."""
-    times = [j.submitted_at or j.created_at for j in jobs]
+    times = [j.submitted_at for j in jobs]
     if not times or any(t is None for t in times):
         return None
-    return int(min(times).timestamp()) - HISTORY_SLACK_SECONDS
+    return int(min(t for t in times if t is not None).timestamp()) - HISTORY_SLACK_SECONDS
 
 
 def confirmed(
     status: Status,
     ad: parsers.CondorJob,
-    job: Job,
+    job: JobRef,
     username: str,
     claims: list[parsers.Claim] | None,
 ) -> Status:
@@ -72,29 +82,27 @@ def confirmed(
     return dataclasses.replace(status, node="", note=note)
 
 
-def charged(run: Attempt, job: Job) -> Attempt:
+def charged(run: Attempt, job: JobRef) -> Attempt:
     """What a run is charged: its GPUs and CPUs as HTCondor provisioned them (its ad),
     never less than the portal asked for (job.sub) nor more than a node of its partition
     has, under the account the portal submitted it to (accounting_group), never the ad's
     AcctGroup: the job can edit its ad, not the portal's own record."""
-    partition = job.partition
-    gpus_asked = int(job.gpus)
-    cpus_asked = int(job.cpus) * int(job.tasks_per_node)
-    most_gpus = (partition.max_gpus_per_node or partition.max_gpus_per_job) if partition else 0
-    most_cpus = partition.max_cpus_per_job if partition else 0
+    partition, asked = job.partition, job.resources
+    gpus_asked = int(asked.gpus)
+    cpus_asked = int(asked.cpus) * int(asked.tasks_per_node)
+    most_gpus = partition.max_gpus_per_node or partition.max_gpus_per_job
+    most_cpus = partition.max_cpus_per_job
     return dataclasses.replace(
         run,
         gpus=min(max(run.gpus, gpus_asked), max(most_gpus, gpus_asked)),
         cpus=min(max(run.cpus, cpus_asked), max(most_cpus, cpus_asked)),
-        account=job.account or job.cluster.default_account,
+        account=job.account,
         node=job.node or run.node,
     )
 
 
 class HTCondor(Adapter):
     name = "HTCondor"
-    scripts = submit
-    operations = operations
     # One process on one machine per job, and it requeues nothing itself.
     supports_multi_node = False
     supports_launchers = False
@@ -113,21 +121,67 @@ class HTCondor(Adapter):
         "(torchrun, mpirun) or checkpoint and requeue, choose a Slurm cluster."
     )
 
+    def render(
+        self,
+        job: JobSpec,
+        work_dir: str,
+        register_url: str = "",
+        metrics_url: str = "",
+        system_interval: float = 0,
+    ) -> str:
+        return submit.render(job, work_dir, register_url, metrics_url, system_interval)
+
+    def render_array(
+        self,
+        array: ArraySpec,
+        members: Sequence[Member],
+        work_dir: str,
+        system_interval: float = 0,
+    ) -> str:
+        return submit.render_array(array, members, work_dir, system_interval)
+
+    def submit(
+        self,
+        conn: Connection,
+        work_dir: str,
+        job_name: str,
+        script: str,
+        secret: str = "",
+        metrics_token: str = "",
+    ) -> Submission:
+        return operations.submit(conn, work_dir, job_name, script, secret, metrics_token)
+
+    def submit_array(
+        self,
+        conn: Connection,
+        work_dir: str,
+        name: str,
+        script: str,
+        tokens: list[tuple[int, str]],
+    ) -> Submission:
+        return operations.submit_array(conn, work_dir, name, script, tokens)
+
+    def cancel(self, conn: Connection, scheduler_id: str, job_name: str) -> None:
+        operations.cancel(conn, scheduler_id, job_name)
+
+    def release(self, conn: Connection, username: str, scheduler_id: str, job_name: str) -> None:
+        operations.release(conn, username, scheduler_id, job_name)
+
     def member_id(self, array_id: str, index: int) -> str:
         return f"{array_id}.{int(index)}"
 
     def statuses(
-        self, conn: Connection, username: str, jobs: Sequence[Job]
+        self, conn: Connection, username: str, jobs: Sequence[JobRef]
     ) -> dict[JobKey, Status]:
         statuses: dict[JobKey, Status] = {}
         by_key = {}
         for job in jobs:
-            if parsers.SCHEDULER_ID.match(job.scheduler_job_id):
-                by_key[job.scheduler_key] = job
+            if parsers.SCHEDULER_ID.match(job.key.scheduler_id):
+                by_key[job.key] = job
             else:  # e.g. submitted while the cluster ran Slurm: left as it is, said so
-                statuses[job.scheduler_key] = Status(
-                    state=State(job.state),
-                    unreadable=f"{job.scheduler_job_id!r} is not an HTCondor job id",
+                statuses[job.key] = Status(
+                    state=job.state,
+                    unreadable=f"{job.key.scheduler_id!r} is not an HTCondor job id",
                 )
         found = operations.jobs(conn, username, by_key.keys(), since(by_key.values()))
         # Where the running ones run, as their startds report it: one condor_status.
@@ -143,17 +197,15 @@ class HTCondor(Adapter):
             try:
                 status = to_status(ad)
             except ValueError as exc:  # a JobStatus this portal does not know
-                statuses[key] = Status(state=State(job.state), unreadable=str(exc))
+                statuses[key] = Status(state=job.state, unreadable=str(exc))
                 continue
             statuses[key] = confirmed(status, ad, job, username, claims)
         return statuses
 
     def attempts(
-        self, conn: Connection, username: str, jobs: Sequence[Job]
+        self, conn: Connection, username: str, jobs: Sequence[JobRef]
     ) -> dict[JobKey, list[Attempt]]:
-        readable = {
-            j.scheduler_key: j for j in jobs if parsers.SCHEDULER_ID.match(j.scheduler_job_id)
-        }
+        readable = {j.key: j for j in jobs if parsers.SCHEDULER_ID.match(j.key.scheduler_id)}
         runs = operations.attempts(conn, username, readable.keys(), since(readable.values()))
         return {k: [charged(run, readable[k]) for run in rs] for k, rs in runs.items()}
 

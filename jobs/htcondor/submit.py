@@ -1,4 +1,5 @@
-"""Render a Job into an HTCondor submit description and the job script it runs.
+"""Render a job (its plain description, jobs.seam.JobSpec) into an HTCondor submit
+description and the job script it runs.
 
 The job script is the same body as on Slurm (jobs/cluster/jobscript.py: wrapper, metrics
 client, payloads) under a header of plain shell lines instead of #SBATCH directives. What
@@ -13,11 +14,14 @@ language, and nothing typed may add a command to it.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from jobs.cluster import jobscript
+from jobs.cluster.launchers import is_distributed
 from jobs.cluster.workdir import ScriptError
 from jobs.htcondor.status import TIME_LIMIT_ATTRIBUTE
-from jobs.models import ContainerImage, Job
+from jobs.models.choices import Runtime
+from jobs.seam import ArraySpec, ImageSpec, JobSpec, Member
 
 # Between job.sub and job.sh in what is submitted (never a line of the description).
 SEPARATOR = "#-- portal: end of job.sub; job.sh follows --"
@@ -40,8 +44,8 @@ HEADER = [
 NO_GPUS = 'if [ "${CUDA_VISIBLE_DEVICES:-}" = 10000 ]; then export CUDA_VISIBLE_DEVICES=; fi'
 
 
-def header(job: Job) -> list[str]:
-    return HEADER if job.gpus else [*HEADER, NO_GPUS]
+def header(job: JobSpec) -> list[str]:
+    return HEADER if job.resources.gpus else [*HEADER, NO_GPUS]
 
 
 def _checked(pattern: re.Pattern, value: str, what: str) -> str:
@@ -50,40 +54,40 @@ def _checked(pattern: re.Pattern, value: str, what: str) -> str:
     return value
 
 
-def container_image(image: ContainerImage) -> str:
+def container_image(image: ImageSpec) -> str:
     """``container_image`` for the image (HTCondor starts it with Apptainer); '' for the
     host environment. A Podman image's registry reference is pulled as docker://."""
-    if image.runtime == ContainerImage.Runtime.NONE:
+    if image.runtime == Runtime.NONE:
         return ""
     location = _checked(_IMAGE, image.location, "the image")
-    if image.runtime == ContainerImage.Runtime.PODMAN and "://" not in location:
+    if image.runtime == Runtime.PODMAN and "://" not in location:
         return f"docker://{location}"
     return location
 
 
-def gpu_lines(job: Job) -> list[str]:
+def gpu_lines(job: JobSpec) -> list[str]:
     """request_gpus with HTCondor's own minimums (capability, memory in MB); a GPU type
     the job names becomes a requirement on the device's name (its described model)."""
-    if not job.gpus:
+    asked = job.resources
+    if not asked.gpus:
         return []
-    lines = [f"request_gpus = {int(job.gpus)}"]
-    if job.min_gpu_capability is not None:
-        lines.append(f"gpus_minimum_capability = {float(job.min_gpu_capability):g}")
-    if job.min_gpu_memory_gb is not None:
-        lines.append(f"gpus_minimum_memory = {int(job.min_gpu_memory_gb) * 1024}")
-    if job.gpu_type:
-        described = job.cluster.gpu_types.filter(name=job.gpu_type).first()
-        model = described.model if described and described.model else job.gpu_type
+    lines = [f"request_gpus = {int(asked.gpus)}"]
+    if asked.min_gpu_capability is not None:
+        lines.append(f"gpus_minimum_capability = {float(asked.min_gpu_capability):g}")
+    if asked.min_gpu_memory_gb is not None:
+        lines.append(f"gpus_minimum_memory = {int(asked.min_gpu_memory_gb) * 1024}")
+    if asked.gpu_type:
+        model = asked.gpu_model or asked.gpu_type
         lines.append(f'require_gpus = DeviceName == "{_checked(_DEVICE, model, "GPU model")}"')
     return lines
 
 
 def description(
-    job: Job, work_dir: str, name: str, executable: str, *, array_size: int = 0
+    job: JobSpec, work_dir: str, name: str, executable: str, *, array_size: int = 0
 ) -> list[str]:
     """The submit description's lines for ``job`` (an array's first member with
     ``array_size`` procs: each works in ``<work_dir>/<proc>``)."""
-    if job.is_distributed:
+    if is_distributed(job):
         raise ScriptError("multi-node and launcher jobs need Slurm; this cluster runs HTCondor")
     if job.resumable:
         raise ScriptError("resumable jobs need Slurm; this cluster runs HTCondor")
@@ -111,8 +115,8 @@ def description(
         f"batch_name = {name}",
         f'+PortalName = "{name}"',
         f'environment = "{" ".join(environment)}"',
-        f"request_cpus = {int(job.cpus) * int(job.tasks_per_node)}",
-        f"request_memory = {int(job.memory_gb) * 1024}",
+        f"request_cpus = {int(job.resources.cpus) * int(job.resources.tasks_per_node)}",
+        f"request_memory = {int(job.resources.memory_gb) * 1024}",
         *gpu_lines(job),
         # The walltime: HTCondor has no time limit of its own that ends a job; this one
         # removes it (the portal reads the remove reason as "timeout").
@@ -120,11 +124,10 @@ def description(
         "periodic_remove = JobStatus == 2 && "
         f"time() - JobCurrentStartExecutingDate > {TIME_LIMIT_ATTRIBUTE}",
     ]
-    account = job.account or job.cluster.default_account
-    if account:
-        lines.append(f"accounting_group = {_checked(_NAME, account, 'the account')}")
+    if job.account:
+        lines.append(f"accounting_group = {_checked(_NAME, job.account, 'the account')}")
     time_class = job.partition.time_class
-    if time_class and job.gpus:  # CHTC's GPU job length classes (short/medium/long)
+    if time_class and job.resources.gpus:  # CHTC's GPU job length classes (short/medium/long)
         lines.append(f'+GPUJobLength = "{_checked(_TIME_CLASS, time_class, "time class")}"')
     image = container_image(job.image)
     if image:
@@ -141,7 +144,7 @@ def combined(description_lines: list[str], script: str) -> str:
 
 
 def render(
-    job: Job,
+    job: JobSpec,
     work_dir: str,
     register_url: str = "",
     metrics_url: str = "",
@@ -156,11 +159,13 @@ def render(
         header=header(job),
         container=False,
     )
-    lines = description(job, work_dir, job.scheduler_name, f"{work_dir}/job.sh")
+    lines = description(job, work_dir, job.name, f"{work_dir}/job.sh")
     return combined(lines, script)
 
 
-def render_array(array, members: list, work_dir: str, system_interval: float = 0) -> str:
+def render_array(
+    array: ArraySpec, members: Sequence[Member], work_dir: str, system_interval: float = 0
+) -> str:
     """One cluster of procs for an array's members (``queue N``; HTCondor's job array)."""
     if not members:
         raise ScriptError("an array needs members")
@@ -170,7 +175,7 @@ def render_array(array, members: list, work_dir: str, system_interval: float = 0
     lines = description(
         members[0].job,
         work_dir,
-        array.scheduler_name,
+        array.name,
         f"{work_dir}/job.sh",
         array_size=len(members),
     )

@@ -11,8 +11,10 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from jobs.models import describe
 from jobs.models.job import new_job_uid
 from jobs.models.run import claim_submit, release_submit_claim
+from jobs.seam import ArraySpec
 
 
 class JobArray(models.Model):
@@ -53,7 +55,6 @@ class JobArray(models.Model):
     def release_submit_claim(self) -> None:
         release_submit_claim(self, JobArray.objects.filter(pk=self.pk))
 
-    def task_spec(self, count: int) -> str:
-        """Slurm's ``--array`` value for ``count`` members: '0-19%4'."""
-        spec = f"0-{count - 1}"
-        return f"{spec}%{self.throttle}" if self.throttle else spec
+    def describe(self) -> ArraySpec:
+        """The array as the scheduler seam's plain values (jobs/models/describe.py)."""
+        return describe.array_spec(self)

@@ -34,11 +34,7 @@ class ContainerImageQuerySet(models.QuerySet):
 
 
 class ContainerImage(models.Model):
-    class Runtime(models.TextChoices):
-        APPTAINER = "apptainer", "Apptainer"
-        SINGULARITY = "singularity", "SingularityCE"
-        PODMAN = "podman", "Podman"
-        NONE = "none", "None (host environment)"
+    Runtime = choices.Runtime
 
     name = models.CharField(max_length=100)
     slug = models.SlugField(max_length=100, unique=True)

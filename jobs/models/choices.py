@@ -1,4 +1,5 @@
-"""The portal's vocabulary for jobs, written once: states, kinds, work directories.
+"""The portal's vocabulary for jobs, written once: states, kinds, launchers, container
+runtimes, work directories.
 
 The scheduler adapters (jobs/slurm/status.py) map their own states onto ``State``; the
 API sends ``is_active``/``is_final`` with every job so its clients need no copy.
@@ -31,6 +32,15 @@ class Launcher(models.TextChoices):
     NONE = "none", "None: my command runs once, on the first node"
     TORCHRUN = "torchrun", "torchrun: one per node, it starts one process per task"
     MPI = "mpi", "MPI: mpirun starts one rank per task (Horovod, mpi4py)"
+
+
+class Runtime(models.TextChoices):
+    """What starts a container image on the node (ContainerImage.runtime)."""
+
+    APPTAINER = "apptainer", "Apptainer"
+    SINGULARITY = "singularity", "SingularityCE"
+    PODMAN = "podman", "Podman"
+    NONE = "none", "None (host environment)"
 
 
 class WorkDir(models.TextChoices):

@@ -12,10 +12,11 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from jobs.access import sees_every_job
+from jobs.models import describe
 from jobs.models.annotations import JobAnnotations
 from jobs.models.request import JobRequest
 from jobs.models.run import JobRun
-from jobs.seam import JobKey
+from jobs.seam import JobKey, JobRef, JobSpec
 
 
 def new_job_uid() -> str:
@@ -118,6 +119,15 @@ class Job(JobRequest, JobRun, JobAnnotations):
         """What the scheduler's records of this job are looked up by: its id and its name
         (an id may be reissued to another job; jobs/seam.py)."""
         return JobKey(self.scheduler_job_id, self.scheduler_name)
+
+    def describe(self) -> JobSpec:
+        """The job as the scheduler seam's plain values: what its script is rendered from
+        (jobs/models/describe.py)."""
+        return describe.job_spec(self)
+
+    def ref(self) -> JobRef:
+        """What a status or accounting read needs of the submitted job (jobs/seam.py)."""
+        return describe.job_ref(self)
 
     @property
     def submitted_script(self) -> str:

@@ -139,7 +139,8 @@ def submit_array(
 
 
 # {owner's user name: {(scheduler id, the portal's job name): the job's comment}}: the
-# jobs a sync asks about (the comment jobs.slurm.scripts.comment(); "": not checked).
+# jobs a sync asks about (the comment JobRef.comment, the script's --comment; "": not
+# checked).
 Expected = dict[str, dict[JobKey, str]]
 # {owner's user name: {(scheduler id, name): what Slurm said}}.
 Found = dict[str, dict[JobKey, parsers.SlurmJob]]

@@ -78,8 +78,8 @@ class SlurmJob:
 
 
 def comment_agrees(found: str, expected: str) -> bool:
-    """A record's comment agrees with the portal's ``expected`` one (jobs.slurm.scripts.comment;
-    "": not asked) unless both are there and differ. It never makes a record a job's: a
+    """A record's comment agrees with the portal's ``expected`` one (JobSpec.comment, the
+    script's --comment; "": not asked) unless both are there and differ. It never makes a record a job's: a
     job's owner can change its comment (``scontrol update comment=``) as they can its
     name, so the name is what is checked and the comment can only refuse. Records without
     one: sacct's, unless the site stores comments (AccountingStoreFlags=job_comment)."""

@@ -2,43 +2,96 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from jobs.cluster import pool
-from jobs.models.choices import State
 from jobs.models.gpus import record_discovery
-from jobs.seam import Adapter, Attempt, JobKey, Status
+from jobs.seam import (
+    Adapter,
+    ArraySpec,
+    Attempt,
+    JobKey,
+    JobRef,
+    JobSpec,
+    Member,
+    Status,
+    Submission,
+)
 from jobs.slurm import operations, scripts
 from jobs.slurm.status import to_status
 
 if TYPE_CHECKING:
     from jobs.cluster.ssh import Connection
-    from jobs.models import Cluster, ClusterAccount, Job
+    from jobs.models import Cluster, ClusterAccount
 
 
 class Slurm(Adapter):
     name = "Slurm"
-    scripts = scripts
-    operations = operations
     array_throttle = True
     reads_all_jobs = True
     gpu_discovery_command = "sinfo"
     account_label = "Slurm account"
     account_help = "Charged for the job (sbatch --account); empty: the cluster's default."
 
+    def render(
+        self,
+        job: JobSpec,
+        work_dir: str,
+        register_url: str = "",
+        metrics_url: str = "",
+        system_interval: float = 0,
+    ) -> str:
+        return scripts.render(job, work_dir, register_url, metrics_url, system_interval)
+
+    def render_array(
+        self,
+        array: ArraySpec,
+        members: Sequence[Member],
+        work_dir: str,
+        system_interval: float = 0,
+    ) -> str:
+        return scripts.render_array(array, members, work_dir, system_interval)
+
+    def submit(
+        self,
+        conn: Connection,
+        work_dir: str,
+        job_name: str,
+        script: str,
+        secret: str = "",
+        metrics_token: str = "",
+    ) -> Submission:
+        return operations.submit(conn, work_dir, job_name, script, secret, metrics_token)
+
+    def submit_array(
+        self,
+        conn: Connection,
+        work_dir: str,
+        name: str,
+        script: str,
+        tokens: list[tuple[int, str]],
+    ) -> Submission:
+        return operations.submit_array(conn, work_dir, name, script, tokens)
+
+    def cancel(self, conn: Connection, scheduler_id: str, job_name: str) -> None:
+        operations.cancel(conn, scheduler_id, job_name)
+
+    def release(self, conn: Connection, username: str, scheduler_id: str, job_name: str) -> None:
+        operations.release(conn, username, scheduler_id, job_name)
+
     def member_id(self, array_id: str, index: int) -> str:
         return f"{array_id}_{int(index)}"
 
     def statuses(
-        self, conn: Connection, username: str, jobs: Sequence[Job]
+        self, conn: Connection, username: str, jobs: Sequence[JobRef]
     ) -> dict[JobKey, Status]:
         return self.statuses_of_owners(conn, {username: jobs}).get(username, {})
 
     def statuses_of_owners(
-        self, conn: Connection, jobs: dict[str, Sequence[Job]]
+        self, conn: Connection, jobs: Mapping[str, Sequence[JobRef]]
     ) -> dict[str, dict[JobKey, Status]]:
-        by_owner = {owner: {j.scheduler_key: j for j in owned} for owner, owned in jobs.items()}
+        by_owner = {owner: {j.key: j for j in owned} for owner, owned in jobs.items()}
         raw = operations.query_owners(conn, _expected(by_owner))
         statuses: dict[str, dict[JobKey, Status]] = {}
         for owner, found in raw.items():
@@ -46,20 +99,20 @@ class Slurm(Adapter):
             for key, slurm_job in found.items():
                 job = by_owner[owner][key]
                 try:
-                    mine[key] = to_status(slurm_job, job)
+                    mine[key] = to_status(slurm_job, job.resources)
                 except Exception as exc:  # noqa: BLE001 - e.g. a state this portal does not know
-                    mine[key] = Status(state=State(job.state), unreadable=str(exc))
+                    mine[key] = Status(state=job.state, unreadable=str(exc))
         return statuses
 
     def attempts(
-        self, conn: Connection, username: str, jobs: Sequence[Job]
+        self, conn: Connection, username: str, jobs: Sequence[JobRef]
     ) -> dict[JobKey, list[Attempt]]:
         return self.attempts_of_owners(conn, {username: jobs}).get(username, {})
 
     def attempts_of_owners(
-        self, conn: Connection, jobs: dict[str, Sequence[Job]]
+        self, conn: Connection, jobs: Mapping[str, Sequence[JobRef]]
     ) -> dict[str, dict[JobKey, list[Attempt]]]:
-        by_owner = {owner: {j.scheduler_key: j for j in owned} for owner, owned in jobs.items()}
+        by_owner = {owner: {j.key: j for j in owned} for owner, owned in jobs.items()}
         return operations.attempts_owners(conn, _expected(by_owner))
 
     def discover_gpu_types(self, account: ClusterAccount, cluster: Cluster) -> list[str] | None:
@@ -67,10 +120,10 @@ class Slurm(Adapter):
         return None if nodes is None else record_discovery(cluster, nodes)
 
 
-def _expected(by_owner: dict[str, dict[JobKey, Job]]) -> operations.Expected:
+def _expected(by_owner: dict[str, dict[JobKey, JobRef]]) -> operations.Expected:
     """What the operations look records up by: each job's key with its comment."""
     return {
-        owner: {key: scripts.comment(job) for key, job in by_key.items()}
+        owner: {key: job.comment for key, job in by_key.items()}
         for owner, by_key in by_owner.items()
     }
 

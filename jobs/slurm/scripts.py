@@ -1,5 +1,6 @@
-"""Render a Job into the batch script that sbatch runs: the #SBATCH directives here,
-under which the scheduler-neutral body (jobs/cluster/jobscript.py) runs.
+"""Render a job (its plain description, jobs.seam.JobSpec) into the batch script that
+sbatch runs: the #SBATCH directives here, under which the scheduler-neutral body
+(jobs/cluster/jobscript.py) runs.
 
 Every value in a directive is either a number or checked against a strict pattern right
 here, whatever the models already validated.
@@ -8,11 +9,11 @@ here, whatever the models already validated.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from jobs.cluster import jobscript
-from jobs.cluster.jobscript import Member
 from jobs.cluster.workdir import ScriptError
-from jobs.models import Job
+from jobs.seam import ArraySpec, JobSpec, Member
 
 # What may appear unquoted in an #SBATCH line (sbatch parses those itself).
 _DIRECTIVE_VALUE = re.compile(r"^[A-Za-z0-9_.:/=,+@-]+\Z")
@@ -25,33 +26,21 @@ def _directive(option: str, value: object) -> str:
     return f"#SBATCH --{option}={text}"
 
 
-def comment(job: Job) -> str:
-    """The job's --comment: the portal's own id of it (pk and uid), seen in squeue and sacct
-    (an array's members share the array's)."""
-    if job.array is not None:
-        return array_comment(job.array)
-    return f"portal-job-{job.pk}-{job.uid}"
-
-
-def array_comment(array) -> str:
-    """An array's --comment, like a job's."""
-    return f"portal-array-{array.pk}-{array.uid}"
-
-
 _FEATURE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 
 
-def gres_options(job: Job) -> list[tuple[str, str]]:
-    if not job.gpus:
+def gres_options(job: JobSpec) -> list[tuple[str, str]]:
+    asked = job.resources
+    if not asked.gpus:
         return []
-    if job.gpu_constraint:
+    if asked.gpu_constraint:
         # One of several GPU types (features or, with gpu_type_as_constraint, types).
-        return [("gres", f"gpu:{job.gpus}"), ("constraint", job.gpu_constraint)]
-    if job.gpu_type and job.partition.gpu_type_as_constraint:
-        return [("gres", f"gpu:{job.gpus}"), ("constraint", job.gpu_type)]
-    if job.gpu_type:
-        return [("gres", f"gpu:{job.gpu_type}:{job.gpus}")]
-    return [("gres", f"gpu:{job.gpus}")]
+        return [("gres", f"gpu:{asked.gpus}"), ("constraint", asked.gpu_constraint)]
+    if asked.gpu_type and job.partition.gpu_type_as_constraint:
+        return [("gres", f"gpu:{asked.gpus}"), ("constraint", asked.gpu_type)]
+    if asked.gpu_type:
+        return [("gres", f"gpu:{asked.gpu_type}:{asked.gpus}")]
+    return [("gres", f"gpu:{asked.gpus}")]
 
 
 def _constraint_directive(value: str) -> str:
@@ -61,29 +50,29 @@ def _constraint_directive(value: str) -> str:
     return f"#SBATCH --constraint={value}"
 
 
-def memory_option(job: Job) -> tuple[str, str]:
+def memory_option(job: JobSpec) -> tuple[str, str]:
     """--mem per node, or --mem-per-gpu where the partition wants it for GPU jobs."""
-    if job.gpus and job.partition.mem_per_gpu:
-        return ("mem-per-gpu", f"{-(-job.memory_gb // job.gpus)}G")
-    return ("mem", f"{job.memory_gb}G")
+    asked = job.resources
+    if asked.gpus and job.partition.mem_per_gpu:
+        return ("mem-per-gpu", f"{-(-asked.memory_gb // asked.gpus)}G")
+    return ("mem", f"{asked.memory_gb}G")
 
 
-def directives(job: Job, work_dir: str, logs: str = "") -> list[str]:
+def directives(job: JobSpec, work_dir: str, logs: str = "") -> list[str]:
     """The #SBATCH lines; ``logs``: a pattern appended to the work directory for the log
     files' directory (an array's "%a", each member's own)."""
     options: list[tuple[str, object]] = [
-        ("job-name", job.scheduler_name),
-        ("comment", comment(job)),
+        ("job-name", job.name),
+        ("comment", job.comment),
         ("partition", job.partition.name),
     ]
-    account = job.account or job.cluster.default_account
-    if account:
-        options.append(("account", account))
+    if job.account:
+        options.append(("account", job.account))
     options += gres_options(job)  # GRES are per node
     options += [
-        ("nodes", job.nodes),
-        ("ntasks-per-node", job.tasks_per_node),
-        ("cpus-per-task", job.cpus),
+        ("nodes", job.resources.nodes),
+        ("ntasks-per-node", job.resources.tasks_per_node),
+        ("cpus-per-task", job.resources.cpus),
         memory_option(job),
         ("time", job.time_limit_minutes),
         ("chdir", work_dir),
@@ -111,6 +100,12 @@ def directives(job: Job, work_dir: str, logs: str = "") -> list[str]:
     return lines
 
 
+def array_range(array: ArraySpec, count: int) -> str:
+    """``--array``'s value for ``count`` members: '0-19%4' (at most 4 at once)."""
+    spec = f"0-{count - 1}"
+    return f"{spec}%{array.throttle}" if array.throttle else spec
+
+
 def _array_directive(spec: str) -> str:
     if not re.fullmatch(r"0-\d{1,7}(%\d{1,7})?", spec):
         raise ScriptError(f"refusing to render --array={spec!r}")
@@ -118,7 +113,7 @@ def _array_directive(spec: str) -> str:
 
 
 def render(
-    job: Job,
+    job: JobSpec,
     work_dir: str,
     register_url: str = "",
     metrics_url: str = "",
@@ -136,7 +131,9 @@ def render(
     )
 
 
-def render_array(array, members: list[Member], work_dir: str, system_interval: float = 0) -> str:
+def render_array(
+    array: ArraySpec, members: Sequence[Member], work_dir: str, system_interval: float = 0
+) -> str:
     """One batch script for every member of ``array`` (sbatch --array): the array's
     directives, each member's logs in its own directory ``<work_dir>/<index>``, then the
     body (jobscript.render_array)."""
@@ -144,9 +141,9 @@ def render_array(array, members: list[Member], work_dir: str, system_interval: f
         raise ScriptError("an array needs members")
     first = members[0].job
     header = [
-        _directive("job-name", array.scheduler_name),
-        _directive("comment", array_comment(array)),
-        _array_directive(array.task_spec(len(members))),
+        _directive("job-name", array.name),
+        _directive("comment", array.comment),
+        _array_directive(array_range(array, len(members))),
         _directive("chdir", work_dir),
         *[
             line

@@ -10,7 +10,7 @@ from jobs.models.choices import State
 from jobs.seam import Status
 
 if TYPE_CHECKING:
-    from jobs.models import Job
+    from jobs.seam import Resources
     from jobs.slurm.parsers import SlurmJob
     from jobs.slurm.sinfo import NodeFree
 
@@ -195,19 +195,20 @@ def _waiting_for_nodes(
     return "waiting for the scheduler: what it asks is free now"
 
 
-def to_status(raw: SlurmJob, job: Job) -> Status:
-    """What Slurm says of ``job``, in the portal's words. Unknown states raise ValueError."""
+def to_status(raw: SlurmJob, asked: Resources) -> Status:
+    """What Slurm says of a job that ``asked`` for these resources, in the portal's words.
+    Unknown states raise ValueError."""
     state = State(map_state(raw.slurm_state))
     pending = state == State.PENDING
     reason = reason_text(raw.reason) if pending else ""
     if pending and raw.free is not None:
         reason = waiting_for(
             raw.free,
-            job.cpus * job.tasks_per_node,
-            job.memory_gb,
-            job.gpus,
-            job.gpu_type,
-            count=job.nodes,
+            asked.cpus * asked.tasks_per_node,
+            asked.memory_gb,
+            asked.gpus,
+            asked.gpu_type,
+            count=asked.nodes,
         )
     key = raw.slurm_state.split()[0] if raw.slurm_state else ""
     return Status(

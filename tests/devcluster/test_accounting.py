@@ -10,7 +10,6 @@ from jobs.cluster import pool
 from jobs.models import Job
 from jobs.seam import JobKey
 from jobs.slurm import operations, parsers
-from jobs.slurm import scripts as slurm_scripts
 from tests import factories, polling
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
@@ -24,7 +23,7 @@ def from_accounting(job: Job, timeout: float = 30) -> parsers.SlurmJob:
         found = pool.with_connection(
             account,
             lambda conn: operations.accounting(
-                conn, account.username, {job.scheduler_key: slurm_scripts.comment(job)}
+                conn, account.username, {job.scheduler_key: job.ref().comment}
             ),
         )
         status = found.get(job.scheduler_key)

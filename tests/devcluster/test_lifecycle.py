@@ -12,7 +12,6 @@ from django.conf import settings
 from jobs import display, tasks
 from jobs.cluster import files, pool, ssh
 from jobs.models import ClusterAccount, Job, Partition
-from jobs.slurm import scripts as slurm_scripts
 from tests import factories
 from tests.devcluster.helpers import remote, run_until, submit_from_threads, sync_until
 
@@ -248,7 +247,7 @@ def test_one_sync_of_50_active_jobs_issues_a_constant_number_of_ssh_commands(dev
             'while [ "$#" -gt 1 ]; do sbatch --parsable --hold -J "$1" --comment="$2" '
             "-o /dev/null --wrap 'sleep 1'; shift 2; done",
             "submit-50",
-            *[part for job in jobs for part in (job.scheduler_name, slurm_scripts.comment(job))],
+            *[part for job in jobs for part in (job.scheduler_name, job.ref().comment)],
         ],
     )
     ids = out.split()

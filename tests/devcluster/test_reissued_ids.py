@@ -16,7 +16,6 @@ from jobs import tasks
 from jobs.cluster import pool
 from jobs.models import Job
 from jobs.slurm import operations
-from jobs.slurm import scripts as slurm_scripts
 from tests import factories
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
@@ -36,7 +35,7 @@ def accounting_of(*jobs: Job) -> dict:
     """What the sync's accounting read (sacct --json, then sacct -P for exit codes) finds of
     ``jobs``, by key, on their owner's connection."""
     account = jobs[0].cluster_account
-    expected = {job.scheduler_key: slurm_scripts.comment(job) for job in jobs}
+    expected = {job.scheduler_key: job.ref().comment for job in jobs}
     return pool.with_connection(
         account, lambda conn: operations.accounting(conn, account.username, expected)
     )

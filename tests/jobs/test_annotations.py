@@ -88,7 +88,7 @@ def test_tags_change_within_the_bound_and_params_merge(owner, cluster):
 def test_params_reach_a_job_as_environment_and_params_json(owner, cluster, tmp_path):
     job = factories.training_job(owner, cluster)
     job.params = {"lr": 0.01, "opt": "it's $(touch pwned)", "seed": 3}
-    script = scripts.render(job, WORK)
+    script = scripts.render(job.describe(), WORK)
     lines = [
         line
         for line in script.splitlines()
@@ -117,7 +117,7 @@ def test_params_reach_a_job_as_environment_and_params_json(owner, cluster, tmp_p
 
 @pytest.mark.django_db
 def test_a_job_without_params_is_told_none(owner, cluster):
-    script = scripts.render(factories.training_job(owner, cluster), WORK)
+    script = scripts.render(factories.training_job(owner, cluster).describe(), WORK)
     assert "export PORTAL_PARAM_" not in script and '/params.json"' not in script
 
 
@@ -125,7 +125,7 @@ def test_a_job_without_params_is_told_none(owner, cluster):
 def test_podman_passes_the_params_into_the_container(owner, cluster):
     image = factories.image("p", "P", runtime="podman", location="docker.io/library/python:3.12")
     job = factories.job(owner, cluster, "python t.py", image=image, params={"lr": 1})
-    script = scripts.render(job, WORK)
+    script = scripts.render(job.describe(), WORK)
     assert "--env 'PORTAL_PARAM_*'" in script
 
 

@@ -79,14 +79,14 @@ def test_a_job_asking_by_capability_lands_on_the_matching_type(described):
     made.full_clean()
     made.save()
     assert (made.gpu_type, made.gpu_constraint) == ("a100", "")
-    assert "#SBATCH --gres=gpu:a100:2" in scripts.render(made, "/w")
+    assert "#SBATCH --gres=gpu:a100:2" in scripts.render(made.describe(), "/w")
 
 
 def test_a_job_asking_by_memory_gets_any_of_the_types_with_a_constraint(described):
     made = job(described, min_gpu_memory_gb=20)
     made.full_clean()
     made.save()
-    lines = scripts.render(made, "/w").splitlines()
+    lines = scripts.render(made.describe(), "/w").splitlines()
     assert "#SBATCH --gres=gpu:2" in lines and "#SBATCH --constraint=v100|a100" in lines
 
 
@@ -115,16 +115,16 @@ def test_impossible_gpu_requests_are_refused_before_submission(described, fields
 def test_a_hostile_constraint_is_never_rendered(described):
     made = job(described, save=True, gpu_constraint="a100|x;touch /tmp/p")
     with pytest.raises(workdir.ScriptError):
-        scripts.render(made, "/w")
+        scripts.render(made.describe(), "/w")
 
 
 def test_memory_per_gpu_where_the_partition_wants_it(described):
     Partition.objects.filter(name="gpu").update(mem_per_gpu=True)
-    lines = scripts.render(job(described, save=True, memory_gb=15), "/w").splitlines()
+    lines = scripts.render(job(described, save=True, memory_gb=15).describe(), "/w").splitlines()
     assert "#SBATCH --mem-per-gpu=8G" in lines and not [
         x for x in lines if x.startswith("#SBATCH --mem=")
     ]
-    cpu_only = scripts.render(job(described, save=True, gpus=0, memory_gb=15), "/w")
+    cpu_only = scripts.render(job(described, save=True, gpus=0, memory_gb=15).describe(), "/w")
     assert "#SBATCH --mem=15G" in cpu_only
 
 

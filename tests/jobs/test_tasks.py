@@ -11,7 +11,6 @@ from jobs.cluster import pool, ssh
 from jobs.models import ClusterAccount, Job
 from jobs.seam import Submission
 from jobs.slurm import operations, parsers
-from jobs.slurm import scripts as slurm_scripts
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -584,7 +583,7 @@ def squeue_entry(job: Job, state: str, **fields) -> dict:
         "job_id": int(job.scheduler_job_id),
         "user_name": "alice",
         "name": job.scheduler_name,
-        "comment": slurm_scripts.comment(job),
+        "comment": job.ref().comment,
         "job_state": state,
         "nodes": "node2",
         "start_time": 1_795_000_000,

@@ -1,34 +1,41 @@
 """A job array's one script: the shared request, and a table from the array task id to
-each member's job, directory, command, parameters and files — all as data."""
+each member's job, directory, command, parameters and files — all as data. Rendered from
+plain descriptions (jobs.seam: ArraySpec, Member), no database; what a trial's member is
+told, from its rows."""
 
 import json
 import subprocess
 
 import pytest
 
-from jobs.cluster import jobscript, workdir
+from jobs.cluster import workdir
 from jobs.experiments import runs
 from jobs.models import Job, JobArray
+from jobs.seam import ArraySpec, JobSpec, Member
 from jobs.slurm import operations, scripts
 from tests import factories
 
-pytestmark = pytest.mark.django_db
-
 WORK = "/home/alice/.portal/jobs/a3-abc"
 HOSTILE = "$(touch /tmp/pwned) `id` ' \" ; rm -rf ~"
+PYTORCH = {"runtime": "apptainer", "location": "/shared/images/pytorch.sif"}
 
 
-def members(owner, cluster, image, params):
-    array = JobArray.objects.create(owner=owner, cluster=cluster, throttle=2)
+def member_spec(array: ArraySpec, index: int, command: str, **fields) -> JobSpec:
+    """The description of ``array``'s member ``index`` (job 10 + index)."""
+    return factories.spec(
+        id=10 + index,
+        name=array.name,
+        comment=array.comment,
+        command=command,
+        array_index=index,
+        **PYTORCH | fields,
+    )
+
+
+def members(params) -> tuple[ArraySpec, list[JobSpec]]:
+    array = factories.array_spec(3, throttle=2)
     jobs = [
-        factories.job(
-            owner,
-            cluster,
-            runs.trial_command("train --epochs 3", p, pass_arguments=True),
-            image=image,
-            array=array,
-            array_index=i,
-        )
+        member_spec(array, i, runs.trial_command("train --epochs 3", p, pass_arguments=True))
         for i, p in enumerate(params)
     ]
     return array, jobs
@@ -56,17 +63,17 @@ def identity_of(script: str, task: int) -> dict[str, str]:
     return env
 
 
-def test_each_task_finds_its_member_and_hostile_values_stay_data(owner, cluster, image):
-    array, jobs = members(owner, cluster, image, [{"lr": 0.1}, {"lr": HOSTILE}])
+def test_each_task_finds_its_member_and_hostile_values_stay_data():
+    array, jobs = members([{"lr": 0.1}, {"lr": HOSTILE}])
     script = scripts.render_array(
         array,
         [
-            jobscript.Member(
+            Member(
                 job=j,
                 command=j.command,
                 env={"PORTAL_PARAM_LR": str(j.command)},
                 files={"params.json": json.dumps({"n": i})},
-                metrics_url=f"http://portal/api/{j.pk}/",
+                metrics_url=f"http://portal/api/{j.id}/",
             )
             for i, j in enumerate(jobs)
         ],
@@ -74,26 +81,26 @@ def test_each_task_finds_its_member_and_hostile_values_stay_data(owner, cluster,
     )
     directives = [line for line in script.splitlines() if line.startswith("#SBATCH")]
     assert directives[:4] == [
-        f"#SBATCH --job-name=portal-a{array.pk}-{array.uid}",
-        f"#SBATCH --comment=portal-array-{array.pk}-{array.uid}",
+        "#SBATCH --job-name=portal-a3-abc",
+        "#SBATCH --comment=portal-array-3-abc",
         "#SBATCH --array=0-1%2",
         f"#SBATCH --chdir={WORK}",
     ]
     assert f"#SBATCH --output={WORK}/%a/stdout.log" in directives
     second = identity_of(script, 1)
-    assert second["PORTAL_JOB_ID"] == str(jobs[1].pk)
+    assert second["PORTAL_JOB_ID"] == str(jobs[1].id)
     assert second["PORTAL_WORK_DIR"] == f"{WORK}/1"
     assert second["PORTAL_COMMAND"] == jobs[1].command
     assert second["PORTAL_PARAM_LR"] == jobs[1].command  # the hostile text, unchanged
-    assert second["PORTAL_METRICS_URL"] == f"http://portal/api/{jobs[1].pk}/"
+    assert second["PORTAL_METRICS_URL"] == f"http://portal/api/{jobs[1].id}/"
     assert json.loads(second["_file"]) == {"n": 1}
-    assert identity_of(script, 0)["PORTAL_JOB_ID"] == str(jobs[0].pk)
+    assert identity_of(script, 0)["PORTAL_JOB_ID"] == str(jobs[0].id)
     with pytest.raises(subprocess.CalledProcessError):
         identity_of(script, 2)  # not a member: the task stops
     subprocess.run(["bash", "-n"], input=script, text=True, check=True)
 
 
-def test_the_trial_command_gets_its_arguments_as_one_word_each(owner, cluster, image):
+def test_the_trial_command_gets_its_arguments_as_one_word_each():
     command = runs.trial_command("train", {"lr": 0.001, "act": HOSTILE}, pass_arguments=True)
     argv = subprocess.run(
         ["bash", "-c", f"printf '%s\\0' {command.removeprefix('train ')}"],
@@ -105,11 +112,11 @@ def test_the_trial_command_gets_its_arguments_as_one_word_each(owner, cluster, i
     assert runs.trial_command("train", {"lr": 1}, pass_arguments=False) == "train"
 
 
-def test_a_members_own_environment_names_and_file_names_are_checked(owner, cluster, image):
-    array, jobs = members(owner, cluster, image, [{"lr": 0.1}])
+def test_a_members_own_environment_names_and_file_names_are_checked():
+    array, jobs = members([{"lr": 0.1}])
     for bad in ({"env": {"lr; rm": "x"}}, {"files": {"../x": "y"}}):
         with pytest.raises(workdir.ScriptError):
-            scripts.render_array(array, [jobscript.Member(job=jobs[0], command="x", **bad)], WORK)
+            scripts.render_array(array, [Member(job=jobs[0], command="x", **bad)], WORK)
 
 
 def test_trial_members_are_told_their_trial_fold_and_parameters(owner, cluster, image):
@@ -136,31 +143,32 @@ def test_the_submit_step_refuses_a_token_that_could_break_its_member_list():
 
 
 def test_a_member_is_named_by_its_array_on_the_cluster(owner, cluster, image):
-    array, jobs = members(owner, cluster, image, [{"lr": 0.1}])
+    array = JobArray.objects.create(owner=owner, cluster=cluster, throttle=2)
+    jobs = [factories.job(owner, cluster, "train", image=image, array=array, array_index=0)]
     assert jobs[0].scheduler_name == array.scheduler_name
+    described = jobs[0].describe()
+    assert (described.name, described.comment) == (array.scheduler_name, array.describe().comment)
+    assert described.comment == f"portal-array-{array.pk}-{array.uid}"
     assert Job.objects.get(pk=jobs[0].pk).submitted_script == ""
     JobArray.objects.filter(pk=array.pk).update(script="#!/bin/bash")
     assert Job.objects.get(pk=jobs[0].pk).submitted_script == "#!/bin/bash"
 
 
-def test_a_multi_node_trial_starts_its_members_command_through_the_launcher(owner, cluster, image):
+def test_a_multi_node_trial_starts_its_members_command_through_the_launcher():
     """An experiment whose launch is distributed: the launcher's argv ends in the member's
     own command, expanded by the batch shell from the table, never pasted as text."""
-    array = JobArray.objects.create(owner=owner, cluster=cluster, throttle=1)
-    job = factories.job(
-        owner,
-        cluster,
+    array = factories.array_spec(3, throttle=1)
+    job = member_spec(
+        array,
+        0,
         runs.trial_command("python train.py", {"lr": 0.1}, pass_arguments=True),
         partition="gpu",
-        image=image,
-        array=array,
-        array_index=0,
         nodes=2,
         tasks_per_node=2,
         gpus=2,
         launcher="mpi",
     )
-    script = scripts.render_array(array, [jobscript.Member(job=job, command=job.command)], WORK)
+    script = scripts.render_array(array, [Member(job=job, command=job.command)], WORK)
     start = next(line for line in script.splitlines() if line.startswith("mpirun "))
     assert start.endswith('bash -c "$PORTAL_COMMAND" &')
     assert "python train.py" not in start

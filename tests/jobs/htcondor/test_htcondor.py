@@ -1,5 +1,6 @@
 """The HTCondor adapter's pure parts, on output captured from the dev pool (minicondor
-23.9): parsing as data, state mapping, and the rendered submit description."""
+23.9): parsing as data, state mapping, and the submit description rendered from a job's
+plain description (jobs.seam.JobSpec), no database."""
 
 import dataclasses
 import json
@@ -11,8 +12,8 @@ import pytest
 from jobs.cluster.ssh import CommandFailed
 from jobs.cluster.workdir import ScriptError
 from jobs.htcondor import parsers, status, submit
-from jobs.models import ContainerImage, Job
-from jobs.seam import JobKey
+from jobs.models import Job
+from jobs.seam import ImageSpec, JobKey
 from tests import factories
 
 CAPTURED = Path(__file__).parent / "captured"
@@ -162,15 +163,11 @@ def pool(db):
 
 
 def description_of(job, **kw) -> list[str]:
-    return submit.description(
-        job, "/home/u/.portal/jobs/1-x", job.scheduler_name, "/home/u/x/job.sh", **kw
-    )
+    return submit.description(job, "/home/u/.portal/jobs/1-x", job.name, "/home/u/x/job.sh", **kw)
 
 
-def test_the_description_asks_for_what_the_job_asks(pool, owner):
-    job = factories.job(
-        owner,
-        pool,
+def test_the_description_asks_for_what_the_job_asks():
+    job = factories.spec(
         partition="gpu",
         gpus=1,
         cpus=2,
@@ -184,33 +181,37 @@ def test_the_description_asks_for_what_the_job_asks(pool, owner):
     assert "request_memory = 3072" in lines
     assert "gpus_minimum_capability = 7.5" in lines and "gpus_minimum_memory = 40960" in lines
     assert "+PortalTimeLimit = 420" in lines
-    assert f'+PortalName = "{job.scheduler_name}"' in lines and lines[-1] == "queue"
+    assert f'+PortalName = "{job.name}"' in lines and lines[-1] == "queue"
     assert "should_transfer_files = NO" in lines
 
 
-def test_a_named_gpu_type_is_required_by_its_model(pool, owner):
-    a100 = pool.gpu_types.get(name="a100")
-    a100.model = "A100-SXM4-40GB"
-    a100.save()
-    job = factories.job(owner, pool, partition="gpu", gpus=1, gpu_type="a100")
+def test_a_named_gpu_type_is_required_by_its_model():
+    """The model the admin described for the type (GpuType.model; tests/jobs/test_describe.py),
+    else the type's own name."""
+    job = factories.spec(partition="gpu", gpus=1, gpu_type="a100", gpu_model="A100-SXM4-40GB")
     assert 'require_gpus = DeviceName == "A100-SXM4-40GB"' in description_of(job)
+    undescribed = factories.spec(partition="gpu", gpus=1, gpu_type="a100")
+    assert 'require_gpus = DeviceName == "a100"' in description_of(undescribed)
 
 
-def test_images_become_container_image_and_the_script_does_not_start_one(pool, owner):
-    image = factories.image(
-        "pt", runtime=ContainerImage.Runtime.APPTAINER, location="/images/pytorch.sif"
+def test_images_become_container_image_and_the_script_does_not_start_one():
+    job = factories.spec(
+        command="python train.py",
+        partition="gpu",
+        runtime="apptainer",
+        location="/images/pytorch.sif",
+        gpus=1,
     )
-    job = factories.job(owner, pool, "python train.py", partition="gpu", image=image, gpus=1)
     text = submit.render(job, "/home/u/.portal/jobs/1-x")
     description, _, script = text.partition(f"\n{submit.SEPARATOR}\n")
     assert "container_image = /images/pytorch.sif" in description.split("\n")
     assert "apptainer exec" not in script and "python train.py" in script
-    podman = factories.image("tf", runtime=ContainerImage.Runtime.PODMAN, location="docker.io/tf:2")
+    podman = ImageSpec("podman", "docker.io/tf:2")
     assert submit.container_image(podman) == "docker://docker.io/tf:2"
 
 
-def test_arrays_are_one_cluster_of_procs(pool, owner):
-    job = factories.job(owner, pool, partition="gpu")
+def test_arrays_are_one_cluster_of_procs():
+    job = factories.spec(partition="gpu")
     lines = description_of(job, array_size=4)
     assert lines[-1] == "queue 4"
     assert "initialdir = /home/u/.portal/jobs/1-x/$(ProcId)" in lines
@@ -221,19 +222,16 @@ def test_arrays_are_one_cluster_of_procs(pool, owner):
     "field, value",
     [("account", 'x"\nqueue 1000'), ("account", "a b")],
 )
-def test_nothing_typed_adds_to_the_description(pool, owner, field, value):
-    job = factories.job(owner, pool, partition="gpu", **{field: value}, save=False)
+def test_nothing_typed_adds_to_the_description(field, value):
+    job = factories.spec(partition="gpu", **{field: value})
     with pytest.raises(ScriptError):
         description_of(job)
 
 
-def test_slurm_only_requests_are_refused_on_htcondor(pool, owner):
-    job = factories.job(owner, pool, partition="gpu", nodes=2, save=False)
-    with pytest.raises(ScriptError, match="need Slurm"):
-        description_of(job)
-    job = factories.job(owner, pool, partition="gpu", resumable=True, save=False)
-    with pytest.raises(ScriptError, match="need Slurm"):
-        description_of(job)
+def test_slurm_only_requests_are_refused_on_htcondor():
+    for asked in ({"nodes": 2}, {"tasks_per_node": 2}, {"launcher": "mpi"}, {"resumable": True}):
+        with pytest.raises(ScriptError, match="need Slurm"):
+            description_of(factories.spec(partition="gpu", **asked))
 
 
 def test_held_is_what_the_adapter_said_not_a_reading_of_the_reason():
@@ -392,14 +390,15 @@ def test_numbers_a_job_wrote_into_its_ad_are_bounded():
     assert (job.exit_code, job.starts, job.gpus, job.wall_seconds) == (None, 0, 0, 0)
 
 
-def test_ids_that_are_not_htcondors_are_reported_not_fatal(pool, owner, monkeypatch):
+def test_ids_that_are_not_htcondors_are_reported_not_fatal(monkeypatch):
     from jobs.htcondor import operations
     from jobs.htcondor.scheduler import HTCONDOR
 
     monkeypatch.setattr(operations, "jobs", lambda *a, **k: {})
-    job = factories.job(owner, pool, partition="gpu", state="pending", scheduler_job_id="123_4")
-    found = HTCONDOR.statuses(None, "u", [job])
-    assert "not an HTCondor job id" in found[job.scheduler_key].unreadable
+    job = factories.ref("123_4", state="running")
+    found = HTCONDOR.statuses(None, "u", [job])  # type: ignore[arg-type]
+    assert found[job.key].state == "running"  # left as it was
+    assert "not an HTCondor job id" in found[job.key].unreadable
 
 
 # -- where a job runs and what it is charged: never decided by its own (editable) ad ------
@@ -436,13 +435,11 @@ def test_claimed_slots_are_read_from_the_startds_ads():
         ("", "", True),
     ],
 )
-def test_a_running_jobs_node_is_the_machine_whose_startd_holds_its_claim(
-    pool, owner, remote_host, node, noted
-):
+def test_a_running_jobs_node_is_the_machine_whose_startd_holds_its_claim(remote_host, node, noted):
     from jobs.htcondor.scheduler import confirmed
     from jobs.seam import Status
 
-    job = factories.job(owner, pool, partition="gpu", state="running", node="vm")
+    job = factories.ref("4.0", state="running", node="vm")
     running = ad(node=parsers._machine(remote_host), slot=parsers._slot(remote_host))
     got = confirmed(
         Status(state=Job.State.RUNNING, node=running.node), running, job, "condoruser", CLAIMS
@@ -457,11 +454,11 @@ def test_a_running_jobs_node_is_the_machine_whose_startd_holds_its_claim(
         )
 
 
-def test_without_the_collector_only_the_node_confirmed_before_is_kept(pool, owner):
+def test_without_the_collector_only_the_node_confirmed_before_is_kept():
     from jobs.htcondor.scheduler import confirmed
     from jobs.seam import Status
 
-    job = factories.job(owner, pool, partition="gpu", state="running", node="vm")
+    job = factories.ref("4.0", state="running", node="vm")
     for remote_host, node in (("slot1_1@vm", "vm"), ("slot1@10.66.66.66", "")):
         running = ad(node=parsers._machine(remote_host), slot=parsers._slot(remote_host))
         status = Status(state=Job.State.RUNNING, node=running.node)
@@ -471,17 +468,27 @@ def test_without_the_collector_only_the_node_confirmed_before_is_kept(pool, owne
     ended = ad(status=4, node="10.66.66.66")
     status = Status(state=Job.State.COMPLETED, node="10.66.66.66")
     assert confirmed(status, ended, job, "condoruser", None).node == "vm"
-    job.node = ""
+    job = dataclasses.replace(job, node="")
     assert confirmed(status, ended, job, "condoruser", None).node == "10.66.66.66"
 
 
-def test_usage_is_never_less_than_asked_nor_charged_to_an_account_the_job_chose(pool, owner):
+def test_usage_is_never_less_than_asked_nor_charged_to_an_account_the_job_chose():
     from datetime import UTC, datetime
 
     from jobs.htcondor.scheduler import charged
     from jobs.seam import Attempt
 
-    job = factories.job(owner, pool, partition="gpu", gpus=1, cpus=2, account="physics", node="vm")
+    # Partition gpu: 2 GPUs and 8 CPUs on a node.
+    job = factories.ref(
+        "4.0",
+        partition="gpu",
+        max_gpus_per_job=2,
+        max_cpus_per_job=8,
+        gpus=1,
+        cpus=2,
+        account="physics",
+        node="vm",
+    )
     run = Attempt("COMPLETED", "10.66.66.66", datetime(2026, 1, 1, tzinfo=UTC), None, 60, 0, 0)
     # GPUsProvisioned and CpusProvisioned edited down to 0, AcctGroup to another group.
     run = dataclasses.replace(run, account="other")

@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ValidationError
 
-from jobs.models import Job
+from jobs.models.choices import Kind
+from jobs.seam import JobSpec
 from jobs.slurm import scripts
 from tests import factories, polling
-
-pytestmark = pytest.mark.django_db
 
 ON_NODE = Path(scripts.__file__).resolve().parents[1] / "on_node"
 
@@ -44,23 +43,25 @@ for step in range(start, start + 10_000):
 """
 
 
-def resumable_job(owner, cluster, **fields) -> Job:
-    values = {
-        "resumable": True,
-        "max_attempts": 3,
-        "checkpoint_warning_seconds": 30,
-        "time_limit_minutes": 10,
-    } | fields
-    return factories.job(owner, cluster, **values)
+RESUMABLE = {
+    "resumable": True,
+    "max_attempts": 3,
+    "checkpoint_warning_seconds": 30,
+    "time_limit_minutes": 10,
+}
 
 
-def test_a_resumable_job_asks_for_the_warning_signal_and_requeue(owner, cluster):
-    script = scripts.render(resumable_job(owner, cluster, checkpoint_warning_seconds=90), "/w")
+def resumable_job(**fields) -> JobSpec:
+    return factories.spec(**RESUMABLE | fields)
+
+
+def test_a_resumable_job_asks_for_the_warning_signal_and_requeue():
+    script = scripts.render(resumable_job(checkpoint_warning_seconds=90), "/w")
     lines = script.splitlines()
     assert "#SBATCH --signal=B:USR2@90" in lines
     assert "#SBATCH --requeue" in lines
     assert "export PORTAL_MAX_ATTEMPTS=3" in lines
-    plain = scripts.render(factories.job(owner, cluster), "/w")
+    plain = scripts.render(factories.spec(), "/w")
     assert "--signal" not in plain and "--requeue" not in plain
     assert "_portal_resumable=\n" in plain
 
@@ -68,7 +69,7 @@ def test_a_resumable_job_asks_for_the_warning_signal_and_requeue(owner, cluster)
 @pytest.mark.parametrize(
     ("fields", "field", "words"),
     [
-        ({"kind": Job.Kind.NOTEBOOK}, "resumable", "Only batch jobs"),
+        ({"kind": Kind.NOTEBOOK}, "resumable", "Only batch jobs"),
         (
             {"checkpoint_warning_seconds": 300, "time_limit_minutes": 10},
             "checkpoint_warning_seconds",
@@ -80,7 +81,7 @@ def test_a_resumable_job_asks_for_the_warning_signal_and_requeue(owner, cluster)
 def test_impossible_resumable_requests_are_refused_with_the_reason(
     owner, cluster, fields, field, words
 ):
-    job = resumable_job(owner, cluster, save=False, **fields)
+    job = factories.job(owner, cluster, save=False, **RESUMABLE | fields)
     with pytest.raises(ValidationError) as caught:
         job.full_clean()
     assert words in " ".join(caught.value.message_dict[field])
@@ -90,7 +91,7 @@ class LocalRun:
     """The rendered script of a resumable job started by bash here, as Slurm would start it
     (SLURM_JOB_ID, SLURM_RESTART_COUNT), with `scontrol` recording its arguments."""
 
-    def __init__(self, tmp_path: Path, job: Job, restarts: int = 0, warn_at_once: bool = False):
+    def __init__(self, tmp_path: Path, job: JobSpec, restarts: int = 0, warn_at_once: bool = False):
         self.work = tmp_path / "work"
         bin_dir = tmp_path / "bin"
         self.calls = tmp_path / "scontrol.calls"
@@ -156,10 +157,8 @@ def _train_command(mode: str, tmp_path: Path) -> str:
     return f"python {path} {mode}"
 
 
-def test_warned_it_saves_exits_and_requeues_itself_then_resumes_from_the_checkpoint(
-    owner, cluster, tmp_path
-):
-    job = resumable_job(owner, cluster, command=_train_command("save", tmp_path))
+def test_warned_it_saves_exits_and_requeues_itself_then_resumes_from_the_checkpoint(tmp_path):
+    job = resumable_job(command=_train_command("save", tmp_path))
     run = LocalRun(tmp_path, job)
     time.sleep(0.5)
     run.warn()
@@ -179,18 +178,16 @@ def test_warned_it_saves_exits_and_requeues_itself_then_resumes_from_the_checkpo
     assert f"start {saved} attempt 2" in resumed
 
 
-def test_a_job_that_finishes_when_warned_without_saving_completes(owner, cluster, tmp_path):
-    job = resumable_job(owner, cluster, command=_train_command("finish", tmp_path))
+def test_a_job_that_finishes_when_warned_without_saving_completes(tmp_path):
+    job = resumable_job(command=_train_command("finish", tmp_path))
     run = LocalRun(tmp_path, job)
     run.warn()
     assert run.proc.wait(timeout=15) == 0, run.output()
     assert run.scontrol_calls() == []
 
 
-def test_a_job_that_ignores_the_warning_is_stopped_after_the_grace_and_requeued(
-    owner, cluster, tmp_path
-):
-    job = resumable_job(owner, cluster, command=_train_command("ignore", tmp_path))
+def test_a_job_that_ignores_the_warning_is_stopped_after_the_grace_and_requeued(tmp_path):
+    job = resumable_job(command=_train_command("ignore", tmp_path))
     run = LocalRun(tmp_path, job)
     run.warn()
     run.called_scontrol(timeout=30)  # grace: 10 s for a 30 s warning
@@ -199,8 +196,8 @@ def test_a_job_that_ignores_the_warning_is_stopped_after_the_grace_and_requeued(
     assert run.scontrol_calls() == ["requeue 4242"]
 
 
-def test_the_last_attempt_saves_but_waits_for_the_time_limit(owner, cluster, tmp_path):
-    job = resumable_job(owner, cluster, command=_train_command("save", tmp_path))
+def test_the_last_attempt_saves_but_waits_for_the_time_limit(tmp_path):
+    job = resumable_job(command=_train_command("save", tmp_path))
     run = LocalRun(tmp_path, job, restarts=2)  # attempt 3 of 3
     run.warn()
     saved = run.work / "checkpoints" / ".portal-saved-on-request"
@@ -212,26 +209,24 @@ def test_the_last_attempt_saves_but_waits_for_the_time_limit(owner, cluster, tmp
     assert "attempt 3 was the last of 3" in out
 
 
-def test_a_job_that_fails_after_the_warning_fails_with_its_own_status(owner, cluster, tmp_path):
-    job = resumable_job(owner, cluster, command=_train_command("crash", tmp_path))
+def test_a_job_that_fails_after_the_warning_fails_with_its_own_status(tmp_path):
+    job = resumable_job(command=_train_command("crash", tmp_path))
     run = LocalRun(tmp_path, job)
     run.warn()
     assert run.proc.wait(timeout=15) == 3, run.output()  # not requeued, not disguised
     assert run.scontrol_calls() == []
 
 
-def test_a_warning_during_set_up_is_acted_on_once_the_command_runs(owner, cluster, tmp_path):
-    job = resumable_job(owner, cluster, command=_train_command("save", tmp_path))
+def test_a_warning_during_set_up_is_acted_on_once_the_command_runs(tmp_path):
+    job = resumable_job(command=_train_command("save", tmp_path))
     run = LocalRun(tmp_path, job, warn_at_once=True)
     run.called_scontrol(timeout=15)
     assert run.scontrol_calls() == ["requeue 4242"]
     assert "asking the job to checkpoint" in run.stop()
 
 
-def test_when_the_requeue_is_refused_the_run_ends_unfinished_not_completed(
-    owner, cluster, tmp_path
-):
-    job = resumable_job(owner, cluster, command=_train_command("save", tmp_path))
+def test_when_the_requeue_is_refused_the_run_ends_unfinished_not_completed(tmp_path):
+    job = resumable_job(command=_train_command("save", tmp_path))
     run = LocalRun(tmp_path, job)
     (tmp_path / "bin" / "scontrol").write_text("#!/bin/sh\necho refused >&2\nexit 1\n")
     run.warn()

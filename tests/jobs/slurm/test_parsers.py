@@ -526,7 +526,7 @@ def test_two_jobs_with_one_id_each_get_the_record_of_their_own_name_or_none():
 
 
 def test_the_comment_can_refuse_a_record_but_never_make_it_a_jobs():
-    """The job's comment (jobs.slurm.scripts.comment(), what the script sets with --comment) is checked
+    """The job's comment (JobSpec.comment, what the script sets with --comment) is checked
     where the record has one; its owner can change it (scontrol update), so it only ever
     refuses: the name decides."""
     assert parsers.match_jobs([record(TAKEN, comment="portal-job-1-lost")], BOTH) == {}

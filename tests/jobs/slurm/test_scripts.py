@@ -1,4 +1,5 @@
-"""Job scripts rendered from a Job, its image, partition and cluster."""
+"""Job scripts rendered from a job's plain description (jobs.seam.JobSpec: its image,
+partition and resources), no database; where a work directory goes, from the job's row."""
 
 import json
 import shlex
@@ -8,18 +9,19 @@ from functools import partial
 import pytest
 
 from jobs.cluster import launchers, workdir
-from jobs.models import Job, Partition
+from jobs.models import Job
 from jobs.slurm import scripts
+from jobs.validators import split_list
 from tests import factories
 
-pytestmark = pytest.mark.django_db
-
 WORK = "/scratch/alice/.portal/jobs/7-abc"
+PYTORCH = {"runtime": "apptainer", "location": "/shared/images/pytorch.sif"}
 
 
-# A GPU batch job with every directive set; each test changes what it looks at.
+# A GPU batch job with every directive set, in the PyTorch image; each test changes what it
+# looks at.
 job_with = partial(
-    factories.job,
+    factories.spec,
     command="python train.py --epochs 3",
     partition="gpu",
     gpus=2,
@@ -28,7 +30,7 @@ job_with = partial(
     memory_gb=32,
     time_limit_minutes=90,
     account="proj1",
-    work_dir_kind="scratch",
+    **PYTORCH,
 )
 
 
@@ -36,12 +38,12 @@ def directives_of(script: str) -> list[str]:
     return [line for line in script.splitlines() if line.startswith("#SBATCH")]
 
 
-def test_directives_carry_resources_name_comment_and_work_dir(owner, cluster, image):
-    job = job_with(owner, cluster, image=image)
+def test_directives_carry_resources_name_comment_and_work_dir():
+    job = job_with(id=12, name="portal-12-f00", comment="portal-job-12-f00")
     script = scripts.render(job, WORK)
     assert directives_of(script) == [
-        f"#SBATCH --job-name=portal-{job.pk}-{job.uid}",
-        f"#SBATCH --comment=portal-job-{job.pk}-{job.uid}",
+        "#SBATCH --job-name=portal-12-f00",
+        "#SBATCH --comment=portal-job-12-f00",
         "#SBATCH --partition=gpu",
         "#SBATCH --account=proj1",
         "#SBATCH --gres=gpu:a100:2",
@@ -57,40 +59,35 @@ def test_directives_carry_resources_name_comment_and_work_dir(owner, cluster, im
     ]
 
 
-def test_work_dir_is_under_the_chosen_root(owner, cluster, image):
-    job = job_with(owner, cluster, image=image)
+def test_work_dir_is_under_the_chosen_root(owner, cluster):
+    job = factories.job(owner, cluster, work_dir_kind="scratch")
     assert workdir.job_work_dir(job, "alice") == f"/scratch/alice/.portal/jobs/{job.pk}-{job.uid}"
     job.work_dir_kind = "home"
     assert workdir.job_work_dir(job, "alice") == f"/home/alice/.portal/jobs/{job.pk}-{job.uid}"
 
 
-def test_a_root_without_user_on_a_per_user_cluster_ends_the_submission_with_why(
-    owner, cluster, image
-):
+def test_a_root_without_user_on_a_per_user_cluster_ends_the_submission_with_why(owner, cluster):
     """A row saved before the {user} rule: the submit step's ScriptError, not a crash."""
-    job = job_with(owner, cluster, image=image)
+    job = factories.job(owner, cluster, work_dir_kind="scratch")
     cluster.scratch_root = "/scratch/shared"
     with pytest.raises(workdir.ScriptError, match="has no {user}"):
         workdir.job_work_dir(job, "alice")
 
 
-def test_cluster_default_account_and_untyped_gres(owner, cluster, image):
-    cluster.default_account = "default-acct"
-    cluster.save()
-    job = job_with(owner, cluster, image=image, account="", gpu_type="", gpus=1)
-    lines = directives_of(scripts.render(job, WORK))
-    assert "#SBATCH --account=default-acct" in lines and "#SBATCH --gres=gpu:1" in lines
+def test_no_account_line_without_an_account_and_untyped_gres():
+    """The cluster's default account is the description's (tests/jobs/test_describe.py)."""
+    lines = directives_of(scripts.render(job_with(account="", gpu_type="", gpus=1), WORK))
+    assert not [line for line in lines if "--account" in line] and "#SBATCH --gres=gpu:1" in lines
 
 
-def test_gpu_type_as_constraint(owner, cluster, image):
-    cluster.partitions.filter(name="gpu").update(gpu_type_as_constraint=True)
-    job = job_with(owner, cluster, image=image)
+def test_gpu_type_as_constraint():
+    job = job_with(gpu_type_as_constraint=True)
     lines = directives_of(scripts.render(job, WORK))
     assert "#SBATCH --gres=gpu:2" in lines and "#SBATCH --constraint=a100" in lines
 
 
-def test_no_gres_without_gpus(owner, cluster, image):
-    job = job_with(owner, cluster, image=image, gpus=0, gpu_type="")
+def test_no_gres_without_gpus():
+    job = job_with(gpus=0, gpu_type="")
     assert not [d for d in directives_of(scripts.render(job, WORK)) if "gres" in d]
 
 
@@ -102,9 +99,8 @@ def launch_line(script: str) -> list[str]:
 
 
 @pytest.mark.parametrize("runtime", ["apptainer", "singularity"])
-def test_apptainer_and_singularity_exec_with_nv_and_a_bind(owner, cluster, runtime):
-    image = factories.image("t", "T", runtime=runtime, location="/img/t.sif")
-    job = job_with(owner, cluster, image=image)
+def test_apptainer_and_singularity_exec_with_nv_and_a_bind(runtime):
+    job = job_with(runtime=runtime, location="/img/t.sif")
     assert launch_line(scripts.render(job, WORK)) == [
         runtime,
         "exec",
@@ -118,15 +114,13 @@ def test_apptainer_and_singularity_exec_with_nv_and_a_bind(owner, cluster, runti
         "-c",
         "python train.py --epochs 3",
     ]
-    job.gpus, job.gpu_type = 0, ""
-    assert "--nv" not in launch_line(scripts.render(job, WORK))
+    no_gpus = job_with(runtime=runtime, location="/img/t.sif", gpus=0, gpu_type="")
+    assert "--nv" not in launch_line(scripts.render(no_gpus, WORK))
 
 
-def test_podman_runs_with_the_work_dir_and_gpus(owner, cluster):
-    image = factories.image(
-        "p", "P", runtime="podman", location="docker://docker.io/library/python:3.12"
-    )
-    argv = launch_line(scripts.render(job_with(owner, cluster, image=image), WORK))
+def test_podman_runs_with_the_work_dir_and_gpus():
+    job = job_with(runtime="podman", location="docker://docker.io/library/python:3.12")
+    argv = launch_line(scripts.render(job, WORK))
     assert argv[:4] == ["podman", "run", "--rm", "--network=host"]
     assert ["--device", "nvidia.com/gpu=all"] == argv[4:6]
     assert [
@@ -140,11 +134,9 @@ def test_podman_runs_with_the_work_dir_and_gpus(owner, cluster):
 
 
 @pytest.mark.parametrize("runtime", ["none", "apptainer", "podman"])
-def test_a_notebook_opens_in_the_home_or_scratch_root_with_it_mounted(owner, cluster, runtime):
-    image = factories.image("n", "N", runtime=runtime, location="/img/n.sif", offers_notebook=True)
-    script = scripts.render(
-        job_with(owner, cluster, image=image, kind="notebook", command=""), WORK
-    )
+def test_a_notebook_opens_in_the_home_or_scratch_root_with_it_mounted(runtime):
+    job = job_with(runtime=runtime, location="/img/n.sif", kind="notebook", command="")
+    script = scripts.render(job, WORK)
     line = next(line for line in script.splitlines() if "jupyter lab" in line)
     argv = shlex.split(line.rstrip(" &"))
     assert argv[-1] == "--ServerApp.root_dir=/scratch/alice"
@@ -158,13 +150,8 @@ def test_a_notebook_opens_in_the_home_or_scratch_root_with_it_mounted(owner, clu
         workdir.work_root("/tmp/elsewhere")
 
 
-def test_a_notebook_opens_in_the_folder_chosen_with_the_whole_root_mounted(owner, cluster):
-    image = factories.image(
-        "n", "N", runtime="apptainer", location="/img/n.sif", offers_notebook=True
-    )
-    job = job_with(
-        owner, cluster, image=image, kind="notebook", command="", notebook_dir="My work/a'b"
-    )
+def test_a_notebook_opens_in_the_folder_chosen_with_the_whole_root_mounted():
+    job = job_with(location="/img/n.sif", kind="notebook", command="", notebook_dir="My work/a'b")
     script = scripts.render(job, WORK)
     assert "mkdir -p -- '/scratch/alice/My work/a'\"'\"'b'\n" in script
     line = next(line for line in script.splitlines() if "jupyter lab" in line)
@@ -180,15 +167,13 @@ NEWS_OFF = {
 
 @pytest.mark.parametrize("image_path", ["", "/opt/image/etc/jupyter"])
 def test_a_notebook_defaults_jupyter_news_and_update_checks_to_off_in_its_own_config(
-    owner, cluster, tmp_path, image_path
+    tmp_path, image_path
 ):
     """JupyterLab's "notified about official Jupyter news?" pop-up: the job sets the
     settings' defaults in a config directory of its own, put in front of the image's
     JUPYTER_CONFIG_PATH; the user's ~/.jupyter is neither written nor hidden."""
-    image = factories.image("n", "N", runtime="podman", location="img", offers_notebook=True)
-    script = scripts.render(
-        job_with(owner, cluster, image=image, kind="notebook", command=""), WORK
-    )
+    podman = {"runtime": "podman", "location": "img"}
+    script = scripts.render(job_with(**podman, kind="notebook", command=""), WORK)
     lines = script.splitlines()
     start = lines.index("mkdir -p jupyter-config/labconfig")
     end = next(i for i, line in enumerate(lines) if line.startswith("export JUPYTER_CONFIG_PATH="))
@@ -223,7 +208,7 @@ def test_a_notebook_defaults_jupyter_news_and_update_checks_to_off_in_its_own_co
     # Podman passes the variable into the container (Apptainer keeps the environment).
     argv = shlex.split(next(line for line in lines if "jupyter lab" in line).rstrip(" &"))
     assert argv[argv.index("JUPYTER_CONFIG_PATH") - 1] == "--env"
-    batch = scripts.render(job_with(owner, cluster, image=image), WORK)
+    batch = scripts.render(job_with(**podman), WORK)
     assert "jupyter-config" not in batch
 
 
@@ -260,19 +245,16 @@ def test_a_notebook_folder_stays_inside_the_directory(value, ok):
             validators.relative_folder(value)
 
 
-def test_runtime_none_runs_on_the_host(owner, cluster):
-    image = factories.image("h", "H")
-    assert launch_line(scripts.render(job_with(owner, cluster, image=image), WORK)) == [
+def test_runtime_none_runs_on_the_host():
+    assert launch_line(scripts.render(job_with(runtime="none", location=""), WORK)) == [
         "bash",
         "-c",
         "python train.py --epochs 3",
     ]
 
 
-def test_modules_are_loaded_before_the_container(owner, cluster, image):
-    image.modules = "cuda/12.4\napptainer/1.3"
-    image.save()
-    script = scripts.render(job_with(owner, cluster, image=image), WORK)
+def test_modules_are_loaded_before_the_container():
+    script = scripts.render(job_with(modules=["cuda/12.4", "apptainer/1.3"]), WORK)
     assert (
         script.index("module load cuda/12.4")
         < script.index("module load apptainer/1.3")
@@ -280,10 +262,10 @@ def test_modules_are_loaded_before_the_container(owner, cluster, image):
     )
 
 
-def test_rendered_script_is_valid_bash(owner, cluster, image, tmp_path):
+def test_rendered_script_is_valid_bash(tmp_path):
     for kind in (Job.Kind.BATCH, Job.Kind.NOTEBOOK):
         path = tmp_path / f"{kind}.sh"
-        path.write_text(scripts.render(job_with(owner, cluster, image=image, kind=kind), WORK))
+        path.write_text(scripts.render(job_with(kind=kind), WORK))
         result = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
         assert result.returncode == 0, result.stderr
 
@@ -291,23 +273,19 @@ def test_rendered_script_is_valid_bash(owner, cluster, image, tmp_path):
 HOSTILE = "x; touch /tmp/PWNED; $(touch /tmp/PWNED) `touch /tmp/PWNED` 'q\" \\"
 
 
-def test_hostile_values_in_directives_are_refused(owner, cluster, image):
+def test_hostile_values_in_directives_are_refused():
     """Values that skipped model validation (e.g. a raw database write) still cannot reach #SBATCH lines."""
-    for field in ("account", "gpu_type"):
-        job = job_with(owner, cluster, image=image)
-        setattr(job, field, HOSTILE)
+    for field in ("account", "gpu_type", "partition"):
         with pytest.raises(workdir.ScriptError, match="unexpected characters"):
-            scripts.render(job, WORK)
-    job = job_with(owner, cluster, image=image)
+            scripts.render(job_with(**{field: HOSTILE}), WORK)
+    job = job_with()
     with pytest.raises(workdir.ScriptError):
         scripts.render(job, "/scratch/a b/$(id)")
 
 
-def test_hostile_values_elsewhere_stay_single_quoted_words(owner, cluster, tmp_path):
-    image = factories.image(
-        "i", "I", runtime="apptainer", location=f"/img/{HOSTILE}", modules=HOSTILE
-    )
-    job = job_with(owner, cluster, image=image, command=HOSTILE)
+def test_hostile_values_elsewhere_stay_single_quoted_words(tmp_path):
+    # The image's module list as the catalog splits it (ContainerImage.module_list).
+    job = job_with(location=f"/img/{HOSTILE}", modules=split_list(HOSTILE), command=HOSTILE)
     script = scripts.render(job, WORK)
     argv = launch_line(script)
     assert argv[argv.index("exec") + 6] == f"/img/{HOSTILE}"  # one word, as typed
@@ -323,14 +301,13 @@ def test_hostile_values_elsewhere_stay_single_quoted_words(owner, cluster, tmp_p
 
 
 @pytest.mark.parametrize("runtime", ["none", "apptainer", "podman"])
-def test_a_tensorboard_session_serves_the_folder_behind_the_sessions_secret(
-    owner, cluster, runtime
-):
-    image = factories.image(
-        "t", "T", runtime=runtime, location="/img/t.sif", offers_tensorboard=True
-    )
+def test_a_tensorboard_session_serves_the_folder_behind_the_sessions_secret(runtime):
     job = job_with(
-        owner, cluster, image=image, kind="tensorboard", command="", notebook_dir="runs/a b"
+        runtime=runtime,
+        location="/img/t.sif",
+        kind="tensorboard",
+        command="",
+        notebook_dir="runs/a b",
     )
     script = scripts.render(job, WORK, register_url="https://portal.example.org/r/1/")
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
@@ -394,17 +371,15 @@ def start_line(script: str) -> list[str]:
     return shlex.split(line.removesuffix(" &"))
 
 
-def test_the_directives_ask_for_nodes_tasks_per_node_and_per_node_gpus(owner, cluster, image):
-    Partition.objects.filter(cluster=cluster, name="gpu").update(max_nodes=2)
-    script = scripts.render(distributed(owner, cluster, image=image, launcher="mpi"), WORK)
+def test_the_directives_ask_for_nodes_tasks_per_node_and_per_node_gpus():
+    script = scripts.render(distributed(launcher="mpi"), WORK)
     lines = directives_of(script)
     assert "#SBATCH --nodes=2" in lines and "#SBATCH --ntasks-per-node=2" in lines
     assert "#SBATCH --cpus-per-task=4" in lines and "#SBATCH --gres=gpu:a100:2" in lines
 
 
-def test_the_torchrun_line_runs_one_torchrun_per_node_with_the_rendezvous(owner, cluster):
-    image = factories.image("pt", "PyTorch", runtime="apptainer", location="/img/pt.sif")
-    job = distributed(owner, cluster, image=image, launcher="torchrun")
+def test_the_torchrun_line_runs_one_torchrun_per_node_with_the_rendezvous():
+    job = distributed(location="/img/pt.sif", launcher="torchrun")
     script = scripts.render(job, WORK)
     assert start_line(script) == [
         "srun",
@@ -433,19 +408,17 @@ def test_the_torchrun_line_runs_one_torchrun_per_node_with_the_rendezvous(owner,
     # The node's rank and the port reach torchrun in its environment (not in argv, for ps).
     assert "export PET_NODE_RANK=$NODE_RANK PET_MASTER_PORT=${MASTER_PORT:-}" in script
     assert "SLURM_JOB_ID:-0} % 20000" not in script  # no port anyone can work out
-    podman = factories.image("pt2", "PyTorch", runtime="podman", location="pt:2")
-    line = start_line(
-        scripts.render(distributed(owner, cluster, image=podman, launcher="torchrun"), WORK)
-    )
+    podman = distributed(runtime="podman", location="pt:2", launcher="torchrun")
+    line = start_line(scripts.render(podman, WORK))
     assert "PET_NODE_RANK" in line and "PET_MASTER_PORT" in line  # podman --env
 
 
-def test_the_master_port_is_random_and_free_on_the_first_node(owner, cluster, image, tmp_path):
+def test_the_master_port_is_random_and_free_on_the_first_node(tmp_path):
     """The job script's choice of MASTER_PORT, run here: 20000 + a random number from
     /dev/urandom mod 12000, drawn again while a socket of this machine has the port."""
     import socket
 
-    script = scripts.render(distributed(owner, cluster, image=image, launcher="mpi"), WORK)
+    script = scripts.render(distributed(launcher="mpi"), WORK)
     lines = script.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith('_portal_taken=" "'))
     end = lines.index("export MASTER_PORT")
@@ -497,9 +470,9 @@ def _free(port: int) -> bool:
     return True
 
 
-def test_the_mpi_line_starts_one_rank_per_task_through_the_rank_script(owner, cluster):
-    host = factories.image("host", "Host")  # runtime none: no container around the ranks
-    script = scripts.render(distributed(owner, cluster, image=host, launcher="mpi"), WORK)
+def test_the_mpi_line_starts_one_rank_per_task_through_the_rank_script():
+    # Runtime none: no container around the ranks.
+    script = scripts.render(distributed(runtime="none", location="", launcher="mpi"), WORK)
     assert start_line(script) == [
         "mpirun",
         "-np",
@@ -513,8 +486,8 @@ def test_the_mpi_line_starts_one_rank_per_task_through_the_rank_script(owner, cl
     ]
 
 
-def test_launcher_none_runs_the_command_once_with_the_contract(owner, cluster, image, tmp_path):
-    job = distributed(owner, cluster, image=image, launcher="none")
+def test_launcher_none_runs_the_command_once_with_the_contract(tmp_path):
+    job = distributed(launcher="none")
     script = scripts.render(job, WORK)
     assert "export MASTER_ADDR=" in script
     assert not [line for line in script.splitlines() if line.startswith(("srun ", "mpirun "))]
@@ -525,10 +498,8 @@ def test_launcher_none_runs_the_command_once_with_the_contract(owner, cluster, i
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "mpi"])
-def test_a_hostile_command_stays_one_word_in_a_distributed_job(
-    owner, cluster, image, tmp_path, launcher
-):
-    job = distributed(owner, cluster, image=image, launcher=launcher, command=HOSTILE)
+def test_a_hostile_command_stays_one_word_in_a_distributed_job(tmp_path, launcher):
+    job = distributed(launcher=launcher, command=HOSTILE)
     script = scripts.render(job, WORK)
     assert start_line(script)[-1] == HOSTILE
     path = tmp_path / "job.sh"
