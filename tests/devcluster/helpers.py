@@ -85,6 +85,24 @@ def worker_until(job: Job, states: set[str], queue: str, timeout: float = 60) ->
     )
 
 
+def wait_experiment(experiment, timeout: float, watch: Callable[[], object] | None = None):
+    """Until the experiment is final (its trials' states in the message if it is not);
+    ``watch()`` is called on each look, to record what the scheduler shows meanwhile."""
+
+    def final() -> bool:
+        experiment.refresh_from_db()
+        if watch is not None:
+            watch()
+        return experiment.is_final
+
+    def still() -> str:
+        states = list(experiment.trials.values_list("number", "state", "message"))
+        return f"experiment {experiment.pk} to end (still {experiment.state}: {states})"
+
+    polling.until(final, timeout, still, interval=1)
+    return experiment
+
+
 def run_job(owner, cluster, command: str) -> Job:
     """factories.submitted_job(), synced until it ends; it must end completed."""
     job = run_until(factories.submitted_job(owner, cluster, command), set(Job.FINAL_STATES))

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.experiments.models import Experiment
 from jobs.models import Job
 from tests import factories, polling
-from tests.devcluster.helpers import remote
+from tests.devcluster.helpers import remote, wait_experiment
 from tests.livestack import LiveStack
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
@@ -23,22 +22,6 @@ def stack(devcluster, tmp_path):
     live = LiveStack(tmp_path, sync_interval=1.0, env=env).start()
     yield live
     live.stop()
-
-
-def wait_experiment(experiment: Experiment, timeout: float, watch=None) -> Experiment:
-
-    def final() -> bool:
-        experiment.refresh_from_db()
-        if watch is not None:
-            watch()
-        return experiment.is_final
-
-    def still() -> str:
-        states = list(experiment.trials.values_list("number", "state", "message"))
-        return f"experiment {experiment.pk} to end (still {experiment.state}: {states})"
-
-    polling.until(final, timeout, still, interval=1)
-    return experiment
 
 
 def test_a_sweep_runs_as_throttled_arrays_and_a_failing_trial_does_not_stop_it(

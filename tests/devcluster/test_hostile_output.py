@@ -103,38 +103,3 @@ def test_another_users_text_never_speaks_for_a_job(devcluster, owner, hostile_jo
     victim = sync_until(victim, {"completed", "failed"})
     assert (victim.state, victim.exit_code) == ("completed", 0)
     assert victim.node in ("node1", "node2")  # where Slurm ran it, not the forged "evil"
-
-
-def test_a_held_job_says_so_and_is_released_through_the_api(
-    devcluster, owner, monkeypatch, hostile_jobs
-):
-    """Slurm holds a job whose node could not start it ('launch failed requeued held');
-    the page and the API say so and offer release. Here the hold is the owner's own
-    (scontrol hold), which takes the same path through the portal."""
-    from rest_framework.test import APIClient
-
-    from jobs.models import ApiToken
-
-    # Both nodes taken whole, so the job still waits when it is held (an idle cluster
-    # would have run it before the hold).
-    blocker = hostile_jobs("hpcuser2", "-N2", "--exclusive", "--wrap", "sleep 120")
-    job = portal_job(owner, devcluster, "echo released")
-    as_user("hpcuser", "scontrol", "hold", job.scheduler_job_id)
-    as_user("hpcuser2", "scancel", blocker)
-    job = sync_until(job, {"pending"})
-    sync_until(job, {"pending"})
-    assert job.is_held and job.pending_reason == "held by you", job.pending_reason
-    _, token = ApiToken.issue(owner, "t")
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    from django.test import TestCase
-
-    # No worker here: the task runs in this process, over the real SSH connection.
-    monkeypatch.setattr(
-        tasks.release_job, "delay", lambda pk, *by: tasks.release_job.apply(args=[pk, *by])
-    )
-    with TestCase.captureOnCommitCallbacks(execute=True):
-        assert api.post(f"/api/v1/jobs/{job.pk}/release/").status_code == 202
-    job = sync_until(job, {"completed", "failed"})
-    assert job.state == "completed", job.message
-    assert api.post(f"/api/v1/jobs/{job.pk}/release/").status_code == 409
