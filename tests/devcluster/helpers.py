@@ -154,6 +154,16 @@ def remote(account, argv):
     return pool.with_connection(account, lambda conn: conn.run(argv)).stdout
 
 
+def as_user(user: str, *argv: str) -> str:
+    """The stdout of ``argv`` run on this machine as ``user`` (the dev cluster's users are
+    this machine's); it must succeed."""
+    done = subprocess.run(
+        ["runuser", "-u", user, "--", *argv], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
 def squeue_field(scheduler_id: str, field: str) -> str:
     """One squeue field (``%r`` reason, ``%T`` state) of a job, as root sees it."""
     return subprocess.run(
