@@ -1,15 +1,14 @@
 """Job lifecycle on the real HTCondor pool, what only HTCondor does: matchmaking that keeps
-a job idle, GPU requests in a submit description, a schedd outage. What both schedulers
-do is tested once for each in tests/scheduling/test_lifecycle.py."""
+a job idle, GPU memory in a submit description, a schedd outage. What both schedulers do
+is tested once for each in tests/scheduling/ (test_lifecycle.py, test_gpu_types.py)."""
 
 import time
-from decimal import Decimal
 
 import pytest
 
 from jobs import tasks
-from jobs.cluster import files, pool
-from jobs.models import ClusterAccount, Job
+from jobs.cluster import files
+from jobs.models import Job
 from tests import factories
 from tests.conftest import as_pool_root
 from tests.devcluster.helpers import run_until, sync_until
@@ -30,23 +29,6 @@ def test_an_unmatchable_job_says_so_and_cancelling_it_while_idle_works(condorpoo
     assert run_until(job, {"cancelled"}, timeout=30).state == "cancelled"
 
 
-def test_gpu_job_with_a_minimum_capability_lands_on_a_matching_gpu(condorpool, owner):
-    """7.5 or better: only the simulated A100 (8.0), never the V100 (7.0)."""
-    job = factories.submitted_job(
-        owner,
-        condorpool,
-        'echo "devices=$CUDA_VISIBLE_DEVICES"',
-        partition="gpu",
-        gpus=1,
-        min_gpu_capability=Decimal("7.5"),
-    )
-    job = run_until(job, {"completed", "failed"})
-    assert job.state == "completed", job.message
-    assert "gpus_minimum_capability = 7.5" in job.script
-    out = files.read_job_log(job, "stdout").text
-    assert "devices=GPU-b1223334" in out  # condor_gpu_discovery's simulated A100
-
-
 def test_gpu_memory_minimum_in_gb_becomes_htcondors_megabytes(condorpool, owner):
     job = factories.submitted_job(
         owner,
@@ -59,27 +41,6 @@ def test_gpu_memory_minimum_in_gb_becomes_htcondors_megabytes(condorpool, owner)
     job = run_until(job, {"completed", "failed"})
     assert "gpus_minimum_memory = 40960" in job.script
     assert "devices=GPU-b1223334" in files.read_job_log(job, "stdout").text
-
-
-def test_an_impossible_gpu_request_is_refused_before_submission(condorpool, owner):
-    client = factories.api_client(owner)
-    image = factories.image()
-    response = client.post(
-        "/api/v1/jobs/",
-        {
-            "cluster": condorpool.name,
-            "partition": "gpu",
-            "image": image.slug,
-            "command": "true",
-            "gpus": 1,
-            "min_gpu_capability": "9.0",
-        },
-        format="json",
-    )
-    assert response.status_code == 400, response.content
-    text = response.content.decode()
-    assert "a100" in text and "8.0" in text  # the closest type the pool has
-    assert not Job.objects.filter(owner=owner).exists()
 
 
 def test_a_schedd_outage_never_marks_running_jobs_ended(condorpool, owner):
@@ -97,17 +58,3 @@ def test_a_schedd_outage_never_marks_running_jobs_ended(condorpool, owner):
     # The schedd reconnects to the running job (or runs it again): it still ends completed.
     job = run_until(job, {"completed", "failed", "cancelled"}, timeout=120)
     assert job.state == "completed", job.message
-
-
-def test_gpu_types_are_discovered_from_condor_status(condorpool, owner):
-    from jobs.htcondor import operations as condor
-    from jobs.models.gpus import record_devices
-
-    condorpool.gpu_types.all().delete()
-    account = ClusterAccount.for_user(condorpool, owner)
-    devices = pool.with_connection(account, condor.gpu_devices)
-    record_devices(condorpool, devices)
-    described = {
-        t.name: (str(t.compute_capability), t.memory_gb) for t in condorpool.gpu_types.all()
-    }
-    assert described == {"v100": ("7.0", 23), "a100": ("8.0", 46)}
