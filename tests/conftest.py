@@ -293,6 +293,41 @@ def condorpool(db, condorpool_info, owner):
     as_pool_root("condor_rm", condorpool_info["default_user"], check=False)
 
 
+# --- either real scheduler ---------------------------------------------------------------
+
+# The fixtures each real cluster is registered and described by, per Cluster.scheduler.
+REAL_CLUSTERS = {
+    "slurm": ("devcluster", "devcluster_info"),
+    "htcondor": ("condorpool", "condorpool_info"),
+}
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("slurm", marks=pytest.mark.devcluster),
+        pytest.param("htcondor", marks=pytest.mark.condorpool),
+    ]
+)
+def scheduler_cluster(request):
+    """The real cluster of each scheduler in turn (tests/scheduling/: one test of a behaviour
+    both have): the dev cluster (Slurm), then the pool (HTCondor), registered by their own
+    fixtures (``owner`` mapped to its first user, its jobs cancelled afterwards).
+
+    Each item asks for its own cluster's fixtures only, by name when it runs, never
+    through its signature: part_of() reads the param's marker and puts the Slurm item in
+    the "slurm" part, the HTCondor one in "other". (A signature naming condorpool_info
+    would put the Slurm item in "other" too, beside the tests that stop the pool's schedd,
+    while the "slurm" part kills slurmctld under it.)"""
+    return request.getfixturevalue(REAL_CLUSTERS[request.param][0])
+
+
+@pytest.fixture
+def scheduler_info(request, scheduler_cluster) -> dict:
+    """cluster.json or pool.json: what `make devcluster` or `make condorpool` says of the
+    cluster under test (scheduler_cluster)."""
+    return request.getfixturevalue(REAL_CLUSTERS[scheduler_cluster.scheduler][1])
+
+
 # --- the real OpenID Connect provider ------------------------------------------------
 
 

@@ -85,6 +85,24 @@ def worker_until(job: Job, states: set[str], queue: str, timeout: float = 60) ->
     )
 
 
+def wait_experiment(experiment, timeout: float, watch: Callable[[], object] | None = None):
+    """Until the experiment is final (its trials' states in the message if it is not);
+    ``watch()`` is called on each look, to record what the scheduler shows meanwhile."""
+
+    def final() -> bool:
+        experiment.refresh_from_db()
+        if watch is not None:
+            watch()
+        return experiment.is_final
+
+    def still() -> str:
+        states = list(experiment.trials.values_list("number", "state", "message"))
+        return f"experiment {experiment.pk} to end (still {experiment.state}: {states})"
+
+    polling.until(final, timeout, still, interval=1)
+    return experiment
+
+
 def run_job(owner, cluster, command: str) -> Job:
     """factories.submitted_job(), synced until it ends; it must end completed."""
     job = run_until(factories.submitted_job(owner, cluster, command), set(Job.FINAL_STATES))
@@ -134,6 +152,16 @@ def submit_from_threads(job: Job, threads: int = 4) -> list[Exception]:
 def remote(account, argv):
     """The stdout of ``argv`` run over SSH as ``account``."""
     return pool.with_connection(account, lambda conn: conn.run(argv)).stdout
+
+
+def as_user(user: str, *argv: str) -> str:
+    """The stdout of ``argv`` run on this machine as ``user`` (the dev cluster's users are
+    this machine's); it must succeed."""
+    done = subprocess.run(
+        ["runuser", "-u", user, "--", *argv], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
 
 
 def squeue_field(scheduler_id: str, field: str) -> str:

@@ -1,15 +1,15 @@
 """Experiments on the real dev cluster with the whole stack (web, Celery worker, beat):
-trials as Slurm job arrays with a % throttle, early stopping, a failing trial, a worker
-killed with SIGKILL in the middle."""
+early stopping, a worker killed with SIGKILL in the middle, cancelling, a deactivated
+owner. A sweep as one throttled array, a failing trial: on both schedulers,
+tests/scheduling/test_experiments.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from jobs.experiments.models import Experiment
 from jobs.models import Job
 from tests import factories, polling
-from tests.devcluster.helpers import remote
+from tests.devcluster.helpers import remote, wait_experiment
 from tests.livestack import LiveStack
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
@@ -23,67 +23,6 @@ def stack(devcluster, tmp_path):
     live = LiveStack(tmp_path, sync_interval=1.0, env=env).start()
     yield live
     live.stop()
-
-
-def wait_experiment(experiment: Experiment, timeout: float, watch=None) -> Experiment:
-
-    def final() -> bool:
-        experiment.refresh_from_db()
-        if watch is not None:
-            watch()
-        return experiment.is_final
-
-    def still() -> str:
-        states = list(experiment.trials.values_list("number", "state", "message"))
-        return f"experiment {experiment.pk} to end (still {experiment.state}: {states})"
-
-    polling.until(final, timeout, still, interval=1)
-    return experiment
-
-
-def test_a_sweep_runs_as_throttled_arrays_and_a_failing_trial_does_not_stop_it(
-    stack, devcluster, owner
-):
-    factories.image("host-sweep")
-    account = devcluster.accounts.get(user=owner)
-    # lr < 0.01 exits 1 (a "diverged" run); the others log val_accuracy per step.
-    command = (
-        'python3 -c "import json,os,sys,time,portal_metrics as pm; p=pm.params(); '
-        "f,k=pm.fold(); sys.exit(1) if p['lr']<0.01 else None; "
-        "[pm.log(step=s, val_accuracy=min(1, p['lr']*s)) or time.sleep(0.2) for s in range(1,6)]; "
-        'pm.close()"'
-    )
-    experiment = factories.experiment(
-        owner,
-        "host-sweep",
-        command,
-        method="grid",
-        parameters={"lr": [0.001, 0.05, 0.1, 0.2], "hidden": [8]},
-        budget={"max_trials": 4, "max_concurrent": 3},
-        folds=2,
-    )
-    seen: list[str] = []
-
-    def watch():
-        seen.append(remote(account, ["squeue", "-h", "-o", "%i %t %r"]))
-
-    experiment = wait_experiment(experiment, 240, watch)
-    assert experiment.state == "completed", experiment.message
-    trials = {t.number: t for t in experiment.trials.all()}
-    assert [t.state for t in trials.values()].count("completed") == 3, [
-        (t.state, t.message) for t in trials.values()
-    ]
-    # One array of 4 trials × 2 folds, at most 3 at once: squeue shows the throttle.
-    assert any("%3]" in s for s in seen), seen[:5]
-    trials = {t.number: t for t in experiment.trials.all()}
-    assert trials[0].state == "failed" and "exited" in trials[0].message
-    assert all(trials[n].state == "completed" for n in (1, 2, 3))
-    assert trials[3].value == pytest.approx(1.0) and trials[1].value == pytest.approx(0.25)
-    assert len(trials[2].fold_values) == 2 and trials[2].value_std == pytest.approx(0)
-    jobs = Job.objects.filter(trial__experiment=experiment)
-    assert jobs.count() == 8 and len({j.array_id for j in jobs}) == 1
-    assert {j.scheduler_job_id.split("_")[1] for j in jobs} == {str(i) for i in range(8)}
-    assert "Best: trial 3" in experiment.message
 
 
 @pytest.mark.timeout(600)  # a worker killed mid-submit: its claim is taken over after

@@ -1,4 +1,6 @@
-"""Job lifecycle on the real dev cluster: the tasks' code over real SSH to real Slurm."""
+"""Job lifecycle on the real dev cluster: the tasks' code over real SSH to real Slurm. What
+both schedulers do (submit, exit codes, cancel, hold, time limit, one job per submit, the
+cost of a sync) is tested once for each in tests/scheduling/test_lifecycle.py."""
 
 import re
 import subprocess
@@ -13,33 +15,11 @@ from jobs import display, tasks
 from jobs.cluster import files, pool, ssh
 from jobs.models import ClusterAccount, Job, Partition
 from tests import factories
-from tests.devcluster.helpers import remote, run_until, submit_from_threads, sync_until
+from tests.devcluster.helpers import remote, run_until, sync_until
 
 pytestmark = [pytest.mark.devcluster]
 
 UP = Path(__file__).resolve().parents[2] / "deploy" / "devcluster" / "up.sh"
-
-
-@pytest.mark.django_db
-def test_batch_job_runs_to_completed_and_its_output_is_readable(devcluster, owner):
-    job = factories.job(
-        owner, devcluster, "echo hello from $(hostname); echo oops >&2", partition="gpu"
-    )
-    tasks.submit_job.apply(args=[job.pk])
-    job.refresh_from_db()
-    assert job.state == Job.State.PENDING and job.scheduler_job_id.isdigit(), job.message
-    assert job.work_dir == f"/home/hpcuser/.portal/jobs/{job.pk}-{job.uid}"
-    job = run_until(job, {"completed"})
-    assert job.exit_code == 0
-    assert [e.to_state for e in job.events.all()][0] == "pending"
-    assert job.events.last().to_state == "completed"
-    out = files.read_job_log(job, "stdout")
-    assert "hello from " in out.text and not out.truncated
-    assert "oops" in files.read_job_log(job, "stderr").text
-    # The rendered script is kept in the work directory, readable only by the user.
-    account = job.cluster_account
-    assert remote(account, ["cat", f"{job.work_dir}/job.sh"]) == job.script
-    assert remote(account, ["stat", "-c", "%a", job.work_dir]).strip() == "700"
 
 
 @pytest.mark.django_db
@@ -53,15 +33,6 @@ def test_log_tail_is_bounded(devcluster, owner):
     assert tail.truncated and len(tail.text) <= 4096 and tail.size > 100_000
     assert tail.text.rstrip().splitlines()[-2] == "line-20000"
     assert tail.text.splitlines()[0].startswith("line-")  # no partial first line
-
-
-@pytest.mark.django_db
-def test_command_exiting_3_ends_failed_with_exit_code_3(devcluster, owner):
-    job = factories.job(owner, devcluster, "echo about to fail; exit 3", partition="gpu")
-    tasks.submit_job.apply(args=[job.pk])
-    job = run_until(job, {"failed", "completed"})
-    assert (job.state, job.exit_code) == ("failed", 3)
-    assert "exited with status 3" in job.message
 
 
 @pytest.mark.django_db
@@ -92,17 +63,6 @@ def test_gpu_job_sees_cuda_visible_devices(devcluster, owner):
     job = run_until(job, {"completed"})
     assert re.search(r"^GPUS=\d,\d$", files.read_job_log(job, "stdout").text, re.M)
     assert "#SBATCH --gres=gpu:v100:2" in job.script
-
-
-@pytest.mark.django_db
-def test_cancelling_a_running_job_ends_cancelled(devcluster, owner):
-    job = factories.job(owner, devcluster, "sleep 300", partition="gpu")
-    tasks.submit_job.apply(args=[job.pk])
-    job = run_until(job, {"running"})
-    assert job.request_cancel()
-    tasks.cancel_job.apply(args=[job.pk])
-    job = run_until(job, {"cancelled"}, timeout=30)
-    assert job.ended_at is not None
 
 
 @pytest.mark.django_db
@@ -148,15 +108,6 @@ def test_cancelling_a_queued_job_needs_no_scheduler(devcluster, owner):
 
 
 @pytest.mark.django_db
-def test_job_past_its_time_limit_ends_timeout(devcluster, owner):
-    job = factories.job(owner, devcluster, "sleep 600", partition="cpu", time_limit_minutes=1)
-    tasks.submit_job.apply(args=[job.pk])
-    job = run_until(job, {"timeout", "failed", "cancelled"}, timeout=180)
-    assert job.state == "timeout"
-    assert "time limit of 1 minutes" in job.message
-
-
-@pytest.mark.django_db
 def test_invalid_partition_ends_submit_failed_with_slurms_message(devcluster, owner):
     factories.partition(devcluster, "nope", max_time_minutes=60, default_time_minutes=10)
     job = factories.job(owner, devcluster, partition="nope")
@@ -191,93 +142,6 @@ def test_changed_host_key_is_refused_and_nothing_is_submitted(devcluster, owner)
     job.refresh_from_db()
     assert job.state == "submit_failed"
     assert "Host key mismatch" in job.message and not job.scheduler_job_id
-
-
-def slurm_jobs_named(account, name: str) -> list[str]:
-    out = remote(
-        account,
-        ["squeue", "-h", "--states=all", "-u", account.username, f"--name={name}", "-o", "%i"],
-    )
-    return out.split()
-
-
-@pytest.mark.django_db(transaction=True)
-def test_duplicated_submit_tasks_produce_one_slurm_job(devcluster, owner):
-    job = factories.job(owner, devcluster, "sleep 1", partition="gpu")
-    errors = submit_from_threads(job)
-    assert not errors
-    job.refresh_from_db()
-    account = ClusterAccount.for_user(devcluster, owner)
-    assert slurm_jobs_named(account, job.scheduler_name) == [job.scheduler_job_id]
-    assert job.events.filter(to_state="pending").count() == 1
-
-
-@pytest.mark.django_db
-def test_redelivered_submit_after_a_lost_update_adopts_the_submitted_job(devcluster, owner):
-    job = factories.job(owner, devcluster, "sleep 1", partition="gpu")
-    tasks.submit_job.apply(args=[job.pk])
-    job.refresh_from_db()
-    first = job.scheduler_job_id
-    # The worker died after sbatch but before its database write landed: Celery
-    # redelivers the task (acks_late) and the row still says queued, claim expired.
-    Job.objects.filter(pk=job.pk).update(
-        state="queued", scheduler_job_id="", submit_claimed_at=None
-    )
-    tasks.submit_job.apply(args=[job.pk])
-    job.refresh_from_db()
-    assert job.scheduler_job_id == first
-    assert "Adopted" in job.events.last().message
-    assert slurm_jobs_named(job.cluster_account, job.scheduler_name) == [first]
-
-
-@pytest.mark.django_db
-def test_one_sync_of_50_active_jobs_issues_a_constant_number_of_ssh_commands(devcluster, owner):
-    account = ClusterAccount.for_user(devcluster, owner)
-    jobs = [
-        factories.job(owner, devcluster, partition="gpu", state="pending", cluster_account=account)
-        for _ in range(50)
-    ]
-    # 50 real, held (pending) Slurm jobs under the portal jobs' names and comments (a
-    # record with another comment is not the job's), in one command.
-    out = remote(
-        account,
-        [
-            "bash",
-            "-c",
-            'while [ "$#" -gt 1 ]; do sbatch --parsable --hold -J "$1" --comment="$2" '
-            "-o /dev/null --wrap 'sleep 1'; shift 2; done",
-            "submit-50",
-            *[part for job in jobs for part in (job.scheduler_name, job.ref().comment)],
-        ],
-    )
-    ids = out.split()
-    assert len(ids) == 50
-    for job, scheduler_id in zip(jobs, ids, strict=True):
-        Job.objects.filter(pk=job.pk).update(scheduler_job_id=scheduler_id)
-    try:
-
-        def commands_for_one_sync(queryset) -> int:
-            before = ssh.counters["commands"]
-            tasks.sync_jobs(queryset)
-            return ssh.counters["commands"] - before
-
-        few = commands_for_one_sync(Job.objects.filter(pk__in=[j.pk for j in jobs[:5]]))
-        many = commands_for_one_sync(Job.objects.filter(pk__in=[j.pk for j in jobs]))
-        assert many == few == 1  # one squeue --json; nothing unknown, so no sacct
-        reasons = set(
-            Job.objects.filter(pk__in=[j.pk for j in jobs]).values_list("pending_reason", flat=True)
-        )
-        assert reasons == {"held by you"}
-        # Ended jobs add the settling call, still independent of the count.
-        remote(account, ["scancel", *ids])
-        time.sleep(1)
-        settled = commands_for_one_sync(Job.objects.filter(pk__in=[j.pk for j in jobs]))
-        assert settled == 1  # squeue --json still holds ended jobs (MinJobAge)
-        assert set(
-            Job.objects.filter(pk__in=[j.pk for j in jobs]).values_list("state", flat=True)
-        ) == {"cancelled"}
-    finally:
-        remote(account, ["scancel", *ids])
 
 
 @pytest.mark.django_db

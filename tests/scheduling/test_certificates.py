@@ -1,5 +1,6 @@
-"""The dev cluster in certificate mode: the portal signs a short-lived certificate for each
-connection and keeps no private key; the real sshd checks it (#32)."""
+"""Both real clusters in certificate mode: the portal signs a short-lived certificate for
+each connection and keeps no private key; the cluster's real sshd (the dev cluster's, the
+pool's chrooted one: trixie's OpenSSH) checks it (#32)."""
 
 import time
 
@@ -16,21 +17,21 @@ from tests.devcluster.helpers import (
     connection_info,
     private_keys_in_key_columns,
     record_issued_keys,
-    remote,
     run_until,
     sshd_accepts,
     sync_until,
 )
+from tests.scheduling.helpers import EVERY_GPU, hold
 
-pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
+pytestmark = [pytest.mark.django_db]
 
 
 @pytest.fixture
-def cert_cluster(devcluster, devcluster_info, trusted_ca):
-    """The dev cluster registered in certificate mode, a test CA of its own trusted."""
-    trusted_ca(devcluster_info)
+def cert_cluster(scheduler_cluster, scheduler_info, trusted_ca):
+    """The cluster under test registered in certificate mode, a test CA of its own trusted."""
+    trusted_ca(scheduler_info)
     cluster = devcluster_mod.register(
-        devcluster_info, {"owner": devcluster_info["default_user"]}, "certificate"
+        scheduler_info, {"owner": scheduler_info["default_user"]}, "certificate"
     )
     assert cluster.uses_certificates
     return cluster
@@ -46,25 +47,24 @@ def sync_until_held(job: Job, held: bool, timeout: float = 60) -> Job:
 
 
 def test_jobs_and_a_notebook_run_over_certificates_and_no_private_key_is_kept(
-    cert_cluster, devcluster_info, owner, monkeypatch
+    cert_cluster, scheduler_info, owner, monkeypatch
 ):
     issued = record_issued_keys(monkeypatch)
-    log = SshdLog(devcluster_info["sshd_log"])
+    log = SshdLog(scheduler_info["sshd_log"])
     account = ClusterAccount.for_user(cert_cluster, owner)
     assert account is not None and account.private_key_encrypted == ""
 
     # A job followed to running; a second one queued behind it (both take every GPU).
-    first = factories.job(owner, cert_cluster, "sleep 300", partition="gpu", gpus=2, nodes=2)
-    second = factories.job(
-        owner, cert_cluster, "echo released-$((6*7))", partition="gpu", gpus=2, nodes=2
-    )
+    every_gpu = EVERY_GPU[cert_cluster.scheduler]
+    first = factories.job(owner, cert_cluster, "sleep 300", **every_gpu)
+    second = factories.job(owner, cert_cluster, "echo released-$((6*7))", **every_gpu)
     tasks.submit_job.apply(args=[first.pk])
     first = run_until(first, {"running"}, timeout=180)
     tasks.submit_job.apply(args=[second.pk])
     second.refresh_from_db()
     assert second.state == Job.State.PENDING, second.message
     # Held by its owner (over the portal's connection), then released by the portal.
-    remote(account, ["scontrol", "hold", second.scheduler_job_id])
+    hold(second)
     second = sync_until_held(second, True)
     tasks.release_job.apply(args=[second.pk])
     second = sync_until_held(second, False)
@@ -73,7 +73,7 @@ def test_jobs_and_a_notebook_run_over_certificates_and_no_private_key_is_kept(
     tasks.cancel_job.apply(args=[first.pk])
     run_until(first, {"cancelled"}, timeout=30)
     second = run_until(second, {"completed", "failed"}, timeout=120)
-    assert second.state == Job.State.COMPLETED, second.message
+    assert (second.state, second.exit_code) == ("completed", 0), second.message
     assert "released-42" in files.read_job_log(second, "stdout").text
     entries, _ = pool.with_connection(
         account, lambda conn: files.list_work_dir(conn, second.work_dir, "")
@@ -83,15 +83,16 @@ def test_jobs_and_a_notebook_run_over_certificates_and_no_private_key_is_kept(
     # A notebook session opens (its connection file read over SFTP).
     image = factories.image("nb-host", offers_notebook=True)
     notebook = factories.submitted_job(owner, cert_cluster, "", kind="notebook", image=image)
-    info = connection_info(account, notebook, timeout=120)
+    info = connection_info(account, notebook, timeout=180)
     assert info["port"], info
     assert notebook.request_cancel()
     tasks.cancel_job.apply(args=[notebook.pk])
 
     # Every login was a certificate of the portal's, named in sshd's log by its key id:
     # the portal's own bookkeeping (the last read above) as the portal's ("-", sync) ...
+    where = f"{account.username}@{cert_cluster.name}"
     key_id = acting.key_id.get()
-    assert key_id.startswith("portal:-:hpcuser@devcluster:sync:"), key_id
+    assert key_id.startswith(f"portal:-:{where}:sync:"), key_id
     text = log.text()
     assert f" ID {key_id} (serial " in text, text[-2000:]
     assert issued  # (stored-key logins of other tests may share the log: none counted)
@@ -99,7 +100,9 @@ def test_jobs_and_a_notebook_run_over_certificates_and_no_private_key_is_kept(
     audited = AuditEvent.objects.filter(cluster=cert_cluster).exclude(key_id="")
     assert {"submit", "release", "cancel"} <= {row.action for row in audited}
     for row in audited:
-        named = certs.make_key_id("owner", "hpcuser", "devcluster", f"{row.action} {row.target}", 0)
+        named = certs.make_key_id(
+            "owner", account.username, cert_cluster.name, f"{row.action} {row.target}", 0
+        )
         assert row.key_id.startswith(named.rsplit(":", 1)[0] + ":"), row.key_id
         assert f" ID {row.key_id} (serial " in text, row.key_id
     # No private key for the user anywhere in the database's key columns.
@@ -108,35 +111,37 @@ def test_jobs_and_a_notebook_run_over_certificates_and_no_private_key_is_kept(
 
 
 def test_sshd_refuses_an_expired_certificate_and_one_for_another_user(
-    cert_cluster, devcluster_info, settings
+    cert_cluster, scheduler_info, settings
 ):
+    user = scheduler_info["default_user"]
+    other = next(name for name in sorted(scheduler_info["users"]) if name != user)
     ca = settings.PORTAL_SSH_CA_KEY_FILES[0]
-    log = SshdLog(devcluster_info["sshd_log"])
+    log = SshdLog(scheduler_info["sshd_log"])
     now = int(time.time())
-    fresh = certificate(ca, "hpcuser", valid_after=now - 60, valid_before=now + 300)
-    assert sshd_accepts(devcluster_info, "hpcuser", fresh)  # the CA is trusted
-    expired = certificate(ca, "hpcuser", valid_after=now - 3600, valid_before=now - 600)
-    assert not sshd_accepts(devcluster_info, "hpcuser", expired)
+    fresh = certificate(ca, user, valid_after=now - 60, valid_before=now + 300)
+    assert sshd_accepts(scheduler_info, user, fresh)  # the CA is trusted
+    expired = certificate(ca, user, valid_after=now - 3600, valid_before=now - 600)
+    assert not sshd_accepts(scheduler_info, user, expired)
     assert "Certificate invalid: expired" in log.text()
-    # The portal's own certificate for hpcuser, presented as hpcuser2.
-    mine = certs.issue("hpcuser", "owner", cluster="devcluster")
-    assert sshd_accepts(devcluster_info, "hpcuser", mine)
-    assert not sshd_accepts(devcluster_info, "hpcuser2", mine)
+    # The portal's own certificate for the user, presented as another user.
+    mine = certs.issue(user, "owner", cluster=cert_cluster.name)
+    assert sshd_accepts(scheduler_info, user, mine)
+    assert not sshd_accepts(scheduler_info, other, mine)
     assert "Certificate does not contain an authorized principal" in log.text()
 
 
 def test_a_running_job_is_followed_across_a_ca_rotation(
-    cert_cluster, devcluster_info, owner, trusted_ca, settings
+    cert_cluster, scheduler_info, owner, trusted_ca, settings
 ):
     old_ca = settings.PORTAL_SSH_CA_KEY_FILES[0]
     job = factories.submitted_job(owner, cert_cluster, "sleep 300")
     job = run_until(job, {"running"}, timeout=120)
     before = acting.key_id.get()
     old_fingerprint = certs.ca_fingerprint()
-    log = SshdLog(devcluster_info["sshd_log"])
+    log = SshdLog(scheduler_info["sshd_log"])
 
     # Rotation: the new CA trusted beside the old one and signing first.
-    trusted_ca(devcluster_info, "new")
+    trusted_ca(scheduler_info, "new")
     assert settings.PORTAL_SSH_CA_KEY_FILES[1] == old_ca
     assert certs.ca_fingerprint() != old_fingerprint
     tasks.sync_jobs(Job.objects.filter(pk=job.pk))

@@ -1,4 +1,4 @@
-"""Metrics on the real dev cluster: a job logs with portal_metrics; the points reach the
+"""Metrics on both real schedulers: a job logs with portal_metrics; the points reach the
 portal over SFTP (tail) and over HTTP (upload with the job's token), each exactly once."""
 
 import pytest
@@ -9,8 +9,6 @@ from jobs.metrics.tail import tail_job
 from jobs.models import Job
 from tests import factories
 from tests.devcluster.helpers import remote, run_until
-
-pytestmark = [pytest.mark.devcluster]
 
 # Logs `n` steps of loss and acc; after the first half it flushes and pauses so
 # that a read in the middle of the run sees part of the file.
@@ -34,11 +32,11 @@ def points(job):
 
 
 @pytest.mark.django_db
-def test_file_tail_delivers_every_point_exactly_once(devcluster, owner):
-    devcluster.metrics_over_ssh = True
-    devcluster.save()
+def test_file_tail_delivers_every_point_exactly_once(scheduler_cluster, owner):
+    scheduler_cluster.metrics_over_ssh = True
+    scheduler_cluster.save()
     n = 3000
-    job = factories.job(owner, devcluster, TRAIN.format(n=n, pause=4), partition="gpu")
+    job = factories.job(owner, scheduler_cluster, TRAIN.format(n=n, pause=4))
     tasks.submit_job.apply(args=[job.pk])
     job.refresh_from_db()
     assert job.state == Job.State.PENDING, job.message
@@ -50,16 +48,17 @@ def test_file_tail_delivers_every_point_exactly_once(devcluster, owner):
     assert token.startswith("pm_") and token not in job.script
     assert "PORTAL_METRICS_URL=''" in job.script  # nodes cannot reach the portal here
 
-    job = run_until(job, {"running", "completed"})
+    job = run_until(job, {"running", "completed"}, timeout=90)
     mid = 0
     for _ in range(40):  # read while it runs, as the periodic sync does
         mid += tail_job(job)
         if mid:
             break
         run_until(job, {"running", "completed"}, timeout=5)
-    job = run_until(job, {"completed"})
+    job = run_until(job, {"completed", "failed"}, timeout=90)
+    assert job.state == "completed", job.message
     rest = tail_job(job, max_passes=50)
-    assert 0 < mid < 2 * n and mid + rest == 2 * n
+    assert 0 < mid < 2 * n and mid + rest == 2 * n, (mid, rest)
     assert points(job) == {"loss": list(range(n)), "acc": list(range(n))}
 
     # A worker that lost its offsets (crash before the commit) re-reads: nothing doubles.
@@ -72,17 +71,18 @@ def test_file_tail_delivers_every_point_exactly_once(devcluster, owner):
 
 @pytest.mark.django_db(transaction=True)
 def test_http_upload_delivers_every_point_exactly_once(
-    devcluster, owner, live_server, outbox_dues, settings
+    scheduler_cluster, owner, live_server, outbox_dues, settings
 ):
     settings.PORTAL_URL = live_server.url
     n = 2000
-    job = factories.job(owner, devcluster, TRAIN.format(n=n, pause=1), partition="gpu")
+    job = factories.job(owner, scheduler_cluster, TRAIN.format(n=n, pause=1))
     tasks.submit_job.apply(args=[job.pk])
     job.refresh_from_db()
     assert (
         f"PORTAL_METRICS_URL={live_server.url}/api/v1/jobs/{job.pk}/metrics/ingest/" in job.script
     )
-    job = run_until(job, {"completed"}, timeout=90)
+    job = run_until(job, {"completed", "failed"}, timeout=90)
+    assert job.state == "completed", job.message
     # Everything came over HTTP: no file was read (the final read was only queued).
     assert not MetricFile.objects.filter(job=job).exists()
     assert [(d.job_id, d.entry) for d in outbox_dues if d.consumer == "metrics"] == [
