@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from jobs.cluster.ssh import Connection
@@ -202,6 +202,58 @@ class Submission:
     adopted: bool  # True when an earlier attempt had already submitted it
 
 
+class Scripts(Protocol):
+    """What an adapter's script module provides (jobs/slurm/scripts.py,
+    jobs/htcondor/submit.py): the text that is submitted, from plain descriptions."""
+
+    def render(
+        self,
+        job: JobSpec,
+        work_dir: str,
+        register_url: str = "",
+        metrics_url: str = "",
+        system_interval: float = 0,
+    ) -> str: ...
+
+    def render_array(
+        self,
+        array: ArraySpec,
+        members: Sequence[Member],
+        work_dir: str,
+        system_interval: float = 0,
+    ) -> str: ...
+
+
+class Operations(Protocol):
+    """What an adapter's operations module provides (jobs/slurm/operations.py,
+    jobs/htcondor/operations.py): the commands that submit, cancel and release."""
+
+    def submit(
+        self,
+        conn: Connection,
+        work_dir: str,
+        job_name: str,
+        script: str,
+        secret: str = "",
+        metrics_token: str = "",
+    ) -> Submission: ...
+
+    def submit_array(
+        self,
+        conn: Connection,
+        work_dir: str,
+        name: str,
+        script: str,
+        tokens: list[tuple[int, str]],
+    ) -> Submission: ...
+
+    def cancel(self, conn: Connection, scheduler_id: str, job_name: str) -> None: ...
+
+    def release(
+        self, conn: Connection, username: str, scheduler_id: str, job_name: str
+    ) -> None: ...
+
+
 class Adapter:
     """What the portal asks of a scheduler, and what every adapter shares: its capabilities, with the defaults of a full batch
     scheduler (Slurm); an adapter overrides what its scheduler cannot do. The launch page
@@ -230,6 +282,10 @@ class Adapter:
     account_help = "Charged for the job; empty: the cluster's default."
     launch_note = ""
 
+    # The adapter's modules, typed (Scripts, Operations above): each adapter names its own.
+    scripts: Scripts
+    operations: Operations
+
     def render(
         self,
         job: JobSpec,
@@ -241,7 +297,7 @@ class Adapter:
         """What ``submit`` sends for ``job``; kept as the job's script (shown on its page).
         ``register_url``: where a session announces itself, ``metrics_url``: where the
         metrics client uploads (empty: the portal reads both from the job's files)."""
-        raise NotImplementedError
+        return self.scripts.render(job, work_dir, register_url, metrics_url, system_interval)
 
     def render_array(
         self,
@@ -251,7 +307,7 @@ class Adapter:
         system_interval: float = 0,
     ) -> str:
         """What ``submit_array`` sends for an array's members (in index order)."""
-        raise NotImplementedError
+        return self.scripts.render_array(array, members, work_dir, system_interval)
 
     def submit(
         self,
@@ -264,7 +320,7 @@ class Adapter:
     ) -> Submission:
         """Submit (or adopt, found by ``job_name``) the rendered ``script`` from
         ``work_dir``, with the job's private files (session secret, metrics token)."""
-        raise NotImplementedError
+        return self.operations.submit(conn, work_dir, job_name, script, secret, metrics_token)
 
     def submit_array(
         self,
@@ -275,15 +331,15 @@ class Adapter:
         tokens: list[tuple[int, str]],
     ) -> Submission:
         """Submit (or adopt) a job array: one script, members ``<id>_<index>``."""
-        raise NotImplementedError
+        return self.operations.submit_array(conn, work_dir, name, script, tokens)
 
     def cancel(self, conn: Connection, scheduler_id: str, job_name: str) -> None:
         """Cancel the job, only while ``scheduler_id`` still carries ``job_name``."""
-        raise NotImplementedError
+        self.operations.cancel(conn, scheduler_id, job_name)
 
     def release(self, conn: Connection, username: str, scheduler_id: str, job_name: str) -> None:
         """Release the held job, only while ``scheduler_id`` still carries ``job_name``."""
-        raise NotImplementedError
+        self.operations.release(conn, username, scheduler_id, job_name)
 
     def member_id(self, array_id: str, index: int) -> str:
         """The scheduler's id of an array's member (Slurm "12_3", HTCondor "12.3")."""

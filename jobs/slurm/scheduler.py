@@ -9,14 +9,10 @@ from jobs.cluster import pool
 from jobs.models.gpus import record_discovery
 from jobs.seam import (
     Adapter,
-    ArraySpec,
     Attempt,
     JobKey,
     JobRef,
-    JobSpec,
-    Member,
     Status,
-    Submission,
 )
 from jobs.slurm import operations, scripts
 from jobs.slurm.status import to_status
@@ -34,51 +30,8 @@ class Slurm(Adapter):
     account_label = "Slurm account"
     account_help = "Charged for the job (sbatch --account); empty: the cluster's default."
 
-    def render(
-        self,
-        job: JobSpec,
-        work_dir: str,
-        register_url: str = "",
-        metrics_url: str = "",
-        system_interval: float = 0,
-    ) -> str:
-        return scripts.render(job, work_dir, register_url, metrics_url, system_interval)
-
-    def render_array(
-        self,
-        array: ArraySpec,
-        members: Sequence[Member],
-        work_dir: str,
-        system_interval: float = 0,
-    ) -> str:
-        return scripts.render_array(array, members, work_dir, system_interval)
-
-    def submit(
-        self,
-        conn: Connection,
-        work_dir: str,
-        job_name: str,
-        script: str,
-        secret: str = "",
-        metrics_token: str = "",
-    ) -> Submission:
-        return operations.submit(conn, work_dir, job_name, script, secret, metrics_token)
-
-    def submit_array(
-        self,
-        conn: Connection,
-        work_dir: str,
-        name: str,
-        script: str,
-        tokens: list[tuple[int, str]],
-    ) -> Submission:
-        return operations.submit_array(conn, work_dir, name, script, tokens)
-
-    def cancel(self, conn: Connection, scheduler_id: str, job_name: str) -> None:
-        operations.cancel(conn, scheduler_id, job_name)
-
-    def release(self, conn: Connection, username: str, scheduler_id: str, job_name: str) -> None:
-        operations.release(conn, username, scheduler_id, job_name)
+    scripts = scripts
+    operations = operations
 
     def member_id(self, array_id: str, index: int) -> str:
         return f"{array_id}_{int(index)}"
