@@ -85,7 +85,8 @@ def deliver(event_ids: Sequence[int] | None = None) -> int:
     by_consumer: dict[str, list[Due]] = defaultdict(list)
     for pk, job_id, due in claimed:
         for entry in due:
-            by_consumer[entry.split(":", 1)[0]].append(Due(pk, job_id, entry))
+            owed = Due(pk, job_id, entry)
+            by_consumer[owed.consumer].append(owed)
     unsent: set[int] = set()
     for consumer, dues in by_consumer.items():
         send = CONSUMERS.get(consumer)
