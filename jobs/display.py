@@ -8,6 +8,7 @@ facts; the wording is here.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.utils import timezone
@@ -18,6 +19,11 @@ from jobs.models.gpus import wants
 if TYPE_CHECKING:
     from jobs.models.job import Job
     from jobs.seam import Resources
+
+
+def when(moment: datetime) -> str:
+    """A moment in a timeline line or a notice: local time, to the minute, with its zone."""
+    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M %Z")
 
 
 def ordinal(n: int) -> str:

@@ -1,12 +1,12 @@
 """What a job's model says happened to it, live, for the parts of the portal that follow
 jobs. Models send these after their transaction commits; they import no receiver.
 Receivers are connected in their app's ``AppConfig.ready()``: jobs.broadcast publishes
-every change to pages (JobsConfig), the proxy pushes a session's route (ProxyConfig),
-jobs.notifications tells the owner of what is not a job's own change (NotificationsConfig).
+every change to pages (JobsConfig), the proxy pushes a session's route (ProxyConfig).
 
-A lost signal costs a page a refresh. What a job's change must not lose (its notification,
-its tails, accounting, its experiment's step) is not sent here but written with the change
-into its JobEvent and delivered by jobs.outbox."""
+A lost signal costs a page a refresh. What a job's change must not lose (its notifications,
+a session ready and GPUs idle among them; its tails, accounting, its experiment's step) is
+not sent here but written with the change (or its timeline line, Job.note) into its
+JobEvent and delivered by jobs.outbox."""
 
 from __future__ import annotations
 
@@ -17,15 +17,9 @@ from django.dispatch import Signal
 # its session link did (proxy/models.py, at once): ``job=``.
 job_updated = Signal()
 
-# A session's link became ready (proxy/models.py, once per run of the job): ``job=``.
-session_ready = Signal()
-
-# The idle-GPU policy warned a job's owner that it will cancel it (jobs/usage/idle_policy.py, on
-# commit, once per job): ``job=``.
-gpus_idle = Signal()
-
 # An experiment ended (completed or cancelled; jobs/experiments/models.py, on commit, once):
-# ``experiment=``.
+# ``experiment=``. Its notification is owed until told (Experiment.told_at): the receiver
+# queues it at once, a sweep again if that message was lost.
 experiment_finished = Signal()
 
 

@@ -138,8 +138,9 @@ class SessionLink(models.Model):
         )
         if updated:
             self.refresh_from_db()
-            signals.job_updated.send(sender=Job, job=self.job)
-            signals.session_ready.send(sender=Job, job=self.job)
+            # Told durably (the outbox), once per run: the line names the run.
+            run = f" (run {self.job.attempt + 1})" if self.job.attempt else ""
+            self.job.note(f"Session ready on {host}{run}.", tell="session_ready")
         return bool(updated)
 
     @classmethod

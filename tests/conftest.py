@@ -127,6 +127,23 @@ def outbox_dues(request, monkeypatch) -> list:
 
 
 @pytest.fixture
+def notify_now(monkeypatch, outbox_dues) -> None:
+    """The outbox's ``notify`` consumer runs each owed notification at once, in this
+    process (the other consumers still only record)."""
+    from jobs import outbox
+    from jobs.notifications import tasks as notification_tasks
+
+    def run(dues: list) -> None:
+        outbox_dues.extend(dues)
+        for due in dues:
+            notification_tasks.notify_job.apply(
+                args=(due.job_id, due.argument), kwargs={"outbox_event": due.event_id}
+            )
+
+    monkeypatch.setitem(outbox.CONSUMERS, "notify", run)
+
+
+@pytest.fixture
 def owner(db):
     return factories.user("owner", "owner-pass-123")
 

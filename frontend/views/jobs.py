@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 from frontend.views.common import get_job_for_user, int_or_404, wants_json
 from jobs import lifecycle, schedulers
 from jobs.access import sees_every_job
+from jobs.display import when
 from jobs.launch import LaunchForm, launch_initial, partition_limits, tensorboard_initial
 from jobs.models import ContainerImage, Job, Tag
 from jobs.models import annotations as tagging
@@ -204,8 +205,7 @@ def job_keep_gpus(request, pk: int):
     if until := idle_policy.keep(job, request.user):
         messages.info(
             request,
-            f"Kept: job {job.pk} will be cancelled at {idle_policy.when(until)} "
-            "if its GPUs stay idle.",
+            f"Kept: job {job.pk} will be cancelled at {when(until)} if its GPUs stay idle.",
         )
     elif job.owner_id != request.user.pk:
         messages.error(request, "Only the job's owner can keep it.")

@@ -90,6 +90,9 @@ class Experiment(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     ended_at = models.DateTimeField(null=True, blank=True)
+    # When its end was told to its owner (jobs.notifications; recorded, or not wanted).
+    # None on an ended experiment: still owed, so a sweep tells it after a broker outage.
+    told_at = models.DateTimeField(null=True, blank=True)
 
     objects = ExperimentQuerySet.as_manager()
 

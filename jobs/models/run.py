@@ -175,14 +175,18 @@ class JobRun(models.Model):
         outbox.send_on_commit(event)
         return event
 
-    def note(self, message: str, *, publish: bool = True) -> bool:
+    def note(self, message: str, *, publish: bool = True, tell: str = "") -> bool:
         """A line in the job's timeline without a change of state (something the portal
-        refused for it), once: not again while the timeline says it already. ``publish``
-        False: pages see it on their next update (for callers that hold the routes lock,
-        which a publish would wait for: it pushes the job's route)."""
+        refused for it, a session ready, GPUs idle), once: not again while the timeline
+        says it already. ``tell``: the notification event it owes its owner, delivered
+        by the outbox like a change's (durable: a broker outage delays it, never loses
+        it). ``publish`` False: pages see it on their next update (for callers that hold
+        the routes lock, which a publish would wait for: it pushes the job's route)."""
         if JobEvent.objects.filter(job_id=self.pk, message=message).exists():
             return False
-        JobEvent.record(self, self.state, message, due=[])
+        due = [f"{events.NOTIFY}:{tell}"] if tell else []
+        event = JobEvent.record(self, self.state, message, due=due)
+        outbox.send_on_commit(event)
         if publish:
             signals.updated_on_commit(self)
         return True

@@ -14,9 +14,7 @@ class NotificationsConfig(AppConfig):
 
         # A job's change owes its owner a word (its JobEvent says so; jobs/outbox.py).
         outbox.register("notify", receivers.queue_for_job_events)
-        # What the models report (jobs/signals.py) becomes a notification in a task.
-        signals.session_ready.connect(receivers.session_ready, dispatch_uid="notify.session")
-        signals.gpus_idle.connect(receivers.gpus_idle, dispatch_uid="notify.gpus_idle")
+        # An experiment's end (jobs/signals.py) becomes a notification in a task.
         signals.experiment_finished.connect(
             receivers.experiment_finished, dispatch_uid="notify.experiment_finished"
         )

@@ -1,5 +1,6 @@
-"""What becomes a notification, queued as a task: a job's changes through the outbox
-(jobs/outbox.py, durable), the rest from jobs/signals.py (NotificationsConfig.ready()). The
+"""What becomes a notification, queued as a task: a job's changes and timeline notices
+through the outbox (jobs/outbox.py, durable), an experiment's end from jobs/signals.py
+(NotificationsConfig.ready(); swept again while untold). The
 sync and the web request never wait on the database work or on SMTP. A broker outage is
 logged, never raised into a signal's sender."""
 
@@ -8,9 +9,7 @@ from __future__ import annotations
 import logging
 
 from jobs import outbox
-from jobs.models import Job
 from jobs.notifications import tasks
-from jobs.notifications.events import Event
 
 log = logging.getLogger(__name__)
 
@@ -30,13 +29,6 @@ def queue_for_job_events(dues: list[outbox.Due]) -> None:
         tasks.notify_job.apply_async((due.job_id, due.argument), {"outbox_event": due.event_id})
 
 
-def session_ready(sender, job: Job, **kwargs) -> None:
-    _queue(tasks.notify_job, job.pk, Event.SESSION_READY)
-
-
-def gpus_idle(sender, job: Job, **kwargs) -> None:
-    _queue(tasks.notify_job, job.pk, Event.GPU_IDLE)
-
-
 def experiment_finished(sender, experiment, **kwargs) -> None:
+    """At once; tasks.sweep_owed again if this is lost (the experiment's ``told_at``)."""
     _queue(tasks.notify_experiment, experiment.pk)

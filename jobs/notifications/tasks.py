@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import logging
 import smtplib
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from celery import shared_task
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
 from jobs import outbox
+from jobs.display import when
 from jobs.experiments.models import Experiment
 from jobs.models import AuditEvent, Job
 from jobs.models.events import NOTIFY
@@ -89,45 +89,88 @@ WALLTIME_SCAN_MAX = 5000
 
 @shared_task(name="jobs.notifications.tasks.warn_walltime_ending")
 def warn_walltime_ending() -> int:
-    """Periodic (beat): tell the owners of running jobs that reach their time limit within
-    WALLTIME_WARNING (once per job: record() keeps the first). Reads only the database;
-    returns how many were queued."""
+    """Periodic (beat): a running job that reaches its time limit within WALLTIME_WARNING
+    gets a line in its timeline, which owes its owner a notification (once per run: the
+    line names the time; delivered by the outbox, so a broker outage delays it only).
+    Returns how many were warned."""
     now = timezone.now()
     running = (
         Job.objects.filter(state=Job.State.RUNNING, trial__isnull=True, started_at__isnull=False)
-        .only("pk", "started_at", "time_limit_minutes", "state")
+        .only("pk", "started_at", "time_limit_minutes")
         .order_by("started_at")[:WALLTIME_SCAN_MAX]
     )
-    queued = 0
+    ending: dict[int, datetime] = {}
     for job in running:
         if job.started_at is None:  # (filtered out above)
             continue
         ends = job.started_at + timedelta(minutes=job.time_limit_minutes)
-        # Queued once per job (a person who turned the event off records nothing, so the
-        # database alone would not say it was looked at).
-        if now < ends <= now + WALLTIME_WARNING and cache.add(
-            f"walltime-warned:{job.pk}", 1, timeout=int(2 * WALLTIME_WARNING.total_seconds())
-        ):
-            notify_job.delay(job.pk, Event.WALLTIME_ENDING)
-            queued += 1
-    return queued
+        if now < ends <= now + WALLTIME_WARNING:
+            ending[job.pk] = ends
+    warned = 0
+    for job in Job.objects.filter(pk__in=list(ending), state=Job.State.RUNNING):
+        line = f"Reaches its time limit at {when(ending[job.pk])}."
+        warned += job.note(line, tell=Event.WALLTIME_ENDING)
+    return warned
 
 
 @shared_task(name="jobs.notifications.tasks.notify_experiment")
 def notify_experiment(experiment_id: int) -> None:
+    """Tell the owner that their experiment ended (once: its ``told_at``)."""
     experiment = Experiment.objects.select_related("owner").filter(pk=experiment_id).first()
     if experiment is None or not experiment.is_final:
         return
-    if experiment.state == Experiment.State.CANCELLED and experiment.cancel_requested_at:
-        return  # its owner stopped it: nothing to tell them
-    best = experiment.best_of(list(experiment.trials.all()))
-    message = for_experiment(experiment, best)
-    url = reverse("experiment-detail", args=[experiment.pk])
-    told(
-        Notification.record(
-            experiment.owner, Event.EXPERIMENT_FINISHED, message, url, experiment=experiment
+    with transaction.atomic():
+        if not Experiment.objects.filter(pk=experiment.pk, told_at=None).update(
+            told_at=timezone.now()
+        ):
+            return  # told already
+        if experiment.state == Experiment.State.CANCELLED and experiment.cancel_requested_at:
+            return  # its owner stopped it: nothing to tell them
+        best = experiment.best_of(list(experiment.trials.all()))
+        message = for_experiment(experiment, best)
+        url = reverse("experiment-detail", args=[experiment.pk])
+        told(
+            Notification.record(
+                experiment.owner, Event.EXPERIMENT_FINISHED, message, url, experiment=experiment
+            )
         )
+
+
+# What the sweep below leaves alone: the normal path's own time to run.
+OWED_AFTER = timedelta(minutes=2)
+OWED_BATCH = 200
+
+
+@shared_task(name="jobs.notifications.tasks.sweep_owed")
+def sweep_owed() -> dict[str, int]:
+    """Periodic (beat): hand over again what a lost task message still owes. A job's
+    notifications have the outbox (jobs/outbox.py); here are the rest: an ended experiment
+    not yet told (its ``told_at``), and emails still pending well after their delivery
+    was queued (the broker lost the delivery task). Both deliveries are idempotent (told
+    once; an email sends what is pending, under its per-person lock and rate)."""
+    settled = timezone.now() - OWED_AFTER
+    untold = list(
+        Experiment.objects.filter(told_at=None, ended_at__lt=settled)
+        .exclude(state=Experiment.State.RUNNING)
+        .values_list("pk", flat=True)[:OWED_BATCH]
     )
+    for pk in untold:
+        notify_experiment(pk)
+    # An email held by the person's rate goes when their window ends: only one pending
+    # for longer than the window and the batch was lost.
+    held = timedelta(
+        minutes=settings.PORTAL_NOTIFY_EMAIL_WINDOW_MINUTES,
+        seconds=settings.PORTAL_NOTIFY_BATCH_SECONDS,
+    )
+    waiting = list(
+        Notification.objects.filter(email=Notification.Email.PENDING, created_at__lt=settled - held)
+        .order_by()
+        .values_list("recipient_id", flat=True)
+        .distinct()[:OWED_BATCH]
+    )
+    for user_id in waiting:
+        deliver_email.delay(user_id)
+    return {"experiments": len(untold), "emails": len(waiting)}
 
 
 def told(notification: Notification | None) -> None:

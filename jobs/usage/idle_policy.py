@@ -17,7 +17,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import lifecycle, signals
+from jobs import lifecycle
+from jobs.display import when
 from jobs.models import Job, Partition
 from jobs.task_helpers import single_flight
 from jobs.usage import hours as usage
@@ -38,10 +39,6 @@ class Pass:
 
 def _minutes(value: float) -> str:
     return f"{value:g} minute{'' if value == 1 else 's'}"
-
-
-def when(moment: datetime) -> str:
-    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M %Z")
 
 
 def reason(partition: Partition) -> str:
@@ -104,9 +101,9 @@ def _warn(job: Job, partition: Partition, now: datetime, enforce: bool) -> None:
             f"Idle-GPU policy of partition {partition}: its GPUs stayed at or below "
             f"{partition.idle_percent:g}% for {_minutes(partition.idle_minutes)}; it will "
             f"be cancelled at {when(job.idle_cancel_at)} unless they are used or its "
-            "owner keeps it."
+            "owner keeps it.",
+            tell="gpu_idle",
         )
-        transaction.on_commit(lambda: signals.gpus_idle.send(sender=Job, job=job))
 
 
 def keep(job: Job, user) -> datetime | None:

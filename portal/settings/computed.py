@@ -377,6 +377,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 7 * 24 * 3600,
         "options": {"expires": 24 * 3600},
     },
+    "sweep-owed-notifications": {
+        "task": "jobs.notifications.tasks.sweep_owed",
+        "schedule": 300,
+        "options": {"expires": 300},
+    },
     "warn-walltime-ending": {
         "task": "jobs.notifications.tasks.warn_walltime_ending",
         "schedule": 60,

@@ -24,11 +24,10 @@ pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 
 
 @pytest.fixture(autouse=True)
-def no_worker(monkeypatch):
+def no_worker(monkeypatch, notify_now):
     """No Celery worker here: what the portal queues runs at once, in this process."""
     monkeypatch.setattr(tasks.record_attempts, "delay", lambda *a, **k: None)
     monkeypatch.setattr(tasks.cancel_job, "delay", lambda *a: tasks.cancel_job.apply(args=a))
-    monkeypatch.setattr(notify.notify_job, "delay", lambda *a: notify.notify_job.apply(args=a))
 
 
 def evaluate_until(job, capture, what: str, done, timeout: float = 120):

@@ -47,8 +47,9 @@ def test_a_session_outside_them_gets_no_route_and_its_timeline_says_so_once(
         assert routes.route_of(session) is None
     notes = [e.message for e in running_notebook.events.all()]
     assert notes == [
+        "Session ready on 127.0.0.1.",
         "Its session is not routed: its node 127.0.0.1 (127.0.0.1) is outside the networks "
-        "the portal's proxy may connect to (PORTAL_UPSTREAM_NETWORKS)."
+        "the portal's proxy may connect to (PORTAL_UPSTREAM_NETWORKS).",
     ]
     # A name is checked by the address it resolves to, not by its text.
     monkeypatch.setattr(routes, "resolve", lambda host: "10.9.9.9")

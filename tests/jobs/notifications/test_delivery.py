@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from jobs import outbox as jobs_outbox
 from jobs.models import Job
-from jobs.notifications import receivers, tasks
+from jobs.notifications import tasks
 from jobs.notifications.events import Event
 from jobs.notifications.models import Notification, Preference, SentEmail
 from jobs.seam import Status
@@ -132,12 +132,12 @@ def test_trials_jobs_do_not_notify_one_by_one(person, cluster, outbox_dues):
     ]
 
 
-def test_started_after_a_long_wait_and_session_ready_are_queued(
-    person, cluster, monkeypatch, settings, outbox_dues
+def test_started_after_a_long_wait_and_session_ready_are_owed_by_the_outbox(
+    person, cluster, settings, outbox_dues
 ):
+    from proxy.models import SessionLink
+
     settings.PORTAL_NOTIFY_STARTED_AFTER_MINUTES = 30
-    queued = []
-    monkeypatch.setattr(tasks.notify_job, "delay", lambda *args: queued.append(args))
     now = timezone.now()
     waited = factories.job(
         person,
@@ -155,10 +155,13 @@ def test_started_after_a_long_wait_and_session_ready_are_queued(
     )
     for job in (waited, quick):
         job.apply_scheduler_status(Status(state=Job.State.RUNNING, started=True, node="n1"))
-    receivers.session_ready(sender=None, job=quick)
-    assert told_of(outbox_dues) == [(waited.pk, Event.JOB_STARTED)]
-    assert queued == [(quick.pk, Event.SESSION_READY)]
-    for args in [(waited.pk, Event.JOB_STARTED), *queued]:
+    link = SessionLink.objects.create(job=quick)
+    assert link.mark_ready("n1", 8888, "token")
+    assert not link.mark_ready("n1", 8889, "again")  # once per run
+    queued = told_of(outbox_dues)
+    assert queued == [(waited.pk, Event.JOB_STARTED), (quick.pk, Event.SESSION_READY)]
+    assert quick.events.filter(message="Session ready on n1.").count() == 1
+    for args in queued:
         Preference.set(person, args[1], portal=True)
         tasks.notify_job.apply(args=args)
     texts = sorted(Notification.objects.values_list("event", flat=True))
@@ -225,11 +228,7 @@ def test_held_and_requeued_jobs_are_queued_once_each_and_off_by_default(
     assert "was requeued (run 2)" in texts[Event.JOB_REQUEUED]
 
 
-def test_a_running_job_is_told_once_15_minutes_before_its_time_limit(person, cluster, monkeypatch):
-    from django.core.cache import cache
-
-    queued = []
-    monkeypatch.setattr(tasks.notify_job, "delay", lambda *args: queued.append(args))
+def test_a_running_job_is_told_once_15_minutes_before_its_time_limit(person, cluster, outbox_dues):
     now = timezone.now()
     ending = factories.job(
         person,
@@ -245,12 +244,44 @@ def test_a_running_job_is_told_once_15_minutes_before_its_time_limit(person, clu
         time_limit_minutes=60,
         started_at=now - timedelta(minutes=20),
     )
-    cache.delete(f"walltime-warned:{ending.pk}")
     assert tasks.warn_walltime_ending.apply().get() == 1
     assert tasks.warn_walltime_ending.apply().get() == 0  # the next pass: once is enough
+    queued = told_of(outbox_dues)
     assert queued == [(ending.pk, Event.WALLTIME_ENDING)]
+    assert ending.events.filter(message__startswith="Reaches its time limit at ").count() == 1
     Preference.set(person, Event.WALLTIME_ENDING, portal=True)
     tasks.notify_job.apply(args=queued[0])
     text = Notification.objects.get().text
     assert "reaches its time limit in 9 min" in text or "reaches its time limit in 10 min" in text
     assert "save your work now" in text
+
+
+def test_the_sweep_tells_an_experiment_whose_message_was_lost_once(person, cluster):
+    """The broker lost notify_experiment (restarted empty): its ``told_at`` is still empty,
+    so the sweep tells it, once; one that just ended is left to its own message."""
+    lost = factories.experiment_record(person, cluster, name="lost", state="completed")
+    fresh = factories.experiment_record(person, cluster, name="fresh", state="completed")
+    now = timezone.now()
+    type(lost).objects.filter(pk=lost.pk).update(ended_at=now - timedelta(minutes=5))
+    type(fresh).objects.filter(pk=fresh.pk).update(ended_at=now)
+    assert tasks.sweep_owed.apply().get()["experiments"] == 1
+    assert tasks.sweep_owed.apply().get()["experiments"] == 0
+    tasks.notify_experiment.apply(args=[lost.pk])  # the lost message, delivered late after all
+    (told,) = Notification.objects.all()
+    assert told.experiment_id == lost.pk
+    lost.refresh_from_db()
+    assert lost.told_at is not None
+
+
+def test_the_sweep_hands_over_emails_pending_past_the_rate_window(
+    person, cluster, limits, queued_notifications
+):
+    """A delivery task the broker lost leaves emails pending; one held by the person's rate
+    limit is pending too, but only until its window ends: only the first is handed over."""
+    job = failed(person, cluster)
+    tasks.notify_job.apply(args=[job.pk, Event.JOB_FAILED])
+    assert tasks.sweep_owed.apply().get()["emails"] == 0  # its delivery is on its way
+    Notification.objects.update(created_at=timezone.now() - timedelta(minutes=63))
+    queued_notifications.clear()
+    assert tasks.sweep_owed.apply().get()["emails"] == 1
+    assert [a[0] for a, _ in queued_notifications] == [(person.pk,)]

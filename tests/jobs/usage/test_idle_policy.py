@@ -22,10 +22,9 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def cancels(monkeypatch):
+def cancels(monkeypatch, notify_now):
     sent = []
     monkeypatch.setattr(tasks.cancel_job, "delay", lambda *a: sent.append(a[0]))
-    monkeypatch.setattr(notify.notify_job, "delay", lambda *a: notify.notify_job.apply(args=a))
     return sent
 
 
