@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from jobs.models import Cluster, ClusterAccount, GpuType, Partition
+from projects.models import Project
 
 
 class DevclusterMissing(Exception):
@@ -124,6 +125,12 @@ def register(
             is_default=False,
         ),
     )
+
+    # Projects as the admin would describe them (their members come from the sync).
+    for name, role in info.get("projects", {}).items():
+        Project.objects.update_or_create(
+            cluster=cluster, name=name, defaults={"default_role": role}
+        )
 
     def save_account(user, cluster_user: str) -> ClusterAccount:
         key_file = Path(info["users"][cluster_user]["private_key_file"])

@@ -1,19 +1,105 @@
-"""Who may see and act on a job, written once: its owner, or staff (who see every job).
+"""Who may see and act on a job, written once.
 
-Pages, the API, websockets and session links all ask through these two functions (or
-``Job.objects.for_user``, which is built on them).
+*Acting* (cancel, hold, release, keep, edit, open its session): its owner, or staff.
+*Seeing* (its page, charts, logs, files, comparisons, the API, websockets): also the
+members of its project (projects/) whose role is viewer or above, unless its owner marked
+it private. A role is what the latest sync of the scheduler's accounts says: a person who
+left the account stops seeing at that sync.
 
-An API request made with a token (jobs/api/auth.py) carries the token's scopes on the user
-as ``api_scopes``: a staff member's token without the admin scope acts as its owner alone."""
+Pages, the API, websockets and session links all ask through these functions (or
+``Job.objects.for_user`` / ``visible_to``, which are built on them).
+
+An API request made with a token (identity/api_auth.py) carries the token's scopes on the
+user as ``api_scopes``: a staff member's token without the admin scope acts as its owner
+alone."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from django.db.models import Q
+
+# Where roles() keeps its answer on the user object (one request, one lookup).
+_ROLES = "_project_roles"
 
 
 def sees_every_job(user: Any) -> bool:
     return bool(user.is_staff) and "admin" in getattr(user, "api_scopes", ("admin",))
 
 
-def may_see(user: Any, owner_id: int | None) -> bool:
+def roles(user: Any) -> dict[int, str]:
+    """{project id: role} of the person's projects on the clusters (none left out)."""
+    cached = getattr(user, _ROLES, None)
+    if cached is not None:
+        return cached
+    from projects.models import Membership, Role
+
+    found: dict[int, str] = {}
+    if getattr(user, "pk", None) is not None:
+        for member in (
+            Membership.objects.current().filter(user_id=user.pk).select_related("project")
+        ):
+            if member.role != Role.NONE:
+                found[member.project_id] = member.role
+    try:
+        setattr(user, _ROLES, found)
+    except AttributeError:  # (an object that takes no attributes: asked again next time)
+        pass
+    return found
+
+
+def forget_roles(user: Any) -> None:
+    """After a sync changed them, in a long-lived consumer: ask again."""
+    if hasattr(user, _ROLES):
+        delattr(user, _ROLES)
+
+
+def projects_of(user: Any) -> list:
+    """The projects whose jobs the person sees (their role above none), by name."""
+    from projects.models import Project
+
+    return list(
+        Project.objects.filter(pk__in=list(roles(user)))
+        .select_related("cluster")
+        .order_by("name", "cluster__name")
+    )
+
+
+def role_in(user: Any, project_id: int | None) -> str:
+    """The person's role in a project ('' when none)."""
+    if project_id is None:
+        return ""
+    return roles(user).get(project_id, "")
+
+
+def visible_jobs(user: Any) -> Q:
+    """The filter of jobs the person may see."""
+    if sees_every_job(user):
+        return Q()
+    seen = sorted(roles(user))
+    mine = Q(owner_id=user.pk)
+    return mine | Q(project_id__in=seen, private=False) if seen else mine
+
+
+def may_see(
+    user: Any, owner_id: int | None, project_id: int | None = None, private: bool = False
+) -> bool:
+    """A job (or its payload's fields) seen by ``user``: visible_jobs' rule on one job."""
+    if may_act(user, owner_id):
+        return True
+    return not private and bool(role_in(user, project_id))
+
+
+def may_act(user: Any, owner_id: int | None) -> bool:
     return sees_every_job(user) or (owner_id is not None and owner_id == user.pk)
+
+
+def may_relaunch(user: Any, owner_id: int | None, project_id: int | None, private: bool) -> bool:
+    """Launch again as themselves: its owner, staff, or a member (or manager) of its
+    project who may see it."""
+    from projects.models import Role, at_least
+
+    if may_act(user, owner_id):
+        return True
+    role = role_in(user, project_id)
+    return not private and bool(role) and at_least(role, Role.MEMBER)

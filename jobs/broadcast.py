@@ -41,6 +41,9 @@ def job_payload(job) -> dict:
         **session_payload(job),
         "id": job.pk,
         "owner_id": job.owner_id,
+        # What jobs/access.py decides by (consumers check each push against its reader).
+        "project_id": job.project_id,
+        "private": job.private,
         "trial_id": job.trial_id,  # the dashboard lists trials' jobs only when asked
         "kind": job.kind,
         "state": job.state,

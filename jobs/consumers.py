@@ -4,18 +4,35 @@ checked against the connected user again before it is sent."""
 
 from __future__ import annotations
 
+import asyncio
+
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from jobs.access import may_see, sees_every_job
+from jobs import access
+from jobs.access import may_act, sees_every_job
 from jobs.broadcast import STAFF_GROUP, job_group, job_payload, user_group
 from jobs.models import Job
 
 
 @database_sync_to_async
 def can_see(user, job_id: int) -> bool:
-    """Owner or staff: the same rule as the pages (Job.objects.for_user)."""
-    return Job.objects.for_user(user).filter(pk=job_id).exists()
+    """The same rule as the pages (Job.objects.visible_to), asked of the database now (a
+    role changed by the last sync counts)."""
+    access.forget_roles(user)
+    return Job.objects.visible_to(user).filter(pk=job_id).exists()
+
+
+@database_sync_to_async
+def may_see_payload(user, job: dict) -> bool:
+    return access.may_see(
+        user, job.get("owner_id"), job.get("project_id"), bool(job.get("private"))
+    )
+
+
+# A colleague's page (a project's member, not the owner) asks the database again at most
+# this often, so a person who left the project stops hearing of its jobs within a sync.
+RECHECK_SECONDS = 30.0
 
 
 class JobUpdatesConsumer(AsyncJsonWebsocketConsumer):
@@ -49,8 +66,18 @@ class JobUpdatesConsumer(AsyncJsonWebsocketConsumer):
     async def job_update(self, event):
         job = event["job"]
         user = self.scope["user"]
-        if may_see(user, job.get("owner_id")):
+        if may_act(user, job.get("owner_id")):
             await self.send_json({"type": "job", "job": job})
+            return
+        # A colleague's job (the job's own socket): its privacy and the person's role now.
+        now = asyncio.get_running_loop().time()
+        if now - getattr(self, "roles_checked", 0.0) > RECHECK_SECONDS:
+            access.forget_roles(user)
+            self.roles_checked = now
+        if await may_see_payload(user, job):
+            await self.send_json({"type": "job", "job": job})
+        elif self.scope["url_route"]["kwargs"].get("job_id") is not None:
+            await self.close(code=4404)  # no longer theirs to see: the page says so
 
     @database_sync_to_async
     def _payload(self, job_id: int) -> dict:

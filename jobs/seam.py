@@ -202,6 +202,24 @@ class Submission:
     adopted: bool  # True when an earlier attempt had already submitted it
 
 
+@dataclass(frozen=True)
+class AccountRecord:
+    """One of the scheduler's accounts (a Slurm account, an HTCondor accounting group) as
+    the portal reads it: the cluster users associated with it and its coordinators."""
+
+    name: str
+    users: frozenset[str]
+    coordinators: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class AccountsRead:
+    """What ``Adapter.accounts`` read: the accounts, and each cluster user's default."""
+
+    accounts: tuple[AccountRecord, ...]
+    defaults: Mapping[str, str]
+
+
 class Scripts(Protocol):
     """What an adapter's script module provides (jobs/slurm/scripts.py,
     jobs/htcondor/submit.py): the text that is submitted, from plain descriptions."""
@@ -377,6 +395,12 @@ class Adapter:
         """Describe the GPU types the cluster's nodes report (lines for the admin); None
         when the scheduler did not answer."""
         raise NotImplementedError
+
+    def accounts(self, conn: Connection) -> AccountsRead | None:
+        """The scheduler's accounts with their users and coordinators, as far as the
+        connection's user may read them, in O(1) commands (projects/sync.py); None where
+        the scheduler has no such thing."""
+        return None
 
     def capabilities(self) -> dict[str, object]:
         """The capabilities, as data for the page."""

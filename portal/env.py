@@ -51,6 +51,13 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     return number
 
 
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = (os.environ.get(name) or "").strip() or default
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}={value!r} is not one of {', '.join(choices)}")
+    return value
+
+
 def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
     value = os.environ.get(name)
     if value is None or value.strip() == "":

@@ -126,6 +126,21 @@ def account(
     return row
 
 
+def project(cluster: Cluster, name: str, members=(), *, role: str = "viewer", coordinators=()):
+    """Project ``name`` of ``cluster`` as the sync would make it: ``members`` (users) in it,
+    ``coordinators`` (users) its managers; its members' role ``role``."""
+    from projects.models import Membership, Project
+
+    row = Project.objects.create(cluster=cluster, name=name, default_role=role)
+    for person in (*members, *coordinators):
+        Membership.objects.get_or_create(
+            project=row,
+            user=person,
+            defaults={"cluster_user": person.username, "coordinator": person in coordinators},
+        )
+    return row
+
+
 def job(
     owner,
     cluster: Cluster,

@@ -294,6 +294,19 @@ for user in "$CLUSTER_USER" "$SECOND_USER"; do
     sacctmgr -n -P list user "$user" format=user 2>/dev/null | grep -qx "$user" \
         || sacctmgr -i add user "$user" account=portal >/dev/null
 done
+# Two projects (#41): vision (both users; the first its coordinator) and nlp (the first
+# only). The users' default account stays portal, which the portal registers as an
+# account for charging only (no one sees the others' runs through it).
+has_assoc() { sacctmgr -n -P show assoc "account=$1" "user=$2" format=user 2>/dev/null | grep -qx "$2"; }
+for account in vision nlp; do
+    sacctmgr -n -P list account format=account 2>/dev/null | grep -qx "$account" \
+        || sacctmgr -i add account "$account" Description="$account-project" Organization=dev >/dev/null
+done
+has_assoc vision "$CLUSTER_USER" || sacctmgr -i add user "$CLUSTER_USER" account=vision >/dev/null
+has_assoc vision "$SECOND_USER" || sacctmgr -i add user "$SECOND_USER" account=vision >/dev/null
+has_assoc nlp "$CLUSTER_USER" || sacctmgr -i add user "$CLUSTER_USER" account=nlp >/dev/null
+sacctmgr -n -P show account vision withcoord format=coordinators 2>/dev/null | grep -qw "$CLUSTER_USER" \
+    || sacctmgr -i add coordinator account=vision names="$CLUSTER_USER" >/dev/null
 
 # --- slurmctld and slurmd -------------------------------------------------------------------
 # (slurmdbd reads only slurmdbd.conf, handled above; slurmctld re-registers with it.)
@@ -430,6 +443,9 @@ info = {
     ],
     "nodes": sys.argv[5].split(),
     "gpus_per_node": 2,
+    # The accounts made above, as a centre would set up their projects in the portal's
+    # admin: what their associated users may do with each other's runs (#41).
+    "projects": {"portal": "none", "vision": "viewer", "nlp": "member"},
 }
 info["host_key"] = " ".join(info["host_key"])
 with open(f"{state}/cluster.json", "w") as fh:

@@ -10,8 +10,14 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from frontend.views.common import get_job_for_user, int_or_404, wants_json
-from jobs import lifecycle, schedulers
+from frontend.views.common import (
+    get_job_for_user,
+    get_job_to_act,
+    get_job_to_relaunch,
+    int_or_404,
+    wants_json,
+)
+from jobs import access, lifecycle, schedulers
 from jobs.access import sees_every_job
 from jobs.display import when
 from jobs.launch import LaunchForm, launch_initial, partition_limits, tensorboard_initial
@@ -29,9 +35,14 @@ STATE_FILTERS = {"active": Job.ACTIVE_STATES, **{s: (s,) for s in Job.State.valu
 @login_required
 def dashboard(request):
     # The session link with each row (a notebook's "Open" button), not one query per row.
-    jobs = Job.objects.for_user(request.user).select_related(
-        "image", "partition", "cluster", "owner", "session"
-    )
+    # Your own jobs (staff: everyone's), or a project's (its members' that are not private).
+    projects = access.projects_of(request.user)
+    project = next((p for p in projects if str(p.pk) == request.GET.get("project")), None)
+    if project is not None:
+        jobs = Job.objects.visible_to(request.user).filter(project=project)
+    else:
+        jobs = Job.objects.for_user(request.user)
+    jobs = jobs.select_related("image", "partition", "cluster", "owner", "session")
     state = request.GET.get("state", "")
     if state in STATE_FILTERS:
         jobs = jobs.filter(state__in=STATE_FILTERS[state])
@@ -57,7 +68,9 @@ def dashboard(request):
             "trials": trials,
             "hidden_trials": hidden_trials,
             "states": Job.State.choices,
-            "show_owner": sees_every_job(request.user),
+            "show_owner": sees_every_job(request.user) or project is not None,
+            "projects": projects,
+            "project": project,
         },
     )
 
@@ -65,9 +78,8 @@ def dashboard(request):
 @login_required
 def job_row(request, pk: int):
     job = get_job_for_user(request, pk)
-    return render(
-        request, "frontend/_job_row.html", {"job": job, "show_owner": sees_every_job(request.user)}
-    )
+    show_owner = sees_every_job(request.user) or job.owner_id != request.user.pk
+    return render(request, "frontend/_job_row.html", {"job": job, "show_owner": show_owner})
 
 
 def limits_with_capabilities() -> dict:
@@ -94,10 +106,10 @@ def launch(request):
     else:
         source = None
         if request.GET.get("from"):
-            source = get_job_for_user(request, int_or_404(request.GET["from"]))
+            source = get_job_to_relaunch(request, int_or_404(request.GET["from"]))
         initial = launch_initial(request.user, source)
         if request.GET.get("tensorboard_for"):
-            runs_of = get_job_for_user(request, int_or_404(request.GET["tensorboard_for"]))
+            runs_of = get_job_to_relaunch(request, int_or_404(request.GET["tensorboard_for"]))
             initial.update(tensorboard_initial(runs_of))
         form = LaunchForm(initial=initial, user=request.user)
         if source is not None:
@@ -137,6 +149,10 @@ def job_detail(request, pk: int):
         "events": job.events.all(),
         "usage": usage_of(job),
         "may_annotate": job.owner_id == request.user.pk,
+        "may_act": access.may_act(request.user, job.owner_id),
+        "may_relaunch": access.may_relaunch(
+            request.user, job.owner_id, job.project_id, job.private
+        ),
         "may_open_session": job.owner_id == request.user.pk or may_open_others(request.user),
         "max_note_chars": tagging.MAX_NOTE_CHARS,
     }
@@ -146,7 +162,8 @@ def job_detail(request, pk: int):
         context["may_keep_gpus"] = job.owner_id == request.user.pk
     if template == "frontend/job_detail.html":
         context["compare_runs"] = (
-            Job.objects.filter(owner=job.owner, metric_series__isnull=False)
+            Job.objects.visible_to(request.user)
+            .filter(owner=job.owner, metric_series__isnull=False)
             .exclude(pk=job.pk)
             .distinct()
             .select_related("image")[:50]
@@ -163,7 +180,15 @@ def job_annotate(request, pk: int):
         messages.error(request, "Only the job's owner changes its tags and note.")
         return redirect("job-detail", pk=job.pk)
     try:
-        if "notes" in request.POST:
+        if "private" in request.POST:
+            job.set_private(request.POST["private"] == "on")
+            messages.success(
+                request,
+                "Only you (and the portal's staff) see this job now."
+                if job.private
+                else "The members of its project see this job now.",
+            )
+        elif "notes" in request.POST:
             job.set_notes(request.POST["notes"].replace("\r\n", "\n"))
             messages.success(request, "Note saved.")
         elif request.POST.get("add_tags", "").strip():
@@ -189,7 +214,7 @@ def job_diff(request, pk: int):
 @login_required
 @require_POST
 def job_release(request, pk: int):
-    job = get_job_for_user(request, pk)
+    job = get_job_to_act(request, pk)
     if lifecycle.release(job, by=request.user):
         messages.info(request, f"Releasing job {job.pk}.")
     else:
@@ -201,7 +226,7 @@ def job_release(request, pk: int):
 @require_POST
 def job_keep_gpus(request, pk: int):
     """The owner's one "Keep it" against the idle-GPU policy's cancellation."""
-    job = get_job_for_user(request, pk)
+    job = get_job_to_act(request, pk)
     if until := idle_policy.keep(job, request.user):
         messages.info(
             request,
@@ -217,7 +242,7 @@ def job_keep_gpus(request, pk: int):
 @login_required
 @require_POST
 def job_cancel(request, pk: int):
-    job = get_job_for_user(request, pk)
+    job = get_job_to_act(request, pk)
     if lifecycle.cancel(job, by=request.user):
         message = f"Cancelling job {job.pk}."
     else:

@@ -31,7 +31,7 @@ from rest_framework.exceptions import (
 )
 from rest_framework.response import Response
 
-from jobs import audit, lifecycle
+from jobs import access, audit, lifecycle
 from jobs.api.errors import RefuseNul
 from jobs.api.serializers import (
     ClusterSerializer,
@@ -154,7 +154,8 @@ class JobViewSet(
     mixins.CreateModelMixin,
     viewsets.GenericViewSet,
 ):
-    """The user's jobs (staff: everyone's). Another user's job is a 404."""
+    """The jobs the user may see (jobs/access.py: their own, their projects' that are not
+    private; staff: everyone's). Another's job is a 404; acting on a colleague's, a 403."""
 
     queryset = Job.objects.none()  # tells the schema the id is an integer; get_queryset() serves
     serializer_class = JobSerializer
@@ -164,7 +165,7 @@ class JobViewSet(
         if getattr(self, "swagger_fake_view", False):  # schema generation
             return Job.objects.none()
         jobs = (
-            Job.objects.for_user(self.request.user)
+            Job.objects.visible_to(self.request.user)
             .select_related("image", "cluster", "partition", "owner", "session", "trial")
             .prefetch_related("tags")
         )
@@ -221,6 +222,14 @@ class JobViewSet(
         if events and events[len(events) - 1].to_state != job.state:
             job = self.get_object()
         return Response(self.get_serializer(job).data)
+
+    def get_object_to_act(self) -> Job:
+        """The job if the person may act on it (jobs/access.py): 404 if they may not see
+        it, 403 if they see it as a member of its project."""
+        job = self.get_object()
+        if not access.may_act(self.request.user, job.owner_id):
+            raise PermissionDenied("Only the job's owner (or staff) may change it.")
+        return job
 
     def get_serializer_class(self):
         return JobDetailSerializer if self.action == "retrieve" else JobSerializer
@@ -301,7 +310,7 @@ class JobViewSet(
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
         """Cancel the job (202: the cancellation is on its way; 200 if it had ended)."""
-        job = self.get_object()
+        job = self.get_object_to_act()
         if not lifecycle.cancel(job, by=request.user):
             return Response(JobSerializer(job, context={"request": request}).data)
         job.refresh_from_db()
@@ -314,7 +323,7 @@ class JobViewSet(
     def release(self, request, pk=None):
         """Release a held job (202), e.g. one Slurm holds after its node failed to start it;
         409 if it is not held."""
-        job = self.get_object()
+        job = self.get_object_to_act()
         if not lifecycle.release(job, by=request.user):
             raise Conflict(f"Job {job.pk} is not held.")
         return Response(

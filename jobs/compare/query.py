@@ -18,7 +18,7 @@ which must hold::
     lenet                 any other word: the job's name contains it
 
 ``ids=1,2,3`` (the dashboard's checkboxes) adds runs to what the query matches. Both are
-only ever applied to ``Job.objects.for_user(user)`` (jobs/access.py): a query names no
+only ever applied to ``Job.objects.visible_to(user)`` (jobs/access.py): a query names no
 run its person may not see. Errors are ``BadQuery`` with a message that quotes at most
 ``QUOTE`` characters of what was typed.
 """
@@ -241,7 +241,7 @@ def _condition(term: Term, n: int) -> tuple[Q, dict]:
 def select(user, text: str = "", ids: tuple[int, ...] = ()) -> QuerySet[Job]:
     """The jobs ``user`` may see that match query ``text``, plus those of ``ids`` (an empty
     query with no ids selects none)."""
-    visible = Job.objects.for_user(user)
+    visible = Job.objects.visible_to(user)
     terms = parse(text)
     if not terms and not ids:
         return visible.none()

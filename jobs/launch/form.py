@@ -221,6 +221,11 @@ class LaunchForm(forms.ModelForm):
                 "cluster",
                 f"You have no account on {cluster.name} yet: set one up on your Account page.",
             )
+        if cluster is not None and "account" not in self.errors:
+            from projects.models import launch_refusal
+
+            if refusal := launch_refusal(self.user, cluster.pk, cleaned.get("account") or ""):
+                self.add_error("account", refusal)
         return cleaned
 
     def save(self, commit: bool = True) -> Job:

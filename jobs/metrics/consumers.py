@@ -8,7 +8,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from jobs.consumers import can_see
+from jobs.consumers import RECHECK_SECONDS, can_see
 from jobs.metrics.broadcast import metrics_group
 from jobs.metrics.query import history
 
@@ -31,6 +31,7 @@ class MetricsConsumer(AsyncJsonWebsocketConsumer):
         self.pending: dict = {"series": {}, "points": {}, "reload": False}
         self.flusher: asyncio.Task[None] | None = None
         self.last_sent = 0.0
+        self.checked_at = asyncio.get_running_loop().time()
         self.group = metrics_group(self.job_id)
         # Join before reading the history: a point stored in between arrives twice
         # at worst, and the page drops repeats by sequence number.
@@ -61,7 +62,15 @@ class MetricsConsumer(AsyncJsonWebsocketConsumer):
     async def _flush_later(self, wait: float):
         await asyncio.sleep(wait)
         self.flusher = None
-        self.last_sent = asyncio.get_running_loop().time()
+        now = asyncio.get_running_loop().time()
+        self.last_sent = now
+        # A colleague's chart (a project's member): asked again every RECHECK_SECONDS, so
+        # one who left the project, or a run made private, stops streaming.
+        if now - self.checked_at > RECHECK_SECONDS:
+            self.checked_at = now
+            if not await can_see(self.scope["user"], self.job_id):
+                await self.close(code=4404)
+                return
         batch, self.pending = self.pending, {"series": {}, "points": {}, "reload": False}
         await self.send_json(
             {

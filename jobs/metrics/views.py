@@ -39,7 +39,7 @@ def _csv_download(job: Job, fmt: str) -> StreamingHttpResponse:
 def job_metrics(request, pk: int):
     """Series of a job as JSON: all, or ``?series=1,2``; downsampled to ``width`` unless
     ``full=1``; ``lo``/``hi`` restrict the step range (zooming in)."""
-    job = get_object_or_404(Job.objects.for_user(request.user), pk=pk)
+    job = get_object_or_404(Job.objects.visible_to(request.user), pk=pk)
     try:
         query = metrics_query.SeriesQuery.parse(request.GET)
     except metrics_query.BadQuery as exc:
@@ -50,14 +50,14 @@ def job_metrics(request, pk: int):
 @login_required
 def job_metrics_ranks(request, pk: int):
     """Each rank's node and progress (steps per second, steps behind) and the straggler."""
-    job = get_object_or_404(Job.objects.for_user(request.user), pk=pk)
+    job = get_object_or_404(Job.objects.visible_to(request.user), pk=pk)
     return JsonResponse({"job": job.pk, **ranks.job_progress(job.pk).as_dict()})
 
 
 @login_required
 def job_metrics_export(request, pk: int):
     """Every point of every series, as CSV (default) or JSON lines, streamed."""
-    job = get_object_or_404(Job.objects.for_user(request.user), pk=pk)
+    job = get_object_or_404(Job.objects.visible_to(request.user), pk=pk)
     fmt = request.GET.get("format", "csv")
     if fmt not in ("csv", "json"):
         return JsonResponse({"error": "format must be csv or json"}, status=400)

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from jobs import access, signals
 from jobs.access import sees_every_job
 from jobs.models import describe
 from jobs.models.annotations import JobAnnotations
@@ -25,8 +26,13 @@ def new_job_uid() -> str:
 
 class JobQuerySet(models.QuerySet):
     def for_user(self, user) -> JobQuerySet:
-        """Jobs a user may see (jobs/access.py): their own, or every job for staff."""
+        """Jobs a user may act on (jobs/access.py): their own, or every job for staff."""
         return self if sees_every_job(user) else self.filter(owner=user)
+
+    def visible_to(self, user) -> JobQuerySet:
+        """Jobs a user may see (jobs/access.py): for_user's, and their projects' that are
+        not private as their role allows."""
+        return self.filter(access.visible_jobs(user))
 
     def active(self) -> JobQuerySet:
         return self.filter(state__in=Job.ACTIVE_STATES)
@@ -70,6 +76,14 @@ class Job(JobRequest, JobRun, JobAnnotations):
         related_name="jobs",
     )
     fold = models.PositiveSmallIntegerField(null=True, blank=True)
+    # The project (the scheduler's account) it is charged to, when the portal knows it
+    # (projects/): its members see it as their role allows, unless it is ``private``.
+    project = models.ForeignKey(
+        "projects.Project", on_delete=models.SET_NULL, null=True, blank=True, related_name="jobs"
+    )
+    private = models.BooleanField(
+        default=False, help_text="Only its owner (and staff) see it, whatever the project says."
+    )
 
     # -- kept here for side features, each read and written by its own module ------------
     # What reproduces the run (jobs/cluster/provenance.py), read on the cluster at submit:
@@ -163,6 +177,21 @@ class Job(JobRequest, JobRun, JobAnnotations):
     @property
     def is_distributed(self) -> bool:
         return self.world_size > 1 or self.launcher != self.Launcher.NONE
+
+    def save(self, *args, **kwargs) -> None:
+        if self._state.adding and self.project_id is None and self.cluster_id is not None:
+            from projects.models import charged_to
+
+            account = self.account or self.cluster.default_account
+            self.project = charged_to(self.cluster_id, self.owner_id, account)
+        super().save(*args, **kwargs)
+
+    def set_private(self, private: bool) -> None:
+        """Its owner hides it from their project's members (or shows it again); pages
+        that show it to them hear of it at once (jobs/consumers.py checks each push)."""
+        self.private = private
+        Job.objects.filter(pk=self.pk).update(private=private)
+        signals.updated_on_commit(self)
 
     def clean(self) -> None:
         """The request must fit the partition and the image (messages name the limit), and

@@ -8,12 +8,14 @@ from typing import TYPE_CHECKING
 from jobs.cluster import pool
 from jobs.models.gpus import record_discovery
 from jobs.seam import (
+    AccountsRead,
     Adapter,
     Attempt,
     JobKey,
     JobRef,
     Status,
 )
+from jobs.slurm import accounts as slurm_accounts
 from jobs.slurm import operations, scripts
 from jobs.slurm.status import to_status
 
@@ -71,6 +73,9 @@ class Slurm(Adapter):
     def discover_gpu_types(self, account: ClusterAccount, cluster: Cluster) -> list[str] | None:
         nodes = pool.with_connection(account, operations.free_on_nodes)
         return None if nodes is None else record_discovery(cluster, nodes)
+
+    def accounts(self, conn: Connection) -> AccountsRead:
+        return slurm_accounts.read(conn)
 
 
 def _expected(by_owner: dict[str, dict[JobKey, JobRef]]) -> operations.Expected:

@@ -34,6 +34,7 @@ from portal.settings.configured import (
     PORTAL_OIDC_LEEWAY,
     PORTAL_OIDC_SCOPES,
     PORTAL_OUTBOX_INTERVAL,
+    PORTAL_PROJECT_SYNC_INTERVAL,
     PORTAL_RECOVER_AFTER,
     PORTAL_RETRY_BACKOFF_MAX,
     PORTAL_SSH_CA_KEY_FILES,
@@ -128,6 +129,7 @@ INSTALLED_APPS = [
     "jobs",
     "jobs.metrics",
     "identity",
+    "projects",
     "jobs.experiments",
     "jobs.notifications",
     "proxy",
@@ -376,6 +378,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "jobs.tasks.send_efficiency_digest",
         "schedule": 7 * 24 * 3600,
         "options": {"expires": 24 * 3600},
+    },
+    "sync-projects": {
+        "task": "projects.tasks.sync_projects",
+        "schedule": PORTAL_PROJECT_SYNC_INTERVAL,
+        "options": {"expires": PORTAL_PROJECT_SYNC_INTERVAL},
     },
     "sweep-owed-notifications": {
         "task": "jobs.notifications.tasks.sweep_owed",

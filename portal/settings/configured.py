@@ -14,6 +14,7 @@ from pathlib import Path
 from portal import redis_ha
 from portal.env import (
     env_bool,
+    env_choice,
     env_float,
     env_int,
     env_list,
@@ -209,6 +210,16 @@ PORTAL_RECOVER_AFTER = env_float("PORTAL_RECOVER_AFTER", 60.0, minimum=2)
 # handed over again; longer than any consumer's retries take.
 PORTAL_OUTBOX_INTERVAL = env_float("PORTAL_OUTBOX_INTERVAL", 10.0, minimum=0.5)
 PORTAL_OUTBOX_LEASE = env_float("PORTAL_OUTBOX_LEASE", 900.0, minimum=1)
+# Projects (projects/): each cluster's accounts are read every PORTAL_PROJECT_SYNC_INTERVAL
+# seconds. What an account's associated users may do with each other's runs unless the
+# project says otherwise (its default role in the admin): none (an account for charging
+# only), viewer or member. Its coordinators are managers whatever this says. Off (none)
+# unless a centre chooses: a catch-all account everyone is in must not show everyone's
+# runs to everyone.
+PORTAL_PROJECT_SYNC_INTERVAL = env_float("PORTAL_PROJECT_SYNC_INTERVAL", 300.0, minimum=5)
+PORTAL_PROJECT_DEFAULT_ROLE = env_choice(
+    "PORTAL_PROJECT_DEFAULT_ROLE", "none", ("none", "viewer", "member")
+)
 # How often Celery beat asks each cluster about its active jobs (seconds), and
 # the fraction of that interval over which the per-cluster polls are spread.
 PORTAL_SYNC_INTERVAL = env_float("PORTAL_SYNC_INTERVAL", 15.0, minimum=1)

@@ -171,10 +171,12 @@ const Portal = (() => {
     const table = document.getElementById("job-table");
     const filter = table.dataset.filter;
     const trials = table.dataset.trials;
+    const project = table.dataset.project || "";
     const matches = (job) =>
-      (trials || !job.trial_id) && (!filter || filter === job.state || (filter === "active" && job.is_active));
+      (trials || !job.trial_id) && (!project || String(job.project_id) === project) &&
+      (!filter || filter === job.state || (filter === "active" && job.is_active));
     async function refreshTable() {
-      const response = await fetch(`?state=${encodeURIComponent(filter)}&trials=${trials}&fragment=table`);
+      const response = await fetch(`?state=${encodeURIComponent(filter)}&trials=${trials}&project=${encodeURIComponent(project)}&fragment=table`);
       if (response.ok) table.innerHTML = await response.text();
     }
     live("/ws/jobs/", async (job) => {

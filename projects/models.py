@@ -1,0 +1,139 @@
+"""A project is a scheduler's account, read from the cluster (projects/sync.py): its
+members are the portal users whose cluster users the scheduler associates with it, and a
+person's role in it says what they may do with their colleagues' runs (jobs/access.py
+asks; nothing else decides)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class Role(models.TextChoices):
+    """In order: each role may do what the one before it may."""
+
+    NONE = "none", "None (an account for charging only: no one sees the others' runs)"
+    VIEWER = "viewer", "Viewer (sees the project's runs, charts, logs and experiments)"
+    MEMBER = "member", "Member (also launches on the account, relaunches a colleague's run)"
+    MANAGER = "manager", "Manager (also shares, revokes and sets the project's defaults)"
+
+
+RANK: dict[str, int] = {Role.NONE: 0, Role.VIEWER: 1, Role.MEMBER: 2, Role.MANAGER: 3}
+
+
+def at_least(role: str, wanted: str) -> bool:
+    return RANK.get(role, 0) >= RANK[Role(wanted)]
+
+
+class ProjectQuerySet(models.QuerySet):
+    def current(self) -> ProjectQuerySet:
+        """Those the cluster still has."""
+        return self.filter(gone_at__isnull=True)
+
+
+class Project(models.Model):
+    """One account of one cluster's scheduler (a Slurm account, an HTCondor accounting
+    group). Made and kept by the sync, never typed: ``name`` is the scheduler's."""
+
+    cluster = models.ForeignKey("jobs.Cluster", on_delete=models.CASCADE, related_name="projects")
+    name = models.CharField(max_length=64)
+    description = models.CharField(max_length=200, blank=True)
+    default_role = models.CharField(
+        max_length=8,
+        choices=[("", "The portal's default (PORTAL_PROJECT_DEFAULT_ROLE)")]
+        + [(r.value, r.label) for r in (Role.NONE, Role.VIEWER, Role.MEMBER)],
+        blank=True,
+        default="",
+        help_text="The role of the account's associated users; the scheduler's coordinators "
+        "are managers.",
+    )
+    synced_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # The scheduler no longer has it: its members lose their roles, its jobs keep it.
+    gone_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    objects = ProjectQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="one_project_per_account")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.cluster.name}"
+
+    @property
+    def members_role(self) -> str:
+        return self.default_role or settings.PORTAL_PROJECT_DEFAULT_ROLE
+
+
+class MembershipQuerySet(models.QuerySet):
+    def current(self) -> MembershipQuerySet:
+        return self.filter(project__gone_at__isnull=True)
+
+
+class Membership(models.Model):
+    """A portal user in a project, because the scheduler associates their cluster user
+    with the account (``coordinator``: the scheduler names them its coordinator)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    cluster_user = models.CharField(max_length=32)
+    coordinator = models.BooleanField(default=False)
+    # The scheduler's default account of this cluster user (a job launched without one
+    # is charged to it).
+    is_default = models.BooleanField(default=False)
+    since = models.DateTimeField(default=timezone.now)
+
+    objects = MembershipQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["project", "user__username"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "user"], name="one_membership_per_person")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.project} ({self.role})"
+
+    @property
+    def role(self) -> str:
+        return Role.MANAGER if self.coordinator else self.project.members_role
+
+
+def charged_to(cluster_id: int, owner_id: int, account: str) -> Project | None:
+    """The project a job is charged to: its account's (``account``: the job's, else the
+    cluster's default), else its owner's default account's on that cluster; None when the
+    portal has not read that account (yet)."""
+    current = Project.objects.current()
+    if account:
+        return current.filter(cluster_id=cluster_id, name=account).first()
+    default = (
+        Membership.objects.current()
+        .filter(project__cluster_id=cluster_id, user_id=owner_id, is_default=True)
+        .select_related("project")
+        .first()
+    )
+    return default.project if default is not None else None
+
+
+def launch_refusal(user, cluster_id: int, account: str) -> str:
+    """Why ``user`` may not launch on ``account`` of the cluster ('' when they may): a
+    known account they are not associated with, or one where they are a viewer."""
+    if not account:
+        return ""
+    project = Project.objects.current().filter(cluster_id=cluster_id, name=account).first()
+    if project is None:
+        return ""  # not read from the scheduler (yet): the scheduler decides
+    member = Membership.objects.filter(project=project, user_id=user.pk).first()
+    if member is None:
+        return (
+            f"You are not in the account {account} on this cluster (the scheduler's "
+            "associations, read at the last sync); choose one of yours or leave it empty."
+        )
+    if member.role == Role.VIEWER:
+        return f"You are a viewer of project {account}: viewers do not launch on its account."
+    return ""

@@ -1,0 +1,78 @@
+"""The sync makes a cluster's projects and memberships what the scheduler says, for the
+people whose cluster user is proven theirs (never a name they typed)."""
+
+import pytest
+
+from jobs.models import ClusterAccount
+from jobs.seam import AccountRecord, AccountsRead
+from projects import sync
+from projects.models import Membership, Project, Role
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+
+def read(**accounts):
+    """AccountsRead of {account: (users, coordinators)}; defaults: each user's first."""
+    records, defaults = [], {}
+    for name, (users, coordinators) in accounts.items():
+        records.append(AccountRecord(name, frozenset(users), frozenset(coordinators)))
+        for u in users:
+            defaults.setdefault(u, name)
+    return AccountsRead(tuple(records), defaults)
+
+
+@pytest.fixture
+def people(cluster):
+    pi = factories.user("pi")
+    student = factories.user("student")
+    typed = factories.user("typed")
+    factories.account(cluster, pi, "hpcpi")
+    factories.account(cluster, student, "hpcstudent", ClusterAccount.MappedBy.USER_MAP)
+    # Typed by its person, not proven: it never makes them a member of anything.
+    factories.account(cluster, typed, "hpcpi2", ClusterAccount.MappedBy.TYPED)
+    return pi, student, typed
+
+
+def members(project_name):
+    return sorted(
+        (m.user.username, m.role)
+        for m in Membership.objects.filter(project__name=project_name).select_related(
+            "user", "project"
+        )
+    )
+
+
+def test_accounts_become_projects_with_proven_members_and_coordinators_as_managers(
+    cluster, people, settings
+):
+    settings.PORTAL_PROJECT_DEFAULT_ROLE = "viewer"
+    outcome = sync.apply(
+        cluster,
+        read(
+            vision=({"hpcpi", "hpcstudent", "hpcpi2", "nobody"}, {"hpcpi"}),
+            nlp=({"hpcpi"}, ()),
+        ),
+    )
+    assert (outcome.projects, outcome.joined, outcome.left) == (2, 3, 0)
+    assert members("vision") == [("pi", Role.MANAGER), ("student", Role.VIEWER)]
+    assert members("nlp") == [("pi", Role.VIEWER)]
+    assert Membership.objects.get(user__username="student").is_default  # vision: its first
+
+
+def test_joins_and_leaves_follow_the_scheduler_and_a_gone_account_keeps_its_row(cluster, people):
+    sync.apply(cluster, read(vision=({"hpcpi", "hpcstudent"}, ()), nlp=({"hpcpi"}, ())))
+    outcome = sync.apply(cluster, read(vision=({"hpcpi"}, ())))
+    assert (outcome.joined, outcome.left, outcome.gone) == (0, 2, 1)
+    assert members("vision") == [("pi", "none")]  # the portal's default: none
+    nlp = Project.objects.get(name="nlp")
+    assert nlp.gone_at is not None and not nlp.memberships.exists()
+    sync.apply(cluster, read(vision=({"hpcpi"}, ()), nlp=({"hpcpi"}, ())))
+    assert Project.objects.get(name="nlp").gone_at is None  # back
+
+
+def test_a_disabled_or_unsealed_account_is_no_member(cluster, people):
+    pi, student, _ = people
+    ClusterAccount.objects.filter(user=student).update(username="hpcpi3")  # around the portal
+    sync.apply(cluster, read(vision=({"hpcpi", "hpcpi3"}, ())))
+    assert members("vision") == [("pi", "none")]
