@@ -7,6 +7,7 @@ from jobs.metrics import views as metrics
 urlpatterns = [
     path("", jobs.dashboard, name="dashboard"),
     path("launch/", jobs.launch, name="launch"),
+    path("launch/calendar/", jobs.launch_calendar, name="launch-calendar"),
     path("compare/", compare.compare_page, name="compare"),
     path("experiments/", experiments.experiments, name="experiments"),
     path("experiments/<int:pk>/", experiments.experiment_detail, name="experiment-detail"),
@@ -25,6 +26,7 @@ urlpatterns = [
     path("jobs/<int:pk>/metrics/export/", metrics.job_metrics_export, name="job-metrics-export"),
     path("jobs/<int:pk>/cancel/", jobs.job_cancel, name="job-cancel"),
     path("jobs/<int:pk>/release/", jobs.job_release, name="job-release"),
+    path("jobs/<int:pk>/shorten/", jobs.job_shorten, name="job-shorten"),
     path("jobs/<int:pk>/keep-gpus/", jobs.job_keep_gpus, name="job-keep-gpus"),
     path("jobs/<int:pk>/annotations/", jobs.job_annotate, name="job-annotate"),
     path("jobs/<int:pk>/diff/", jobs.job_diff, name="job-diff"),

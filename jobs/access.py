@@ -65,6 +65,12 @@ def projects_of(user: Any) -> list:
     )
 
 
+def may_see_project(user: Any, project_id: int) -> bool:
+    """A project's page (its members, their use, its runs): staff and its members with a
+    role (a charging-only account shows no one the others' use)."""
+    return sees_every_job(user) or project_id in roles(user)
+
+
 def role_in(user: Any, project_id: int | None) -> str:
     """The person's role in a project ('' when none)."""
     if project_id is None:

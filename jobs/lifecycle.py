@@ -66,6 +66,23 @@ def release(job: Job, by=None) -> bool:
     return True
 
 
+def lower_time_limit(job: Job, minutes: int, by=None) -> bool:
+    """Lower a pending job's time limit to ``minutes`` (a worker runs the scheduler's
+    update; ``by`` as for cancel). False if it is not pending or that is no lower."""
+    if job.state != Job.State.PENDING or not 1 <= minutes < job.time_limit_minutes:
+        return False
+    transaction.on_commit(
+        lambda: _queue(
+            job,
+            tasks.lower_time_limit,
+            "The portal could not queue the change of time limit ({exc}).",
+            minutes,
+            *_asker(by),
+        )
+    )
+    return True
+
+
 def submit_array(array_id: int) -> None:
     """Queue the submission of a job array the portal built (an experiment's batch of
     trial runs). A broker outage is logged: the recovery sweep submits it once the broker

@@ -220,6 +220,42 @@ class AccountsRead:
     defaults: Mapping[str, str]
 
 
+@dataclass(frozen=True)
+class UsageLine:
+    """One user's use of an account in one month (of the runs' starts), from accounting."""
+
+    user: str
+    month: str  # YYYY-MM
+    jobs: int
+    gpu_seconds: int
+    cpu_seconds: int
+
+
+@dataclass(frozen=True)
+class AccountUsage:
+    """What an account spent and may spend, as the scheduler tells it: per user and month
+    (``lines``), its limits (``limits``: {"GrpTRESMins": {"gres/gpu": 6000}, ...}; absent
+    when unset) and its fair-share (``norm_shares``: its part of the cluster;
+    ``effective_usage``: its part of recent use, decayed; None where not kept)."""
+
+    lines: tuple[UsageLine, ...]
+    limits: Mapping[str, Mapping[str, int]]
+    norm_shares: float | None = None
+    effective_usage: float | None = None
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """A reservation of nodes the scheduler keeps (a maintenance window among them): when,
+    and the partitions whose nodes it takes (a job there that would run into it waits)."""
+
+    name: str
+    start: datetime
+    end: datetime
+    maintenance: bool
+    partitions: frozenset[str]
+
+
 class Scripts(Protocol):
     """What an adapter's script module provides (jobs/slurm/scripts.py,
     jobs/htcondor/submit.py): the text that is submitted, from plain descriptions."""
@@ -395,6 +431,23 @@ class Adapter:
         """Describe the GPU types the cluster's nodes report (lines for the admin); None
         when the scheduler did not answer."""
         raise NotImplementedError
+
+    def reservations(self, conn: Connection) -> list[Reservation] | None:
+        """The scheduler's reservations that have not ended, in O(1) commands; None where
+        it keeps none."""
+        return None
+
+    def lower_time_limit(
+        self, conn: Connection, username: str, scheduler_id: str, job_name: str, minutes: int
+    ) -> None:
+        """Lower a pending job's time limit (what its owner may do), only while
+        ``scheduler_id`` still carries ``job_name``."""
+        raise NotImplementedError
+
+    def account_usage(self, conn: Connection, account: str, since: str) -> AccountUsage | None:
+        """What ``account`` spent since ``since`` (YYYY-MM-DD) per user and month, its limits
+        and fair-share, in O(1) commands; None where the scheduler keeps no accounting."""
+        return None
 
     def accounts(self, conn: Connection) -> AccountsRead | None:
         """The scheduler's accounts with their users and coordinators, as far as the

@@ -410,11 +410,37 @@ def release_job(self, job_id: int, requested_by: int | None = None) -> None:
     )
 
 
-def _act_on_job(task, job: Job, what: str, doing: str, requested_by: int | None, operation) -> None:
+@shared_task(
+    name="jobs.tasks.lower_time_limit", bind=True, acks_late=True, max_retries=None, **limits()
+)
+def lower_time_limit(self, job_id: int, minutes: int, requested_by: int | None = None) -> None:
+    """Lower a pending job's time limit (so it starts before a maintenance)."""
+    job = Job.objects.select_related("cluster_account__cluster", "owner").filter(pk=job_id).first()
+    if job is None or job.state != Job.State.PENDING or job.cluster_account is None:
+        return
+    if not 1 <= minutes < job.time_limit_minutes:
+        return
+    username = job.cluster_account.username
+    done = _act_on_job(
+        self,
+        job,
+        audit.Action.TIME_LIMIT,
+        "Lowering the time limit",
+        requested_by,
+        lambda conn: schedulers.for_cluster(job.cluster).lower_time_limit(
+            conn, username, job.scheduler_job_id, job.scheduler_name, minutes
+        ),
+    )
+    if done:
+        Job.objects.filter(pk=job.pk).update(time_limit_minutes=minutes)
+        job.note(f"Time limit lowered to {minutes} minutes.")
+
+
+def _act_on_job(task, job: Job, what: str, doing: str, requested_by: int | None, operation) -> bool:
     """Run a scheduler ``operation`` on the job's account, audited as ``what`` for the
     person who asked (``requested_by``; the owner when the portal acted by itself):
     transient errors retry the task, others are recorded on the job; then the outcome is
-    synced at once rather than at the next periodic sync."""
+    synced at once rather than at the next periodic sync. True when it was done."""
     asker = None
     if requested_by is not None and requested_by != job.owner_id:
         asker = get_user_model().objects.filter(pk=requested_by).first()
@@ -431,13 +457,14 @@ def _act_on_job(task, job: Job, what: str, doing: str, requested_by: int | None,
         job.update_details(
             message=f"{doing} failed: the cluster took longer than {seconds:.0f} s to answer."
         )
-        return
+        return False
     except ssh.ClusterError as exc:
         if exc.transient and task.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
             raise task.retry(exc=exc, countdown=backoff(task.request.retries)) from None
         job.update_details(message=f"{doing} failed: {exc}")
-        return
+        return False
     sync_jobs(Job.objects.filter(pk=job.pk))
+    return True
 
 
 @shared_task(name="jobs.tasks.recover_jobs")

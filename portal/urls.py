@@ -26,5 +26,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("jobs.notifications.urls")),
+    path("", include("projects.urls")),
     path("", include("frontend.urls")),
 ]

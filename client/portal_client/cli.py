@@ -169,6 +169,8 @@ def cmd_submit(client: Client, args, out: Output) -> int:
             raise PortalError("A session runs no command; drop what follows `--`.")
         fields["command"] = command_text(args.command)
     job = client.submit(**fields)
+    for warning in job.get("warnings") or []:
+        out.note(f"warning: {warning}")
     if not (args.wait and out.as_json):
         out.data(job, str(job["id"]))
     if not args.wait:

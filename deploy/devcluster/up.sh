@@ -198,6 +198,13 @@ MpiDefault=none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 SchedulerType=sched/backfill
+# Fair-share as sites run it (sshare says how a group's recent use compares with its share:
+# the project page's sentence). Usage decays over a week and is recomputed every minute.
+PriorityType=priority/multifactor
+PriorityDecayHalfLife=7-0
+PriorityCalcPeriod=1
+PriorityWeightFairshare=1000
+PriorityWeightAge=100
 # Backfill every 5 s (default 30) so short test jobs start behind blocked ones.
 SchedulerParameters=bf_interval=5
 SlurmdParameters=config_overrides
@@ -307,6 +314,10 @@ has_assoc vision "$SECOND_USER" || sacctmgr -i add user "$SECOND_USER" account=v
 has_assoc nlp "$CLUSTER_USER" || sacctmgr -i add user "$CLUSTER_USER" account=nlp >/dev/null
 sacctmgr -n -P show account vision withcoord format=coordinators 2>/dev/null | grep -qw "$CLUSTER_USER" \
     || sacctmgr -i add coordinator account=vision names="$CLUSTER_USER" >/dev/null
+# vision's allocation: 100 GPU-hours, at most 4 GPUs at once (not enforced here: the
+# project page shows them as a centre's would).
+sacctmgr -n -P show assoc account=vision user= format=grptresmins 2>/dev/null | grep -q "gres/gpu=6000" \
+    || sacctmgr -i modify account vision set GrpTRESMins=gres/gpu=6000 GrpTRES=gres/gpu=4 >/dev/null
 
 # --- slurmctld and slurmd -------------------------------------------------------------------
 # (slurmdbd reads only slurmdbd.conf, handled above; slurmctld re-registers with it.)

@@ -20,12 +20,13 @@ from frontend.views.common import (
 from jobs import access, lifecycle, schedulers
 from jobs.access import sees_every_job
 from jobs.display import when
-from jobs.launch import LaunchForm, launch_initial, partition_limits, tensorboard_initial
-from jobs.models import ContainerImage, Job, Tag
+from jobs.launch import LaunchForm, calendar, launch_initial, partition_limits, tensorboard_initial
+from jobs.models import Cluster, ContainerImage, Job, Tag
 from jobs.models import annotations as tagging
 from jobs.models.attempts import usage_of
 from jobs.usage import hours as usage
 from jobs.usage import idle_policy
+from portal.throttle import throttled
 from proxy.access import may_open_others
 
 PAGE_SIZE = 20
@@ -100,6 +101,8 @@ def launch(request):
             messages.success(
                 request, f"Job {job.pk} is queued; it will be submitted to {job.cluster.name} now."
             )
+            if clash := calendar.for_job(job, request.user):
+                messages.warning(request, clash.text)
             if job.image.deprecated:
                 messages.warning(request, job.image.deprecation_text)
             return redirect("job-detail", pk=job.pk)
@@ -136,6 +139,17 @@ def launch(request):
 
 
 @login_required
+@throttled("cluster-pages", json=True)
+def launch_calendar(request):
+    """The chosen cluster's maintenance reservations, for the launch page's script (read
+    after the page shows, so the form never waits on a cluster)."""
+    cluster = Cluster.objects.filter(enabled=True, name=request.GET.get("cluster", "")).first()
+    if cluster is None:
+        raise Http404("no such cluster")
+    return JsonResponse({"maintenance": calendar.for_page(cluster, request.user)})
+
+
+@login_required
 def job_detail(request, pk: int):
     job = get_job_for_user(request, pk)
     # ?fragment=live: the parts of the page that follow the job (portal.js refreshes them).
@@ -156,6 +170,9 @@ def job_detail(request, pk: int):
         "may_open_session": job.owner_id == request.user.pk or may_open_others(request.user),
         "max_note_chars": tagging.MAX_NOTE_CHARS,
     }
+    if job.state == Job.State.PENDING and context["may_act"] and waits_for_nodes(job):
+        # Waiting behind a maintenance: how long a limit starts before it (one click).
+        context["maintenance"] = calendar.for_job(job, request.user)
     if job.state == Job.State.RUNNING and job.gpus:
         context["idle_gpus"] = usage.idle_gpu_jobs(Job.objects.filter(pk=job.pk)).get(job.pk)
         context["idle_warning"] = idle_policy.warning_of(job)
@@ -209,6 +226,30 @@ def job_diff(request, pk: int):
     response = HttpResponse(job.git_diff, content_type="text/plain; charset=utf-8")
     response["Content-Disposition"] = f'inline; filename="job-{job.pk}.diff"'
     return response
+
+
+def waits_for_nodes(job: Job) -> bool:
+    """Slurm's reasons for a job that waits for nodes a reservation holds."""
+    reason = job.pending_reason or ""
+    return "ReqNodeNotAvail" in reason or "Reserved for maintenance" in reason
+
+
+@login_required
+@require_POST
+def job_shorten(request, pk: int):
+    """Its owner lowers a pending job's time limit (to start before a maintenance)."""
+    job = get_job_to_act(request, pk)
+    raw = request.POST.get("minutes", "")
+    minutes = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 7 else 0
+    if lifecycle.lower_time_limit(job, minutes, by=request.user):
+        messages.info(request, f"Lowering job {job.pk}'s time limit to {minutes} minutes.")
+    else:
+        messages.error(
+            request,
+            f"Job {job.pk}'s time limit was not changed: only a pending job's, and only lower "
+            f"than its {job.time_limit_minutes} minutes.",
+        )
+    return redirect("job-detail", pk=job.pk)
 
 
 @login_required

@@ -42,6 +42,7 @@ from jobs.api.serializers import (
     JobSerializer,
 )
 from jobs.cluster import files, ssh
+from jobs.launch import calendar
 from jobs.metrics.views import MetricsActions
 from jobs.models import Cluster, ContainerImage, Job
 from jobs.models import annotations as tagging
@@ -274,7 +275,11 @@ class JobViewSet(
         incoming = JobCreateSerializer(data=request.data, context={"request": request})
         incoming.is_valid(raise_exception=True)
         job = lifecycle.launch(incoming.validated_data["form"])
-        body = JobSerializer(job, context={"request": request}).data
+        body = dict(JobSerializer(job, context={"request": request}).data)
+        # What the person should know and the job cannot say yet (a maintenance it would
+        # run into: jobs/launch/calendar.py).
+        clash = calendar.for_job(job, request.user)
+        body["warnings"] = [clash.text] if clash else []
         return Response(body, status=status.HTTP_201_CREATED)
 
     @extend_schema(

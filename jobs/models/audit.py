@@ -32,6 +32,7 @@ class AuditEvent(models.Model):
         SUBMIT = "submit", "submit a job"
         CANCEL = "cancel", "cancel a job"
         RELEASE = "release", "release a held job"
+        TIME_LIMIT = "time_limit", "lower a pending job's time limit"
         FILE_READ = "file_read", "read a job's log"
         FILE_LIST = "file_list", "list a job's work directory"
         FILE_DOWNLOAD = "file_download", "download a job's file"

@@ -8,6 +8,7 @@ positional parameter (``bash -c SCRIPT name ARG1 ARG2``), never interpolated.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import replace
 
 from jobs.cluster import ssh
@@ -330,6 +331,18 @@ def cancel(conn: ssh.Connection, scheduler_id: str, job_name: str) -> None:
             stderr=result.stderr,
             exit_status=result.exit_status,
         )
+
+
+def lower_time_limit(
+    conn: ssh.Connection, username: str, scheduler_id: str, job_name: str, minutes: int
+) -> None:
+    """``scontrol update TimeLimit=`` of a pending job (a user may lower their own job's
+    limit, never raise it), only while ``scheduler_id`` still carries ``job_name``."""
+    if not re.fullmatch(r"\d{1,12}(_\d{1,9})?", scheduler_id) or not 1 <= minutes <= 10**7:
+        raise ValueError("a Slurm job id and a number of minutes")
+    if not query(conn, username, {JobKey(scheduler_id, job_name): ""}):
+        raise ssh.CommandFailed(f"Slurm job {scheduler_id} is no longer this job; not changed.")
+    run(conn, ["scontrol", "update", f"JobId={scheduler_id}", f"TimeLimit={minutes}"])
 
 
 def release(conn: ssh.Connection, username: str, scheduler_id: str, job_name: str) -> None:

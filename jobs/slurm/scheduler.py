@@ -9,14 +9,17 @@ from jobs.cluster import pool
 from jobs.models.gpus import record_discovery
 from jobs.seam import (
     AccountsRead,
+    AccountUsage,
     Adapter,
     Attempt,
     JobKey,
     JobRef,
+    Reservation,
     Status,
 )
 from jobs.slurm import accounts as slurm_accounts
 from jobs.slurm import operations, scripts
+from jobs.slurm import reservations as slurm_reservations
 from jobs.slurm.status import to_status
 
 if TYPE_CHECKING:
@@ -74,8 +77,19 @@ class Slurm(Adapter):
         nodes = pool.with_connection(account, operations.free_on_nodes)
         return None if nodes is None else record_discovery(cluster, nodes)
 
+    def reservations(self, conn: Connection) -> list[Reservation]:
+        return slurm_reservations.read(conn)
+
+    def lower_time_limit(
+        self, conn: Connection, username: str, scheduler_id: str, job_name: str, minutes: int
+    ) -> None:
+        operations.lower_time_limit(conn, username, scheduler_id, job_name, minutes)
+
     def accounts(self, conn: Connection) -> AccountsRead:
         return slurm_accounts.read(conn)
+
+    def account_usage(self, conn: Connection, account: str, since: str) -> AccountUsage:
+        return slurm_accounts.read_usage(conn, account, since)
 
 
 def _expected(by_owner: dict[str, dict[JobKey, JobRef]]) -> operations.Expected:

@@ -217,6 +217,11 @@ PORTAL_OUTBOX_LEASE = env_float("PORTAL_OUTBOX_LEASE", 900.0, minimum=1)
 # unless a centre chooses: a catch-all account everyone is in must not show everyone's
 # runs to everyone.
 PORTAL_PROJECT_SYNC_INTERVAL = env_float("PORTAL_PROJECT_SYNC_INTERVAL", 300.0, minimum=5)
+# A project page's reading of its account's use (sacct, sshare, limits) is kept this many
+# seconds: the page never asks the scheduler more often.
+PORTAL_PROJECT_USAGE_CACHE = env_float("PORTAL_PROJECT_USAGE_CACHE", 300.0, minimum=0)
+# The clusters' maintenance reservations, read for the launch form, are kept this long.
+PORTAL_RESERVATIONS_CACHE = env_float("PORTAL_RESERVATIONS_CACHE", 60.0, minimum=0)
 PORTAL_PROJECT_DEFAULT_ROLE = env_choice(
     "PORTAL_PROJECT_DEFAULT_ROLE", "none", ("none", "viewer", "member")
 )

@@ -6,7 +6,7 @@ does. No framework, no build step. */
 const PortalLaunch = (() => {
   const $ = (id) => document.getElementById(id);
   // Set once by start(): the page's data and fields.
-  let limits, gpuImages, imageKinds, form;
+  let limits, gpuImages, imageKinds, maintenance, form;
   let cluster, partition, gpuType, gpus, cpus, memory, minutes, nodes, tasks, needCc, needMem;
   let allPartitions, search;
   // Fields the user set by hand keep their value; the others follow the image and
@@ -23,12 +23,14 @@ const PortalLaunch = (() => {
     // On load the server's values stand (the defaults, or a job launched again).
     onCluster(false);
     onImage(false);
+    readCalendar();
   }
 
   function findFields() {
     limits = JSON.parse(document.getElementById("partition-limits").textContent);
     gpuImages = JSON.parse(document.getElementById("gpu-images").textContent);
     imageKinds = JSON.parse(document.getElementById("image-kinds").textContent);
+    maintenance = {};
     form = document.getElementById("launch-form");
     cluster = $("id_cluster"); partition = $("id_partition"); gpuType = $("id_gpu_type");
     gpus = $("id_gpus"); cpus = $("id_cpus"); memory = $("id_memory_gb"); minutes = $("id_time_limit_minutes");
@@ -280,8 +282,61 @@ const PortalLaunch = (() => {
     ["id_resumable", "id_max_attempts", "id_checkpoint_warning_seconds", "id_time_limit_minutes"]
       .forEach((id) => $(id).addEventListener("input", onResumable));
     $("id_resumable").addEventListener("change", onResumable);
+    cluster.addEventListener("change", readCalendar);
+    partition.addEventListener("change", onCalendar);
+    minutes.addEventListener("input", onCalendar);
+    form.querySelector("[data-shorten]").addEventListener("click", (event) => {
+      minutes.value = event.target.dataset.minutes;
+      touched.add(minutes);
+      minutes.dispatchEvent(new Event("input", { bubbles: true }));
+    });
     form.querySelectorAll("input[name=kind]").forEach((r) => r.addEventListener("change", onKind));
     form.querySelectorAll("input[name=image]").forEach((r) => r.addEventListener("change", () => onImage()));
+  }
+
+  // A maintenance reservation on the chosen partition's nodes that the time limit runs
+  // into (jobs/launch/calendar.py says the same after launch, and to the API).
+  const MARGIN_MINUTES = 10;
+  function span(m) {
+    const h = Math.floor(m / 60), r = m % 60;
+    return !h ? `${r} min` : r ? `${h} h ${r} min` : `${h} h`;
+  }
+  async function readCalendar() {
+    const name = cluster.value;
+    if (name && !(name in maintenance)) {
+      maintenance[name] = [];
+      const url = form.querySelector("[data-maintenance]").dataset.calendarUrl;
+      try {
+        const response = await fetch(`${url}?cluster=${encodeURIComponent(name)}`);
+        if (response.ok) maintenance[name] = (await response.json()).maintenance;
+      } catch (error) { /* no calendar: nothing to say */ }
+    }
+    onCalendar();
+  }
+  function onCalendar() {
+    const note = form.querySelector("[data-maintenance]");
+    const shorten = form.querySelector("[data-shorten]");
+    const p = currentPartition();
+    const asked = Number(minutes.value) || 0;
+    const now = Date.now();
+    const found = (maintenance[cluster.value] || [])
+      .filter((r) => p && r.partitions.includes(p.name) && Date.parse(r.end) > now)
+      .sort((a, b) => Date.parse(a.start) - Date.parse(b.start))
+      .find((r) => Date.parse(r.start) <= now || now + asked * 60000 > Date.parse(r.start));
+    note.hidden = !found;
+    shorten.hidden = true;
+    if (!found) return;
+    const window = `${found.start_text} until ${found.end_text}`;
+    const fits = Math.floor((Date.parse(found.start) - MARGIN_MINUTES * 60000 - now) / 60000);
+    const text = note.querySelector("[data-maintenance-text]");
+    if (Date.parse(found.start) <= now || fits <= 0) {
+      text.textContent = `The maintenance ${found.name} (${window}) has begun on this partition's nodes: the job waits until it ends.`;
+      return;
+    }
+    text.textContent = `A ${span(asked)} run would run into the maintenance ${found.name} (${window}) and wait until it ends; ${span(fits)} or less starts before it.`;
+    shorten.textContent = `Shorten to ${span(fits)}`;
+    shorten.dataset.minutes = fits;
+    shorten.hidden = false;
   }
 
   function wireForm() {
