@@ -7,12 +7,13 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from jobs import access
 from jobs.experiments import report, service, spec
 from jobs.experiments.models import Experiment
 from jobs.models import ContainerImage
@@ -35,9 +36,10 @@ def example_spec() -> str:
 
 
 def get_experiment_for_user(request, pk: int) -> Experiment:
-    """The experiment if the user may see it (owner or staff); 404 otherwise."""
+    """The experiment if the user may see it (jobs/access.py: owner, staff, its project's
+    members); 404 otherwise."""
     return get_object_or_404(
-        Experiment.objects.for_user(request.user).select_related("owner", "cluster"), pk=pk
+        Experiment.objects.visible_to(request.user).select_related("owner", "cluster"), pk=pk
     )
 
 
@@ -54,7 +56,9 @@ def experiments(request):
             return redirect("experiment-detail", experiment.pk)
     rows = [
         report.summary(e)
-        for e in Experiment.objects.for_user(request.user).select_related("owner", "cluster")[:100]
+        for e in Experiment.objects.visible_to(request.user).select_related("owner", "cluster")[
+            :100
+        ]
     ]
     return render(
         request,
@@ -93,6 +97,8 @@ def experiment_export(request, pk: int):
 @require_POST
 def experiment_cancel(request, pk: int):
     experiment = get_experiment_for_user(request, pk)
+    if not access.may_act(request.user, experiment.owner_id):
+        raise PermissionDenied("Only the experiment's owner (or staff) may cancel it.")
     if service.cancel(experiment):
         messages.info(request, "Cancelling: no new trials; running ones are being stopped.")
     return redirect("experiment-detail", experiment.pk)
@@ -102,12 +108,15 @@ def experiment_cancel(request, pk: int):
 @require_POST
 def experiment_relaunch(request, pk: int):
     experiment = get_experiment_for_user(request, pk)
+    if not access.may_relaunch(request.user, experiment.owner_id, experiment.project_id, False):
+        raise PermissionDenied("A viewer of this experiment's project does not launch on it.")
     trial = service.trial_to_relaunch(experiment, request.POST.get("trial") or None)
     if trial is None:
         messages.error(request, "No such trial, or none has completed with a score yet.")
         return redirect("experiment-detail", experiment.pk)
     if experiment.owner_id != request.user.pk:
-        # Staff: the owner's command, in the launch form to read; nothing runs as them.
+        # Staff and the project's members: the owner's command, in the launch form to
+        # read; nothing runs as them.
         source = service.copy_source(trial)
         if source is None:
             messages.error(request, f"Trial {trial.number} has no job to copy.")

@@ -87,6 +87,16 @@ def visible_jobs(user: Any) -> Q:
     return mine | Q(project_id__in=seen, private=False) if seen else mine
 
 
+def visible_experiments(user: Any) -> Q:
+    """The filter of experiments the person may see: theirs, and their projects' (staff:
+    every one). Acting on one (cancel) is its owner's and staff's."""
+    if sees_every_job(user):
+        return Q()
+    seen = sorted(roles(user))
+    mine = Q(owner_id=user.pk)
+    return mine | Q(project_id__in=seen) if seen else mine
+
+
 def may_see(
     user: Any, owner_id: int | None, project_id: int | None = None, private: bool = False
 ) -> bool:

@@ -358,12 +358,14 @@ def experiment(owner, image_slug: str = "host", command: str = "true", **overrid
     return service.create(owner, experiment_spec(image_slug, command, **overrides))
 
 
-def experiment_record(owner, cluster: Cluster, image: ContainerImage | None = None, **fields):
+def experiment_record(
+    owner, cluster: Cluster, image: ContainerImage | None = None, account: str = "", **fields
+):
     """An Experiment row as the service would store it (no spec checked, nothing started):
-    two parameters, val_accuracy maximised, on partition cpu."""
+    two parameters, val_accuracy maximised, on partition cpu (charged to ``account``)."""
     from jobs.experiments.models import Experiment
 
-    base = job(owner, cluster, "train", image=image, save=False)
+    base = job(owner, cluster, "train", image=image, save=False, account=account)
     from jobs.experiments.controller import launch_fields
 
     values = dict(

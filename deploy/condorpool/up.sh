@@ -116,6 +116,7 @@ done
 # Durations: HTCondor holds a job past allowed_execute_duration (code 47); the portal's
 # submit description removes such a job (periodic_remove) and reads it as "timeout".
 install -d -m 755 "$ROOT/etc/condor/config.d"
+changed=0  # slots, GPUs and the network are read at start: a change restarts the pool
 cat > "$ROOT/etc/condor/config.d/99-portal.tmp" <<EOF
 $MARK
 USE_PID_NAMESPACES = False
@@ -138,8 +139,27 @@ UPDATE_INTERVAL = 2
 PERIODIC_EXPR_INTERVAL = 5
 JOB_START_DELAY = 0
 CLAIM_WORKLIFE = 0
+# Accounting groups per user, as HTCondor's manual assigns them (the portal reads the map
+# for its projects, #41): vision has both users, nlp the first; a job asks for one of its
+# user's groups (accounting_group) or gets the first, and a user in none cannot submit.
+GROUP_NAMES = vision, nlp
+SCHEDD_CLASSAD_USER_MAP_NAMES = Groups
+CLASSAD_USER_MAPFILE_Groups = /etc/condor/accounting_groups.map
+JOB_TRANSFORM_NAMES = AssignGroup
+JOB_TRANSFORM_AssignGroup @=end
+   EVALSET AcctGroup userMap("Groups", Owner, AcctGroup, AcctGroup)
+   EVALSET AccountingGroup join(".", AcctGroup, Owner)
+@end
+SUBMIT_REQUIREMENT_NAMES = CheckGroup
+SUBMIT_REQUIREMENT_CheckGroup = AcctGroup isnt undefined
+SUBMIT_REQUIREMENT_CheckGroup_REASON = strcat("No accounting group for ", Owner)
 EOF
-changed=0  # slots, GPUs and the network are read at start: a change restarts the pool
+cat > "$ROOT/etc/condor/accounting_groups.map.tmp" <<EOF
+* ${USERS[0]} vision,nlp
+* ${USERS[1]} vision
+EOF
+cmp -s "$ROOT/etc/condor/accounting_groups.map.tmp" "$ROOT/etc/condor/accounting_groups.map" || changed=1
+mv -f "$ROOT/etc/condor/accounting_groups.map.tmp" "$ROOT/etc/condor/accounting_groups.map"
 cmp -s "$ROOT/etc/condor/config.d/99-portal.tmp" "$ROOT/etc/condor/config.d/99-portal" || changed=1
 mv -f "$ROOT/etc/condor/config.d/99-portal.tmp" "$ROOT/etc/condor/config.d/99-portal"
 for d in /var/run/condor /var/lock/condor /var/log/condor /var/lib/condor; do
@@ -243,6 +263,8 @@ info = {
         {"name": "v100", "model": "Tesla V100-PCIE-16GB", "compute_capability": "7.0", "memory_gb": 23},
         {"name": "a100", "model": "A100-SXM4-40GB", "compute_capability": "8.0", "memory_gb": 46},
     ],
+    # The accounting groups of the map above, as a centre would set up their projects.
+    "projects": {"vision": "viewer", "nlp": "member"},
 }
 tmp = f"{state}/pool.json.tmp"
 with open(tmp, "w") as f:

@@ -7,9 +7,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
+from jobs import access
 from jobs.api.errors import RefuseNul
 from jobs.api.serializers import JobSerializer
 from jobs.api.views import ERROR, Pages
@@ -38,7 +39,7 @@ class ExperimentViewSet(RefuseNul, viewsets.ViewSet):
     lookup_value_regex = r"[0-9]+"
 
     def _experiments(self) -> QuerySet[Experiment]:
-        return Experiment.objects.for_user(self.request.user).select_related("owner", "cluster")
+        return Experiment.objects.visible_to(self.request.user).select_related("owner", "cluster")
 
     def _get(self, pk) -> Experiment:
         try:
@@ -100,6 +101,8 @@ class ExperimentViewSet(RefuseNul, viewsets.ViewSet):
     def cancel(self, request, pk=None):
         """No new trials; running and waiting trials are cancelled (202; 200 if it had ended)."""
         experiment = self._get(pk)
+        if not access.may_act(request.user, experiment.owner_id):
+            raise PermissionDenied("Only the experiment's owner (or staff) may cancel it.")
         started = service.cancel(experiment)
         experiment.refresh_from_db()
         return Response(

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import models, transaction
 from django.utils import timezone
 
-from jobs import signals
+from jobs import access, signals
 from jobs.access import sees_every_job
 from jobs.models import Job
 from jobs.models.job import new_job_uid
@@ -18,7 +18,12 @@ from jobs.models.job import new_job_uid
 
 class ExperimentQuerySet(models.QuerySet):
     def for_user(self, user) -> ExperimentQuerySet:
+        """Experiments the person may act on (jobs/access.py): theirs; staff every one."""
         return self if sees_every_job(user) else self.filter(owner=user)
+
+    def visible_to(self, user) -> ExperimentQuerySet:
+        """Experiments the person may see: for_user's and their projects'."""
+        return self.filter(access.visible_experiments(user))
 
 
 class Experiment(models.Model):
@@ -90,6 +95,15 @@ class Experiment(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     ended_at = models.DateTimeField(null=True, blank=True)
+    # The project its trials are charged to (their account's; projects/): its members see
+    # it as they see those runs.
+    project = models.ForeignKey(
+        "projects.Project",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="experiments",
+    )
     # When its end was told to its owner (jobs.notifications; recorded, or not wanted).
     # None on an ended experiment: still owed, so a sweep tells it after a broker outage.
     told_at = models.DateTimeField(null=True, blank=True)
@@ -101,6 +115,14 @@ class Experiment(models.Model):
 
     def __str__(self) -> str:
         return f"experiment {self.pk} ({self.name or self.metric})"
+
+    def save(self, *args, **kwargs) -> None:
+        if self._state.adding and self.project_id is None and self.cluster_id is not None:
+            from projects.models import charged_to
+
+            account = (self.launch or {}).get("account") or self.cluster.default_account
+            self.project = charged_to(self.cluster_id, self.owner_id, account)
+        super().save(*args, **kwargs)
 
     @property
     def is_final(self) -> bool:

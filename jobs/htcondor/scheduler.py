@@ -8,11 +8,13 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from jobs.cluster import pool, ssh
+from jobs.htcondor import accounts as condor_accounts
 from jobs.htcondor import operations, parsers, submit
 from jobs.htcondor.status import to_status
 from jobs.models.choices import State
 from jobs.models.gpus import record_devices
 from jobs.seam import (
+    AccountsRead,
     Adapter,
     Attempt,
     JobKey,
@@ -165,6 +167,9 @@ class HTCondor(Adapter):
     def discover_gpu_types(self, account: ClusterAccount, cluster: Cluster) -> list[str] | None:
         devices = pool.with_connection(account, operations.gpu_devices)
         return None if devices is None else record_devices(cluster, devices)
+
+    def accounts(self, conn: Connection) -> AccountsRead:
+        return condor_accounts.read(conn)
 
 
 HTCONDOR = HTCondor()

@@ -119,3 +119,22 @@ def test_a_colleagues_page_hears_the_run_live_until_it_is_made_private(team):
 
     session_cookie_of = session_cookie(colleague)
     run(follow())
+
+
+def test_a_projects_experiments_are_seen_by_its_members_and_acted_on_by_their_owner(
+    team, cluster, client
+):
+    owner, colleague, vision, nlp, shown, private, elsewhere = team
+    seen = factories.experiment_record(owner, cluster, name="seen", account="vision")
+    other = factories.experiment_record(owner, cluster, name="other")
+    assert (seen.project, other.project) == (vision, None)
+    client.force_login(colleague)
+    assert client.get(f"/experiments/{seen.pk}/").status_code == 200
+    assert client.get(f"/experiments/{other.pk}/").status_code == 404
+    assert client.post(f"/experiments/{seen.pk}/cancel/").status_code == 403
+    assert client.post(f"/experiments/{seen.pk}/relaunch/").status_code == 403  # a viewer
+    api = factories.api_client(colleague)
+    assert [e["id"] for e in api.get("/api/v1/experiments/").json()["results"]] == [seen.pk]
+    assert api.post(f"/api/v1/experiments/{seen.pk}/cancel/").status_code == 403
+    seen.refresh_from_db()
+    assert seen.cancel_requested_at is None
