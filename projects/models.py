@@ -81,8 +81,11 @@ class Membership(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )
-    cluster_user = models.CharField(max_length=32)
+    # Empty for a person only a provider group makes a member (projects/grants.py).
+    cluster_user = models.CharField(max_length=32, blank=True)
     coordinator = models.BooleanField(default=False)
+    # The role a provider group grants (at least); empty: none.
+    granted_role = models.CharField(max_length=8, blank=True, default="")
     # The scheduler's default account of this cluster user (a job launched without one
     # is charged to it).
     is_default = models.BooleanField(default=False)
@@ -101,7 +104,14 @@ class Membership(models.Model):
 
     @property
     def role(self) -> str:
-        return Role.MANAGER if self.coordinator else self.project.members_role
+        """The highest of: manager for a coordinator, the project's role for the users the
+        scheduler associates with it, and the role a provider group grants."""
+        candidates = [self.granted_role or Role.NONE]
+        if self.coordinator:
+            candidates.append(Role.MANAGER)
+        if self.cluster_user:
+            candidates.append(self.project.members_role)
+        return max(candidates, key=lambda role: RANK.get(role, 0))
 
 
 def charged_to(cluster_id: int, owner_id: int, account: str) -> Project | None:

@@ -18,7 +18,8 @@ from jobs import schedulers
 from jobs.cluster import pool
 from jobs.models import Cluster, ClusterAccount
 from jobs.seam import AccountRecord, AccountsRead
-from projects.models import Membership, Project
+from projects import grants
+from projects.models import RANK, Membership, Project
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,19 @@ def proven_people(cluster: Cluster) -> dict[str, int]:
     return people
 
 
+def people_in_group(group: str) -> list[int]:
+    """The active people whose identity provider last put them in ``group``."""
+    from identity.models import Identity
+
+    found = set()
+    for user_id, groups in Identity.objects.filter(user__is_active=True).values_list(
+        "user_id", "groups"
+    ):
+        if isinstance(groups, list) and group in groups:
+            found.add(user_id)
+    return sorted(found)
+
+
 def apply(cluster: Cluster, read: AccountsRead) -> Outcome:
     """Make the cluster's projects and memberships what ``read`` says (one transaction)."""
     now = timezone.now()
@@ -121,6 +135,20 @@ def apply(cluster: Cluster, read: AccountsRead) -> Outcome:
                     "coordinator": cluster_user in record.coordinators,
                     "is_default": read.defaults.get(cluster_user) == record.name,
                 }
+        for grant in grants.configured():
+            project = projects.get(grant.account)
+            if grant.cluster != cluster.name or project is None:
+                continue
+            for user_id in people_in_group(grant.group):
+                fields = wanted.setdefault(
+                    (project.pk, user_id),
+                    {"cluster_user": "", "coordinator": False, "is_default": False},
+                )
+                fields["granted_role"] = max(
+                    (fields.get("granted_role") or "", grant.role), key=lambda r: RANK.get(r, 0)
+                )
+        for fields in wanted.values():
+            fields.setdefault("granted_role", "")
         current = {
             (m.project_id, m.user_id): m
             for m in Membership.objects.filter(project__cluster=cluster)

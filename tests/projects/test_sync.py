@@ -76,3 +76,39 @@ def test_a_disabled_or_unsealed_account_is_no_member(cluster, people):
     ClusterAccount.objects.filter(user=student).update(username="hpcpi3")  # around the portal
     sync.apply(cluster, read(vision=({"hpcpi", "hpcpi3"}, ())))
     assert members("vision") == [("pi", "none")]
+
+
+def test_provider_groups_extend_a_project_and_make_managers(cluster, people, settings):
+    from django.core import checks
+
+    from projects.apps import check_group_grants
+
+    pi, student, typed = people
+    reader = factories.user("reader")
+    for person, groups in ((pi, ["vision-pis"]), (reader, ["vision-readers"])):
+        factories.identity(person, "https://idp.example.org", person.username)
+        person.identities.update(groups=groups)
+    settings.PORTAL_PROJECT_GROUPS = [
+        "vision-pis=testcluster/vision:manager",
+        "vision-readers=testcluster/vision",
+        "ghosts=testcluster/no-such-account:manager",  # a group never invents an account
+        "vision-readers=othercluster/vision",
+    ]
+    sync.apply(cluster, read(vision=({"hpcpi", "hpcstudent"}, ())))
+    assert members("vision") == [
+        ("pi", Role.MANAGER),
+        ("reader", Role.VIEWER),
+        ("student", "none"),
+    ]
+    only_by_group = Membership.objects.get(user=reader)
+    assert only_by_group.cluster_user == "" and not only_by_group.is_default
+    assert not Project.objects.filter(name="no-such-account").exists()
+    # Out of the group: out of the project at the next sync.
+    reader.identities.update(groups=[])
+    sync.apply(cluster, read(vision=({"hpcpi", "hpcstudent"}, ())))
+    assert not Membership.objects.filter(user=reader).exists()
+
+    settings.PORTAL_PROJECT_GROUPS = ["no equals sign", "g=c/a:owner"]
+    errors = check_group_grants()
+    assert [e.id for e in errors] == ["projects.E001", "projects.E001"]
+    assert all(isinstance(e, checks.Error) for e in errors)
