@@ -25,11 +25,13 @@ from jobs.models import Cluster, ContainerImage, Job, Tag
 from jobs.models import annotations as tagging
 from jobs.models.attempts import usage_of
 from jobs.usage import hours as usage
-from jobs.usage import idle_policy
+from jobs.usage import idle_policy, rightsize
 from portal.throttle import throttled
 from proxy.access import may_open_others
 
 PAGE_SIZE = 20
+# What "Launch again with these resources" may set on the launch form.
+RESIZABLE = ("gpus", "cpus", "memory_gb")
 STATE_FILTERS = {"active": Job.ACTIVE_STATES, **{s: (s,) for s in Job.State.values}}
 
 
@@ -111,6 +113,12 @@ def launch(request):
         if request.GET.get("from"):
             source = get_job_to_relaunch(request, int_or_404(request.GET["from"]))
         initial = launch_initial(request.user, source)
+        if source is not None:
+            # "Launch again with these resources" (a finished job's right-sizing advice).
+            for name in RESIZABLE:
+                raw = request.GET.get(name, "")
+                if raw.isascii() and raw.isdigit() and len(raw) <= 4:
+                    initial[name] = int(raw)
         if request.GET.get("tensorboard_for"):
             runs_of = get_job_to_relaunch(request, int_or_404(request.GET["tensorboard_for"]))
             initial.update(tensorboard_initial(runs_of))
@@ -170,6 +178,8 @@ def job_detail(request, pk: int):
         "may_open_session": job.owner_id == request.user.pk or may_open_others(request.user),
         "max_note_chars": tagging.MAX_NOTE_CHARS,
     }
+    if job.is_final and template == "frontend/job_detail.html":
+        context["fit"] = rightsize.fit_of(job)
     if job.state == Job.State.PENDING and context["may_act"] and waits_for_nodes(job):
         # Waiting behind a maintenance: how long a limit starts before it (one click).
         context["maintenance"] = calendar.for_job(job, request.user)

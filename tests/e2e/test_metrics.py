@@ -74,6 +74,13 @@ def test_demo_training_job_charts_grow_live(browser, stack, owner, screenshot):
     assert system.locator(".g-xtitle").text_content().startswith("relative time")
     screenshot(page, "21b-metrics-system")
 
+    # Right-sizing (#41), from those samples: what it used of what it asked for.
+    page.reload()
+    page.locator("[data-fit-cpu]").wait_for()
+    assert "% of " in page.locator("[data-fit-cpu]").text_content()
+    assert page.locator("[data-fit-memory]").count() == 1
+    assert page.locator("[data-fit-advice]").text_content().strip() != ""
+
     csv = page.request.get(f"{stack.url}/jobs/{job_id}/metrics/export/?format=csv").text()
     assert len(csv.splitlines()) == 1 + MetricPoint.objects.filter(series__job=job).count()
     assert errors == []
