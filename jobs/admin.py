@@ -111,6 +111,7 @@ class ClusterAdmin(admin.ModelAdmin):
                     "default_account",
                     "home_root",
                     "scratch_root",
+                    "quota_files",
                     "metrics_over_ssh",
                     "sync_reads_all_jobs",
                     "max_array_size",

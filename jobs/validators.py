@@ -80,6 +80,13 @@ def relative_folder(value: str) -> None:
         )
 
 
+def path_list(value: str) -> None:
+    """Absolute paths separated by ':' (as OOD_QUOTA_PATH), each as absolute_path."""
+    for part in value.split(":"):
+        if part:
+            absolute_path(part)
+
+
 def absolute_path(value: str) -> None:
     if not _SAFE_PATH.match(value) or "/../" in f"{value}/" or "//" in value:
         raise ValidationError(

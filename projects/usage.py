@@ -15,7 +15,8 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from jobs import schedulers
-from jobs.cluster import pool, ssh
+from jobs.cluster import pool, quotas, ssh
+from jobs.cluster.quotas import Quota
 from jobs.seam import AccountUsage, UsageLine
 from projects.models import Project
 from projects.sync import readers
@@ -162,3 +163,30 @@ def project_usage(project: Project) -> ProjectUsage | None:
         if settings.PORTAL_PROJECT_USAGE_CACHE:
             cache.set(key, to_cache(read), settings.PORTAL_PROJECT_USAGE_CACHE)
     return summarise(project, read, since, today)
+
+
+def storage(project: Project) -> list[Quota]:
+    """The storage use of the project's members (their cluster users' entries of the
+    cluster's quota files; [] when it has none), cached like the usage. UsageUnavailable
+    when the cluster could not be read."""
+    cluster = project.cluster
+    paths = [p for p in cluster.quota_files.split(":") if p]
+    if not paths:
+        return []
+    key = f"project-storage:{cluster.pk}"
+    cached = cache.get(key)
+    if cached is None:
+        logins = readers(cluster)
+        if not logins:
+            raise UsageUnavailable(f"The portal has no login on {cluster.name} yet.")
+        try:
+            found = pool.with_connection(logins[0], lambda conn: quotas.read(conn, paths))
+        except ssh.ClusterError as exc:
+            raise UsageUnavailable(f"{cluster.name} did not answer: {exc}") from None
+        cached = [asdict(q) for q in found]
+        if settings.PORTAL_PROJECT_USAGE_CACHE:
+            cache.set(key, cached, settings.PORTAL_PROJECT_USAGE_CACHE)
+    members = set(
+        project.memberships.exclude(cluster_user="").values_list("cluster_user", flat=True)
+    )
+    return [Quota(**q) for q in cached if q.get("user") in members]

@@ -12,7 +12,7 @@ from jobs import access
 from jobs.models import Job
 from portal.throttle import throttled
 from projects.models import Membership, Project
-from projects.usage import UsageUnavailable, project_usage
+from projects.usage import UsageUnavailable, project_usage, storage
 
 RECENT_RUNS = 20
 
@@ -31,11 +31,15 @@ def project_detail(request, pk: int):
     members = list(
         Membership.objects.filter(project=project).select_related("user").order_by("user__username")
     )
-    usage, usage_error = None, ""
+    usage, usage_error, quotas, storage_error = None, "", [], ""
     try:
         usage = project_usage(project)
     except UsageUnavailable as exc:
         usage_error = str(exc)
+    try:
+        quotas = storage(project)
+    except UsageUnavailable as exc:
+        storage_error = str(exc)
     runs = (
         Job.objects.visible_to(request.user)
         .filter(project=project)
@@ -50,6 +54,9 @@ def project_detail(request, pk: int):
             "members": members,
             "usage": usage,
             "usage_error": usage_error,
+            "quotas": quotas,
+            "storage_error": storage_error,
+            "reads_storage": bool(project.cluster.quota_files),
             "runs": runs,
         },
     )

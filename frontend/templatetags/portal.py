@@ -24,6 +24,17 @@ def duration_seconds(value: int | None) -> str:
     return duration(timedelta(seconds=value or 0))
 
 
+@register.filter
+def kib(value: int | None) -> str:
+    """A size in KiB (as quota files count blocks) in words: '1.5 GB', '300 MB'."""
+    size = float(value or 0) * 1024
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if size < 1024 or unit == "TB":
+            return f"{size:.0f} {unit}" if unit in ("B", "KB") else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TB"
+
+
 # A job in words (jobs/display.py): {{ job|pending_text }}, {{ job|gpu_text }}, ...
 register.filter("pending_text", display.pending_text)
 register.filter("gpu_text", display.gpu_text)

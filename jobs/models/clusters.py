@@ -122,6 +122,14 @@ class Cluster(models.Model):
         validators=[validators.work_dir_root],
         help_text="Scratch directory, e.g. /scratch/{user}. Leave empty if the cluster has none.",
     )
+    quota_files = models.CharField(
+        "storage quota files",
+        max_length=1000,
+        blank=True,
+        validators=[validators.path_list],
+        help_text="Open OnDemand quota files (JSON, written by the site) on the cluster, "
+        "':'-separated as OOD_QUOTA_PATH: project pages show their members' storage use.",
+    )
     metrics_over_ssh = models.BooleanField(
         "read metrics over SSH",
         default=False,

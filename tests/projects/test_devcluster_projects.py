@@ -4,7 +4,11 @@ default, for charging only): the roles as read, each job charged to its account'
 project, and an association removed with sacctmgr taking the colleague's access away at
 the next sync. (The same rule on both schedulers: tests/scheduling/test_projects.py.)"""
 
+import json
+import os
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -89,3 +93,77 @@ def test_accounts_are_projects_and_a_removed_association_loses_access(team, owne
     assert ("vision", "colleague") not in roles(cluster)
     assert api.get(f"/api/v1/jobs/{shown.pk}/").status_code == 404
     assert not Job.objects.visible_to(colleague).exists()
+
+
+def sacct_gpu_hours(account: str, user: str, since: str) -> float:
+    """GPU-hours of ``user`` on ``account`` as sacct says them, summed here."""
+    out = subprocess.run(
+        ["sacct", "-a", "-X", "-n", "-P", "-A", account, "-S", since, "-E", "now"]
+        + ["-o", "User,ElapsedRaw,AllocTRES"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    seconds = 0
+    for line in out.splitlines():
+        who, elapsed, tres = line.split("|")
+        gpus = dict(part.split("=", 1) for part in tres.split(",") if "=" in part).get("gres/gpu")
+        if who == user and gpus:
+            seconds += int(elapsed) * int(gpus)
+    return seconds / 3600
+
+
+def test_the_project_page_agrees_with_sacct_and_says_the_fair_share(
+    team, owner, client, settings, request
+):
+    from datetime import date
+
+    from projects.models import Project
+    from projects.usage import first_month
+
+    settings.PORTAL_PROJECT_USAGE_CACHE = 0
+    cluster, colleague, second = team
+    project_tasks.sync_cluster_projects.apply(args=[cluster.pk])
+    job = factories.submitted_job(
+        owner, cluster, "sleep 3", account="vision", partition="gpu", gpus=1
+    )
+    run_until(job, {"completed"}, timeout=120)
+    # The site's quota file (Open OnDemand's format), readable by the cluster's users.
+    # (Not under pytest's tmp_path: its folders are the test runner's alone.)
+    quota = Path(tempfile.gettempdir()) / f"portal-test-quota-{os.getpid()}.json"
+    entry = {
+        "user": second,
+        "path": f"/home/{second}",
+        "total_block_usage": 1048576,
+        "block_limit": 4194304,
+        "total_file_usage": 3,
+        "file_limit": 100,
+    }
+    quota.write_text(json.dumps({"version": 1, "timestamp": 1, "quotas": [entry]}))
+    quota.chmod(0o644)
+    request.addfinalizer(lambda: quota.unlink(missing_ok=True))
+    cluster.quota_files = str(quota)
+    cluster.save()
+
+    client.force_login(colleague)
+    vision = Project.objects.get(cluster=cluster, name="vision")
+    page = client.get(f"/projects/{vision.pk}/").content.decode()
+    since = first_month(date.today()).isoformat()
+    expected = sacct_gpu_hours("vision", devcluster_info_user(cluster), since)
+    assert expected > 0
+    shown = float(
+        page.split(f'data-member="{devcluster_info_user(cluster)}"')[1]
+        .split("data-gpu-hours>")[1]
+        .split("<")[0]
+    )
+    assert shown == pytest.approx(expected, abs=0.0011)  # the page's three decimals
+    assert "its share of the cluster recently" in page  # sshare's figures, in words
+    assert "Allocation: 100 GPU-hours" in page
+    assert f'data-quota="{second}"' in page and "1.0 GB" in page and "25%" in page
+
+
+def devcluster_info_user(cluster) -> str:
+    from jobs.models import ClusterAccount
+
+    return ClusterAccount.objects.get(cluster=cluster, user__username="owner").username

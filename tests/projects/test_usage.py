@@ -127,3 +127,24 @@ def test_a_reading_survives_the_json_cache():
     read = accounts.parse_usage(CAPTURED.read_text(), "vision")
     assert usage.from_cache(usage.to_cache(read)) == read
     assert usage.from_cache({"lines": [{"nope": 1}]}) is None
+
+
+@pytest.mark.django_db
+def test_the_project_page_shows_its_members_storage(page_setup, client, monkeypatch, cluster):
+    from jobs.cluster import quotas as quota_files
+
+    vision, pi, student, outsider, asked = page_setup
+    cluster.quota_files = "/etc/portal/quota.json"
+    cluster.save()
+    monkeypatch.setattr(
+        quota_files,
+        "read",
+        lambda conn, paths: [
+            quota_files.Quota("student", "/home/student", "user", 1572864, 1572864, 3145728, 9, 0),
+            quota_files.Quota("stranger", "/home/stranger", "user", 1, 1, 2, 0, 0),
+        ],
+    )
+    client.force_login(student)
+    page = client.get(f"/projects/{vision.pk}/").content.decode()
+    assert 'data-quota="student"' in page and "1.5 GB" in page and "50%" in page
+    assert 'data-quota="stranger"' not in page  # not a member
