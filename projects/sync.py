@@ -135,9 +135,19 @@ def apply(cluster: Cluster, read: AccountsRead) -> Outcome:
                     "coordinator": cluster_user in record.coordinators,
                     "is_default": read.defaults.get(cluster_user) == record.name,
                 }
-        for grant in grants.configured():
+        mine = [g for g in grants.configured() if g.cluster == cluster.name]
+        # "only": the scheduler's members of that project who are also in the group (a
+        # group narrows a catch-all account to the people of one lab).
+        for grant in (g for g in mine if g.role == grants.ONLY):
             project = projects.get(grant.account)
-            if grant.cluster != cluster.name or project is None:
+            if project is None:
+                continue
+            allowed = set(people_in_group(grant.group))
+            for key in [k for k in wanted if k[0] == project.pk and k[1] not in allowed]:
+                del wanted[key]
+        for grant in (g for g in mine if g.role != grants.ONLY):
+            project = projects.get(grant.account)
+            if project is None:
                 continue
             for user_id in people_in_group(grant.group):
                 fields = wanted.setdefault(

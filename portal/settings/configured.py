@@ -217,8 +217,8 @@ PORTAL_OUTBOX_LEASE = env_float("PORTAL_OUTBOX_LEASE", 900.0, minimum=1)
 # unless a centre chooses: a catch-all account everyone is in must not show everyone's
 # runs to everyone.
 PORTAL_PROJECT_SYNC_INTERVAL = env_float("PORTAL_PROJECT_SYNC_INTERVAL", 300.0, minimum=5)
-# Provider groups that extend projects: "<group>=<cluster>/<account>[:viewer|member|manager]",
-# comma-separated (projects/grants.py).
+# Provider groups that extend projects, "<group>=<cluster>/<account>[:viewer|member|manager]",
+# or narrow one to the group's people, "...:only"; comma-separated (projects/grants.py).
 PORTAL_PROJECT_GROUPS = env_list("PORTAL_PROJECT_GROUPS", [])
 # A project page's reading of its account's use (sacct, sshare, limits) is kept this many
 # seconds: the page never asks the scheduler more often.

@@ -112,3 +112,13 @@ def test_provider_groups_extend_a_project_and_make_managers(cluster, people, set
     errors = check_group_grants()
     assert [e.id for e in errors] == ["projects.E001", "projects.E001"]
     assert all(isinstance(e, checks.Error) for e in errors)
+
+
+def test_a_group_narrows_a_catch_all_account_to_its_people(cluster, people, settings):
+    pi, student, typed = people
+    factories.identity(pi, "https://idp.example.org", "pi")
+    pi.identities.update(groups=["lab-a"])
+    settings.PORTAL_PROJECT_GROUPS = ["lab-a=testcluster/everyone:only"]
+    sync.apply(cluster, read(everyone=({"hpcpi", "hpcstudent"}, ()), vision=({"hpcstudent"}, ())))
+    assert [m[0] for m in members("everyone")] == ["pi"]
+    assert [m[0] for m in members("vision")] == ["student"]  # other projects as they were
