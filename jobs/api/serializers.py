@@ -120,6 +120,16 @@ class JobSerializer(serializers.ModelSerializer):
         source="trial.number", read_only=True, allow_null=True, help_text="Its trial's number."
     )
     tags = serializers.ListField(source="tag_names", child=serializers.CharField(), read_only=True)
+    project = serializers.CharField(
+        source="project.name",
+        read_only=True,
+        allow_null=True,
+        help_text="The project (the scheduler's account) it is charged to, when known: its "
+        "members see it as their role allows unless it is private.",
+    )
+    private = serializers.BooleanField(
+        read_only=True, help_text="Only its owner and staff see it, whatever the project says."
+    )
     params = serializers.DictField(read_only=True, help_text="The run's parameters.")
     reproduce = serializers.DictField(
         read_only=True,
@@ -164,6 +174,8 @@ class JobSerializer(serializers.ModelSerializer):
             "checkpoint_warning_seconds",
             "attempt",
             "account",
+            "project",
+            "private",
             "workdir",
             "notebook_dir",
             "state",

@@ -167,7 +167,7 @@ class JobViewSet(
             return Job.objects.none()
         jobs = (
             Job.objects.visible_to(self.request.user)
-            .select_related("image", "cluster", "partition", "owner", "session", "trial")
+            .select_related("image", "cluster", "partition", "owner", "session", "trial", "project")
             .prefetch_related("tags")
         )
         if self.action == "retrieve":
