@@ -114,6 +114,14 @@ class Membership(models.Model):
         return max(candidates, key=lambda role: RANK.get(role, 0))
 
 
+def charge(row, account: str) -> None:
+    """Set a new Job's or Experiment's ``project`` from its account (the cluster's default
+    account when it names none): its project's members see it from then on."""
+    if row._state.adding and row.project_id is None and row.cluster_id is not None:
+        named = account or row.cluster.default_account
+        row.project = charged_to(row.cluster_id, row.owner_id, named)
+
+
 def charged_to(cluster_id: int, owner_id: int, account: str) -> Project | None:
     """The project a job is charged to: its account's (``account``: the job's, else the
     cluster's default), else its owner's default account's on that cluster; None when the

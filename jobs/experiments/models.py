@@ -117,11 +117,9 @@ class Experiment(models.Model):
         return f"experiment {self.pk} ({self.name or self.metric})"
 
     def save(self, *args, **kwargs) -> None:
-        if self._state.adding and self.project_id is None and self.cluster_id is not None:
-            from projects.models import charged_to
+        from projects.models import charge
 
-            account = (self.launch or {}).get("account") or self.cluster.default_account
-            self.project = charged_to(self.cluster_id, self.owner_id, account)
+        charge(self, (self.launch or {}).get("account") or "")
         super().save(*args, **kwargs)
 
     @property

@@ -179,11 +179,9 @@ class Job(JobRequest, JobRun, JobAnnotations):
         return self.world_size > 1 or self.launcher != self.Launcher.NONE
 
     def save(self, *args, **kwargs) -> None:
-        if self._state.adding and self.project_id is None and self.cluster_id is not None:
-            from projects.models import charged_to
+        from projects.models import charge
 
-            account = self.account or self.cluster.default_account
-            self.project = charged_to(self.cluster_id, self.owner_id, account)
+        charge(self, self.account)
         super().save(*args, **kwargs)
 
     def set_private(self, private: bool) -> None:

@@ -69,17 +69,19 @@ def test_a_limit_that_runs_into_maintenance_is_told_how_long_starts_before_it():
     assert begun is not None and begun.fits == 0 and "has begun" in begun.text
 
 
+def in_two_hours() -> Reservation:
+    """A maintenance of the gpu partition from two hours from now, for four hours."""
+    now = timezone.now()
+    return Reservation(
+        "maint", now + timedelta(hours=2), now + timedelta(hours=6), True, frozenset({"gpu"})
+    )
+
+
 @pytest.mark.django_db
 def test_the_api_says_it_when_it_launches_such_a_job(owner, cluster, monkeypatch, settings):
     settings.PORTAL_RESERVATIONS_CACHE = 0
     factories.account(cluster, owner, "hpcowner")
-    soon = Reservation(
-        "maint",
-        timezone.now() + timedelta(hours=2),
-        timezone.now() + timedelta(hours=6),
-        True,
-        frozenset({"gpu"}),
-    )
+    soon = in_two_hours()
     monkeypatch.setattr(calendar, "upcoming", lambda cluster, user: [soon])
     api = factories.api_client(owner)
     image = factories.image()
@@ -98,13 +100,7 @@ def test_a_job_waiting_for_maintenance_offers_its_owner_a_lower_limit(
 ):
     from jobs import tasks
 
-    soon = Reservation(
-        "maint",
-        timezone.now() + timedelta(hours=2),
-        timezone.now() + timedelta(hours=6),
-        True,
-        frozenset({"gpu"}),
-    )
+    soon = in_two_hours()
     monkeypatch.setattr(calendar, "upcoming", lambda cluster, user: [soon])
     queued = []
     monkeypatch.setattr(tasks.lower_time_limit, "delay", lambda *a: queued.append(a))
