@@ -239,9 +239,10 @@ def job_diff(request, pk: int):
 
 
 def waits_for_nodes(job: Job) -> bool:
-    """Slurm's reasons for a job that waits for nodes a reservation holds."""
+    """A job that waits for nodes a reservation may hold (Slurm's ReqNodeNotAvail, in the
+    words the sync keeps: "the requested nodes are not available (maintenance?)")."""
     reason = job.pending_reason or ""
-    return "ReqNodeNotAvail" in reason or "Reserved for maintenance" in reason
+    return "not available" in reason or "maintenance" in reason or "ReqNodeNotAvail" in reason
 
 
 @login_required

@@ -1,7 +1,8 @@
 """A project in Chromium, on the served stack and the dev cluster's Slurm accounts: the
 colleague (hpcuser2, a viewer of vision) follows the owner's vision run with its chart
 growing live and no way to cancel it, and finds the owner's nlp run and a private vision
-run nowhere: not as pages (404) nor as websockets (closed with 4404)."""
+run nowhere: not as pages (404) nor as websockets (refused; the in-process tests see
+the 4404 the server closes with)."""
 
 import pytest
 
@@ -16,10 +17,13 @@ from tests.e2e.pages import page_errors, sign_in
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
 
 PLOTTED = "() => Number(document.getElementById('metrics').dataset.plottedPoints)"
-SOCKET_CLOSE = """async (url) => await new Promise((done) => {
+# Whether the browser's socket opened at all (a refused handshake never does: the browser
+# reports 1006 for it, whatever code the server chose).
+SOCKET_OPENS = """async (url) => await new Promise((done) => {
     const socket = new WebSocket(url);
-    socket.onclose = (event) => done(event.code);
-    socket.onopen = () => setTimeout(() => { socket.close(1000); }, 500);
+    let opened = false;
+    socket.onopen = () => { opened = true; setTimeout(() => socket.close(1000), 300); };
+    socket.onclose = () => done(opened);
 })"""
 
 
@@ -72,6 +76,6 @@ def test_a_viewer_follows_a_colleagues_run_live_and_sees_nothing_else(
         assert api.get(f"/api/v1/jobs/{job.pk}/").status_code == 404
         page.goto(f"{stack.url}/")
         for path in (f"/ws/jobs/{job.pk}/", f"/ws/jobs/{job.pk}/metrics/"):
-            assert page.evaluate(SOCKET_CLOSE, f"{ws}{path}") == 4404, path
-    assert page.evaluate(SOCKET_CLOSE, f"{ws}/ws/jobs/{shown.pk}/") == 1000  # open, then closed
+            assert page.evaluate(SOCKET_OPENS, f"{ws}{path}") is False, path
+    assert page.evaluate(SOCKET_OPENS, f"{ws}/ws/jobs/{shown.pk}/") is True
     assert errors == []

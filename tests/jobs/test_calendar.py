@@ -111,7 +111,7 @@ def test_a_job_waiting_for_maintenance_offers_its_owner_a_lower_limit(
         state="pending",
         scheduler_job_id="7",
         time_limit_minutes=360,
-        pending_reason="ReqNodeNotAvail, Reserved for maintenance",
+        pending_reason="the requested nodes are not available (maintenance?)",
     )
     client.force_login(owner)
     page = client.get(f"/jobs/{job.pk}/").content.decode()

@@ -18,7 +18,10 @@ CAPTURED = Path(__file__).parents[1] / "jobs/slurm/slurm_output/account_usage_vi
 def test_captured_usage_limits_and_share():
     read = accounts.parse_usage(CAPTURED.read_text(), "vision")
     assert read.limits == {"GrpTRESMins": {"gres/gpu": 6000}, "GrpTRES": {"gres/gpu": 4}}
-    assert [line.user for line in read.lines] == ["hpcuser"]
+    (line,) = read.lines  # one user, one month; the job that never started left out
+    assert (line.user, line.month, line.jobs) == ("hpcuser", "2026-11", 7)
+    assert line.gpu_seconds == 3 and line.cpu_seconds == 26
+    assert (read.norm_shares, read.effective_usage) == (0.25, 0.0)
 
 
 def test_gpu_seconds_per_user_and_month_and_hostile_lines_skipped():
