@@ -31,6 +31,11 @@ def user_group(user_id: int) -> str:
     return f"user-{user_id}"
 
 
+def project_group(project_id: int) -> str:
+    """A project's members' dashboards (each message checked against its reader)."""
+    return f"project-{project_id}"
+
+
 def session_payload(job) -> dict:
     """The job's session link for pages and the API (jobs.sessions: the proxy's)."""
     return sessions.links().payload(job)
@@ -126,7 +131,10 @@ def publish_job(job) -> None:
         return
     message = {"type": "job.update", "job": job_payload(job)}
     try:
-        send_to_groups([job_group(job.pk), user_group(job.owner_id), STAFF_GROUP], message)
+        groups = [job_group(job.pk), user_group(job.owner_id), STAFF_GROUP]
+        if job.project_id is not None:
+            groups.append(project_group(job.project_id))
+        send_to_groups(groups, message)
     except Exception:  # noqa: BLE001 - any layer failure is logged, never raised
         log.exception("could not publish job %s on the channel layer", job.pk)
 

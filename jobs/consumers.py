@@ -11,7 +11,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from jobs import access
 from jobs.access import may_act, sees_every_job
-from jobs.broadcast import STAFF_GROUP, job_group, job_payload, user_group
+from jobs.broadcast import STAFF_GROUP, job_group, job_payload, project_group, user_group
 from jobs.models import Job
 
 
@@ -21,6 +21,12 @@ def can_see(user, job_id: int) -> bool:
     role changed by the last sync counts)."""
     access.forget_roles(user)
     return Job.objects.visible_to(user).filter(pk=job_id).exists()
+
+
+@database_sync_to_async
+def project_ids(user) -> list[int]:
+    access.forget_roles(user)
+    return sorted(access.roles(user))
 
 
 @database_sync_to_async
@@ -36,7 +42,8 @@ RECHECK_SECONDS = 30.0
 
 
 class JobUpdatesConsumer(AsyncJsonWebsocketConsumer):
-    """``/ws/jobs/`` (all of the user's jobs; every job for staff) or ``/ws/jobs/<id>/``."""
+    """``/ws/jobs/`` (the user's jobs and their projects' they may see; every job for
+    staff) or ``/ws/jobs/<id>/``."""
 
     async def connect(self):
         user = self.scope["user"]
@@ -49,8 +56,13 @@ class JobUpdatesConsumer(AsyncJsonWebsocketConsumer):
                 await self.close(code=4404)
                 return
             self.groups_joined = [job_group(job_id)]
+        elif sees_every_job(user):
+            self.groups_joined = [STAFF_GROUP]
         else:
-            self.groups_joined = [STAFF_GROUP if sees_every_job(user) else user_group(user.pk)]
+            # Their own jobs, and their projects' (each message checked in job_update).
+            self.groups_joined = [user_group(user.pk)] + [
+                project_group(project_id) for project_id in await project_ids(user)
+            ]
         for group in self.groups_joined:
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()

@@ -138,3 +138,21 @@ def test_a_projects_experiments_are_seen_by_its_members_and_acted_on_by_their_ow
     assert api.post(f"/api/v1/experiments/{seen.pk}/cancel/").status_code == 403
     seen.refresh_from_db()
     assert seen.cancel_requested_at is None
+
+
+def test_a_colleagues_dashboard_hears_the_projects_runs_not_a_private_one(team):
+    owner, colleague, vision, nlp, shown, private, elsewhere = team
+    from channels.db import database_sync_to_async
+
+    async def listen():
+        communicator, connected, _ = await connect("/ws/jobs/", session_cookie_of)
+        assert connected
+        for job in (private, elsewhere, shown):
+            await database_sync_to_async(publish_job)(job)
+        heard = await communicator.receive_json_from(timeout=5)
+        assert heard["job"]["id"] == shown.pk  # the first it may see, and only it
+        assert await communicator.receive_nothing(timeout=0.5)
+        await communicator.disconnect()
+
+    session_cookie_of = session_cookie(colleague)
+    run(listen())

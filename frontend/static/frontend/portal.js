@@ -172,8 +172,10 @@ const Portal = (() => {
     const filter = table.dataset.filter;
     const trials = table.dataset.trials;
     const project = table.dataset.project || "";
+    const mine = table.dataset.mine || "";  // a person's own list: their jobs only
     const matches = (job) =>
       (trials || !job.trial_id) && (!project || String(job.project_id) === project) &&
+      (!mine || String(job.owner_id) === mine) &&
       (!filter || filter === job.state || (filter === "active" && job.is_active));
     async function refreshTable() {
       const response = await fetch(`?state=${encodeURIComponent(filter)}&trials=${trials}&project=${encodeURIComponent(project)}&fragment=table`);
