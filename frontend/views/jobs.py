@@ -175,6 +175,8 @@ def job_detail(request, pk: int):
         "may_relaunch": access.may_relaunch(
             request.user, job.owner_id, job.project_id, job.private
         ),
+        "may_see_project": bool(job.project_id)
+        and access.may_see_project(request.user, job.project_id),
         "may_open_session": job.owner_id == request.user.pk or may_open_others(request.user),
         "max_note_chars": tagging.MAX_NOTE_CHARS,
     }

@@ -43,6 +43,7 @@ def test_a_viewer_sees_the_projects_shared_runs_only(team, client):
     text = page.content.decode()
     assert "data-cancel" not in text and "Launch again" not in text
     assert "Run by <strong data-owner>owner</strong>" in text
+    assert f'<a href="/projects/{vision.pk}/">vision</a>' in text
     for job in (private, elsewhere):
         assert client.get(f"/jobs/{job.pk}/").status_code == 404
         assert client.get(f"/jobs/{job.pk}/metrics/").status_code == 404
