@@ -142,7 +142,8 @@ CLAIM_WORKLIFE = 0
 # Accounting groups per user, as HTCondor's manual assigns them (the portal reads the map
 # for its projects, #41): vision has both users, nlp the first; a job asks for one of its
 # user's groups (accounting_group) or gets the first, and a user in none cannot submit.
-GROUP_NAMES = vision, nlp
+# No GROUP_NAMES: declared groups without a quota never match (GROUP_ACCEPT_SURPLUS is
+# off by default); these groups account, they do not limit.
 SCHEDD_CLASSAD_USER_MAP_NAMES = Groups
 CLASSAD_USER_MAPFILE_Groups = /etc/condor/accounting_groups.map
 JOB_TRANSFORM_NAMES = AssignGroup
