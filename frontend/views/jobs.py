@@ -175,7 +175,7 @@ def job_detail(request, pk: int):
         "may_relaunch": access.may_relaunch(
             request.user, job.owner_id, job.project_id, job.private
         ),
-        "may_see_project": bool(job.project_id)
+        "may_see_project": job.project_id is not None
         and access.may_see_project(request.user, job.project_id),
         "may_open_session": job.owner_id == request.user.pk or may_open_others(request.user),
         "max_note_chars": tagging.MAX_NOTE_CHARS,
