@@ -78,23 +78,25 @@ def role_in(user: Any, project_id: int | None) -> str:
     return roles(user).get(project_id, "")
 
 
-def visible_jobs(user: Any) -> Q:
-    """The filter of jobs the person may see."""
+def _theirs_or_their_projects(user: Any, **shared: Any) -> Q:
+    """Rows the person owns, or of their projects (``shared``: what else such a row must
+    be); every row for staff."""
     if sees_every_job(user):
         return Q()
     seen = sorted(roles(user))
     mine = Q(owner_id=user.pk)
-    return mine | Q(project_id__in=seen, private=False) if seen else mine
+    return mine | Q(project_id__in=seen, **shared) if seen else mine
+
+
+def visible_jobs(user: Any) -> Q:
+    """The filter of jobs the person may see (a private one only by its owner)."""
+    return _theirs_or_their_projects(user, private=False)
 
 
 def visible_experiments(user: Any) -> Q:
     """The filter of experiments the person may see: theirs, and their projects' (staff:
     every one). Acting on one (cancel) is its owner's and staff's."""
-    if sees_every_job(user):
-        return Q()
-    seen = sorted(roles(user))
-    mine = Q(owner_id=user.pk)
-    return mine | Q(project_id__in=seen) if seen else mine
+    return _theirs_or_their_projects(user)
 
 
 def may_see(
