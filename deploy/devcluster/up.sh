@@ -314,10 +314,6 @@ has_assoc vision "$SECOND_USER" || sacctmgr -i add user "$SECOND_USER" account=v
 has_assoc nlp "$CLUSTER_USER" || sacctmgr -i add user "$CLUSTER_USER" account=nlp >/dev/null
 sacctmgr -n -P show account vision withcoord format=coordinators 2>/dev/null | grep -qw "$CLUSTER_USER" \
     || sacctmgr -i add coordinator account=vision names="$CLUSTER_USER" >/dev/null
-# vision's allocation: 100 GPU-hours, at most 4 GPUs at once (not enforced here: the
-# project page shows them as a centre's would).
-sacctmgr -n -P show assoc account=vision user= format=grptresmins 2>/dev/null | grep -q "gres/gpu=6000" \
-    || sacctmgr -i modify account vision set GrpTRESMins=gres/gpu=6000 GrpTRES=gres/gpu=4 >/dev/null
 
 # --- slurmctld and slurmd -------------------------------------------------------------------
 # (slurmdbd reads only slurmdbd.conf, handled above; slurmctld re-registers with it.)
@@ -354,6 +350,19 @@ for node in "${NODES[@]}"; do
         *) die "node $node is '$state' after 30 s; see $STATE/log/slurmd-$node.log and slurmctld.log" ;;
     esac
 done
+
+# vision's allocation: 100 GPU-hours, at most 4 GPUs at once (not enforced here: the
+# project page shows them as a centre's would). slurmdbd knows the gres/gpu TRES only
+# once slurmctld has registered it (AccountingStorageTRES), so on a fresh machine this
+# waits for that registration.
+if ! sacctmgr -n -P show assoc account=vision user= format=grptresmins 2>/dev/null | grep -q "gres/gpu=6000"; then
+    for _ in $(seq 100); do
+        sacctmgr -n -P show tres format=type,name 2>/dev/null | grep -qx 'gres|gpu' && break
+        sleep 0.2
+    done
+    sacctmgr -i modify account vision set GrpTRESMins=gres/gpu=6000 GrpTRES=gres/gpu=4 >/dev/null \
+        || die "slurmdbd refused vision's GPU limits (gres/gpu TRES not registered?); see $STATE/log/slurmctld.log"
+fi
 
 # --- JupyterLab on the node (notebook sessions, runtime "none") ------------------------------------
 # A virtualenv from Debian's python3 with the locked JupyterLab, on every user's PATH.
