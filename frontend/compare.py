@@ -8,7 +8,9 @@ from django.shortcuts import render
 
 from jobs.compare.data import Options, compare
 from jobs.compare.query import BadQuery
+from jobs.models import Job
 from portal.throttle import throttled
+from projects import links
 
 
 @login_required
@@ -20,10 +22,14 @@ def compare_page(request):
         result = compare(request.user, options)
     except BadQuery as exc:
         error, options = str(exc), Options(q=request.GET.get("q", "")[:1000])
+    shown = []
+    if result and result.runs:
+        shown = list(Job.objects.filter(pk__in=[run["id"] for run in result.runs]))
     return render(
         request,
         "frontend/compare.html",
         {
+            **links.form_context(request.user, shown),
             "options": options,
             "error": error,
             "result": result,

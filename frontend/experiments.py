@@ -18,6 +18,7 @@ from jobs.experiments import report, service, spec
 from jobs.experiments.models import Experiment
 from jobs.models import ContainerImage
 from portal.throttle import throttled
+from projects import links
 
 # The spec the form starts from: the demo experiment (docs/examples/), with the first
 # offered image when the demo's is not in the catalog.
@@ -74,7 +75,11 @@ def experiment_detail(request, pk: int):
     return render(
         request,
         "frontend/experiment_detail.html",
-        {"experiment": experiment, "summary": report.summary(experiment)},
+        {
+            "experiment": experiment,
+            "summary": report.summary(experiment),
+            **links.form_context(request.user, experiment=experiment),
+        },
     )
 
 

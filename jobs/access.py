@@ -17,10 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Q
 
-# Where roles() keeps its answer on the user object (one request, one lookup).
+# Where roles() and linked() keep their answers on the user object (one request, one
+# lookup each).
 _ROLES = "_project_roles"
+_LINKED = "_read_links"
+NO_LINKS: tuple[frozenset[int], frozenset[int]] = (frozenset(), frozenset())
 
 
 def sees_every_job(user: Any) -> bool:
@@ -52,6 +56,35 @@ def forget_roles(user: Any) -> None:
     """After a sync changed them, in a long-lived consumer: ask again."""
     if hasattr(user, _ROLES):
         delattr(user, _ROLES)
+    forget_links(user)
+
+
+def linked(user: Any) -> tuple[frozenset[int], frozenset[int]]:
+    """(job ids, experiment ids) the person reads through read links they opened that
+    still live (projects/links.py); nothing, and no query, while PORTAL_READ_LINKS is off."""
+    if not settings.PORTAL_READ_LINKS or getattr(user, "pk", None) is None:
+        return NO_LINKS
+    cached = getattr(user, _LINKED, None)
+    if cached is not None:
+        return cached
+    from projects.models import ReadLink
+
+    live = ReadLink.objects.live().filter(readers__user_id=user.pk)
+    jobs = frozenset(j for j in live.values_list("jobs", flat=True) if j is not None)
+    experiments = frozenset(
+        e for e in live.values_list("experiment_id", flat=True) if e is not None
+    )
+    found = (jobs, experiments)
+    try:
+        setattr(user, _LINKED, found)
+    except AttributeError:
+        pass
+    return found
+
+
+def forget_links(user: Any) -> None:
+    if hasattr(user, _LINKED):
+        delattr(user, _LINKED)
 
 
 def projects_of(user: Any) -> list:
@@ -89,23 +122,46 @@ def _theirs_or_their_projects(user: Any, **shared: Any) -> Q:
 
 
 def visible_jobs(user: Any) -> Q:
-    """The filter of jobs the person may see (a private one only by its owner)."""
-    return _theirs_or_their_projects(user, private=False)
+    """The filter of jobs the person may see (a private one only by its owner), and those
+    read links hand them (read only)."""
+    seen = _theirs_or_their_projects(user, private=False)
+    jobs, experiments = linked(user)
+    if jobs:
+        seen |= Q(pk__in=sorted(jobs))
+    if experiments:
+        seen |= Q(trial__experiment_id__in=sorted(experiments))
+    return seen
 
 
 def visible_experiments(user: Any) -> Q:
     """The filter of experiments the person may see: theirs, and their projects' (staff:
-    every one). Acting on one (cancel) is its owner's and staff's."""
-    return _theirs_or_their_projects(user)
+    every one), and those read links hand them. Acting on one (cancel) is its owner's and
+    staff's."""
+    seen = _theirs_or_their_projects(user)
+    experiments = linked(user)[1]
+    return seen | Q(pk__in=sorted(experiments)) if experiments else seen
 
 
 def may_see(
-    user: Any, owner_id: int | None, project_id: int | None = None, private: bool = False
+    user: Any,
+    owner_id: int | None,
+    project_id: int | None = None,
+    private: bool = False,
+    job_id: int | None = None,
 ) -> bool:
     """A job (or its payload's fields) seen by ``user``: visible_jobs' rule on one job."""
     if may_act(user, owner_id):
         return True
-    return not private and bool(role_in(user, project_id))
+    if not private and bool(role_in(user, project_id)):
+        return True
+    jobs, experiments = linked(user)
+    if job_id is None or not (jobs or experiments):
+        return False
+    if job_id in jobs:
+        return True
+    from jobs.models import Job
+
+    return Job.objects.filter(visible_jobs(user), pk=job_id).exists()
 
 
 def may_act(user: Any, owner_id: int | None) -> bool:

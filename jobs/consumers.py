@@ -32,7 +32,11 @@ def project_ids(user) -> list[int]:
 @database_sync_to_async
 def may_see_payload(user, job: dict) -> bool:
     return access.may_see(
-        user, job.get("owner_id"), job.get("project_id"), bool(job.get("private"))
+        user,
+        job.get("owner_id"),
+        job.get("project_id"),
+        bool(job.get("private")),
+        job_id=job.get("id"),
     )
 
 

@@ -155,3 +155,57 @@ def launch_refusal(user, cluster_id: int, account: str) -> str:
     if member.role == Role.VIEWER:
         return f"You are a viewer of project {account}: viewers do not launch on its account."
     return ""
+
+
+class ReadLinkQuerySet(models.QuerySet):
+    def live(self) -> ReadLinkQuerySet:
+        return self.filter(revoked_at__isnull=True, expires_at__gt=timezone.now())
+
+
+class ReadLink(models.Model):
+    """A read-only link to runs for signed-in people outside their project
+    (projects/links.py; PORTAL_READ_LINKS): a run, the runs of a comparison, or an
+    experiment, as they were when it was made. Opening it makes the person a reader of
+    exactly those until it expires or is revoked; only its token's hash is kept."""
+
+    class Kind(models.TextChoices):
+        RUN = "run", "a run"
+        COMPARISON = "comparison", "a comparison"
+        EXPERIMENT = "experiment", "an experiment"
+
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="read_links"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    jobs = models.ManyToManyField("jobs.Job", blank=True, related_name="+")
+    experiment = models.ForeignKey(
+        "experiments.Experiment", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    # Where opening it goes: built by the portal from the runs, never typed.
+    path = models.CharField(max_length=2000)
+
+    objects = ReadLinkQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"read link {self.pk} to {self.get_kind_display()} by {self.created_by}"
+
+
+class ReadLinkReader(models.Model):
+    """Someone who opened a read link: a reader of its runs while it lives."""
+
+    link = models.ForeignKey(ReadLink, on_delete=models.CASCADE, related_name="readers")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    first_opened_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["link", "user"], name="one_reader_per_link")]
+
+    def __str__(self) -> str:
+        return f"{self.user} reads link {self.link_id}"

@@ -18,7 +18,7 @@ from jobs import schedulers
 from jobs.cluster import pool
 from jobs.models import Cluster, ClusterAccount
 from jobs.seam import AccountRecord, AccountsRead
-from projects import grants
+from projects import grants, signals
 from projects.models import RANK, Membership, Project
 
 log = logging.getLogger(__name__)
@@ -34,6 +34,7 @@ class Outcome:
     joined: int = 0
     left: int = 0
     gone: int = 0
+    changed: int = 0  # memberships whose role, coordinator or default changed
     read: bool = False
 
 
@@ -173,6 +174,9 @@ def apply(cluster: Cluster, read: AccountsRead) -> Outcome:
                 outcome.joined += 1
             elif any(getattr(member, k) != v for k, v in fields.items()):
                 Membership.objects.filter(pk=member.pk).update(**fields)
+                outcome.changed += 1
+    if outcome.joined or outcome.left or outcome.gone or outcome.changed:
+        signals.members_changed.send(sender=Project, cluster=cluster)
     if outcome.joined or outcome.left or outcome.gone:
         log.info(
             "projects of %s: %d joined, %d left, %d accounts gone",

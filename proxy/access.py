@@ -1,12 +1,15 @@
 """Who may open and use a session link: decided here, and only here.
 
 Seeing a link is seeing its job (jobs/access.py: the owner, or staff): its state and its
-revocation follow that rule (``session_for_user``). *Opening* it is a shell as its owner,
-so staff alone is not enough: ``may_open`` says yes to the owner, and to someone else only
-with the permission ``proxy.open_others_sessions`` (granted deliberately, as JupyterHub's
-``access:servers``; a superuser holds every permission) and, for a request made with an
-API token, the token's admin scope. Anyone else gets a 404, never a 403. What follows
-only carries the answer:
+revocation follow that rule (``session_for_user``). *Opening* it is a shell as its owner
+(a notebook) or a view of their runs (TensorBoard), so seeing the job is not enough:
+``may_open`` says yes to the owner; to someone the owner shared it with (``shared_with``:
+a named member of the job's project, or every member who sees the job; proxy/sharing.py),
+while they still are; and to a holder of the permission ``proxy.open_others_sessions``
+(granted deliberately, as JupyterHub's ``access:servers``; a superuser holds every
+permission) and, for a request made with an API token, the token's admin scope. Anyone
+else gets a 404, never a 403. ``openers`` is the same rule as the set of people HAProxy
+lets through. What follows only carries the answer:
 
 - ``proxy.views.open_session`` (``session_to_open``) issues a one-time code
   (proxy/codes.py) to the user this module allowed, bound to the browser's state cookie on
@@ -16,9 +19,10 @@ only carries the answer:
   cookie, asking ``may_open`` again (a permission withdrawn after the code was issued
   counts), so a cookie proves the check passed;
 - HAProxy routes a link only while it is open (``SessionLink.is_open``: running job,
-  active owner; proxy/routes.py) and checks the cookie's signature, session and expiry,
-  not who it names: a cookie already minted lasts until it expires (PROXY_COOKIE_MAX_AGE)
-  or the session ends, whatever happens to its holder's permission meanwhile.
+  active owner; proxy/routes.py) and checks the cookie's signature, session, expiry and
+  the person it names against the session's openers (one map entry each, pushed when a
+  share is made or withdrawn, a permission or a project's members change, and rebuilt by
+  the reconcile): a share withdrawn fails the very next request, whatever cookie is held.
 """
 
 from __future__ import annotations
@@ -31,11 +35,11 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
 from jobs import audit
-from jobs.access import sees_every_job
+from jobs.access import role_in, sees_every_job
 from jobs.notifications.events import Event, session_opened_by
 from jobs.notifications.models import Notification
 from jobs.notifications.tasks import told
-from proxy.models import SessionLink, SessionLinkQuerySet
+from proxy.models import SessionLink, SessionLinkQuerySet, SessionShare
 
 OPEN_OTHERS = "proxy.open_others_sessions"
 
@@ -63,11 +67,76 @@ def may_open_others(user: Any) -> bool:
     )
 
 
+def _in_project(user_id: int, project_id: int | None) -> bool:
+    from projects.models import Membership
+
+    return (
+        project_id is not None
+        and Membership.objects.current().filter(project_id=project_id, user_id=user_id).exists()
+    )
+
+
+def _project_sees(user: Any, job: Any) -> bool:
+    """A project share reaches the members who see the job (role viewer or above; never
+    a private job's)."""
+    return not job.private and bool(role_in(user, job.project_id))
+
+
+def shared_with(user: Any, session: SessionLink) -> SessionShare | None:
+    """The share that lets ``user`` open ``session`` now, if one does: a named person
+    still in the job's project, a member who sees the job (the project's share), or an
+    administrator who opened it and still holds the permission."""
+    job = session.job
+    for share in session.shares.all():
+        if share.kind == SessionShare.Kind.PERSON and share.user_id == user.pk:
+            if _in_project(user.pk, job.project_id):
+                return share
+        elif share.kind == SessionShare.Kind.PROJECT and _project_sees(user, job):
+            return share
+    return None
+
+
 def may_open(user: Any, session: SessionLink) -> bool:
-    """Whether ``user`` may open and use ``session``: its owner, or ``may_open_others``."""
+    """Whether ``user`` may open and use ``session``: its owner, someone it is shared
+    with, or ``may_open_others``."""
     if user is None or not getattr(user, "is_authenticated", False):
         return False
-    return session.job.owner_id == user.pk or may_open_others(user)
+    if not getattr(user, "is_active", False):
+        return False
+    return (
+        session.job.owner_id == user.pk
+        or may_open_others(user)
+        or shared_with(user, session) is not None
+    )
+
+
+def openers(session: SessionLink) -> frozenset[int]:
+    """The people HAProxy lets through to ``session`` (``may_open``'s rule, as user ids):
+    its owner; those it is shared with, while the share holds; administrators who opened
+    it with the permission, while they hold it."""
+    from projects.models import Membership, Role
+
+    job = session.job
+    found = {job.owner_id}
+    members = {}
+    if job.project_id is not None:
+        members = {
+            m.user_id: m
+            for m in Membership.objects.current()
+            .filter(project_id=job.project_id, user__is_active=True)
+            .select_related("project")
+        }
+    for share in session.shares.select_related("user"):
+        if share.kind == SessionShare.Kind.PROJECT:
+            if not job.private:
+                found.update(uid for uid, m in members.items() if m.role != Role.NONE)
+        elif share.user is None or not share.user.is_active:
+            continue
+        elif share.kind == SessionShare.Kind.PERSON and share.user.pk in members:
+            found.add(share.user.pk)
+        elif share.kind == SessionShare.Kind.STAFF and may_open_others(share.user):
+            found.add(share.user.pk)
+    return frozenset(found)
 
 
 def may_open_by_id(user_id: int, public_id: str) -> bool:
@@ -92,13 +161,36 @@ def session_to_open(request_or_user: Any, public_id: str) -> SessionLink:
     return session
 
 
+def will_open(user: Any, session: SessionLink) -> None:
+    """Before ``user`` is handed ``session`` (and its route pushed): an administrator
+    opening it by permission alone gets an opener entry of their own (a STAFF share),
+    which HAProxy needs to let their cookie through and which lapses with the
+    permission."""
+    if session.job.owner_id == user.pk or shared_with(user, session) is not None:
+        return
+    if may_open_others(user):
+        SessionShare.objects.get_or_create(
+            session=session, kind=SessionShare.Kind.STAFF, user=user, defaults={"granted_by": user}
+        )
+
+
 def opened(user: Any, session: SessionLink) -> None:
-    """``user`` is handed ``session`` (a one-time code was issued): when it is someone
-    else's, one audit row (SESSION_OPEN_OTHER, as the owner's cluster account) and a
-    notice to the owner in the portal (and by email), whatever their settings."""
+    """``user`` is handed ``session`` (a one-time code was issued): one audit row
+    (SESSION_OPEN) for its owner; when it is someone else's, one audit row (SESSION_OPEN_OTHER, as the owner's cluster account; the job's
+    page lists them for its owner) and, when it was opened by permission rather than a
+    share, a notice to the owner in the portal (and by email), whatever their settings."""
     job = session.job
     if job.owner_id == user.pk:
+        audit.record(
+            audit.Action.SESSION_OPEN,
+            audit.Outcome.OK,
+            user=user,
+            account=job.cluster_account,
+            cluster=job.cluster,
+            target=f"job {job.pk} session {session.public_id}",
+        )
         return
+    share = shared_with(user, session)
     audit.record(
         audit.Action.SESSION_OPEN_OTHER,
         audit.Outcome.OK,
@@ -106,7 +198,23 @@ def opened(user: Any, session: SessionLink) -> None:
         account=job.cluster_account,
         cluster=job.cluster,
         target=f"job {job.pk} session {session.public_id} of {job.owner.get_username()}",
+        message=f"shared with {share.get_kind_display()}" if share else "by permission",
     )
+    if share is not None:
+        return
     message = session_opened_by(job, user)
     url = reverse("job-detail", args=[job.pk])
     told(Notification.tell(job.owner, Event.SESSION_OPENED_BY_OTHER, message, url))
+
+
+def opens_by_others(session: SessionLink, limit: int = 20) -> list:
+    """The latest opens of ``session`` by people other than its owner (audit rows), for
+    its owner's page."""
+    from jobs.models import AuditEvent
+
+    return list(
+        AuditEvent.objects.filter(
+            action=AuditEvent.Action.SESSION_OPEN_OTHER,
+            target__startswith=f"job {session.job_id} session {session.public_id} ",
+        ).order_by("-at")[:limit]
+    )

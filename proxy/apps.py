@@ -10,6 +10,7 @@ class ProxyConfig(AppConfig):
     def ready(self) -> None:
         from jobs import sessions
         from jobs.signals import job_updated
+        from projects.signals import members_changed
         from proxy import routes
         from proxy.models import SessionLink
 
@@ -17,4 +18,5 @@ class ProxyConfig(AppConfig):
         post_save.connect(
             routes.on_user_saved, sender=settings.AUTH_USER_MODEL, dispatch_uid="proxy-users"
         )
+        members_changed.connect(routes.on_members_changed, dispatch_uid="proxy-openers")
         sessions.register(SessionLink)

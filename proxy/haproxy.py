@@ -124,12 +124,18 @@ class HAProxyError(Exception):
     """HAProxy could not be reached, or refused a command."""
 
 
+# A map entry saying who may use a session: "<session id>/<user id>" (its value is "1").
+GRANT = re.compile(r"^([0-9a-f]{32})/([0-9]{1,12})\Z")
+
+
 @dataclass(frozen=True)
 class Route:
     sid: str
     address: str  # an IP literal
     port: int
     token: str
+    # The people whose cookies HAProxy lets through (user ids; proxy/access.openers).
+    openers: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         if not SESSION_ID.match(self.sid):
@@ -141,6 +147,12 @@ class Route:
             raise ValueError(f"not a port: {self.port!r}")
         if not validators.SESSION_TOKEN.match(self.token):
             raise ValueError("the upstream token is not URL-safe")
+        if not all(isinstance(uid, int) and 0 < uid < 10**12 for uid in self.openers):
+            raise ValueError("openers are user ids")
+
+    @property
+    def target(self) -> tuple[str, int, str]:
+        return (self.address, self.port, self.token)
 
 
 class RuntimeAPI:
@@ -176,9 +188,10 @@ class RuntimeAPI:
         return answer.decode(errors="replace").strip()
 
     # -- routes -----------------------------------------------------------------------
-    def add(self, route: Route) -> None:
-        """Route the session's host to its notebook (replacing an older route)."""
-        self.remove(route.sid)
+    def add(self, route: Route, grants: Set[int] | None = None) -> None:
+        """Route the session's host to its notebook (replacing an older route, whose
+        openers are ``grants`` when known)."""
+        self.remove(route.sid, grants)
         # weight 0: a session without a server must never be load-balanced onto another
         # session's server (use-server falls back to balancing when the name is unknown).
         # maxconn: one session's share of HAProxy's connections (more wait in its queue).
@@ -192,20 +205,39 @@ class RuntimeAPI:
         if "New server registered" not in answer:
             raise HAProxyError(f"add server {route.sid}: {answer}")
         self.command(f"enable server {BACKEND}/{route.sid}")
+        for uid in sorted(route.openers):
+            self.command(f"add map {self.map_path} {route.sid}/{uid} 1")
         self.command(f"add map {self.map_path} {route.sid} {route.token}")
 
     def ensure(self, route: Route) -> None:
         """Route the session as ``route`` says, leaving an identical route (and the
-        connections on it) alone."""
-        if self.routes().get(route.sid) != (route.address, route.port, route.token):
-            self.add(route)
+        connections on it) alone; its openers made ``route.openers``."""
+        have, grants = self.state()
+        if have.get(route.sid) != route.target:
+            self.add(route, grants.get(route.sid, set()))
+        else:
+            self.set_openers(route.sid, route.openers, grants.get(route.sid, set()))
 
-    def remove(self, sid: str) -> None:
+    def set_openers(self, sid: str, wanted: Set[int], have: Set[int]) -> None:
+        """Let exactly ``wanted`` through to session ``sid``. When someone loses it, the
+        session's open connections are closed too (a WebSocket outlives the check made
+        when it opened); the owner's pages reconnect by themselves."""
+        for uid in sorted(set(wanted) - set(have)):
+            self.command(f"add map {self.map_path} {sid}/{uid} 1")
+        gone = sorted(set(have) - set(wanted))
+        for uid in gone:
+            self.command(f"del map {self.map_path} {sid}/{uid}")
+        if gone:
+            self.command(f"shutdown sessions server {BACKEND}/{sid}")
+
+    def remove(self, sid: str, grants: Set[int] | None = None) -> None:
         """No new request reaches the session, and its open connections (WebSockets
         included) are closed."""
         if not SESSION_ID.match(sid):
             raise ValueError(f"not a session id: {sid!r}")
         self.command(f"del map {self.map_path} {sid}")
+        for uid in sorted(self.state()[1].get(sid, set()) if grants is None else grants):
+            self.command(f"del map {self.map_path} {sid}/{uid}")
         server = f"{BACKEND}/{sid}"
         if "No such server" in self.command(f"set server {server} state maint"):
             return
@@ -219,31 +251,49 @@ class RuntimeAPI:
 
     def routes(self) -> dict[str, tuple[str, int, str]]:
         """The sessions HAProxy routes now: id -> (address, port, token)."""
-        tokens = {}
+        return self.state()[0]
+
+    def openers(self) -> dict[str, set[int]]:
+        """Who HAProxy lets through, per session id (user ids)."""
+        return self.state()[1]
+
+    def state(self) -> tuple[dict[str, tuple[str, int, str]], dict[str, set[int]]]:
+        """(routes, openers) as HAProxy has them now."""
+        tokens: dict[str, str] = {}
+        grants: dict[str, set[int]] = {}
         for line in self.command(f"show map {self.map_path}").splitlines():
-            parts = line.split()  # "<entry id> <session id> <token>"
-            if len(parts) == 3 and SESSION_ID.match(parts[1]):
+            parts = line.split()  # "<entry id> <session id> <token>" or "<…> <sid>/<uid> 1"
+            if len(parts) != 3:
+                continue
+            if SESSION_ID.match(parts[1]):
                 tokens[parts[1]] = parts[2]
-        found = {}
+            elif grant := GRANT.match(parts[1]):
+                grants.setdefault(grant[1], set()).add(int(grant[2]))
+        found: dict[str, tuple[str, int, str]] = {}
         for line in self.command(f"show servers conn {BACKEND}").splitlines():
             parts = line.split()
             if len(parts) >= 4 and parts[0].startswith(f"{BACKEND}/") and parts[3].isdigit():
                 sid = parts[0].split("/", 1)[1]
                 if SESSION_ID.match(sid):
                     found[sid] = (parts[2], int(parts[3]), tokens.get(sid, ""))
-        return found
+        return found, grants
 
     def reconcile(self, wanted: list[Route], keep: Set[str] = frozenset()) -> tuple[int, int]:
         """Make HAProxy route exactly ``wanted`` (after a restart it routes nothing),
         leaving the routes of ``keep`` as they are. Returns (added, removed)."""
-        have = self.routes()
+        have, grants = self.state()
         wanted_by_sid = {r.sid: r for r in wanted}
         removed = [sid for sid in have if sid not in wanted_by_sid and sid not in keep]
         for sid in removed:
-            self.remove(sid)
+            self.remove(sid, grants.get(sid, set()))
+        for sid in grants.keys() - have.keys() - wanted_by_sid.keys() - set(keep):
+            for uid in sorted(grants[sid]):  # left behind with no route
+                self.command(f"del map {self.map_path} {sid}/{uid}")
         added = 0
         for route in wanted:
-            if have.get(route.sid) != (route.address, route.port, route.token):
-                self.add(route)
+            if have.get(route.sid) != route.target:
+                self.add(route, grants.get(route.sid, set()))
                 added += 1
+            else:
+                self.set_openers(route.sid, route.openers, grants.get(route.sid, set()))
         return added, len(removed)

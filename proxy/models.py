@@ -201,3 +201,46 @@ class SessionLink(models.Model):
                 reverse("session-open", args=[session.public_id]) if state == "ready" else None
             ),
         }
+
+
+class SessionShare(models.Model):
+    """Someone besides its owner may open a session (proxy/access.py decides, HAProxy
+    enforces: proxy/routes.py pushes one map entry per person who may): a named person,
+    every member of the job's project who may see the job, or a holder of
+    ``proxy.open_others_sessions`` who opened it (kept so HAProxy lets their cookie
+    through, and dropped with their permission)."""
+
+    class Kind(models.TextChoices):
+        PERSON = "person", "a named person"
+        PROJECT = "project", "the job's project"
+        STAFF = "staff", "an administrator who opened it"
+
+    session = models.ForeignKey(SessionLink, on_delete=models.CASCADE, related_name="shares")
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    # The named person or the administrator; empty for the project.
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    granted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # A notebook shared acts as its owner: given only with the warning accepted.
+    acts_as_owner = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "kind", "user"], name="one_share_per_person_and_kind"
+            ),
+            models.UniqueConstraint(
+                fields=["session"],
+                condition=models.Q(kind="project"),
+                name="one_project_share_per_session",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        who = "the project" if self.kind == self.Kind.PROJECT else str(self.user)
+        return f"{self.session} shared with {who}"

@@ -23,6 +23,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 
+from proxy import access
 from proxy.haproxy import HAProxyError, Route, RuntimeAPI
 from proxy.models import SessionLink
 
@@ -104,7 +105,13 @@ def route_of(session) -> Route | None:
         )
         return None
     try:
-        return Route(session.public_id, address, session.port, session.upstream_token())
+        return Route(
+            session.public_id,
+            address,
+            session.port,
+            session.upstream_token(),
+            openers=access.openers(session),
+        )
     except ValueError as exc:  # stored values HAProxy must not receive
         log.error("session %s: not routable: %s", session.public_id, exc)
         return None
@@ -182,6 +189,25 @@ def on_user_saved(sender, instance, **kwargs) -> None:
                 push(session)
         except Exception:  # noqa: BLE001 - the reconcile repairs what this misses
             log.exception("routes of deactivated user %s not removed", user_id)
+
+    transaction.on_commit(after_commit)
+
+
+def on_members_changed(sender, cluster, **kwargs) -> None:
+    """A sync changed a cluster's projects (joins, leaves, roles): the openers of its
+    shared sessions follow at once, not at the next reconcile."""
+    cluster_id = cluster.pk
+
+    def after_commit() -> None:
+        try:
+            for session in (
+                SessionLink.objects.maybe_open()
+                .filter(job__cluster_id=cluster_id, shares__isnull=False)
+                .distinct()
+            ):
+                push(session)
+        except Exception:  # noqa: BLE001 - the reconcile repairs what this misses
+            log.exception("openers of %s's shared sessions not pushed", cluster)
 
     transaction.on_commit(after_commit)
 

@@ -4,8 +4,9 @@ import json
 from urllib.parse import urlencode
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
@@ -15,7 +16,7 @@ from jobs import audit, validators
 from jobs.models import Job
 from jobs.tasks import sync_soon
 from portal.throttle import digest, over_budget, throttled
-from proxy import access, routes
+from proxy import access, routes, sharing
 from proxy.access import session_for_user, session_to_open
 from proxy.codes import (
     cookie_name,
@@ -111,6 +112,7 @@ def open_session(request, public_id: str):
     told to the owner) to the proxy with a one-time code bound to the browser's state (set
     on the session host by session_start); or say why not."""
     session = session_to_open(request, public_id)
+    access.will_open(request.user, session)  # an administrator's opener entry, if needed
     context = {"session": session, "job": session.job}
     if session.display_state == "closed":
         return render(request, "proxy/closed.html", context, status=410)
@@ -140,6 +142,43 @@ def revoke(request, public_id: str):
     session = session_for_user(request, public_id)
     session.close()
     return redirect("job-detail", pk=session.job_id)
+
+
+@login_required
+@require_POST
+def share(request, public_id: str):
+    """The owner shares their running session (proxy/sharing.py)."""
+    session = session_for_user(request, public_id)
+    if not sharing.may_share(request.user, session):
+        raise Http404("No such session.")
+    outcome = sharing.share(
+        session,
+        request.user,
+        people=request.POST.get("people", "")[:4000],
+        project=request.POST.get("project") == "on",
+        acts_as_owner=request.POST.get("acts_as_owner") == "on",
+    )
+    for problem in outcome.problems:
+        messages.error(request, problem)
+    if outcome.shared:
+        messages.success(request, f"Shared with {', '.join(outcome.shared)}.")
+    return redirect(reverse("job-detail", args=[session.job_id]) + "#session")
+
+
+@login_required
+@require_POST
+def unshare(request, public_id: str, share_id: int):
+    """Withdraw a share: its people's next request to the session is refused."""
+    session = (
+        SessionLink.objects.select_related("job", "job__owner", "job__project")
+        .filter(public_id=public_id)
+        .first()
+    )
+    if session is None or not sharing.may_unshare(request.user, session):
+        raise Http404("No such session.")
+    if sharing.unshare(session, request.user, share_id):
+        messages.success(request, "Share withdrawn: its next request to the session is refused.")
+    return redirect(reverse("job-detail", args=[session.job_id]) + "#session")
 
 
 def session_start(request, public_id: str):

@@ -11,10 +11,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import quote, urlsplit
 
 import httpx
 
 from proxy import haproxy
+from proxy.codes import cookie_name
 from tests import polling
 from tests.livestack import free_port
 
@@ -110,3 +112,47 @@ class Proxy:
             follow_redirects=False,
             timeout=10,
         )
+
+
+# --- a browser's way into a session, step by step (the live portal behind HAProxy) ---
+
+TOKEN = "jupyter-token-" + "x" * 20
+
+
+def portal_cookie(user) -> str:
+    """The portal's session cookie of ``user`` signed in (for the live portal)."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}"
+
+
+def handshake(data_path, session, user, path: str = "/lab") -> tuple[str, str, str]:
+    """A browser's way in, step by step: HAProxy sends it to /_portal/start on the
+    session host (a state cookie), that to the portal (signed in as ``user``), the
+    portal back to /_portal/login with a code. Returns (state cookie, login path, where
+    the portal sent it)."""
+    sid = session.public_id
+    first = data_path.get(sid, path)
+    assert first.status_code == 302
+    assert first.headers["location"] == f"/_portal/start?next={quote(path, safe='')}"
+    start = data_path.get(sid, first.headers["location"])
+    state = start.headers["set-cookie"].split(";")[0]
+    assert state.startswith("portal_state=") and "HttpOnly" in start.headers["set-cookie"]
+    portal = httpx.get(
+        start.headers["location"], headers={"Cookie": portal_cookie(user)}, timeout=10
+    )
+    where = portal.headers.get("location", "")
+    login = urlsplit(where)
+    return state, f"{login.path}?{login.query}", where
+
+
+def sign_in(data_path, session, user) -> str:
+    """The whole handshake; returns the session cookie."""
+    state, login, _ = handshake(data_path, session, user)
+    response = data_path.get(session.public_id, login, cookie=state)
+    assert response.status_code == 302 and response.headers["location"] == "/lab"
+    cookies = response.headers.get_list("set-cookie")
+    assert any(c.startswith('portal_state=""; ') for c in cookies)  # the state is used up
+    return next(c for c in cookies if c.startswith(cookie_name())).split(";")[0]

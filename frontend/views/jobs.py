@@ -27,6 +27,9 @@ from jobs.models.attempts import usage_of
 from jobs.usage import hours as usage
 from jobs.usage import idle_policy, rightsize
 from portal.throttle import throttled
+from projects import links
+from proxy import access as session_access
+from proxy import sharing
 from proxy.access import may_open_others
 
 PAGE_SIZE = 20
@@ -157,6 +160,22 @@ def launch_calendar(request):
     return JsonResponse({"maintenance": calendar.for_page(cluster, request.user)})
 
 
+def session_context(user, job: Job) -> dict:
+    """The session card's parts: whether this person opens it (owner, a share, the
+    permission), and for its owner (and the project's managers) its shares and who else
+    opened it."""
+    session = getattr(job, "session", None)
+    if session is None:
+        return {}
+    context: dict[str, object] = {"may_open_session": session_access.may_open(user, session)}
+    if sharing.may_unshare(user, session):
+        context["session_shares"] = list(session.shares.select_related("user"))
+        context["may_unshare"] = True
+        context["session_opens"] = session_access.opens_by_others(session)
+    context["may_share"] = sharing.may_share(user, session)
+    return context
+
+
 @login_required
 def job_detail(request, pk: int):
     job = get_job_for_user(request, pk)
@@ -180,6 +199,9 @@ def job_detail(request, pk: int):
         "may_open_session": job.owner_id == request.user.pk or may_open_others(request.user),
         "max_note_chars": tagging.MAX_NOTE_CHARS,
     }
+    if job.has_session:
+        context.update(session_context(request.user, job))
+    context.update(links.form_context(request.user, [job]))
     if job.is_final and template == "frontend/job_detail.html":
         context["fit"] = rightsize.fit_of(job)
     if job.state == Job.State.PENDING and context["may_act"] and waits_for_nodes(job):

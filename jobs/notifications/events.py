@@ -34,6 +34,8 @@ class Event(models.TextChoices):
     WEBHOOK_DISABLED = "webhook_disabled", "Your webhook was turned off after failures"
     # Always told (portal and email), not a choice: someone else opened the person's session.
     SESSION_OPENED_BY_OTHER = "session_opened_by_other", "Someone else opened your session"
+    # Always told (portal and email), not a choice: a colleague shared a session with them.
+    SESSION_SHARED = "session_shared", "A colleague shared a session with you"
 
 
 class Channel(models.TextChoices):
@@ -43,7 +45,9 @@ class Channel(models.TextChoices):
 
 
 # Events that are not a person's choice (the settings page does not list them).
-NOT_CHOSEN = frozenset({Event.WEBHOOK_DISABLED, Event.SESSION_OPENED_BY_OTHER})
+NOT_CHOSEN = frozenset(
+    {Event.WEBHOOK_DISABLED, Event.SESSION_OPENED_BY_OTHER, Event.SESSION_SHARED}
+)
 
 
 # The issue's defaults: failures and ends of long work on, the rest off (both channels).
@@ -228,6 +232,24 @@ def session_opened_by(job, opener) -> Message:
             f"{job.cluster.name}, with a permission the portal's administrators grant; it is "
             "in the audit log. Ask them if you did not expect it, or revoke the session on "
             "its page.",
+            TEXT_MAX,
+        )
+    )
+
+
+def session_shared(job, by, acts_as_owner: bool) -> Message:
+    """SESSION_SHARED: a colleague's session the person may now open."""
+    who = one_line(by.get_username(), 150)
+    kind = job.get_kind_display().lower()
+    how = (
+        " Whatever you do in it is done as them on the cluster."
+        if acts_as_owner
+        else " It shows their runs; nothing in it changes them."
+    )
+    return Message(
+        one_line(
+            f"{who} shared their {kind} ({job_label(job)}) on {job.cluster.name} with you; "
+            f"open it from this notice while it runs.{how}",
             TEXT_MAX,
         )
     )

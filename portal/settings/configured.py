@@ -228,6 +228,11 @@ PORTAL_RESERVATIONS_CACHE = env_float("PORTAL_RESERVATIONS_CACHE", 60.0, minimum
 PORTAL_PROJECT_DEFAULT_ROLE = env_choice(
     "PORTAL_PROJECT_DEFAULT_ROLE", "none", ("none", "viewer", "member")
 )
+# Read-only links with an expiry to runs, comparisons and experiments, for signed-in people
+# outside their project (projects/links.py): off unless a centre turns them on; a link
+# lasts at most PORTAL_READ_LINK_MAX_DAYS.
+PORTAL_READ_LINKS = env_bool("PORTAL_READ_LINKS", False)
+PORTAL_READ_LINK_MAX_DAYS = env_int("PORTAL_READ_LINK_MAX_DAYS", 14, minimum=1)
 # How often Celery beat asks each cluster about its active jobs (seconds), and
 # the fraction of that interval over which the per-cluster polls are spread.
 PORTAL_SYNC_INTERVAL = env_float("PORTAL_SYNC_INTERVAL", 15.0, minimum=1)

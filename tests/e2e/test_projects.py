@@ -2,16 +2,23 @@
 colleague (hpcuser2, a viewer of vision) follows the owner's vision run with its chart
 growing live and no way to cancel it, and finds the owner's nlp run and a private vision
 run nowhere: not as pages (404) nor as websockets (refused; the in-process tests see
-the 4404 the server closes with)."""
+the 4404 the server closes with). The owner shares a running TensorBoard with the
+colleague, who opens it through HAProxy until the share is withdrawn."""
+
+import secrets
+import time
 
 import pytest
 
 from devtools import demo_catalog
 from devtools import devcluster as devcluster_mod
 from jobs import lifecycle
-from jobs.models import ContainerImage
+from jobs.cluster import pool
+from jobs.models import AuditEvent, ClusterAccount, ContainerImage, Job
 from projects import sync
+from proxy.models import SessionLink
 from tests import factories
+from tests.devcluster.test_tensorboard import PYTHON, WRITE_EVENTS
 from tests.e2e.pages import page_errors, sign_in
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
@@ -79,3 +86,92 @@ def test_a_viewer_follows_a_colleagues_run_live_and_sees_nothing_else(
             assert page.evaluate(SOCKET_OPENS, f"{ws}{path}") is False, path
     assert page.evaluate(SOCKET_OPENS, f"{ws}/ws/jobs/{shown.pk}/") is True
     assert errors == []
+
+
+# What TensorBoard answers a page's own request with, without following a redirect.
+FETCH_TAGS = """async () => {
+    const answer = await fetch('/data/plugin/scalars/tags', {redirect: 'manual'});
+    return answer.type === 'opaqueredirect' ? 'redirected' : String(answer.status);
+}"""
+
+
+def test_the_owner_shares_a_running_tensorboard_and_withdraws_it(
+    tls_browser, stack, devcluster_info, owner, screenshot
+):
+    factories.user("colleague", "colleague-pass-123")
+    first = devcluster_info["default_user"]
+    second = next(u for u in sorted(devcluster_info["users"]) if u != first)
+    cluster = devcluster_mod.register(devcluster_info, {"owner": first, "colleague": second})
+    assert sync.sync_cluster(cluster).read
+    folder = f"portal-share-{secrets.token_hex(3)}"
+    account = ClusterAccount.for_user(cluster, owner)
+    home = cluster.work_dir_root("home", account.username)
+    pool.with_connection(
+        account, lambda conn: conn.run([PYTHON, "-c", WRITE_EVENTS, f"{home}/{folder}/run1"])
+    )
+    image = factories.image("tb-host", offers_tensorboard=True, offers_notebook=False)
+    job = factories.job(
+        owner,
+        cluster,
+        "",
+        image=image,
+        kind="tensorboard",
+        notebook_dir=folder,
+        account="vision",
+        save=False,
+    )
+    job = lifecycle.launch_job(job)
+    try:
+        page = sign_in(tls_browser, stack, "owner", "owner-pass-123")
+        page.goto(f"{stack.url}/jobs/{job.pk}/")
+        open_link = page.locator("#session [data-open-session]")
+        open_link.wait_for(state="visible", timeout=120_000)
+        session = SessionLink.objects.get(job=job)
+        with page.context.expect_page() as tab:
+            open_link.click()
+        tab.value.get_by_text("loss", exact=True).first.wait_for(timeout=60_000)
+
+        page.reload()  # the share form is drawn once the session exists (it is now)
+        page.locator("[data-session-share] summary").click()
+        page.get_by_label("Members of vision (user names)").fill("colleague")
+        page.get_by_role("button", name="Share", exact=True).click()
+        page.get_by_text("Shared with colleague.").wait_for()
+
+        theirs = sign_in(tls_browser, stack, "colleague", "colleague-pass-123")
+        theirs.goto(f"{stack.url}/jobs/{job.pk}/")
+        with theirs.context.expect_page() as tab:
+            theirs.locator("#session [data-open-session]").click()
+        board = tab.value
+        board.wait_for_url(
+            f"https://{session.public_id}.sessions.localhost:{stack.proxy_port}/**",
+            timeout=60_000,
+        )
+        board.get_by_text("loss", exact=True).first.wait_for(timeout=60_000)
+        assert board.evaluate(FETCH_TAGS) == "200"
+        screenshot(board, "61-shared-tensorboard")
+
+        page.reload()
+        page.locator('[data-share="colleague"] [data-withdraw]').click()
+        page.get_by_text("Share withdrawn").wait_for()
+        started = time.monotonic()
+        answer = board.evaluate(FETCH_TAGS)
+        refused_after = time.monotonic() - started
+        assert answer == "redirected", answer  # to the portal, which now says no
+        assert refused_after < 1, refused_after
+        print(f"\nwithdrawn: the colleague's next request refused {refused_after * 1000:.0f} ms on")
+        assert (
+            board.goto(f"https://{session.public_id}.sessions.localhost:{stack.proxy_port}/").status
+            == 404
+        )
+        opens = AuditEvent.objects.filter(target__contains=session.public_id).values_list(
+            "action", "username"
+        )
+        assert set(opens) >= {("session_open", "owner"), ("session_open_other", "colleague")}
+        page.reload()
+        assert "colleague at " in page.locator("[data-session-opens]").inner_text()
+    finally:
+        for active in Job.objects.filter(state__in=Job.ACTIVE_STATES):
+            lifecycle.cancel(active)
+        pool.with_connection(
+            account, lambda conn: conn.run(["rm", "-rf", "--", f"{home}/{folder}"])
+        )

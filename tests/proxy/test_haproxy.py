@@ -25,12 +25,17 @@ from tests.proxystack import DOMAIN, HAPROXY
 A, B = "a" * 32, "b" * 32
 
 
-def route(sid: str, port: int, token: str = "") -> haproxy.Route:
-    return haproxy.Route(sid, "127.0.0.1", port, token or f"jupyter-token-{sid[0]}-0123456789")
+OWNER = 7  # the user id in cookie_for's cookies, the routes' one opener by default
 
 
-def cookie_for(sid: str, **kwargs) -> str:
-    return f"{cookie_name()}={make_cookie(sid, 7, **kwargs)}"
+def route(sid: str, port: int, token: str = "", openers=frozenset({OWNER})) -> haproxy.Route:
+    return haproxy.Route(
+        sid, "127.0.0.1", port, token or f"jupyter-token-{sid[0]}-0123456789", openers=openers
+    )
+
+
+def cookie_for(sid: str, uid: int = OWNER, **kwargs) -> str:
+    return f"{cookie_name()}={make_cookie(sid, uid, **kwargs)}"
 
 
 def test_each_session_host_reaches_its_own_notebook_with_its_token_added(proxy, upstreams):
@@ -64,6 +69,7 @@ def test_a_session_without_its_own_server_never_reaches_another_sessions_noteboo
     request reached A's notebook)."""
     proxy.api.add(route(A, upstreams["A"]))
     proxy.api.command(f"add map {proxy.api.map_path} {B} token-of-b-0123456789")  # no server
+    proxy.api.command(f"add map {proxy.api.map_path} {B}/{OWNER} 1")
     response = proxy.get(B, cookie=cookie_for(B))
     assert response.status_code == 503, response.text
 
@@ -93,6 +99,55 @@ def test_without_a_valid_cookie_for_this_session_the_portal_decides(proxy, upstr
     response = proxy.get(A, "/lab/tree?x=1", cookie=cookie)
     assert response.status_code == 302
     assert response.headers["location"] == "/_portal/start?next=%2Flab%2Ftree%3Fx%3D1"
+
+
+def test_a_signed_cookie_of_someone_who_is_not_an_opener_goes_to_the_portal(proxy, upstreams):
+    """Before sharing (#41) HAProxy checked the cookie's session and expiry but not whom it
+    names: now each session has its openers, one map entry each."""
+    proxy.api.add(route(A, upstreams["A"], openers=frozenset({OWNER, 8})))
+    assert proxy.api.openers() == {A: {OWNER, 8}}
+    for uid in (OWNER, 8):
+        assert proxy.get(A, cookie=cookie_for(A, uid)).status_code == 200
+    assert proxy.get(A, cookie=cookie_for(A, 9)).status_code == 302  # to the portal
+
+    async def kernel(uid):
+        return await connect(
+            f"ws://{A}.{DOMAIN}:{proxy.port}/api/kernels/k/channels",
+            host="127.0.0.1",
+            port=proxy.port,
+            additional_headers={"Cookie": cookie_for(A, uid)},
+        )
+
+    async def scenario():
+        with pytest.raises(Exception, match="403"):
+            await kernel(9)
+        shared = await kernel(8)
+        await shared.send("ping")
+        assert await shared.recv() == "ping"
+        started = time.monotonic()
+        # The share is withdrawn: the entry goes, and the open WebSocket with it.
+        await asyncio.to_thread(proxy.api.ensure, route(A, upstreams["A"]))
+        with pytest.raises(ConnectionClosed):
+            await asyncio.wait_for(shared.recv(), 2)
+        return time.monotonic() - started
+
+    closed_after = asyncio.run(scenario())
+    assert closed_after < 1
+    assert proxy.get(A, cookie=cookie_for(A, 8)).status_code == 302
+    assert proxy.get(A, cookie=cookie_for(A)).status_code == 200  # the owner's still works
+    assert proxy.api.openers() == {A: {OWNER}}
+    proxy.api.remove(A)
+    assert proxy.api.openers() == {}  # no entry outlives its route
+
+
+def test_reconcile_makes_the_openers_too(proxy, upstreams):
+    proxy.api.add(route(A, upstreams["A"], openers=frozenset({OWNER, 8})))
+    proxy.api.command(f"add map {proxy.api.map_path} {B}/9 1")  # a stray entry, no route
+    assert proxy.api.reconcile([route(A, upstreams["A"], openers=frozenset({OWNER, 10}))]) == (
+        0,
+        0,
+    )
+    assert proxy.api.openers() == {A: {OWNER, 10}}
 
 
 def test_no_route_sends_the_browser_to_the_portal_and_other_hosts_are_unknown(proxy):
@@ -182,6 +237,7 @@ def test_nothing_but_checked_values_reaches_the_admin_socket(proxy):
         lambda: haproxy.Route(A, "node1; del server x", 1, "t" * 20),
         lambda: haproxy.Route(A, "127.0.0.1", 70000, "t" * 20),
         lambda: haproxy.Route(A, "127.0.0.1", 8888, "token with spaces and\nnewline"),
+        lambda: haproxy.Route(A, "127.0.0.1", 8888, "t" * 20, openers=frozenset({"7 x"})),
         lambda: proxy.api.remove("x\nshow info"),
         lambda: proxy.api.command("show info; show sess"),
     ):

@@ -4,7 +4,7 @@ stand-in notebooks, driven by the portal's control plane, with the live portal b
 import json
 import socket
 import time
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -19,15 +19,9 @@ from proxy import access
 from proxy.codes import cookie_name, issue_code
 from proxy.models import SessionLink
 from tests import factories
-from tests.livestack import free_port
-from tests.proxystack import start_echo
+from tests.proxystack import TOKEN, handshake, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def notebook_job(running_notebook):
-    return running_notebook
 
 
 def another_notebook(notebook_job, **fields) -> Job:
@@ -43,11 +37,6 @@ def another_notebook(notebook_job, **fields) -> Job:
         time_limit_minutes=60,
         **fields,
     )
-
-
-@pytest.fixture
-def session(notebook_job):
-    return SessionLink.for_job(notebook_job)
 
 
 def register(client, session, secret, body, **extra):
@@ -181,78 +170,6 @@ def test_session_ids_carry_128_random_bits(notebook_job):
 # --- through HAProxy, routes pushed by the portal -----------------------------------
 # The portal (pytest-django's live server) answers /_portal/login behind HAProxy; every
 # route below is pushed by the control plane (proxy/routes.py), never added by hand.
-
-
-@pytest.fixture
-def data_path(tmp_path, settings, live_server):
-    """HAProxy in front of the live portal; the portal's control plane drives it."""
-    from tests.proxystack import Proxy, need_haproxy
-
-    need_haproxy()
-    port = live_server.url.rsplit(":", 1)[1]
-    proxy = Proxy(
-        tmp_path, settings, portal=f"127.0.0.1:{port}", portal_url=live_server.url
-    ).start()
-    settings.PROXY_INSTANCES = [proxy.admin]
-    yield proxy
-    proxy.stop()
-
-
-@pytest.fixture
-def echo():
-    port = free_port()
-    proc = start_echo(port)
-    yield port
-    proc.terminate()
-    proc.wait(10)
-
-
-@pytest.fixture
-def ready(session, echo, data_path):
-    assert session.mark_ready("127.0.0.1", echo, TOKEN)
-    return session
-
-
-TOKEN = "jupyter-token-" + "x" * 20
-
-
-def portal_cookie(user) -> str:
-    """The portal's session cookie of ``user`` signed in (for the live portal)."""
-    from django.test import Client
-
-    client = Client()
-    client.force_login(user)
-    return f"sessionid={client.cookies['sessionid'].value}"
-
-
-def handshake(data_path, session, user, path: str = "/lab") -> tuple[str, str, str]:
-    """A browser's way in, step by step: HAProxy sends it to /_portal/start on the
-    session host (a state cookie), that to the portal (signed in as ``user``), the
-    portal back to /_portal/login with a code. Returns (state cookie, login path, where
-    the portal sent it)."""
-    sid = session.public_id
-    first = data_path.get(sid, path)
-    assert first.status_code == 302
-    assert first.headers["location"] == f"/_portal/start?next={quote(path, safe='')}"
-    start = data_path.get(sid, first.headers["location"])
-    state = start.headers["set-cookie"].split(";")[0]
-    assert state.startswith("portal_state=") and "HttpOnly" in start.headers["set-cookie"]
-    portal = httpx.get(
-        start.headers["location"], headers={"Cookie": portal_cookie(user)}, timeout=10
-    )
-    where = portal.headers.get("location", "")
-    login = urlsplit(where)
-    return state, f"{login.path}?{login.query}", where
-
-
-def sign_in(data_path, session, user) -> str:
-    """The whole handshake; returns the session cookie."""
-    state, login, _ = handshake(data_path, session, user)
-    response = data_path.get(session.public_id, login, cookie=state)
-    assert response.status_code == 302 and response.headers["location"] == "/lab"
-    cookies = response.headers.get_list("set-cookie")
-    assert any(c.startswith('portal_state=""; ') for c in cookies)  # the state is used up
-    return next(c for c in cookies if c.startswith(cookie_name())).split(";")[0]
 
 
 def test_a_login_link_works_only_in_the_browser_that_asked_for_it(ready, data_path, owner, staff):
