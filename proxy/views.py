@@ -132,7 +132,12 @@ def open_session(request, public_id: str):
 
 @login_required
 def session_status(request, public_id: str):
-    session = session_for_user(request, public_id)
+    """The link's state, for those who see its job or may open it (someone it is shared
+    with waits on the "starting" page too)."""
+    try:
+        session = session_for_user(request, public_id)
+    except Http404:
+        session = session_to_open(request, public_id)
     return JsonResponse({"state": session.display_state, "job_state": session.job.state})
 
 

@@ -183,3 +183,19 @@ def test_an_administrators_open_lets_them_through_only_while_they_hold_the_permi
     helper.user_permissions.clear()
     helper = type(helper).objects.get(pk=helper.pk)  # (Django caches permissions)
     assert access.openers(ready) == frozenset({owner.pk})
+
+
+def test_a_private_runs_session_shared_by_name_opens_for_that_person_only(
+    ready, vision, data_path, owner, colleague
+):
+    """They cannot see the run (private), yet the share lets them open its session and
+    follow its state while it starts; anyone else gets a 404."""
+    ready.job.set_private(True)
+    stranger = factories.user("someone-else")
+    share(owner, ready, people="colleague", acts_as_owner="on")
+    theirs = signed_in(colleague)
+    assert theirs.get(f"/jobs/{ready.job_id}/").status_code == 404
+    assert theirs.get(f"/sessions/{ready.public_id}/status/").json()["state"] == "ready"
+    assert signed_in(stranger).get(f"/sessions/{ready.public_id}/status/").status_code == 404
+    cookie = sign_in(data_path, ready, colleague)
+    assert data_path.get(ready.public_id, cookie=cookie).status_code == 200
