@@ -196,6 +196,16 @@ class Client:
     def cancel(self, job_id: int) -> dict:
         return self._job_request("POST", job_id, "cancel/")
 
+    def shares(self, job_id: int) -> dict:
+        return self._job_request("GET", job_id, "shares/")
+
+    def share(self, job_id: int, people: list[str], project: bool, acts_as_owner: bool) -> dict:
+        body = {"people": people, "project": project, "acts_as_owner": acts_as_owner}
+        return self._job_request("POST", job_id, "shares/", body=body)
+
+    def unshare(self, job_id: int, share_id: int) -> None:
+        self._job_request("DELETE", job_id, f"shares/{int(share_id)}/", raw=True)
+
     def annotate(self, job_id: int, **change) -> dict:
         """Change a job's note or tags (notes=, tags=, add_tags=, remove_tags=)."""
         return self._job_request("PATCH", job_id, "", body=change)

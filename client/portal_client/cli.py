@@ -499,6 +499,36 @@ def cmd_open(client: Client, args, out: Output) -> int:
     return 0
 
 
+def cmd_share(client: Client, args, out: Output) -> int:
+    if not args.people and not args.project:
+        raise PortalError("Name someone to share with, or --project.")
+    made = client.share(args.id, args.people, args.project, args.acts_as_me)
+    for problem in made.get("problems", []):
+        out.note(problem)
+    out.data(made, f"job {args.id}: shared with {', '.join(made['shared'])}")
+    return 0
+
+
+def cmd_shares(client: Client, args, out: Output) -> int:
+    found = client.shares(args.id)
+    rows = [
+        [str(s["id"]), s["user"] or "(the project)", "yes" if s["acts_as_owner"] else "no"]
+        for s in found["shares"]
+    ]
+    text = _table(rows, ["SHARE", "WITH", "ACTS AS YOU"]) if rows else "Not shared."
+    opens = [f"opened by {o['user']} at {o['at']} ({o['how']})" for o in found["opens"]]
+    out.data(found, "\n".join([text, *opens]))
+    return 0
+
+
+def cmd_unshare(client: Client, args, out: Output) -> int:
+    client.unshare(args.id, args.share)
+    out.data(
+        {"id": args.id, "withdrawn": args.share}, f"job {args.id}: share {args.share} withdrawn"
+    )
+    return 0
+
+
 def _fmt(value) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
@@ -904,6 +934,26 @@ def build_parser() -> argparse.ArgumentParser:
     open_.add_argument("id", type=job_id)
     open_.add_argument("--browser", "-b", action="store_true", help="open it in a browser")
     open_.set_defaults(run=cmd_open)
+
+    share = commands.add_parser(
+        "share", help="share a running notebook or TensorBoard with colleagues of its project"
+    )
+    share.add_argument("id", type=job_id)
+    share.add_argument("people", nargs="*", metavar="USER", help="portal user names")
+    share.add_argument("--project", action="store_true", help="everyone who sees the run")
+    share.add_argument(
+        "--acts-as-me",
+        action="store_true",
+        help="needed for a notebook: whoever opens it acts as you on the cluster",
+    )
+    share.set_defaults(run=cmd_share)
+    shares = commands.add_parser("shares", help="a session's shares and who else opened it")
+    shares.add_argument("id", type=job_id)
+    shares.set_defaults(run=cmd_shares)
+    unshare = commands.add_parser("unshare", help="withdraw a share (refused at the next request)")
+    unshare.add_argument("id", type=job_id)
+    unshare.add_argument("share", type=int, metavar="SHARE")
+    unshare.set_defaults(run=cmd_unshare)
 
     commands.add_parser("containers", help="the container catalog").set_defaults(run=cmd_containers)
     commands.add_parser("clusters", help="clusters, partitions and limits").set_defaults(

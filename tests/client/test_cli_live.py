@@ -358,6 +358,35 @@ def test_open_prints_the_session_link_of_a_running_notebook(portal_env, owner, c
     assert code == 0 and out.strip() == f"{portal_env['url']}/sessions/{session.public_id}/open/"
 
 
+def test_share_list_and_withdraw_a_session_from_the_command_line(
+    portal_env, owner, catalog, capsys
+):
+    colleague = factories.user("colleague")
+    vision = factories.project(catalog, "vision", [owner, colleague])
+    board = factories.training_job(owner, catalog)
+    Job.objects.filter(pk=board.pk).update(kind="tensorboard", project=vision, node="n1")
+    session = SessionLink.for_job(board)
+    SessionLink.objects.filter(pk=session.pk).update(state="ready", host="n1", port=8888)
+    code, _, err = run(capsys, "share", str(board.pk), "nobody")
+    assert code == 1 and "No one in the portal is called nobody." in err
+    code, out, _ = run(capsys, "share", str(board.pk), "colleague")
+    assert code == 0 and out.strip() == f"job {board.pk}: shared with colleague"
+    code, out, _ = run(capsys, "--json", "shares", str(board.pk))
+    (share,) = json.loads(out)["shares"]
+    assert (share["user"], share["kind"], share["acts_as_owner"]) == ("colleague", "person", False)
+    code, out, _ = run(capsys, "unshare", str(board.pk), str(share["id"]))
+    assert code == 0 and "withdrawn" in out
+    code, out, _ = run(capsys, "shares", str(board.pk))
+    assert out.strip() == "Not shared."
+    # A notebook is shared only with --acts-as-me; a colleague never shares the owner's.
+    Job.objects.filter(pk=board.pk).update(kind="notebook")
+    code, _, err = run(capsys, "share", str(board.pk), "colleague")
+    assert code == 1 and "acts as you" in err
+    api = factories.api_client(colleague)
+    refused = api.post(f"/api/v1/jobs/{board.pk}/shares/", {"people": ["colleague"]}, format="json")
+    assert refused.status_code == 403
+
+
 # --- clear messages for what goes wrong -----------------------------------------------
 
 
