@@ -175,32 +175,29 @@ def will_open(user: Any, session: SessionLink) -> None:
 
 
 def opened(user: Any, session: SessionLink) -> None:
-    """``user`` is handed ``session`` (a one-time code was issued): one audit row
-    (SESSION_OPEN) for its owner; when it is someone else's, one audit row (SESSION_OPEN_OTHER, as the owner's cluster account; the job's
-    page lists them for its owner) and, when it was opened by permission rather than a
-    share, a notice to the owner in the portal (and by email), whatever their settings."""
+    """``user`` is handed ``session`` (a one-time code was issued): one audit row, as the
+    owner's cluster account (SESSION_OPEN for its owner; SESSION_OPEN_OTHER for anyone
+    else, which the job's page lists for its owner) and, when someone opened it by
+    permission rather than a share, a notice to the owner in the portal (and by email),
+    whatever their settings."""
     job = session.job
-    if job.owner_id == user.pk:
-        audit.record(
-            audit.Action.SESSION_OPEN,
-            audit.Outcome.OK,
-            user=user,
-            account=job.cluster_account,
-            cluster=job.cluster,
-            target=f"job {job.pk} session {session.public_id}",
-        )
-        return
-    share = shared_with(user, session)
+    own = job.owner_id == user.pk
+    share = None if own else shared_with(user, session)
     audit.record(
-        audit.Action.SESSION_OPEN_OTHER,
+        audit.Action.SESSION_OPEN if own else audit.Action.SESSION_OPEN_OTHER,
         audit.Outcome.OK,
         user=user,
         account=job.cluster_account,
         cluster=job.cluster,
-        target=f"job {job.pk} session {session.public_id} of {job.owner.get_username()}",
-        message=f"shared with {share.get_kind_display()}" if share else "by permission",
+        target=f"job {job.pk} session {session.public_id}"
+        + ("" if own else f" of {job.owner.get_username()}"),
+        message=""
+        if own
+        else f"shared with {share.get_kind_display()}"
+        if share
+        else "by permission",
     )
-    if share is not None:
+    if own or share is not None:
         return
     message = session_opened_by(job, user)
     url = reverse("job-detail", args=[job.pk])

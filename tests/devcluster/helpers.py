@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import time
 from collections.abc import Callable
@@ -300,3 +301,32 @@ def certificate(ca_file, principal: str, *, valid_after: int, valid_before: int)
         .sign(certs.load_ca(str(ca_file)))
     )
     return certs.with_certificate(key, cert)
+
+
+TENSORBOARD_PYTHON = "/opt/portal-devcluster/jupyter/bin/python"
+WRITE_EVENTS = """
+import sys
+from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.compat.proto.summary_pb2 import Summary
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
+writer = EventFileWriter(sys.argv[1])
+for step in range(20):
+    value = Summary.Value(tag="loss", simple_value=1.0 / (step + 1))
+    writer.add_event(Event(step=step, summary=Summary(value=[value])))
+writer.close()
+"""
+
+
+def tensorboard_runs(cluster, owner) -> tuple[str, str]:
+    """A folder in ``owner``'s home on the dev cluster with one run of 20 "loss" scalars
+    (run1), written with TensorBoard's own writer: (folder, home)."""
+    from jobs.models import ClusterAccount
+
+    folder = f"portal-test-{secrets.token_hex(3)}"
+    account = ClusterAccount.for_user(cluster, owner)
+    home = cluster.work_dir_root("home", account.username)
+    pool.with_connection(
+        account,
+        lambda conn: conn.run([TENSORBOARD_PYTHON, "-c", WRITE_EVENTS, f"{home}/{folder}/run1"]),
+    )
+    return folder, home

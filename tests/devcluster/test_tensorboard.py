@@ -2,8 +2,6 @@
 it serves the user's runs only to requests that carry the session's secret, which the
 portal's proxy adds; anyone else on the node who finds the port gets a 403."""
 
-import secrets
-
 import httpx
 import pytest
 
@@ -11,31 +9,14 @@ from jobs import tasks
 from jobs.cluster import files, pool
 from jobs.models import ClusterAccount
 from tests import factories, polling
-from tests.devcluster.helpers import connection_info
+from tests.devcluster.helpers import connection_info, tensorboard_runs
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 
-PYTHON = "/opt/portal-devcluster/jupyter/bin/python"
-WRITE_EVENTS = """
-import sys
-from tensorboard.compat.proto.event_pb2 import Event
-from tensorboard.compat.proto.summary_pb2 import Summary
-from tensorboard.summary.writer.event_file_writer import EventFileWriter
-writer = EventFileWriter(sys.argv[1])
-for step in range(20):
-    value = Summary.Value(tag="loss", simple_value=1.0 / (step + 1))
-    writer.add_event(Event(step=step, summary=Summary(value=[value])))
-writer.close()
-"""
-
 
 def test_tensorboard_serves_the_runs_to_the_sessions_secret_only(devcluster, owner):
-    folder = f"portal-test-{secrets.token_hex(3)}"
+    folder, home = tensorboard_runs(devcluster, owner)
     account = ClusterAccount.for_user(devcluster, owner)
-    home = devcluster.work_dir_root("home", account.username)
-    pool.with_connection(
-        account, lambda conn: conn.run([PYTHON, "-c", WRITE_EVENTS, f"{home}/{folder}/run1"])
-    )
     image = factories.image("tb-host", offers_tensorboard=True, offers_notebook=False)
     job = factories.submitted_job(
         owner, devcluster, "", kind="tensorboard", image=image, notebook_dir=folder

@@ -5,7 +5,6 @@ run nowhere: not as pages (404) nor as websockets (refused; the in-process tests
 the 4404 the server closes with). The owner shares a running TensorBoard with the
 colleague, who opens it through HAProxy until the share is withdrawn."""
 
-import secrets
 import time
 
 import pytest
@@ -18,7 +17,7 @@ from jobs.models import AuditEvent, ClusterAccount, ContainerImage, Job
 from projects import sync
 from proxy.models import SessionLink
 from tests import factories
-from tests.devcluster.test_tensorboard import PYTHON, WRITE_EVENTS
+from tests.devcluster.helpers import tensorboard_runs
 from tests.e2e.pages import page_errors, sign_in
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
@@ -103,12 +102,8 @@ def test_the_owner_shares_a_running_tensorboard_and_withdraws_it(
     second = next(u for u in sorted(devcluster_info["users"]) if u != first)
     cluster = devcluster_mod.register(devcluster_info, {"owner": first, "colleague": second})
     assert sync.sync_cluster(cluster).read
-    folder = f"portal-share-{secrets.token_hex(3)}"
+    folder, home = tensorboard_runs(cluster, owner)
     account = ClusterAccount.for_user(cluster, owner)
-    home = cluster.work_dir_root("home", account.username)
-    pool.with_connection(
-        account, lambda conn: conn.run([PYTHON, "-c", WRITE_EVENTS, f"{home}/{folder}/run1"])
-    )
     image = factories.image("tb-host", offers_tensorboard=True, offers_notebook=False)
     job = factories.job(
         owner,
