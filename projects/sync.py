@@ -93,17 +93,21 @@ def proven_people(cluster: Cluster) -> dict[str, int]:
     return people
 
 
-def people_in_group(group: str) -> list[int]:
-    """The active people whose identity provider last put them in ``group``."""
+def people_in_groups(groups: set[str]) -> dict[str, set[int]]:
+    """{group: the active people whose identity provider last put them in it}, for
+    ``groups``, from one read of the people's claims (however many grants name them)."""
     from identity.models import Identity
 
-    found = set()
-    for user_id, groups in Identity.objects.filter(user__is_active=True).values_list(
+    found: dict[str, set[int]] = {group: set() for group in groups}
+    if not groups:
+        return found
+    for user_id, claimed in Identity.objects.filter(user__is_active=True).values_list(
         "user_id", "groups"
     ):
-        if isinstance(groups, list) and group in groups:
-            found.add(user_id)
-    return sorted(found)
+        if isinstance(claimed, list):
+            for group in groups.intersection(g for g in claimed if isinstance(g, str)):
+                found[group].add(user_id)
+    return found
 
 
 def apply(cluster: Cluster, read: AccountsRead) -> Outcome:
@@ -137,20 +141,21 @@ def apply(cluster: Cluster, read: AccountsRead) -> Outcome:
                     "is_default": read.defaults.get(cluster_user) == record.name,
                 }
         mine = [g for g in grants.configured() if g.cluster == cluster.name]
+        in_group = people_in_groups({g.group for g in mine})
         # "only": the scheduler's members of that project who are also in the group (a
         # group narrows a catch-all account to the people of one lab).
         for grant in (g for g in mine if g.role == grants.ONLY):
             project = projects.get(grant.account)
             if project is None:
                 continue
-            allowed = set(people_in_group(grant.group))
+            allowed = in_group[grant.group]
             for key in [k for k in wanted if k[0] == project.pk and k[1] not in allowed]:
                 del wanted[key]
         for grant in (g for g in mine if g.role != grants.ONLY):
             project = projects.get(grant.account)
             if project is None:
                 continue
-            for user_id in people_in_group(grant.group):
+            for user_id in sorted(in_group[grant.group]):
                 fields = wanted.setdefault(
                     (project.pk, user_id),
                     {"cluster_user": "", "coordinator": False, "is_default": False},
