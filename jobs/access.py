@@ -70,7 +70,13 @@ def linked(user: Any) -> tuple[frozenset[int], frozenset[int]]:
     from projects.models import ReadLink
 
     live = ReadLink.objects.live().filter(readers__user_id=user.pk)
-    jobs = frozenset(j for j in live.values_list("jobs", flat=True) if j is not None)
+    # A link's runs, and its experiment's trials' runs (those started since included).
+    jobs = frozenset(
+        j
+        for field in ("jobs", "experiment__trials__jobs")
+        for j in live.values_list(field, flat=True)
+        if j is not None
+    )
     experiments = frozenset(
         e for e in live.values_list("experiment_id", flat=True) if e is not None
     )
@@ -125,12 +131,8 @@ def visible_jobs(user: Any) -> Q:
     """The filter of jobs the person may see (a private one only by its owner), and those
     read links hand them (read only)."""
     seen = _theirs_or_their_projects(user, private=False)
-    jobs, experiments = linked(user)
-    if jobs:
-        seen |= Q(pk__in=sorted(jobs))
-    if experiments:
-        seen |= Q(trial__experiment_id__in=sorted(experiments))
-    return seen
+    jobs = linked(user)[0]
+    return seen | Q(pk__in=sorted(jobs)) if jobs else seen
 
 
 def visible_experiments(user: Any) -> Q:
@@ -154,14 +156,7 @@ def may_see(
         return True
     if not private and bool(role_in(user, project_id)):
         return True
-    jobs, experiments = linked(user)
-    if job_id is None or not (jobs or experiments):
-        return False
-    if job_id in jobs:
-        return True
-    from jobs.models import Job
-
-    return Job.objects.filter(visible_jobs(user), pk=job_id).exists()
+    return job_id is not None and job_id in linked(user)[0]
 
 
 def may_act(user: Any, owner_id: int | None) -> bool:
