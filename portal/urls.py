@@ -28,5 +28,6 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("jobs.notifications.urls")),
     path("", include("projects.urls")),
+    path("", include("files.urls")),
     path("", include("frontend.urls")),
 ]

@@ -145,19 +145,19 @@ def apply(cluster: Cluster, read: AccountsRead) -> Outcome:
         # "only": the scheduler's members of that project who are also in the group (a
         # group narrows a catch-all account to the people of one lab).
         for grant in (g for g in mine if g.role == grants.ONLY):
-            project = projects.get(grant.account)
-            if project is None:
+            narrowed = projects.get(grant.account)
+            if narrowed is None:
                 continue
             allowed = in_group[grant.group]
-            for key in [k for k in wanted if k[0] == project.pk and k[1] not in allowed]:
+            for key in [k for k in wanted if k[0] == narrowed.pk and k[1] not in allowed]:
                 del wanted[key]
         for grant in (g for g in mine if g.role != grants.ONLY):
-            project = projects.get(grant.account)
-            if project is None:
+            extended = projects.get(grant.account)
+            if extended is None:
                 continue
             for user_id in sorted(in_group[grant.group]):
                 fields = wanted.setdefault(
-                    (project.pk, user_id),
+                    (extended.pk, user_id),
                     {"cluster_user": "", "coordinator": False, "is_default": False},
                 )
                 fields["granted_role"] = max(

@@ -20,6 +20,10 @@ from projects.models import Membership, Project, ReadLink, Role
 from projects.usage import UsageUnavailable, project_usage, storage
 
 RECENT_RUNS = 20
+# What a manager may set as the role of the account's users (coordinators stay managers).
+ROLE_CHOICES = [("", "The portal's default")] + [
+    (role.value, role.label) for role in (Role.NONE, Role.VIEWER, Role.MEMBER)
+]
 
 
 @login_required
@@ -64,7 +68,7 @@ def project_detail(request, pk: int):
             "reads_storage": bool(project.cluster.quota_files),
             "runs": runs,
             "may_manage": may_manage(request.user, project),
-            "role_choices": Project._meta.get_field("default_role").choices,
+            "role_choices": ROLE_CHOICES,
         },
     )
 
@@ -85,7 +89,7 @@ def project_defaults(request, pk: int):
     ):
         raise Http404("no such project")
     role = request.POST.get("default_role", "")
-    allowed = {value for value, _ in Project._meta.get_field("default_role").choices}
+    allowed = {value for value, _ in ROLE_CHOICES}
     if role not in allowed:
         messages.error(request, "Choose one of the roles offered.")
         return redirect("project-detail", pk=project.pk)

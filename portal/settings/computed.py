@@ -130,6 +130,7 @@ INSTALLED_APPS = [
     "jobs.metrics",
     "identity",
     "projects",
+    "files",
     "jobs.experiments",
     "jobs.notifications",
     "proxy",

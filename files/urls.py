@@ -1,0 +1,14 @@
+from django.urls import path
+
+from files import views
+
+urlpatterns = [
+    path("files/", views.index, name="files"),
+    path("files/<str:cluster>/<str:root>/", views.browse, name="files-browse"),
+    path("files/<str:cluster>/<str:root>/mkdir/", views.make_folder, name="files-mkdir"),
+    path("files/<str:cluster>/<str:root>/rename/", views.rename, name="files-rename"),
+    path("files/<str:cluster>/<str:root>/delete/", views.delete, name="files-delete"),
+    path("files/<str:cluster>/<str:root>/view/", views.view, name="files-view"),
+    path("files/<str:cluster>/<str:root>/raw/", views.raw_image, name="files-raw"),
+    path("files/<str:cluster>/<str:root>/download/", views.download, name="files-download"),
+]

@@ -1,0 +1,406 @@
+"""The file manager's pages: a person's folders on a cluster, over SFTP as their own
+cluster user (files/roots.py), every action audited (jobs/audit). Views stay thin:
+paths are checked by files/paths.py, SFTP work is files/remote.py, ranges files/ranges.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import quote, unquote, urlencode
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core import signing
+from django.core.paginator import Paginator
+from django.http import Http404, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import content_disposition_header
+from django.views.decorators.http import require_POST
+
+from files import paths, ranges, remote, roots
+from files.paths import BadPath
+from jobs import audit
+from jobs.cluster import files as job_files
+from jobs.cluster import pool, ssh
+from jobs.models import Cluster
+from portal.throttle import throttled
+
+T = TypeVar("T")
+PER_PAGE = 200
+DELETE_CONFIRM_AGE = 600  # seconds a delete's confirmation stays valid
+
+
+class Failure(Exception):
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
+
+
+class Place:
+    """One request's cluster, account and root, resolved for the signed-in person."""
+
+    def __init__(self, request, cluster_name: str, root_key: str):
+        self.request = request
+        self.cluster = get_object_or_404(Cluster, name=cluster_name, enabled=True)
+        try:
+            self.account = roots.account_for(self.cluster, request.user)
+            self.root = roots.root_named(self.cluster, self.account, root_key)
+        except roots.NoAccess as exc:
+            raise Http404(str(exc)) from None
+
+    def url(self, name: str, **query: Any) -> str:
+        base = reverse(name, args=[self.cluster.name, self.root.key])
+        query = {k: v for k, v in query.items() if v not in ("", None)}
+        return f"{base}?{urlencode(query)}" if query else base
+
+    def run(self, what: str, rel: str, operation: Callable[[Any, str], T], *, repeatable=True) -> T:
+        """``operation(sftp, root path)`` on the person's connection, audited as ``what``
+        on ``rel``; what can go wrong becomes a Failure with the message and status to show.
+        A change (``repeatable=False``) is never run twice on a dropped connection."""
+
+        def on(conn: ssh.Connection) -> T:
+            with conn.sftp_session() as sftp:
+                return operation(sftp, self.root.path)
+
+        try:
+            with audit.action(
+                what,
+                user=self.request.user,
+                account=self.account,
+                target=f"{self.root.key}:{paths.shown(rel, 400) or '.'}",
+            ):
+                return pool.with_connection(self.account, on, retry=repeatable)
+        except BadPath as exc:
+            raise Failure(str(exc), 400) from None
+        except job_files.NotARegularFile as exc:
+            raise Failure(str(exc), 400) from None
+        except FileNotFoundError:
+            raise Failure("No such file or folder (any more).", 404) from None
+        except PermissionError:
+            raise Failure(f"{self.cluster.name} refused: permission denied.", 403) from None
+        except (ssh.ClusterError, OSError) as exc:
+            raise Failure(f"Could not do it on {self.cluster.name}: {exc}", 502) from None
+
+
+def _failed(request, place: Place | None, exc: Failure):
+    return render(
+        request, "files/failed.html", {"place": place, "error": str(exc)}, status=exc.status
+    )
+
+
+def _posted(request, field: str, default: str = "") -> str:
+    """A path a form sent: the page percent-encodes them (a name on the cluster may hold
+    any byte but NUL and '/', control characters included, which never go into the
+    page's HTML raw); typed text without '%' is itself."""
+    return unquote(request.POST.get(field, default))
+
+
+def _parts(rel: str) -> list[str]:
+    try:
+        return paths.parts_of(rel)
+    except BadPath as exc:
+        raise Failure(str(exc), 400) from None
+
+
+@login_required
+def index(request):
+    """The clusters where the person has their own account, with their folders."""
+    places = []
+    for cluster in Cluster.objects.filter(enabled=True).order_by("name"):
+        try:
+            account = roots.account_for(cluster, request.user)
+        except roots.NoAccess:
+            continue
+        places.append((cluster, roots.roots_of(cluster, account)))
+    return render(request, "files/index.html", {"places": places})
+
+
+@login_required
+@throttled("cluster-pages")
+def browse(request, cluster: str, root: str):
+    place = Place(request, cluster, root)
+    rel = request.GET.get("path", "")
+    sort = request.GET.get("sort", "name")
+    descending = request.GET.get("order") == "desc"
+    try:
+        parts = _parts(rel)
+        entries = place.run(
+            audit.Action.FILE_LIST,
+            rel,
+            lambda sftp, top: remote.listing(sftp, remote.walk(sftp, top, parts, want_dir=True)),
+        )
+    except Failure as exc:
+        return _failed(request, place, exc)
+    page = Paginator(remote.ordered(entries, sort, descending), PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    here = paths.joined(parts)
+    crumbs = [(paths.joined(parts[: i + 1]), paths.shown(p)) for i, p in enumerate(parts)]
+    rows = [
+        {
+            "entry": entry,
+            "shown": paths.shown(entry.name),
+            "rel": f"{here}/{entry.name}" if here else entry.name,
+        }
+        for entry in page.object_list
+    ]
+    return render(
+        request,
+        "files/browse.html",
+        {
+            "place": place,
+            "rel": here,
+            "crumbs": crumbs,
+            "rows": rows,
+            "page": page,
+            "total": len(entries),
+            "sort": sort,
+            "descending": descending,
+        },
+    )
+
+
+def _back(place: Place, rel: str):
+    return redirect(place.url("files-browse", path=rel))
+
+
+@login_required
+@require_POST
+@throttled("cluster-pages")
+def make_folder(request, cluster: str, root: str):
+    place = Place(request, cluster, root)
+    rel = _posted(request, "path")
+    try:
+        parts = _parts(rel)
+        name = paths.new_name(request.POST.get("name", ""))
+        place.run(
+            audit.Action.FILE_MKDIR,
+            paths.joined([*parts, name]),
+            lambda sftp, top: remote.make_folder(
+                sftp, remote.walk(sftp, top, parts, want_dir=True), name
+            ),
+            repeatable=False,
+        )
+    except (Failure, BadPath) as exc:
+        messages.error(request, str(exc))
+        return _back(place, rel)
+    messages.success(request, f"Made the folder {name}.")
+    return _back(place, rel)
+
+
+@login_required
+@require_POST
+@throttled("cluster-pages")
+def rename(request, cluster: str, root: str):
+    """Rename or move an entry within the root (``to``: the folder it goes to)."""
+    place = Place(request, cluster, root)
+    rel = _posted(request, "path")
+    parts: list[str] = []
+    try:
+        parts = _parts(rel)
+        if not parts:
+            raise BadPath("Choose what to rename.")
+        to = _parts(_posted(request, "to", quote(paths.joined(parts[:-1]))))
+        name = paths.new_name(request.POST.get("name", "") or parts[-1])
+
+        def move(sftp, top: str) -> str:
+            parent = remote.walk(sftp, top, parts[:-1], want_dir=True)
+            target_folder = remote.walk(sftp, top, to, want_dir=True)
+            return remote.rename(sftp, f"{parent}/{parts[-1]}", target_folder, name)
+
+        place.run(
+            audit.Action.FILE_RENAME,
+            f"{paths.joined(parts)} -> {paths.joined([*to, name])}",
+            move,
+            repeatable=False,
+        )
+    except (Failure, BadPath) as exc:
+        messages.error(request, str(exc))
+        return _back(place, paths.joined(parts[:-1]))
+    messages.success(request, f"Moved to {paths.shown(paths.joined([*to, name]))}.")
+    return _back(place, paths.joined(to))
+
+
+@login_required
+@require_POST
+@throttled("cluster-pages")
+def delete(request, cluster: str, root: str):
+    """Two steps: what would go (counted on the cluster), then, confirmed, its removal."""
+    place = Place(request, cluster, root)
+    rel = _posted(request, "path")
+    signer = signing.TimestampSigner(salt="files-delete")
+    target = f"{place.cluster.pk}:{place.root.key}:{rel}:{request.user.pk}"
+    try:
+        parts = _parts(rel)
+        if not parts:
+            raise BadPath("Choose what to delete (not the whole folder).")
+        parent_rel = paths.joined(parts[:-1])
+        confirmed = request.POST.get("confirm", "")
+        if not confirmed:
+            found, _ = place.run(
+                audit.Action.FILE_LIST,
+                rel,
+                lambda sftp, top: remote.survey(
+                    sftp, f"{remote.walk(sftp, top, parts[:-1], want_dir=True)}/{parts[-1]}"
+                ),
+            )
+            return render(
+                request,
+                "files/confirm_delete.html",
+                {
+                    "place": place,
+                    "rel": rel,
+                    "shown": paths.shown(rel, 400),
+                    "survey": found,
+                    "token": signer.sign(target),
+                    "parent": parent_rel,
+                },
+            )
+        try:
+            if signer.unsign(confirmed, max_age=DELETE_CONFIRM_AGE) != target:
+                raise signing.BadSignature("another path")
+        except signing.BadSignature:
+            raise Failure(
+                "That confirmation is not for this, or has expired: ask again.", 400
+            ) from None
+        removed = place.run(
+            audit.Action.FILE_DELETE,
+            rel,
+            lambda sftp, top: remote.delete(
+                sftp, f"{remote.walk(sftp, top, parts[:-1], want_dir=True)}/{parts[-1]}"
+            ),
+            repeatable=False,
+        )
+    except (Failure, BadPath) as exc:
+        messages.error(request, str(exc))
+        return _back(place, "")
+    messages.success(request, f"Deleted {paths.shown(rel)}: {removed.words()}.")
+    return _back(place, parent_rel)
+
+
+@login_required
+@throttled("cluster-pages")
+def view(request, cluster: str, root: str):
+    """A text file (the first TEXT_MAX bytes) or an image (up to IMAGE_MAX) on a page."""
+    place = Place(request, cluster, root)
+    rel = request.GET.get("path", "")
+    try:
+        parts = _parts(rel)
+        head, size = place.run(
+            audit.Action.FILE_READ,
+            rel,
+            lambda sftp, top: remote.read_head(
+                sftp, remote.walk(sftp, top, parts, want_dir=False), remote.TEXT_MAX
+            ),
+        )
+    except Failure as exc:
+        return _failed(request, place, exc)
+    kind = remote.image_type(head[:16])
+    context: dict[str, Any] = {"place": place, "rel": rel, "shown": paths.shown(rel, 400)}
+    context["size"] = size
+    if kind:
+        context["image"] = place.url("files-raw", path=rel)
+    elif b"\x00" in head[:8192]:
+        context["binary"] = True
+    else:
+        context["text"] = job_files.whole_utf8(head).decode(errors="replace")
+        context["cut"] = size > len(head)
+    context["download"] = place.url("files-download", path=rel)
+    return render(request, "files/view.html", context)
+
+
+@login_required
+@throttled("cluster-pages")
+def raw_image(request, cluster: str, root: str):
+    """An image's bytes for the view page: its type from its bytes, sandboxed."""
+    place = Place(request, cluster, root)
+    rel = request.GET.get("path", "")
+    try:
+        parts = _parts(rel)
+        data, size = place.run(
+            audit.Action.FILE_READ,
+            rel,
+            lambda sftp, top: remote.read_head(
+                sftp, remote.walk(sftp, top, parts, want_dir=False), remote.IMAGE_MAX
+            ),
+        )
+    except Failure as exc:
+        return HttpResponse(str(exc), status=exc.status, content_type="text/plain")
+    kind = remote.image_type(data[:16])
+    if not kind or size > len(data):
+        return HttpResponse("Not an image the portal shows.", status=415, content_type="text/plain")
+    response = HttpResponse(data, content_type=kind)
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@login_required
+@throttled("cluster-pages")
+def download(request, cluster: str, root: str):
+    """A regular file, streamed in bounded SFTP reads; one byte range on request (a
+    broken download resumes with ``curl -C -``)."""
+    place = Place(request, cluster, root)
+    rel = request.GET.get("path", "")
+    try:
+        parts = _parts(rel)
+        path_size = place.run(
+            audit.Action.FILE_DOWNLOAD,
+            rel,
+            lambda sftp, top: (
+                (path := remote.walk(sftp, top, parts, want_dir=False)),
+                *remote.regular_size(sftp, path),
+            ),
+        )
+    except Failure as exc:
+        return _failed(request, place, exc)
+    path, size, mtime = path_size
+    if size > settings.PORTAL_DOWNLOAD_MAX_BYTES:
+        return _failed(
+            request,
+            place,
+            Failure(
+                f"It is {size:,} bytes, more than the portal serves "
+                f"({settings.PORTAL_DOWNLOAD_MAX_BYTES:,}, PORTAL_DOWNLOAD_MAX_BYTES).",
+                413,
+            ),
+        )
+    tag = ranges.etag(size, mtime)
+    first, last, status = 0, size - 1, 200
+    try:
+        if ranges.still_valid(request.headers.get("If-Range"), tag):
+            wanted = ranges.byte_range(request.headers.get("Range"), size)
+            if wanted is not None:
+                (first, last), status = wanted, 206
+    except ranges.Unsatisfiable:
+        refused = HttpResponse(status=416)
+        refused["Content-Range"] = f"bytes */{size}"
+        return refused
+    chunk = settings.PORTAL_DOWNLOAD_CHUNK_BYTES
+    account = place.account
+
+    def chunks():
+        at = first
+        while at <= last:
+            want = min(chunk, last + 1 - at)
+            data = pool.with_connection(
+                account, lambda conn, a=at, n=want: job_files.read_chunk(conn, path, a, n)
+            )
+            if not data:
+                return  # shorter now than when the download began
+            at += len(data)
+            yield data
+
+    response = StreamingHttpResponse(
+        chunks() if size else iter(()), status=status, content_type="application/octet-stream"
+    )
+    response["Content-Length"] = str(last + 1 - first if size else 0)
+    response["Accept-Ranges"] = "bytes"
+    response["ETag"] = tag
+    if status == 206:
+        response["Content-Range"] = f"bytes {first}-{last}/{size}"
+    response["Content-Disposition"] = content_disposition_header(True, parts[-1])
+    return response

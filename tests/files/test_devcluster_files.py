@@ -1,0 +1,170 @@
+"""The file manager on the dev cluster: real sshd, SFTP as the person's own cluster user
+(hpcuser), in a folder of its home the test makes and removes. Hostile entries made by
+"a job": a link to /etc, a FIFO, a name with a newline and an escape sequence."""
+
+import hashlib
+import secrets
+
+import pytest
+from django.test import Client
+
+from jobs.models import AuditEvent, ClusterAccount
+from tests.devcluster.helpers import remote
+
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
+
+
+@pytest.fixture
+def place(devcluster, owner):
+    """(client signed in as owner, base URL of their home, the test folder's name, account)."""
+    account = ClusterAccount.for_user(devcluster, owner)
+    home = devcluster.work_dir_root("home", account.username)
+    folder = f"portal-files-{secrets.token_hex(3)}"
+    base = f"{home}/{folder}"
+    script = (
+        f"set -e; mkdir -p {base}/sub/deeper; cd {base}; "
+        "printf 'hello\\nworld\\n' > notes.txt; "
+        "head -c 3000000 /dev/urandom > big.bin; "
+        "printf '\\211PNG\\r\\n\\032\\n0000' > pic.png; "
+        "printf x > sub/a; printf yy > sub/deeper/b; "
+        "ln -s /etc etc-link; mkfifo pipe; "
+        "touch \"$(printf 'evil\\nname\\033[31m')\""
+    )
+    remote(account, ["sh", "-c", script])
+    client = Client()
+    client.force_login(owner)
+    yield client, f"/files/{devcluster.name}/home/", folder, account
+    remote(account, ["rm", "-rf", "--", base])
+
+
+def test_list_view_and_hostile_entries(place):
+    client, url, folder, _ = place
+    page = client.get(url, {"path": folder})
+    assert page.status_code == 200
+    names = {row["shown"]: row["entry"].kind for row in page.context["rows"]}
+    assert names == {
+        "sub": "dir",
+        "notes.txt": "file",
+        "big.bin": "file",
+        "pic.png": "file",
+        "etc-link": "link",
+        "pipe": "fifo",
+        "evil\\nname\\x1b[31m": "file",
+    }
+    assert b"\x1b" not in page.content  # the escape never reaches the page
+    # Sorted by size, descending: folders first, then the biggest file.
+    page = client.get(url, {"path": folder, "sort": "size", "order": "desc"})
+    assert [r["shown"] for r in page.context["rows"]][:2] == ["sub", "big.bin"]
+    # Nothing through the link, nothing from the FIFO, nothing above the root.
+    assert client.get(url, {"path": f"{folder}/etc-link"}).status_code == 400
+    assert client.get(url + "view/", {"path": f"{folder}/etc-link/passwd"}).status_code == 400
+    assert client.get(url + "view/", {"path": f"{folder}/pipe"}).status_code == 400
+    assert client.get(url, {"path": "../.."}).status_code == 400
+    assert client.get(url, {"path": "/".join(["d"] * 10_000)}).status_code == 400
+    text = client.get(url + "view/", {"path": f"{folder}/notes.txt"})
+    assert text.context["text"] == "hello\nworld\n"
+    image = client.get(url + "view/", {"path": f"{folder}/pic.png"})
+    raw = client.get(image.context["image"])
+    assert raw["Content-Type"] == "image/png" and "sandbox" in raw["Content-Security-Policy"]
+    assert client.get(url + "view/", {"path": f"{folder}/big.bin"}).context["binary"]
+
+
+def test_a_download_resumes_where_it_broke(place):
+    client, url, folder, account = place
+    whole = client.get(url + "download/", {"path": f"{folder}/big.bin"})
+    assert whole.status_code == 200 and whole["Accept-Ranges"] == "bytes"
+    body = b"".join(whole.streaming_content)
+    expected = remote(account, ["sha256sum", "--", f"{whole.wsgi_request.GET['path']}"])
+    assert len(body) == 3_000_000
+    # What `curl -C -` sends after the first 1,234,567 bytes arrived.
+    rest = client.get(
+        url + "download/",
+        {"path": f"{folder}/big.bin"},
+        HTTP_RANGE="bytes=1234567-",
+        HTTP_IF_RANGE=whole["ETag"],
+    )
+    assert rest.status_code == 206
+    assert rest["Content-Range"] == "bytes 1234567-2999999/3000000"
+    joined = body[:1234567] + b"".join(rest.streaming_content)
+    assert joined == body
+    assert hashlib.sha256(joined).hexdigest() == sha256_on_cluster(account, folder, "big.bin")
+    beyond = client.get(
+        url + "download/", {"path": f"{folder}/big.bin"}, HTTP_RANGE="bytes=9999999-"
+    )
+    assert beyond.status_code == 416 and beyond["Content-Range"] == "bytes */3000000"
+    del expected
+
+
+def sha256_on_cluster(account, folder: str, name: str) -> str:
+    home = account.cluster.work_dir_root("home", account.username)
+    return remote(account, ["sha256sum", "--", f"{home}/{folder}/{name}"]).split()[0]
+
+
+def test_make_rename_move_and_delete_with_a_confirmation_all_audited(place):
+    client, url, folder, account = place
+    page = client.post(url + "mkdir/", {"path": folder, "name": "runs"}, follow=True)
+    assert b"Made the folder runs." in page.content
+    page = client.post(url + "mkdir/", {"path": folder, "name": "bad\nname"}, follow=True)
+    assert b"control characters" in page.content
+    page = client.post(url + "mkdir/", {"path": folder, "name": "runs"}, follow=True)
+    assert b"runs already exists." in page.content
+    # Rename, then move into runs/; never over something, never into itself.
+    client.post(url + "rename/", {"path": f"{folder}/notes.txt", "name": "readme.txt"})
+    page = client.post(
+        url + "rename/",
+        {"path": f"{folder}/readme.txt", "to": f"{folder}/runs", "name": "readme.txt"},
+        follow=True,
+    )
+    assert b"Moved to" in page.content
+    listed = client.get(url, {"path": f"{folder}/runs"})
+    assert [r["shown"] for r in listed.context["rows"]] == ["readme.txt"]
+    page = client.post(
+        url + "rename/", {"path": f"{folder}/sub", "to": f"{folder}/sub/deeper"}, follow=True
+    )
+    assert b"cannot move into itself" in page.content
+    page = client.post(
+        url + "rename/", {"path": f"{folder}/etc-link/passwd", "name": "x"}, follow=True
+    )
+    assert b"not a folder" in page.content
+    # Delete: first what would go, counted on the cluster; then, confirmed, gone.
+    ask = client.post(url + "delete/", {"path": f"{folder}/sub"})
+    assert ask.status_code == 200
+    survey = ask.context["survey"]
+    assert (survey.files, survey.folders, survey.bytes) == (2, 2, 3)
+    assert b"2 files (3 bytes), 2 folders" in ask.content
+    other = client.post(
+        url + "delete/", {"path": f"{folder}/runs", "confirm": ask.context["token"]}, follow=True
+    )
+    assert b"not for this" in other.content  # a confirmation is for one path only
+    done = client.post(
+        url + "delete/", {"path": f"{folder}/sub", "confirm": ask.context["token"]}, follow=True
+    )
+    assert b"Deleted" in done.content
+    names = {r["shown"] for r in client.get(url, {"path": folder}).context["rows"]}
+    assert "sub" not in names and "runs" in names
+    # The link is removed as a link: /etc is untouched.
+    ask = client.post(url + "delete/", {"path": f"{folder}/etc-link"})
+    client.post(url + "delete/", {"path": f"{folder}/etc-link", "confirm": ask.context["token"]})
+    assert (
+        remote(
+            account,
+            [
+                "test",
+                "-f",
+                "/etc/passwd",
+                "-a",
+                "!",
+                "-e",
+                f"{account.cluster.work_dir_root('home', account.username)}/{folder}/etc-link",
+            ],
+        )
+        == ""
+    )
+    actions = set(AuditEvent.objects.filter(username="owner").values_list("action", "outcome"))
+    assert {
+        ("file_mkdir", "ok"),
+        ("file_rename", "ok"),
+        ("file_delete", "ok"),
+        ("file_list", "ok"),
+    } <= actions
+    assert ("file_mkdir", "refused") in actions or ("file_mkdir", "failed") in actions
