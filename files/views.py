@@ -14,13 +14,12 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core import signing
 from django.core.paginator import Paginator
-from django.http import Http404, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
 
-from files import paths, ranges, remote, roots
+from files import paths, remote, roots, streaming
 from files.paths import BadPath
 from jobs import audit
 from jobs.cluster import files as job_files
@@ -368,39 +367,13 @@ def download(request, cluster: str, root: str):
                 413,
             ),
         )
-    tag = ranges.etag(size, mtime)
-    first, last, status = 0, size - 1, 200
-    try:
-        if ranges.still_valid(request.headers.get("If-Range"), tag):
-            wanted = ranges.byte_range(request.headers.get("Range"), size)
-            if wanted is not None:
-                (first, last), status = wanted, 206
-    except ranges.Unsatisfiable:
-        refused = HttpResponse(status=416)
-        refused["Content-Range"] = f"bytes */{size}"
-        return refused
-    chunk = settings.PORTAL_DOWNLOAD_CHUNK_BYTES
     account = place.account
-
-    def chunks():
-        at = first
-        while at <= last:
-            want = min(chunk, last + 1 - at)
-            data = pool.with_connection(
-                account, lambda conn, a=at, n=want: job_files.read_chunk(conn, path, a, n)
-            )
-            if not data:
-                return  # shorter now than when the download began
-            at += len(data)
-            yield data
-
-    response = StreamingHttpResponse(
-        chunks() if size else iter(()), status=status, content_type="application/octet-stream"
+    return streaming.ranged(
+        request,
+        size,
+        mtime,
+        lambda at, n: pool.with_connection(
+            account, lambda conn: job_files.read_chunk(conn, path, at, n)
+        ),
+        parts[-1],
     )
-    response["Content-Length"] = str(last + 1 - first if size else 0)
-    response["Accept-Ranges"] = "bytes"
-    response["ETag"] = tag
-    if status == 206:
-        response["Content-Range"] = f"bytes {first}-{last}/{size}"
-    response["Content-Disposition"] = content_disposition_header(True, parts[-1])
-    return response

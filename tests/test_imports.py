@@ -3,7 +3,7 @@
 - Layering: jobs/cluster/ (SSH, work directories, the job script's body) knows no
   scheduler; the adapters (jobs/slurm/, jobs/htcondor/) build on it, never on each other.
   Every import counts here, those inside functions and under TYPE_CHECKING too.
-- The product (jobs, proxy, frontend, portal) never imports devtools/ (the dev cluster,
+- The product (jobs, proxy, frontend, portal, identity, projects, files) never imports devtools/ (the dev cluster,
   the demo catalog, the load population).
 - No cycle: the graph of every import of a project module, at any depth (inside
   functions too: a lazy import is a cycle in disguise; never under ``if TYPE_CHECKING:``,
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-APPS = ("jobs", "proxy", "frontend", "portal", "identity", "devtools")
+APPS = ("jobs", "proxy", "frontend", "portal", "identity", "projects", "files", "devtools")
 
 # Package (prefix of a module's dotted name) -> modules it may not import.
 FORBIDDEN = {
@@ -30,6 +30,8 @@ FORBIDDEN = {
     "frontend": ("devtools",),
     "portal": ("devtools",),
     "identity": ("devtools",),
+    "projects": ("devtools",),
+    "files": ("devtools",),
 }
 
 

@@ -3,10 +3,10 @@ work directory browsed and downloaded over SFTP (every read audited)."""
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, JsonResponse, StreamingHttpResponse
+from django.http import Http404, JsonResponse
 from django.shortcuts import render
-from django.utils.http import content_disposition_header
 
+from files import streaming
 from frontend.views.common import get_job_for_user
 from jobs import audit
 from jobs.cluster import files, pool, ssh
@@ -106,7 +106,7 @@ def job_file_download(request, pk: int):
     rel = request.GET.get("path", "")
     account = job.cluster_account
     try:
-        path, size = _on_work_dir(
+        path, size, mtime = _on_work_dir(
             request,
             job,
             audit.Action.FILE_DOWNLOAD,
@@ -125,21 +125,12 @@ def job_file_download(request, pk: int):
             f"{job.cluster.ssh_host}:{path}",
             413,
         )
-    chunk = settings.PORTAL_DOWNLOAD_CHUNK_BYTES
-
-    def chunks():
-        sent = 0
-        while sent < size:
-            want = min(chunk, size - sent)
-            data = pool.with_connection(
-                account, lambda conn, at=sent, n=want: files.read_chunk(conn, path, at, n)
-            )
-            if not data:
-                return  # shorter now than when the download began
-            sent += len(data)
-            yield data
-
-    response = StreamingHttpResponse(chunks(), content_type="application/octet-stream")
-    response["Content-Length"] = str(size)
-    response["Content-Disposition"] = content_disposition_header(True, path.rsplit("/", 1)[-1])
-    return response
+    return streaming.ranged(
+        request,
+        size,
+        mtime,
+        lambda at, n: pool.with_connection(
+            account, lambda conn: files.read_chunk(conn, path, at, n)
+        ),
+        path.rsplit("/", 1)[-1],
+    )

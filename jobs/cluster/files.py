@@ -261,8 +261,8 @@ def list_work_dir(conn: ssh.Connection, work_dir: str, rel: str) -> tuple[list[D
     return entries[:MAX_LISTED], len(entries)
 
 
-def work_file_size(conn: ssh.Connection, work_dir: str, rel: str) -> tuple[str, int]:
-    """(path, size) of a regular file in a job's work directory, for a download."""
+def work_file_size(conn: ssh.Connection, work_dir: str, rel: str) -> tuple[str, int, float]:
+    """(path, size, mtime) of a regular file in a job's work directory, for a download."""
     parts = work_path_parts(rel)
     if not parts:
         raise BadPath("Choose a file.")
@@ -270,7 +270,7 @@ def work_file_size(conn: ssh.Connection, work_dir: str, rel: str) -> tuple[str, 
         path = _walk_to(sftp, work_dir, parts)
         attrs = sftp.lstat(path)
     _check_regular(path, attrs)
-    return path, attrs.st_size or 0
+    return path, attrs.st_size or 0, float(attrs.st_mtime or 0)
 
 
 # Checks that what a catalog image needs is on the cluster's login node. Arguments: a

@@ -45,6 +45,17 @@ def test_the_owner_browses_and_downloads_outputs(client, owner, job, settings):
     body = b"".join(got.streaming_content)
     assert body == "".join(f"{i}\n" for i in range(1, 3001)).encode()
     assert int(got["Content-Length"]) == len(body)
+    # A broken download resumes where it stopped (curl -C - sends this).
+    rest = client.get(
+        f"/jobs/{job.pk}/files/download/?path=outputs/ckpt/model.txt",
+        HTTP_RANGE="bytes=10000-",
+        HTTP_IF_RANGE=got["ETag"],
+    )
+    assert (
+        rest.status_code == 206
+        and rest["Content-Range"] == f"bytes 10000-{len(body) - 1}/{len(body)}"
+    )
+    assert b"".join(rest.streaming_content) == body[10000:]
 
 
 @pytest.mark.parametrize(
