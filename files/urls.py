@@ -11,4 +11,5 @@ urlpatterns = [
     path("files/<str:cluster>/<str:root>/view/", views.view, name="files-view"),
     path("files/<str:cluster>/<str:root>/raw/", views.raw_image, name="files-raw"),
     path("files/<str:cluster>/<str:root>/download/", views.download, name="files-download"),
+    path("files/<str:cluster>/<str:root>/zip/", views.download_zip, name="files-zip"),
 ]

@@ -14,12 +14,13 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core import signing
 from django.core.paginator import Paginator
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
 
-from files import paths, remote, roots, streaming
+from files import paths, remote, roots, streaming, zipstream
 from files.paths import BadPath
 from jobs import audit
 from jobs.cluster import files as job_files
@@ -377,3 +378,36 @@ def download(request, cluster: str, root: str):
         ),
         parts[-1],
     )
+
+
+@login_required
+@throttled("cluster-pages")
+def download_zip(request, cluster: str, root: str):
+    """A folder as a zip, streamed while it is read (files/zipstream.py)."""
+    place = Place(request, cluster, root)
+    rel = request.GET.get("path", "")
+    try:
+        parts = _parts(rel)
+        entries = place.run(
+            audit.Action.FILE_DOWNLOAD,
+            f"{rel} (zip)",
+            lambda sftp, top: zipstream.members(
+                sftp,
+                remote.walk(sftp, top, parts, want_dir=True),
+                settings.PORTAL_DOWNLOAD_MAX_BYTES,
+            ),
+        )
+    except Failure as exc:
+        return _failed(request, place, exc)
+    account = place.account
+    body = zipstream.stream(
+        entries,
+        lambda path, at, n: pool.with_connection(
+            account, lambda conn: job_files.read_chunk(conn, path, at, n)
+        ),
+        settings.PORTAL_DOWNLOAD_CHUNK_BYTES,
+    )
+    response = StreamingHttpResponse(body, content_type="application/zip")
+    name = (parts[-1] if parts else place.root.key) + ".zip"
+    response["Content-Disposition"] = content_disposition_header(True, name)
+    return response

@@ -168,3 +168,31 @@ def test_make_rename_move_and_delete_with_a_confirmation_all_audited(place):
         ("file_list", "ok"),
     } <= actions
     assert ("file_mkdir", "refused") in actions or ("file_mkdir", "failed") in actions
+
+
+def test_a_folder_downloads_as_a_zip_of_its_regular_files(place, settings):
+    import io
+    import zipfile
+
+    client, url, folder, account = place
+    settings.PORTAL_DOWNLOAD_CHUNK_BYTES = 65536  # the 3 MB file in many reads
+    got = client.get(url + "zip/", {"path": folder})
+    assert got.status_code == 200 and got["Content-Type"] == "application/zip"
+    assert got["Content-Disposition"].endswith(f'"{folder}.zip"')
+    archive = zipfile.ZipFile(io.BytesIO(b"".join(got.streaming_content)))
+    names = set(archive.namelist())
+    # Regular files only: the link to /etc and the FIFO are left out.
+    assert names == {
+        "notes.txt",
+        "big.bin",
+        "pic.png",
+        "sub/a",
+        "sub/deeper/b",
+        "evil\nname\x1b[31m",  # their own file, as it is
+    }
+    assert archive.read("sub/deeper/b") == b"yy"
+    digest = hashlib.sha256(archive.read("big.bin")).hexdigest()
+    assert digest == sha256_on_cluster(account, folder, "big.bin")
+    settings.PORTAL_DOWNLOAD_MAX_BYTES = 1_000_000
+    too_big = client.get(url + "zip/", {"path": folder})
+    assert too_big.status_code == 400 and b"copy it with rsync" in too_big.content
