@@ -8,10 +8,12 @@ names one."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
 
+from jobs import access
 from jobs.models import Cluster, ClusterAccount
 from jobs.models.choices import WorkDir
 
@@ -22,9 +24,14 @@ class NoAccess(Exception):
 
 @dataclass(frozen=True)
 class Root:
-    key: str  # "home" or "scratch"
+    key: str  # "home", "scratch" or "project-<name>"
     label: str
     path: str  # absolute, on the cluster
+    # A project's folder for a viewer of the project: listed and read, never changed here.
+    read_only: bool = False
+
+
+PROJECT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 
 
 def account_for(cluster: Cluster, user) -> ClusterAccount:
@@ -40,12 +47,29 @@ def account_for(cluster: Cluster, user) -> ClusterAccount:
 
 
 def roots_of(cluster: Cluster, account: ClusterAccount) -> list[Root]:
+    """Home, scratch, and the folders of the person's projects on this cluster (those where
+    their role is viewer or more, per jobs/access.py: a viewer's is read-only here)."""
     found = []
     for key, label in ((WorkDir.HOME, "Home"), (WorkDir.SCRATCH, "Scratch")):
         try:
             found.append(Root(str(key), label, cluster.work_dir_root(key, account.username)))
         except ValidationError:  # the cluster has none (scratch), or it is misconfigured
             continue
+    if cluster.project_root and account.user is not None:
+        from projects.models import Project, Role
+
+        roles = access.roles(account.user)
+        for project in Project.objects.current().filter(cluster=cluster, pk__in=list(roles)):
+            if not PROJECT_NAME.match(project.name):  # the scheduler's name, checked again
+                continue
+            found.append(
+                Root(
+                    f"project-{project.name}",
+                    f"Project {project.name}",
+                    cluster.project_root.replace("{project}", project.name),
+                    read_only=roles[project.pk] == Role.VIEWER,
+                )
+            )
     return found
 
 

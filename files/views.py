@@ -51,6 +51,13 @@ class Place:
         except roots.NoAccess as exc:
             raise Http404(str(exc)) from None
 
+    def writable(self) -> None:
+        """A change in a read-only root (a project's folder for its viewers) is refused."""
+        if self.root.read_only:
+            raise Failure(
+                "You are a viewer of this project: its folder is read-only for you here.", 403
+            )
+
     def url(self, name: str, **query: Any) -> str:
         base = reverse(name, args=[self.cluster.name, self.root.key])
         query = {k: v for k, v in query.items() if v not in ("", None)}
@@ -174,6 +181,7 @@ def make_folder(request, cluster: str, root: str):
     place = Place(request, cluster, root)
     rel = _posted(request, "path")
     try:
+        place.writable()
         parts = _parts(rel)
         name = paths.new_name(request.POST.get("name", ""))
         place.run(
@@ -200,6 +208,7 @@ def rename(request, cluster: str, root: str):
     rel = _posted(request, "path")
     parts: list[str] = []
     try:
+        place.writable()
         parts = _parts(rel)
         if not parts:
             raise BadPath("Choose what to rename.")
@@ -234,6 +243,7 @@ def delete(request, cluster: str, root: str):
     signer = signing.TimestampSigner(salt="files-delete")
     target = f"{place.cluster.pk}:{place.root.key}:{rel}:{request.user.pk}"
     try:
+        place.writable()
         parts = _parts(rel)
         if not parts:
             raise BadPath("Choose what to delete (not the whole folder).")

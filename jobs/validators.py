@@ -124,6 +124,18 @@ def work_dir_root(value: str) -> None:
     absolute_path(value.replace("{user}", "user"))
 
 
+def project_root(value: str) -> None:
+    """An absolute directory with a {project} placeholder: /proj/{project}."""
+    placeholders = re.findall(r"{[^}]*}", value)
+    if placeholders != ["{project}"] or not _ROOT_TEMPLATE.match(value):
+        raise ValidationError(
+            "Enter an absolute directory with {project} for the project's (account's) name, "
+            "for example /proj/{project}; no spaces or shell characters.",
+            code="invalid_project_root",
+        )
+    absolute_path(value.replace("{project}", "project"))
+
+
 @deconstructible
 class EachItem:
     """Apply a validator to each item of a comma- or newline-separated value."""

@@ -122,6 +122,13 @@ class Cluster(models.Model):
         validators=[validators.work_dir_root],
         help_text="Scratch directory, e.g. /scratch/{user}. Leave empty if the cluster has none.",
     )
+    project_root = models.CharField(
+        max_length=255,
+        blank=True,
+        validators=[validators.project_root],
+        help_text="A project's shared folder, e.g. /proj/{project} ({project}: the account's "
+        "name); the file manager offers it to the project's members. Empty: none.",
+    )
     quota_files = models.CharField(
         "storage quota files",
         max_length=1000,
