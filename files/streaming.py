@@ -11,6 +11,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.utils.http import content_disposition_header
 
 from files import ranges
+from jobs.cluster import files, pool
 
 
 def ranged(
@@ -50,3 +51,17 @@ def ranged(
         response["Content-Range"] = f"bytes {first}-{last}/{size}"
     response["Content-Disposition"] = content_disposition_header(True, filename)
     return response
+
+
+def from_cluster(request, account, path: str, size: int, mtime: float, filename: str):
+    """``ranged`` for a regular file on a cluster, read as ``account`` in bounded SFTP
+    reads (each on the pooled connection: a dropped one is reopened for the next read)."""
+    return ranged(
+        request,
+        size,
+        mtime,
+        lambda at, n: pool.with_connection(
+            account, lambda conn: files.read_chunk(conn, path, at, n)
+        ),
+        filename,
+    )

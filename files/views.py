@@ -58,6 +58,18 @@ class Place:
                 "You are a viewer of this project: its folder is read-only for you here.", 403
             )
 
+    def read_head(self, rel: str, max_bytes: int) -> tuple[bytes, int]:
+        """Up to ``max_bytes`` from the start of the regular file ``rel``, and its size
+        (audited as a read)."""
+        parts = _parts(rel)
+        return self.run(
+            audit.Action.FILE_READ,
+            rel,
+            lambda sftp, top: remote.read_head(
+                sftp, remote.walk(sftp, top, parts, want_dir=False), max_bytes
+            ),
+        )
+
     def url(self, name: str, **query: Any) -> str:
         base = reverse(name, args=[self.cluster.name, self.root.key])
         query = {k: v for k, v in query.items() if v not in ("", None)}
@@ -298,14 +310,7 @@ def view(request, cluster: str, root: str):
     place = Place(request, cluster, root)
     rel = request.GET.get("path", "")
     try:
-        parts = _parts(rel)
-        head, size = place.run(
-            audit.Action.FILE_READ,
-            rel,
-            lambda sftp, top: remote.read_head(
-                sftp, remote.walk(sftp, top, parts, want_dir=False), remote.TEXT_MAX
-            ),
-        )
+        head, size = place.read_head(rel, remote.TEXT_MAX)
     except Failure as exc:
         return _failed(request, place, exc)
     kind = remote.image_type(head[:16])
@@ -329,14 +334,7 @@ def raw_image(request, cluster: str, root: str):
     place = Place(request, cluster, root)
     rel = request.GET.get("path", "")
     try:
-        parts = _parts(rel)
-        data, size = place.run(
-            audit.Action.FILE_READ,
-            rel,
-            lambda sftp, top: remote.read_head(
-                sftp, remote.walk(sftp, top, parts, want_dir=False), remote.IMAGE_MAX
-            ),
-        )
+        data, size = place.read_head(rel, remote.IMAGE_MAX)
     except Failure as exc:
         return HttpResponse(str(exc), status=exc.status, content_type="text/plain")
     kind = remote.image_type(data[:16])
@@ -378,16 +376,7 @@ def download(request, cluster: str, root: str):
                 413,
             ),
         )
-    account = place.account
-    return streaming.ranged(
-        request,
-        size,
-        mtime,
-        lambda at, n: pool.with_connection(
-            account, lambda conn: job_files.read_chunk(conn, path, at, n)
-        ),
-        parts[-1],
-    )
+    return streaming.from_cluster(request, place.account, path, size, mtime, parts[-1])
 
 
 @login_required

@@ -125,12 +125,4 @@ def job_file_download(request, pk: int):
             f"{job.cluster.ssh_host}:{path}",
             413,
         )
-    return streaming.ranged(
-        request,
-        size,
-        mtime,
-        lambda at, n: pool.with_connection(
-            account, lambda conn: files.read_chunk(conn, path, at, n)
-        ),
-        path.rsplit("/", 1)[-1],
-    )
+    return streaming.from_cluster(request, account, path, size, mtime, path.rsplit("/", 1)[-1])
