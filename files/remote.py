@@ -220,3 +220,47 @@ def regular_size(sftp, path: str) -> tuple[int, float]:
     if not stat.S_ISREG(attrs.st_mode or 0):
         raise NotARegularFile(f"{path.rsplit('/', 1)[-1]} is not a regular file.")
     return attrs.st_size or 0, float(attrs.st_mtime or 0)
+
+
+# --- uploads (files/uploads.py) -----------------------------------------------------
+
+
+class Conflict(BadPath):
+    """The request does not fit the file as it is on the cluster (a 409)."""
+
+
+def create_partial(sftp, folder: str, partial: str, name: str, overwrite: bool) -> None:
+    """An empty private file for an upload's bytes, beside its target."""
+    if not overwrite and _exists(sftp, f"{folder}/{name}"):
+        raise Conflict(f"{name} already exists there: confirm to replace it.")
+    with sftp.open(f"{folder}/{partial}", "wx") as handle:  # O_EXCL: never an existing one
+        handle.chmod(0o600)
+
+
+def partial_size(sftp, path: str) -> int:
+    attrs = sftp.lstat(path)
+    if not stat.S_ISREG(attrs.st_mode or 0):
+        raise BadPath("The upload's partial file is not a regular file any more.")
+    return attrs.st_size or 0
+
+
+def write_at(sftp, path: str, offset: int, pieces) -> int:
+    """Append ``pieces`` (an iterable of bytes) at ``offset``, which must be the partial
+    file's size on the cluster; each piece written as it arrives. Returns the new size."""
+    size = partial_size(sftp, path)
+    if size != offset:
+        raise Conflict(f"The upload is at byte {size:,}, not {offset:,}: ask for its offset.")
+    with sftp.open(path, "r+") as handle:
+        handle.seek(offset)
+        handle.set_pipelined(True)
+        for piece in pieces:
+            handle.write(piece)
+            size += len(piece)
+    return size
+
+
+def finish_upload(sftp, partial: str, target: str, overwrite: bool) -> None:
+    """The partial file becomes the target, in one rename."""
+    if not overwrite and _exists(sftp, target):
+        raise Conflict(f"{target.rsplit('/', 1)[-1]} appeared meanwhile: confirm to replace it.")
+    sftp.posix_rename(partial, target)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from files import views
+from files import uploads, views
 
 urlpatterns = [
     path("files/", views.index, name="files"),
@@ -12,4 +12,10 @@ urlpatterns = [
     path("files/<str:cluster>/<str:root>/raw/", views.raw_image, name="files-raw"),
     path("files/<str:cluster>/<str:root>/download/", views.download, name="files-download"),
     path("files/<str:cluster>/<str:root>/zip/", views.download_zip, name="files-zip"),
+    path("files/<str:cluster>/<str:root>/uploads/", uploads.collection, name="files-uploads"),
+    path(
+        "files/<str:cluster>/<str:root>/uploads/<str:upload_id>/",
+        uploads.item,
+        name="files-upload",
+    ),
 ]

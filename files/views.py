@@ -92,6 +92,8 @@ class Place:
                 target=f"{self.root.key}:{paths.shown(rel, 400) or '.'}",
             ):
                 return pool.with_connection(self.account, on, retry=repeatable)
+        except remote.Conflict as exc:
+            raise Failure(str(exc), 409) from None
         except BadPath as exc:
             raise Failure(str(exc), 400) from None
         except job_files.NotARegularFile as exc:

@@ -37,6 +37,7 @@ class AuditEvent(models.Model):
         FILE_LIST = "file_list", "list a job's work directory"
         FILE_DOWNLOAD = "file_download", "download a file"
         FILE_MKDIR = "file_mkdir", "make a folder"
+        FILE_UPLOAD = "file_upload", "upload a file"
         FILE_RENAME = "file_rename", "rename or move a file"
         FILE_DELETE = "file_delete", "delete files"
         SESSION_REGISTER = "session_register", "session registration"

@@ -290,6 +290,12 @@ PORTAL_LOG_TAIL_BYTES = env_int("PORTAL_LOG_TAIL_BYTES", 64 * 1024, minimum=1024
 # read over SFTP this many bytes at a time.
 PORTAL_DOWNLOAD_MAX_BYTES = env_int("PORTAL_DOWNLOAD_MAX_BYTES", 2 * 1024**3, minimum=0)
 PORTAL_DOWNLOAD_CHUNK_BYTES = env_int("PORTAL_DOWNLOAD_CHUNK_BYTES", 1024**2, minimum=4096)
+# Resumable uploads (tus, files/uploads.py): the largest file, the most one person may have
+# in unfinished uploads at once, and the most one request (a tus PATCH) may carry: the web
+# host holds at most that much of an upload at a time.
+PORTAL_UPLOAD_MAX_BYTES = env_int("PORTAL_UPLOAD_MAX_BYTES", 100 * 1024**3, minimum=0)
+PORTAL_UPLOAD_PERSON_BYTES = env_int("PORTAL_UPLOAD_PERSON_BYTES", 500 * 1024**3, minimum=0)
+PORTAL_UPLOAD_CHUNK_BYTES = env_int("PORTAL_UPLOAD_CHUNK_BYTES", 32 * 1024**2, minimum=65536)
 # The audit log of actions on clusters (jobs/audit/__init__.py): rows older than this many days
 # are deleted by a daily task.
 PORTAL_AUDIT_RETENTION_DAYS = env_int("PORTAL_AUDIT_RETENTION_DAYS", 400, minimum=1)

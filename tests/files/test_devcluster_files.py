@@ -3,38 +3,13 @@
 "a job": a link to /etc, a FIFO, a name with a newline and an escape sequence."""
 
 import hashlib
-import secrets
 
 import pytest
-from django.test import Client
 
-from jobs.models import AuditEvent, ClusterAccount
+from jobs.models import AuditEvent
 from tests.devcluster.helpers import remote
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
-
-
-@pytest.fixture
-def place(devcluster, owner):
-    """(client signed in as owner, base URL of their home, the test folder's name, account)."""
-    account = ClusterAccount.for_user(devcluster, owner)
-    home = devcluster.work_dir_root("home", account.username)
-    folder = f"portal-files-{secrets.token_hex(3)}"
-    base = f"{home}/{folder}"
-    script = (
-        f"set -e; mkdir -p {base}/sub/deeper; cd {base}; "
-        "printf 'hello\\nworld\\n' > notes.txt; "
-        "head -c 3000000 /dev/urandom > big.bin; "
-        "printf '\\211PNG\\r\\n\\032\\n0000' > pic.png; "
-        "printf x > sub/a; printf yy > sub/deeper/b; "
-        "ln -s /etc etc-link; mkfifo pipe; "
-        "touch \"$(printf 'evil\\nname\\033[31m')\""
-    )
-    remote(account, ["sh", "-c", script])
-    client = Client()
-    client.force_login(owner)
-    yield client, f"/files/{devcluster.name}/home/", folder, account
-    remote(account, ["rm", "-rf", "--", base])
 
 
 def test_list_view_and_hostile_entries(place):

@@ -1,0 +1,275 @@
+"""Resumable uploads onto a cluster with the tus protocol 1.0 (core, creation,
+termination), written through SFTP as the person's own cluster user
+(docs/design/uploads.md).
+
+- ``POST .../uploads/`` creates the upload: the target's name and folder checked like
+  any other, an existing target refused unless replacing it was confirmed, the person's
+  unfinished uploads bounded in bytes; an empty private partial file is made beside the
+  target.
+- ``HEAD .../uploads/<id>/`` answers the offset: the partial file's size *on the
+  cluster*, nothing the web host remembers, so whatever arrived before a cut counts.
+- ``PATCH`` appends at that offset only (409 otherwise), in pieces as they are read from
+  the request; one request carries at most ``PORTAL_UPLOAD_CHUNK_BYTES`` (the web host
+  holds no more of an upload than that). With the last byte the file's sha256 is computed
+  on the cluster and the partial file renamed onto the target.
+- ``DELETE`` removes the partial file.
+
+Another person's upload is a 404; every step is audited as ``file_upload``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.db.models import Sum
+from django.http import HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_protect
+
+from files import paths, remote
+from files.models import Upload
+from files.paths import BadPath
+from files.views import Failure, Place, _parts
+from jobs import audit
+from jobs.cluster import pool, ssh
+
+VERSION = "1.0.0"
+METADATA_MAX = 8192
+HASH_TIMEOUT = 600.0
+PIECE = 1024 * 1024
+
+
+def _tus(response: HttpResponse) -> HttpResponse:
+    response["Tus-Resumable"] = VERSION
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _error(message: str, status: int) -> HttpResponse:
+    return _tus(JsonResponse({"error": message}, status=status))
+
+
+def _metadata(header: str) -> dict[str, str]:
+    """tus Upload-Metadata: 'key base64,key base64'; bounded, decoded as UTF-8."""
+    if len(header) > METADATA_MAX:
+        raise BadPath("Upload-Metadata is too long.")
+    found = {}
+    for pair in filter(None, (p.strip() for p in header.split(","))):
+        key, _, value = pair.partition(" ")
+        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", key):
+            raise BadPath("Upload-Metadata has a key that is not a name.")
+        try:
+            found[key] = base64.b64decode(value, validate=True).decode() if value else ""
+        except (binascii.Error, UnicodeDecodeError):
+            raise BadPath(f"Upload-Metadata's {key} is not base64 of UTF-8 text.") from None
+    return found
+
+
+def _version_refused(request) -> HttpResponse | None:
+    if request.method != "OPTIONS" and request.headers.get("Tus-Resumable") != VERSION:
+        response = _error(f"This server speaks tus {VERSION}.", 412)
+        response["Tus-Version"] = VERSION
+        return response
+    return None
+
+
+@login_required
+@csrf_protect
+def collection(request, cluster: str, root: str):
+    if request.method == "OPTIONS":
+        response = HttpResponse(status=204)
+        response["Tus-Version"] = VERSION
+        response["Tus-Extension"] = "creation,termination"
+        response["Tus-Max-Size"] = str(settings.PORTAL_UPLOAD_MAX_BYTES)
+        return _tus(response)
+    if request.method != "POST":
+        return _error("Use POST to start an upload.", 405)
+    refused = _version_refused(request)
+    if refused:
+        return refused
+    place = Place(request, cluster, root)
+    try:
+        place.writable()
+        length = int(request.headers.get("Upload-Length", ""))
+        meta = _metadata(request.headers.get("Upload-Metadata", ""))
+        name = paths.new_name(meta.get("filename", ""))
+        folder = _parts(meta.get("path", ""))
+    except ValueError:
+        return _error("Send Upload-Length: the file's size in bytes.", 400)
+    except (BadPath, Failure) as exc:
+        return _error(str(exc), getattr(exc, "status", 400))
+    if length < 0 or length > settings.PORTAL_UPLOAD_MAX_BYTES:
+        return _error(
+            f"A file may be at most {settings.PORTAL_UPLOAD_MAX_BYTES:,} bytes "
+            "(PORTAL_UPLOAD_MAX_BYTES).",
+            413,
+        )
+    unfinished = Upload.objects.filter(user=request.user, finished_at=None)
+    pending = unfinished.aggregate(total=Sum("length"))["total"] or 0
+    if pending + length > settings.PORTAL_UPLOAD_PERSON_BYTES:
+        return _error(
+            f"Your unfinished uploads would exceed {settings.PORTAL_UPLOAD_PERSON_BYTES:,} "
+            "bytes (PORTAL_UPLOAD_PERSON_BYTES): finish or cancel some first.",
+            413,
+        )
+    folder_rel = paths.joined(folder)
+    if unfinished.filter(cluster=place.cluster, root=place.root.key, folder=folder_rel, name=name):
+        return _error(f"{name} is already being uploaded there.", 409)
+    upload = Upload(
+        user=request.user,
+        cluster=place.cluster,
+        root=place.root.key,
+        folder=folder_rel,
+        name=name,
+        length=length,
+        overwrite=meta.get("overwrite") == "yes",
+    )
+    try:
+        place.run(
+            audit.Action.FILE_UPLOAD,
+            f"{upload.rel} (start, {length:,} bytes)",
+            lambda sftp, top: remote.create_partial(
+                sftp,
+                remote.walk(sftp, top, folder, want_dir=True),
+                upload.partial_name,
+                name,
+                upload.overwrite,
+            ),
+            repeatable=False,
+        )
+    except Failure as exc:
+        return _error(str(exc), exc.status)
+    upload.save()
+    response = HttpResponse(status=201)
+    response["Location"] = reverse("files-upload", args=[cluster, root, upload.id])
+    response["Upload-Offset"] = "0"
+    if length == 0:
+        _finish(place, upload)
+    return _tus(response)
+
+
+def _folder_path(place: Place, upload: Upload) -> str:
+    return f"{place.root.path}/{upload.folder}" if upload.folder else place.root.path
+
+
+def _finish(place: Place, upload: Upload) -> None:
+    """The last byte arrived: its sha256 on the cluster, then the rename onto the target."""
+    folder = _folder_path(place, upload)
+    partial, target = f"{folder}/{upload.partial_name}", f"{folder}/{upload.name}"
+
+    def on(conn: ssh.Connection) -> str:
+        digest = conn.run(["sha256sum", "--", partial], timeout=HASH_TIMEOUT).stdout.split()[0]
+        with conn.sftp_session() as sftp:
+            remote.finish_upload(sftp, partial, target, upload.overwrite)
+        return digest
+
+    with audit.action(
+        audit.Action.FILE_UPLOAD,
+        user=place.request.user,
+        account=place.account,
+        target=f"{place.root.key}:{paths.shown(upload.rel, 400)} (done)",
+    ) as entry:
+        digest = pool.with_connection(place.account, on, retry=False)
+        entry.note(f"sha256 {digest}")
+    Upload.objects.filter(pk=upload.pk).update(finished_at=timezone.now(), sha256=digest)
+    upload.sha256 = digest
+
+
+def _pieces(request, length: int):
+    left = length
+    while left > 0:
+        piece = request.read(min(PIECE, left))
+        if not piece:
+            return
+        left -= len(piece)
+        yield piece
+
+
+@login_required
+@csrf_protect
+def item(request, cluster: str, root: str, upload_id: str):
+    refused = _version_refused(request)
+    if refused:
+        return refused
+    place = Place(request, cluster, root)
+    upload = get_object_or_404(
+        Upload, pk=upload_id, user=request.user, cluster=place.cluster, root=place.root.key
+    )
+    partial = f"{_folder_path(place, upload)}/{upload.partial_name}"
+    if request.method == "HEAD":
+        if upload.finished_at:
+            offset = upload.length
+        else:
+            try:
+                offset = place.run(
+                    audit.Action.FILE_LIST,
+                    f"{upload.rel} (upload offset)",
+                    lambda sftp, top: remote.partial_size(sftp, partial),
+                )
+            except Failure as exc:
+                return _error(str(exc), exc.status)
+        response = HttpResponse(status=200)
+        response["Upload-Offset"] = str(offset)
+        response["Upload-Length"] = str(upload.length)
+        if upload.sha256:
+            response["Upload-Sha256"] = upload.sha256
+        return _tus(response)
+    if request.method == "DELETE":
+        if not upload.finished_at:
+            try:
+                place.run(
+                    audit.Action.FILE_UPLOAD,
+                    f"{upload.rel} (cancelled)",
+                    lambda sftp, top: sftp.remove(partial),
+                    repeatable=False,
+                )
+            except Failure as exc:
+                if exc.status != 404:
+                    return _error(str(exc), exc.status)
+        upload.delete()
+        return _tus(HttpResponse(status=204))
+    if request.method != "PATCH":
+        return _error("Use HEAD, PATCH or DELETE on an upload.", 405)
+    if upload.finished_at:
+        return _error("This upload is complete.", 409)
+    if request.content_type != "application/offset+octet-stream":
+        return _error("Send the bytes as application/offset+octet-stream.", 415)
+    try:
+        offset = int(request.headers.get("Upload-Offset", ""))
+        length = int(request.headers.get("Content-Length", ""))
+    except ValueError:
+        return _error("Send Upload-Offset and Content-Length.", 400)
+    if length > settings.PORTAL_UPLOAD_CHUNK_BYTES:
+        return _error(
+            f"One request may carry at most {settings.PORTAL_UPLOAD_CHUNK_BYTES:,} bytes "
+            "(PORTAL_UPLOAD_CHUNK_BYTES): send the file in chunks.",
+            413,
+        )
+    if offset < 0 or length < 0 or offset + length > upload.length:
+        return _error(f"The file is {upload.length:,} bytes: that goes past its end.", 409)
+    try:
+        size = place.run(
+            audit.Action.FILE_UPLOAD,
+            f"{upload.rel} (bytes {offset:,}+{length:,})",
+            lambda sftp, top: remote.write_at(sftp, partial, offset, _pieces(request, length)),
+            repeatable=False,
+        )
+        if size == upload.length:
+            _finish(place, upload)
+    except Failure as exc:
+        return _error(str(exc), exc.status)
+    except remote.Conflict as exc:  # the target appeared meanwhile: the bytes are kept
+        return _error(str(exc), 409)
+    except (BadPath, ssh.ClusterError, OSError) as exc:
+        return _error(f"Could not finish it on {place.cluster.name}: {exc}", 502)
+    response = HttpResponse(status=204)
+    response["Upload-Offset"] = str(size)
+    if upload.sha256:
+        response["Upload-Sha256"] = upload.sha256
+    return _tus(response)

@@ -1,0 +1,32 @@
+"""The dev cluster folder the file manager's real-path tests work in."""
+
+import secrets
+
+import pytest
+from django.test import Client
+
+from jobs.models import ClusterAccount
+from tests.devcluster.helpers import remote
+
+
+@pytest.fixture
+def place(devcluster, owner):
+    """(client signed in as owner, base URL of their home, the test folder's name, account)."""
+    account = ClusterAccount.for_user(devcluster, owner)
+    home = devcluster.work_dir_root("home", account.username)
+    folder = f"portal-files-{secrets.token_hex(3)}"
+    base = f"{home}/{folder}"
+    script = (
+        f"set -e; mkdir -p {base}/sub/deeper; cd {base}; "
+        "printf 'hello\\nworld\\n' > notes.txt; "
+        "head -c 3000000 /dev/urandom > big.bin; "
+        "printf '\\211PNG\\r\\n\\032\\n0000' > pic.png; "
+        "printf x > sub/a; printf yy > sub/deeper/b; "
+        "ln -s /etc etc-link; mkfifo pipe; "
+        "touch \"$(printf 'evil\\nname\\033[31m')\""
+    )
+    remote(account, ["sh", "-c", script])
+    client = Client()
+    client.force_login(owner)
+    yield client, f"/files/{devcluster.name}/home/", folder, account
+    remote(account, ["rm", "-rf", "--", base])

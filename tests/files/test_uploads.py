@@ -1,0 +1,134 @@
+"""Resumable uploads (tus 1.0) onto the dev cluster, as the person's own cluster user:
+the offset is the partial file's size on the cluster, a chunk cut off mid-way is sent
+again from there, the sha256 is computed on the cluster, and nothing is ever written
+over an existing file unless replacing it was confirmed."""
+
+import base64
+import hashlib
+import os
+
+import pytest
+from django.test import Client
+
+from files.models import Upload
+from jobs.models import AuditEvent
+from tests import factories
+from tests.devcluster.helpers import remote
+
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
+
+TUS = {"HTTP_TUS_RESUMABLE": "1.0.0"}
+
+
+def meta(**fields: str) -> str:
+    return ",".join(f"{k} {base64.b64encode(v.encode()).decode()}" for k, v in fields.items())
+
+
+def start(client, url, length: int, **fields: str):
+    return client.post(
+        url + "uploads/", HTTP_UPLOAD_LENGTH=str(length), HTTP_UPLOAD_METADATA=meta(**fields), **TUS
+    )
+
+
+def patch(client, location: str, offset: int, data: bytes):
+    return client.generic(
+        "PATCH",
+        location,
+        data,
+        content_type="application/offset+octet-stream",
+        HTTP_UPLOAD_OFFSET=str(offset),
+        **TUS,
+    )
+
+
+def offset(client, location: str) -> int:
+    answer = client.head(location, **TUS)
+    assert answer.status_code == 200, answer.content
+    return int(answer["Upload-Offset"])
+
+
+def home_of(account) -> str:
+    return account.cluster.work_dir_root("home", account.username)
+
+
+def test_an_upload_cut_twice_continues_from_the_clusters_offset(place, settings):
+    client, url, folder, account = place
+    settings.PORTAL_UPLOAD_CHUNK_BYTES = 1024 * 1024
+    data = os.urandom(3 * 1024 * 1024 + 12345)
+    options = client.options(url + "uploads/")
+    assert options["Tus-Version"] == "1.0.0" and "creation" in options["Tus-Extension"]
+    made = start(client, url, len(data), filename="model.pt", path=folder)
+    assert made.status_code == 201, made.content
+    location = made["Location"]
+    assert offset(client, location) == 0
+    # Chunk by chunk, with two "cuts": a chunk that never arrived (the client asks the
+    # offset and sends it again) and a client that lost count (sends from an old offset).
+    at, cuts = 0, 0
+    while at < len(data):
+        piece = data[at : at + 1024 * 1024]
+        if at == 1024 * 1024 and cuts == 0:
+            cuts += 1  # the connection broke before this chunk reached the portal
+            at = offset(client, location)
+            continue
+        if at == 2 * 1024 * 1024 and cuts == 1:
+            cuts += 1
+            stale = patch(client, location, 0, data[: 1024 * 1024])
+            assert stale.status_code == 409 and "not 0" in stale.json()["error"]
+            at = offset(client, location)
+            continue
+        answer = patch(client, location, at, piece)
+        assert answer.status_code == 204, answer.content
+        at = int(answer["Upload-Offset"])
+    assert cuts == 2
+    digest = hashlib.sha256(data).hexdigest()
+    assert answer["Upload-Sha256"] == digest
+    on_cluster = remote(account, ["sha256sum", "--", f"{home_of(account)}/{folder}/model.pt"])
+    assert on_cluster.split()[0] == digest
+    listed = {r["shown"] for r in client.get(url, {"path": folder}).context["rows"]}
+    assert "model.pt" in listed and not any("portal-upload" in n for n in listed)
+    upload = Upload.objects.get()
+    assert upload.finished_at and upload.sha256 == digest
+    rows = AuditEvent.objects.filter(action="file_upload").values_list("target", "message")
+    assert any("(done)" in t and m == f"sha256 {digest}" for t, m in rows)
+
+
+def test_what_an_upload_may_not_do(place, settings):
+    client, url, folder, account = place
+    # An existing name is never replaced unless confirmed.
+    exists = start(client, url, 5, filename="notes.txt", path=folder)
+    assert exists.status_code == 409 and "confirm" in exists.json()["error"]
+    replace = start(client, url, 5, filename="notes.txt", path=folder, overwrite="yes")
+    assert replace.status_code == 201
+    # Two uploads to the same name at once.
+    again = start(client, url, 5, filename="notes.txt", path=folder, overwrite="yes")
+    assert again.status_code == 409 and "already being uploaded" in again.json()["error"]
+    # Past the end, a wrong type, too big a chunk.
+    location = replace["Location"]
+    assert patch(client, location, 3, b"abc").status_code == 409  # offset beyond the file
+    assert patch(client, location, 0, b"abcdef").status_code == 409  # past its length
+    settings.PORTAL_UPLOAD_CHUNK_BYTES = 65536
+    big = start(client, url, 100_000, filename="big", path=folder)
+    assert patch(client, big["Location"], 0, b"x" * 70_000).status_code == 413
+    assert patch(client, location, 0, b"hello").status_code == 204
+    text = remote(account, ["cat", "--", f"{home_of(account)}/{folder}/notes.txt"])
+    assert text == "hello"
+    # Hostile names and folders.
+    for fields, status in (
+        ({"filename": "bad\nname", "path": folder}, 400),
+        ({"filename": "x", "path": f"{folder}/../.."}, 400),
+        ({"filename": "x", "path": f"{folder}/etc-link"}, 400),
+        ({"filename": "../x", "path": folder}, 400),
+    ):
+        assert start(client, url, 1, **fields).status_code == status, fields
+    assert client.post(url + "uploads/", HTTP_UPLOAD_LENGTH="1", **TUS).status_code == 400
+    settings.PORTAL_UPLOAD_MAX_BYTES = 10
+    assert start(client, url, 11, filename="y", path=folder).status_code == 413
+    # Another person's upload is nobody's business; DELETE removes the partial file.
+    stranger = Client()
+    stranger.force_login(factories.user("stranger"))
+    assert stranger.head(big["Location"], **TUS).status_code == 404
+    assert client.delete(big["Location"], **TUS).status_code == 204
+    listed = remote(account, ["ls", "-A", f"{home_of(account)}/{folder}"])
+    assert "portal-upload" not in listed
+    # Without the protocol's header: 412.
+    assert client.head(location).status_code == 412
