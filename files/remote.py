@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from files.paths import BadPath
+from files.paths import BadPath, new_name
 from jobs.cluster import files
 from jobs.cluster.files import NotARegularFile
 
@@ -227,6 +227,27 @@ def regular_size(sftp, path: str) -> tuple[int, float]:
 
 class Conflict(BadPath):
     """The request does not fit the file as it is on the cluster (a 409)."""
+
+
+def make_folders(sftp, root: str, parts: list[str]) -> str:
+    """``walk`` that makes the missing folders on the way (a folder uploaded whole): each
+    new one's name checked, an existing one never a link."""
+    path = root
+    for part in parts:
+        path = f"{path}/{part}"
+        try:
+            kind = _kind(sftp.lstat(path).st_mode)
+        except FileNotFoundError:
+            new_name(part)
+            try:
+                sftp.mkdir(path)
+            except OSError:  # made meanwhile by the folder's other uploads
+                if _kind(sftp.lstat(path).st_mode) != "dir":
+                    raise
+            continue
+        if kind != "dir":
+            raise BadPath(f"{part} is not a folder" + (" (a link)" if kind == "link" else "") + ".")
+    return path
 
 
 def create_partial(sftp, folder: str, partial: str, name: str, overwrite: bool) -> None:

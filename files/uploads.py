@@ -119,6 +119,7 @@ def collection(request, cluster: str, root: str):
             413,
         )
     folder_rel = paths.joined(folder)
+    make_folders = meta.get("folders") == "make"  # a folder uploaded whole
     if unfinished.filter(cluster=place.cluster, root=place.root.key, folder=folder_rel, name=name):
         return _error(f"{name} is already being uploaded there.", 409)
     upload = Upload(
@@ -136,7 +137,9 @@ def collection(request, cluster: str, root: str):
             f"{upload.rel} (start, {length:,} bytes)",
             lambda sftp, top: remote.create_partial(
                 sftp,
-                remote.walk(sftp, top, folder, want_dir=True),
+                remote.make_folders(sftp, top, folder)
+                if make_folders
+                else remote.walk(sftp, top, folder, want_dir=True),
                 upload.partial_name,
                 name,
                 upload.overwrite,

@@ -180,6 +180,9 @@ def browse(request, cluster: str, root: str):
             "total": len(entries),
             "sort": sort,
             "descending": descending,
+            "upload_chunk": settings.PORTAL_UPLOAD_CHUNK_BYTES,
+            # For the uploader's "replace it?" question (the server refuses anyway).
+            "existing": [e.name for e in entries] if len(entries) <= 10_000 else [],
         },
     )
 

@@ -1,0 +1,120 @@
+// The file manager's uploader: files and folders sent with the tus protocol
+// (tus-js-client, vendored in static/vendor/tus-js-client/) to files/uploads.py, in chunks
+// of the portal's PORTAL_UPLOAD_CHUNK_BYTES; a cut connection is retried and resumes at
+// the offset the cluster reports. One row per file: a progress bar, pause and resume,
+// and the sha256 the cluster computed at the end.
+"use strict";
+
+window.PortalUpload = (function () {
+  function csrf() {
+    const found = document.cookie.split("; ").find((c) => c.startsWith("csrftoken="));
+    return found ? decodeURIComponent(found.split("=")[1]) : "";
+  }
+
+  function row(list, label) {
+    const item = document.createElement("li");
+    item.className = "upload";
+    const name = document.createElement("span");
+    name.className = "upload-name";
+    name.textContent = label; // text only: a name is never markup
+    const bar = document.createElement("progress");
+    bar.max = 100;
+    bar.value = 0;
+    const state = document.createElement("span");
+    state.className = "upload-state";
+    state.setAttribute("data-upload-state", "");
+    const toggle = document.createElement("button");
+    toggle.type = "button";
+    toggle.className = "link";
+    toggle.textContent = "Pause";
+    item.append(name, " ", bar, " ", state, " ", toggle);
+    list.append(item);
+    return { item, bar, state, toggle };
+  }
+
+  function start(panel) {
+    const endpoint = panel.dataset.endpoint;
+    const folder = decodeURIComponent(panel.dataset.folder || "");
+    const chunk = Number(panel.dataset.chunk);
+    const existing = new Set(JSON.parse(document.getElementById("upload-existing").textContent));
+    const list = panel.querySelector("[data-uploads]");
+    let running = 0;
+
+    function send(file) {
+      const relative = file.webkitRelativePath || "";
+      const sub = relative.includes("/") ? relative.slice(0, relative.lastIndexOf("/")) : "";
+      const path = [folder, sub].filter(Boolean).join("/");
+      const top = relative ? relative.split("/")[0] : file.name;
+      let overwrite = false;
+      if (!sub && existing.has(file.name)) {
+        overwrite = window.confirm(`${file.name} already exists here. Replace it?`);
+        if (!overwrite) return;
+      }
+      const ui = row(list, relative || file.name);
+      const upload = new window.tus.Upload(file, {
+        endpoint,
+        chunkSize: chunk,
+        retryDelays: [0, 1000, 2000, 4000, 8000, 15000],
+        removeFingerprintOnSuccess: true,
+        headers: { "X-CSRFToken": csrf() },
+        metadata: {
+          filename: file.name,
+          path,
+          overwrite: overwrite ? "yes" : "no",
+          folders: sub ? "make" : "no",
+        },
+        onProgress(sent, total) {
+          ui.bar.value = total ? (100 * sent) / total : 100;
+          ui.state.textContent = `${Math.floor(ui.bar.value)} %`;
+        },
+        onAfterResponse(request, response) {
+          const digest = response.getHeader("Upload-Sha256");
+          if (digest) ui.item.dataset.sha256 = digest;
+        },
+        onError(error) {
+          const answer = error.originalResponse;
+          let text = answer ? answer.getBody() : String(error);
+          try { text = JSON.parse(text).error || text; } catch (e) { /* not JSON */ }
+          ui.state.textContent = `Failed: ${text}`;
+          ui.item.dataset.done = "failed";
+          ui.toggle.hidden = true;
+          running -= 1;
+        },
+        onSuccess() {
+          ui.bar.value = 100;
+          ui.state.textContent = ui.item.dataset.sha256
+            ? `Done. sha256 on the cluster: ${ui.item.dataset.sha256}`
+            : "Done.";
+          ui.item.dataset.done = "ok";
+          ui.toggle.hidden = true;
+          existing.add(top);
+          running -= 1;
+        },
+      });
+      ui.toggle.addEventListener("click", () => {
+        if (ui.toggle.textContent === "Pause") {
+          upload.abort();
+          ui.toggle.textContent = "Resume";
+          ui.state.textContent += " (paused)";
+        } else {
+          upload.start();
+          ui.toggle.textContent = "Pause";
+        }
+      });
+      running += 1;
+      upload.start();
+    }
+
+    for (const input of panel.querySelectorAll("input[type=file]")) {
+      input.addEventListener("change", () => {
+        for (const file of input.files) send(file);
+        input.value = "";
+      });
+    }
+    window.addEventListener("beforeunload", (event) => {
+      if (running > 0) event.preventDefault();
+    });
+  }
+
+  return { start };
+})();

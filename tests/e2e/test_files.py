@@ -1,0 +1,70 @@
+"""The file manager in Chromium, on the served stack and the dev cluster: a file and a
+folder uploaded from the page with the tus client in 1 MiB chunks, each file's sha256
+computed on the cluster shown on the page and equal to the local one."""
+
+import hashlib
+import os
+import secrets
+
+import pytest
+
+from jobs.models import ClusterAccount
+from tests.devcluster.helpers import remote
+from tests.e2e.pages import page_errors, sign_in
+from tests.livestack import LiveStack
+
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def chunked_stack(devcluster, tmp_path):
+    live = LiveStack(tmp_path, env={"PORTAL_UPLOAD_CHUNK_BYTES": str(1024 * 1024)}).start()
+    yield live
+    live.stop()
+
+
+def test_a_file_and_a_folder_upload_from_the_page_with_their_sha256(
+    browser, chunked_stack, devcluster, owner, tmp_path, screenshot
+):
+    stack = chunked_stack
+    account = ClusterAccount.for_user(devcluster, owner)
+    home = devcluster.work_dir_root("home", account.username)
+    folder = f"portal-upload-{secrets.token_hex(3)}"
+    remote(account, ["mkdir", "-p", f"{home}/{folder}"])
+    big = tmp_path / "weights.bin"
+    big.write_bytes(os.urandom(5 * 1024 * 1024 + 7))
+    tree = tmp_path / "dataset"
+    for i in range(40):
+        (tree / f"part{i % 4}").mkdir(parents=True, exist_ok=True)
+        (tree / f"part{i % 4}" / f"sample-{i}.txt").write_text(f"sample {i}\n" * (i + 1))
+    try:
+        page = sign_in(browser, stack, "owner", "owner-pass-123")
+        errors = page_errors(page)
+        page.goto(f"{stack.url}/files/{devcluster.name}/home/?path={folder}")
+        page.locator("[data-upload-files]").set_input_files(str(big))
+        done = page.locator("li.upload[data-done]")
+        done.first.wait_for(timeout=120_000)
+        assert done.first.get_attribute("data-done") == "ok", done.first.inner_text()
+        local = hashlib.sha256(big.read_bytes()).hexdigest()
+        assert done.first.get_attribute("data-sha256") == local
+        assert local in done.first.inner_text()
+        on_cluster = remote(account, ["sha256sum", "--", f"{home}/{folder}/weights.bin"])
+        assert on_cluster.split()[0] == local
+
+        page.locator("[data-upload-folder]").set_input_files(str(tree))
+        page.wait_for_function(
+            "() => document.querySelectorAll('li.upload[data-done]').length === 41",
+            timeout=180_000,
+        )
+        failed = page.locator("li.upload[data-done=failed]")
+        assert failed.count() == 0, failed.all_inner_texts()
+        screenshot(page, "70-file-manager-uploads")
+        listing = remote(
+            account, ["sh", "-c", f"cd {home}/{folder} && find dataset -type f | sort"]
+        )
+        assert len(listing.split()) == 40
+        sample = remote(account, ["cat", f"{home}/{folder}/dataset/part3/sample-7.txt"])
+        assert sample == "sample 7\n" * 8
+        assert errors == []
+    finally:
+        remote(account, ["rm", "-rf", "--", f"{home}/{folder}"])
