@@ -157,17 +157,20 @@ def collection(request, cluster: str, root: str):
     return _tus(response)
 
 
-def _folder_path(place: Place, upload: Upload) -> str:
-    return f"{place.root.path}/{upload.folder}" if upload.folder else place.root.path
+def _partial(sftp, top: str, upload: Upload) -> str:
+    """The upload's partial file, its folder walked again each time (a folder swapped for
+    a link since the upload began is refused, as anywhere in the file manager)."""
+    return remote.walk(sftp, top, [*paths.parts_of(upload.folder), upload.partial_name])
 
 
 def _finish(place: Place, upload: Upload) -> None:
     """The last byte arrived: its sha256 on the cluster, then the rename onto the target."""
-    folder = _folder_path(place, upload)
-    partial, target = f"{folder}/{upload.partial_name}", f"{folder}/{upload.name}"
 
     def on(conn: ssh.Connection) -> str:
+        with conn.sftp_session() as sftp:
+            partial = _partial(sftp, place.root.path, upload)
         digest = conn.run(["sha256sum", "--", partial], timeout=HASH_TIMEOUT).stdout.split()[0]
+        target = f"{partial.rsplit('/', 1)[0]}/{upload.name}"
         with conn.sftp_session() as sftp:
             remote.finish_upload(sftp, partial, target, upload.overwrite)
         return digest
@@ -204,7 +207,6 @@ def item(request, cluster: str, root: str, upload_id: str):
     upload = get_object_or_404(
         Upload, pk=upload_id, user=request.user, cluster=place.cluster, root=place.root.key
     )
-    partial = f"{_folder_path(place, upload)}/{upload.partial_name}"
     if request.method == "HEAD":
         if upload.finished_at:
             offset = upload.length
@@ -213,7 +215,7 @@ def item(request, cluster: str, root: str, upload_id: str):
                 offset = place.run(
                     audit.Action.FILE_LIST,
                     f"{upload.rel} (upload offset)",
-                    lambda sftp, top: remote.partial_size(sftp, partial),
+                    lambda sftp, top: remote.partial_size(sftp, _partial(sftp, top, upload)),
                 )
             except Failure as exc:
                 return _error(str(exc), exc.status)
@@ -229,7 +231,7 @@ def item(request, cluster: str, root: str, upload_id: str):
                 place.run(
                     audit.Action.FILE_UPLOAD,
                     f"{upload.rel} (cancelled)",
-                    lambda sftp, top: sftp.remove(partial),
+                    lambda sftp, top: sftp.remove(_partial(sftp, top, upload)),
                     repeatable=False,
                 )
             except Failure as exc:
@@ -260,7 +262,9 @@ def item(request, cluster: str, root: str, upload_id: str):
         size = place.run(
             audit.Action.FILE_UPLOAD,
             f"{upload.rel} (bytes {offset:,}+{length:,})",
-            lambda sftp, top: remote.write_at(sftp, partial, offset, _pieces(request, length)),
+            lambda sftp, top: remote.write_at(
+                sftp, _partial(sftp, top, upload), offset, _pieces(request, length)
+            ),
             repeatable=False,
         )
         if size == upload.length:

@@ -130,5 +130,13 @@ def test_what_an_upload_may_not_do(place, settings):
     assert client.delete(big["Location"], **TUS).status_code == 204
     listed = remote(account, ["ls", "-A", f"{home_of(account)}/{folder}"])
     assert "portal-upload" not in listed
+    # A folder swapped for a link while its upload runs: the next request is refused.
+    remote(account, ["mkdir", f"{home_of(account)}/{folder}/deep"])
+    moving = start(client, url, 4, filename="later", path=f"{folder}/deep")
+    assert moving.status_code == 201
+    swap = f"cd {home_of(account)}/{folder} && mv deep deep.real && ln -s /tmp deep"
+    remote(account, ["sh", "-c", swap])
+    refused = patch(client, moving["Location"], 0, b"data")
+    assert refused.status_code == 400 and "link" in refused.json()["error"]
     # Without the protocol's header: 412.
     assert client.head(location).status_code == 412
