@@ -233,9 +233,8 @@ def rename(request, cluster: str, root: str):
         name = paths.new_name(request.POST.get("name", "") or parts[-1])
 
         def move(sftp, top: str) -> str:
-            parent = remote.walk(sftp, top, parts[:-1], want_dir=True)
             target_folder = remote.walk(sftp, top, to, want_dir=True)
-            return remote.rename(sftp, f"{parent}/{parts[-1]}", target_folder, name)
+            return remote.rename(sftp, remote.walk(sftp, top, parts), target_folder, name)
 
         place.run(
             audit.Action.FILE_RENAME,
@@ -270,9 +269,7 @@ def delete(request, cluster: str, root: str):
             found, _ = place.run(
                 audit.Action.FILE_LIST,
                 rel,
-                lambda sftp, top: remote.survey(
-                    sftp, f"{remote.walk(sftp, top, parts[:-1], want_dir=True)}/{parts[-1]}"
-                ),
+                lambda sftp, top: remote.survey(sftp, remote.walk(sftp, top, parts)),
             )
             return render(
                 request,
@@ -296,9 +293,7 @@ def delete(request, cluster: str, root: str):
         removed = place.run(
             audit.Action.FILE_DELETE,
             rel,
-            lambda sftp, top: remote.delete(
-                sftp, f"{remote.walk(sftp, top, parts[:-1], want_dir=True)}/{parts[-1]}"
-            ),
+            lambda sftp, top: remote.delete(sftp, remote.walk(sftp, top, parts)),
             repeatable=False,
         )
     except (Failure, BadPath) as exc:

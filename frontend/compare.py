@@ -23,7 +23,7 @@ def compare_page(request):
     except BadQuery as exc:
         error, options = str(exc), Options(q=request.GET.get("q", "")[:1000])
     shown = []
-    if result and result.runs:
+    if result and result.runs and links.enabled():  # the read-link form's runs
         shown = list(Job.objects.filter(pk__in=[run["id"] for run in result.runs]))
     return render(
         request,

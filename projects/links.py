@@ -44,8 +44,21 @@ def _may_hand_out(user: Any, owner_id: int, project_id: int | None, private: boo
     return not private and access.role_in(user, project_id) == Role.MANAGER
 
 
-def may_make(user: Any, job: Job) -> bool:
-    return enabled() and _may_hand_out(user, job.owner_id, job.project_id, job.private)
+def refusal(user: Any, jobs: Sequence[Job] = (), experiment: Any = None) -> str:
+    """Why ``user`` may not hand these runs (or this experiment) out ("" when they may)."""
+    if experiment is not None:
+        if not _may_hand_out(user, experiment.owner_id, experiment.project_id, False):
+            return "Only its owner, its project's managers and staff hand it out."
+        return ""
+    if not jobs:
+        return "Choose the runs to link to."
+    for job in jobs:
+        if not _may_hand_out(user, job.owner_id, job.project_id, job.private):
+            return (
+                f"Run {job.pk} is not yours to hand out: its owner, its project's "
+                "managers and staff do (never a private run but its owner)."
+            )
+    return ""
 
 
 def make(
@@ -61,26 +74,18 @@ def make(
         raise Refused("Read links for people outside a project are off on this portal.")
     days = max(1, min(int(days), settings.PORTAL_READ_LINK_MAX_DAYS))
     limit = settings.PORTAL_COMPARE_MAX_RUNS
-    if experiment is not None:
-        if not _may_hand_out(user, experiment.owner_id, experiment.project_id, False):
-            raise Refused("Only its owner, its project's managers and staff hand it out.")
-        kind, path = ReadLink.Kind.EXPERIMENT, reverse("experiment-detail", args=[experiment.pk])
-    elif not jobs:
-        raise Refused("Choose the runs to link to.")
-    elif len(jobs) > limit:
+    if experiment is None and len(jobs) > limit:
         raise Refused(f"A link holds at most {limit} runs (PORTAL_COMPARE_MAX_RUNS).")
+    why = refusal(user, jobs, experiment)
+    if why:
+        raise Refused(why)
+    if experiment is not None:
+        kind, path = ReadLink.Kind.EXPERIMENT, reverse("experiment-detail", args=[experiment.pk])
+    elif len(jobs) == 1:
+        kind, path = ReadLink.Kind.RUN, reverse("job-detail", args=[jobs[0].pk])
     else:
-        for job in jobs:
-            if not _may_hand_out(user, job.owner_id, job.project_id, job.private):
-                raise Refused(
-                    f"Run {job.pk} is not yours to hand out: its owner, its project's "
-                    "managers and staff do (never a private run but its owner)."
-                )
-        if len(jobs) == 1:
-            kind, path = ReadLink.Kind.RUN, reverse("job-detail", args=[jobs[0].pk])
-        else:
-            ids = ",".join(str(job.pk) for job in sorted(jobs, key=lambda j: j.pk))
-            kind, path = ReadLink.Kind.COMPARISON, f"{reverse('compare')}?{urlencode({'ids': ids})}"
+        ids = ",".join(str(job.pk) for job in sorted(jobs, key=lambda j: j.pk))
+        kind, path = ReadLink.Kind.COMPARISON, f"{reverse('compare')}?{urlencode({'ids': ids})}"
     token = secrets.token_urlsafe(24)
     with transaction.atomic():
         link = ReadLink.objects.create(
@@ -141,14 +146,7 @@ def _record(what: str, user: Any, link: ReadLink, message: str = "") -> None:
 
 def form_context(user: Any, jobs: Sequence[Job] = (), experiment: Any = None) -> dict:
     """The page's "Read-only link" form, when this person may hand these out (else {})."""
-    if not enabled():
-        return {}
-    if experiment is not None:
-        if not _may_hand_out(user, experiment.owner_id, experiment.project_id, False):
-            return {}
-    elif not jobs or not all(
-        _may_hand_out(user, j.owner_id, j.project_id, j.private) for j in jobs
-    ):
+    if not enabled() or refusal(user, jobs, experiment):
         return {}
     choices = sorted(
         {1, 7, settings.PORTAL_READ_LINK_MAX_DAYS}

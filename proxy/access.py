@@ -191,17 +191,20 @@ def opened(user: Any, session: SessionLink) -> None:
         cluster=job.cluster,
         target=f"job {job.pk} session {session.public_id}"
         + ("" if own else f" of {job.owner.get_username()}"),
-        message=""
-        if own
-        else f"shared with {share.get_kind_display()}"
-        if share
-        else "by permission",
+        message=_how(own, share),
     )
     if own or share is not None:
         return
     message = session_opened_by(job, user)
     url = reverse("job-detail", args=[job.pk])
     told(Notification.tell(job.owner, Event.SESSION_OPENED_BY_OTHER, message, url))
+
+
+def _how(own: bool, share: SessionShare | None) -> str:
+    """How an open came to be allowed, for its audit row."""
+    if own:
+        return ""
+    return f"shared with {share.get_kind_display()}" if share else "by permission"
 
 
 def opens_by_others(session: SessionLink, limit: int = 20) -> list:

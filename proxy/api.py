@@ -6,7 +6,6 @@ project or staff) is a 403."""
 
 from __future__ import annotations
 
-from django.core.exceptions import ObjectDoesNotExist
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status, views
@@ -44,14 +43,14 @@ def _session(request, job_id: int) -> SessionLink:
     job = get_object_or_404(Job.objects.visible_to(request.user), pk=job_id)
     if not job.has_session:
         raise NotFound(f"Job {job.pk} is a batch job: it has no session to share.")
-    try:
-        return (
-            SessionLink.objects.select_related("job", "job__owner", "job__project", "job__cluster")
-            .filter(pk=job.session.pk)
-            .get()
-        )
-    except ObjectDoesNotExist:
-        raise NotFound(f"Job {job.pk} has no session yet: share it once it is submitted.") from None
+    session = (
+        SessionLink.objects.select_related("job", "job__owner", "job__project", "job__cluster")
+        .filter(job=job)
+        .first()
+    )
+    if session is None:
+        raise NotFound(f"Job {job.pk} has no session yet: share it once it is submitted.")
+    return session
 
 
 class SharesView(views.APIView):

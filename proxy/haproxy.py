@@ -205,8 +205,7 @@ class RuntimeAPI:
         if "New server registered" not in answer:
             raise HAProxyError(f"add server {route.sid}: {answer}")
         self.command(f"enable server {BACKEND}/{route.sid}")
-        for uid in sorted(route.openers):
-            self.command(f"add map {self.map_path} {route.sid}/{uid} 1")
+        self._add_openers(route.sid, route.openers)
         self.command(f"add map {self.map_path} {route.sid} {route.token}")
 
     def ensure(self, route: Route) -> None:
@@ -222,13 +221,19 @@ class RuntimeAPI:
         """Let exactly ``wanted`` through to session ``sid``. When someone loses it, the
         session's open connections are closed too (a WebSocket outlives the check made
         when it opened); the owner's pages reconnect by themselves."""
-        for uid in sorted(set(wanted) - set(have)):
-            self.command(f"add map {self.map_path} {sid}/{uid} 1")
-        gone = sorted(set(have) - set(wanted))
-        for uid in gone:
-            self.command(f"del map {self.map_path} {sid}/{uid}")
+        self._add_openers(sid, set(wanted) - set(have))
+        gone = set(have) - set(wanted)
+        self._drop_openers(sid, gone)
         if gone:
             self.command(f"shutdown sessions server {BACKEND}/{sid}")
+
+    def _add_openers(self, sid: str, uids: Set[int]) -> None:
+        for uid in sorted(uids):
+            self.command(f"add map {self.map_path} {sid}/{uid} 1")
+
+    def _drop_openers(self, sid: str, uids: Set[int]) -> None:
+        for uid in sorted(uids):
+            self.command(f"del map {self.map_path} {sid}/{uid}")
 
     def remove(self, sid: str, grants: Set[int] | None = None) -> None:
         """No new request reaches the session, and its open connections (WebSockets
@@ -236,8 +241,7 @@ class RuntimeAPI:
         if not SESSION_ID.match(sid):
             raise ValueError(f"not a session id: {sid!r}")
         self.command(f"del map {self.map_path} {sid}")
-        for uid in sorted(self.state()[1].get(sid, set()) if grants is None else grants):
-            self.command(f"del map {self.map_path} {sid}/{uid}")
+        self._drop_openers(sid, self.state()[1].get(sid, set()) if grants is None else grants)
         server = f"{BACKEND}/{sid}"
         if "No such server" in self.command(f"set server {server} state maint"):
             return
@@ -287,8 +291,7 @@ class RuntimeAPI:
         for sid in removed:
             self.remove(sid, grants.get(sid, set()))
         for sid in grants.keys() - have.keys() - wanted_by_sid.keys() - set(keep):
-            for uid in sorted(grants[sid]):  # left behind with no route
-                self.command(f"del map {self.map_path} {sid}/{uid}")
+            self._drop_openers(sid, grants[sid])  # left behind with no route
         added = 0
         for route in wanted:
             if have.get(route.sid) != route.target:
