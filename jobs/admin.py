@@ -111,6 +111,7 @@ class ClusterAdmin(admin.ModelAdmin):
                     "default_account",
                     "home_root",
                     "scratch_root",
+                    "node_scratch",
                     "quota_files",
                     "metrics_over_ssh",
                     "sync_reads_all_jobs",

@@ -91,6 +91,27 @@ class PartitionSpec:
 
 
 @dataclass(frozen=True)
+class Staging:
+    """Stage-in and stage-out around a batch command (README, "Stage-in"). ``source``: a
+    folder on the cluster copied to node-local scratch before the command, checked there
+    against a manifest of its checksums, and given to the job as ``PORTAL_STAGED_DIR``
+    ("": none; the folder is made empty, for outputs). ``outputs``: paths or globs, relative
+    to the staged copy (else to the work directory), copied after the command into
+    ``destination`` ("": the job's work directory). ``source_root`` and
+    ``destination_root``: the person's root each lies in (home, scratch, a project's
+    folder): no link between a root and its path is followed. ``scratch``: the folder on
+    each node the copy goes into (the cluster's ``node_scratch``; "": ``$SLURM_TMPDIR``,
+    else HTCondor's scratch directory, else ``$TMPDIR``, else /tmp)."""
+
+    source: str = ""
+    source_root: str = ""
+    outputs: tuple[str, ...] = ()
+    destination: str = ""
+    destination_root: str = ""
+    scratch: str = ""
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """What a job's script is rendered from (``Adapter.render``): the plain values of a
     job, its image and partition, built once from the rows (Job.describe())."""
@@ -116,6 +137,8 @@ class JobSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     files: Mapping[str, str] = field(default_factory=dict)
     array_index: int | None = None
+    # Batch jobs: a folder copied to the node before the command, outputs back after it.
+    staging: Staging | None = None
 
 
 @dataclass(frozen=True)
@@ -320,6 +343,11 @@ class Adapter:
     supports_launchers = True
     # A job checkpoints and is requeued by the scheduler (resumable, max_attempts).
     supports_resumable = True
+    # Stage-in (JobSpec.staging) for an image's job: the copy runs in the job script, on the
+    # host, before the script starts the container. False where the scheduler starts the
+    # container and the script runs inside it (HTCondor's container_image), where the
+    # folder to copy and the node's scratch may not be mounted: refused at launch.
+    stages_in_containers = True
     # Runs an array's members at most N at a time by itself (Slurm's --array=0-9%N); else
     # the portal submits no more members than may run at once.
     array_throttle = False
@@ -462,6 +490,7 @@ class Adapter:
             "supports_multi_node": self.supports_multi_node,
             "supports_launchers": self.supports_launchers,
             "supports_resumable": self.supports_resumable,
+            "stages_in_containers": self.stages_in_containers,
             "array_throttle": self.array_throttle,
             "account_label": self.account_label,
             "account_help": self.account_help,

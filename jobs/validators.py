@@ -124,6 +124,22 @@ def work_dir_root(value: str) -> None:
     absolute_path(value.replace("{user}", "user"))
 
 
+# A folder on the compute node: absolute, or an environment variable of the job followed
+# by a path. No spaces or shell characters; a variable is expanded by the job's shell.
+_NODE_SCRATCH = re.compile(r"^(/|\$[A-Za-z_][A-Za-z0-9_]{0,63}(/|\Z))[A-Za-z0-9_.+@=/-]*\Z")
+
+
+def node_scratch(value: str) -> None:
+    """Where stage-in copies on each node: /local/scratch, $LOCAL_SCRATCH or $VAR/sub."""
+    if not _NODE_SCRATCH.match(value) or "/../" in f"{value}/" or "//" in value:
+        raise ValidationError(
+            "Enter an absolute folder on the compute nodes (/local/scratch) or an environment "
+            "variable the job has there, optionally followed by a path ($LOCAL_SCRATCH/jobs); "
+            "no spaces, '..' or shell characters.",
+            code="invalid_node_scratch",
+        )
+
+
 def project_root(value: str) -> None:
     """An absolute directory with a {project} placeholder: /proj/{project}."""
     placeholders = re.findall(r"{[^}]*}", value)

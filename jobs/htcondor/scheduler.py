@@ -105,6 +105,9 @@ class HTCondor(Adapter):
     supports_multi_node = False
     supports_launchers = False
     supports_resumable = False
+    # With container_image the job script runs inside HTCondor's container, which may not
+    # see the folder to stage in: stage-in only for images without a container.
+    stages_in_containers = False
     # Late materialization (max_materialize) would hide the waiting procs from condor_q;
     # the experiment controller submits only as many as may run instead.
     array_throttle = False

@@ -122,6 +122,16 @@ class Cluster(models.Model):
         validators=[validators.work_dir_root],
         help_text="Scratch directory, e.g. /scratch/{user}. Leave empty if the cluster has none.",
     )
+    node_scratch = models.CharField(
+        "node-local scratch",
+        max_length=255,
+        blank=True,
+        validators=[validators.node_scratch],
+        help_text="Where stage-in copies a job's folder on each compute node: a folder on the "
+        "node's own disk, such as /local/scratch, or an environment variable the job has there "
+        "followed by a path ($LOCAL_SCRATCH, $LOCAL_SCRATCH/jobs). Empty: $SLURM_TMPDIR, "
+        "else HTCondor's scratch directory, else $TMPDIR, else /tmp.",
+    )
     project_root = models.CharField(
         max_length=255,
         blank=True,

@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING
 
 from jobs.models.annotations import PARAMS_FILE, params_env, params_json
 from jobs.models.choices import State
-from jobs.seam import ArraySpec, ImageSpec, JobRef, JobSpec, PartitionSpec, Resources
+from jobs.seam import (
+    ArraySpec,
+    ImageSpec,
+    JobRef,
+    JobSpec,
+    PartitionSpec,
+    Resources,
+    Staging,
+)
 
 if TYPE_CHECKING:
     from jobs.models.arrays import JobArray
@@ -80,6 +88,22 @@ def account(job: Job) -> str:
     return job.account or job.cluster.default_account
 
 
+def staging(job: Job) -> Staging | None:
+    """What ``job`` copies to its nodes before the command and back after it (None: it
+    stages nothing), where on the node its cluster says."""
+    asked = job.staging or {}
+    if not asked:
+        return None
+    return Staging(
+        source=str(asked.get("in") or ""),
+        source_root=str(asked.get("in_root") or ""),
+        outputs=tuple(str(p) for p in asked.get("out") or ()),
+        destination=str(asked.get("out_to") or ""),
+        destination_root=str(asked.get("out_to_root") or ""),
+        scratch=job.cluster.node_scratch,
+    )
+
+
 def job_spec(job: Job) -> JobSpec:
     """What ``job``'s script is rendered from (its image, partition, cluster and array
     read here, once)."""
@@ -105,6 +129,7 @@ def job_spec(job: Job) -> JobSpec:
         env=params_env(params) if params else {},
         files={PARAMS_FILE: params_json(params)} if params else {},
         array_index=job.array_index,
+        staging=staging(job),
     )
 
 

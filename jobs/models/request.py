@@ -119,6 +119,11 @@ class JobRequest(models.Model):
         "inside the home (or scratch) directory, e.g. projects/mnist (made if missing); "
         "empty: the directory itself.",
     )
+    # Stage-in and stage-out around a batch command (README, "Stage-in"), as
+    # jobs/launch/staging.py checked them against the person's folders: {"in": a folder,
+    # "in_root": the root it is in, "out": [paths or globs], "out_to": a folder,
+    # "out_to_root": its root}; {}: none. Read through stage_in, stage_out, stage_out_to.
+    staging = models.JSONField(default=dict, blank=True, editable=False)
 
     if TYPE_CHECKING:
         # What the checks read of the rest of the Job (its relations, jobs/models/job.py).
@@ -144,6 +149,21 @@ class JobRequest(models.Model):
     @property
     def total_gpus(self) -> int:
         return self.nodes * self.gpus
+
+    @property
+    def stage_in(self) -> str:
+        """The folder copied to node-local scratch before the command ("": none)."""
+        return str((self.staging or {}).get("in") or "")
+
+    @property
+    def stage_out(self) -> list[str]:
+        """The outputs copied back after the command (paths or globs)."""
+        return [str(p) for p in (self.staging or {}).get("out") or []]
+
+    @property
+    def stage_out_to(self) -> str:
+        """Where the outputs go ("": the job's work directory)."""
+        return str((self.staging or {}).get("out_to") or "")
 
     def request_errors(self) -> dict[str, str]:
         """What of the request does not fit the partition, the image or the cluster, by
@@ -190,6 +210,8 @@ class JobRequest(models.Model):
                     )
         if self.kind == self.Kind.BATCH and not self.command.strip():
             errors["command"] = "A batch job needs a command to run."
+        if self.staging and self.kind != self.Kind.BATCH:
+            errors["kind"] = "Only batch jobs stage data in and out: choose a batch job."
         errors.update(limits.layout_errors(self))
         if partition is not None:
             errors.update(limits.partition_errors(self, partition))

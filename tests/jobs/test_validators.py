@@ -18,6 +18,8 @@ from jobs import validators
         (validators.relative_folder, "projects/run1"),
         (validators.absolute_path, "/opt/images/torch.sif"),
         (validators.work_dir_root, "/scratch/{user}"),
+        (validators.node_scratch, "/local/scratch"),
+        (validators.node_scratch, "$LOCAL_SCRATCH/jobs"),
     ],
 )
 def test_a_value_with_a_trailing_newline_is_refused(check, good):
@@ -25,6 +27,14 @@ def test_a_value_with_a_trailing_newline_is_refused(check, good):
     for bad in (good + "\n", good + "\r\n"):
         with pytest.raises(ValidationError):
             check(bad)
+
+
+@pytest.mark.parametrize(
+    "bad", ["", "relative", "/a b", "/x/../etc", "//x", "$(id)", "$X;id", "${X}", "$1/x", "/x;y"]
+)
+def test_the_node_scratch_is_a_folder_or_a_variable_and_nothing_else(bad):
+    with pytest.raises(ValidationError):
+        validators.node_scratch(bad)
 
 
 def test_the_compiled_patterns_refuse_a_trailing_newline():
