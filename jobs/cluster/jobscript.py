@@ -14,6 +14,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 
+from jobs.cluster import staging
 from jobs.cluster.envmodules import MODULE_INIT
 from jobs.cluster.launchers import (
     TEMPLATES,
@@ -170,6 +171,7 @@ def _wrap(
         rendered_for=rendered_for,
         modules=module_lines(job.image),
         checkpoint=checkpoint_lines(job),
+        staging=staging.lines(job),
         metrics_module=metrics_module(),
         system_interval=shlex.quote(f"{float(system_interval):g}"),
         payload=payload,
@@ -200,7 +202,8 @@ def _payload(
             raise ScriptError("a batch job needs a command")
         if is_distributed(job):
             return distributed_payload(job, work_dir, command)
-        argv = container_launch(job.image, gpus, work_dir) if container else []
+        staged = job.staging is not None
+        argv = container_launch(job.image, gpus, work_dir, staged=staged) if container else []
         launch = " ".join(word(a) for a in argv)
         return template("batch/payload.sh").substitute(launch=launch, command=command)
     if job.kind in SESSION_KINDS:

@@ -50,10 +50,11 @@ def is_distributed(job: JobSpec) -> bool:
 
 
 def container_launch(
-    image: ImageSpec, gpus: int, work_dir: str, bind: str | None = None
+    image: ImageSpec, gpus: int, work_dir: str, bind: str | None = None, *, staged: bool = False
 ) -> list[str]:
     """The argv prefix that runs a command inside the image (empty for the host), in
-    ``work_dir``, with ``bind`` (default: the work directory) mounted."""
+    ``work_dir``, with ``bind`` (default: the work directory) mounted, and with
+    ``staged`` the stage-in's copy on the node (``$PORTAL_STAGED_DIR``) too."""
     bind = bind or work_dir
     # An array's script names its member's directory by $PORTAL_ARRAY_INDEX: those words
     # are left for the batch shell to expand (Expand checks them against its pattern).
@@ -67,6 +68,8 @@ def container_launch(
         argv = [runtime, "exec"]
         if gpus:
             argv.append("--nv")
+        if staged:
+            argv += ["--bind", Expand("$PORTAL_STAGED_DIR")]
         return argv + ["--bind", bind, "--pwd", work_dir, image.location]
     if runtime == Runtime.PODMAN:
         argv = ["podman", "run", "--rm", "--network=host"]
@@ -100,8 +103,12 @@ def container_launch(
             "PET_MASTER_PORT",
             # The run's parameters (jobs/models/annotations.py): every PORTAL_PARAM_<NAME>.
             "PORTAL_PARAM_*",
+            # Stage-in's copy on the node (jobs/cluster/staging.py).
+            "PORTAL_STAGED_DIR",
         ):
             argv += ["--env", name]
+        if staged:
+            argv += ["--volume", Expand("$PORTAL_STAGED_DIR:$PORTAL_STAGED_DIR")]
         return argv + ["--volume", volume, "--workdir", work_dir, image.location]
     raise ScriptError(f"unknown container runtime {runtime!r}")
 
@@ -127,7 +134,9 @@ def launcher_argv(job: JobSpec, work_dir: str, command: str | None = None) -> li
     """The argv that starts the job's processes on its nodes (``Expand`` words are left
     for the batch shell to expand; ``command``: a word other than the job's own command,
     e.g. an array member's ``$PORTAL_COMMAND``)."""
-    inner = container_launch(job.image, job.resources.gpus, work_dir)
+    inner = container_launch(
+        job.image, job.resources.gpus, work_dir, staged=job.staging is not None
+    )
     user = ["bash", "-c", job.command if command is None else Expand(command)]
     rank_script = ["bash", Expand("$PORTAL_WORK_DIR/lib/portal_rank.sh")]
     if job.launcher == Launcher.NONE:

@@ -91,6 +91,12 @@ def description(
         raise ScriptError("multi-node and launcher jobs need Slurm; this cluster runs HTCondor")
     if job.resumable:
         raise ScriptError("resumable jobs need Slurm; this cluster runs HTCondor")
+    if job.staging is not None and job.image.runtime != Runtime.NONE:
+        # The script runs inside HTCondor's container, which may not see the folder.
+        raise ScriptError(
+            "stage-in on HTCondor needs an image without a container; this cluster runs "
+            "HTCondor, which starts the container around the whole job script"
+        )
     work_dir = _checked(_PATH, work_dir, "the work directory")
     name = _checked(_NAME, name, "the job name")
     member = "/$(ProcId)" if array_size else ""

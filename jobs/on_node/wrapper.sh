@@ -30,11 +30,18 @@ export PYTHONUNBUFFERED=$${PYTHONUNBUFFERED:-1}
 # The payload runs in the background so that scancel and the time limit (TERM)
 # reach this shell at once; on any exit, its child processes are stopped too.
 _portal_child=
+# Stage-in's folder on this node's scratch, removed at the end whatever ends the job (set
+# by the stage-in lines below, if any).
+_portal_staged=
 _portal_cleanup() {
     trap - TERM INT EXIT
     [ -n "$$_portal_child" ] && kill -TERM "$$_portal_child" 2>/dev/null
     pkill -TERM -P $$$$ 2>/dev/null
     wait 2>/dev/null
+    if [ -n "$$_portal_staged" ] && [ -e "$$_portal_staged" ]; then
+        chmod -R u+w -- "$$_portal_staged" 2>/dev/null
+        rm -rf -- "$$_portal_staged"
+    fi
 }
 trap '_portal_cleanup; exit 143' TERM INT
 trap _portal_cleanup EXIT
@@ -59,9 +66,12 @@ _portal_wait_child() {
 # Ends with the command's status; a resumable job may requeue itself instead.
 _portal_finish() {
     echo "portal: command exited with status $$_portal_status"
+    # Stage-out: the outputs back from the node (a failed copy fails the job).
+    [ -n "$$_portal_staged" ] && _portal_stage_out
     [ -n "$$_portal_resumable" ] && _portal_resume_or_end
     exit "$$_portal_status"
 }
 ${checkpoint}
+${staging}
 
 ${payload}
