@@ -131,6 +131,17 @@ class JobSerializer(serializers.ModelSerializer):
         read_only=True, help_text="Only its owner and staff see it, whatever the project says."
     )
     params = serializers.DictField(read_only=True, help_text="The run's parameters.")
+    stage_in = serializers.CharField(
+        read_only=True, help_text="The folder copied to the node before the command, or ''."
+    )
+    stage_out = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="What is copied back after the command (paths or globs).",
+    )
+    stage_out_to = serializers.CharField(
+        read_only=True, help_text="Where the outputs go; '': the job's work directory."
+    )
     reproduce = serializers.DictField(
         read_only=True,
         help_text="What reproduces the run, read on the cluster at submit: `image` (runtime, "
@@ -178,6 +189,9 @@ class JobSerializer(serializers.ModelSerializer):
             "private",
             "workdir",
             "notebook_dir",
+            "stage_in",
+            "stage_out",
+            "stage_out_to",
             "state",
             "state_label",
             "is_active",

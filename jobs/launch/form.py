@@ -8,6 +8,7 @@ from typing import Any
 from django import forms
 
 from jobs import schedulers
+from jobs.launch import staging
 from jobs.models import Cluster, ClusterAccount, ContainerImage, Job, Partition
 from jobs.models import annotations as tagging
 
@@ -38,6 +39,8 @@ LAUNCH_FIELDS = [
     "name",
     "params",
     "keep_diff",
+    # Stage-in and stage-out (jobs/launch/staging.py), stored together as Job.staging.
+    *staging.FIELDS,
 ]
 
 # Job fields an experiment's launch fixes for every trial (relations by id).
@@ -58,6 +61,7 @@ TRIAL_FIELDS = (
     "time_limit_minutes",
     "account",
     "work_dir_kind",
+    "staging",
 )
 
 
@@ -139,6 +143,25 @@ class LaunchForm(forms.ModelForm):
         required=False,
         label="Tags",
         help_text="Words to find and group runs by (e.g. resnet seed=3).",
+    )
+    # Stage-in and stage-out: checked and placed in the person's folders by
+    # jobs/launch/staging.py (clean() below), which sets Job.staging.
+    stage_in = forms.CharField(
+        required=False,
+        max_length=staging.MAX_FOLDER_CHARS,
+        label="Stage in (folder)",
+        help_text=staging.STAGE_IN_HELP,
+        widget=forms.TextInput(attrs={"placeholder": "e.g. datasets/mnist"}),
+    )
+    stage_out = staging.OutputsField(
+        required=False, label="Copy back", help_text=staging.STAGE_OUT_HELP
+    )
+    stage_out_to = forms.CharField(
+        required=False,
+        max_length=staging.MAX_FOLDER_CHARS,
+        label="Copy back to",
+        help_text=staging.STAGE_OUT_TO_HELP,
+        widget=forms.TextInput(attrs={"placeholder": "the job's work directory"}),
     )
 
     class Meta:
@@ -226,6 +249,7 @@ class LaunchForm(forms.ModelForm):
 
             if refusal := launch_refusal(self.user, cluster.pk, cleaned.get("account") or ""):
                 self.add_error("account", refusal)
+        staging.clean(self, cleaned)
         return cleaned
 
     def save(self, commit: bool = True) -> Job:

@@ -14,6 +14,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from jobs.launch import staging
 from jobs.launch.form import TRIAL_FIELDS, LaunchForm, image_layout, launch_initial
 from jobs.models import Cluster, ContainerImage, Job, Partition
 from jobs.models.annotations import MAX_PARAMS, MAX_TAGS_PER_JOB
@@ -53,9 +54,9 @@ def as_request(job: Job) -> dict:
         "partition": job.partition.name,
     }
     for name in TRIAL_FIELDS:
-        if not name.endswith("_id") and name != "gpu_constraint":
+        if not name.endswith("_id") and name not in ("gpu_constraint", "staging"):
             request[API_NAMES.get(name, name)] = getattr(job, name)
-    return request
+    return request | staging.as_request(job)
 
 
 def validate_request(user: Any, data: dict) -> Checked:
@@ -172,6 +173,24 @@ class LaunchRequest(serializers.Serializer):
         required=False,
         help_text="Keep the `git diff` of the job's folder's checkout beside the job (its "
         "commit and whether it was modified are recorded either way).",
+    )
+    stage_in = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=staging.MAX_FOLDER_CHARS,
+        help_text=staging.STAGE_IN_HELP,
+    )
+    stage_out = serializers.ListField(
+        child=serializers.CharField(max_length=staging.MAX_OUTPUT_CHARS),
+        required=False,
+        max_length=staging.MAX_OUTPUTS,
+        help_text=staging.STAGE_OUT_HELP,
+    )
+    stage_out_to = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=staging.MAX_FOLDER_CHARS,
+        help_text=staging.STAGE_OUT_TO_HELP,
     )
 
     FORM_FIELDS = API_FIELDS  # as before: API name -> launch form field

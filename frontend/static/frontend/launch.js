@@ -186,6 +186,16 @@ const PortalLaunch = (() => {
     $("resumable-fields").hidden = !batch || noResume;
     if (!batch || noResume) $("id_resumable").checked = false;
     onResumable();
+    // Stage-in and stage-out: batch jobs only (disabled fields are not sent).
+    const staging = $("staging-fields");
+    staging.hidden = !batch;
+    staging.querySelectorAll("input, textarea").forEach((field) => { field.disabled = !batch; });
+    const stagingNote = staging.querySelector("[data-staging-note]");
+    stagingNote.textContent = can.stages_in_containers === false
+      ? "On this cluster the scheduler starts an image's container around the whole job: " +
+        "stage-in works only with an image that runs without a container."
+      : "";
+    stagingNote.hidden = !stagingNote.textContent;
     if (kind && kind.value === "tensorboard" && Number(gpus.value) > 0) { // it needs none
       gpus.value = 0;
       onGpus();
