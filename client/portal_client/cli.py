@@ -150,6 +150,9 @@ def cmd_submit(client: Client, args, out: Output) -> int:
         "tags": args.tag or None,
         "params": parse_params(args.param) if args.param else None,
         "keep_diff": True if args.keep_diff else None,
+        "stage_in": args.stage_in,
+        "stage_out": args.stage_out or None,
+        "stage_out_to": args.stage_out_to,
     }
     if args.resumable or args.attempts is not None or args.checkpoint_warning is not None:
         # --attempts or --checkpoint-warning alone imply a resumable job.
@@ -416,6 +419,22 @@ def cmd_show(client: Client, args, out: Output) -> int:
             else []
         ),
         *_reproduce(job),
+        *(
+            [("Stage-in", f"{job['stage_in']} (as $PORTAL_STAGED_DIR)")]
+            if job.get("stage_in")
+            else []
+        ),
+        *(
+            [
+                (
+                    "Copy back",
+                    f"{' '.join(job['stage_out'])} to "
+                    f"{job.get('stage_out_to') or 'the work directory'}",
+                )
+            ]
+            if job.get("stage_out")
+            else []
+        ),
         *([("Note", job["notes"])] if job.get("notes") else []),
         *(
             [
@@ -852,6 +871,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--keep-diff",
         action="store_true",
         help="keep the git diff of the job's folder beside the job",
+    )
+    submit.add_argument(
+        "--stage-in",
+        metavar="FOLDER",
+        help="copy FOLDER (on the cluster: absolute, or inside your home or scratch) to the "
+        "node's own disk before the command, checked against its files' sha256 sums; the "
+        "job reads it at $PORTAL_STAGED_DIR",
+    )
+    submit.add_argument(
+        "--stage-out",
+        action="append",
+        metavar="PATH",
+        help="after the command, copy PATH (a path or glob in $PORTAL_STAGED_DIR, else the "
+        "work directory) back (repeat for several)",
+    )
+    submit.add_argument(
+        "--stage-out-to",
+        metavar="FOLDER",
+        help="where --stage-out copies to (default: the job's work directory)",
     )
     submit.add_argument("--notebook", action="store_true", help="a notebook session, no command")
     submit.add_argument(

@@ -240,6 +240,53 @@ def test_submit_asks_for_gpus_by_capability_and_memory():
     assert (sent["min_gpu_capability"], sent["min_gpu_memory_gb"]) == ("8.0", 40)
 
 
+def test_submit_stages_a_folder_in_and_outputs_out_and_show_says_so(capsys):
+    sent = {}
+
+    class Portal:
+        def submit(self, **fields):
+            sent.update({k: v for k, v in fields.items() if v is not None})
+            return {"id": 5, "url": "http://portal/jobs/5/", "state": "queued"}
+
+        def job(self, job_id):
+            return {
+                **{k: "" for k in ("name", "kind", "container", "cluster", "partition")},
+                **{k: None for k in ("exit_code", "created_at", "started_at", "ended_at")},
+                "id": 5,
+                "state": "queued",
+                "state_label": "Queued",
+                "gpus": 0,
+                "cpus": 1,
+                "memory_gb": 1,
+                "time_limit": 5,
+                "command": "train",
+                "scheduler_job_id": "",
+                "node": "",
+                "message": "",
+                "session_url": None,
+                "url": "http://portal/jobs/5/",
+                "stage_in": "/home/alice/data set",
+                "stage_out": ["model.pt", "results/*.csv"],
+                "stage_out_to": "",
+            }
+
+    flags = ["--stage-in", "data set", "--stage-out", "model.pt", "--stage-out", "results/*.csv"]
+    cli.cmd_submit(Portal(), cli.parse_args(["submit", *flags, "--", "t"]), cli.Output(False))
+    assert (sent["stage_in"], sent["stage_out"]) == ("data set", ["model.pt", "results/*.csv"])
+    assert "stage_out_to" not in sent
+    cli.cmd_submit(
+        Portal(),
+        cli.parse_args(["submit", "--stage-out-to", "/proj/x", "--", "t"]),
+        cli.Output(False),
+    )
+    assert sent["stage_out_to"] == "/proj/x"
+    capsys.readouterr()
+    cli.cmd_show(Portal(), cli.parse_args(["show", "5"]), cli.Output(False))
+    out = capsys.readouterr().out
+    assert "Stage-in:   /home/alice/data set (as $PORTAL_STAGED_DIR)" in out
+    assert "Copy back:  model.pt results/*.csv to the work directory" in out
+
+
 def test_usage_prints_a_table_and_the_total(capsys):
     class Portal:
         def usage(self, **filters):
