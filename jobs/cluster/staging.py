@@ -66,8 +66,10 @@ def scratch_expression(scratch: str) -> str:
         return shlex.quote(scratch)
     variable = _VARIABLE.match(scratch)
     if variable and "/../" not in f"{scratch}/":
-        below = variable[2] or ""
-        return f'"${{{variable[1]}:-}}"' + (shlex.quote(below) if below else "")
+        # Empty where the variable is unset on the node (stage.sh then says so), never a
+        # folder below /. The path below it is of the pattern's safe characters.
+        name, below = variable[1], variable[2] or ""
+        return f'"${{{name}:+${{{name}}}{below}}}"'
     raise ScriptError(f"refusing to render the node scratch {scratch!r}")
 
 

@@ -97,7 +97,8 @@ copy_in() {
         cp -a -- "$src/." "$dest/" || fail "cp could not copy $(shown "$src") to $(shown "$dest")"
     fi
     cd -- "$dest" || fail "cannot enter $(shown "$dest")"
-    if ! sha256sum --quiet --strict -c -- "$PORTAL_STAGE_MANIFEST" >&2; then
+    # (An empty folder has an empty manifest, which sha256sum -c refuses to read.)
+    if [ -s "$PORTAL_STAGE_MANIFEST" ] && ! sha256sum --quiet --strict -c -- "$PORTAL_STAGE_MANIFEST" >&2; then
         fail "the copy in $(shown "$dest") does not match the manifest of $(shown "$src") (the lines above name the files): the folder changed during the copy or the copy is damaged; the command was not run"
     fi
     local files listed

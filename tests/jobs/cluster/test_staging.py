@@ -68,8 +68,9 @@ def test_the_folder_is_staged_and_checked_before_the_command_and_copied_back_aft
 def test_the_node_scratch_is_slurms_condors_or_tmpdir_unless_the_cluster_names_one():
     assert 'export PORTAL_STAGE_SCRATCH="${SLURM_TMPDIR:-${_CONDOR_SCRATCH_DIR:-' in rendered()
     assert staging.scratch_expression("/local/scratch") == "/local/scratch"
-    assert staging.scratch_expression("$LOCAL_SCRATCH") == '"${LOCAL_SCRATCH:-}"'
-    assert staging.scratch_expression("$LOCAL/jobs") == '"${LOCAL:-}"/jobs'
+    # Unset on the node: empty (the job then says so), never a folder below /.
+    assert staging.scratch_expression("$LOCAL_SCRATCH") == '"${LOCAL_SCRATCH:+${LOCAL_SCRATCH}}"'
+    assert staging.scratch_expression("$LOCAL/jobs") == '"${LOCAL:+${LOCAL}/jobs}"'
     for hostile in ("$(id)", "/a b", "/x/../etc", "$X;id", "relative", "${X}"):
         with pytest.raises(ScriptError):
             staging.scratch_expression(hostile)
@@ -340,6 +341,21 @@ def test_outputs_only_get_an_empty_folder_on_the_node(place):
     )
     assert done.returncode == 0, done.stderr
     assert (place / "home" / "out" / "model.pt").read_text() == "w\n"
+
+
+def test_an_empty_folder_stages_as_an_empty_copy(place):
+    empty = place / "home" / "empty"
+    empty.mkdir()
+    done = run_job(place, command='test -z "$(ls -A "$PORTAL_STAGED_DIR")"', source=str(empty))
+    assert done.returncode == 0, done.stderr
+    assert "0 file(s) copied" in done.stdout
+
+
+def test_a_node_scratch_variable_unset_on_the_node_fails_the_job_saying_so(place):
+    done = run_job(place, scratch="$PORTAL_TEST_UNSET/jobs")
+    assert done.returncode == 1
+    assert "no node-local scratch folder here" in done.stderr
+    assert "$PORTAL_TEST_UNSET/jobs" in done.stderr
 
 
 def test_patterns_cannot_leave_the_staged_folder_or_the_work_directory(place):
