@@ -191,6 +191,22 @@ def _back(place: Place, rel: str):
     return redirect(place.url("files-browse", path=rel))
 
 
+def _refused(request, place: Place, rel: str, exc: Failure | BadPath):
+    """A change refused: the reason with its 4xx status, and the way back to the folder
+    (whose form the browser's Back keeps as it was typed)."""
+    status = exc.status if isinstance(exc, Failure) else 400
+    try:
+        back = place.url("files-browse", path=paths.joined(paths.parts_of(rel)))
+    except BadPath:
+        back = place.url("files-browse")
+    return render(
+        request,
+        "files/failed.html",
+        {"place": place, "error": str(exc), "back": back},
+        status=status,
+    )
+
+
 @login_required
 @require_POST
 @throttled("cluster-pages")
@@ -210,8 +226,7 @@ def make_folder(request, cluster: str, root: str):
             repeatable=False,
         )
     except (Failure, BadPath) as exc:
-        messages.error(request, str(exc))
-        return _back(place, rel)
+        return _refused(request, place, rel, exc)
     messages.success(request, f"Made the folder {name}.")
     return _back(place, rel)
 
@@ -243,8 +258,7 @@ def rename(request, cluster: str, root: str):
             repeatable=False,
         )
     except (Failure, BadPath) as exc:
-        messages.error(request, str(exc))
-        return _back(place, paths.joined(parts[:-1]))
+        return _refused(request, place, paths.joined(parts[:-1]), exc)
     messages.success(request, f"Moved to {paths.shown(paths.joined([*to, name]))}.")
     return _back(place, paths.joined(to))
 
@@ -297,8 +311,7 @@ def delete(request, cluster: str, root: str):
             repeatable=False,
         )
     except (Failure, BadPath) as exc:
-        messages.error(request, str(exc))
-        return _back(place, "")
+        return _refused(request, place, rel.rsplit("/", 1)[0] if "/" in rel else "", exc)
     messages.success(request, f"Deleted {paths.shown(rel)}: {removed.words()}.")
     return _back(place, parent_rel)
 
