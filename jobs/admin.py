@@ -119,6 +119,10 @@ class ClusterAdmin(admin.ModelAdmin):
                 )
             },
         ),
+        (
+            "Files and transfers",
+            {"fields": ("project_root", "rclone_command", "transfer_flags")},
+        ),
         ("Sign-in with the identity provider (OIDC)", {"fields": ("user_map", "allowed_groups")}),
     )
 

@@ -96,6 +96,29 @@ def absolute_path(value: str) -> None:
         )
 
 
+def command_path(value: str) -> None:
+    """A program: a bare name found on PATH (``rclone``) or an absolute path."""
+    if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}\Z", value):
+        absolute_path(value)
+
+
+_FLAG = re.compile(r"^--[a-z0-9][a-z0-9-]{0,63}(=[A-Za-z0-9_.,:/+@%-]{1,200})?\Z")
+_FLAG_VALUE = re.compile(r"^[A-Za-z0-9_.,:/+@%-]{1,200}\Z")
+
+
+def long_flags(value: str) -> None:
+    """Long options of a program, separated by spaces: ``--transfers 8 --bwlimit=50M``. Each
+    a plain word (no quotes, no shell characters); each reaches the program as an argument
+    of its own."""
+    for word in value.split():
+        if not (_FLAG.match(word) or (_FLAG_VALUE.match(word) and not word.startswith("-"))):
+            raise ValidationError(
+                f"{word[:40]!r} is not a long option (--name, --name=value or a value after "
+                "one) of letters, digits and _ . , : / + @ % -.",
+                code="invalid_flags",
+            )
+
+
 def image_location(value: str) -> None:
     """An absolute .sif path or a docker://, oras:// or library:// URI."""
     if value.startswith("/"):

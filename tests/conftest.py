@@ -448,3 +448,46 @@ def signing_ca(tmp_path, settings) -> Path:
     assert certs.new_ca_file(path)
     settings.PORTAL_SSH_CA_KEY_FILES = [str(path)]
     return path
+
+
+# --- a remote for transfers ---------------------------------------------------------------
+
+
+@pytest.fixture
+def webdav(tmp_path):
+    """A real remote: Debian's ``rclone serve webdav`` on 127.0.0.1 with a user and a
+    password, serving an empty folder of its own (``root``)."""
+    import secrets
+    import shutil
+    import socket
+    import subprocess
+    from types import SimpleNamespace
+
+    from tests.livestack import free_port
+    from tests.polling import until
+
+    if shutil.which("rclone") is None:
+        pytest.fail("rclone is missing: `make devcluster` installs Debian's")
+    root = tmp_path / "webdav-root"
+    root.mkdir()
+    port = free_port()
+    password = secrets.token_urlsafe(12)
+    server = subprocess.Popen(
+        ["rclone", "serve", "webdav", str(root), "--addr", f"127.0.0.1:{port}"]
+        + ["--user", "dav", "--pass", password],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def listening() -> bool:
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    try:
+        until(listening, 20, "rclone serve webdav listening")
+        yield SimpleNamespace(
+            url=f"http://127.0.0.1:{port}", user="dav", password=password, root=root
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

@@ -29,7 +29,7 @@ die() { printf 'devcluster: error: %s\n' "$*" >&2; exit 1; }
 
 # --- packages -------------------------------------------------------------------
 need=()
-for pair in slurmctld:slurmctld slurmd:slurmd slurmdbd:slurmdbd sbatch:slurm-client munged:munge sshd:openssh-server ssh-keygen:openssh-client python3:python3 mpirun:openmpi-bin; do
+for pair in slurmctld:slurmctld slurmd:slurmd slurmdbd:slurmdbd sbatch:slurm-client munged:munge sshd:openssh-server ssh-keygen:openssh-client python3:python3 mpirun:openmpi-bin rclone:rclone; do
     cmd=${pair%%:*}; pkg=${pair#*:}
     command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || need+=("$pkg")
 done

@@ -164,6 +164,21 @@ class Cluster(models.Model):
         "and slurmdbd.conf); it needs no other right. Each job is still checked against its "
         "owner and name; a job it cannot see is asked about through its owner's account.",
     )
+    rclone_command = models.CharField(
+        "rclone on the cluster",
+        max_length=255,
+        default="rclone",
+        validators=[validators.command_path],
+        help_text="The rclone program transfers run on the login node as each person "
+        "(a name on their PATH, or an absolute path).",
+    )
+    transfer_flags = models.CharField(
+        "rclone flags for every transfer",
+        max_length=500,
+        blank=True,
+        validators=[validators.long_flags],
+        help_text="e.g. --transfers 8 --bwlimit 500M (a centre's limits on its login nodes).",
+    )
     max_array_size = models.PositiveIntegerField(
         "largest job array",
         default=1001,

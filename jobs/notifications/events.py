@@ -30,6 +30,8 @@ class Event(models.TextChoices):
     WALLTIME_ENDING = "walltime_ending", "A running job reaches its time limit within 15 minutes"
     JOB_HELD = "job_held", "A job is held by the scheduler"
     JOB_REQUEUED = "job_requeued", "A job was requeued"
+    TRANSFER_DONE = "transfer_done", "A transfer finished"
+    TRANSFER_FAILED = "transfer_failed", "A transfer failed"
     # Always told (portal and email), not a choice: the person's webhook was turned off.
     WEBHOOK_DISABLED = "webhook_disabled", "Your webhook was turned off after failures"
     # Always told (portal and email), not a choice: someone else opened the person's session.
@@ -58,6 +60,8 @@ DEFAULT_ON = frozenset(
         Event.JOB_CANCELLED,
         Event.JOB_COMPLETED,
         Event.EXPERIMENT_FINISHED,
+        Event.TRANSFER_DONE,
+        Event.TRANSFER_FAILED,
     }
 )
 

@@ -41,6 +41,7 @@ from portal.settings.configured import (
     PORTAL_SSH_CERT_SOURCE_ADDRESSES,
     PORTAL_SYNC_INTERVAL,
     PORTAL_TASK_TIME_LIMIT,
+    PORTAL_TRANSFER_POLL_INTERVAL,
     PORTAL_WEBHOOK_QUEUE,
     PROXY_RECONCILE_INTERVAL,
     REDIS_SENTINEL_MASTER,
@@ -405,6 +406,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "portal.identity.tasks.reconfirm_identities",
         "schedule": min(max(PORTAL_OIDC_CONFIRM_MAX_AGE / 8, 1.0), 900.0),
         "options": {"expires": min(max(PORTAL_OIDC_CONFIRM_MAX_AGE / 8, 1.0), 900.0)},
+    },
+    "watch-transfers": {
+        "task": "files.tasks.watch_transfers",
+        "schedule": PORTAL_TRANSFER_POLL_INTERVAL,
+        "options": {"expires": PORTAL_TRANSFER_POLL_INTERVAL},
     },
     "reconcile-session-routes": {
         "task": "proxy.tasks.reconcile_routes",

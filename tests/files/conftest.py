@@ -30,3 +30,14 @@ def place(devcluster, owner):
     client.force_login(owner)
     yield client, f"/files/{devcluster.name}/home/", folder, account
     remote(account, ["rm", "-rf", "--", base])
+
+
+@pytest.fixture
+def eager(monkeypatch, settings):
+    """Celery's tasks run in this process (a transfer's start, a notification's mail: its
+    links need the portal's address)."""
+    from portal.celery import app as celery_app
+
+    monkeypatch.setitem(celery_app.conf, "task_always_eager", True)
+    monkeypatch.setitem(celery_app.conf, "task_eager_propagates", True)
+    settings.PORTAL_URL = "https://portal.example.org"

@@ -1,0 +1,96 @@
+"""A transfer in Chromium, on the served stack (its Celery worker and beat) and the dev
+cluster: a WebDAV remote added on the Remotes page (a real one: ``rclone serve webdav``),
+a folder copied to it from the file manager, its progress moving on the transfer's page
+while rclone runs (the cluster's flags hold it to 1 MiB/s), then done, with the person
+told in the portal."""
+
+import hashlib
+import os
+import secrets
+
+import pytest
+
+from files.models import Transfer
+from jobs.models import ClusterAccount
+from jobs.notifications.models import Notification
+from tests.devcluster.helpers import remote
+from tests.e2e.pages import page_errors, sign_in
+from tests.livestack import LiveStack
+
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def quick_stack(devcluster, tmp_path):
+    live = LiveStack(tmp_path, env={"PORTAL_TRANSFER_POLL_INTERVAL": "0.5"}).start()
+    yield live
+    live.stop()
+
+
+def test_a_folder_copied_to_a_remote_with_its_progress_live(
+    browser, quick_stack, devcluster, owner, webdav, tmp_path, screenshot
+):
+    stack = quick_stack
+    devcluster.transfer_flags = "--bwlimit 1M"
+    devcluster.save()
+    account = ClusterAccount.for_user(devcluster, owner)
+    home = devcluster.work_dir_root("home", account.username)
+    folder = f"portal-xfer-{secrets.token_hex(3)}"
+    remote(
+        account,
+        [
+            "sh",
+            "-c",
+            f"set -e; mkdir -p {home}/{folder}/sub; cd {home}/{folder}; "
+            "head -c 5000000 /dev/urandom > model.pt; printf 'x' > sub/notes.txt",
+        ],
+    )
+    try:
+        page = sign_in(browser, stack, "owner", "owner-pass-123")
+        errors = page_errors(page)
+        page.goto(f"{stack.url}/remotes/")
+        page.locator("details", has_text="WebDAV server").locator("summary").click()
+        form = page.locator("form[data-add-remote=webdav]")
+        form.get_by_label("Name", exact=True).fill("labdav")
+        form.get_by_label("URL").fill(webdav.url)
+        form.get_by_label("User name").fill(webdav.user)
+        form.get_by_label("Password").fill(webdav.password)
+        form.get_by_role("button", name="Add").click()
+        page.locator("tr[data-remote=labdav]").wait_for()
+        assert webdav.password not in page.content()
+
+        page.goto(f"{stack.url}/files/{devcluster.name}/home/?path={folder}")
+        page.locator("a[data-transfer]").click()
+        page.get_by_label("Path on the remote").fill("from-cluster")
+        page.get_by_role("button", name="Start").click()
+        panel = page.locator("[data-transfer-panel]")
+        panel.wait_for()
+        # Progress moves on the page while rclone runs: some bytes, not all.
+        page.wait_for_function(
+            """() => { const p = document.querySelector('[data-transfer-panel]');
+                       const n = Number(p.dataset.bytes || 0);
+                       return p.dataset.state === 'running' && n > 0 && n < 5000001; }""",
+            timeout=60_000,
+        )
+        screenshot(page, "75-transfer-running")
+        page.wait_for_function(
+            "() => document.querySelector('[data-transfer-panel]').dataset.state === 'done'",
+            timeout=60_000,
+        )
+        assert "Copied 2 files" in panel.inner_text()
+        timeline = page.locator("[data-transfer-events] li").all_inner_texts()
+        assert len(timeline) == 3 and "Started on" in timeline[1]
+        screenshot(page, "76-transfer-done")
+
+        local = hashlib.sha256((webdav.root / "from-cluster" / "model.pt").read_bytes())
+        there = remote(account, ["sha256sum", f"{home}/{folder}/model.pt"]).split()[0]
+        assert local.hexdigest() == there
+        assert os.path.exists(webdav.root / "from-cluster" / "sub" / "notes.txt")
+        transfer = Transfer.objects.get(owner=owner)
+        assert transfer.state == Transfer.State.DONE
+        assert Notification.objects.filter(recipient=owner, event="transfer_done").count() == 1
+        page.goto(f"{stack.url}/notifications/")
+        assert "labdav:from-cluster" in page.content() and "finished" in page.content()
+        assert errors == []
+    finally:
+        remote(account, ["rm", "-rf", "--", f"{home}/{folder}"])
