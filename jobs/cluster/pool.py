@@ -50,7 +50,11 @@ def _evict_actions(account_pk: int) -> None:
         conn = _connections[slot][1]
         if conn.expired or not conn.is_open:  # an action's connection is not kept longer
             _connections.pop(slot)[1].close()
-    actions = [k for k in _connections if k[0] == account_pk and k[1]]
+    # The oldest first, never one another thread is using now (its work would be cut
+    # mid-way: it goes at a later eviction).
+    actions = [
+        k for k in _connections if k[0] == account_pk and k[1] and not _connections[k][1].in_use
+    ]
     for slot in actions[: max(0, len(actions) - ACTIONS_PER_ACCOUNT)]:
         _connections.pop(slot)[1].close()
 

@@ -140,3 +140,54 @@ def test_what_an_upload_may_not_do(place, settings):
     assert refused.status_code == 400 and "link" in refused.json()["error"]
     # Without the protocol's header: 412.
     assert client.head(location).status_code == 412
+
+
+def test_threads_sharing_one_connection_never_mix_their_bytes(place):
+    """A web process serves each request in a thread of its own, all on the person's one
+    pooled connection: parallel uploads, and a cancelled upload's thread still writing
+    while the resumed client asks for the offset. paramiko sends SFTP packets outside its
+    lock, so without the connection's own lock sftp-server took one thread's request as
+    another's data (found by tests/e2e/test_upload_big.py: an LSTAT packet inside a 2 GB
+    file)."""
+    import threading
+
+    from jobs.cluster import pool
+
+    _client, _url, folder, account = place
+    base = f"{home_of(account)}/{folder}"
+    blobs = {f"part{i}": bytes([i]) * 8 + os.urandom(3 * 1024 * 1024) for i in range(4)}
+    failures: list[BaseException] = []
+
+    def write(name: str, data: bytes) -> None:
+        def on(conn):
+            with conn.sftp_session() as sftp, sftp.open(f"{base}/{name}", "w") as handle:
+                handle.set_pipelined(True)
+                for at in range(0, len(data), 32768):
+                    handle.write(data[at : at + 32768])
+
+        try:
+            pool.with_connection(account, on, retry=False)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    def stat_once(conn):
+        with conn.sftp_session() as sftp:
+            return sftp.lstat(base)
+
+    def stat_often() -> None:
+        try:
+            for _ in range(200):
+                pool.with_connection(account, stat_once, retry=False)
+        except BaseException as exc:  # noqa: BLE001
+            failures.append(exc)
+
+    threads = [threading.Thread(target=write, args=item) for item in blobs.items()]
+    threads.append(threading.Thread(target=stat_often))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not failures, failures
+    sums = remote(account, ["sh", "-c", f"cd {base} && sha256sum part*"])
+    got = {line.split()[1]: line.split()[0] for line in sums.splitlines()}
+    assert got == {name: hashlib.sha256(data).hexdigest() for name, data in blobs.items()}

@@ -185,6 +185,8 @@ class _FakeConnection:
     def expired(self) -> bool:
         return self.expires_at is not None and time.time() >= self.expires_at - 10
 
+    in_use = False  # no other thread inside its SFTP session
+
     def close(self) -> None:
         self.closed = True
 
