@@ -145,6 +145,7 @@ def collection(request, cluster: str, root: str):
                 upload.overwrite,
             ),
             repeatable=False,
+            purpose=_purpose(place.root.key),
         )
     except Failure as exc:
         return _error(str(exc), exc.status)
@@ -155,6 +156,13 @@ def collection(request, cluster: str, root: str):
     if length == 0:
         _finish(place, upload)
     return _tus(response)
+
+
+def _purpose(root_key: str) -> str:
+    """What the certificate of an upload's SSH connection names: every request of every
+    upload of a person into one root shares that connection (a folder of thousands of
+    files is not thousands of logins); each request is still its own audit row."""
+    return f"file_upload into {root_key}"
 
 
 def _partial(sftp, top: str, upload: Upload) -> str:
@@ -180,6 +188,7 @@ def _finish(place: Place, upload: Upload) -> None:
         user=place.request.user,
         account=place.account,
         target=f"{place.root.key}:{paths.shown(upload.rel, 400)} (done)",
+        purpose=_purpose(place.root.key),
     ) as entry:
         digest = pool.with_connection(place.account, on, retry=False)
         entry.note(f"sha256 {digest}")
@@ -216,6 +225,7 @@ def item(request, cluster: str, root: str, upload_id: str):
                     audit.Action.FILE_LIST,
                     f"{upload.rel} (upload offset)",
                     lambda sftp, top: remote.partial_size(sftp, _partial(sftp, top, upload)),
+                    purpose=_purpose(place.root.key),
                 )
             except Failure as exc:
                 return _error(str(exc), exc.status)
@@ -233,6 +243,7 @@ def item(request, cluster: str, root: str, upload_id: str):
                     f"{upload.rel} (cancelled)",
                     lambda sftp, top: sftp.remove(_partial(sftp, top, upload)),
                     repeatable=False,
+                    purpose=_purpose(place.root.key),
                 )
             except Failure as exc:
                 if exc.status != 404:
@@ -266,6 +277,7 @@ def item(request, cluster: str, root: str, upload_id: str):
                 sftp, _partial(sftp, top, upload), offset, _pieces(request, length)
             ),
             repeatable=False,
+            purpose=_purpose(place.root.key),
         )
         if size == upload.length:
             _finish(place, upload)

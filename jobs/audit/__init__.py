@@ -84,6 +84,7 @@ def action(
     cluster=None,
     target: object = "",
     repeat_window: int = 0,
+    purpose: str = "",
 ) -> Iterator[Entry]:
     """Record the block as one action ``what`` (an ``AuditEvent.Action``) by ``user`` on
     ``account`` (a ClusterAccount; its cluster unless ``cluster`` is given). While it
@@ -92,10 +93,12 @@ def action(
     ``acting.key_id`` starts empty; afterwards the row takes the key id the connection
     set. An exception is recorded (refused for REFUSALS, else failed) and re-raised.
     With ``repeat_window`` (seconds) a success the same as one recorded that recently
-    adds no row (see FOLLOW_WINDOW)."""
+    adds no row (see FOLLOW_WINDOW). ``purpose``: what the certificate names instead of
+    the action and its target (the requests of one upload into a folder share one
+    connection, each still its own row)."""
     target_text = bounded(str(target), TARGET_MAX)
     entry = Entry()
-    purpose = acting.purpose.set(bounded(f"{what} {target_text}".strip(), 200))
+    purpose_token = acting.purpose.set(bounded(purpose or f"{what} {target_text}".strip(), 200))
     asked_by = user.get_username() if getattr(user, "is_authenticated", False) else ""
     requester = acting.requester.set(asked_by)
     key = acting.key_id.set("")
@@ -111,7 +114,7 @@ def action(
         used_key = acting.key_id.get()
         acting.key_id.reset(key)
         acting.requester.reset(requester)
-        acting.purpose.reset(purpose)
+        acting.purpose.reset(purpose_token)
         _write(what, user, account, cluster, target_text, used_key, entry, repeat_window)
 
 
