@@ -38,7 +38,27 @@ window.PortalUpload = (function () {
     const chunk = Number(panel.dataset.chunk);
     const existing = new Set(JSON.parse(document.getElementById("upload-existing").textContent));
     const list = panel.querySelector("[data-uploads]");
+    // At most AT_ONCE uploads run; the others wait in order (a folder of thousands of
+    // files is thousands of uploads: never all at once against the browser's and the
+    // portal's connections).
+    const AT_ONCE = 3;
+    const waiting = [];
     let running = 0;
+    let queued = 0;
+
+    function next() {
+      while (running < AT_ONCE && waiting.length) {
+        const begin = waiting.shift();
+        running += 1;
+        begin();
+      }
+    }
+
+    function over() {
+      running -= 1;
+      queued -= 1;
+      next();
+    }
 
     function send(file) {
       const relative = file.webkitRelativePath || "";
@@ -78,7 +98,7 @@ window.PortalUpload = (function () {
           ui.state.textContent = `Failed: ${text}`;
           ui.item.dataset.done = "failed";
           ui.toggle.hidden = true;
-          running -= 1;
+          over();
         },
         onSuccess() {
           ui.bar.value = 100;
@@ -88,7 +108,7 @@ window.PortalUpload = (function () {
           ui.item.dataset.done = "ok";
           ui.toggle.hidden = true;
           existing.add(top);
-          running -= 1;
+          over();
         },
       });
       ui.toggle.addEventListener("click", () => {
@@ -101,8 +121,13 @@ window.PortalUpload = (function () {
           ui.toggle.textContent = "Pause";
         }
       });
-      running += 1;
-      upload.start();
+      ui.state.textContent = "waiting";
+      queued += 1;
+      waiting.push(() => {
+        ui.state.textContent = "0 %";
+        upload.start();
+      });
+      next();
     }
 
     for (const input of panel.querySelectorAll("input[type=file]")) {
@@ -112,7 +137,7 @@ window.PortalUpload = (function () {
       });
     }
     window.addEventListener("beforeunload", (event) => {
-      if (running > 0) event.preventDefault();
+      if (queued > 0) event.preventDefault();
     });
   }
 
