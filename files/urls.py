@@ -1,8 +1,10 @@
 from django.urls import path
 
-from files import transfer_views, uploads, views
+from files import job_views, transfer_views, uploads, views
 
 urlpatterns = [
+    path("jobs/<int:pk>/files/", job_views.job_files, name="job-files"),
+    path("jobs/<int:pk>/files/download/", job_views.job_file_download, name="job-file-download"),
     path("transfers/", transfer_views.transfer_list, name="transfers"),
     path("transfers/<int:pk>/", transfer_views.transfer_detail, name="transfer-detail"),
     path("transfers/<int:pk>/status/", transfer_views.transfer_status, name="transfer-status"),

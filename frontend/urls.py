@@ -1,7 +1,7 @@
 from django.urls import path
 
 from frontend import compare, experiments, usage
-from frontend.views import account, files, jobs
+from frontend.views import account, jobs, logs
 from jobs.metrics import views as metrics
 
 urlpatterns = [
@@ -30,9 +30,7 @@ urlpatterns = [
     path("jobs/<int:pk>/keep-gpus/", jobs.job_keep_gpus, name="job-keep-gpus"),
     path("jobs/<int:pk>/annotations/", jobs.job_annotate, name="job-annotate"),
     path("jobs/<int:pk>/diff/", jobs.job_diff, name="job-diff"),
-    path("jobs/<int:pk>/logs/<str:stream>/", files.job_logs, name="job-logs"),
-    path("jobs/<int:pk>/files/", files.job_files, name="job-files"),
-    path("jobs/<int:pk>/files/download/", files.job_file_download, name="job-file-download"),
+    path("jobs/<int:pk>/logs/<str:stream>/", logs.job_logs, name="job-logs"),
     path("usage/", usage.usage_page, name="usage"),
     path("usage/idle-policy/", usage.idle_policy_page, name="idle-policy"),
     path("usage/efficiency/", usage.efficiency_page, name="efficiency"),

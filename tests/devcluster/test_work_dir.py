@@ -10,7 +10,8 @@ pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 
 MAKE_OUTPUTS = (
     "mkdir -p outputs/ckpt && seq 1 3000 > outputs/ckpt/model.txt && echo done > outputs/a.txt; "
-    "ln -s /etc/passwd outputs/passwd; ln -s /etc escape; mkfifo outputs/pipe"
+    "ln -s /etc/passwd outputs/passwd; ln -s /etc escape; mkfifo outputs/pipe; "
+    "touch \"outputs/$(printf 'bad\\nname\\033[31m')\""
 )
 
 
@@ -23,21 +24,27 @@ def test_the_owner_browses_and_downloads_outputs(client, owner, job, settings):
     client.force_login(owner)
     root = client.get(f"/jobs/{job.pk}/files/")
     assert root.status_code == 200
-    names = [e.name for e in root.context["entries"]]
+    names = [r["entry"].name for r in root.context["rows"]]
     assert {"outputs", "escape", "job.sh", "stdout.log"} <= set(names)
     # The portal's secrets are not shown, nor served, to anyone.
     assert not {".portal_secret", ".portal_metrics_token"} & set(names)
     assert client.get(f"/jobs/{job.pk}/files/download/?path=.portal_secret").status_code == 400
 
     outputs = client.get(f"/jobs/{job.pk}/files/?path=outputs")
-    kinds = {e.name: e.kind for e in outputs.context["entries"]}
+    kinds = {r["shown"]: r["entry"].kind for r in outputs.context["rows"]}
     assert kinds == {
         "ckpt": "dir",
         "a.txt": "file",
         "passwd": "a symbolic link",
         "pipe": "a FIFO",
+        "bad\\nname\\x1b[31m": "file",  # shown escaped: no newline, no escape in the page
     }
     assert "(a FIFO; not served)" in outputs.content.decode()
+    assert b"\x1b" not in outputs.content
+    # The owner's work directory is in their home: the file manager opens it too.
+    manager = outputs.context["manager"]
+    assert manager.startswith(f"/files/{job.cluster.name}/home/?path=.portal%2Fjobs%2F")
+    assert manager.endswith("%2Foutputs") and client.get(manager).status_code == 200
 
     settings.PORTAL_DOWNLOAD_CHUNK_BYTES = 4096  # 14 kB in several SFTP reads
     got = client.get(f"/jobs/{job.pk}/files/download/?path=outputs/ckpt/model.txt")

@@ -1,12 +1,17 @@
-"""What a job left on its cluster, read over SSH for the page: its log tail, and its
-work directory browsed and downloaded over SFTP (every read audited)."""
+"""A job's work directory on its page: browsed and downloaded over SFTP as the job's
+account, for whoever may see the job (jobs/access.py through ``get_job_for_user``: its
+owner, staff, its project's members). Links and FIFOs are shown for what they are and
+never followed, names are shown escaped, the portal's secrets are never listed or
+served, and every read is audited. A file downloads with HTTP ranges
+(files/streaming.py), like the file manager's."""
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, JsonResponse
 from django.shortcuts import render
+from django.urls import reverse
+from django.utils.http import urlencode
 
-from files import streaming
+from files import paths, roots, streaming
 from frontend.views.common import get_job_for_user
 from jobs import audit
 from jobs.cluster import files, pool, ssh
@@ -14,23 +19,8 @@ from jobs.text import quoted
 from portal.throttle import throttled
 
 
-@login_required
-@throttled("cluster-pages", json=True)
-def job_logs(request, pk: int, stream: str):
-    job = get_job_for_user(request, pk)
-    if stream not in files.LOG_STREAMS:
-        raise Http404("no such log")
-    try:
-        tail = audit.read_job_log(request.user, job, stream)
-    except ssh.ClusterError as exc:
-        return JsonResponse(
-            {"error": f"Could not read the log from {job.cluster.name}: {exc}"}, status=502
-        )
-    return JsonResponse({"text": tail.text, "size": tail.size, "truncated": tail.truncated})
-
-
 def _work_dir_failure(request, job, message: str, status: int):
-    return render(request, "frontend/job_files.html", {"job": job, "error": message}, status=status)
+    return render(request, "files/job_files.html", {"job": job, "error": message}, status=status)
 
 
 class _WorkDirFailure(Exception):
@@ -84,18 +74,43 @@ def job_files(request, pk: int):
         return _work_dir_failure(request, job, str(exc), 400)
     except _WorkDirFailure as exc:
         return _work_dir_failure(request, job, str(exc), exc.status)
-    crumbs = [("/".join(parts[: i + 1]), part) for i, part in enumerate(parts)]
+    here = "/".join(parts)
+    crumbs = [("/".join(parts[: i + 1]), paths.shown(part)) for i, part in enumerate(parts)]
+    rows = [
+        {"entry": e, "shown": paths.shown(e.name), "rel": f"{here}/{e.name}" if here else e.name}
+        for e in entries
+    ]
     return render(
         request,
-        "frontend/job_files.html",
+        "files/job_files.html",
         {
             "job": job,
-            "rel": "/".join(parts),
+            "rel": here,
             "crumbs": crumbs,
-            "entries": entries,
+            "rows": rows,
             "hidden": total - len(entries),
+            "manager": _in_file_manager(request.user, job, here),
         },
     )
+
+
+def _in_file_manager(user, job, rel: str) -> str:
+    """The file manager's address of this folder, for the job's owner when the work
+    directory lies in one of their roots there ("" otherwise: a colleague sees a job's
+    files here, through the project's rule, never through the file manager)."""
+    if job.owner_id != user.pk or not job.work_dir:
+        return ""
+    try:
+        account = roots.account_for(job.cluster, user)
+    except roots.NoAccess:
+        return ""
+    for root in roots.roots_of(job.cluster, account):
+        if root.read_only or not job.work_dir.startswith(f"{root.path}/"):
+            continue
+        inside = job.work_dir[len(root.path) + 1 :] + (f"/{rel}" if rel else "")
+        base = reverse("files-browse", args=[job.cluster.name, root.key])
+        return f"{base}?{urlencode({'path': inside})}"
+    return ""
 
 
 @login_required
