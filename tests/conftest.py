@@ -32,7 +32,12 @@ def pytest_addoption(parser):
 
 def part_of(item) -> str:
     uses_pool = item.get_closest_marker("condorpool") or "condorpool_info" in item.fixturenames
-    uses_slurm = item.get_closest_marker("devcluster") or "devcluster_info" in item.fixturenames
+    # The dev cluster's data-transfer node only (the file manager: no Slurm, and an sshd
+    # of its own that no Slurm test restarts): the other part.
+    files_only = "filecluster" in item.fixturenames and "devcluster" not in item.fixturenames
+    uses_slurm = not files_only and (
+        item.get_closest_marker("devcluster") or "devcluster_info" in item.fixturenames
+    )
     return "slurm" if uses_slurm and not uses_pool else "other"
 
 
@@ -248,6 +253,19 @@ def devcluster_info() -> dict:
 def devcluster(db, devcluster_info, owner, cancel_leftover_slurm_jobs):
     """The dev cluster registered in the test database, ``owner`` mapped to its first user."""
     return devcluster_mod.register(devcluster_info, {"owner": devcluster_info["default_user"]})
+
+
+@pytest.fixture
+def filecluster(db, devcluster_info, owner):
+    """The dev cluster as the file manager sees it: registered through its data-transfer
+    node's sshd (``dtn_ssh_port``), ``owner`` mapped to its second user. Tests that use
+    only files (no Slurm) run beside the Slurm part this way: the Slurm part restarts the
+    login node's sshd and ends the first user's sessions, never these."""
+    info = {**devcluster_info, "ssh_port": devcluster_info.get("dtn_ssh_port")}
+    if not info["ssh_port"]:
+        pytest.fail("cluster.json has no dtn_ssh_port: run `make devcluster` again")
+    second = next(u for u in devcluster_info["users"] if u != devcluster_info["default_user"])
+    return devcluster_mod.register(info, {"owner": second})
 
 
 @pytest.fixture

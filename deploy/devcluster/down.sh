@@ -24,5 +24,6 @@ stop slurmctld "$STATE/run/slurmctld.pid"
 stop slurmdbd "$STATE/run/slurmdbd.pid"
 stop mariadbd "$STATE/run/mariadbd.pid"  # only when up.sh started it
 stop sshd "$STATE/run/sshd.pid"
+stop "the data-transfer node's sshd" "$STATE/run/sshd-dtn.pid"
 stop munged "$STATE/run/munged.pid"
 echo "devcluster: down (state kept in $STATE)"

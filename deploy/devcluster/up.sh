@@ -12,6 +12,10 @@ set -euo pipefail
 
 STATE=${PORTAL_DEVCLUSTER_DIR:-/var/lib/portal-devcluster}
 SSH_PORT=${PORTAL_DEVCLUSTER_SSH_PORT:-2222}
+# A second sshd on the same machine, as a centre's data-transfer node beside its login
+# node: the same users and file systems, another SSH entry point. The file manager's
+# tests use it, so a test that restarts the login node's sshd never cuts them.
+DTN_SSH_PORT=${PORTAL_DEVCLUSTER_DTN_SSH_PORT:-$((SSH_PORT + 8))}
 CLUSTER_USER=${PORTAL_DEVCLUSTER_USER:-hpcuser}
 SECOND_USER=${PORTAL_DEVCLUSTER_USER2:-hpcuser2}
 # Two kinds of fake GPU, one per node, so that requests by capability and memory have
@@ -132,6 +136,18 @@ if ! alive "$STATE/run/sshd.pid"; then
 elif [ "$SSHD_CONFIG_BEFORE" != "$(cat "$STATE/sshd_config")" ]; then
     log "sshd_config changed; reloading sshd"  # (SIGHUP: open sessions carry on)
     kill -HUP "$(cat "$STATE/run/sshd.pid")"
+fi
+# The data-transfer node: the same configuration on its own port, pid file and log.
+DTN_CONFIG_BEFORE=$(cat "$STATE/sshd_dtn_config" 2>/dev/null || true)
+sed -e "s/^Port .*/Port $DTN_SSH_PORT/" -e "s#^PidFile .*#PidFile $STATE/run/sshd-dtn.pid#" \
+    "$STATE/sshd_config" > "$STATE/sshd_dtn_config"
+/usr/sbin/sshd -t -f "$STATE/sshd_dtn_config" || die "sshd rejects $STATE/sshd_dtn_config"
+if ! alive "$STATE/run/sshd-dtn.pid"; then
+    log "starting the data-transfer node's sshd on 127.0.0.1:$DTN_SSH_PORT"
+    /usr/sbin/sshd -f "$STATE/sshd_dtn_config" -E "$STATE/log/sshd-dtn.log" \
+        || die "the data-transfer node's sshd did not start: $(tail -1 "$STATE/log/sshd-dtn.log")"
+elif [ "$DTN_CONFIG_BEFORE" != "$(cat "$STATE/sshd_dtn_config")" ]; then
+    kill -HUP "$(cat "$STATE/run/sshd-dtn.pid")"
 fi
 
 # --- munge ------------------------------------------------------------------------------
@@ -440,13 +456,15 @@ else
 fi
 
 # --- what the portal needs to register the cluster ------------------------------------------------
-python3 - "$STATE" "$SSH_PORT" "$CLUSTER_USER" "$SECOND_USER" "${NODES[*]}" <<'EOF'
+python3 - "$STATE" "$SSH_PORT" "$CLUSTER_USER" "$SECOND_USER" "${NODES[*]}" "$DTN_SSH_PORT" <<'EOF'
 import json, sys
 state, port, user, user2 = sys.argv[1:5]
 info = {
     "name": "devcluster",
     "ssh_host": "127.0.0.1",
     "ssh_port": int(port),
+    # The data-transfer node's sshd (same host key, users and file systems).
+    "dtn_ssh_port": int(sys.argv[6]),
     "host_key": open(f"{state}/ssh_host_ed25519_key.pub").read().split(" ")[0:2],
     "users": {
         u: {"private_key_file": f"{state}/{u}_ed25519"} for u in (user, user2)
@@ -472,6 +490,6 @@ with open(f"{state}/cluster.json", "w") as fh:
     json.dump(info, fh, indent=2)
 EOF
 
-log "up: sshd 127.0.0.1:$SSH_PORT, users $CLUSTER_USER and $SECOND_USER, state in $STATE"
+log "up: sshd 127.0.0.1:$SSH_PORT (data-transfer node :$DTN_SSH_PORT), users $CLUSTER_USER and $SECOND_USER, state in $STATE"
 sinfo -o '%P %a %l %D %t %G'
 log "try: ssh -i $STATE/${CLUSTER_USER}_ed25519 -p $SSH_PORT $CLUSTER_USER@127.0.0.1 sinfo"

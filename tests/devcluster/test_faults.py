@@ -184,7 +184,8 @@ def test_every_job_reaches_its_true_final_state_under_faults(devcluster, owner, 
             cancelled.append(job_id)
         restart_daemon(STATE / "run" / "slurmctld.pid")
         restart_daemon(STATE / "run" / "sshd.pid")
-        subprocess.run(["pkill", "-f", "sshd: hpcuser"], capture_output=True)
+        # (the first user's sessions only: "hpcuser2", the file tests' user, is another)
+        subprocess.run(["pkill", "-f", "^sshd: hpcuser[@ ]"], capture_output=True)
         time.sleep(2)
         devcluster_up()
 

@@ -17,18 +17,18 @@ pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def chunked_stack(devcluster, tmp_path):
+def chunked_stack(filecluster, tmp_path):
     live = LiveStack(tmp_path, env={"PORTAL_UPLOAD_CHUNK_BYTES": str(1024 * 1024)}).start()
     yield live
     live.stop()
 
 
 def test_a_file_and_a_folder_upload_from_the_page_with_their_sha256(
-    browser, chunked_stack, devcluster, owner, tmp_path, screenshot
+    browser, chunked_stack, filecluster, owner, tmp_path, screenshot
 ):
     stack = chunked_stack
-    account = ClusterAccount.for_user(devcluster, owner)
-    home = devcluster.work_dir_root("home", account.username)
+    account = ClusterAccount.for_user(filecluster, owner)
+    home = filecluster.work_dir_root("home", account.username)
     folder = f"portal-upload-{secrets.token_hex(3)}"
     remote(account, ["mkdir", "-p", f"{home}/{folder}"])
     big = tmp_path / "weights.bin"
@@ -40,7 +40,7 @@ def test_a_file_and_a_folder_upload_from_the_page_with_their_sha256(
     try:
         page = sign_in(browser, stack, "owner", "owner-pass-123")
         errors = page_errors(page)
-        page.goto(f"{stack.url}/files/{devcluster.name}/home/?path={folder}")
+        page.goto(f"{stack.url}/files/{filecluster.name}/home/?path={folder}")
         page.locator("[data-upload-files]").set_input_files(str(big))
         done = page.locator("li.upload[data-done]")
         done.first.wait_for(timeout=120_000)

@@ -21,20 +21,20 @@ pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def quick_stack(devcluster, tmp_path):
+def quick_stack(filecluster, tmp_path):
     live = LiveStack(tmp_path, env={"PORTAL_TRANSFER_POLL_INTERVAL": "0.5"}).start()
     yield live
     live.stop()
 
 
 def test_a_folder_copied_to_a_remote_with_its_progress_live(
-    browser, quick_stack, devcluster, owner, webdav, tmp_path, screenshot
+    browser, quick_stack, filecluster, owner, webdav, tmp_path, screenshot
 ):
     stack = quick_stack
-    devcluster.transfer_flags = "--bwlimit 1M"
-    devcluster.save()
-    account = ClusterAccount.for_user(devcluster, owner)
-    home = devcluster.work_dir_root("home", account.username)
+    filecluster.transfer_flags = "--bwlimit 1M"
+    filecluster.save()
+    account = ClusterAccount.for_user(filecluster, owner)
+    home = filecluster.work_dir_root("home", account.username)
     folder = f"portal-xfer-{secrets.token_hex(3)}"
     remote(
         account,
@@ -59,7 +59,7 @@ def test_a_folder_copied_to_a_remote_with_its_progress_live(
         page.locator("tr[data-remote=labdav]").wait_for()
         assert webdav.password not in page.content()
 
-        page.goto(f"{stack.url}/files/{devcluster.name}/home/?path={folder}")
+        page.goto(f"{stack.url}/files/{filecluster.name}/home/?path={folder}")
         page.locator("a[data-transfer]").click()
         page.get_by_label("Path on the remote").fill("from-cluster")
         page.get_by_role("button", name="Start").click()

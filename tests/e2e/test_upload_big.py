@@ -57,17 +57,17 @@ def _peak_kib(master_pid: int) -> int:
 
 
 @pytest.fixture
-def stack(devcluster, tmp_path):
+def stack(filecluster, tmp_path):
     live = LiveStack(tmp_path).start()
     yield live
     live.stop()
 
 
 def test_a_2_gb_upload_cut_twice_resumes_with_flat_memory(
-    browser, stack, devcluster, owner, tmp_path, screenshot
+    browser, stack, filecluster, owner, tmp_path, screenshot
 ):
-    account = ClusterAccount.for_user(devcluster, owner)
-    home = devcluster.work_dir_root("home", account.username)
+    account = ClusterAccount.for_user(filecluster, owner)
+    home = filecluster.work_dir_root("home", account.username)
     folder = f"portal-big-{secrets.token_hex(3)}"
     remote(account, ["mkdir", "-p", f"{home}/{folder}"])
     big = tmp_path / "checkpoint.bin"
@@ -77,7 +77,7 @@ def test_a_2_gb_upload_cut_twice_resumes_with_flat_memory(
     try:
         page = sign_in(browser, stack, "owner", "owner-pass-123")
         errors = page_errors(page)
-        page.goto(f"{relay.url}/files/{devcluster.name}/home/?path={folder}")
+        page.goto(f"{relay.url}/files/{filecluster.name}/home/?path={folder}")
         sent_before = relay.bytes_up
         page.locator("[data-upload-files]").set_input_files(str(big))
         for share in (1 / 3, 2 / 3):
@@ -112,9 +112,9 @@ def test_a_2_gb_upload_cut_twice_resumes_with_flat_memory(
         print("DBG", home, folder, relay.cuts)
 
 
-def test_a_folder_of_1000_files(browser, stack, devcluster, owner, tmp_path):
-    account = ClusterAccount.for_user(devcluster, owner)
-    home = devcluster.work_dir_root("home", account.username)
+def test_a_folder_of_1000_files(browser, stack, filecluster, owner, tmp_path):
+    account = ClusterAccount.for_user(filecluster, owner)
+    home = filecluster.work_dir_root("home", account.username)
     folder = f"portal-many-{secrets.token_hex(3)}"
     remote(account, ["mkdir", "-p", f"{home}/{folder}"])
     tree = tmp_path / "samples"
@@ -125,7 +125,7 @@ def test_a_folder_of_1000_files(browser, stack, devcluster, owner, tmp_path):
     try:
         page = sign_in(browser, stack, "owner", "owner-pass-123")
         errors = page_errors(page)
-        page.goto(f"{stack.url}/files/{devcluster.name}/home/?path={folder}")
+        page.goto(f"{stack.url}/files/{filecluster.name}/home/?path={folder}")
         page.locator("[data-upload-folder]").set_input_files(str(tree))
         page.wait_for_function(
             "() => document.querySelectorAll('li.upload[data-done]').length === 1000",

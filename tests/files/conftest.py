@@ -10,10 +10,10 @@ from tests.devcluster.helpers import remote
 
 
 @pytest.fixture
-def place(devcluster, owner):
+def place(filecluster, owner):
     """(client signed in as owner, base URL of their home, the test folder's name, account)."""
-    account = ClusterAccount.for_user(devcluster, owner)
-    home = devcluster.work_dir_root("home", account.username)
+    account = ClusterAccount.for_user(filecluster, owner)
+    home = filecluster.work_dir_root("home", account.username)
     folder = f"portal-files-{secrets.token_hex(3)}"
     base = f"{home}/{folder}"
     script = (
@@ -28,7 +28,7 @@ def place(devcluster, owner):
     remote(account, ["sh", "-c", script])
     client = Client()
     client.force_login(owner)
-    yield client, f"/files/{devcluster.name}/home/", folder, account
+    yield client, f"/files/{filecluster.name}/home/", folder, account
     remote(account, ["rm", "-rf", "--", base])
 
 

@@ -174,30 +174,30 @@ def test_a_folder_downloads_as_a_zip_of_its_regular_files(place, settings):
 
 
 def test_a_projects_folder_is_offered_to_its_members_read_only_for_viewers(
-    place, devcluster, owner
+    place, filecluster, owner
 ):
     from projects.models import Membership, Project
 
     client, url, folder, account = place
-    home = devcluster.work_dir_root("home", account.username)
+    home = filecluster.work_dir_root("home", account.username)
     remote(account, ["mkdir", "-p", f"{home}/{folder}/proj/vision/data"])
-    devcluster.project_root = f"{home}/{folder}/proj/{{project}}"
-    devcluster.save()
+    filecluster.project_root = f"{home}/{folder}/proj/{{project}}"
+    filecluster.save()
     # The dev cluster's accounts (registered with it): the owner in vision only.
     vision, _ = Project.objects.update_or_create(
-        cluster=devcluster, name="vision", defaults={"default_role": "viewer"}
+        cluster=filecluster, name="vision", defaults={"default_role": "viewer"}
     )
-    Project.objects.get_or_create(cluster=devcluster, name="nlp")
+    Project.objects.get_or_create(cluster=filecluster, name="nlp")
     Membership.objects.create(project=vision, user=owner, cluster_user=account.username)
     index = client.get("/files/").content.decode()
     assert "Project vision" in index and "Project nlp" not in index
-    shared = f"/files/{devcluster.name}/project-vision/"
+    shared = f"/files/{filecluster.name}/project-vision/"
     page = client.get(shared)
     assert [r["shown"] for r in page.context["rows"]] == ["data"]
     assert b"data-read-only" in page.content and b"data-mkdir" not in page.content
     refused = client.post(shared + "mkdir/", {"path": "", "name": "mine"}, follow=True)
     assert b"read-only for you here" in refused.content
-    assert client.get(f"/files/{devcluster.name}/project-nlp/").status_code == 404
+    assert client.get(f"/files/{filecluster.name}/project-nlp/").status_code == 404
     Project.objects.filter(pk=vision.pk).update(default_role="member")
     made = client.post(shared + "mkdir/", {"path": "", "name": "mine"}, follow=True)
     assert b"Made the folder mine." in made.content

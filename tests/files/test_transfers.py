@@ -42,9 +42,9 @@ def _drive(transfer: Transfer, until_state=Transfer.ACTIVE, timeout=60) -> Trans
 
 
 @pytest.fixture
-def home_folder(devcluster, owner):
-    account = ClusterAccount.for_user(devcluster, owner)
-    home = devcluster.work_dir_root("home", account.username)
+def home_folder(filecluster, owner):
+    account = ClusterAccount.for_user(filecluster, owner)
+    home = filecluster.work_dir_root("home", account.username)
     folder = f"portal-xfer-{secrets.token_hex(3)}"
     remote(
         account,
@@ -65,7 +65,7 @@ def _digest(path) -> str:
 
 @pytest.mark.mail
 def test_a_folder_goes_to_a_webdav_remote_and_comes_back(
-    devcluster, owner, home_folder, webdav, mailbox
+    filecluster, owner, home_folder, webdav, mailbox
 ):
     account, home, folder = home_folder
     owner.email = mailbox_mod.address("owner-xfer")
@@ -77,7 +77,7 @@ def test_a_folder_goes_to_a_webdav_remote_and_comes_back(
     assert webdav.password not in dav.secret_encrypted
 
     out = transfers.ask(
-        owner, devcluster, dav, "to_remote", "home", f"{folder}/data", "incoming/run1"
+        owner, filecluster, dav, "to_remote", "home", f"{folder}/data", "incoming/run1"
     )
     done = _drive(out)
     assert done.state == Transfer.State.DONE, done.message
@@ -100,7 +100,7 @@ def test_a_folder_goes_to_a_webdav_remote_and_comes_back(
     assert "mydav:incoming/run1" in mail.get_content() and "finished" in mail.get_content()
 
     back = transfers.ask(
-        owner, devcluster, dav, "from_remote", "home", f"{folder}/back", "incoming"
+        owner, filecluster, dav, "from_remote", "home", f"{folder}/back", "incoming"
     )
     done = _drive(back)
     assert done.state == Transfer.State.DONE, done.message
@@ -108,30 +108,30 @@ def test_a_folder_goes_to_a_webdav_remote_and_comes_back(
     assert copied == on_cluster
 
 
-def test_a_wrong_password_fails_with_rclones_reason(devcluster, owner, home_folder, webdav):
+def test_a_wrong_password_fails_with_rclones_reason(filecluster, owner, home_folder, webdav):
     _account, _home, folder = home_folder
     dav = Remote(
         owner=owner, name="baddav", kind="webdav", options={"url": webdav.url, "user": webdav.user}
     )
     dav.set_secret("not-the-password")
     dav.save()
-    failed = _drive(transfers.ask(owner, devcluster, dav, "to_remote", "home", folder, "x"))
+    failed = _drive(transfers.ask(owner, filecluster, dav, "to_remote", "home", folder, "x"))
     assert failed.state == Transfer.State.FAILED
     assert "401" in failed.message or "Unauthorized" in failed.message, failed.message
     assert Notification.objects.filter(recipient=owner, event="transfer_failed").count() == 1
 
 
-def test_cancel_stops_rclone_on_the_cluster(devcluster, owner, home_folder, webdav):
+def test_cancel_stops_rclone_on_the_cluster(filecluster, owner, home_folder, webdav):
     account, home, folder = home_folder
     remote(account, ["sh", "-c", f"head -c 30000000 /dev/zero > {home}/{folder}/data/big.bin"])
-    devcluster.transfer_flags = "--bwlimit 2M"
-    devcluster.save()
+    filecluster.transfer_flags = "--bwlimit 2M"
+    filecluster.save()
     dav = Remote(
         owner=owner, name="slowdav", kind="webdav", options={"url": webdav.url, "user": webdav.user}
     )
     dav.set_secret(webdav.password)
     dav.save()
-    transfer = transfers.ask(owner, devcluster, dav, "to_remote", "home", f"{folder}/data", "slow")
+    transfer = transfers.ask(owner, filecluster, dav, "to_remote", "home", f"{folder}/data", "slow")
     transfer.refresh_from_db()
     transfers.start(transfer)
 
@@ -160,21 +160,21 @@ def test_cancel_stops_rclone_on_the_cluster(devcluster, owner, home_folder, webd
     assert AuditEvent.objects.filter(action="transfer_cancel", outcome="ok").count() == 1
 
 
-def test_a_transfer_stays_inside_the_roots(devcluster, owner, outsider, home_folder, webdav):
+def test_a_transfer_stays_inside_the_roots(filecluster, owner, outsider, home_folder, webdav):
     account, home, folder = home_folder
     remote(account, ["ln", "-s", "/etc", f"{home}/{folder}/etc-link"])
     dav = Remote.objects.create(owner=owner, name="d", kind="webdav", options={"url": webdav.url})
     with pytest.raises(transfers.Refused, match="inside"):
-        transfers.ask(owner, devcluster, dav, "to_remote", "home", "../x", "y")
+        transfers.ask(owner, filecluster, dav, "to_remote", "home", "../x", "y")
     with pytest.raises(transfers.Refused, match="'..'"):
-        transfers.ask(owner, devcluster, dav, "to_remote", "home", folder, "a/../../b")
+        transfers.ask(owner, filecluster, dav, "to_remote", "home", folder, "a/../../b")
     with pytest.raises(transfers.Refused, match="control"):
-        transfers.ask(owner, devcluster, dav, "from_remote", "home", "new\nline", "y")
+        transfers.ask(owner, filecluster, dav, "from_remote", "home", "new\nline", "y")
     with pytest.raises(transfers.Refused, match="no folder"):
-        transfers.ask(owner, devcluster, dav, "to_remote", "etc", "", "y")
+        transfers.ask(owner, filecluster, dav, "to_remote", "etc", "", "y")
     # Through a link: refused on the cluster before rclone starts.
     failed = _drive(
-        transfers.ask(owner, devcluster, dav, "to_remote", "home", f"{folder}/etc-link", "y")
+        transfers.ask(owner, filecluster, dav, "to_remote", "home", f"{folder}/etc-link", "y")
     )
     assert failed.state == Transfer.State.FAILED and "link" in failed.message
     # Someone else's remote is not theirs to use.
@@ -182,5 +182,5 @@ def test_a_transfer_stays_inside_the_roots(devcluster, owner, outsider, home_fol
         owner=outsider, name="theirs", kind="webdav", options={"url": webdav.url}
     )
     with pytest.raises(transfers.Refused, match="not one you can use"):
-        transfers.ask(owner, devcluster, theirs, "to_remote", "home", folder, "y")
+        transfers.ask(owner, filecluster, theirs, "to_remote", "home", folder, "y")
     assert not os.listdir(webdav.root)
