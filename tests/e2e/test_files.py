@@ -1,6 +1,7 @@
 """The file manager in Chromium, on the served stack and the dev cluster: a file and a
 folder uploaded from the page with the tus client in 1 MiB chunks, each file's sha256
-computed on the cluster shown on the page and equal to the local one."""
+computed on the cluster shown on the page and equal to the local one; then a rename, a
+move and a delete with its confirmation, each in the audit log."""
 
 import hashlib
 import os
@@ -8,7 +9,7 @@ import secrets
 
 import pytest
 
-from jobs.models import ClusterAccount
+from jobs.models import AuditEvent, ClusterAccount
 from tests.devcluster.helpers import remote
 from tests.e2e.pages import page_errors, sign_in
 from tests.livestack import LiveStack
@@ -65,6 +66,32 @@ def test_a_file_and_a_folder_upload_from_the_page_with_their_sha256(
         assert len(listing.split()) == 40
         sample = remote(account, ["cat", f"{home}/{folder}/dataset/part3/sample-7.txt"])
         assert sample == "sample 7\n" * 8
+
+        # Rename, move and delete (with its confirmation) from the page.
+        page.goto(f"{stack.url}/files/{filecluster.name}/home/?path={folder}")
+        row = page.locator("tr[data-name='weights.bin']")
+        row.locator("summary", has_text="Rename or move").click()
+        row.get_by_label("Name").fill("model.bin")
+        row.get_by_role("button", name="Move").click()
+        page.get_by_text("Moved to").wait_for()
+        row = page.locator("tr[data-name='model.bin']")
+        row.locator("summary", has_text="Rename or move").click()
+        row.get_by_label("Into folder").fill(f"{folder}/dataset")
+        row.get_by_role("button", name="Move").click()
+        page.get_by_text("Moved to").wait_for()
+        assert page.locator("tr[data-name='model.bin']").count() == 1  # now in dataset/
+        page.locator("tr[data-name='part0']").get_by_role("button", name="Delete…").click()
+        survey = page.locator("[data-survey]")
+        assert "10 files" in survey.inner_text() and "1 folder" in survey.inner_text()
+        page.locator("[data-confirm-delete]").click()
+        page.get_by_text("Deleted").wait_for()
+        assert page.locator("tr[data-name='part0']").count() == 0
+        left = remote(account, ["sh", "-c", f"cd {home}/{folder} && ls -A . dataset"])
+        assert "weights.bin" not in left and "model.bin" in left and "part0" not in left
+        done = AuditEvent.objects.filter(user=owner, outcome="ok")
+        assert done.filter(action="file_rename").count() == 2
+        assert done.filter(action="file_delete").count() == 1
+        assert done.filter(action="file_upload").count() >= 2 * 41  # a start and bytes each
         assert errors == []
     finally:
         remote(account, ["rm", "-rf", "--", f"{home}/{folder}"])
