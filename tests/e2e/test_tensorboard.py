@@ -36,7 +36,7 @@ def test_owner_opens_tensorboard_on_a_demo_jobs_runs_through_the_data_path(
         assert page.get_by_label("TensorBoard session").is_checked()
         training.refresh_from_db()
         folder = training.work_dir.split("/.portal/", 1)[1]
-        assert page.get_by_label("Folder").input_value() == f".portal/{folder}"
+        assert page.get_by_label("Folder", exact=True).input_value() == f".portal/{folder}"
         page.get_by_label("Partition").select_option(label="cpu")
         page.get_by_role("button", name="Launch").click()
         page.wait_for_url(f"{stack.url}/jobs/*/")
