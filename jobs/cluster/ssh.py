@@ -200,6 +200,9 @@ class Connection:
             sock = socket.create_connection((self.host, self.port), timeout=limit)
         except OSError as exc:
             raise ClusterUnreachable(f"Cannot reach {self.host}:{self.port}: {exc}") from None
+        # SFTP and commands are request and answer: with Nagle's algorithm a small request
+        # waits for the ACK of the last one, which the server delays (40 ms on Linux).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         transport = paramiko.Transport(sock)
         transport.banner_timeout = limit
         transport.handshake_timeout = limit
