@@ -406,7 +406,9 @@ def download_zip(request, cluster: str, root: str):
         ),
         settings.PORTAL_DOWNLOAD_CHUNK_BYTES,
     )
-    response = StreamingHttpResponse(body, content_type="application/zip")
+    response = StreamingHttpResponse(
+        streaming.for_server(request, body), content_type="application/zip"
+    )
     name = (parts[-1] if parts else place.root.key) + ".zip"
     response["Content-Disposition"] = content_disposition_header(True, name)
     return response

@@ -377,15 +377,19 @@ class Connection:
             select.select([channel], [], [], min(remaining, 0.5))
 
     @contextmanager
-    def sftp_session(self) -> Iterator[paramiko.SFTPClient]:
+    def sftp_session(self, *, own: bool = False) -> Iterator[paramiko.SFTPClient]:
         """The SFTP session for a few calls. Every call has the command timeout (a FIFO
         in a job's directory would otherwise block a read for ever); a timeout or a
         broken session closes the connection and raises ClusterUnreachable. Each call's
-        timeout is also capped by what is left of the task's deadline at the start."""
-        sftp = self.sftp()
+        timeout is also capped by what is left of the task's deadline at the start.
+        ``own``: a session of its own, closed after the block, for a transfer that lasts
+        (a download streamed at its client's pace) and must not share the connection's
+        session with another thread's calls meanwhile (paramiko's SFTPClient is not
+        thread-safe; its transport is)."""
         limit = deadline.cap(self.command_timeout)
         if limit <= 0:
             raise CommandTimedOut(f"No time left to read files on {self.host}.", seconds=0)
+        sftp = self._open_sftp() if own else self.sftp()
         channel = sftp.get_channel()
         if channel is not None:
             channel.settimeout(limit)
@@ -396,14 +400,21 @@ class Connection:
             raise ClusterUnreachable(
                 f"SFTP on {self.host} failed or timed out: {exc or type(exc).__name__}"
             ) from None
+        finally:
+            if own:
+                sftp.close()
 
     def sftp(self) -> paramiko.SFTPClient:
         """The connection's SFTP session, opened once and reused."""
-        transport = self._live_transport()
-        if self._sftp is not None:
+        if self._sftp is not None and self.is_open:
             channel = self._sftp.get_channel()
             if channel is not None and not channel.closed:
                 return self._sftp
+        self._sftp = self._open_sftp()
+        return self._sftp
+
+    def _open_sftp(self) -> paramiko.SFTPClient:
+        transport = self._live_transport()
         try:
             sftp = paramiko.SFTPClient.from_transport(transport)
             if sftp is None:  # the server refused the channel
@@ -414,7 +425,6 @@ class Connection:
         except (paramiko.SSHException, OSError, EOFError) as exc:
             self.close()
             raise ClusterUnreachable(f"SFTP to {self.host} failed: {exc}") from None
-        self._sftp = sftp
         counters["commands"] += 1
         return sftp
 
