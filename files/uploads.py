@@ -261,11 +261,12 @@ def item(request, cluster: str, root: str, upload_id: str):
     try:
         size = place.run(
             audit.Action.FILE_UPLOAD,
-            f"{upload.rel} (bytes {offset:,}+{length:,})",
+            f"{upload.rel} (bytes)",  # one target: the chunks share a connection
             lambda sftp, top: remote.write_at(
                 sftp, _partial(sftp, top, upload), offset, _pieces(request, length)
             ),
             repeatable=False,
+            note=f"bytes {offset:,}+{length:,}",
         )
         if size == upload.length:
             _finish(place, upload)

@@ -75,10 +75,20 @@ class Place:
         query = {k: v for k, v in query.items() if v not in ("", None)}
         return f"{base}?{urlencode(query)}" if query else base
 
-    def run(self, what: str, rel: str, operation: Callable[[Any, str], T], *, repeatable=True) -> T:
+    def run(
+        self,
+        what: str,
+        rel: str,
+        operation: Callable[[Any, str], T],
+        *,
+        repeatable=True,
+        note: str = "",
+    ) -> T:
         """``operation(sftp, root path)`` on the person's connection, audited as ``what``
         on ``rel``; what can go wrong becomes a Failure with the message and status to show.
-        A change (``repeatable=False``) is never run twice on a dropped connection."""
+        A change (``repeatable=False``) is never run twice on a dropped connection.
+        ``note``: the row's remark, for what differs between repeats of one action (the
+        pool keeps a connection per action and target: an upload's chunks share one)."""
 
         def on(conn: ssh.Connection) -> T:
             with conn.sftp_session() as sftp:
@@ -90,7 +100,8 @@ class Place:
                 user=self.request.user,
                 account=self.account,
                 target=f"{self.root.key}:{paths.shown(rel, 400) or '.'}",
-            ):
+            ) as entry:
+                entry.note(note)
                 return pool.with_connection(self.account, on, retry=repeatable)
         except remote.Conflict as exc:
             raise Failure(str(exc), 409) from None
