@@ -57,6 +57,7 @@ from django.core.management import call_command  # noqa: E402
 
 from bench.loadstack import LoadStack  # noqa: E402
 from devtools import devcluster  # noqa: E402
+from files.uploads import HASH  # noqa: E402
 from jobs.cluster import ssh  # noqa: E402
 from jobs.models import Cluster  # noqa: E402
 
@@ -289,7 +290,7 @@ def main() -> None:
     conn.run(["mkdir", "--", f"{home}/{folder}"])
 
     def cluster_sha256(rel: str) -> str:
-        return conn.run(["sha256sum", "--", f"{home}/{rel}"], timeout=600).stdout.split()[0]
+        return conn.run(["sh", "-c", HASH, "sh", f"{home}/{rel}"], timeout=600).stdout.split()[0]
 
     local = TMP / "random.bin"
     t = time.perf_counter()
