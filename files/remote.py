@@ -16,7 +16,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from paramiko.sftp import CMD_DATA, CMD_READ, CMD_STATUS, SFTP_EOF, int64
+from paramiko.sftp import (
+    CMD_DATA,
+    CMD_EXTENDED,
+    CMD_EXTENDED_REPLY,
+    CMD_READ,
+    CMD_STATUS,
+    SFTP_EOF,
+    int64,
+)
 
 from files.paths import BadPath, new_name
 from jobs.cluster import files
@@ -269,15 +277,40 @@ def partial_size(sftp, path: str) -> int:
     return attrs.st_size or 0
 
 
+WRITE_SIZE = 96 * 1024  # bytes per SFTP write where the server takes it (write_size)
+
+
+def write_size(sftp) -> int:
+    """How much one SFTP write of an upload carries: WRITE_SIZE where the server says it
+    takes that much (limits@openssh.com, OpenSSH 8.6 and later: 255 KiB), else the 32 KiB
+    every server takes (a message longer than a server's limit ends the session). Not
+    more: paramiko copies what is left of a message for each 32 KiB channel packet it
+    sends; 96 KiB took 20 % less of the web worker's CPU than 32 KiB, 255 KiB more."""
+    try:
+        kind, msg = sftp._request(CMD_EXTENDED, "limits@openssh.com")
+    except TimeoutError:
+        raise
+    except OSError:  # not a server that says (its status: unsupported)
+        return 32 * 1024
+    if kind != CMD_EXTENDED_REPLY:
+        return 32 * 1024
+    msg.get_int64()  # the longest message
+    msg.get_int64()  # the longest read
+    longest = msg.get_int64()  # (0: the server sets no limit)
+    return min(WRITE_SIZE, longest) if longest else WRITE_SIZE
+
+
 def write_at(sftp, path: str, offset: int, pieces) -> int:
     """Append ``pieces`` (an iterable of bytes) at ``offset``, which must be the partial
-    file's size on the cluster; each piece written as it arrives. Returns the new size."""
+    file's size on the cluster; each piece written as it arrives, in pipelined writes
+    (``write_size``). Returns the new size."""
     size = partial_size(sftp, path)
     if size != offset:
         raise Conflict(f"The upload is at byte {size:,}, not {offset:,}: ask for its offset.")
     with sftp.open(path, "r+") as handle:
         handle.seek(offset)
         handle.set_pipelined(True)
+        handle.MAX_REQUEST_SIZE = write_size(sftp)  # (paramiko's is 32 KiB for every file)
         for piece in pieces:
             handle.write(piece)
             size += len(piece)

@@ -1,14 +1,51 @@
-"""The parts of an upload that need no cluster: the digest read from what the cluster
-printed."""
+"""The parts of an upload that need no cluster: how much one SFTP write carries (what
+the server says it takes), and the digest read from what the cluster printed."""
 
 import hashlib
 import shutil
 import subprocess
 
 import pytest
+from paramiko import Message
 
-from files import uploads
+from files import remote, uploads
 from jobs.cluster import ssh
+
+
+class Server:
+    """An SFTP client's _request, answering limits@openssh.com as a server would."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def _request(self, kind, name):
+        assert name == "limits@openssh.com"
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        msg = Message()
+        for value in self.answer:
+            msg.add_int64(value)
+        msg.rewind()
+        return 201, msg
+
+
+@pytest.mark.parametrize(
+    "answer, size",
+    [
+        ((262144, 261120, 261120, 64), remote.WRITE_SIZE),  # OpenSSH 8.6 and later
+        ((65536, 65536, 40000, 64), 40000),  # a server that takes less
+        ((8192, 8192, 8192, 64), 8192),  # less than servers should: still what it says
+        ((0, 0, 0, 0), remote.WRITE_SIZE),  # no limits set
+        (OSError("Operation unsupported"), 32 * 1024),  # no limits: what every server takes
+    ],
+)
+def test_an_upload_writes_as_much_at_once_as_the_server_says_it_takes(answer, size):
+    assert remote.write_size(Server(answer)) == size
+
+
+def test_a_timeout_asking_the_limits_is_not_taken_for_no_answer():
+    with pytest.raises(TimeoutError):
+        remote.write_size(Server(TimeoutError()))
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,9 @@ import os
 import pytest
 from django.test import Client
 
+from files import remote as sftp_ops
 from files.models import Upload
-from jobs.cluster import ssh
+from jobs.cluster import pool, ssh
 from jobs.models import AuditEvent
 from tests import factories
 from tests.devcluster.helpers import remote
@@ -108,6 +109,16 @@ def test_an_uploads_chunks_share_one_connection_and_each_is_audited(place, setti
     assert sorted(rows.values_list("message", flat=True)) == [
         f"bytes {at:,}+1,048,576" for at in range(0, 4 * 1024 * 1024, 1024 * 1024)
     ]
+
+
+def test_the_dev_clusters_sshd_takes_bigger_writes(place):
+    _, _, _, account = place
+
+    def size(conn):
+        with conn.sftp_session() as sftp:
+            return sftp_ops.write_size(sftp)
+
+    assert pool.with_connection(account, size) == sftp_ops.WRITE_SIZE  # OpenSSH 9.2
 
 
 def test_what_an_upload_may_not_do(place, settings):
