@@ -178,6 +178,7 @@ endif
 	@$(DEMO_ENV) $(PY) bench/proxy_ws.py
 	@$(DEMO_ENV) $(PY) bench/metrics.py
 	@$(DEMO_ENV) $(PY) bench/compare.py
+	@$(DEMO_ENV) $(PY) bench/files_transfer.py
 	@$(PY) bench/sweeps.py
 
 # A centre's busiest day (#35): PostgreSQL database portal_load seeded by seed_load at

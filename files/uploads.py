@@ -43,6 +43,9 @@ VERSION = "1.0.0"
 METADATA_MAX = 8192
 HASH_TIMEOUT = 600.0
 PIECE = 1024 * 1024
+# OpenSSL's SHA-256 uses the CPU's SHA extensions: 1 GiB in 1.0 s here, against 3.8 s for
+# coreutils' sha256sum, which stays the fallback where a cluster has no (recent) openssl.
+HASH = 'openssl dgst -sha256 -r -- "$1" 2>/dev/null || sha256sum -- "$1"'
 
 
 def _tus(response: HttpResponse) -> HttpResponse:
@@ -171,13 +174,22 @@ def _partial(sftp, top: str, upload: Upload) -> str:
     return remote.walk(sftp, top, [*paths.parts_of(upload.folder), upload.partial_name])
 
 
+def _digest(out: str) -> str:
+    """The hex digest in what HASH printed: openssl's "<hex> *<path>", or sha256sum's
+    "<hex>  <path>" ("\\<hex>  ..." when the name needed escaping)."""
+    digest = out.lstrip("\\").split(maxsplit=1)[0] if out.strip() else ""
+    if not re.fullmatch(r"[0-9a-f]{64}", digest):
+        raise ssh.ClusterError(f"The cluster's SHA-256 of the upload is not one: {out[:200]!r}")
+    return digest
+
+
 def _finish(place: Place, upload: Upload) -> None:
     """The last byte arrived: its sha256 on the cluster, then the rename onto the target."""
 
     def on(conn: ssh.Connection) -> str:
         with conn.sftp_session() as sftp:
             partial = _partial(sftp, place.root.path, upload)
-        digest = conn.run(["sha256sum", "--", partial], timeout=HASH_TIMEOUT).stdout.split()[0]
+        digest = _digest(conn.run(["sh", "-c", HASH, "sh", partial], timeout=HASH_TIMEOUT).stdout)
         target = f"{partial.rsplit('/', 1)[0]}/{upload.name}"
         with conn.sftp_session() as sftp:
             remote.finish_upload(sftp, partial, target, upload.overwrite)
@@ -272,12 +284,13 @@ def item(request, cluster: str, root: str, upload_id: str):
     try:
         size = place.run(
             audit.Action.FILE_UPLOAD,
-            f"{upload.rel} (bytes {offset:,}+{length:,})",
+            f"{upload.rel} (bytes)",  # one target: the chunks share a connection
             lambda sftp, top: remote.write_at(
                 sftp, _partial(sftp, top, upload), offset, _pieces(request, length)
             ),
             repeatable=False,
             purpose=_purpose(place.root.key),
+            note=f"bytes {offset:,}+{length:,}",
         )
         if size == upload.length:
             _finish(place, upload)

@@ -83,11 +83,13 @@ class Place:
         *,
         repeatable=True,
         purpose: str = "",
+        note: str = "",
     ) -> T:
         """``operation(sftp, root path)`` on the person's connection, audited as ``what``
         on ``rel``; what can go wrong becomes a Failure with the message and status to show.
         A change (``repeatable=False``) is never run twice on a dropped connection.
-        ``purpose``: see jobs.audit.action (the connection it runs on)."""
+        ``purpose``: see jobs.audit.action (the connection it runs on). ``note``: the
+        row's remark (an upload's byte range)."""
 
         def on(conn: ssh.Connection) -> T:
             with conn.sftp_session() as sftp:
@@ -100,7 +102,9 @@ class Place:
                 account=self.account,
                 target=f"{self.root.key}:{paths.shown(rel, 400) or '.'}",
                 purpose=purpose,
-            ):
+            ) as entry:
+                if note:
+                    entry.note(note)
                 return pool.with_connection(self.account, on, retry=repeatable)
         except remote.Conflict as exc:
             raise Failure(str(exc), 409) from None
@@ -429,7 +433,9 @@ def download_zip(request, cluster: str, root: str):
         ),
         settings.PORTAL_DOWNLOAD_CHUNK_BYTES,
     )
-    response = StreamingHttpResponse(body, content_type="application/zip")
+    response = StreamingHttpResponse(
+        streaming.for_server(request, body), content_type="application/zip"
+    )
     name = (parts[-1] if parts else place.root.key) + ".zip"
     response["Content-Disposition"] = content_disposition_header(True, name)
     return response

@@ -6,6 +6,7 @@ import hashlib
 
 import pytest
 
+from files import remote as sftp_ops
 from jobs.models import AuditEvent
 from tests.devcluster.helpers import remote
 
@@ -68,6 +69,21 @@ def test_a_download_resumes_where_it_broke(place):
     )
     assert beyond.status_code == 416 and beyond["Content-Range"] == "bytes */3000000"
     del expected
+
+
+def test_a_download_asks_for_more_than_a_server_answers_at_once(place, monkeypatch):
+    """Reads larger than OpenSSH's sftp-server answers (255 KiB): each short answer is
+    followed by a read for the rest, and smaller reads from then on."""
+    client, url, folder, account = place
+    monkeypatch.setattr(sftp_ops, "READ_SIZE", 1024 * 1024)
+    monkeypatch.setattr(sftp_ops, "READS_AHEAD", 3)
+    whole = client.get(url + "download/", {"path": f"{folder}/big.bin"})
+    body = b"".join(whole.streaming_content)
+    assert hashlib.sha256(body).hexdigest() == sha256_on_cluster(account, folder, "big.bin")
+    part = client.get(
+        url + "download/", {"path": f"{folder}/big.bin"}, HTTP_RANGE="bytes=1000001-2345678"
+    )
+    assert b"".join(part.streaming_content) == body[1000001:2345679]
 
 
 def sha256_on_cluster(account, folder: str, name: str) -> str:

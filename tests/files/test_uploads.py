@@ -10,7 +10,9 @@ import os
 import pytest
 from django.test import Client
 
+from files import remote as sftp_ops
 from files.models import Upload
+from jobs.cluster import pool, ssh
 from jobs.models import AuditEvent
 from tests import factories
 from tests.devcluster.helpers import remote
@@ -90,6 +92,34 @@ def test_an_upload_cut_twice_continues_from_the_clusters_offset(place, settings)
     assert upload.finished_at and upload.sha256 == digest
     rows = AuditEvent.objects.filter(action="file_upload").values_list("target", "message")
     assert any("(done)" in t and m == f"sha256 {digest}" for t, m in rows)
+
+
+def test_an_uploads_chunks_share_one_connection_and_each_is_audited(place, settings):
+    client, url, folder, account = place
+    settings.PORTAL_UPLOAD_CHUNK_BYTES = 1024 * 1024
+    data = os.urandom(4 * 1024 * 1024)
+    location = start(client, url, len(data), filename="chunks.bin", path=folder)["Location"]
+    before = ssh.counters["connections"]
+    for at in range(0, 3 * 1024 * 1024, 1024 * 1024):  # all but the last (it hashes)
+        assert patch(client, location, at, data[at : at + 1024 * 1024]).status_code == 204
+    # Not one per chunk: the start's connection carries them (one purpose per root).
+    assert ssh.counters["connections"] - before == 0
+    last = patch(client, location, 3 * 1024 * 1024, data[3 * 1024 * 1024 :])
+    assert last["Upload-Sha256"] == hashlib.sha256(data).hexdigest()
+    rows = AuditEvent.objects.filter(action="file_upload", target__endswith="(bytes)")
+    assert sorted(rows.values_list("message", flat=True)) == [
+        f"bytes {at:,}+1,048,576" for at in range(0, 4 * 1024 * 1024, 1024 * 1024)
+    ]
+
+
+def test_the_dev_clusters_sshd_takes_bigger_writes(place):
+    _, _, _, account = place
+
+    def size(conn):
+        with conn.sftp_session() as sftp:
+            return sftp_ops.write_size(sftp)
+
+    assert pool.with_connection(account, size) == sftp_ops.WRITE_SIZE  # OpenSSH 9.2
 
 
 def test_what_an_upload_may_not_do(place, settings):
