@@ -24,6 +24,8 @@ from urllib.parse import urlsplit
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
+from jobs.text import plain_line
+
 # rclone's fs/config/obscure: the fixed key of ``rclone obscure``.
 _OBSCURE_KEY = bytes.fromhex("9c935b48730a554d6bfd7c63c886a92bd390198eb8128afbf4de162b8b95f638")
 
@@ -346,10 +348,13 @@ class Progress:
 
 
 def _text(value, limit: int = 300) -> str:
+    """A string from rclone's log as one plain bounded line: terminal escapes and control
+    characters removed as for a job's own output (jobs.text.plain_line), what is left of
+    format characters and line breaks made spaces."""
     if not isinstance(value, str):
         return ""
     cleaned = "".join(
-        " " if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c for c in value
+        " " if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c for c in plain_line(value)
     )
     cleaned = " ".join(cleaned.split())
     return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"

@@ -9,6 +9,8 @@ from urllib.parse import unquote
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_slug
 from django.db import IntegrityError
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -34,8 +36,12 @@ def remotes(request):
         try:
             if kind is None:
                 raise rclone.BadRemote("Choose a kind of remote.")
-            if not name or not all(c.isalnum() or c in "-_" for c in name) or len(name) > 64:
-                raise rclone.BadRemote("A name is letters, digits, '-' and '_' (at most 64).")
+            try:
+                validate_slug(name)
+            except ValidationError:
+                raise rclone.BadRemote("A name is letters, digits, '-' and '_'.") from None
+            if len(name) > 64:  # Remote.name's max_length
+                raise rclone.BadRemote("A name is at most 64 characters.")
             options = {
                 option.name: request.POST.get(f"{kind_key}-{option.name}", "")
                 for option in kind.options

@@ -20,6 +20,7 @@ import stat
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 from django.utils import timezone
 
@@ -305,7 +306,7 @@ def _ended(transfer: Transfer, account, seen: Look) -> None:
     status = seen.status
     p = seen.progress
     if status == 0:
-        text = f"Copied {p.files:,} files, {_size(p.bytes)}"
+        text = f"Copied {p.files:,} files, {filesizeformat(p.bytes)}"
         if p.elapsed:
             text += f" in {p.elapsed:.0f} s"
         _finish(transfer, account, Transfer.State.DONE, text + ".", status)
@@ -314,7 +315,7 @@ def _ended(transfer: Transfer, account, seen: Look) -> None:
             transfer,
             account,
             Transfer.State.CANCELLED,
-            f"Cancelled after {p.files:,} files, {_size(p.bytes)}.",
+            f"Cancelled after {p.files:,} files, {filesizeformat(p.bytes)}.",
             status,
         )
     else:
@@ -327,14 +328,6 @@ def _ended(transfer: Transfer, account, seen: Look) -> None:
             f"{text[:1].upper()}{text[1:]}" + (f": {reason}" if reason else "."),
             status,
         )
-
-
-def _size(n: int) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:,} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n = n / 1024  # type: ignore[assignment]
-    return ""
 
 
 def _finish(transfer: Transfer, account, state: str, message: str, status=None) -> None:
