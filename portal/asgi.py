@@ -2,12 +2,17 @@
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 # Django must be set up before anything imports models (consumers do).
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)  # (as django.core.asgi.get_asgi_application)
+
+from portal.streamed_body import StreamedBodyHandler  # noqa: E402
+
+# Django's handler, with upload chunks streamed to their view (portal/streamed_body.py).
+django_asgi_app = StreamedBodyHandler()
 
 from django.conf import settings  # noqa: E402
 from django.core.exceptions import ImproperlyConfigured  # noqa: E402
