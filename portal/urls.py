@@ -24,6 +24,7 @@ urlpatterns = [
     path("sessions/", include("proxy.urls")),
     path("api/v1/", include("proxy.api_urls")),
     path("api/v1/", include("jobs.api.urls")),
+    path("api/v1/", include("files.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("jobs.notifications.urls")),

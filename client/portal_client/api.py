@@ -228,11 +228,24 @@ class Client:
     def experiment(self, experiment_id: int, tail: str = "", method: str = "GET", **kwargs):
         return self._one("experiment", method, experiment_id, tail, **kwargs)
 
+    # --- transfers (files/api.py) -----------------------------------------------------
+    def remotes(self) -> list[dict]:
+        return self.request("GET", "remotes/")
+
+    def transfers(self) -> dict:
+        return self.request("GET", "transfers/")
+
+    def start_transfer(self, **fields) -> dict:
+        return self.request("POST", "transfers/", body=fields)
+
+    def transfer(self, transfer_id: int, tail: str = "", method: str = "GET", **kwargs):
+        return self._one("transfer", method, transfer_id, tail, **kwargs)
+
     def _job_request(self, method: str, job_id: int, tail: str, **kwargs):
         return self._one("job", method, job_id, tail, **kwargs)
 
     def _one(self, noun: str, method: str, item_id: int, tail: str, **kwargs):
-        """A request about one job or experiment; a 404 says which one is missing."""
+        """A request about one job, experiment or transfer; a 404 says which is missing."""
         try:
             return self.request(method, f"{noun}s/{int(item_id)}/{tail}", **kwargs)
         except PortalError as exc:

@@ -94,3 +94,48 @@ def test_a_folder_copied_to_a_remote_with_its_progress_live(
         assert errors == []
     finally:
         remote(account, ["rm", "-rf", "--", f"{home}/{folder}"])
+
+
+def test_the_cli_copies_a_folder_and_follows_it_to_its_end(
+    quick_stack, filecluster, owner, webdav, tmp_path
+):
+    """`portal transfer start CLUSTER home:FOLDER NAME:PATH --wait` on the served stack:
+    the copy runs on the cluster, the command follows it and exits 0 when it is done."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from files.models import Remote
+    from jobs.models import ApiToken
+
+    account = ClusterAccount.for_user(filecluster, owner)
+    home = filecluster.work_dir_root("home", account.username)
+    folder = f"portal-xfer-cli-{secrets.token_hex(3)}"
+    remote(account, ["sh", "-c", f"mkdir -p {home}/{folder} && echo hi > {home}/{folder}/a.txt"])
+    dav = Remote(owner=owner, name="clidav", kind="webdav")
+    dav.options = {"url": webdav.url, "user": webdav.user, "vendor": "other"}
+    dav.set_secret(webdav.password)
+    dav.save()
+    _, token = ApiToken.issue(owner, "cli")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PORTAL_URL": quick_stack.url}
+    env["PORTAL_TOKEN"] = token
+    portal = str(Path(sys.executable).parent / "portal")
+
+    def run(*argv):
+        return subprocess.run([portal, *argv], env=env, capture_output=True, text=True, timeout=120)
+
+    try:
+        listed = run("remotes")
+        assert listed.returncode == 0 and "clidav" in listed.stdout, listed.stderr
+        done = run("transfer", "start", filecluster.name, f"home:{folder}", "clidav:cli", "-w")
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        assert "done. Copied 1 file" in done.stdout
+        assert (webdav.root / "cli" / "a.txt").read_text() == "hi\n"
+        pk = Transfer.objects.get(owner=owner).pk
+        shown = run("transfer", "show", str(pk))
+        assert "Started on" in shown.stdout and f"home:{folder}" in shown.stdout
+        assert str(pk) in run("transfer", "list").stdout
+        missing = run("transfer", "cancel", "999999")
+        assert missing.returncode != 0 and "No transfer 999999" in missing.stderr
+    finally:
+        remote(account, ["rm", "-rf", "--", f"{home}/{folder}"])

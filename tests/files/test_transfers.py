@@ -184,3 +184,77 @@ def test_a_transfer_stays_inside_the_roots(filecluster, owner, outsider, home_fo
     with pytest.raises(transfers.Refused, match="not one you can use"):
         transfers.ask(owner, filecluster, theirs, "to_remote", "home", folder, "y")
     assert not os.listdir(webdav.root)
+
+
+def test_the_api_starts_follows_and_cancels_a_persons_own_transfers(
+    filecluster, owner, outsider, home_folder, webdav
+):
+    """/api/v1/transfers/ (what `curl` or a script uses): a real copy to the WebDAV remote
+    started and followed through the API; another person sees none of it; names no one
+    has, roots no one has and paths out of a root are refused before anything starts."""
+    from tests.factories import api_client
+
+    account, home, folder = home_folder
+    dav = Remote(owner=owner, name="apidav", kind="webdav")
+    dav.options = {"url": webdav.url, "user": webdav.user, "vendor": "other"}
+    dav.set_secret(webdav.password)
+    dav.save()
+    api = api_client(owner)
+
+    listed = api.get("/api/v1/remotes/").json()
+    assert listed == [{"name": "apidav", "kind": "webdav", "site": False, "cluster": None}]
+    asked = {
+        "cluster": filecluster.name,
+        "root": "home",
+        "path": f"{folder}/data",
+        "remote": "apidav",
+        "remote_path": "from-api",
+        "direction": "to_remote",
+    }
+    made = api.post("/api/v1/transfers/", asked, format="json")
+    assert made.status_code == 201, made.content
+    pk = made.json()["id"]
+    assert made.json()["what"] == f"copy home:{folder}/data to apidav:from-api"
+    transfer = Transfer.objects.get(pk=pk)  # started by the task (eager here)
+    assert transfer.state_dir, transfer.message
+
+    def over():
+        transfers.poll(transfer)
+        shown = api.get(f"/api/v1/transfers/{pk}/").json()
+        return shown["final"] and shown
+
+    shown = until(over, 60, "the transfer's end through the API")
+    assert shown["state"] == "done" and shown["percent"] == 100, shown
+    assert (shown["files"], shown["bytes"]) == (2, 3_000_002)
+    assert shown["events"][0]["text"].startswith("Asked for:")
+    assert (webdav.root / "from-api" / "sub" / "a b.txt").read_text() == "x\n"
+    assert api.get("/api/v1/transfers/").json()["results"][0]["id"] == pk
+
+    # Another person: not listed, not found, not cancellable; and not their remote.
+    theirs = api_client(outsider)
+    assert theirs.get("/api/v1/transfers/").json()["results"] == []
+    assert theirs.get(f"/api/v1/transfers/{pk}/").status_code == 404
+    assert theirs.post(f"/api/v1/transfers/{pk}/cancel/").status_code == 404
+    assert theirs.get("/api/v1/remotes/").json() == []
+    refused = theirs.post("/api/v1/transfers/", asked, format="json")
+    assert refused.status_code in (400, 404) and Transfer.objects.count() == 1
+
+    # Refused with a sentence, nothing started.
+    for change, status, words in [
+        ({"remote": "nosuch"}, 400, "has that name"),
+        ({"path": "../x"}, 400, "inside"),
+        ({"root": "etc"}, 404, "no folder"),
+        ({"direction": "sideways"}, 400, "valid choice"),
+    ]:
+        answer = api.post("/api/v1/transfers/", {**asked, **change}, format="json")
+        assert answer.status_code == status and words in answer.content.decode(), answer.content
+    assert Transfer.objects.count() == 1
+    # A read-only token cannot start one.
+    reader = api_client(owner, "r", scopes="read")
+    assert reader.post("/api/v1/transfers/", asked, format="json").status_code == 403
+
+    # Cancel through the API (a queued one ends at once; a done one stays done).
+    assert api.post(f"/api/v1/transfers/{pk}/cancel/").json()["state"] == "done"
+    queued = transfers.ask(owner, filecluster, dav, "to_remote", "home", folder, "later")
+    cancelled = api.post(f"/api/v1/transfers/{queued.pk}/cancel/").json()
+    assert cancelled["state"] == "cancelled" and cancelled["final"]
