@@ -845,6 +845,12 @@ def cmd_login(args, out: Output) -> int:
 # --- argument parsing ------------------------------------------------------------------
 
 
+def _follow_flags(parser: argparse.ArgumentParser, interval: float) -> None:
+    """--wait (follow it to its end), looking every ``interval`` seconds."""
+    parser.add_argument("--wait", "-w", action="store_true", help="follow it to its end")
+    parser.add_argument("--interval", type=float, default=interval, help=argparse.SUPPRESS)
+
+
 def job_id(text: str) -> int:
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"{text!r} is not a job id (a number, see `portal jobs`)")
@@ -1072,8 +1078,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweeps = sweep.add_subparsers(dest="sweep_cmd", metavar="ACTION", required=True)
     create = sweeps.add_parser("create", help="start an experiment from a YAML or JSON spec")
     create.add_argument("spec", help="the spec file (YAML or JSON)")
-    create.add_argument("--wait", "-w", action="store_true", help="follow it to its end")
-    create.add_argument("--interval", type=float, default=5, help=argparse.SUPPRESS)
+    _follow_flags(create, interval=5)
     create.set_defaults(run=cmd_sweep_create)
     sweeps.add_parser("list", help="your experiments").set_defaults(run=cmd_sweep_list)
     for name, run, text in (
@@ -1104,8 +1109,7 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("folder", help="ROOT:PATH on the cluster")
     start.add_argument("remote", help="NAME:PATH on the remote")
     start.add_argument("--fetch", action="store_true", help="copy REMOTE into FOLDER instead")
-    start.add_argument("--wait", "-w", action="store_true", help="follow it to its end")
-    start.add_argument("--interval", type=float, default=2, help=argparse.SUPPRESS)
+    _follow_flags(start, interval=2)
     start.set_defaults(run=cmd_transfer_start)
     transfer_actions.add_parser("list", help="your transfers").set_defaults(run=cmd_transfer_list)
     for name, run, text in (
@@ -1115,8 +1119,7 @@ def build_parser() -> argparse.ArgumentParser:
         one = transfer_actions.add_parser(name, help=text)
         one.add_argument("id", type=job_id)
         if name == "show":
-            one.add_argument("--wait", "-w", action="store_true", help="follow it to its end")
-            one.add_argument("--interval", type=float, default=2, help=argparse.SUPPRESS)
+            _follow_flags(one, interval=2)
         one.set_defaults(run=run)
 
     login = commands.add_parser("login", help="check and save the portal address and token")
