@@ -43,7 +43,23 @@ _portal_cleanup() {
         rm -rf -- "$$_portal_staged"
     fi
 }
-trap '_portal_cleanup; exit 143' TERM INT
+# Cancelled, or at its time limit (TERM; the scheduler's KILL follows after its grace,
+# Slurm's KillWait): the command is stopped, then the outputs staged on the node come
+# back as after any end (what the grace leaves time for), then the node's copy goes.
+_portal_stopped() {
+    trap - TERM INT
+    [ -n "$$_portal_child" ] && kill -TERM "$$_portal_child" 2>/dev/null
+    wait 2>/dev/null
+    _portal_child=
+    if [ -n "$$_portal_staged" ] && [ -e "$$_portal_staged" ]; then
+        echo "portal: stopped (TERM): copying the outputs back before the node is released"
+        _portal_status=143
+        _portal_stage_out
+    fi
+    _portal_cleanup
+    exit 143
+}
+trap _portal_stopped TERM INT
 trap _portal_cleanup EXIT
 # Waits for the payload's process; a trapped signal (a resumable job's checkpoint
 # warning) interrupts `wait`, which then waits again. Sets _portal_status.

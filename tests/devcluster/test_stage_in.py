@@ -151,3 +151,33 @@ def test_a_folder_that_changes_during_the_copy_fails_the_job_before_the_command(
         account, ["sh", "-c", 'test -e "$1/ran" && echo ran || echo no', "sh", job.work_dir]
     )
     assert ran.strip() == "no"
+
+
+def test_a_cancelled_job_still_gets_its_outputs_back_from_the_node(devcluster, owner, place):
+    """scancel (as a person's cancel, or the time limit, sends): the command is stopped,
+    the outputs it left on the node's scratch come back, the node's copy goes."""
+    account, home, folder = place
+    job = launched(
+        owner,
+        devcluster,
+        'echo trained > "$PORTAL_STAGED_DIR/model.pt"; '
+        'echo "$PORTAL_STAGED_DIR" > "$PORTAL_WORK_DIR/staged-at"; exec sleep 300',
+        stage_in=f"{folder}/data set",
+        stage_out=["model.pt"],
+        stage_out_to=f"{folder}/results",
+    )
+    job = run_until(job, {"running"})
+    staged_at = polling.until(
+        lambda: remote(account, ["sh", "-c", f"cat {job.work_dir}/staged-at 2>/dev/null || :"]),
+        30,
+        "the command to start",
+    ).strip()
+    subprocess.run(["scancel", job.scheduler_job_id], check=True)
+    job = run_until(job, set(Job.FINAL_STATES))
+    assert job.state == "cancelled", job.message
+    stdout = files.read_job_log(job, "stdout").text
+    assert "stopped (TERM): copying the outputs back" in stdout, stdout
+    assert "1 path(s) copied to" in stdout
+    assert remote(account, ["cat", f"{home}/{folder}/results/model.pt"]).strip() == "trained"
+    gone = remote(account, ["sh", "-c", 'test -e "$1" && echo left || echo gone', "sh", staged_at])
+    assert gone.strip() == "gone"
