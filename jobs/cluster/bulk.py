@@ -14,11 +14,13 @@ The master logs in as paramiko would: the account's key (in certificate mode a f
 key and certificate naming who and what for, as ``ssh.account_key`` makes them), the
 cluster's pinned host key the only one known, no ssh_config, no agent. The key and the
 certificate are written into a private directory under ``PORTAL_UPLOAD_SSH_DIR``
-(/dev/shm: memory) and removed as soon as the master has logged in; the directory keeps
-its control socket. A master dies with its web worker (PR_SET_PDEATHSIG), is closed
-after ``PORTAL_UPLOAD_SSH_IDLE`` seconds unused and at exit, replaced when its
-certificate is about to expire or it died, and a process keeps at most
-``PORTAL_UPLOAD_SSH_MASTERS`` of them (the least recently used idle one goes first).
+(/dev/shm: memory) and removed as soon as the master has logged in; only its control
+socket stays, which ssh removes as it ends (a directory left by a worker killed outright
+is removed by the next master's start). A master dies with its web worker
+(PR_SET_PDEATHSIG), is closed after ``PORTAL_UPLOAD_SSH_IDLE`` seconds unused and at
+exit, replaced when its certificate is about to expire or it died, and a process keeps
+at most ``PORTAL_UPLOAD_SSH_MASTERS`` of them (the least recently used idle one goes
+first: jobs/cluster/masters.py).
 
 ``Unavailable``: OpenSSH cannot carry these bytes now (no ssh, a pin OpenSSH cannot
 check, a master that would not start); the caller writes them over paramiko. A host key
@@ -54,6 +56,7 @@ log = logging.getLogger(__name__)
 
 STDERR_MAX = 2000  # characters of ssh's or dd's message kept, as data
 PIPE_BYTES = 1024 * 1024  # the pipe into ssh (Linux' default is 64 KiB)
+STALE_SECONDS = 600  # a master's directory with no socket this old is a leftover
 # What ssh says when the host key is not the pinned one (StrictHostKeyChecking=yes).
 HOST_KEY_REFUSED = (
     "Host key verification failed",
@@ -195,6 +198,7 @@ def start_master(account) -> Master:
         raise Unavailable(str(exc)) from None
     pkey = ssh.account_key(account)  # (its refusals are paramiko's too: they stay theirs)
     cert = certs.certificate_of(pkey)
+    _remove_stale(runtime_dir())
     directory = tempfile.mkdtemp(prefix="bulk-", dir=runtime_dir())  # 0700
     key, cert_file, known = f"{directory}/key", f"{directory}/key-cert.pub", f"{directory}/kh"
     try:
@@ -227,7 +231,7 @@ def start_master(account) -> Master:
             process,
             directory,
             lambda command: openssh.client_argv(
-                ssh_path, f"{directory}/ctl", known, host, port, user, command
+                ssh_path, f"{directory}/ctl", "/dev/null", host, port, user, command
             ),
             cert.key_id.decode(errors="replace") if cert else "",
             float(cert.valid_before) if cert else None,
@@ -246,9 +250,33 @@ def start_master(account) -> Master:
         for path in (key, cert_file):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
+    # Nor is the rest to anyone but the master (it has its log open; a multiplexed client
+    # checks no host key): only its socket stays, which ssh removes as it ends, however
+    # it ends.
+    for path in (known, f"{directory}/log"):
+        os.unlink(path)
     counters["masters"] += 1
     log.info("OpenSSH master for %s up (%s)", where, master.key_id or "stored key")
     return master
+
+
+def _remove_stale(parent: str) -> None:
+    """The directories of this user's masters whose process ended without closing them
+    (a worker killed outright: PR_SET_PDEATHSIG ends the master, nothing removes its
+    directory): no socket, and older than any login takes."""
+    too_old = time.time() - STALE_SECONDS
+    with contextlib.suppress(OSError), os.scandir(parent) as entries:
+        for entry in entries:
+            try:
+                if not (entry.name.startswith("bulk-") and entry.is_dir(follow_symlinks=False)):
+                    continue
+                info = entry.stat(follow_symlinks=False)
+                if info.st_uid != os.geteuid() or info.st_mtime > too_old:
+                    continue
+                if not os.path.lexists(f"{entry.path}/ctl"):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+            except OSError:
+                continue
 
 
 def _wait_until_up(master: Master, check: list[str], where: str) -> None:

@@ -75,3 +75,25 @@ def test_a_master_dies_with_its_web_worker_even_killed():
         if worker.poll() is None:
             worker.kill()
             worker.wait()
+
+
+def test_a_masters_directory_left_behind_is_removed_by_the_next_start(tmp_path):
+    """A worker killed outright leaves its master's directory (the master ends with it,
+    taking its socket): with no socket and older than any login, it goes; a live master's
+    (its socket there), one still logging in (recent) and anything else stay."""
+    old = time.time() - bulk.STALE_SECONDS - 1
+    for name, socket in (("bulk-left", False), ("bulk-live", True), ("bulk-new", False)):
+        (tmp_path / name).mkdir(mode=0o700)
+        (tmp_path / name / ("ctl" if socket else "key")).write_text("x")
+        if name != "bulk-new":
+            os.utime(tmp_path / name, (old, old))
+    (tmp_path / "other").mkdir()
+    os.utime(tmp_path / "other", (old, old))
+    (tmp_path / "bulk-link").symlink_to(tmp_path / "other")
+    bulk._remove_stale(str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "bulk-link",
+        "bulk-live",
+        "bulk-new",
+        "other",
+    ]
