@@ -186,6 +186,13 @@ def _failed_to_start(where: str, message: str) -> ssh.ClusterError:
 def start_master(account) -> Master:
     """A master logged in as ``account`` (see the module's doc); Unavailable when it does
     not come up, HostKeyMismatch when OpenSSH refuses the host key."""
+    try:
+        return _start(account)
+    except OSError as exc:  # this host's side: no runtime directory, no room, no process
+        raise Unavailable(f"OpenSSH cannot be started here: {exc}") from None
+
+
+def _start(account) -> Master:
     cluster = account.cluster
     host, port, user = cluster.ssh_host, cluster.ssh_port, account.username
     where = f"{user}@{host}:{port}"
@@ -289,11 +296,15 @@ def _wait_until_up(master: Master, check: list[str], where: str) -> None:
             with open(f"{master.directory}/log", "rb") as fh:
                 raise _failed_to_start(where, _bounded(fh.read(STDERR_MAX * 2)))
         if os.path.exists(master.control):
-            done = subprocess.run(  # noqa: S603 (ssh, its arguments built by openssh.py)
-                check, capture_output=True, timeout=max(1.0, limit), env=_environment()
-            )
-            if done.returncode == 0:
-                return
+            with contextlib.suppress(subprocess.TimeoutExpired):  # (then the deadline says)
+                done = subprocess.run(  # noqa: S603 (ssh, its arguments built by openssh.py)
+                    check,
+                    capture_output=True,
+                    timeout=max(1.0, until - time.monotonic()),
+                    env=_environment(),
+                )
+                if done.returncode == 0:
+                    return
         if time.monotonic() >= until:
             raise Unavailable(f"OpenSSH did not log in to {where} within {limit:.0f} s")
         time.sleep(pause)
@@ -388,7 +399,7 @@ def _feed(
     stdin = process.stdin
     assert stdin is not None
     fd, sent, failure = stdin.fileno(), 0, None
-    with contextlib.suppress(OSError):  # (Linux; a smaller pipe only means more wake-ups)
+    with contextlib.suppress(OSError, AttributeError):  # (Linux; else only more wake-ups)
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
     os.set_blocking(fd, False)
     iterator = iter(pieces)

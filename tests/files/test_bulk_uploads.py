@@ -278,3 +278,17 @@ def test_an_idle_master_is_closed_by_itself(certified, settings, tmp_path):
     # The next request logs in again.
     assert patch(client, location, 5, b"56789")["Upload-Sha256"]
     assert len(masters_now()) == 1
+
+
+def test_a_runtime_directory_that_is_not_there_means_sftp(place, settings, tmp_path, caplog):
+    """This host's own trouble starting OpenSSH (here: PORTAL_UPLOAD_SSH_DIR missing) is
+    no failure of the upload either: its bytes go over SFTP."""
+    client, url, folder, _account = place
+    settings.PORTAL_UPLOAD_TRANSPORT = "openssh"
+    settings.PORTAL_UPLOAD_SSH_DIR = str(tmp_path / "absent")
+    data = os.urandom(1000)
+    location = start(client, url, len(data), "here.bin", folder)
+    with caplog.at_level(logging.WARNING, logger="files.uploads"):
+        answer = patch(client, location, 0, data)
+    assert answer["Upload-Sha256"] == hashlib.sha256(data).hexdigest()
+    assert "OpenSSH cannot be started here" in caplog.text
