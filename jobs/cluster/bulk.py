@@ -123,22 +123,36 @@ class _Launcher:
                 self.thread.start()
         done: Future = Future()
         self.queue.put((argv, options, done))
-        return done.result(timeout=30)
+        try:
+            return done.result(timeout=30)
+        except TimeoutError:
+            done.cancel()  # (never started later, with nobody to close it)
+            raise
 
     def _loop(self) -> None:
+        swept = time.monotonic()
         while True:
             interval = min(5.0, max(0.5, settings.PORTAL_UPLOAD_SSH_IDLE / 4))
             try:
                 argv, options, done = self.queue.get(timeout=interval)
             except queue.Empty:
-                _registry.sweep()
-                continue
-            try:
-                done.set_result(
-                    subprocess.Popen(argv, preexec_fn=_die_with_parent(), **options)  # noqa: S603
-                )
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                done.set_exception(exc)
+                pass
+            else:
+                if done.set_running_or_notify_cancel():
+                    try:
+                        process = subprocess.Popen(  # noqa: S603 (ssh, argv from openssh.py)
+                            argv, preexec_fn=_die_with_parent(), **options
+                        )
+                    except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                        done.set_exception(exc)
+                    else:
+                        done.set_result(process)
+            if time.monotonic() - swept >= interval:
+                swept = time.monotonic()
+                try:
+                    _registry.sweep()
+                except Exception:  # noqa: BLE001 - the next sweep tries again
+                    log.exception("closing idle OpenSSH masters failed")
 
 
 @dataclass
@@ -349,15 +363,19 @@ def write_at(account, path: str, offset: int, pieces: Iterable[bytes], *, timeou
 
 def _send(master: Master, command: str, pieces: Iterable[bytes], timeout: float) -> int:
     counters["writes"] += 1
-    with tempfile.TemporaryFile(dir=master.directory) as errors:
-        process = subprocess.Popen(  # noqa: S603 (ssh, its arguments built by openssh.py)
-            master.argv_for(command),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=errors,
-            env=_environment(),
-            bufsize=0,
-        )
+    with contextlib.ExitStack() as stack:
+        try:
+            errors = stack.enter_context(tempfile.TemporaryFile(dir=master.directory))
+            process = subprocess.Popen(  # noqa: S603 (ssh, its arguments built by openssh.py)
+                master.argv_for(command),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+                env=_environment(),
+                bufsize=0,
+            )
+        except OSError as exc:  # (its directory gone, no process left: not the cluster's)
+            raise ssh.ClusterUnreachable(f"OpenSSH's client did not start: {exc}") from None
         try:
             sent, failure = _feed(process, pieces, timeout)
             status = process.wait(timeout=max(0.1, deadline.cap(timeout)))
@@ -432,7 +450,9 @@ def _write_all(fd: int, data: bytes, timeout: float) -> None:
         except BlockingIOError:
             pass
         limit = deadline.cap(timeout)
-        if limit <= 0 or not select.select([], [fd], [], limit)[1]:
+        room = select.poll()  # (not select(): a busy worker's descriptors pass 1024)
+        room.register(fd, select.POLLOUT)
+        if limit <= 0 or not room.poll(limit * 1000):
             raise ssh.CommandTimedOut(
                 f"The cluster took no bytes for {limit:.0f} s.", seconds=limit
             )

@@ -1,6 +1,9 @@
-"""The life of the processes jobs/cluster/bulk.py starts (with ``sleep`` standing in for
-an OpenSSH master): they outlive the request thread that asked for them, and die with
-the web worker however it ends."""
+"""jobs/cluster/bulk.py on this machine alone: the processes it starts (``sleep`` standing
+in for an OpenSSH master) outlive the request thread that asked for them and die with
+the web worker however it ends; its leftovers are swept; and its writer (``sh`` standing
+in for a multiplexed client, this machine's GNU dd for the cluster's) puts the bytes at
+the offset, keeps what arrived of a broken body, tells dd's refusals from ssh's
+failures, and times out on a cluster that takes nothing instead of buffering."""
 
 import os
 import signal
@@ -11,7 +14,9 @@ import threading
 import time
 from pathlib import Path
 
-from jobs.cluster import bulk
+import pytest
+
+from jobs.cluster import bulk, files, openssh, ssh
 from tests import polling
 
 BASE_DIR = Path(__file__).resolve().parents[3]
@@ -97,3 +102,63 @@ def test_a_masters_directory_left_behind_is_removed_by_the_next_start(tmp_path):
         "bulk-new",
         "other",
     ]
+
+
+def _local(tmp_path, run=None) -> bulk.Master:
+    """A Master whose "multiplexed client" runs the command here with sh: _send's own
+    logic (pipe, statuses, messages) against this machine's GNU dd."""
+    return bulk.Master(
+        process=None,  # (_send never looks at the master process)
+        directory=str(tmp_path),
+        argv_for=run or (lambda command: ["sh", "-c", command]),
+        key_id="",
+        expires_at=None,
+    )
+
+
+def test_the_bytes_land_at_the_offset_and_the_count_is_what_was_sent(tmp_path):
+    target = tmp_path / "partial"
+    target.write_bytes(b"head")
+    pieces = [os.urandom(700_000) for _ in range(5)]  # more than the pipe holds
+    command = openssh.writer_command(str(target), 4)
+    assert bulk._send(_local(tmp_path), command, pieces, timeout=30) == 3_500_000
+    assert target.read_bytes() == b"head" + b"".join(pieces)
+
+
+def test_a_body_that_breaks_off_keeps_what_arrived_and_says_why(tmp_path):
+    target = tmp_path / "partial"
+    target.write_bytes(b"")
+
+    def body():
+        yield b"first "
+        yield b"second"
+        raise OSError("the client went away")
+
+    command = openssh.writer_command(str(target), 0)
+    with pytest.raises(OSError, match="went away"):
+        bulk._send(_local(tmp_path), command, body(), timeout=30)
+    assert target.read_bytes() == b"first second"
+
+
+def test_dd_refusing_or_failing_and_ssh_failing_are_told_apart(tmp_path):
+    (tmp_path / "outside").write_bytes(b"secret")
+    (tmp_path / "link").symlink_to(tmp_path / "outside")
+    link = openssh.writer_command(str(tmp_path / "link"), 0)
+    with pytest.raises(files.NotARegularFile):
+        bulk._send(_local(tmp_path), link, [b"x" * 3_000_000], timeout=30)
+    assert (tmp_path / "outside").read_bytes() == b"secret"
+    missing = openssh.writer_command(str(tmp_path / "gone"), 0)
+    with pytest.raises(ssh.CommandFailed, match="No such file") as failed:
+        bulk._send(_local(tmp_path), missing, [b"x"], timeout=30)
+    assert failed.value.exit_status == 1 and len(failed.value.stderr) <= bulk.STDERR_MAX
+    lost = _local(tmp_path, lambda _: ["sh", "-c", "echo 'mux_client: master gone' >&2; exit 255"])
+    with pytest.raises(ssh.ClusterUnreachable, match="master gone"):
+        bulk._send(lost, missing, [b"x"], timeout=30)
+
+
+def test_a_cluster_that_takes_nothing_times_out_instead_of_buffering(tmp_path):
+    stalled = _local(tmp_path, lambda _: ["sleep", "30"])  # never reads its stdin
+    started = time.monotonic()
+    with pytest.raises(ssh.CommandTimedOut, match="took no bytes"):
+        bulk._send(stalled, "", iter([b"x" * 1024 * 1024] * 8), timeout=0.5)
+    assert time.monotonic() - started < 10
