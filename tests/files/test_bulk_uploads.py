@@ -7,6 +7,7 @@ OpenSSH cannot log in."""
 import hashlib
 import logging
 import os
+import threading
 from pathlib import Path
 
 import paramiko
@@ -292,3 +293,42 @@ def test_a_runtime_directory_that_is_not_there_means_sftp(place, settings, tmp_p
         answer = patch(client, location, 0, data)
     assert answer["Upload-Sha256"] == hashlib.sha256(data).hexdigest()
     assert "OpenSSH cannot be started here" in caplog.text
+
+
+def test_requests_at_once_share_the_master_and_never_mix_their_bytes(place, settings):
+    """A person's files go three at a time (the page's uploader): their requests' clients
+    are sessions of the one master side by side (stored-key mode here: no database in
+    the threads), each file whole and its own."""
+    _client, _url, folder, account = place
+    settings.PORTAL_UPLOAD_TRANSPORT = "openssh"
+    account = fresh(account)
+    base = f"{home_of(account)}/{folder}"
+    blobs = {f"part{i}": os.urandom(4 * MiB + i) for i in range(3)}
+    remote(account, ["sh", "-c", f"cd {base} && touch warm part0 part1 part2"])
+    token = acting.purpose.set("file_upload into home")
+    try:
+        assert bulk.write_at(account, f"{base}/warm", 0, [b"x"], timeout=30) == 1
+    finally:
+        acting.purpose.reset(token)  # (the threads' own purpose: the same master)
+    before = dict(bulk.counters)
+    failures: list[BaseException] = []
+
+    def write(name: str, data: bytes) -> None:
+        acting.purpose.set("file_upload into home")  # (a thread starts with no context)
+        pieces = (data[at : at + MiB] for at in range(0, len(data), MiB))
+        try:
+            assert bulk.write_at(account, f"{base}/{name}", 0, pieces, timeout=60) == len(data)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=write, args=item) for item in blobs.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not failures, failures
+    assert bulk.counters["masters"] == before["masters"]
+    assert bulk.counters["writes"] == before["writes"] + 3
+    sums = remote(account, ["sh", "-c", f"cd {base} && sha256sum part*"])
+    got = {line.split()[1]: line.split()[0] for line in sums.splitlines()}
+    assert got == {name: hashlib.sha256(data).hexdigest() for name, data in blobs.items()}
