@@ -35,7 +35,7 @@ def known_hosts_line(host: str, port: int, pinned: str) -> str:
     (SHA256:...) gives OpenSSH nothing to compare with: Unusable."""
     parts = pinned.strip().split()
     if len(parts) < 2 or not _KEY_TYPE.fullmatch(parts[0]) or not _BASE64.fullmatch(parts[1]):
-        raise Unusable("the cluster's host key is pinned by fingerprint, not as a key line")
+        raise Unusable("the cluster's host key is not pinned as a key line (a fingerprint?)")
     if not _HOST.fullmatch(host):
         raise Unusable(f"the cluster's address {host!r} is no plain host name or address")
     name = host if port == 22 else f"[{host}]:{port}"
