@@ -277,6 +277,13 @@ def partial_size(sftp, path: str) -> int:
     return attrs.st_size or 0
 
 
+def check_offset(sftp, path: str, offset: int) -> None:
+    """A write goes where the partial file ends on the cluster, nowhere else."""
+    size = partial_size(sftp, path)
+    if size != offset:
+        raise Conflict(f"The upload is at byte {size:,}, not {offset:,}: ask for its offset.")
+
+
 WRITE_SIZE = 96 * 1024  # bytes per SFTP write where the server takes it (write_size)
 
 
@@ -304,9 +311,8 @@ def write_at(sftp, path: str, offset: int, pieces) -> int:
     """Append ``pieces`` (an iterable of bytes) at ``offset``, which must be the partial
     file's size on the cluster; each piece written as it arrives, in pipelined writes
     (``write_size``). Returns the new size."""
-    size = partial_size(sftp, path)
-    if size != offset:
-        raise Conflict(f"The upload is at byte {size:,}, not {offset:,}: ask for its offset.")
+    check_offset(sftp, path, offset)
+    size = offset
     with sftp.open(path, "r+") as handle:
         handle.seek(offset)
         handle.set_pipelined(True)

@@ -5,7 +5,8 @@ paths are checked by files/paths.py, SFTP work is files/remote.py, ranges files/
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import quote, unquote, urlencode
 
@@ -86,15 +87,21 @@ class Place:
         note: str = "",
     ) -> T:
         """``operation(sftp, root path)`` on the person's connection, audited as ``what``
-        on ``rel``; what can go wrong becomes a Failure with the message and status to show.
-        A change (``repeatable=False``) is never run twice on a dropped connection.
-        ``purpose``: see jobs.audit.action (the connection it runs on). ``note``: the
-        row's remark (an upload's byte range)."""
+        on ``rel`` (see ``audited``). A change (``repeatable=False``) is never run twice on
+        a dropped connection."""
 
         def on(conn: ssh.Connection) -> T:
             with conn.sftp_session() as sftp:
                 return operation(sftp, self.root.path)
 
+        with self.audited(what, rel, purpose=purpose, note=note):
+            return pool.with_connection(self.account, on, retry=repeatable)
+
+    @contextmanager
+    def audited(self, what: str, rel: str, *, purpose: str = "", note: str = "") -> Iterator[None]:
+        """The block as one audit row ``what`` on ``rel``; what can go wrong becomes a
+        Failure with the message and status to show. ``purpose``: see jobs.audit.action
+        (the connection it runs on). ``note``: the row's remark (an upload's byte range)."""
         try:
             with audit.action(
                 what,
@@ -105,7 +112,7 @@ class Place:
             ) as entry:
                 if note:
                     entry.note(note)
-                return pool.with_connection(self.account, on, retry=repeatable)
+                yield
         except remote.Conflict as exc:
             raise Failure(str(exc), 409) from None
         except BadPath as exc:

@@ -4,8 +4,10 @@ For each connection the portal makes an Ed25519 key pair in memory and signs a s
 OpenSSH user certificate for it: the cluster user as the only principal, valid for
 ``PORTAL_SSH_CERT_MINUTES``, a key id naming the portal user, the cluster user and what
 the portal is doing (sshd logs it with every login), and ``source-address`` when
-``PORTAL_SSH_CERT_SOURCE_ADDRESSES`` is set. Neither the key nor the certificate is ever
-written anywhere: the CA's private key (``PORTAL_SSH_CA_KEY_FILES``) is the one secret.
+``PORTAL_SSH_CERT_SOURCE_ADDRESSES`` is set. Neither the key nor the certificate is
+written anywhere, but for the moment an upload's OpenSSH master logs in with them
+(jobs/cluster/bulk.py: a private directory in memory, the files removed once it is in):
+the CA's private key (``PORTAL_SSH_CA_KEY_FILES``) is the one secret.
 
 Several CA files may be listed (rotation): the first signs, every one listed is "ours".
 The certificate format is cryptography's (``SSHCertificateBuilder``); paramiko presents it.

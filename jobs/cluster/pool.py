@@ -68,7 +68,9 @@ def _reset_after_fork() -> None:
 os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def _config_key(account) -> str:
+def config_key(account) -> str:
+    """What a login depends on: when it changes, a new connection (or OpenSSH master,
+    jobs/cluster/bulk.py) is made."""
     cluster = account.cluster
     material = "\0".join(
         [
@@ -94,7 +96,7 @@ def _certificate_source() -> str:
 def get(account) -> ssh.Connection:
     """An open connection for ``account``, reused when its configuration is unchanged."""
     try:
-        key = _config_key(account)
+        key = config_key(account)
     except certs.CAMissing as exc:
         raise ssh.AuthenticationFailed(str(exc)) from None
     if stale := signer.stale_refusal(account, acting.requester.get()):

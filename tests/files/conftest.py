@@ -5,8 +5,16 @@ import secrets
 import pytest
 from django.test import Client
 
+from jobs.cluster import bulk
 from jobs.models import ClusterAccount
 from tests.devcluster.helpers import remote
+
+
+@pytest.fixture(autouse=True)
+def _no_openssh_masters_left():
+    """An upload's OpenSSH master (jobs/cluster/bulk.py) is closed with its test."""
+    yield
+    bulk.close_all()
 
 
 @pytest.fixture
