@@ -10,8 +10,8 @@ them (jobs/cluster/bulk.py), else written over SFTP too.
 - ``HEAD .../uploads/<id>/`` answers the offset: the partial file's size *on the
   cluster*, nothing the web host remembers, so whatever arrived before a cut counts.
 - ``PATCH`` appends at that offset only (409 otherwise), in pieces as they are read from
-  the request; one request carries at most ``PORTAL_UPLOAD_CHUNK_BYTES`` (the web host
-  holds no more of an upload than that). With the last byte the file's sha256 is computed
+  the request as it arrives (portal/streamed_body.py); one request carries at most
+  ``PORTAL_UPLOAD_CHUNK_BYTES``. With the last byte the file's sha256 is computed
   on the cluster and the partial file renamed onto the target.
 - ``DELETE`` removes the partial file.
 
@@ -24,9 +24,14 @@ import base64
 import binascii
 import logging
 import re
+import secrets
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core.cache import cache
 from django.db.models import Sum
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
@@ -213,9 +218,12 @@ def _finish(place: Place, upload: Upload) -> None:
 
 
 def _pieces(request, length: int):
+    """The request's body in pieces as they arrive (a streamed body, portal/streamed_body:
+    each as received, without joining them), ending early where the client went."""
+    read = getattr(getattr(request, "_stream", None), "read1", request.read)
     left = length
     while left > 0:
-        piece = request.read(min(PIECE, left))
+        piece = read(min(PIECE, left))
         if not piece:
             return
         left -= len(piece)
@@ -254,6 +262,43 @@ def _write(place: Place, upload: Upload, offset: int, length: int, pieces) -> in
             except bulk.Unavailable as exc:  # (before any byte was taken)
                 log.warning("upload %s over SFTP: %s", upload.pk, exc)
         return pool.with_connection(place.account, over_sftp, retry=False)
+
+
+class Busy(Exception):
+    """Another request is writing the upload now."""
+
+
+WRITING_SECONDS = 120  # a writer's claim on its upload, renewed while bytes arrive
+
+
+@contextmanager
+def _writing(upload: Upload) -> Iterator:
+    """One request at a time writes an upload, across web processes (a claim in the
+    shared cache): a second one, the same chunk sent again while the first still writes
+    (a client that retried after a cut), is a 423 and retries once the first is over
+    (tus-js-client does), rather than both writing at the same offset. The claim lapses
+    WRITING_SECONDS after the last byte arrived, should its process die. Yields a wrapper
+    for the body's pieces that keeps the claim alive as they arrive."""
+    key, token = f"upload-writing:{upload.pk}", secrets.token_hex(8)
+    if not cache.add(key, token, timeout=WRITING_SECONDS):
+        raise Busy(
+            "Another request is writing this upload now: ask its offset (HEAD) and go on "
+            "from there once it is over."
+        )
+
+    def kept_alive(pieces):
+        renewed = time.monotonic()
+        for piece in pieces:
+            if time.monotonic() - renewed > WRITING_SECONDS / 4:
+                cache.touch(key, WRITING_SECONDS)
+                renewed = time.monotonic()
+            yield piece
+
+    try:
+        yield kept_alive
+    finally:
+        if cache.get(key) == token:
+            cache.delete(key)
 
 
 @login_required
@@ -320,9 +365,12 @@ def item(request, cluster: str, root: str, upload_id: str):
     if offset < 0 or length < 0 or offset + length > upload.length:
         return _error(f"The file is {upload.length:,} bytes: that goes past its end.", 409)
     try:
-        size = _write(place, upload, offset, length, _pieces(request, length))
-        if size == upload.length:
-            _finish(place, upload)
+        with _writing(upload) as kept_alive:
+            size = _write(place, upload, offset, length, kept_alive(_pieces(request, length)))
+            if size == upload.length:
+                _finish(place, upload)
+    except Busy as exc:
+        return _error(str(exc), 423)
     except Failure as exc:
         return _error(str(exc), exc.status)
     except remote.Conflict as exc:  # the target appeared meanwhile: the bytes are kept

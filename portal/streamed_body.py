@@ -2,7 +2,7 @@
 arrives instead of read whole first.
 
 Django's ASGIHandler reads every request body into a spooled temporary file (to disk past
-FILE_UPLOAD_MAX_MEMORY_SIZE) before the view runs: a tus chunk of 32 MiB is received
+FILE_UPLOAD_MAX_MEMORY_SIZE) before the view runs: a tus chunk of 256 MiB is received
 whole, then written to the cluster, the two never at once. For the bodies named in
 STREAMED_TYPES the view's ``request.read()`` takes the bytes as the server receives them,
 so receiving from the browser and sending to the cluster overlap. At most ``HELD`` bytes
@@ -117,6 +117,27 @@ class BodyStream:
                     self._full = False
                     self._loop.call_soon_threadsafe(self._room.set)
         return b"".join(out)
+
+    def read1(self, size: int = -1) -> bytes:
+        """As io.BufferedReader.read1: what has arrived, at most ``size`` bytes, waiting
+        only while nothing has; b"" at the end. The received pieces are handed on as they
+        are (no copy where one fits): an upload's bytes go through the web process with
+        the fewest copies."""
+        with self._ready:
+            while not self._pieces and not self._ended:
+                self._ready.wait()
+            if not self._pieces:
+                self._loop.call_soon_threadsafe(self.drained.set)
+                return b""
+            piece = self._pieces.popleft()
+            if 0 <= size < len(piece):
+                piece, rest = piece[:size], piece[size:]
+                self._pieces.appendleft(rest)
+            self._held -= len(piece)
+            if self._full and self._held < self._held_max:
+                self._full = False
+                self._loop.call_soon_threadsafe(self._room.set)
+            return piece
 
     def close(self) -> None:
         with self._ready:

@@ -296,7 +296,7 @@ PORTAL_DOWNLOAD_CHUNK_BYTES = env_int("PORTAL_DOWNLOAD_CHUNK_BYTES", 1024**2, mi
 # host holds at most that much of an upload at a time.
 PORTAL_UPLOAD_MAX_BYTES = env_int("PORTAL_UPLOAD_MAX_BYTES", 100 * 1024**3, minimum=0)
 PORTAL_UPLOAD_PERSON_BYTES = env_int("PORTAL_UPLOAD_PERSON_BYTES", 500 * 1024**3, minimum=0)
-PORTAL_UPLOAD_CHUNK_BYTES = env_int("PORTAL_UPLOAD_CHUNK_BYTES", 32 * 1024**2, minimum=65536)
+PORTAL_UPLOAD_CHUNK_BYTES = env_int("PORTAL_UPLOAD_CHUNK_BYTES", 256 * 1024**2, minimum=65536)
 # How an upload's bytes reach the cluster (jobs/cluster/bulk.py): "openssh" (the default
 # where an ssh client is installed) pipes them into OpenSSH's client, multiplexed over one
 # ControlMaster per person's account and purpose, with paramiko's SFTP where a master

@@ -23,7 +23,7 @@ from tests.relay import Relay
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
 
 SIZE = 2 * 1024**3
-CHUNK = 32 * 1024**2  # PORTAL_UPLOAD_CHUNK_BYTES's default
+CHUNK = 256 * 1024**2  # PORTAL_UPLOAD_CHUNK_BYTES's default
 
 
 def _big_file(path: Path) -> str:

@@ -221,3 +221,41 @@ def test_threads_sharing_one_connection_never_mix_their_bytes(place):
     sums = remote(account, ["sh", "-c", f"cd {base} && sha256sum part*"])
     got = {line.split()[1]: line.split()[0] for line in sums.splitlines()}
     assert got == {name: hashlib.sha256(data).hexdigest() for name, data in blobs.items()}
+
+
+@pytest.mark.django_db(transaction=True)  # (the second request comes from another thread)
+def test_while_one_request_writes_an_upload_another_is_told_to_wait(place, owner, monkeypatch):
+    """The same chunk sent again while the first request still writes it (a client that
+    retried after a cut): a 423 that tus-js-client retries, not two writers at one offset."""
+    import threading
+
+    from files import uploads
+
+    client, url, folder, account = place
+    location = start(client, url, 8, filename="twice.bin", path=folder)["Location"]
+    real, inside, go_on = uploads._write, threading.Event(), threading.Event()
+
+    def held_first(*args):
+        if not inside.is_set():
+            inside.set()
+            go_on.wait(20)
+        return real(*args)
+
+    monkeypatch.setattr(uploads, "_write", held_first)
+    answers = {}
+    other = Client()
+    other.force_login(owner)
+    first = threading.Thread(
+        target=lambda: answers.setdefault("first", patch(other, location, 0, b"abcdefgh"))
+    )
+    first.start()
+    assert inside.wait(20)
+    second = patch(client, location, 0, b"ABCDEFGH")
+    go_on.set()
+    first.join(30)
+    assert second.status_code == 423 and "HEAD" in second.json()["error"], second.content
+    assert answers["first"].status_code == 204, answers["first"].content
+    on_cluster = remote(account, ["cat", "--", f"{home_of(account)}/{folder}/twice.bin"])
+    assert on_cluster == "abcdefgh"
+    # Over: the next request writes (here: the upload is complete, so a 409 says so).
+    assert patch(client, location, 8, b"").status_code == 409

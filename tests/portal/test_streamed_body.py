@@ -160,3 +160,27 @@ def test_the_view_never_has_more_than_held_bytes_waiting_for_it():
 def test_which_bodies_stream(header, expected):
     assert streamed({"headers": [(b"content-type", header)]}) is expected
     assert streamed({"headers": []}) is False
+
+
+def test_read1_hands_on_each_piece_as_it_came():
+    """What an upload reads (files.uploads._pieces): each received piece as it is, cut
+    only to the size asked; b"" at the end."""
+
+    async def scenario():
+        stream = BodyStream(asyncio.get_running_loop())
+        first, second = b"a" * 100, b"b" * 50
+        messages = [
+            {"type": "http.request", "body": first, "more_body": True},
+            {"type": "http.request", "body": second, "more_body": False},
+        ]
+
+        async def receive():
+            return messages.pop(0)
+
+        await stream.fill(receive)
+        got = [stream.read1(1000), stream.read1(20), stream.read1(-1), stream.read1(10)]
+        return got, first
+
+    got, first = asyncio.run(scenario())
+    assert got[0] is first  # (no copy)
+    assert got[1:] == [b"b" * 20, b"b" * 30, b""]
