@@ -150,7 +150,11 @@ class BodyStream:
 
 
 class StreamedBodyHandler(ASGIHandler):
-    """ASGIHandler, streaming the bodies ``streamed`` names (see the module's docstring)."""
+    """ASGIHandler, streaming the bodies ``streamed`` names (see the module's docstring),
+    and handing a streamed response's pieces to the server in up to 1 MiB (Django's 64 KiB
+    sliced a download's every MiB into 16 copies and 16 sends)."""
+
+    chunk_size = 1024 * 1024
 
     async def handle(self, scope, receive, send):
         if not streamed(scope):

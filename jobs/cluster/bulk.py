@@ -13,13 +13,13 @@ has walked the folders and checked the file's size just before).
 The master logs in as paramiko would: the account's key (in certificate mode a fresh
 key and certificate naming who and what for, as ``ssh.account_key`` makes them), the
 cluster's pinned host key the only one known, no ssh_config, no agent. The key and the
-certificate are written into a private directory under ``PORTAL_UPLOAD_SSH_DIR``
+certificate are written into a private directory under ``PORTAL_BULK_SSH_DIR``
 (/dev/shm: memory) and removed as soon as the master has logged in; only its control
 socket stays, which ssh removes as it ends (a directory left by a worker killed outright
 is removed by the next master's start). A master dies with its web worker
-(PR_SET_PDEATHSIG), is closed after ``PORTAL_UPLOAD_SSH_IDLE`` seconds unused and at
+(PR_SET_PDEATHSIG), is closed after ``PORTAL_BULK_SSH_IDLE`` seconds unused and at
 exit, replaced when its certificate is about to expire or it died, and a process keeps
-at most ``PORTAL_UPLOAD_SSH_MASTERS`` of them (the least recently used idle one goes
+at most ``PORTAL_BULK_SSH_MASTERS`` of them (the least recently used idle one goes
 first: jobs/cluster/masters.py).
 
 ``Unavailable``: OpenSSH cannot carry these bytes now (no ssh, a pin OpenSSH cannot
@@ -43,7 +43,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -64,7 +64,7 @@ HOST_KEY_REFUSED = (
     "host key is known for",
 )
 # What this process did over OpenSSH; tests read it.
-counters = {"masters": 0, "writes": 0}
+counters = {"masters": 0, "writes": 0, "reads": 0}
 
 
 class Unavailable(ssh.ClusterError):
@@ -72,12 +72,12 @@ class Unavailable(ssh.ClusterError):
 
 
 def enabled() -> bool:
-    return settings.PORTAL_UPLOAD_TRANSPORT == "openssh"
+    return settings.PORTAL_BULK_TRANSPORT == "openssh"
 
 
 def runtime_dir() -> str:
     """Where a master's private directory is made: memory (/dev/shm) where writable."""
-    configured = settings.PORTAL_UPLOAD_SSH_DIR
+    configured = settings.PORTAL_BULK_SSH_DIR
     if configured:
         return configured
     if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK | os.X_OK):
@@ -132,7 +132,7 @@ class _Launcher:
     def _loop(self) -> None:
         swept = time.monotonic()
         while True:
-            interval = min(5.0, max(0.5, settings.PORTAL_UPLOAD_SSH_IDLE / 4))
+            interval = min(5.0, max(0.5, settings.PORTAL_BULK_SSH_IDLE / 4))
             try:
                 argv, options, done = self.queue.get(timeout=interval)
             except queue.Empty:
@@ -456,6 +456,135 @@ def _write_all(fd: int, data: bytes, timeout: float) -> None:
             raise ssh.CommandTimedOut(
                 f"The cluster took no bytes for {limit:.0f} s.", seconds=limit
             )
+
+
+# --- reading ------------------------------------------------------------------------
+
+
+def read_range(
+    account,
+    path: str,
+    first: int,
+    end: int,
+    piece: int,
+    *,
+    timeout: float,
+    requester: str,
+    purpose: str,
+) -> Iterator[bytes]:
+    """Bytes ``first`` to ``end`` (excluded) of ``path`` (a regular file, checked by the
+    caller over SFTP), read by dd on the cluster through the master of ``account`` for
+    ``requester`` and ``purpose`` (a download runs after its view and its audit row: they
+    are named here rather than taken from ``acting``), in pieces of at most ``piece``
+    bytes as they come (fewer in all where the file is shorter now). ``timeout``: the
+    longest wait for the next bytes. Closing the iterator early (the client went) stops
+    dd. Unavailable before the first byte when no master comes up; ClusterError after
+    dd's end otherwise."""
+    requester_was, purpose_was = acting.requester.set(requester), acting.purpose.set(purpose)
+    try:
+        if stale := signer.stale_refusal(account, requester):
+            raise ssh.AuthenticationFailed(stale)
+        try:
+            config = pool.config_key(account)
+        except certs.CAMissing as exc:
+            raise ssh.AuthenticationFailed(str(exc)) from None
+        key = _slot_key(account)
+    finally:  # (a generator's context is its consumer's: leave it as it was)
+        acting.purpose.reset(purpose_was)
+        acting.requester.reset(requester_was)
+    command = openssh.reader_command(path, first, end - first)
+
+    def start() -> Master:
+        tokens = acting.requester.set(requester), acting.purpose.set(purpose)
+        try:
+            return start_master(account)
+        finally:
+            acting.purpose.reset(tokens[1])
+            acting.requester.reset(tokens[0])
+
+    try:
+        using = _registry.using(key, config, start)
+        master = using.__enter__()
+    except masters.Full as exc:
+        raise Unavailable(str(exc)) from None
+    try:
+        yield from _receive(master, command, piece, timeout)
+    except BaseException as exc:
+        if not using.__exit__(type(exc), exc, exc.__traceback__):
+            raise
+    else:
+        using.__exit__(None, None, None)
+
+
+def _receive(master: Master, command: str, piece: int, timeout: float) -> Iterator[bytes]:
+    counters["reads"] += 1
+    with contextlib.ExitStack() as stack:
+        try:
+            errors = stack.enter_context(tempfile.TemporaryFile(dir=master.directory))
+            process = subprocess.Popen(  # noqa: S603 (ssh, its arguments built by openssh.py)
+                master.argv_for(command),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                env=_environment(),
+                bufsize=0,
+            )
+        except OSError as exc:
+            raise ssh.ClusterUnreachable(f"OpenSSH's client did not start: {exc}") from None
+        try:
+            stdout = process.stdout
+            assert stdout is not None
+            fd = stdout.fileno()
+            with contextlib.suppress(OSError, AttributeError):
+                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+            os.set_blocking(fd, False)
+            ready = select.poll()
+            ready.register(fd, select.POLLIN)
+            held: list[bytes] = []
+            size = 0
+            while True:
+                try:
+                    data = os.read(fd, piece - size)
+                except BlockingIOError:
+                    limit = deadline.cap(timeout)
+                    if limit <= 0 or not ready.poll(limit * 1000):
+                        raise ssh.CommandTimedOut(
+                            f"The cluster sent no bytes for {limit:.0f} s.", seconds=limit
+                        ) from None
+                    continue
+                if not data:
+                    break
+                held.append(data)
+                size += len(data)
+                if size >= piece:
+                    yield b"".join(held)
+                    held, size = [], 0
+            if held:
+                yield b"".join(held)
+            status = process.wait(timeout=max(0.1, deadline.cap(timeout)))
+        except subprocess.TimeoutExpired:
+            raise ssh.CommandTimedOut(
+                f"dd on the cluster did not end within {timeout:.0f} s of its last byte.",
+                seconds=timeout,
+                command=command,
+            ) from None
+        finally:
+            if process.poll() is None:  # the client went, or a timeout: nothing left running
+                process.kill()
+                process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
+        errors.seek(0)
+        message = _bounded(errors.read(STDERR_MAX * 2))
+    if status == 255:
+        raise ssh.ClusterUnreachable(f"OpenSSH lost the cluster: {message or 'no message'}")
+    if status != 0:
+        raise ssh.CommandFailed(
+            f"dd on the cluster failed: {message or f'exit status {status}'}",
+            command=command,
+            stderr=message,
+            exit_status=status,
+        )
 
 
 # --- this process's state -----------------------------------------------------------

@@ -1,8 +1,8 @@
 """The OpenSSH masters of one process (jobs/cluster/bulk.py), as bookkeeping with no
 process of its own: which master serves which key (an account, who asked and what for),
 when one is replaced (its login's settings changed, its certificate is about to expire,
-it died), when one is closed (idle for ``PORTAL_UPLOAD_SSH_IDLE`` seconds; the least
-recently used idle one when a process holds ``PORTAL_UPLOAD_SSH_MASTERS``), and that one
+it died), when one is closed (idle for ``PORTAL_BULK_SSH_IDLE`` seconds; the least
+recently used idle one when a process holds ``PORTAL_BULK_SSH_MASTERS``), and that one
 in use is never closed under its user (retired, it is closed when given back). The
 clocks are parameters, so tests run it with fake ones and fake masters."""
 
@@ -119,7 +119,7 @@ class Registry:
     def _make_room(self) -> None:
         """Room for one more: idle masters beyond the cap closed, least recently used
         first; when every one is in use, Full."""
-        limit = max(1, settings.PORTAL_UPLOAD_SSH_MASTERS)
+        limit = max(1, settings.PORTAL_BULK_SSH_MASTERS)
         with self.lock:
             idle = [k for k, s in self.slots.items() if s.busy == 0]
             excess = len(self.slots) + 1 - limit
@@ -130,8 +130,8 @@ class Registry:
             self._retire(slot)
 
     def sweep(self) -> None:
-        """Close the masters unused for PORTAL_UPLOAD_SSH_IDLE seconds, or dead."""
-        idle = settings.PORTAL_UPLOAD_SSH_IDLE
+        """Close the masters unused for PORTAL_BULK_SSH_IDLE seconds, or dead."""
+        idle = settings.PORTAL_BULK_SSH_IDLE
         now = self.clock()
         with self.lock:
             gone = [

@@ -154,6 +154,30 @@ def writer_command(path: str, offset: int) -> str:
     )
 
 
+def reader_command(path: str, first: int, count: int) -> str:
+    """GNU dd writing ``count`` bytes of ``path`` from byte ``first`` to stdout (fewer
+    where the file is shorter now), never through a link in its last name (nofollow),
+    never waiting on a FIFO swapped in (nonblock: it fails at once); messages in English,
+    every word quoted."""
+    if not path.startswith("/") or "\0" in path:
+        raise ValueError("the path to read must be absolute")
+    if first < 0 or count < 0:
+        raise ValueError("the range must not be negative")
+    return ssh.quote_command(
+        [
+            "env",
+            "LC_ALL=C",
+            "dd",
+            f"if={path}",
+            "bs=1M",
+            f"skip={first}",
+            f"count={count}",
+            "iflag=skip_bytes,count_bytes,nofollow,nonblock",
+            "status=none",
+        ]
+    )
+
+
 def private_key_text(pkey: paramiko.PKey) -> str:
     """The key in a format OpenSSH reads (paramiko writes RSA and ECDSA keys as PEM, but
     no Ed25519 key: that one from its 32-byte seed)."""

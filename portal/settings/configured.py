@@ -297,22 +297,22 @@ PORTAL_DOWNLOAD_CHUNK_BYTES = env_int("PORTAL_DOWNLOAD_CHUNK_BYTES", 1024**2, mi
 PORTAL_UPLOAD_MAX_BYTES = env_int("PORTAL_UPLOAD_MAX_BYTES", 100 * 1024**3, minimum=0)
 PORTAL_UPLOAD_PERSON_BYTES = env_int("PORTAL_UPLOAD_PERSON_BYTES", 500 * 1024**3, minimum=0)
 PORTAL_UPLOAD_CHUNK_BYTES = env_int("PORTAL_UPLOAD_CHUNK_BYTES", 256 * 1024**2, minimum=65536)
-# How an upload's bytes reach the cluster (jobs/cluster/bulk.py): "openssh" (the default
-# where an ssh client is installed) pipes them into OpenSSH's client, multiplexed over one
-# ControlMaster per person's account and purpose, with paramiko's SFTP where a master
-# cannot log in; "paramiko" writes them over SFTP. A master's private directory (its key
+# How the bytes of uploads and downloads travel (jobs/cluster/bulk.py): "openssh" (the
+# default where an ssh client is installed) pipes them through OpenSSH's client (dd on the
+# cluster), multiplexed over one ControlMaster per person's account and purpose, with
+# paramiko's SFTP where a master cannot log in; "paramiko" moves them over SFTP. A master's private directory (its key
 # and certificate until it is logged in, then its control socket) is made in
-# PORTAL_UPLOAD_SSH_DIR ("": /dev/shm where writable, else the temporary directory); a
-# master unused for PORTAL_UPLOAD_SSH_IDLE seconds is closed, and a web process keeps at
-# most PORTAL_UPLOAD_SSH_MASTERS (then the least recently used idle one is closed).
-PORTAL_UPLOAD_TRANSPORT = env_choice(
-    "PORTAL_UPLOAD_TRANSPORT",
+# PORTAL_BULK_SSH_DIR ("": /dev/shm where writable, else the temporary directory); a
+# master unused for PORTAL_BULK_SSH_IDLE seconds is closed, and a web process keeps at
+# most PORTAL_BULK_SSH_MASTERS (then the least recently used idle one is closed).
+PORTAL_BULK_TRANSPORT = env_choice(
+    "PORTAL_BULK_TRANSPORT",
     "openssh" if shutil.which("ssh") else "paramiko",
     ("openssh", "paramiko"),
 )
-PORTAL_UPLOAD_SSH_DIR = env_str("PORTAL_UPLOAD_SSH_DIR", "")
-PORTAL_UPLOAD_SSH_IDLE = env_float("PORTAL_UPLOAD_SSH_IDLE", 120.0, minimum=1)
-PORTAL_UPLOAD_SSH_MASTERS = env_int("PORTAL_UPLOAD_SSH_MASTERS", 64, minimum=1)
+PORTAL_BULK_SSH_DIR = env_str("PORTAL_BULK_SSH_DIR", "")
+PORTAL_BULK_SSH_IDLE = env_float("PORTAL_BULK_SSH_IDLE", 120.0, minimum=1)
+PORTAL_BULK_SSH_MASTERS = env_int("PORTAL_BULK_SSH_MASTERS", 64, minimum=1)
 # How often each running transfer's progress is read from its rclone log (seconds).
 PORTAL_TRANSFER_POLL_INTERVAL = env_float("PORTAL_TRANSFER_POLL_INTERVAL", 2.0, minimum=0.5)
 # The audit log of actions on clusters (jobs/audit/__init__.py): rows older than this many days

@@ -63,8 +63,8 @@ def certified(place, filecluster, devcluster_info, trusted_ca, settings, tmp_pat
     trusted_ca(devcluster_info)
     filecluster.ssh_auth = filecluster.SshAuth.CERTIFICATE
     filecluster.save()
-    settings.PORTAL_UPLOAD_TRANSPORT = "openssh"
-    settings.PORTAL_UPLOAD_SSH_DIR = str(tmp_path / "run")
+    settings.PORTAL_BULK_TRANSPORT = "openssh"
+    settings.PORTAL_BULK_SSH_DIR = str(tmp_path / "run")
     (tmp_path / "run").mkdir()
     settings.PORTAL_UPLOAD_CHUNK_BYTES = MiB
     return place
@@ -221,7 +221,7 @@ def test_a_pin_by_fingerprint_uploads_over_paramiko(place, filecluster, settings
     """OpenSSH cannot be given a fingerprint to compare with (paramiko can): such a
     cluster's uploads go over SFTP, as before."""
     client, url, folder, account = place
-    settings.PORTAL_UPLOAD_TRANSPORT = "openssh"
+    settings.PORTAL_BULK_TRANSPORT = "openssh"
     key = paramiko.PKey.from_type_string(*_pinned_parts(filecluster.host_key))
     filecluster.host_key = ssh.key_fingerprint(key)
     filecluster.save()
@@ -270,7 +270,7 @@ def test_bytes_are_never_written_through_a_link(certified, tmp_path):
 
 def test_an_idle_master_is_closed_by_itself(certified, settings, tmp_path):
     client, url, folder, _account = certified
-    settings.PORTAL_UPLOAD_SSH_IDLE = 1
+    settings.PORTAL_BULK_SSH_IDLE = 1
     location = start(client, url, 10, "idle.bin", folder)
     assert patch(client, location, 0, b"01234").status_code == 204
     (master,) = masters_now()
@@ -282,11 +282,11 @@ def test_an_idle_master_is_closed_by_itself(certified, settings, tmp_path):
 
 
 def test_a_runtime_directory_that_is_not_there_means_sftp(place, settings, tmp_path, caplog):
-    """This host's own trouble starting OpenSSH (here: PORTAL_UPLOAD_SSH_DIR missing) is
+    """This host's own trouble starting OpenSSH (here: PORTAL_BULK_SSH_DIR missing) is
     no failure of the upload either: its bytes go over SFTP."""
     client, url, folder, _account = place
-    settings.PORTAL_UPLOAD_TRANSPORT = "openssh"
-    settings.PORTAL_UPLOAD_SSH_DIR = str(tmp_path / "absent")
+    settings.PORTAL_BULK_TRANSPORT = "openssh"
+    settings.PORTAL_BULK_SSH_DIR = str(tmp_path / "absent")
     data = os.urandom(1000)
     location = start(client, url, len(data), "here.bin", folder)
     with caplog.at_level(logging.WARNING, logger="files.uploads"):
@@ -300,7 +300,7 @@ def test_requests_at_once_share_the_master_and_never_mix_their_bytes(place, sett
     are sessions of the one master side by side (stored-key mode here: no database in
     the threads), each file whole and its own."""
     _client, _url, folder, account = place
-    settings.PORTAL_UPLOAD_TRANSPORT = "openssh"
+    settings.PORTAL_BULK_TRANSPORT = "openssh"
     account = fresh(account)
     base = f"{home_of(account)}/{folder}"
     blobs = {f"part{i}": os.urandom(4 * MiB + i) for i in range(3)}
@@ -332,3 +332,42 @@ def test_requests_at_once_share_the_master_and_never_mix_their_bytes(place, sett
     sums = remote(account, ["sh", "-c", f"cd {base} && sha256sum part*"])
     got = {line.split()[1]: line.split()[0] for line in sums.splitlines()}
     assert got == {name: hashlib.sha256(data).hexdigest() for name, data in blobs.items()}
+
+
+def test_a_download_goes_through_the_master_and_stops_dd_when_the_client_goes(certified):
+    """A download's bytes come from dd on the cluster through the person's master; a
+    client that goes mid-way (the response closed) leaves no dd reading on the cluster."""
+    client, url, folder, account = certified
+    home = home_of(account)
+    remote(account, ["truncate", "-s", "300M", f"{home}/{folder}/huge.bin"])
+    whole = client.get(url + "download/", {"path": f"{folder}/big.bin"})
+    body = b"".join(whole.streaming_content)
+    on_cluster = remote(account, ["sha256sum", "--", f"{home}/{folder}/big.bin"]).split()[0]
+    assert hashlib.sha256(body).hexdigest() == on_cluster
+    (master,) = masters_now()
+    assert master.key_id.startswith("portal:owner:hpcuser2@devcluster:file_download")
+
+    before = bulk.counters["reads"]
+    partly = client.get(url + "download/", {"path": f"{folder}/huge.bin"})
+    pieces = iter(partly.streaming_content)
+    assert len(next(pieces)) == 1024 * 1024 and bulk.counters["reads"] == before + 1
+
+    def readers() -> str:
+        return remote(account, ["sh", "-c", 'pgrep -u "$(id -u)" -a dd || true'])
+
+    assert "huge.bin" in readers()  # held back by the client's pace, not done
+    partly.close()
+    polling.until(lambda: "huge.bin" not in readers(), 20, "dd to stop on the cluster")
+
+
+def test_a_download_from_a_cluster_pinned_by_fingerprint_goes_over_sftp(
+    place, filecluster, settings
+):
+    client, url, folder, account = place
+    settings.PORTAL_BULK_TRANSPORT = "openssh"
+    key = paramiko.PKey.from_type_string(*_pinned_parts(filecluster.host_key))
+    filecluster.host_key = ssh.key_fingerprint(key)
+    filecluster.save()
+    before = dict(bulk.counters)
+    body = b"".join(client.get(url + "download/", {"path": f"{folder}/big.bin"}).streaming_content)
+    assert len(body) == 3_000_000 and bulk.counters == before

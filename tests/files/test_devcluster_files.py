@@ -7,6 +7,7 @@ import hashlib
 import pytest
 
 from files import remote as sftp_ops
+from jobs.cluster import bulk
 from jobs.models import AuditEvent
 from tests.devcluster.helpers import remote
 
@@ -45,8 +46,11 @@ def test_list_view_and_hostile_entries(place):
     assert client.get(url + "view/", {"path": f"{folder}/big.bin"}).context["binary"]
 
 
-def test_a_download_resumes_where_it_broke(place):
+@pytest.mark.parametrize("transport", ["openssh", "paramiko"])
+def test_a_download_resumes_where_it_broke(place, settings, transport):
     client, url, folder, account = place
+    settings.PORTAL_BULK_TRANSPORT = transport
+    reads = bulk.counters["reads"]
     whole = client.get(url + "download/", {"path": f"{folder}/big.bin"})
     assert whole.status_code == 200 and whole["Accept-Ranges"] == "bytes"
     body = b"".join(whole.streaming_content)
@@ -69,12 +73,14 @@ def test_a_download_resumes_where_it_broke(place):
     )
     assert beyond.status_code == 416 and beyond["Content-Range"] == "bytes */3000000"
     del expected
+    assert bulk.counters["reads"] - reads == (2 if transport == "openssh" else 0)
 
 
-def test_a_download_asks_for_more_than_a_server_answers_at_once(place, monkeypatch):
+def test_a_download_asks_for_more_than_a_server_answers_at_once(place, monkeypatch, settings):
     """Reads larger than OpenSSH's sftp-server answers (255 KiB): each short answer is
     followed by a read for the rest, and smaller reads from then on."""
     client, url, folder, account = place
+    settings.PORTAL_BULK_TRANSPORT = "paramiko"  # (SFTP's reads, not OpenSSH's dd)
     monkeypatch.setattr(sftp_ops, "READ_SIZE", 1024 * 1024)
     monkeypatch.setattr(sftp_ops, "READS_AHEAD", 3)
     whole = client.get(url + "download/", {"path": f"{folder}/big.bin"})

@@ -30,8 +30,8 @@ class Clock:
 
 @pytest.fixture
 def world(settings):
-    settings.PORTAL_UPLOAD_SSH_IDLE = 120
-    settings.PORTAL_UPLOAD_SSH_MASTERS = 64
+    settings.PORTAL_BULK_SSH_IDLE = 120
+    settings.PORTAL_BULK_SSH_MASTERS = 64
     clock, wall = Clock(), Clock()
     started: list[FakeMaster] = []
 
@@ -122,7 +122,7 @@ def test_idle_masters_are_closed_after_the_setting_and_busy_ones_never(world, se
         assert not started[1].closed
     registry.sweep()
     assert not started[1].closed  # just given back
-    settings.PORTAL_UPLOAD_SSH_IDLE = 5  # read when it sweeps
+    settings.PORTAL_BULK_SSH_IDLE = 5  # read when it sweeps
     clock.now += 5
     registry.sweep()
     assert started[1].closed and not registry.slots
@@ -139,7 +139,7 @@ def test_a_dead_idle_master_is_swept_at_once(world):
 
 def test_at_the_cap_the_least_recently_used_idle_master_goes(world, settings):
     registry, clock, _, started, starter = world
-    settings.PORTAL_UPLOAD_SSH_MASTERS = 2
+    settings.PORTAL_BULK_SSH_MASTERS = 2
     for account in (1, 2):
         with registry.using((account, "a", "up"), "c", starter()):
             clock.now += 1
@@ -152,7 +152,7 @@ def test_at_the_cap_the_least_recently_used_idle_master_goes(world, settings):
 
 def test_when_every_master_is_in_use_there_is_no_room(world, settings):
     registry, _, _, started, starter = world
-    settings.PORTAL_UPLOAD_SSH_MASTERS = 2
+    settings.PORTAL_BULK_SSH_MASTERS = 2
     with registry.using((1, "a", "up"), "c", starter()):
         with registry.using((2, "a", "up"), "c", starter()):
             with pytest.raises(masters.Full):
