@@ -271,6 +271,20 @@ class Busy(Exception):
 WRITING_SECONDS = 120  # a writer's claim on its upload, renewed while bytes arrive
 
 
+HEAD_WAIT_SECONDS = 30.0  # the longest a HEAD waits for a writer to end
+
+
+def _writer_gone(upload: Upload, seconds: float) -> bool:
+    """No request writes the upload now, or none did within ``seconds``."""
+    key, until, pause = f"upload-writing:{upload.pk}", time.monotonic() + seconds, 0.05
+    while cache.get(key) is not None:
+        if time.monotonic() >= until:
+            return False
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
+    return True
+
+
 @contextmanager
 def _writing(upload: Upload) -> Iterator:
     """One request at a time writes an upload, across web processes (a claim in the
@@ -312,6 +326,12 @@ def item(request, cluster: str, root: str, upload_id: str):
         Upload, pk=upload_id, user=request.user, cluster=place.cluster, root=place.root.key
     )
     if request.method == "HEAD":
+        # After a cut, the request that was cut may still be writing what reached it: the
+        # offset is final only once it is over (else the client would send from an older
+        # one, a 409 whose whole chunk the browser still sends).
+        if not _writer_gone(upload, HEAD_WAIT_SECONDS):
+            return _error("The upload is still being written: ask again.", 423)
+        upload.refresh_from_db()
         if upload.finished_at:
             offset = upload.length
         else:
@@ -347,6 +367,17 @@ def item(request, cluster: str, root: str, upload_id: str):
         return _tus(HttpResponse(status=204))
     if request.method != "PATCH":
         return _error("Use HEAD, PATCH or DELETE on an upload.", 405)
+    response = _patch(request, place, upload)
+    if response.status_code >= 400:
+        # Refused before its body was read (or with the rest unread): the browser would
+        # still send the whole chunk, up to PORTAL_UPLOAD_CHUNK_BYTES, for nothing; the
+        # server closes the connection after the answer instead (uvicorn reads this).
+        response["Connection"] = "close"
+    return response
+
+
+def _patch(request, place: Place, upload: Upload) -> HttpResponse:
+    """A PATCH: the request's bytes appended at its offset (see the module's doc)."""
     if upload.finished_at:
         return _error("This upload is complete.", 409)
     if request.content_type != "application/offset+octet-stream":

@@ -95,9 +95,12 @@ def test_a_2_gb_upload_cut_twice_resumes_with_flat_memory(
         on_cluster = remote(account, ["sha256sum", "--", f"{home}/{folder}/checkpoint.bin"])
         assert on_cluster.split()[0] == local
         screenshot(page, "71-file-manager-big-upload")
-        # Resumed, not restarted: at most the two chunks in flight were sent again.
+        # Resumed, not restarted, and not even the chunks cut: each kept what reached the
+        # web process, and a retry sent at a stale offset is refused with the connection
+        # closed (else the browser sends its whole 256 MiB body for nothing). What is sent
+        # again is what sat in the sockets' buffers at each cut (9 MB in all, here).
         sent = relay.bytes_up - sent_before
-        assert SIZE < sent < SIZE + 2 * CHUNK + 10 * 1024**2, sent
+        assert SIZE < sent < SIZE + 64 * 1024**2, sent
         peak = _peak_kib(web_master)
         assert peak < 200 * 1024, f"the web process peaked at {peak / 1024:.0f} MiB"
         print(f"2 GiB upload: {sent - SIZE:,} bytes sent again, web peak {peak / 1024:.0f} MiB")

@@ -251,9 +251,19 @@ def test_while_one_request_writes_an_upload_another_is_told_to_wait(place, owner
     first.start()
     assert inside.wait(20)
     second = patch(client, location, 0, b"ABCDEFGH")
+    # Asking the offset meanwhile waits for the writer to end (else it would be stale).
+    asked = Client()
+    asked.force_login(owner)
+    head = threading.Thread(target=lambda: answers.setdefault("head", offset(asked, location)))
+    head.start()
+    head.join(0.5)
+    assert head.is_alive() and "head" not in answers
     go_on.set()
     first.join(30)
+    head.join(30)
     assert second.status_code == 423 and "HEAD" in second.json()["error"], second.content
+    assert second["Connection"] == "close"  # (the browser stops sending the refused body)
+    assert answers["head"] == 8
     assert answers["first"].status_code == 204, answers["first"].content
     on_cluster = remote(account, ["cat", "--", f"{home_of(account)}/{folder}/twice.bin"])
     assert on_cluster == "abcdefgh"
