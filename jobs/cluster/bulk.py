@@ -363,25 +363,36 @@ def write_at(account, path: str, offset: int, pieces: Iterable[bytes], *, timeou
 
 def _send(master: Master, command: str, pieces: Iterable[bytes], timeout: float) -> int:
     counters["writes"] += 1
-    with contextlib.ExitStack() as stack:
+    with _dd(master, command, timeout, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL) as dd:
+        sent, failure = _feed(dd, pieces, timeout)
+    if failure is not None:
+        raise failure  # the body's own error, after what arrived was written
+    return sent
+
+
+@contextlib.contextmanager
+def _dd(master: Master, command: str, timeout: float, **stdio: Any) -> Iterator[subprocess.Popen]:
+    """``command`` (dd) on the cluster through ``master``'s multiplexed client, while the
+    block feeds or drains it; then its end, waited for at most ``timeout`` seconds, and a
+    ClusterError for anything but success. A block left early (the client went, an error)
+    kills the client, which ends dd on the cluster."""
+    with tempfile.TemporaryFile(dir=master.directory) as errors:
         try:
-            errors = stack.enter_context(tempfile.TemporaryFile(dir=master.directory))
             process = subprocess.Popen(  # noqa: S603 (ssh, its arguments built by openssh.py)
                 master.argv_for(command),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
                 stderr=errors,
                 env=_environment(),
                 bufsize=0,
+                **stdio,
             )
         except OSError as exc:  # (its directory gone, no process left: not the cluster's)
             raise ssh.ClusterUnreachable(f"OpenSSH's client did not start: {exc}") from None
         try:
-            sent, failure = _feed(process, pieces, timeout)
+            yield process
             status = process.wait(timeout=max(0.1, deadline.cap(timeout)))
         except subprocess.TimeoutExpired:
             raise ssh.CommandTimedOut(
-                f"dd on the cluster did not end within {timeout:.0f} s of the last byte.",
+                f"dd on the cluster did not end within {timeout:.0f} s of its last byte.",
                 seconds=timeout,
                 command=command,
             ) from None
@@ -389,18 +400,18 @@ def _send(master: Master, command: str, pieces: Iterable[bytes], timeout: float)
             if process.poll() is None:  # a timeout, or an interruption: nothing left running
                 process.kill()
                 process.wait()
+            for stream in (process.stdin, process.stdout):
+                if stream is not None:
+                    with contextlib.suppress(BrokenPipeError):
+                        stream.close()
         errors.seek(0)
         message = _bounded(errors.read(STDERR_MAX * 2))
-    if failure is not None and status == 0:
-        raise failure  # the body's own error, after what arrived was written
     if status == 0:
-        return sent
+        return
     if status == 255:  # ssh's own failure: the master is gone or the connection broke
         raise ssh.ClusterUnreachable(f"OpenSSH lost the cluster: {message or 'no message'}")
     if "symbolic links" in message or "No such device" in message:
-        raise files.NotARegularFile(
-            "The upload's partial file is not a regular file any more.", stderr=message
-        )
+        raise files.NotARegularFile("The file is not a regular file any more.", stderr=message)
     raise ssh.CommandFailed(
         f"dd on the cluster failed: {message or f'exit status {status}'}",
         command=command,
@@ -518,73 +529,35 @@ def read_range(
 
 def _receive(master: Master, command: str, piece: int, timeout: float) -> Iterator[bytes]:
     counters["reads"] += 1
-    with contextlib.ExitStack() as stack:
-        try:
-            errors = stack.enter_context(tempfile.TemporaryFile(dir=master.directory))
-            process = subprocess.Popen(  # noqa: S603 (ssh, its arguments built by openssh.py)
-                master.argv_for(command),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=errors,
-                env=_environment(),
-                bufsize=0,
-            )
-        except OSError as exc:
-            raise ssh.ClusterUnreachable(f"OpenSSH's client did not start: {exc}") from None
-        try:
-            stdout = process.stdout
-            assert stdout is not None
-            fd = stdout.fileno()
-            with contextlib.suppress(OSError, AttributeError):
-                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-            os.set_blocking(fd, False)
-            ready = select.poll()
-            ready.register(fd, select.POLLIN)
-            held: list[bytes] = []
-            size = 0
-            while True:
-                try:
-                    data = os.read(fd, piece - size)
-                except BlockingIOError:
-                    limit = deadline.cap(timeout)
-                    if limit <= 0 or not ready.poll(limit * 1000):
-                        raise ssh.CommandTimedOut(
-                            f"The cluster sent no bytes for {limit:.0f} s.", seconds=limit
-                        ) from None
-                    continue
-                if not data:
-                    break
-                held.append(data)
-                size += len(data)
-                if size >= piece:
-                    yield b"".join(held)
-                    held, size = [], 0
-            if held:
+    with _dd(master, command, timeout, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE) as dd:
+        assert dd.stdout is not None
+        fd = dd.stdout.fileno()
+        with contextlib.suppress(OSError, AttributeError):
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        os.set_blocking(fd, False)
+        ready = select.poll()
+        ready.register(fd, select.POLLIN)
+        held: list[bytes] = []
+        size = 0
+        while True:
+            try:
+                data = os.read(fd, piece - size)
+            except BlockingIOError:
+                limit = deadline.cap(timeout)
+                if limit <= 0 or not ready.poll(limit * 1000):
+                    raise ssh.CommandTimedOut(
+                        f"The cluster sent no bytes for {limit:.0f} s.", seconds=limit
+                    ) from None
+                continue
+            if not data:
+                break
+            held.append(data)
+            size += len(data)
+            if size >= piece:
                 yield b"".join(held)
-            status = process.wait(timeout=max(0.1, deadline.cap(timeout)))
-        except subprocess.TimeoutExpired:
-            raise ssh.CommandTimedOut(
-                f"dd on the cluster did not end within {timeout:.0f} s of its last byte.",
-                seconds=timeout,
-                command=command,
-            ) from None
-        finally:
-            if process.poll() is None:  # the client went, or a timeout: nothing left running
-                process.kill()
-                process.wait()
-            if process.stdout is not None:
-                process.stdout.close()
-        errors.seek(0)
-        message = _bounded(errors.read(STDERR_MAX * 2))
-    if status == 255:
-        raise ssh.ClusterUnreachable(f"OpenSSH lost the cluster: {message or 'no message'}")
-    if status != 0:
-        raise ssh.CommandFailed(
-            f"dd on the cluster failed: {message or f'exit status {status}'}",
-            command=command,
-            stderr=message,
-            exit_status=status,
-        )
+                held, size = [], 0
+        if held:
+            yield b"".join(held)
 
 
 # --- this process's state -----------------------------------------------------------
