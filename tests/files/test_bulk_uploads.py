@@ -20,40 +20,18 @@ from jobs.cluster import files as job_files
 from jobs.models import AuditEvent, ClusterAccount
 from tests import polling
 from tests.devcluster.helpers import SshdLog, remote
+from tests.files import tus
+from tests.files.tus import offset, patch
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 
 MiB = 1024 * 1024
-TUS = {"HTTP_TUS_RESUMABLE": "1.0.0"}
 
 
-def start(client, url, length: int, name: str, folder: str):
-    import base64
-
-    meta = ",".join(
-        f"{k} {base64.b64encode(v.encode()).decode()}"
-        for k, v in {"filename": name, "path": folder}.items()
-    )
-    made = client.post(
-        url + "uploads/", HTTP_UPLOAD_LENGTH=str(length), HTTP_UPLOAD_METADATA=meta, **TUS
-    )
+def start(client, url, length: int, name: str, folder: str) -> str:
+    made = tus.start(client, url, length, filename=name, path=folder)
     assert made.status_code == 201, made.content
     return made["Location"]
-
-
-def patch(client, location: str, offset: int, data: bytes):
-    return client.generic(
-        "PATCH",
-        location,
-        data,
-        content_type="application/offset+octet-stream",
-        HTTP_UPLOAD_OFFSET=str(offset),
-        **TUS,
-    )
-
-
-def offset(client, location: str) -> int:
-    return int(client.head(location, **TUS)["Upload-Offset"])
 
 
 @pytest.fixture

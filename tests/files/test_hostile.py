@@ -12,7 +12,7 @@ import pytest
 
 from files.models import Remote
 from tests.devcluster.helpers import remote
-from tests.files.test_uploads import TUS, patch, start
+from tests.files.tus import TUS, patch, start
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 

@@ -3,7 +3,6 @@ the offset is the partial file's size on the cluster, a chunk cut off mid-way is
 again from there, the sha256 is computed on the cluster, and nothing is ever written
 over an existing file unless replacing it was confirmed."""
 
-import base64
 import hashlib
 import os
 
@@ -16,37 +15,9 @@ from jobs.cluster import pool, ssh
 from jobs.models import AuditEvent
 from tests import factories
 from tests.devcluster.helpers import remote
+from tests.files.tus import TUS, offset, patch, start
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
-
-TUS = {"HTTP_TUS_RESUMABLE": "1.0.0"}
-
-
-def meta(**fields: str) -> str:
-    return ",".join(f"{k} {base64.b64encode(v.encode()).decode()}" for k, v in fields.items())
-
-
-def start(client, url, length: int, **fields: str):
-    return client.post(
-        url + "uploads/", HTTP_UPLOAD_LENGTH=str(length), HTTP_UPLOAD_METADATA=meta(**fields), **TUS
-    )
-
-
-def patch(client, location: str, offset: int, data: bytes):
-    return client.generic(
-        "PATCH",
-        location,
-        data,
-        content_type="application/offset+octet-stream",
-        HTTP_UPLOAD_OFFSET=str(offset),
-        **TUS,
-    )
-
-
-def offset(client, location: str) -> int:
-    answer = client.head(location, **TUS)
-    assert answer.status_code == 200, answer.content
-    return int(answer["Upload-Offset"])
 
 
 def home_of(account) -> str:
