@@ -269,14 +269,17 @@ class Busy(Exception):
 
 
 WRITING_SECONDS = 120  # a writer's claim on its upload, renewed while bytes arrive
-
-
 HEAD_WAIT_SECONDS = 30.0  # the longest a HEAD waits for a writer to end
+
+
+def _claim_key(upload: Upload) -> str:
+    """The shared cache's key of the claim of the request writing ``upload``."""
+    return f"upload-writing:{upload.pk}"
 
 
 def _writer_gone(upload: Upload, seconds: float) -> bool:
     """No request writes the upload now, or none did within ``seconds``."""
-    key, until, pause = f"upload-writing:{upload.pk}", time.monotonic() + seconds, 0.05
+    key, until, pause = _claim_key(upload), time.monotonic() + seconds, 0.05
     while cache.get(key) is not None:
         if time.monotonic() >= until:
             return False
@@ -293,7 +296,7 @@ def _writing(upload: Upload) -> Iterator:
     (tus-js-client does), rather than both writing at the same offset. The claim lapses
     WRITING_SECONDS after the last byte arrived, should its process die. Yields a wrapper
     for the body's pieces that keeps the claim alive as they arrive."""
-    key, token = f"upload-writing:{upload.pk}", secrets.token_hex(8)
+    key, token = _claim_key(upload), secrets.token_hex(8)
     if not cache.add(key, token, timeout=WRITING_SECONDS):
         raise Busy(
             "Another request is writing this upload now: ask its offset (HEAD) and go on "

@@ -330,8 +330,9 @@ def _environment() -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", os.defpath), "LC_ALL": "C"}
 
 
-def _slot_key(account) -> tuple:
-    return (account.pk, acting.requester.get(), acting.purpose.get())
+def _slot_key(account, requester: str, purpose: str) -> tuple:
+    """Whose master: one per account, requester and purpose (its certificate names them)."""
+    return (account.pk, requester, purpose)
 
 
 # --- writing ------------------------------------------------------------------------
@@ -354,7 +355,8 @@ def write_at(account, path: str, offset: int, pieces: Iterable[bytes], *, timeou
         raise ssh.AuthenticationFailed(str(exc)) from None
     command = openssh.writer_command(path, offset)
     try:
-        with _registry.using(_slot_key(account), config, lambda: start_master(account)) as master:
+        key = _slot_key(account, acting.requester.get(), acting.purpose.get())
+        with _registry.using(key, config, lambda: start_master(account)) as master:
             acting.key_id.set(master.key_id)
             return offset + _send(master, command, pieces, timeout)
     except masters.Full as exc:  # (only ever before the block: no byte taken)
@@ -491,21 +493,16 @@ def read_range(
     longest wait for the next bytes. Closing the iterator early (the client went) stops
     dd. Unavailable before the first byte when no master comes up; ClusterError after
     dd's end otherwise."""
-    requester_was, purpose_was = acting.requester.set(requester), acting.purpose.set(purpose)
+    if stale := signer.stale_refusal(account, requester):
+        raise ssh.AuthenticationFailed(stale)
     try:
-        if stale := signer.stale_refusal(account, requester):
-            raise ssh.AuthenticationFailed(stale)
-        try:
-            config = pool.config_key(account)
-        except certs.CAMissing as exc:
-            raise ssh.AuthenticationFailed(str(exc)) from None
-        key = _slot_key(account)
-    finally:  # (a generator's context is its consumer's: leave it as it was)
-        acting.purpose.reset(purpose_was)
-        acting.requester.reset(requester_was)
+        config = pool.config_key(account)
+    except certs.CAMissing as exc:
+        raise ssh.AuthenticationFailed(str(exc)) from None
     command = openssh.reader_command(path, first, end - first)
 
     def start() -> Master:
+        # (a generator's context is its consumer's: set for the login, then as it was)
         tokens = acting.requester.set(requester), acting.purpose.set(purpose)
         try:
             return start_master(account)
@@ -513,18 +510,14 @@ def read_range(
             acting.purpose.reset(tokens[1])
             acting.requester.reset(tokens[0])
 
-    try:
-        using = _registry.using(key, config, start)
-        master = using.__enter__()
-    except masters.Full as exc:
-        raise Unavailable(str(exc)) from None
-    try:
+    with contextlib.ExitStack() as held:
+        try:
+            master = held.enter_context(
+                _registry.using(_slot_key(account, requester, purpose), config, start)
+            )
+        except masters.Full as exc:
+            raise Unavailable(str(exc)) from None
         yield from _receive(master, command, piece, timeout)
-    except BaseException as exc:
-        if not using.__exit__(type(exc), exc, exc.__traceback__):
-            raise
-    else:
-        using.__exit__(None, None, None)
 
 
 def _receive(master: Master, command: str, piece: int, timeout: float) -> Iterator[bytes]:

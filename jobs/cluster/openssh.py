@@ -87,7 +87,12 @@ def master_argv(
         argv += ["-o", f"CertificateFile={certificate}"]
     if keepalive:
         argv += ["-o", f"ServerAliveInterval={keepalive}", "-o", "ServerAliveCountMax=3"]
-    return [*argv, "-p", str(port), "-l", user, "--", host]
+    return [*argv, *_destination(host, port, user)]
+
+
+def _destination(host: str, port: int, user: str) -> list[str]:
+    """Where every ssh of these connects (the host last: nothing after ``--`` is an option)."""
+    return ["-p", str(port), "-l", user, "--", host]
 
 
 def client_argv(
@@ -108,25 +113,22 @@ def client_argv(
         "ControlMaster=no",
         "-o",
         "ProxyCommand=false",
-        "-p",
-        str(port),
-        "-l",
-        user,
-        "--",
-        host,
+        *_destination(host, port, user),
         command,
     ]
 
 
 def check_argv(ssh_path: str, control: str, host: str, port: int, user: str) -> list[str]:
     """Asks the master whether it is up (logged in: the socket listens from then on)."""
-    return [ssh_path, "-F", "/dev/null", "-S", control, "-O", "check"] + [
-        "-p",
-        str(port),
-        "-l",
-        user,
-        "--",
-        host,
+    return [
+        ssh_path,
+        "-F",
+        "/dev/null",
+        "-S",
+        control,
+        "-O",
+        "check",
+        *_destination(host, port, user),
     ]
 
 
