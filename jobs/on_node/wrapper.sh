@@ -12,7 +12,11 @@ _portal_early_warning=
 trap '_portal_early_warning=1' USR2
 ${identity}
 cd "$$PORTAL_WORK_DIR" || { echo "portal: cannot enter $$PORTAL_WORK_DIR" >&2; exit 1; }
-echo "portal: job $$PORTAL_JOB_ID ($${PORTAL_SCHEDULER:-slurm} $${SLURM_JOB_ID:-$${PORTAL_SCHEDULER_JOB_ID:-?}}) on $${SLURMD_NODENAME:-$$(hostname)} at $$(date -Is); CUDA_VISIBLE_DEVICES=$${CUDA_VISIBLE_DEVICES:-}"
+# Builtins only (no command substitution) while the early-warning trap alone is in place:
+# bash 5.2 aborts ("reader_loop: bad jump") when a trap runs while it expands `$$(...)`.
+printf 'portal: job %s (%s %s) on %s at %(%Y-%m-%dT%H:%M:%S%z)T; CUDA_VISIBLE_DEVICES=%s\n' \
+    "$$PORTAL_JOB_ID" "$${PORTAL_SCHEDULER:-slurm}" "$${SLURM_JOB_ID:-$${PORTAL_SCHEDULER_JOB_ID:-?}}" \
+    "$${SLURMD_NODENAME:-$$HOSTNAME}" -1 "$${CUDA_VISIBLE_DEVICES:-}"
 ${modules}
 # Training metrics: `import portal_metrics; portal_metrics.log(step=..., loss=...)` appends
 # to metrics/rank-<SLURM_PROCID>.jsonl and, when the portal is reachable, uploads with the
