@@ -48,13 +48,14 @@ class SeriesData:
         }
 
 
-def _where(series_id: int, lo: int | None, hi: int | None) -> tuple[str, list]:
-    sql, params = "series_id = %s", [series_id]
+def _steps(lo: int | None, hi: int | None, column: str = "step") -> tuple[str, list]:
+    """`` AND ...`` for a step range (empty for all steps) and its parameters."""
+    sql, params = "", []
     if lo is not None:
-        sql += " AND step >= %s"
+        sql += f" AND {column} >= %s"
         params.append(lo)
     if hi is not None:
-        sql += " AND step <= %s"
+        sql += f" AND {column} <= %s"
         params.append(hi)
     return sql, params
 
@@ -63,6 +64,12 @@ def _query(sql: str, params: list) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
+
+
+def _ids(values) -> str:
+    """Whole numbers (database ids and steps, never text) as a SQL list: no parameter per
+    series, so a job's 2,000 series stay within SQLite's parameter limit."""
+    return ",".join(str(int(v)) for v in values)
 
 
 def buckets_to_points(rows: list[tuple]) -> tuple[list, list, list]:
@@ -95,29 +102,75 @@ def read_series(
 ) -> SeriesData:
     """Points of one series in [lo, hi] (all by default), downsampled to ``width`` buckets
     unless ``full`` or there are few enough to draw them all."""
-    where, params = _where(series.pk, lo, hi)
-    total, first, last, max_seq = _query(
-        f"SELECT COUNT(*), MIN(step), MAX(step), MAX(seq) FROM {TABLE} WHERE {where}",  # noqa: S608
-        params,
-    )[0]
-    if not total:
-        return SeriesData(series, [], [], [], [], 0, False)
+    return read_many([series], width=width, lo=lo, hi=hi, full=full)[0]
+
+
+def read_many(
+    series: list[MetricSeries],
+    *,
+    width: int = DEFAULT_WIDTH,
+    lo: int | None = None,
+    hi: int | None = None,
+    full: bool = False,
+) -> list[SeriesData]:
+    """``read_series`` of each of ``series``, in order, in at most three queries whatever
+    their number: the counts, the points of those drawn whole, the buckets of the others
+    (each series its own bucket size, from a VALUES list joined to the points)."""
+    if not series:
+        return []
     width = max(1, min(width, MAX_WIDTH))
-    if full or total <= 2 * width:
-        rows = _query(
-            f"SELECT step, value, time, seq FROM {TABLE} WHERE {where} ORDER BY step, seq",  # noqa: S608
-            params,
+    steps_sql, steps_params = _steps(lo, hi)
+    stats = {
+        row[0]: row[1:]
+        for row in _query(
+            f"SELECT series_id, COUNT(*), MIN(step), MAX(step), MAX(seq) FROM {TABLE} "  # noqa: S608
+            f"WHERE series_id IN ({_ids(s.pk for s in series)}){steps_sql} GROUP BY series_id",
+            steps_params,
         )
-        steps, values, times, seqs = (list(c) for c in zip(*rows, strict=True))
-        return SeriesData(series, steps, values, times, seqs, total, False, max_seq)
-    bucket = (last - first) // width + 1  # integer steps per bucket: at most ``width`` buckets
-    rows = _query(
-        f"SELECT (step - %s) / %s AS b, MIN(value), MAX(value), MIN(step), MAX(step), "  # noqa: S608
-        f"MIN(time), MAX(time) FROM {TABLE} WHERE {where} GROUP BY b ORDER BY b",
-        [first, bucket, *params],
-    )
-    steps, values, times = buckets_to_points(rows)
-    return SeriesData(series, steps, values, times, [None] * len(steps), total, True, max_seq)
+    }
+    whole = [pk for pk, (total, *_) in stats.items() if full or total <= 2 * width]
+    bucketed = {  # series id -> (first step, steps per bucket: at most ``width`` buckets)
+        pk: (first, (last - first) // width + 1)
+        for pk, (total, first, last, _) in stats.items()
+        if pk not in whole
+    }
+    points: dict[int, list[tuple]] = {}
+    if whole:
+        rows = _query(
+            f"SELECT series_id, step, value, time, seq FROM {TABLE} "  # noqa: S608
+            f"WHERE series_id IN ({_ids(whole)}){steps_sql} ORDER BY series_id, step, seq",
+            steps_params,
+        )
+        for pk, group in itertools.groupby(rows, key=lambda r: r[0]):
+            points[pk] = [r[1:] for r in group]
+    if bucketed:
+        sizes = ",".join(f"({_ids((pk, first, size))})" for pk, (first, size) in bucketed.items())
+        p_steps, p_params = _steps(lo, hi, "p.step")
+        rows = _query(
+            f"WITH b (sid, lo, size) AS (VALUES {sizes}) "  # noqa: S608
+            "SELECT p.series_id, (p.step - b.lo) / b.size AS k, MIN(p.value), MAX(p.value), "
+            "MIN(p.step), MAX(p.step), MIN(p.time), MAX(p.time) "
+            f"FROM {TABLE} p JOIN b ON p.series_id = b.sid WHERE 1 = 1{p_steps} "
+            "GROUP BY p.series_id, k ORDER BY p.series_id, k",
+            p_params,
+        )
+        for pk, group in itertools.groupby(rows, key=lambda r: r[0]):
+            points[pk] = [r[1:] for r in group]
+    found = []
+    for s in series:
+        if s.pk not in stats:
+            found.append(SeriesData(s, [], [], [], [], 0, False))
+            continue
+        total, _, _, max_seq = stats[s.pk]
+        rows = points.get(s.pk, [])
+        if s.pk in bucketed:
+            steps, values, times = buckets_to_points(rows)
+            seqs: list[int | None] = [None] * len(steps)
+            found.append(SeriesData(s, steps, values, times, seqs, total, True, max_seq))
+        else:
+            steps, values, times, seqs = (list(c) for c in zip(*rows, strict=True))
+            found.append(SeriesData(s, steps, values, times, seqs, total, False, max_seq))
+    return found
 
 
 def iter_points(series_ids: list[int], batch: int = 20_000):
@@ -205,10 +258,8 @@ def job_series(job_id: int, query: SeriesQuery) -> list[dict]:
     series = MetricSeries.objects.filter(job_id=job_id)
     if query.ids:
         series = series.filter(pk__in=query.ids)
-    return [
-        read_series(s, width=query.width, lo=query.lo, hi=query.hi, full=query.full).as_dict()
-        for s in series
-    ]
+    read = read_many(list(series), width=query.width, lo=query.lo, hi=query.hi, full=query.full)
+    return [data.as_dict() for data in read]
 
 
 def history(job_id: int, width=None) -> list[dict]:

@@ -63,6 +63,45 @@ def test_uneven_steps_are_bucketed_by_step(owner, cluster):
     assert data.downsampled and 9.0 in data.values and max(data.steps) == 100_009
 
 
+def test_one_chart_read_of_many_series_takes_the_same_queries_as_of_one(
+    owner, cluster, django_assert_max_num_queries
+):
+    """Long series bucketed each at its own size, short ones whole, a zoomed range on all,
+    an empty one: in at most three queries whatever the number of series (the job page's
+    first read and every websocket history)."""
+    job = factories.training_job(owner, cluster)
+    long = {f"long{i}": 3000 * (i + 1) for i in range(3)}
+    batch = [
+        ingest.Record(
+            s, 0, 0, s * 2, 1.7e9 + s, {k: float(s % 7) for k, n in long.items() if s < n}
+        )
+        for s in range(max(long.values()))
+    ]
+    batch += [
+        ingest.Record(s, 0, 1, s, 0.0, {f"short{i}": float(i) for i in range(12)})
+        for s in range(40)
+    ]
+    ingest.ingest(job, batch)
+    series = list(MetricSeries.objects.filter(job=job).order_by("key", "attempt"))
+    MetricSeries.objects.create(job=job, key="empty")  # a series whose points are not in yet
+    series.append(MetricSeries.objects.get(job=job, key="empty"))
+    with django_assert_max_num_queries(3):
+        read = query.read_many(series, width=500)
+    by_key = {d.series.key: d for d in read}
+    assert [d.series.key for d in read] == [s.key for s in series]  # in the order asked
+    for key, n in long.items():
+        data = by_key[key]
+        assert data.downsampled and data.total == n and len(data.steps) <= 2 * 500
+        assert data.steps[0] == 0 and data.steps[-1] == 2 * (n - 1) and data.max_seq == n - 1
+        assert {0.0, 6.0} <= set(data.values) <= {float(v) for v in range(7)}  # the extremes
+    assert by_key["short3"].steps == list(range(40)) and set(by_key["short3"].values) == {3.0}
+    assert not by_key["short3"].downsampled and by_key["short3"].seqs == list(range(40))
+    assert by_key["empty"].total == 0 and by_key["empty"].steps == []
+    zoomed = {d.series.key: d for d in query.read_many(series, width=500, lo=100, hi=199)}
+    assert zoomed["long0"].steps == list(range(100, 200, 2)) and not zoomed["long0"].downsampled
+    assert zoomed["short0"].steps == [] and zoomed["short0"].total == 0  # none in the range
+
+
 def test_metrics_json_and_exports_are_owner_only(owner, outsider, cluster):
     job = factories.training_job(owner, cluster)
     ingest.ingest(job, ingest.parse_batch(factories.metric_records(30)).records)
