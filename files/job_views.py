@@ -16,6 +16,7 @@ from frontend.views.common import get_job_for_user
 from jobs import audit
 from jobs.cluster import files, pool, ssh
 from jobs.text import quoted
+from portal.serving import streaming_view
 from portal.throttle import throttled
 
 
@@ -113,6 +114,7 @@ def _in_file_manager(user, job, rel: str) -> str:
     return ""
 
 
+@streaming_view
 @login_required
 @throttled("cluster-pages")
 def job_file_download(request, pk: int):

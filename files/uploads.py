@@ -45,6 +45,7 @@ from files.paths import BadPath
 from files.views import Failure, Place, _parts
 from jobs import audit
 from jobs.cluster import bulk, pool, ssh
+from portal.serving import streaming_view
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,7 @@ def _version_refused(request) -> HttpResponse | None:
     return None
 
 
+@streaming_view
 @login_required
 @csrf_protect
 def collection(request, cluster: str, root: str):
@@ -318,6 +320,7 @@ def _writing(upload: Upload) -> Iterator:
             cache.delete(key)
 
 
+@streaming_view
 @login_required
 @csrf_protect
 def item(request, cluster: str, root: str, upload_id: str):

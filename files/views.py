@@ -27,6 +27,7 @@ from jobs import audit
 from jobs.cluster import files as job_files
 from jobs.cluster import pool, ssh
 from jobs.models import Cluster
+from portal.serving import streaming_view
 from portal.throttle import throttled
 
 T = TypeVar("T")
@@ -361,6 +362,7 @@ def view(request, cluster: str, root: str):
     return render(request, "files/view.html", context)
 
 
+@streaming_view
 @login_required
 @throttled("cluster-pages")
 def raw_image(request, cluster: str, root: str):
@@ -380,6 +382,7 @@ def raw_image(request, cluster: str, root: str):
     return response
 
 
+@streaming_view
 @login_required
 @throttled("cluster-pages")
 def download(request, cluster: str, root: str):
@@ -413,6 +416,7 @@ def download(request, cluster: str, root: str):
     return streaming.from_cluster(request, place.account, path, size, mtime, parts[-1])
 
 
+@streaming_view
 @login_required
 @throttled("cluster-pages")
 def download_zip(request, cluster: str, root: str):

@@ -1,4 +1,5 @@
-"""ASGI entry point: Django for HTTP, Channels for websockets."""
+"""ASGI entry point: Django for HTTP (its WSGI handler on a thread pool, its ASGI handler
+for the views that stream: portal/serving.py), Channels for websockets."""
 
 import os
 
@@ -9,12 +10,15 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 # Django must be set up before anything imports models (consumers do).
 django.setup(set_prefix=False)  # (as django.core.asgi.get_asgi_application)
 
+from django.conf import settings  # noqa: E402
+
+from portal.serving import HttpRouter  # noqa: E402
 from portal.streamed_body import StreamedBodyHandler  # noqa: E402
 
-# Django's handler, with upload chunks streamed to their view (portal/streamed_body.py).
-django_asgi_app = StreamedBodyHandler()
+# Django's ASGI handler, with upload chunks streamed to their view (portal/streamed_body.py),
+# for the views that stream; its WSGI handler on PORTAL_WEB_THREADS threads for the rest.
+django_asgi_app = HttpRouter(StreamedBodyHandler(), settings.PORTAL_WEB_THREADS)
 
-from django.conf import settings  # noqa: E402
 from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 
 if (

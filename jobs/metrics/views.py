@@ -23,6 +23,7 @@ from jobs.metrics import query as metrics_query
 from jobs.metrics.auth import JobTokenAuthentication
 from jobs.metrics.serializers import IngestResultSerializer, MetricRecordSerializer
 from jobs.models import Job
+from portal.serving import streaming_view
 
 
 def _csv_download(job: Job, fmt: str) -> StreamingHttpResponse:
@@ -54,6 +55,7 @@ def job_metrics_ranks(request, pk: int):
     return JsonResponse({"job": job.pk, **ranks.job_progress(job.pk).as_dict()})
 
 
+@streaming_view
 @login_required
 def job_metrics_export(request, pk: int):
     """Every point of every series, as CSV (default) or JSON lines, streamed."""

@@ -72,6 +72,9 @@ sqlite_busy_timeout = env_float("SQLITE_BUSY_TIMEOUT", 20.0, minimum=0)
 # seconds for a connection instead. 0: no pool (a connection per request, as before).
 PORTAL_DB_POOL_MAX = env_int("PORTAL_DB_POOL_MAX", 0, minimum=0)
 PORTAL_DB_POOL_TIMEOUT = env_float("PORTAL_DB_POOL_TIMEOUT", 30.0, minimum=1)
+# Threads of each web process that run requests (Django's WSGI handler inside the ASGI
+# server, portal/serving.py); the views that stream run beside them on the event loop.
+PORTAL_WEB_THREADS = env_int("PORTAL_WEB_THREADS", 8, minimum=1)
 
 # --- Redis (broker, cache, channel layer) -------------------------------------------
 # REDIS_URL (or REDIS_URL_FILE) carries the password. `make demo`/`make test` run a Redis

@@ -1,0 +1,68 @@
+"""Which of Django's two handlers serves an HTTP request inside the ASGI server.
+
+Most requests go to Django's WSGI handler on a pool of PORTAL_WEB_THREADS threads
+(a2wsgi's WSGIMiddleware: one hand-off from the event loop to a thread and back). Django's
+ASGI handler runs every synchronous view and middleware on one thread per process
+(asgiref's thread_sensitive), with a hand-off for each sync/async boundary of the
+middleware chain: under load the requests queued for that one thread while their
+database round trips left the cores idle. Measured with bench/load_live.py (200 jobs
+uploading 50 points a second, two web processes on two cores): 142 calls/s acknowledged
+of 200, 9.3 ms of web CPU a call, through the ASGI handler; all 200, 5.9 ms, through
+this one.
+
+The views that stream (downloads, zips, tus uploads, exports: marked ``@streaming_view``),
+tus bodies, and requests whose body comes chunked (the WSGI handler reads a body by its
+Content-Length) stay on the ASGI handler (portal/streamed_body.py): a transfer that lasts
+an hour holds no thread of the pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from a2wsgi import WSGIMiddleware
+from django.core.handlers.wsgi import WSGIHandler
+from django.urls import Resolver404, resolve
+
+from portal import streamed_body
+
+View = TypeVar("View", bound=Callable[..., Any])
+
+
+def streaming_view(view: View) -> View:
+    """Mark a view as one that streams its request or its response for long: served by
+    Django's ASGI handler, not on the thread pool. (Decorators made with functools.wraps
+    carry the mark outwards.)"""
+    view.streaming = True  # type: ignore[attr-defined]
+    return view
+
+
+def on_event_loop(scope: dict) -> bool:
+    """True for a request the ASGI handler should serve (see the module)."""
+    names = {name for name, _ in scope.get("headers", ())}
+    if b"transfer-encoding" in names and b"content-length" not in names:
+        return True
+    if streamed_body.streamed(scope):
+        return True
+    path = scope.get("path", "/")
+    try:
+        match = resolve(path)
+    except Resolver404:
+        return False
+    return bool(getattr(match.func, "streaming", False))
+
+
+class HttpRouter:
+    """The ASGI app for ``http`` scopes: ``streaming`` (Django's ASGI handler) for what
+    is ``on_event_loop``, Django's WSGI handler on ``threads`` threads for the rest."""
+
+    def __init__(self, streaming: Callable, threads: int) -> None:
+        self.streaming = streaming
+        # The response goes to the event loop a piece at a time, at most 4 pieces ahead.
+        wsgi: Any = WSGIHandler()  # a WSGI app (django-stubs types its answer more narrowly)
+        self.threaded: Any = WSGIMiddleware(wsgi, workers=threads, send_queue_size=4)
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        app = self.streaming if on_event_loop(scope) else self.threaded
+        await app(scope, receive, send)

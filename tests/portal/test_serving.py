@@ -1,0 +1,113 @@
+"""portal/serving.py: which handler serves a request inside the ASGI server. The views that
+stream, tus bodies and chunked bodies go to Django's ASGI handler; the rest to its WSGI
+handler on the thread pool, which serves them whole (here a metric upload, stored)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import pytest
+from django.urls import reverse
+
+from jobs.metrics import ingest
+from jobs.metrics.models import MetricPoint
+from portal.serving import HttpRouter, on_event_loop
+from tests import factories
+
+
+def scope(path: str, method: str = "GET", headers: list | None = None) -> dict:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"testserver"), *(headers or [])],
+        "client": ("127.0.0.1", 1),
+        "server": ("testserver", 80),
+    }
+
+
+SIZED = [(b"content-length", b"2"), (b"content-type", b"application/json")]
+
+
+@pytest.mark.parametrize(
+    ("path", "headers", "expected"),
+    [
+        (reverse("files-download", args=["c", "home"]), [], True),
+        (reverse("files-zip", args=["c", "home"]), [], True),
+        (reverse("files-upload", args=["c", "home", "u1"]), [], True),
+        (reverse("job-file-download", args=[3]), [], True),
+        (reverse("job-metrics-export", args=[3]), [], True),
+        ("/api/v1/jobs/3/metrics/ingest/", SIZED, False),
+        ("/", [], False),
+        (reverse("files-browse", args=["c", "home"]), [], False),
+        ("/no/such/page/", [], False),
+        # A body of unknown length: the WSGI handler would read none of it.
+        ("/api/v1/jobs/3/metrics/ingest/", [(b"transfer-encoding", b"chunked")], True),
+        # A tus chunk, whatever the path: streamed to its view (portal/streamed_body.py).
+        ("/", [(b"content-type", b"application/offset+octet-stream")], True),
+    ],
+)
+def test_what_streams_is_served_on_the_event_loop(path, headers, expected):
+    assert on_event_loop(scope(path, headers=headers)) is expected
+
+
+async def _serve(app, request: dict, body: bytes) -> list[dict]:
+    sent: list[dict] = []
+    queue: asyncio.Queue = asyncio.Queue()
+    await queue.put({"type": "http.request", "body": body, "more_body": False})
+
+    async def receive():
+        return await queue.get()
+
+    async def send(message):
+        sent.append(message)
+
+    await asyncio.wait_for(app(request, receive, send), 30)
+    return sent
+
+
+@pytest.mark.django_db(transaction=True)  # the pool's threads have their own connections
+def test_the_rest_is_served_whole_by_the_thread_pool(owner, cluster):
+    job = factories.training_job(owner, cluster)
+    token = ingest.issue_token(job)
+    body = json.dumps(factories.metric_records(25)).encode()
+    on_loop: list[dict] = []
+
+    async def streaming(request, receive, send):  # stands in for the ASGI handler
+        on_loop.append(request)
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    router = HttpRouter(streaming, threads=2)
+    served_by: list[str] = []
+    real = router.threaded.app
+
+    def wsgi(environ, start_response):  # the WSGI handler, noting the thread it ran on
+        served_by.append(threading.current_thread().name)
+        return real(environ, start_response)
+
+    router.threaded.app = wsgi
+    headers = [
+        (b"authorization", f"Bearer {token}".encode()),
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    url = f"/api/v1/jobs/{job.pk}/metrics/ingest/"
+    sent = asyncio.run(_serve(router, scope(url, "POST", headers), body))
+    assert sent[0]["status"] == 200, sent
+    answer = json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+    assert answer["inserted"] == 50 and MetricPoint.objects.count() == 50
+    assert served_by and served_by[0].startswith("WSGI") and not on_loop
+
+    download = reverse("files-download", args=[cluster.name, "home"])
+    sent = asyncio.run(_serve(router, scope(download), b""))
+    assert sent[0]["status"] == 204 and [r["path"] for r in on_loop] == [download]
+    assert len(served_by) == 1  # the download never reached the pool
