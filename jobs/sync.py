@@ -208,6 +208,13 @@ def discover_sessions(account, running_jobs) -> None:
         except ssh.ClusterError as exc:
             log.info("connection file of job %s not readable yet: %s", job.pk, exc)
             continue
+        if info is not None and info.get("attempt", job.attempt) != job.attempt:
+            # An earlier run's file, still there while the requeued run starts up: its
+            # port is dead, or someone else's by now.
+            log.info(
+                "job %s: connection file of run %s, not %s", job.pk, info["attempt"], job.attempt
+            )
+            continue
         if info is not None and job.node:
             # The host is where the scheduler runs the job, never what the file says.
             sessions.links().found(job, job.node, info["port"], info["secret"])

@@ -139,7 +139,8 @@ def read_job_log(
 
 
 def read_connection_file(conn: ssh.Connection, work_dir: str) -> dict | None:
-    """The notebook's connection.json ({port, secret}) once it exists, else None."""
+    """The notebook's connection.json ({port, secret}, and the attempt that wrote it where
+    the scheduler says: Slurm's restart count) once it exists, else None."""
 
     data = tail(conn, f"{work_dir}/connection.json", 4096)
     if not data.text.strip():
@@ -152,7 +153,13 @@ def read_connection_file(conn: ssh.Connection, work_dir: str) -> dict | None:
         return None
     if not (1024 <= port <= 65535) or not validators.SESSION_TOKEN.match(secret):
         return None
-    return {"port": port, "secret": secret}
+    found: dict = {"port": port, "secret": secret}
+    if "attempt" in info:
+        attempt = info["attempt"]
+        if isinstance(attempt, bool) or not isinstance(attempt, int) or not 0 <= attempt < 10**6:
+            return None
+        found["attempt"] = attempt
+    return found
 
 
 # Each rank's file, and a session's system sampler's (portal_metrics.py --system).

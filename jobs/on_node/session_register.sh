@@ -15,6 +15,10 @@ while time.time() < deadline:
 else:
     sys.exit(0)
 info = {"node": socket.gethostname(), "port": port, "secret": os.environ["PORTAL_SESSION_TOKEN"]}
+if os.environ.get("SLURM_JOB_ID"):
+    # Which run wrote it: a requeued job's new run starts while the last run's file is
+    # still here, and the portal must not route to that run's port (it reads this file).
+    info["attempt"] = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
 with open("connection.json.tmp", "w") as fh:
     json.dump(info, fh)
 os.replace("connection.json.tmp", "connection.json")

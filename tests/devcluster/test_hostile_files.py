@@ -114,12 +114,18 @@ def test_a_hostile_connection_file_never_becomes_a_route(devcluster, owner):
 
     good = "A" * 32
     assert read_with(f'{{"port": 8888, "secret": "{good}"}}')[0] == {"port": 8888, "secret": good}
+    # The run that wrote it (Slurm's restart count), so a requeued run's stale file is known.
+    run = read_with(f'{{"port": 8888, "secret": "{good}", "attempt": 2}}')[0]
+    assert run == {"port": 8888, "secret": good, "attempt": 2}
     for content in (
         '{"port": 8888, "secret": "aaaaaaaaaaaaaaaa; del server be_sessions/x"}',
         '{"port": 8888, "secret": "aaaaaaaaaaaaaaaa\\nshow info"}',
         '{"port": 8888, "secret": "short"}',
         f'{{"port": 80, "secret": "{good}"}}',
         f'{{"port": "8888; x", "secret": "{good}"}}',
+        f'{{"port": 8888, "secret": "{good}", "attempt": "1"}}',
+        f'{{"port": 8888, "secret": "{good}", "attempt": true}}',
+        f'{{"port": 8888, "secret": "{good}", "attempt": -1}}',
         "not json",
         " " * 100_000 + f'{{"port": 8888, "secret": "{good}"',  # cut: never whole JSON
     ):
