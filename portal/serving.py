@@ -12,8 +12,11 @@ this one.
 
 The views that stream (downloads, zips, tus uploads, exports: marked ``@streaming_view``),
 tus bodies, and requests whose body comes chunked (the WSGI handler reads a body by its
-Content-Length) stay on the ASGI handler (portal/streamed_body.py): a transfer that lasts
-an hour holds no thread of the pool.
+Content-Length) or is larger than BUFFERED stay on the ASGI handler (portal/streamed_body.py,
+which spools a large body to disk before its view runs): a transfer that lasts an hour
+holds no thread of the pool. The rest have their whole body received on the event loop
+before a thread takes them, as Django's ASGI handler does: a client that sends its body
+slowly (or never) holds no thread either.
 """
 
 from __future__ import annotations
@@ -29,6 +32,11 @@ from portal import streamed_body
 
 View = TypeVar("View", bound=Callable[..., Any])
 
+# The largest body received into memory before a thread takes the request: a form, a
+# JSON document, a metrics batch of a few thousand records. A larger one goes to the ASGI
+# handler, which spools it to disk past 2.5 MiB (FILE_UPLOAD_MAX_MEMORY_SIZE).
+BUFFERED = 1024 * 1024
+
 
 def streaming_view(view: View) -> View:
     """Mark a view as one that streams its request or its response for long: served by
@@ -40,8 +48,11 @@ def streaming_view(view: View) -> View:
 
 def on_event_loop(scope: dict) -> bool:
     """True for a request the ASGI handler should serve (see the module)."""
-    names = {name for name, _ in scope.get("headers", ())}
-    if b"transfer-encoding" in names and b"content-length" not in names:
+    headers = dict(scope.get("headers", ()))
+    length = headers.get(b"content-length")
+    if length is None and b"transfer-encoding" in headers:
+        return True
+    if length is not None and not (length.isdigit() and int(length) <= BUFFERED):
         return True
     if streamed_body.streamed(scope):
         return True
@@ -64,5 +75,31 @@ class HttpRouter:
         self.threaded: Any = WSGIMiddleware(wsgi, workers=threads, send_queue_size=4)
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        app = self.streaming if on_event_loop(scope) else self.threaded
-        await app(scope, receive, send)
+        if on_event_loop(scope):
+            return await self.streaming(scope, receive, send)
+        body = await _whole_body(receive)
+        if body is None:
+            return  # the client went before its body was whole: nothing to answer
+        replayed = False
+
+        async def then_receive() -> dict:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.threaded(scope, then_receive, send)
+
+
+async def _whole_body(receive: Callable) -> bytes | None:
+    """The request's body (at most its Content-Length, checked by ``on_event_loop`` to be
+    at most BUFFERED), or None if the client disconnected first."""
+    pieces = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        pieces.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(pieces)

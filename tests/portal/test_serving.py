@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from jobs.metrics import ingest
 from jobs.metrics.models import MetricPoint
-from portal.serving import HttpRouter, on_event_loop
+from portal.serving import BUFFERED, HttpRouter, on_event_loop
 from tests import factories
 
 
@@ -53,6 +53,11 @@ SIZED = [(b"content-length", b"2"), (b"content-type", b"application/json")]
         ("/api/v1/jobs/3/metrics/ingest/", [(b"transfer-encoding", b"chunked")], True),
         # A tus chunk, whatever the path: streamed to its view (portal/streamed_body.py).
         ("/", [(b"content-type", b"application/offset+octet-stream")], True),
+        # Larger than what is received into memory first, or a length that is no number.
+        ("/api/v1/jobs/3/metrics/ingest/", [(b"content-length", b"%d" % (BUFFERED + 1))], True),
+        ("/api/v1/jobs/3/metrics/ingest/", [(b"content-length", str(BUFFERED).encode())], False),
+        ("/api/v1/jobs/3/metrics/ingest/", [(b"content-length", b"-1")], True),
+        ("/api/v1/jobs/3/metrics/ingest/", [(b"content-length", b"1e9")], True),
     ],
 )
 def test_what_streams_is_served_on_the_event_loop(path, headers, expected):
@@ -111,3 +116,60 @@ def test_the_rest_is_served_whole_by_the_thread_pool(owner, cluster):
     sent = asyncio.run(_serve(router, scope(download), b""))
     assert sent[0]["status"] == 204 and [r["path"] for r in on_loop] == [download]
     assert len(served_by) == 1  # the download never reached the pool
+
+
+def test_a_body_sent_slowly_holds_no_thread_of_the_pool():
+    """The body is received whole on the event loop before a thread takes the request: a
+    client that trickles (or never finishes) its body leaves the pool to everyone else."""
+    served: list[bytes] = []
+
+    def wsgi(environ, start_response):
+        served.append(environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"])))
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok"]
+
+    async def streaming(request, receive, send):  # pragma: no cover - not reached here
+        raise AssertionError("a small body goes to the pool")
+
+    router = HttpRouter(streaming, threads=1)
+    router.threaded.app = wsgi
+    request = scope("/", "POST", [(b"content-length", b"6")])
+
+    async def run() -> tuple[list[dict], list[dict]]:
+        slow: asyncio.Queue = asyncio.Queue()
+        await slow.put({"type": "http.request", "body": b"abc", "more_body": True})
+        slow_sent: list[dict] = []
+
+        async def slow_send(message):
+            slow_sent.append(message)
+
+        stalled = asyncio.create_task(router(request, slow.get, slow_send))
+        await asyncio.sleep(0.2)  # half of its body came; the rest has not
+        quick = await _serve(router, scope("/", "POST", [(b"content-length", b"2")]), b"hi")
+        assert served == [b"hi"] and not slow_sent  # the one thread served the other
+        await slow.put({"type": "http.request", "body": b"def", "more_body": False})
+        await asyncio.wait_for(stalled, 10)
+        return quick, slow_sent
+
+    quick, slow_sent = asyncio.run(run())
+    assert quick[0]["status"] == 200 and slow_sent[0]["status"] == 200
+    assert served == [b"hi", b"abcdef"]
+
+
+def test_a_client_gone_before_its_body_was_whole_reaches_no_view():
+    calls: list = []
+    router = HttpRouter(lambda *a: calls.append(a), threads=1)
+    router.threaded.app = lambda environ, start_response: calls.append(environ)
+    messages = [
+        {"type": "http.request", "body": b"abc", "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+
+    async def receive():
+        return messages.pop(0)
+
+    async def send(message):  # pragma: no cover - nothing is answered
+        calls.append(message)
+
+    asyncio.run(router(scope("/", "POST", [(b"content-length", b"6")]), receive, send))
+    assert calls == []
