@@ -72,6 +72,11 @@ def _ids(values) -> str:
     return ",".join(str(int(v)) for v in values)
 
 
+def _by_series(rows: list[tuple]) -> dict[int, list[tuple]]:
+    """Rows ordered by series id (their first column) as {series id: the rest of each}."""
+    return {pk: [r[1:] for r in group] for pk, group in itertools.groupby(rows, key=lambda r: r[0])}
+
+
 def buckets_to_points(rows: list[tuple]) -> tuple[list, list, list]:
     """(bucket, min, max, first step, last step, first time, last time) rows, in bucket
     order, to points: one per flat bucket, else min and max at the bucket's ends, the
@@ -141,8 +146,7 @@ def read_many(
             f"WHERE series_id IN ({_ids(whole)}){steps_sql} ORDER BY series_id, step, seq",
             steps_params,
         )
-        for pk, group in itertools.groupby(rows, key=lambda r: r[0]):
-            points[pk] = [r[1:] for r in group]
+        points.update(_by_series(rows))
     if bucketed:
         sizes = ",".join(f"({_ids((pk, first, size))})" for pk, (first, size) in bucketed.items())
         p_steps, p_params = _steps(lo, hi, "p.step")
@@ -154,8 +158,7 @@ def read_many(
             "GROUP BY p.series_id, k ORDER BY p.series_id, k",
             p_params,
         )
-        for pk, group in itertools.groupby(rows, key=lambda r: r[0]):
-            points[pk] = [r[1:] for r in group]
+        points.update(_by_series(rows))
     found = []
     for s in series:
         if s.pk not in stats:
