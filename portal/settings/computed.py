@@ -453,7 +453,7 @@ CHANNEL_LAYERS = {
 
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "portal.cache.RedisCache",  # one connection pool per process
         "LOCATION": REDIS_URL,
         # Locks and throttle counts; a test run uses its own prefix on a shared Redis.
         "KEY_PREFIX": cache_prefix,

@@ -173,3 +173,32 @@ def test_a_client_gone_before_its_body_was_whole_reaches_no_view():
 
     asyncio.run(router(scope("/", "POST", [(b"content-length", b"6")]), receive, send))
     assert calls == []
+
+
+def test_requests_on_the_pool_share_the_process_redis_connections():
+    """Each request runs in a copy of the event loop's context, where Django keeps its cache
+    objects: with Django's own Redis cache every request opened a new connection to Redis
+    (portal/cache.py). Counted by the real Redis server."""
+    from django.core.cache import caches
+
+    def wsgi(environ, start_response):  # what a throttled view does: one GET of the cache
+        caches["default"].get("serving-test")
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok"]
+
+    async def streaming(request, receive, send):  # pragma: no cover - not reached here
+        raise AssertionError("a GET goes to the pool")
+
+    router = HttpRouter(streaming, threads=2)
+    router.threaded.app = wsgi
+    client = caches["default"]._cache.get_client(write=True)
+
+    def connections() -> int:
+        return int(client.info("stats")["total_connections_received"])
+
+    caches["default"].get("serving-test")  # this process's first connection
+    before = connections()
+    for _ in range(20):
+        sent = asyncio.run(_serve(router, scope("/"), b""))
+        assert sent[0]["status"] == 200
+    assert connections() - before <= 2  # at most one per thread of the pool (was 20)
