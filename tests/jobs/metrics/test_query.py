@@ -102,6 +102,27 @@ def test_one_chart_read_of_many_series_takes_the_same_queries_as_of_one(
     assert zoomed["short0"].steps == [] and zoomed["short0"].total == 0  # none in the range
 
 
+def test_a_whole_series_is_drawn_without_counting_its_points_and_still_says_how_many(
+    owner, cluster, django_assert_max_num_queries
+):
+    """Over the whole range the series' counter of stored points (or its span of steps,
+    where larger) decides whether it is drawn whole or in buckets; the totals are the points
+    drawn. Points written past the counter (as the factories write GPU samples) are drawn,
+    and 5,000 points logged at one step are bucketed, not read whole."""
+    job = factories.training_job(owner, cluster)
+    gpu = factories.gpu_samples(job, [float(i % 100) for i in range(3000)], end=1.7e9)
+    assert MetricSeries.objects.get(pk=gpu.pk).points == 0
+    same = [ingest.Record(s, 0, 0, 7, 0.0, {"loss": float(s)}) for s in range(5000)]
+    ingest.ingest(job, same)
+    series = list(MetricSeries.objects.filter(job=job).order_by("key"))
+    with django_assert_max_num_queries(3):
+        loss, samples = query.read_many(series, width=500)
+    assert samples.downsampled and samples.total == 3000 and samples.steps[-1] == 2999
+    assert {0.0, 99.0} <= set(samples.values)
+    assert loss.downsampled and loss.total == 5000 and loss.steps == [7]
+    assert loss.values == [4999.0] and loss.max_seq == 4999
+
+
 def test_metrics_json_and_exports_are_owner_only(owner, outsider, cluster):
     job = factories.training_job(owner, cluster)
     ingest.ingest(job, ingest.parse_batch(factories.metric_records(30)).records)
