@@ -23,6 +23,7 @@ from jobs.metrics import query as metrics_query
 from jobs.metrics.auth import JobTokenAuthentication
 from jobs.metrics.serializers import IngestResultSerializer, MetricRecordSerializer
 from jobs.models import Job
+from portal.jsonfast import JsonResponse as FastJsonResponse
 from portal.serving import streaming_view
 
 
@@ -45,14 +46,14 @@ def job_metrics(request, pk: int):
         query = metrics_query.SeriesQuery.parse(request.GET)
     except metrics_query.BadQuery as exc:
         return JsonResponse({"error": str(exc)}, status=400)
-    return JsonResponse({"job": job.pk, "series": metrics_query.job_series(job.pk, query)})
+    return FastJsonResponse({"job": job.pk, "series": metrics_query.job_series(job.pk, query)})
 
 
 @login_required
 def job_metrics_ranks(request, pk: int):
     """Each rank's node and progress (steps per second, steps behind) and the straggler."""
     job = get_object_or_404(Job.objects.visible_to(request.user), pk=pk)
-    return JsonResponse({"job": job.pk, **ranks.job_progress(job.pk).as_dict()})
+    return FastJsonResponse({"job": job.pk, **ranks.job_progress(job.pk).as_dict()})
 
 
 @streaming_view
