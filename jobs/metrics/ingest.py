@@ -14,6 +14,7 @@ import re
 import secrets
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TypeGuard
 
 from django.conf import settings
@@ -25,6 +26,7 @@ from jobs.metrics.models import MetricPoint, MetricSeries
 from jobs.metrics.summary import Summary
 from jobs.models import Job
 from jobs.models import annotations as tagging
+from portal.groupcommit import GroupCommit
 
 log = logging.getLogger(__name__)
 
@@ -210,19 +212,35 @@ def _check_quota(job: Job, have: Had, new_series: int, new_points: int, nbytes: 
         raise QuotaExceeded(f"Job {job.pk} may send at most {limit} bytes of metrics.")
 
 
-def _lock_and_count_bytes(job: Job, nbytes: int) -> int:
-    """Lock the job's row for this transaction (HTTP batches and the SSH tail of one job
-    are stored one at a time) and add ``nbytes`` to the bytes it sent, in one statement;
-    the bytes it had sent before. A refused batch rolls the addition back."""
+def _lock_jobs(ids: list[int]) -> dict[int, int]:
+    """Lock the jobs' rows for this transaction, in id order (HTTP batches and the SSH tail
+    of one job are stored one at a time; two groups never wait for each other in a
+    circle); the bytes each has sent. A job gone is missing from the answer."""
+    table, listed = Job._meta.db_table, ",".join(str(int(pk)) for pk in ids)
+    if connection.features.has_select_for_update:
+        sql = f"SELECT id, metrics_bytes FROM {table} WHERE id IN ({listed}) ORDER BY id FOR UPDATE"  # noqa: S608
+    else:  # SQLite: a write takes the database's lock now, before the quotas are read
+        sql = (
+            f"UPDATE {table} SET metrics_bytes = metrics_bytes WHERE id IN ({listed}) "  # noqa: S608
+            "RETURNING id, metrics_bytes"
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        return dict(cursor.fetchall())
+
+
+def _add_bytes(sent: dict[int, int]) -> None:
+    """Count the bytes of the stored uploads, for the per-job quota (one statement)."""
+    sent = {pk: n for pk, n in sent.items() if n}
+    if not sent:
+        return
     table = Job._meta.db_table
+    values = ",".join(f"({int(pk)},{int(n)})" for pk, n in sent.items())
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {table} SET metrics_bytes = metrics_bytes + %s WHERE id = %s "  # noqa: S608
-            "RETURNING metrics_bytes",
-            [nbytes, job.pk],
+            f"WITH v (id, n) AS (VALUES {values}) UPDATE {table} "  # noqa: S608
+            f"SET metrics_bytes = {table}.metrics_bytes + v.n FROM v WHERE {table}.id = v.id"
         )
-        row = cursor.fetchone()
-    return (row[0] if row else nbytes) - nbytes
 
 
 # --- storing --------------------------------------------------------------------------------
@@ -236,85 +254,133 @@ class IngestResult:
     series: list[MetricSeries] = field(default_factory=list)  # series that got points
 
 
+@dataclass(eq=False)
+class Upload:
+    """One batch of one job's records (an HTTP call, or a read of a metrics file) and what
+    became of it: ``result``, or ``refused`` (past a quota: nothing of it stored)."""
+
+    job: Job
+    records: list[Record]
+    nbytes: int = 0
+    result: IngestResult = field(default_factory=IngestResult)
+    refused: QuotaExceeded | None = None
+
+    def outcome(self) -> IngestResult:
+        if self.refused is not None:
+            raise self.refused
+        return self.result
+
+
 SERIES_FIELDS = [f for f in MetricSeries._meta.concrete_fields if f.attname != "updated_at"]
+SeriesKey = tuple[int, str, int, int]  # job, key, rank, attempt
 
 
-def _existing_series(job: Job, keys: set[str]) -> tuple[dict[tuple, MetricSeries], int, int]:
-    """The job's series of these keys, and how many series and points the job has in all.
-    One plain statement, after the row lock (so it sees the batches stored before): the
-    ORM's building of these two queries was a fifth of an upload's Python time
+def _existing_series(
+    jobs: list[int], keys: set[str]
+) -> tuple[dict[SeriesKey, MetricSeries], dict[int, tuple[int, int]]]:
+    """The jobs' series of these keys, and how many series and points each job has in all.
+    One plain statement, after the rows' lock (so it sees the batches stored before): the
+    ORM's building of these queries was a fifth of an upload's Python time
     (bench/load_live.py's ingest, py-spy)."""
     table, q = MetricSeries._meta.db_table, connection.ops.quote_name
     columns = ", ".join(f"s.{q(str(f.column))}" for f in SERIES_FIELDS)
     names = [f.attname for f in SERIES_FIELDS]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT a.n, a.total, {columns} FROM "  # noqa: S608
-            f"(SELECT COUNT(*) AS n, COALESCE(SUM(points), 0) AS total FROM {table} "
-            f"WHERE job_id = %s) a LEFT JOIN {table} s "
-            f"ON s.job_id = %s AND s.{q('key')} IN ({','.join(['%s'] * len(keys))})",
-            [job.pk, job.pk, *sorted(keys)],
+            f"SELECT a.job_id, a.n, a.total, {columns} FROM "  # noqa: S608
+            f"(SELECT job_id, COUNT(*) AS n, COALESCE(SUM(points), 0) AS total FROM {table} "
+            f"WHERE job_id IN ({','.join(str(int(pk)) for pk in jobs)}) GROUP BY job_id) a "
+            f"LEFT JOIN {table} s ON s.job_id = a.job_id "
+            f"AND s.{q('key')} IN ({','.join(['%s'] * len(keys))})",
+            sorted(keys),
         )
         rows = cursor.fetchall()
-    found = [
-        MetricSeries.from_db(connection.alias, names, row[2:]) for row in rows if row[2] is not None
-    ]
-    return {(s.key, s.rank, s.attempt): s for s in found}, int(rows[0][0]), int(rows[0][1])
+    totals = {row[0]: (int(row[1]), int(row[2])) for row in rows}
+    found = (
+        MetricSeries.from_db(connection.alias, names, row[3:]) for row in rows if row[3] is not None
+    )
+    return {(s.job_id, s.key, s.rank, s.attempt): s for s in found}, totals
 
 
-def _series_for(
-    job: Job, records: list[Record], nbytes: int, had_bytes: int
-) -> dict[tuple, MetricSeries]:
-    """The series the records go to, creating the missing ones within the job's quota."""
-    wanted: dict[tuple[str, int, int], Record] = {}
-    for r in records:
-        for key in r.metrics:
-            wanted.setdefault((key, r.rank, r.attempt), r)
-    keys = {k for k, _, _ in wanted}
-    existing, n_series, n_points = _existing_series(job, keys)
-    have = Had(had_bytes, n_series, n_points)
-    missing = [
-        MetricSeries(job=job, key=k, rank=rank, attempt=att, system=r.system, node=r.node)
-        for (k, rank, att), r in wanted.items()
-        if (k, rank, att) not in existing
-    ]
-    _check_quota(job, have, len(missing), sum(len(r.metrics) for r in records), nbytes)
-    if missing:
-        MetricSeries.objects.bulk_create(missing, ignore_conflicts=True)
-        existing = _existing_series(job, keys)[0]
-    return {k: existing[k] for k in wanted}
+def _admit(
+    uploads: list[Upload],
+    had_bytes: dict[int, int],
+    existing: dict[SeriesKey, MetricSeries],
+    totals: dict[int, tuple[int, int]],
+) -> tuple[list[Upload], list[MetricSeries]]:
+    """The uploads within their jobs' quotas, taken in order (two of one job count
+    together), and the series they need that do not exist yet. The others are marked
+    refused; an upload of a job gone is neither (nothing is stored for it)."""
+    have = {pk: Had(b, *totals.get(pk, (0, 0))) for pk, b in had_bytes.items()}
+    accepted: list[Upload] = []
+    planned: dict[SeriesKey, MetricSeries] = {}
+    for upload in uploads:
+        job = upload.job
+        if job.pk not in have:
+            continue
+        wanted: dict[SeriesKey, Record] = {}
+        for r in upload.records:
+            for key in r.metrics:
+                wanted.setdefault((job.pk, key, r.rank, r.attempt), r)
+        new = [k for k in wanted if k not in existing and k not in planned]
+        points = sum(len(r.metrics) for r in upload.records)
+        try:
+            _check_quota(job, have[job.pk], len(new), points, upload.nbytes)
+        except QuotaExceeded as exc:
+            upload.refused = exc
+            continue
+        before = have[job.pk]
+        have[job.pk] = Had(
+            before.bytes + upload.nbytes, before.series + len(new), before.points + points
+        )
+        for k in new:
+            r = wanted[k]
+            planned[k] = MetricSeries(
+                job_id=job.pk, key=k[1], rank=k[2], attempt=k[3], system=r.system, node=r.node
+            )
+        accepted.append(upload)
+    return accepted, list(planned.values())
 
 
-def ingest(job: Job, records: list[Record], nbytes: int = 0) -> IngestResult:
-    """Store ``records`` (received as ``nbytes`` bytes) exactly once. Raises QuotaExceeded,
-    storing nothing, when they would take the job past a limit."""
-    result = IngestResult()
-    _annotate(job, [r.annotate for r in records if r.annotate is not None])
-    records = [r for r in records if r.annotate is None]
-    if not records:
-        return result
+def store(uploads: list[Upload]) -> None:
+    """Store the uploads in one transaction, each exactly once (a point stored already, or
+    twice in the group, counts as a duplicate of the upload that brings it later), or
+    none of an upload that would take its job past a limit (its ``refused``)."""
+    jobs = sorted({u.job.pk for u in uploads})
+    keys = {key for u in uploads for r in u.records for key in r.metrics}
     with transaction.atomic():
-        had_bytes = _lock_and_count_bytes(job, nbytes)
-        series = _series_for(job, records, nbytes, had_bytes)
+        had_bytes = _lock_jobs(jobs)
+        existing, totals = _existing_series(jobs, keys)
+        accepted, missing = _admit(uploads, had_bytes, existing, totals)
+        if missing:
+            MetricSeries.objects.bulk_create(missing, ignore_conflicts=True)
+            existing = _existing_series(jobs, keys)[0]
         rows: list[tuple] = []
-        seen: set[tuple[int, int]] = set()  # a record repeated inside one batch
-        for r in records:
-            for key, value in r.metrics.items():
-                s = series[(key, r.rank, r.attempt)]
-                if (s.pk, r.seq) in seen:
-                    result.duplicates += 1
-                    continue
-                seen.add((s.pk, r.seq))
-                rows.append((s.pk, r.seq, r.step, value, r.time))
+        whose: list[Upload] = []
+        seen: set[tuple[int, int]] = set()  # a record repeated inside the group
+        for upload in accepted:
+            for r in upload.records:
+                for key, value in r.metrics.items():
+                    s = existing[(upload.job.pk, key, r.rank, r.attempt)]
+                    if (s.pk, r.seq) in seen:
+                        upload.result.duplicates += 1
+                        continue
+                    seen.add((s.pk, r.seq))
+                    rows.append((s.pk, r.seq, r.step, value, r.time))
+                    whose.append(upload)
         # Points stored already (a retried batch, the SSH tail's read of an uploaded file)
         # conflict on (series, seq) and are left out; the INSERT names those it stored.
         inserted = _insert(rows)
-        result.duplicates += len(rows) - len(inserted)
-        rows = [row for row in rows if (row[0], row[1]) in inserted]
         new: dict[int, list[list]] = defaultdict(list)
-        for sid, seq, step, value, when in rows:
-            new[sid].append([step, value, when, seq])
-        by_id = {s.pk: s for s in series.values()}
+        for (sid, seq, step, value, when), upload in zip(rows, whose, strict=True):
+            if (sid, seq) not in inserted:
+                upload.result.duplicates += 1
+                continue
+            point = [step, value, when, seq]
+            new[sid].append(point)
+            upload.result.inserted += 1
+            upload.result.new_points.setdefault(sid, []).append(point)
+        by_id = {s.pk: s for s in existing.values()}
         changes = []
         for sid, points in new.items():
             last = max(points, key=lambda p: (p[0], p[3]))
@@ -326,13 +392,45 @@ def ingest(job: Job, records: list[Record], nbytes: int = 0) -> IngestResult:
             changes.append((sid, len(points), last[0], last[1], s.summary))
             s.points += len(points)
             s.last_step, s.last_value = last[0], last[1]
-            result.series.append(s)
         _update_series(changes)
-        result.inserted = len(rows)
-        result.new_points = dict(new)
-        if rows:
-            transaction.on_commit(lambda: publish_points(job, result))
-    return result
+        sent: dict[int, int] = defaultdict(int)
+        for upload in accepted:
+            sent[upload.job.pk] += upload.nbytes
+            upload.result.series = [by_id[sid] for sid in upload.result.new_points]
+            if upload.result.inserted:
+                transaction.on_commit(partial(publish_points, upload.job, upload.result))
+        _add_bytes(sent)
+
+
+def _upload(job: Job, records: list[Record], nbytes: int) -> Upload:
+    """The upload of ``records`` after the job's reported tags and parameters are applied
+    (they are not points)."""
+    _annotate(job, [r.annotate for r in records if r.annotate is not None])
+    return Upload(job, [r for r in records if r.annotate is None], nbytes)
+
+
+def ingest(job: Job, records: list[Record], nbytes: int = 0) -> IngestResult:
+    """Store ``records`` (received as ``nbytes`` bytes) exactly once. Raises QuotaExceeded,
+    storing nothing, when they would take the job past a limit."""
+    upload = _upload(job, records, nbytes)
+    if upload.records:
+        store([upload])
+    return upload.outcome()
+
+
+# Uploads in one group: a few hundred points each, a few thousand rows an INSERT.
+GROUP_MOST = 64
+_together = GroupCommit(store, most=GROUP_MOST)
+
+
+def ingest_together(job: Job, records: list[Record], nbytes: int = 0) -> IngestResult:
+    """``ingest``, in one transaction with the uploads other threads of this process hand
+    in meanwhile (portal/groupcommit.py): under load a group of uploads takes the
+    statements and the commit of one. Each still gets its own answer."""
+    upload = _upload(job, records, nbytes)
+    if upload.records:
+        _together.submit(upload)
+    return upload.outcome()
 
 
 def _annotate(job: Job, notes: list[dict]) -> None:

@@ -176,7 +176,7 @@ class MetricIngestView(RefuseNul, generics.GenericAPIView):
         if parsed.errors and not parsed.records:
             raise ValidationError({"records": ["No valid records.", *parsed.errors[:20]]})
         try:
-            result = ingest.ingest(job, parsed.records, nbytes=len(request.body))
+            result = ingest.ingest_together(job, parsed.records, nbytes=len(request.body))
         except ingest.QuotaExceeded as exc:
             raise QuotaExceeded(f"{exc} Nothing of this batch was stored.") from None
         return Response(

@@ -1,6 +1,7 @@
 """Ingestion: exactly once whatever the retries, and the job-token upload endpoint."""
 
 import json
+import threading
 
 import pytest
 from django.db import connection
@@ -283,3 +284,87 @@ def test_json_nested_to_any_depth_is_a_400(job, depth):
     assert response.status_code == 400, response.content[:200]
     parsed, _ = ingest.parse_lines(b"[" * depth + b"\n")
     assert parsed.errors and not parsed.records
+
+
+def records(n: int, start: int = 0) -> list:
+    return ingest.parse_batch(factories.metric_records(n, start=start)).records
+
+
+def test_a_group_of_uploads_takes_the_statements_of_one(owner, cluster):
+    """Uploads written together (ingest.ingest_together under load) are stored in one
+    transaction of as many statements as one upload's; each gets its own answer, and a
+    point two uploads of the group bring counts as stored for the first only."""
+    a, b, c = (factories.training_job(owner, cluster) for _ in range(3))
+    for job in (a, b, c):
+        ingest.ingest(job, records(5))  # the series exist from here on
+    with CaptureQueriesContext(connection) as one:
+        ingest.store([ingest.Upload(a, records(5, start=5), 100)])
+    group = [
+        ingest.Upload(a, records(10, start=10), 100),
+        ingest.Upload(b, records(10, start=5), 100),
+        ingest.Upload(a, records(10, start=15), 100),  # half of it came in the first
+        ingest.Upload(c, records(5, start=0), 100),  # stored already (a retry)
+        ingest.Upload(c, records(5, start=5), 100),
+    ]
+    with CaptureQueriesContext(connection) as together:
+        ingest.store(group)
+    assert len(together) == len(one)
+    answers = [(u.outcome().inserted, u.outcome().duplicates) for u in group]
+    assert answers == [(20, 0), (20, 0), (10, 10), (0, 10), (10, 0)]
+    assert (len(stored(a)), len(stored(b)), len(stored(c))) == (2 * 25, 2 * 15, 2 * 10)
+    for series in MetricSeries.objects.filter(job=a):
+        assert (series.points, series.last_step) == (25, 24)
+        assert Summary.from_bytes(series.summary).count == 25
+    a.refresh_from_db()
+    assert a.metrics_bytes == 300  # what the uploads said they received (the first none)
+
+
+def test_an_upload_past_its_quota_is_refused_alone_in_its_group(owner, cluster, settings):
+    settings.PORTAL_METRICS_MAX_POINTS = 30
+    a, b = factories.training_job(owner, cluster), factories.training_job(owner, cluster)
+    ingest.ingest(b, records(10))  # 20 of its 30 points
+    group = [
+        ingest.Upload(a, records(10), 50),
+        ingest.Upload(b, records(10, start=10), 50),  # 20 more: past the limit
+        ingest.Upload(b, records(5, start=10), 50),  # 10 more: within it
+        ingest.Upload(a, records(5, start=10), 50),  # 10 more for a: 30 in all, within
+    ]
+    ingest.store(group)
+    with pytest.raises(ingest.QuotaExceeded, match="at most 30 metric points"):
+        group[1].outcome()
+    assert [group[n].outcome().inserted for n in (0, 2, 3)] == [20, 10, 10]
+    assert len(stored(a)) == 30 and len(stored(b)) == 30
+    b.refresh_from_db()
+    assert b.metrics_bytes == 50  # the refused upload's bytes are not counted
+
+
+@pytest.mark.django_db(transaction=True)
+def test_uploads_from_many_threads_at_once_are_each_stored_once(owner, cluster):
+    """Eight threads, each with its own job, upload at once through ingest_together (each
+    thread its own database connection, as the web tier's pool): every point stored
+    once, every answer right, whoever wrote the group."""
+    jobs = [factories.training_job(owner, cluster) for _ in range(8)]
+    start = threading.Barrier(len(jobs))
+    answers: dict[int, list] = {}
+
+    def upload(job) -> None:
+        start.wait(10)
+        try:
+            answers[job.pk] = [
+                ingest.ingest_together(job, records(20, start=10 * n)).inserted for n in range(4)
+            ]
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=upload, args=(job,)) for job in jobs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert answers == {job.pk: [40, 20, 20, 20] for job in jobs}
+    for job in jobs:
+        assert len(stored(job)) == 2 * 50
+        assert sorted(MetricSeries.objects.filter(job=job).values_list("points", flat=True)) == [
+            50,
+            50,
+        ]
