@@ -143,12 +143,17 @@ def read_many(
     if bucketed:
         sizes = ",".join(f"({_ids((pk, first, size))})" for pk, (first, size) in bucketed.items())
         p_steps, p_params = _steps(lo, hi, "p.step")
+        # Each point with its bucket, behind a fence the planner does not look through
+        # (PostgreSQL's OFFSET 0): it then expects few buckets and hashes them, where it
+        # sorted every point to group them (20.7 -> 12.5 ms for 40,000 points).
+        fence = " OFFSET 0" if connection.vendor == "postgresql" else ""
         rows = _query(
             f"WITH b (sid, lo, size) AS (VALUES {sizes}) "  # noqa: S608
-            "SELECT p.series_id, (p.step - b.lo) / b.size AS k, MIN(p.value), MAX(p.value), "
-            "MIN(p.step), MAX(p.step), MIN(p.time), MAX(p.time), COUNT(*) "
-            f"FROM {TABLE} p JOIN b ON p.series_id = b.sid WHERE 1 = 1{p_steps} "
-            "GROUP BY p.series_id, k ORDER BY p.series_id, k",
+            "SELECT q.series_id, q.k, MIN(q.value), MAX(q.value), MIN(q.step), MAX(q.step), "
+            "MIN(q.time), MAX(q.time), COUNT(*) FROM ("
+            "SELECT p.series_id, (p.step - b.lo) / b.size AS k, p.value, p.step, p.time "
+            f"FROM {TABLE} p JOIN b ON p.series_id = b.sid WHERE 1 = 1{p_steps}{fence}) q "
+            "GROUP BY q.series_id, q.k ORDER BY q.series_id, q.k",
             p_params,
         )
         points.update(_by_series(rows))
