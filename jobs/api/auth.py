@@ -15,11 +15,12 @@ from __future__ import annotations
 import logging
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from rest_framework import authentication, exceptions, permissions, throttling
+from rest_framework import authentication, exceptions, permissions
 
 from identity import confirmation, provider
 from jobs.models import ApiToken
 from jobs.models.tokens import ADMIN, PREFIX, READ, SUBMIT
+from portal.throttle import WindowThrottle
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ class HasTokenScope(permissions.BasePermission):
         return False
 
 
-class TokenRateThrottle(throttling.SimpleRateThrottle):
+class TokenRateThrottle(WindowThrottle):
     """One budget per token (or per signed-in browser user)."""
 
     scope = "api"

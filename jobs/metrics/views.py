@@ -10,7 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, permissions, status, throttling
+from rest_framework import generics, permissions, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, NotAuthenticated, ParseError, ValidationError
 from rest_framework.generics import GenericAPIView
@@ -25,6 +25,7 @@ from jobs.metrics.serializers import IngestResultSerializer, MetricRecordSeriali
 from jobs.models import Job
 from portal.jsonfast import JsonResponse as FastJsonResponse
 from portal.serving import streaming_view
+from portal.throttle import WindowThrottle
 
 
 def _csv_download(job: Job, fmt: str) -> StreamingHttpResponse:
@@ -130,7 +131,7 @@ class QuotaExceeded(APIException):
     default_code = "quota_exceeded"
 
 
-class JobIngestThrottle(throttling.SimpleRateThrottle):
+class JobIngestThrottle(WindowThrottle):
     """Upload requests per job (PORTAL_METRICS_INGEST_RATE), whatever the caller's address."""
 
     scope = "ingest"

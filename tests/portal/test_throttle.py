@@ -4,6 +4,7 @@ reaches no cluster. The SSH boundary (jobs.cluster.pool.with_connection) is a fa
 counts its calls (and answers as an unreachable cluster)."""
 
 import json
+import threading
 import uuid
 
 import pytest
@@ -175,3 +176,30 @@ def test_a_hostile_registration_body_is_a_400(client, rates, running_notebook, b
         HTTP_AUTHORIZATION=f"Bearer {secret}",
     )
     assert response.status_code == 400 and len(response.content) < 200
+
+
+def test_a_window_counts_requests_and_opens_again_when_it_ends():
+    """portal.throttle.WindowThrottle on the real Redis: the rate's number of requests, then
+    refusals that say how long the window has left, a counter (not a list of times) under
+    the key, and the budget back once the window has ended."""
+    from django.core.cache import cache
+
+    from portal.throttle import Budget
+
+    ident = f"window-{uuid.uuid4().hex}"
+
+    class Quick(Budget):
+        def get_rate(self) -> str:
+            return "2/s"
+
+    assert Quick("cluster-pages", ident).allow_request(None, None) is True
+    assert Quick("cluster-pages", ident).allow_request(None, None) is True
+    third = Quick("cluster-pages", ident)
+    assert third.allow_request(None, None) is False and third.wait() == 1.0
+    assert cache.get(f"throttle_cluster-pages_{ident}") == 3  # a count
+    for _ in range(300):  # the window lasts one second
+        if Quick("cluster-pages", ident).allow_request(None, None):
+            break
+        threading.Event().wait(0.01)
+    else:
+        raise AssertionError("the window never ended")
