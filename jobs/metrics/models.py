@@ -67,7 +67,18 @@ class MetricSeries(models.Model):
 
 class MetricPoint(models.Model):
     pk = models.CompositePrimaryKey("series", "seq")
-    series = models.ForeignKey(MetricSeries, on_delete=models.CASCADE, related_name="+")
+    # No index of its own (the primary key's leads with it) and no constraint in the
+    # database: a point's series comes from the series table in the same transaction,
+    # under its job's lock (ingest.py), and Django deletes a series' points with it. The
+    # constraint's check of every point inserted, and the third index, cost ingest
+    # (bench/load_live.py).
+    series = models.ForeignKey(
+        MetricSeries,
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
+    )
     seq = models.BigIntegerField()
     step = models.BigIntegerField()
     value = models.FloatField()

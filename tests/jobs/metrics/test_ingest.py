@@ -368,3 +368,14 @@ def test_uploads_from_many_threads_at_once_are_each_stored_once(owner, cluster):
             50,
             50,
         ]
+
+
+def test_deleting_a_job_deletes_its_points_without_a_database_constraint(owner, cluster):
+    """Points carry no foreign key in the database (its check of every point inserted
+    cost ingest): Django's cascade removes them with their series and job."""
+    job, other = factories.training_job(owner, cluster), factories.training_job(owner, cluster)
+    ingest.ingest(job, records(10))
+    ingest.ingest(other, records(10))
+    job.delete()
+    assert not MetricSeries.objects.filter(job_id=job.pk).exists()
+    assert MetricPoint.objects.count() == len(stored(other)) == 20
