@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from django.core.signals import request_started
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
@@ -399,3 +400,31 @@ def test_several_portal_web_servers_are_balanced_and_health_checked(settings, tm
     for bad in ([], ["10.0.0.11:8000\n    server evil 6.6.6.6:80"], ["10.0.0.11"]):
         with pytest.raises(ValueError):
             haproxy.render_config(bind=":80", tls_pem=None, portal_upstream=bad)
+
+
+def test_static_files_come_from_haproxys_cache_and_pages_never(data_path):
+    """Behind HAProxy a static file reaches a web process once; every later request for
+    it is answered from HAProxy's cache. Pages always reach the portal (the live server,
+    whose requests are counted here)."""
+    reached: list[str] = []
+
+    def note(sender, environ, **kwargs):
+        reached.append(environ["PATH_INFO"])
+
+    def get(path: str) -> httpx.Response:
+        return httpx.get(
+            f"http://127.0.0.1:{data_path.port}{path}",
+            headers={"Host": f"localhost:{data_path.port}", "Accept-Encoding": "gzip"},
+            timeout=10,
+        )
+
+    request_started.connect(note)
+    try:
+        static, page = "/static/frontend/upload.js", "/accounts/login/"
+        first, again = get(static), get(static)
+        assert first.status_code == again.status_code == 200 and first.content == again.content
+        assert b"function" in first.content
+        assert get(page).status_code == get(page).status_code == 200
+    finally:
+        request_started.disconnect(note)
+    assert reached.count(static) == 1 and reached.count(page) == 2
