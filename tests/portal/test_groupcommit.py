@@ -39,65 +39,53 @@ def wait_queued(together: GroupCommit, n: int) -> None:
     raise AssertionError(f"{len(together._queue)} queued, not {n}")
 
 
+class Writes:
+    """A ``write`` that records each group and holds the first until ``release`` is set
+    (then fails it if ``fail_first``), so the calls behind it queue meanwhile."""
+
+    def __init__(self, fail_first: bool = False) -> None:
+        self.groups: list[list[int]] = []
+        self.started, self.release = threading.Event(), threading.Event()
+        self.fail_first = fail_first
+
+    def __call__(self, items: list[int]) -> None:
+        self.groups.append(list(items))
+        if len(self.groups) == 1:
+            self.started.set()
+            assert self.release.wait(10)
+            if self.fail_first:
+                raise RuntimeError("the database went away")
+
+    def run(self, together: GroupCommit, n: int) -> dict:
+        """``n`` callers, the first written alone while the others queue; their outcomes."""
+        run = run_callers(together, list(range(n)), self.started)
+        wait_queued(together, n)  # the first, being written, and the rest behind it
+        self.release.set()
+        for thread in [run["first"], *run["rest"]]:
+            thread.join(10)
+        return run["outcomes"]
+
+
 def test_the_calls_queued_during_a_write_are_written_together_next():
-    groups: list[list[int]] = []
-    started, release = threading.Event(), threading.Event()
-
-    def write(items: list[int]) -> None:
-        groups.append(list(items))
-        if len(groups) == 1:
-            started.set()
-            assert release.wait(10)
-
-    together = GroupCommit(write, most=64)
-    run = run_callers(together, list(range(6)), started)
-    wait_queued(together, 6)  # the first, being written, and five behind it
-    release.set()
-    for thread in [run["first"], *run["rest"]]:
-        thread.join(10)
+    writes = Writes()
+    together = GroupCommit(writes, most=64)
+    assert writes.run(together, 6) == dict.fromkeys(range(6), "ok")
+    groups = writes.groups
     assert groups[0] == [0] and sorted(groups[1]) == [1, 2, 3, 4, 5] and len(groups) == 2
-    assert run["outcomes"] == dict.fromkeys(range(6), "ok")
     assert not together._queue
 
 
 def test_a_group_holds_at_most_most_calls():
-    groups: list[list[int]] = []
-    started, release = threading.Event(), threading.Event()
-
-    def write(items: list[int]) -> None:
-        groups.append(list(items))
-        if len(groups) == 1:
-            started.set()
-            assert release.wait(10)
-
-    together = GroupCommit(write, most=2)
-    run = run_callers(together, list(range(6)), started)
-    wait_queued(together, 6)
-    release.set()
-    for thread in [run["first"], *run["rest"]]:
-        thread.join(10)
-    assert [len(g) for g in groups] == [1, 2, 2, 1]
-    assert sorted(i for g in groups for i in g) == list(range(6))
+    writes = Writes()
+    writes.run(GroupCommit(writes, most=2), 6)
+    assert [len(g) for g in writes.groups] == [1, 2, 2, 1]
+    assert sorted(i for g in writes.groups for i in g) == list(range(6))
 
 
 def test_a_failed_write_fails_its_group_only():
-    groups: list[list[int]] = []
-    started, release = threading.Event(), threading.Event()
-
-    def write(items: list[int]) -> None:
-        groups.append(list(items))
-        if len(groups) == 1:
-            started.set()
-            assert release.wait(10)
-            raise RuntimeError("the database went away")
-
-    together = GroupCommit(write, most=64)
-    run = run_callers(together, [0, 1, 2], started)
-    wait_queued(together, 3)
-    release.set()
-    for thread in [run["first"], *run["rest"]]:
-        thread.join(10)
-    assert run["outcomes"] == {0: "the database went away", 1: "ok", 2: "ok"}
+    writes = Writes(fail_first=True)
+    outcomes = writes.run(GroupCommit(writes, most=64), 3)
+    assert outcomes == {0: "the database went away", 1: "ok", 2: "ok"}
     with pytest.raises(ValueError):
         GroupCommit(lambda items: (_ for _ in ()).throw(ValueError("bad")), most=4).submit(7)
 
