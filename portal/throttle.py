@@ -34,6 +34,9 @@ class WindowThrottle(throttling.SimpleRateThrottle):
     second, two round trips, and a tenth of an upload's Python time under
     bench/load_live.py's ingest (py-spy). A cache that is not Redis counts DRF's way."""
 
+    # Not DRF's "throttle_...": a key of DRF's (a list of times) left from before an
+    # upgrade would make INCR fail until it expired.
+    cache_format = "throttle-window_%(scope)s_%(ident)s"
     ttl = 0
     num_requests: int  # set by SimpleRateThrottle.__init__ from the rate (its stubs omit them)
     duration: int

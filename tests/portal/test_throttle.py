@@ -196,7 +196,7 @@ def test_a_window_counts_requests_and_opens_again_when_it_ends():
     assert Quick("cluster-pages", ident).allow_request(None, None) is True
     third = Quick("cluster-pages", ident)
     assert third.allow_request(None, None) is False and third.wait() == 1.0
-    assert cache.get(f"throttle_cluster-pages_{ident}") == 3  # a count
+    assert cache.get(f"throttle-window_cluster-pages_{ident}") == 3  # a count
     for _ in range(300):  # the window lasts one second
         if Quick("cluster-pages", ident).allow_request(None, None):
             break
