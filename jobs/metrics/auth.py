@@ -46,6 +46,8 @@ def job_for_upload(pk: int) -> Job | None:
     """The job ``pk`` with the fields an upload reads, or None. One plain SELECT: building
     the ORM's query of the whole row, ordered, was a quarter of an upload's Python time
     under bench/load_live.py's ingest (py-spy, GIL samples)."""
+    if not 0 < int(pk) < 2**63:  # no such id: the ORM answers so, plain SQL would raise
+        return None
     columns = ", ".join(connection.ops.quote_name(str(f.column)) for f in UPLOAD_FIELDS)
     with connection.cursor() as cursor:
         cursor.execute(
