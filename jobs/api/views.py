@@ -165,10 +165,13 @@ class JobViewSet(
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation
             return Job.objects.none()
+        # Four relations joined, the optional three read apart: PostgreSQL spent 15 ms
+        # planning the join of all seven for each page (0.6 ms for four; the rows
+        # themselves took 0.3 ms to find), more than the rest of the request.
         jobs = (
             Job.objects.visible_to(self.request.user)
-            .select_related("image", "cluster", "partition", "owner", "session", "trial", "project")
-            .prefetch_related("tags")
+            .select_related("image", "cluster", "partition", "owner")
+            .prefetch_related("session", "trial", "project", "tags")
         )
         if self.action == "retrieve":
             return jobs.prefetch_related("events")
