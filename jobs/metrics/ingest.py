@@ -23,6 +23,7 @@ from django.db import connection, transaction
 from jobs import crypto
 from jobs.metrics.broadcast import publish_metrics
 from jobs.metrics.models import MetricPoint, MetricSeries
+from jobs.metrics.query import id_list
 from jobs.metrics.summary import Summary
 from jobs.models import Job
 from jobs.models import annotations as tagging
@@ -216,7 +217,7 @@ def _lock_jobs(ids: list[int]) -> dict[int, int]:
     """Lock the jobs' rows for this transaction, in id order (HTTP batches and the SSH tail
     of one job are stored one at a time; two groups never wait for each other in a
     circle); the bytes each has sent. A job gone is missing from the answer."""
-    table, listed = Job._meta.db_table, ",".join(str(int(pk)) for pk in ids)
+    table, listed = Job._meta.db_table, id_list(ids)
     if connection.features.has_select_for_update:
         sql = f"SELECT id, metrics_bytes FROM {table} WHERE id IN ({listed}) ORDER BY id FOR UPDATE"  # noqa: S608
     else:  # SQLite: a write takes the database's lock now, before the quotas are read
@@ -235,7 +236,7 @@ def _add_bytes(sent: dict[int, int]) -> None:
     if not sent:
         return
     table = Job._meta.db_table
-    values = ",".join(f"({int(pk)},{int(n)})" for pk, n in sent.items())
+    values = ",".join(f"({id_list(pair)})" for pair in sent.items())
     with connection.cursor() as cursor:
         cursor.execute(
             f"WITH v (id, n) AS (VALUES {values}) UPDATE {table} "  # noqa: S608
@@ -289,7 +290,7 @@ def _existing_series(
         cursor.execute(
             f"SELECT a.job_id, a.n, a.total, {columns} FROM "  # noqa: S608
             f"(SELECT job_id, COUNT(*) AS n, COALESCE(SUM(points), 0) AS total FROM {table} "
-            f"WHERE job_id IN ({','.join(str(int(pk)) for pk in jobs)}) GROUP BY job_id) a "
+            f"WHERE job_id IN ({id_list(jobs)}) GROUP BY job_id) a "
             f"LEFT JOIN {table} s ON s.job_id = a.job_id "
             f"AND s.{q('key')} IN ({','.join(['%s'] * len(keys))})",
             sorted(keys),

@@ -66,9 +66,10 @@ def _query(sql: str, params: list) -> list[tuple]:
         return cursor.fetchall()
 
 
-def _ids(values) -> str:
-    """Whole numbers (database ids and steps, never text) as a SQL list: no parameter per
-    series, so a job's 2,000 series stay within SQLite's parameter limit."""
+def id_list(values) -> str:
+    """Whole numbers (database ids, steps, counts: never text) as a SQL list: no parameter
+    per series, so a job's 2,000 series stay within SQLite's parameter limit. Reads and
+    ingest.py's writes build their lists and VALUES rows with it."""
     return ",".join(str(int(v)) for v in values)
 
 
@@ -136,12 +137,14 @@ def read_many(
     if whole:
         rows = _query(
             f"SELECT series_id, step, value, time, seq FROM {TABLE} "  # noqa: S608
-            f"WHERE series_id IN ({_ids(whole)}){steps_sql} ORDER BY series_id, step, seq",
+            f"WHERE series_id IN ({id_list(whole)}){steps_sql} ORDER BY series_id, step, seq",
             steps_params,
         )
         points.update(_by_series(rows))
     if bucketed:
-        sizes = ",".join(f"({_ids((pk, first, size))})" for pk, (first, size) in bucketed.items())
+        sizes = ",".join(
+            f"({id_list((pk, first, size))})" for pk, (first, size) in bucketed.items()
+        )
         p_steps, p_params = _steps(lo, hi, "p.step")
         # Each point with its bucket, behind a fence the planner does not look through
         # (PostgreSQL's OFFSET 0): it then expects few buckets and hashes them, where it
@@ -190,7 +193,7 @@ def _stats(
     7 ms of PostgreSQL for each chart read; the draw counts them anyway (in its buckets,
     or as the rows it reads)."""
     if lo is None and hi is None:
-        ids = ",".join(f"({int(s.pk)})" for s in series)
+        ids = ",".join(f"({id_list([s.pk])})" for s in series)
         rows = _query(
             f"SELECT v.id, (SELECT MIN(step) FROM {TABLE} WHERE series_id = v.id), "  # noqa: S608
             f"(SELECT MAX(step) FROM {TABLE} WHERE series_id = v.id), "
@@ -209,7 +212,7 @@ def _stats(
         row[0]: row[1:]
         for row in _query(
             f"SELECT series_id, COUNT(*), MIN(step), MAX(step), MAX(seq) FROM {TABLE} "  # noqa: S608
-            f"WHERE series_id IN ({_ids(s.pk for s in series)}){steps_sql} GROUP BY series_id",
+            f"WHERE series_id IN ({id_list(s.pk for s in series)}){steps_sql} GROUP BY series_id",
             steps_params,
         )
     }
