@@ -14,6 +14,7 @@ from functools import wraps
 from typing import Any, cast
 
 from django.conf import settings
+from django.core.cache.backends import redis
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from rest_framework import throttling
 
@@ -47,9 +48,9 @@ class WindowThrottle(throttling.SimpleRateThrottle):
         self.key = self.get_cache_key(request, view)
         if self.key is None:
             return True
-        backend = cast(Any, self.cache)
-        if not hasattr(backend, "_cache"):  # not Redis
+        if not self._on_redis:
             return super().allow_request(request, view)
+        backend = cast(Any, self.cache)
         key = backend.make_and_validate_key(self.key)
         pipe = backend._cache.get_client(key, write=True).pipeline(transaction=False)
         pipe.set(key, 0, ex=max(1, int(self.duration)), nx=True)
@@ -59,9 +60,13 @@ class WindowThrottle(throttling.SimpleRateThrottle):
         return int(count) <= self.num_requests
 
     def wait(self) -> float | None:
-        if not hasattr(cast(Any, self.cache), "_cache"):
-            return super().wait()
-        return float(max(1, self.ttl))
+        return float(max(1, self.ttl)) if self._on_redis else super().wait()
+
+    @property
+    def _on_redis(self) -> bool:
+        # Django's Redis cache (portal.cache's included), seen through the default cache's
+        # proxy: its client. The local-memory cache's ``_cache`` is a dict.
+        return isinstance(getattr(self.cache, "_cache", None), redis.RedisCacheClient)
 
 
 class Budget(WindowThrottle):

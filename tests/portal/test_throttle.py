@@ -203,3 +203,24 @@ def test_a_window_counts_requests_and_opens_again_when_it_ends():
         threading.Event().wait(0.01)
     else:
         raise AssertionError("the window never ended")
+
+
+def test_a_window_on_a_cache_that_is_not_redis_counts_drfs_way(settings):
+    """Django's local-memory cache (a deployment without Redis for its cache) is counted
+    by DRF's own throttle, not sent Redis commands."""
+    from portal.throttle import Budget
+
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+    class Local(Budget):
+        def get_rate(self) -> str:
+            return "2/min"
+
+    ident = f"local-{uuid.uuid4().hex}"
+    assert [Local("cluster-pages", ident).allow_request(None, None) for _ in range(3)] == [
+        True,
+        True,
+        False,
+    ]
+    refused = Local("cluster-pages", ident)
+    assert refused.allow_request(None, None) is False and 0 < refused.wait() <= 60
