@@ -24,7 +24,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -33,7 +32,8 @@ if str(ROOT) not in sys.path:  # run as a script: bench/ is on the path, not the
     sys.path.insert(0, str(ROOT))
 
 from bench.load_live import database_url, ensure_database  # noqa: E402
-from bench.loadstack import LoadStack, free_port  # noqa: E402
+from bench.loadstack import LoadStack  # noqa: E402
+from bench.netutil import free_port, wait_port  # noqa: E402
 
 HAPROXY = "/usr/sbin/haproxy"
 FILE = "frontend/upload.js"
@@ -56,17 +56,6 @@ def wrk(url: str, host: str, seconds: float, connections: int) -> dict[str, floa
         "p99_ms": float(p99.group(1)) * scale[p99.group(2)] if p99 else float("nan"),
         "bad": int(errors.group(1)) if errors else 0,
     }
-
-
-def wait_listening(port: int, seconds: float = 20) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port}")
 
 
 def server_requests(admin: Path) -> int:
@@ -120,7 +109,7 @@ def main() -> None:
             stderr=subprocess.DEVNULL,
         )
         try:
-            wait_listening(proxy_port)
+            wait_port(proxy_port, 20)
             host = "localhost"
             print(
                 f"bench/static.py: {path}, {args.connections} connections, {args.seconds:g} s each"
