@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,13 +48,13 @@ def database_url(name: str) -> str:
     return os.environ.get("LOAD_DATABASE_URL") or f"postgres://postgres@127.0.0.1:5432/{name}"
 
 
-def ensure_database(url: str, scale: float) -> None:
+def ensure_database(url: str, scale: float | str) -> None:
     """CREATE DATABASE if it is not there (connecting to the server's ``postgres``); one
     seeded at another scale, or left half-seeded, is dropped first (faster than deleting
     its rows; seed_load --reset does that in a database shared with other data)."""
     import psycopg  # noqa: PLC0415
 
-    from devtools.loadseed import CLUSTER, DONE  # noqa: PLC0415 - once Django is set up
+    from devtools.loadseed import CLUSTER, DONE, label  # noqa: PLC0415 - once Django is set up
 
     base, _, name = url.rpartition("/")
     with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
@@ -66,7 +67,7 @@ def ensure_database(url: str, scale: float) -> None:
                     ).fetchone()
                 except psycopg.errors.UndefinedTable:
                     row = None
-            if row and row[0] != f"{DONE}{scale:g}":
+            if row and row[0] != f"{DONE}{label(scale)}":
                 print(f"{name} holds another seeding ({row[0]!r}): dropping it", flush=True)
                 conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
                 exists = None
@@ -197,8 +198,51 @@ def rising(
 # -- first render in Chromium ---------------------------------------------------------------
 
 
-def first_render(stack: LoadStack, cookie: str, url: str, drawn: str) -> float:
-    """ms from navigation to ``drawn`` (a JS expression) being true, in a fresh page."""
+@dataclass
+class Render:
+    """A first render's timeline (ms from navigation): the document's last byte, the last
+    fetch's last byte (its data), the first chart drawn, all drawn; the bytes transferred."""
+
+    document: float
+    data: float
+    first: float
+    drawn: float
+    kilobytes: float
+
+    def text(self) -> str:
+        return (
+            f"first chart {self.first:,.0f} ms, all {self.drawn:,.0f} ms (document "
+            f"{self.document:,.0f} ms, data {self.data:,.0f} ms, {self.kilobytes / 1000:.1f} MB)"
+        )
+
+
+# Installed before the page's own scripts, polled on every animation frame: when each of
+# two JS expressions first held (ms since navigation), in window.benchRender.
+WATCH = """(() => {
+  const [first, all] = %s;
+  const held = (expr) => { try { return Boolean(new Function(`return (${expr});`)()); } catch (e) { return false; } };
+  const seen = {};
+  const look = () => {
+    if (seen.first === undefined && held(first)) seen.first = performance.now();
+    if (held(all)) { seen.all = performance.now(); seen.first ??= seen.all; window.benchRender = seen; return; }
+    requestAnimationFrame(look);
+  };
+  requestAnimationFrame(look);
+})();"""
+
+
+def first_render(
+    stack: LoadStack,
+    cookie: str,
+    url: str,
+    first: str,
+    drawn: str,
+    profile: Path | None = None,
+) -> Render:
+    """The timeline of ``url`` opened in a fresh page until ``first`` (a JS expression: its
+    first chart) and ``drawn`` (all of them) hold; with ``profile``, the page's JavaScript
+    CPU profile is written there (a .cpuprofile, which Chromium's DevTools open) and its
+    heaviest functions printed."""
     from playwright.sync_api import sync_playwright  # noqa: PLC0415
 
     from tests.e2e.pages import CHROMIUM, CHROMIUM_ARGS  # noqa: PLC0415
@@ -210,16 +254,55 @@ def first_render(stack: LoadStack, cookie: str, url: str, drawn: str) -> float:
             context = browser.new_context(viewport={"width": 1400, "height": 1000})
             context.add_cookies([{"name": name, "value": value, "url": stack.base_url}])
             page = context.new_page()
+            page.add_init_script(WATCH % json.dumps([first, drawn]))
+            cdp = None
+            if profile is not None:
+                cdp = context.new_cdp_session(page)
+                cdp.send("Profiler.enable")
+                cdp.send("Profiler.setSamplingInterval", {"interval": 500})
+                cdp.send("Profiler.start")
             page.goto(stack.base_url + url, wait_until="commit", timeout=300_000)
-            handle = page.wait_for_function(
-                f"() => ({drawn}) && performance.now()", polling="raf", timeout=300_000
+            page.wait_for_function("() => window.benchRender", timeout=300_000)
+            seen, t = page.evaluate("() => [window.benchRender.first, window.benchRender.all]")
+            timing = page.evaluate(
+                """() => {
+                  const nav = performance.getEntriesByType("navigation")[0];
+                  const all = [nav, ...performance.getEntriesByType("resource")];
+                  const fetched = all.filter((e) => ["fetch", "xmlhttprequest"].includes(e.initiatorType));
+                  return { document: nav.responseEnd,
+                           data: Math.max(nav.responseEnd, ...fetched.map((e) => e.responseEnd)),
+                           bytes: all.reduce((n, e) => n + (e.encodedBodySize || 0), 0) };
+                }"""
             )
-            return float(handle.json_value())
+            if cdp is not None and profile is not None:
+                cpu = cdp.send("Profiler.stop")["profile"]
+                profile.write_text(json.dumps(cpu))
+                print(f"  {profile}: the heaviest of {t:,.0f} ms (self time)")
+                for ms_, where in heaviest(cpu):
+                    print(f"    {ms_:8,.0f} ms  {where}")
+            return Render(timing["document"], timing["data"], seen, t, timing["bytes"] / 1000)
         finally:
             browser.close()
 
 
-def render_rows(stack: LoadStack, counter: Counter, owner: str) -> list[Row]:
+def heaviest(cpu: dict, top: int = 15) -> list[tuple[float, str]]:
+    """A CPU profile's functions by self time: (ms, "name file:line")."""
+    where = {}
+    for node in cpu["nodes"]:
+        frame = node["callFrame"]
+        name = frame["functionName"] or "(anonymous)"
+        place = frame["url"].rsplit("/", 1)[-1]
+        where[node["id"]] = f"{name} {place}:{frame['lineNumber'] + 1}" if place else name
+    total: dict[str, float] = {}
+    for node_id, delta in zip(cpu["samples"], cpu["timeDeltas"], strict=True):
+        total[where[node_id]] = total.get(where[node_id], 0.0) + delta / 1000
+    return sorted(((v, k) for k, v in total.items()), reverse=True)[:top]
+
+
+def render_rows(
+    stack: LoadStack, counter: Counter, owner: str, profile: Path | None = None
+) -> list[Row]:
+    """The two big pages' first renders (with ``profile``, a directory: their JS profiles)."""
     from django.db.models import Count  # noqa: PLC0415
 
     from jobs.experiments.models import Experiment  # noqa: PLC0415
@@ -249,17 +332,13 @@ def render_rows(stack: LoadStack, counter: Counter, owner: str) -> list[Row]:
             stack,
             cookie,
             page,
+            "document.querySelector('[data-chart] .js-plotly-plot, .js-plotly-plot[data-chart]')",
             "document.querySelector(\"[data-chart='curves']\")?.dataset.traces !== undefined"
             " && document.querySelector(\"[data-chart='parallel']\")?.dataset.points"
             " !== undefined",
+            profile and profile / "experiment.cpuprofile",
         )
-        out.append(
-            Row(
-                f"experiment page, {n:,} trials: first render (Chromium)",
-                f"{t:,.0f} ms to its charts",
-                sizes,
-            )
-        )
+        out.append(Row(f"experiment page, {n:,} trials: first render (Chromium)", t.text(), sizes))
     ids = list(
         MetricSeries.objects.filter(job__owner__username=owner, job__state="completed")
         .order_by("job_id")
@@ -268,16 +347,21 @@ def render_rows(stack: LoadStack, counter: Counter, owner: str) -> list[Row]:
     )
     if ids:
         url = f"/compare/?ids={','.join(map(str, ids))}&group=param.seed"
-        _, q, body = counter.get(owner, url)
+        q = counter.get(owner, url)[1]
         half = f"/compare/?ids={','.join(map(str, ids[: max(1, len(ids) // 10)]))}&group=param.seed"
         q_small = counter.get(owner, half)[1]
         t = first_render(
-            stack, cookie, url, "document.querySelector('[data-compare-charts] .js-plotly-plot')"
+            stack,
+            cookie,
+            url,
+            "document.querySelector('[data-compare-charts] .js-plotly-plot')",
+            "document.querySelector('[data-compare-charts][data-drawn]')",
+            profile and profile / "compare.cpuprofile",
         )
         out.append(
             Row(
                 f"compare {len(ids):,} runs: first render (Chromium)",
-                f"{t:,.0f} ms to its charts ({len(body) / 1e6:.1f} MB page)",
+                t.text(),
                 f"{q_small} ({max(1, len(ids) // 10)} runs) / {q} ({len(ids)} runs)"
                 + ("" if q == q_small else " GROWS"),
             )

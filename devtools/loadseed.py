@@ -13,7 +13,6 @@ records the scale once seeding has finished: a second run at that scale does not
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,6 +76,21 @@ class Sizes:
             metric_jobs=n(25_000),
         )
 
+    @classmethod
+    def big_pages(cls) -> Sizes:
+        """The two heaviest pages at full size and little else (bench/bigpages.py): an
+        experiment of 2,000 trials whose owner has 2,000 completed runs with metrics, a
+        comparison of 1,000 of which is the other page. Seeded in minutes, not half an hour."""
+        return cls(
+            users=10,
+            finished=2400,
+            active=20,
+            experiments=2,
+            big_trials=2000,
+            trials_each=3,
+            metric_jobs=2100,  # the trials' first
+        )
+
     @property
     def trials(self) -> int:
         return self.big_trials + (self.experiments - 1) * self.trials_each
@@ -88,14 +102,14 @@ class Sizes:
 
 @dataclass
 class Report:
-    scale: float
+    scale: str
     made: bool
     counts: dict[str, int]
     seconds: dict[str, float]
 
     def lines(self) -> list[str]:
         head = "seeded" if self.made else "already seeded (nothing to do; --reset to redo)"
-        out = [f"{head} at scale {self.scale:g} on the cluster {CLUSTER!r}:"]
+        out = [f"{head} at scale {self.scale} on the cluster {CLUSTER!r}:"]
         out += [f"  {name}: {count:,}" for name, count in self.counts.items()]
         if self.made:
             out += [f"  {step}: {s:.1f} s" for step, s in self.seconds.items()]
@@ -156,15 +170,21 @@ def check_database() -> None:
         )
 
 
-def seeded_scale() -> tuple[float | None, bool]:
-    """(scale, finished) of what an earlier run made; (None, False) if nothing."""
+def seeded_scale() -> tuple[str | None, bool]:
+    """(scale, finished) of what an earlier run made, the scale as it was written
+    (``"0.01"``, ``"big-pages"``); (None, False) if nothing."""
     cluster = Cluster.objects.filter(name=CLUSTER).first()
     if cluster is None:
         return None, False
     if cluster.description.startswith(DONE):
-        return float(cluster.description.removeprefix(DONE)), True
+        return cluster.description.removeprefix(DONE), True
     started = get_user_model().objects.filter(username__startswith=USER_PREFIX).exists()
-    return (0.0, False) if started or cluster.jobs.exists() else (None, False)
+    return ("", False) if started or cluster.jobs.exists() else (None, False)
+
+
+def label(scale: float | str) -> str:
+    """How a scale is recorded: ``0.01`` as ``"0.01"``, a preset by its name."""
+    return scale if isinstance(scale, str) else f"{scale:g}"
 
 
 def counts() -> dict[str, int]:
@@ -203,18 +223,27 @@ def reset() -> None:
     users.delete()
 
 
-def seed(scale: float, *, say: Callable[[str], None] = lambda _: None) -> Report:
-    """Seed at ``scale`` (1.0: the full sizes); a no-op when that scale is already there."""
+PRESETS = {"big-pages": Sizes.big_pages}
+
+
+def seed(scale: float | str, *, say: Callable[[str], None] = lambda _: None) -> Report:
+    """Seed at ``scale`` (1.0: the full sizes; or a preset's name, ``"big-pages"``); a
+    no-op when that scale is already there."""
     check_database()
-    if not 0 < scale <= 10:
+    if isinstance(scale, str):
+        if scale not in PRESETS:
+            raise SeedError(f"no preset {scale!r}: the presets are {', '.join(PRESETS)}")
+        sizes = PRESETS[scale]()
+    elif 0 < scale <= 10:
+        sizes = Sizes.at(scale)
+    else:
         raise SeedError("the scale is a number above 0 and at most 10 (1.0: the full sizes)")
     done, finished = seeded_scale()
     if done is not None:
-        if finished and math.isclose(done, scale):
-            return Report(scale, False, counts(), {})
-        what = f"seeded at scale {done:g}" if finished else "partly seeded (interrupted)"
+        if finished and done == label(scale):
+            return Report(label(scale), False, counts(), {})
+        what = f"seeded at scale {done}" if finished else "partly seeded (interrupted)"
         raise SeedError(f"the cluster {CLUSTER!r} is {what}: run with --reset to redo it")
-    sizes = Sizes.at(scale)
     seconds: dict[str, float] = {}
 
     def step(name: str, fn: Callable[[], object]) -> None:
@@ -236,8 +265,8 @@ def seed(scale: float, *, say: Callable[[str], None] = lambda _: None) -> Report
         for model in (Job, JobTag, MetricSeries, MetricPoint, Trial, Experiment):
             cursor.execute(f"ANALYZE {_table(model)}")
     seconds["analyze"] = time.perf_counter() - t
-    Cluster.objects.filter(name=CLUSTER).update(description=f"{DONE}{scale:g}")
-    return Report(scale, True, counts(), seconds)
+    Cluster.objects.filter(name=CLUSTER).update(description=f"{DONE}{label(scale)}")
+    return Report(label(scale), True, counts(), seconds)
 
 
 # -- the generators ---------------------------------------------------------------------

@@ -1,0 +1,76 @@
+"""The two heaviest pages at full size, without seeding a whole centre (#43): an experiment
+of 2,000 trials and a comparison of 1,000 runs, opened in headless Chromium on the served
+stack, each ``--runs`` times in a fresh browser; the median timeline of each (the
+document's last byte, its data's last byte, the charts drawn) and the bytes transferred.
+
+The database is ``portal_bigpages``, seeded once with ``seed_load --preset big-pages``
+(2,000 trials and 2,000 runs with four 1,000-step series each; a few minutes) and kept
+between runs. ``make bench-load`` measures the same pages in the full population; this
+is the quick loop for working on them.
+
+    .venv/bin/python bench/bigpages.py [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench import load  # noqa: E402
+from bench.loadstack import LoadStack, Row  # noqa: E402
+
+PRESET = "big-pages"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database", default="portal_bigpages")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--profile", type=Path, help="A directory for the pages' JavaScript CPU profiles."
+    )
+    args = parser.parse_args()
+
+    url = load.database_url(args.database)
+    load.setup_django(url)
+    load.ensure_database(url, PRESET)
+    from django.core.management import call_command  # noqa: PLC0415
+
+    from jobs.experiments.models import Experiment  # noqa: PLC0415
+
+    t = time.perf_counter()
+    call_command("migrate", verbosity=0)
+    call_command("seed_load", "--preset", PRESET)
+    print(f"database {args.database} ready in {time.perf_counter() - t:.0f} s", flush=True)
+    big = Experiment.objects.select_related("owner").order_by("uid").first()
+    assert big is not None, "the preset seeds two experiments"
+    owner = big.owner.get_username()
+
+    stack = LoadStack(url, load.TMP / "stack")
+    stack.start()
+    try:
+        counter = load.Counter()
+        if args.profile:
+            args.profile.mkdir(parents=True, exist_ok=True)
+            load.render_rows(stack, counter, owner, args.profile)
+        runs = [load.render_rows(stack, counter, owner) for _ in range(args.runs)]
+    finally:
+        stack.stop()
+    rows = []
+    for i, row in enumerate(runs[0]):
+        values = [r[i].value for r in runs]
+        drawn = [float(v.split(" ms", 2)[1].rsplit(" ", 1)[1].replace(",", "")) for v in values]
+        median = values[drawn.index(statistics.median_low(drawn))]
+        spread = f" (of {args.runs}: {min(drawn):,.0f}–{max(drawn):,.0f} ms)"
+        rows.append(Row(row.figure, median + spread, row.queries))
+    load.print_table(rows, stack.cores, f"bench/bigpages.py, median of {args.runs}")
+
+
+if __name__ == "__main__":
+    main()
