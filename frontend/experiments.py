@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -17,6 +17,7 @@ from jobs import access
 from jobs.experiments import report, service, spec
 from jobs.experiments.models import Experiment
 from jobs.models import ContainerImage
+from portal import jsonfast
 from portal.throttle import throttled
 from projects import links
 
@@ -55,12 +56,9 @@ def experiments(request):
             errors = exc.errors  # the spec stays in the box, nothing is lost
         else:
             return redirect("experiment-detail", experiment.pk)
-    rows = [
-        report.summary(e)
-        for e in Experiment.objects.visible_to(request.user).select_related("owner", "cluster")[
-            :100
-        ]
-    ]
+    rows = report.summaries(
+        list(Experiment.objects.visible_to(request.user).select_related("owner", "cluster")[:100])
+    )
     return render(
         request,
         "frontend/experiments.html",
@@ -87,7 +85,7 @@ def experiment_detail(request, pk: int):
 @throttled("cluster-pages", json=True)
 def experiment_data(request, pk: int):
     """Everything the page draws, polled while the experiment runs."""
-    return JsonResponse(report.detail(get_experiment_for_user(request, pk)))
+    return jsonfast.JsonResponse(report.detail(get_experiment_for_user(request, pk)))
 
 
 @login_required

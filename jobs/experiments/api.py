@@ -55,7 +55,7 @@ class ExperimentViewSet(RefuseNul, viewsets.ViewSet):
     def list(self, request):
         paginator = Pages()
         page = paginator.paginate_queryset(self._experiments(), request, view=self)
-        return paginator.get_paginated_response([report.summary(e) for e in page or []])
+        return paginator.get_paginated_response(report.summaries(list(page or [])))
 
     @extend_schema(
         summary="Start an experiment",

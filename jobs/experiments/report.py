@@ -4,12 +4,16 @@ that reads an experiment into plain data."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
+import json
 
+from django.core.cache import cache
+from django.db.models import Count, Prefetch
 from django.urls import reverse
 
 from jobs.experiments import search
-from jobs.experiments.controller import observe
+from jobs.experiments.controller import OBSERVED_STATE
 from jobs.experiments.models import Experiment, Trial
 from jobs.models import Job
 from jobs.usage import hours as usage
@@ -25,9 +29,53 @@ def counts(trials: list[Trial]) -> dict[str, int]:
     return out
 
 
-def summary(experiment: Experiment, trials: list[Trial] | None = None) -> dict:
-    trials = list(experiment.trials.all()) if trials is None else trials
-    top = experiment.best_of(trials)
+def summaries(experiments: list[Experiment]) -> list[dict]:
+    """The summaries of a page of experiments in three queries, however many experiments
+    and trials: a count per state, each one's best (value, number) pair, those trials."""
+    ids = [e.pk for e in experiments]
+    tallies: dict[int, dict[str, int]] = {pk: {} for pk in ids}
+    for exp_id, state, n in (
+        Trial.objects.filter(experiment_id__in=ids)
+        .order_by()
+        .values_list("experiment_id", "state")
+        .annotate(n=Count("id"))
+    ):
+        tallies[exp_id][state] = n
+    sign = {e.pk: -1.0 if e.maximize else 1.0 for e in experiments}
+    # Each experiment's best as best_of() picks it: the best value, then the first trial.
+    best: dict[int, tuple[float, int, int]] = {}  # experiment: (signed value, number, id)
+    for exp_id, value, number, pk in (
+        Trial.objects.filter(
+            experiment_id__in=ids, state=Trial.State.COMPLETED, value__isnull=False
+        )
+        .order_by()
+        .values_list("experiment_id", "value", "number", "pk")
+    ):
+        if value is None:  # not so (value__isnull=False): for the type checker
+            continue
+        mine = (sign[exp_id] * value, number, pk)
+        if exp_id not in best or mine < best[exp_id]:
+            best[exp_id] = mine
+    tops = Trial.objects.in_bulk([b[2] for b in best.values()]) if best else {}
+    return [
+        summary(e, tally=tallies[e.pk], top=tops.get(best[e.pk][2]) if e.pk in best else None)
+        for e in experiments
+    ]
+
+
+def summary(
+    experiment: Experiment,
+    trials: list[Trial] | None = None,
+    *,
+    tally: dict[str, int] | None = None,
+    top: Trial | None = None,
+) -> dict:
+    """The experiment's state and progress: from ``trials`` when the caller has read them
+    all, from ``tally`` and ``top`` (summaries()), or else read as summaries() does."""
+    if trials is not None:
+        tally, top = counts(trials), experiment.best_of(trials)
+    elif tally is None:
+        return summaries([experiment])[0]
     return {
         "id": experiment.pk,
         "name": experiment.name,
@@ -44,8 +92,8 @@ def summary(experiment: Experiment, trials: list[Trial] | None = None) -> dict:
         "max_concurrent": experiment.max_concurrent,
         "folds": experiment.folds,
         "stopping": experiment.stopping,
-        "trials_started": len(trials),
-        "counts": counts(trials),
+        "trials_started": sum(tally.values()),
+        "counts": tally,
         "best": trial_row(top) if top else None,
         "created_at": experiment.created_at.isoformat(),
         "ended_at": experiment.ended_at.isoformat() if experiment.ended_at else None,
@@ -83,7 +131,11 @@ def trial_row(trial: Trial, jobs: list[Job] | None = None) -> dict:
 def detail(experiment: Experiment) -> dict:
     """Everything the page draws: the summary, a row per trial (with its jobs), the
     curves, and Optuna's parameter importances."""
-    trials = list(experiment.trials.prefetch_related("jobs").order_by("number"))
+    trials = list(
+        experiment.trials.defer("optuna_attrs")
+        .prefetch_related(Prefetch("jobs", queryset=Job.objects.only(*JOB_FIELDS)))
+        .order_by("number")
+    )
     data = summary(experiment, trials)
     data["parameters"] = experiment.space  # JSON objects keep this order for the page
     data["spec"] = experiment.spec_text
@@ -91,12 +143,35 @@ def detail(experiment: Experiment) -> dict:
         trial_row(t, sorted(t.jobs.all(), key=lambda j: (j.fold or 0, j.pk))) for t in trials
     ]
     data["curves"] = {str(t.number): curve(t) for t in trials if t.intermediate}
-    data["importances"] = search.importances(
-        search.Settings.of(experiment), [observe(t) for t in trials]
-    )
+    data["importances"] = importances(experiment, trials)
     # What its jobs used, from accounting (every trial and fold, every attempt).
     data["usage"] = usage.of_jobs(Job.objects.filter(trial__experiment=experiment))
     return data
+
+
+# What a trial's row shows of each of its jobs (the rest of a job's row is not read).
+JOB_FIELDS = ("id", "trial_id", "fold", "state", "scheduler_job_id")
+IMPORTANCES_SECONDS = 24 * 3600
+
+
+def importances(experiment: Experiment, trials: list[Trial]) -> dict[str, float]:
+    """Optuna's parameter importances over the completed trials, kept in the cache under
+    what they are computed from (the space, the goal, each completed trial's parameters
+    and value): a page polled every 3 s, or opened by several people, computes them once
+    per newly completed trial."""
+    settings = search.Settings.of(experiment)
+    observed = [
+        search.Observed(t.number, t.params, OBSERVED_STATE[Trial.State(t.state)], t.value)
+        for t in trials
+    ]
+    scored = [(o.number, o.params, o.value) for o in observed if o.state == "complete"]
+    basis = json.dumps([experiment.space, experiment.goal, scored], sort_keys=True, default=str)
+    key = f"experiment-importances:{experiment.pk}:{hashlib.sha256(basis.encode()).hexdigest()}"
+    found = cache.get(key)
+    if found is None:
+        found = search.importances(settings, observed)
+        cache.set(key, found, IMPORTANCES_SECONDS)
+    return found
 
 
 def curve(trial: Trial) -> list[list[float]]:

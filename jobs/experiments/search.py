@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import optuna
 from optuna.distributions import (
@@ -232,7 +232,12 @@ def _reason(settings: Settings, finished: list[Observed], target: Observed, step
 def importances(settings: Settings, observed: list[Observed]) -> dict[str, float]:
     """Optuna's PED-ANOVA estimate of each parameter's share in the objective's spread over
     the completed trials ({} until there are enough of them to say)."""
-    complete = [t for t in observed if t.state == "complete" and t.value is not None]
+    # Parameters and values only: the study copies each trial whole, curves and all.
+    complete = [
+        replace(t, intermediate={}, attrs={})
+        for t in observed
+        if t.state == "complete" and t.value is not None
+    ]
     if len(complete) < 4 or len(settings.parameters) < 1:
         return {}
     current = study(settings, complete)

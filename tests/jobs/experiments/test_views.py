@@ -251,3 +251,75 @@ def test_staff_see_an_experiment_and_its_trials_in_the_admin(client, staff, scor
     assert page.status_code == 200
     assert "Stopped early by the median rule" in page.content.decode()
     assert client.get(reverse("admin:experiments_experiment_changelist")).status_code == 200
+
+
+def test_a_list_of_experiments_reads_their_summaries_in_queries_flat_in_rows(
+    client, owner, cluster, image, scored, django_assert_max_num_queries
+):
+    """Three queries for every summary on a page (a count per state, each one's best, those
+    trials), whatever the experiments and trials; the best as best_of() picks it."""
+    from jobs.experiments import report
+
+    for n in range(5):
+        other = factories.experiment_record(owner, cluster, image, name=f"e{n}", goal="minimize")
+        for t, value in enumerate([0.3, 0.1, 0.1, None]):
+            Trial.objects.create(
+                experiment=other,
+                number=t,
+                params={"lr": 0.1, "act": "relu"},
+                state="completed" if value is not None else "running",
+                value=value,
+            )
+    experiments = list(Experiment.objects.select_related("owner", "cluster").order_by("pk"))
+    with django_assert_max_num_queries(3):
+        rows = report.summaries(experiments)
+    for experiment, row in zip(experiments, rows, strict=True):
+        assert row == report.summary(experiment, list(experiment.trials.all()))
+    assert rows[0]["best"]["number"] == 1  # maximised: 0.9
+    assert rows[1]["best"]["number"] == 1  # minimised, a tie at 0.1: the first trial
+    assert rows[1]["counts"] == {"completed": 3, "running": 1}
+    assert rows[1]["trials_started"] == 4
+    client.force_login(owner)
+    assert client.get(reverse("experiments")).status_code == 200
+    api = factories.api_client(owner)
+    listed = api.get("/api/v1/experiments/").json()["results"]
+    assert {r["id"]: r["best"] and r["best"]["number"] for r in listed} == {
+        r["id"]: r["best"] and r["best"]["number"] for r in rows
+    }
+
+
+def test_importances_are_computed_once_per_set_of_completed_trials(
+    client, owner, cluster, image, monkeypatch
+):
+    from jobs.experiments import report, search
+
+    experiment = factories.experiment_record(owner, cluster, image)
+    for n in range(6):
+        Trial.objects.create(
+            experiment=experiment,
+            number=n,
+            params={"lr": 0.01 * (n + 1), "act": "relu" if n % 2 else "tanh"},
+            state="completed",
+            value=0.1 * n,
+        )
+    calls = []
+    real = search.importances
+    monkeypatch.setattr(search, "importances", lambda *a: calls.append(1) or real(*a))
+    client.force_login(owner)
+    url = reverse("experiment-data", args=[experiment.pk])
+    first = client.get(url).json()["importances"]
+    assert set(first) == {"lr", "act"}
+    assert client.get(url).json()["importances"] == first
+    assert len(calls) == 1  # the second read came from the cache
+    Trial.objects.create(
+        experiment=experiment, number=6, params={"lr": 0.5, "act": "relu"}, state="running"
+    )
+    client.get(url)
+    assert len(calls) == 1  # a running trial changes nothing they are computed from
+    Trial.objects.filter(experiment=experiment, number=6).update(state="completed", value=0.9)
+    client.get(url)
+    assert len(calls) == 2
+    assert (
+        report.importances(experiment, list(experiment.trials.all()))
+        == client.get(url).json()["importances"]
+    )
