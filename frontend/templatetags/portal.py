@@ -3,6 +3,7 @@ from datetime import timedelta
 from django import template
 
 from jobs import display
+from portal import jsonfast
 
 register = template.Library()
 
@@ -40,3 +41,9 @@ register.filter("pending_text", display.pending_text)
 register.filter("gpu_text", display.gpu_text)
 register.filter("attempts_text", display.attempts_text)
 register.filter("shape", display.shape)
+
+
+@register.filter
+def fast_json_script(value, element_id: str):
+    """``json_script`` encoded by orjson (portal/jsonfast.py), for large documents."""
+    return jsonfast.json_script(value, element_id)

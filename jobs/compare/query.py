@@ -30,10 +30,11 @@ import shlex
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.fields.json import KeyTransform
 
 from jobs.metrics.models import MetricSeries
+from jobs.metrics.query import InIds
 from jobs.models import Job, JobTag
 
 MAX_QUERY = 1000  # characters
@@ -251,5 +252,5 @@ def select(user, text: str = "", ids: tuple[int, ...] = ()) -> QuerySet[Job]:
         q, more = _condition(term, n)
         matched &= q
         annotations.update(more)
-    chosen = (matched if terms else Q(pk__in=[])) | Q(pk__in=ids)
+    chosen = (matched if terms else Q(pk__in=[])) | Q(InIds(F("pk"), ids))
     return visible.annotate(**annotations).filter(chosen)

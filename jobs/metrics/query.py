@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 
 from django.db import connection
+from django.db.models import Lookup
 
 from jobs.metrics.models import MetricPoint, MetricSeries
 
@@ -71,6 +72,20 @@ def id_list(values) -> str:
     per series, so a job's 2,000 series stay within SQLite's parameter limit. Reads and
     ingest.py's writes build their lists and VALUES rows with it."""
     return ",".join(str(int(v)) for v in values)
+
+
+class InIds(Lookup):
+    """``column IN (1,2,3)`` with the ids written into the SQL by id_list(), a filter
+    condition (``Q(InIds(F("pk"), ids))``): a thousand ids are one short string, where
+    ``pk__in`` binds and resolves a parameter each (90 ms for a comparison of 1,000
+    runs, whose ids appear in three queries)."""
+
+    lookup_name = "in_ids"
+    prepare_rhs = False
+
+    def as_sql(self, compiler, connection):
+        lhs, params = self.process_lhs(compiler, connection)
+        return f"{lhs} IN ({id_list(self.rhs) or 'NULL'})", params
 
 
 def _by_series(rows: list[tuple]) -> dict[int, list[tuple]]:
