@@ -97,7 +97,7 @@ def test_nine_digits_runs_compared_grouped_by_learning_rate(
     screenshot(page, "80-compare-dashboard-selected")
     page.get_by_role("button", name="Compare selected").click()
     page.wait_for_url(f"{stack.url}/compare/?*")
-    page.wait_for_selector("[data-compare-charts] .js-plotly-plot")
+    page.wait_for_selector("[data-compare-charts][data-drawn]")  # every chart drawn
     rows = page.locator("[data-compare-table] tbody tr")
     assert rows.count() == 9
     # Only what differs: the command's own words, the seed tag, lr and seed; the image,
@@ -114,7 +114,7 @@ def test_nine_digits_runs_compared_grouped_by_learning_rate(
         page.get_by_label("Group by").select_option("param.lr")
     with page.expect_navigation():
         page.get_by_label("Baseline").select_option(f"group:{LRS[0]}")
-    page.wait_for_selector("[data-compare-charts] .js-plotly-plot")
+    page.wait_for_selector("[data-compare-charts][data-drawn]")  # every chart drawn
     charts = page.evaluate(CHARTS)
     assert {c["metric"] for c in charts} >= {"loss", "val_loss", "val_accuracy"}, charts
     for chart in charts:
@@ -131,7 +131,7 @@ def test_nine_digits_runs_compared_grouped_by_learning_rate(
         browser, stack, "owner", "owner-pass-123", viewport={"width": 1366, "height": 900}
     )
     again.goto(url)
-    again.wait_for_selector("[data-compare-charts] .js-plotly-plot")
+    again.wait_for_selector("[data-compare-charts][data-drawn]")  # every chart drawn
     assert again.evaluate(CHARTS) == charts
     assert again.get_by_label("Group by").input_value() == "param.lr"
     first_ids = lambda p: p.locator("[data-compare-table] tbody tr").evaluate_all(  # noqa: E731

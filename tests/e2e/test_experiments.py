@@ -6,6 +6,7 @@ table and charts update live; then the best configuration runs again."""
 import time
 
 import pytest
+from playwright.sync_api import expect
 
 from devtools import demo_catalog
 from jobs.experiments.models import Experiment
@@ -78,8 +79,9 @@ def test_the_demo_sweep_runs_from_the_experiments_page(
     rows = page.locator("[data-trial-rows] tr")
     assert rows.count() == 20
     assert page.locator("[data-trial-rows] tr.best").get_attribute("data-trial") == str(best.number)
-    assert page.locator("[data-chart='parallel']").get_attribute("data-points") == str(
-        len(completed)
+    # Parallel coordinates are drawn just after the other charts (WebGL, the slowest).
+    expect(page.locator("[data-chart='parallel']")).to_have_attribute(
+        "data-points", str(len(completed))
     )
     assert int(page.locator("[data-chart='importance']").get_attribute("data-bars")) == 4
     stopped = [t for t in trials if t.state == "stopped"]

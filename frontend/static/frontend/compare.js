@@ -45,7 +45,7 @@ const PortalCompare = (() => {
   function drawTable(data, sort) {
     const table = $("[data-compare-table]");
     const body = table.tBodies[0];
-    const rows = sortRuns(data.runs.slice(), sort).map((run) => {
+    Portal.rows(body, sortRuns(data.runs.slice(), sort), (run) => {
       const tr = document.createElement("tr");
       tr.dataset.runId = run.id;
       const cells = [];
@@ -69,7 +69,6 @@ const PortalCompare = (() => {
       });
       return tr;
     });
-    body.replaceChildren(...rows);
     table.querySelectorAll("th[data-sort-key]").forEach((th) => {
       const key = th.dataset.sortKey;
       th.setAttribute("aria-sort", sort === key ? "ascending" : sort === `-${key}` ? "descending" : "none");
@@ -141,14 +140,21 @@ const PortalCompare = (() => {
         hidden.value = sort;
       });
     });
+    // One chart a frame: the first is on screen while the others are drawn.
     const box = $("[data-compare-charts]");
-    data.charts.forEach((chart) => {
+    const places = data.charts.map((chart) => {
       const el = document.createElement("div");
       el.className = "chart";
       el.dataset.chart = chart.metric;
       box.append(el);
-      drawChart(el, chart, data);
+      return el;
     });
+    const drawFrom = (i) => {
+      if (i >= data.charts.length) { box.dataset.drawn = String(data.charts.length); return; }
+      drawChart(places[i], data.charts[i], data);
+      requestAnimationFrame(() => drawFrom(i + 1));
+    };
+    drawFrom(0);
     ["[data-group]", "[data-baseline]", "#compare-x", "#compare-band"].forEach((sel) => {
       const field = $(sel);
       if (field) field.addEventListener("change", () => field.form.submit());

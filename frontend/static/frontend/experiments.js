@@ -19,10 +19,14 @@
     textFilter.addEventListener("input", () => drawTable(state));
     state.rows = rows; state.head = head; state.stateFilter = stateFilter; state.textFilter = textFilter;
 
+    // The first answer was asked for by the page before Plotly loaded (the template).
+    let early = window.portalExperimentData;
     async function poll() {
       let data;
       try {
-        const response = await fetch(root.dataset.dataUrl, { headers: { Accept: "application/json" } });
+        const pending = early || fetch(root.dataset.dataUrl, { headers: { Accept: "application/json" } });
+        early = null;
+        const response = await pending;
         if (!response.ok) throw new Error(response.status);
         data = await response.json();
       } catch (err) {
@@ -32,10 +36,12 @@
       state.data = data;
       drawSummary(root, data);
       drawTable(state);
-      drawParallel(chart("parallel"), data);
       drawHistory(chart("history"), data);
       drawCurves(chart("curves"), data);
       drawImportance(chart("importance"), data);
+      // Parallel coordinates are WebGL, whose first draw costs most (a context and its
+      // shaders, most of a second without a GPU): after the others are painted.
+      requestAnimationFrame(() => setTimeout(() => drawParallel(chart("parallel"), data), 0));
       root.dataset.refreshed = String(Date.now());
       if (data.state === "running") setTimeout(poll, POLL_MS);
     }
@@ -106,7 +112,7 @@
         return (x < y ? -1 : 1) * state.sort.dir;
       });
     const bestNumber = data.best ? data.best.number : null;
-    state.rows.replaceChildren(...trials.map((t) => {
+    Portal.rows(state.rows, trials, (t) => {
       const tr = document.createElement("tr");
       tr.dataset.trial = t.number;
       tr.dataset.state = t.state;
@@ -139,7 +145,7 @@
         tr.appendChild(td);
       }
       return tr;
-    }));
+    });
   }
 
   function drawParallel(el, data) {
@@ -172,16 +178,42 @@
     el.dataset.points = String(done.length);
   }
 
+  // Up to SEPARATE_CURVES trials each curve is its own trace (its own colour, its name in
+  // the hover); past it the curves are joined into one trace per style, a gap between
+  // trials, with each point's trial in its hover: 2,000 trials are three traces, not 2,000.
+  const SEPARATE_CURVES = 100;
+
   function drawCurves(el, data) {
     const bestNumber = data.best ? data.best.number : null;
     const states = Object.fromEntries(data.trials.map((t) => [String(t.number), t.state]));
-    const traces = Object.entries(data.curves).map(([number, points]) => ({
-      x: points.map((p) => p[0]), y: points.map((p) => p[1]), mode: "lines", name: `trial ${number}`,
-      line: { width: Number(number) === bestNumber ? 3.5 : 1.2, dash: states[number] === "stopped" ? "dot" : "solid" },
-      opacity: states[number] === "stopped" || states[number] === "failed" ? 0.45 : 0.9,
-    }));
-    Plotly.react(el, traces, layout({ xaxis: { title: { text: "step" } }, yaxis: { title: { text: data.metric } } }), config);
-    el.dataset.traces = String(traces.length);
+    const faded = (number) => states[number] === "stopped" || states[number] === "failed";
+    const entries = Object.entries(data.curves);
+    let traces;
+    if (entries.length <= SEPARATE_CURVES) {
+      traces = entries.map(([number, points]) => ({
+        x: points.map((p) => p[0]), y: points.map((p) => p[1]), mode: "lines", name: `trial ${number}`,
+        line: { width: Number(number) === bestNumber ? 3.5 : 1.2, dash: states[number] === "stopped" ? "dot" : "solid" },
+        opacity: faded(number) ? 0.45 : 0.9,
+      }));
+    } else {
+      const joined = (name, style, pick) => {
+        const x = [], y = [], text = [];
+        for (const [number, points] of entries) {
+          if (!pick(number)) continue;
+          for (const p of points) { x.push(p[0]); y.push(p[1]); text.push(`trial ${number}`); }
+          x.push(null); y.push(null); text.push("");
+        }
+        return { x, y, text, name, mode: "lines", hovertemplate: "%{text}<br>step %{x}: %{y}<extra></extra>", ...style };
+      };
+      const best = String(bestNumber);
+      traces = [
+        joined("stopped or failed", { line: { width: 1, color: "#9aa4ae", dash: "dot" }, opacity: 0.45 }, (n) => n !== best && faded(n)),
+        joined("trials", { line: { width: 1, color: "#1f77b4" }, opacity: 0.35 }, (n) => n !== best && !faded(n)),
+        joined(`best: trial ${best}`, { line: { width: 3.5, color: "#d62728" } }, (n) => n === best),
+      ].filter((t) => t.x.length);
+    }
+    Plotly.react(el, traces, layout({ xaxis: { title: { text: "step" } }, yaxis: { title: { text: data.metric } }, showlegend: entries.length > SEPARATE_CURVES }), config);
+    el.dataset.traces = String(entries.length);
   }
 
   function drawImportance(el, data) {

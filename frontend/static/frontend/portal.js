@@ -326,5 +326,71 @@ const Portal = (() => {
     });
   }
 
-  return { dashboard, jobPage, accountPage, socket, notifications };
+  // --- long tables: only the rows in view are in the document ----------------------
+  // rows(tbody, items, render): render(item, index) makes one <tr>. Up to VIRTUAL_FROM
+  // items every row is drawn; past it the table scrolls in its own box (".table-box",
+  // its height capped in CSS, the head sticky) and holds the rows in view plus a margin,
+  // between two spacer rows of the missing rows' height (rows are one line high, so one
+  // measured row gives every height). Calling it again with new items keeps the scroll
+  // position; aria-rowcount and aria-rowindex give screen readers the whole table.
+  const VIRTUAL_FROM = 200;
+  const MARGIN_ROWS = 30;
+
+  function rows(tbody, items, render) {
+    const table = tbody.closest("table");
+    const box = table.closest(".table-box") || table.parentElement;
+    const state = tbody.portalRows || (tbody.portalRows = { height: 0, from: -1, to: -1 });
+    state.items = items; state.render = render;
+    if (items.length <= VIRTUAL_FROM) {
+      table.removeAttribute("aria-rowcount");
+      box.classList.remove("virtual");
+      tbody.replaceChildren(...items.map(render));
+      return;
+    }
+    table.setAttribute("aria-rowcount", String(items.length + 1));
+    box.classList.add("virtual");
+    if (!state.listening) {
+      state.listening = true;
+      let queued = false;
+      box.addEventListener("scroll", () => {
+        if (queued) return;
+        queued = true;
+        requestAnimationFrame(() => { queued = false; drawWindow(tbody, box, false); });
+      }, { passive: true });
+    }
+    drawWindow(tbody, box, true);
+  }
+
+  function drawWindow(tbody, box, changed) {
+    const state = tbody.portalRows;
+    const n = state.items.length;
+    if (n <= VIRTUAL_FROM) return;
+    const height = state.height || 28;
+    const first = Math.max(0, Math.floor(box.scrollTop / height) - MARGIN_ROWS);
+    const last = Math.min(n, first + Math.ceil((box.clientHeight || 600) / height) + 2 * MARGIN_ROWS);
+    if (!changed && first === state.from && last === state.to) return;
+    state.from = first; state.to = last;
+    const columns = tbody.closest("table").tHead?.rows[0]?.cells.length || 1;
+    const spacer = (count) => {
+      const tr = document.createElement("tr");
+      tr.className = "spacer"; tr.setAttribute("aria-hidden", "true");
+      const td = document.createElement("td");
+      td.colSpan = columns; td.style.height = `${count * height}px`;
+      tr.append(td);
+      return tr;
+    };
+    const drawn = [];
+    for (let i = first; i < last; i++) {
+      const tr = state.render(state.items[i], i);
+      tr.setAttribute("aria-rowindex", String(i + 2));
+      drawn.push(tr);
+    }
+    tbody.replaceChildren(spacer(first), ...drawn, spacer(n - last));
+    if (!state.height && drawn.length) {  // measured once, then the spacers are redrawn
+      state.height = drawn[0].getBoundingClientRect().height || 28;
+      drawWindow(tbody, box, true);
+    }
+  }
+
+  return { dashboard, jobPage, accountPage, socket, notifications, rows };
 })();
