@@ -8,12 +8,16 @@ The database is ``portal_bigpages``, seeded once with ``seed_load --preset big-p
 between runs. ``make bench-load`` measures the same pages in the full population; this
 is the quick loop for working on them.
 
-    .venv/bin/python bench/bigpages.py [--runs 3]
+    .venv/bin/python bench/bigpages.py [--runs 3] [--before REV]
+
+With ``--before REV`` the same pages are first served by the code of commit REV (a git
+worktree, bench/loadstack.py's checkout()) on the same database, and one table shows both.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -23,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import load  # noqa: E402
-from bench.loadstack import LoadStack, Row  # noqa: E402
+from bench.loadstack import LoadStack, Row, checkout  # noqa: E402
 
 PRESET = "big-pages"
 
@@ -35,6 +39,7 @@ def main() -> None:
     parser.add_argument(
         "--profile", type=Path, help="A directory for the pages' JavaScript CPU profiles."
     )
+    parser.add_argument("--before", help="Also serve commit BEFORE's code, and compare.")
     args = parser.parse_args()
 
     url = load.database_url(args.database)
@@ -52,10 +57,23 @@ def main() -> None:
     assert big is not None, "the preset seeds two experiments"
     owner = big.owner.get_username()
 
-    stack = LoadStack(url, load.TMP / "stack")
+    counter = load.Counter()
+    if args.before:
+        root = checkout(args.before)
+        print(f"before: {args.before} served from {root}", flush=True)
+        before = measure(LoadStack(url, load.TMP / "before", root=root), counter, owner, args)
+    after = measure(LoadStack(url, load.TMP / "stack"), counter, owner, args)
+    title = f"bench/bigpages.py, median of {args.runs}"
+    if args.before:
+        load.print_compared(before, after, os.cpu_count() or 1, title, (args.before, "now"))
+    else:
+        load.print_table(after, os.cpu_count() or 1, title)
+
+
+def measure(stack: LoadStack, counter: load.Counter, owner: str, args) -> list[Row]:
+    """Each page's median of ``args.runs`` first renders on ``stack``."""
     stack.start()
     try:
-        counter = load.Counter()
         if args.profile:
             args.profile.mkdir(parents=True, exist_ok=True)
             load.render_rows(stack, counter, owner, args.profile)
@@ -69,7 +87,7 @@ def main() -> None:
         median = values[drawn.index(statistics.median_low(drawn))]
         spread = f" (of {args.runs}: {min(drawn):,.0f}–{max(drawn):,.0f} ms)"
         rows.append(Row(row.figure, median + spread, row.queries))
-    load.print_table(rows, stack.cores, f"bench/bigpages.py, median of {args.runs}")
+    return rows
 
 
 if __name__ == "__main__":

@@ -355,7 +355,10 @@ def render_rows(
             cookie,
             url,
             "document.querySelector('[data-compare-charts] .js-plotly-plot')",
-            "document.querySelector('[data-compare-charts][data-drawn]')",
+            # every chart drawn (as the code of any commit draws them: all at once or in turn)
+            "[...document.querySelectorAll('[data-compare-charts] [data-chart]')].every("
+            "(c) => c.classList.contains('js-plotly-plot')) && "
+            "document.querySelector('[data-compare-charts] [data-chart]')",
             profile and profile / "compare.cpuprofile",
         )
         out.append(
@@ -391,19 +394,33 @@ def population(owner: str) -> tuple[str, str]:
 
 
 def print_table(rows: list[Row], cores: int, header: str) -> None:
-    width = [max(len(getattr(r, f)) for r in rows) for f in ("figure", "value", "queries")]
-    width = [max(w, len(h)) for w, h in zip(width, ("figure", "value", "queries"), strict=True)]
+    print_grid(
+        ("figure", "value", "queries"),
+        [(r.figure, r.value, r.queries) for r in rows],
+        cores,
+        header,
+    )
+
+
+def print_compared(
+    before: list[Row], after: list[Row], cores: int, header: str, labels: tuple[str, str]
+) -> None:
+    """One table of two runs' rows (the same figures in the same order): the figure, its
+    value in each run, the queries behind one request now."""
+    cells = [(a.figure, b.value, a.value, a.queries) for b, a in zip(before, after, strict=True)]
+    print_grid(("figure", *labels, "queries"), cells, cores, header)
+
+
+def print_grid(
+    heads: tuple[str, ...], cells: list[tuple[str, ...]], cores: int, header: str
+) -> None:
+    width = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(heads)]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"\n{header}; cores (os.cpu_count()): {cores}; load average at the end: {load}\n")
-    print(
-        "| "
-        + " | ".join(h.ljust(w) for h, w in zip(("figure", "value", "queries"), width, strict=True))
-        + " |"
-    )
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(heads, width, strict=True)) + " |")
     print("|" + "|".join("-" * (w + 2) for w in width) + "|")
-    for r in rows:
-        cells = (r.figure, r.value, r.queries)
-        print("| " + " | ".join(c.ljust(w) for c, w in zip(cells, width, strict=True)) + " |")
+    for row in cells:
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(row, width, strict=True)) + " |")
 
 
 def main() -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -51,6 +52,25 @@ class Row:
     queries: str = "-"
 
 
+def checkout(rev: str) -> Path:
+    """A worktree of commit ``rev`` beside this one (made once, kept), for serving the
+    code as it was there against the same database: a before-and-after in one run."""
+    sha = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--verify", f"{rev}^{{commit}}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    where = Path(tempfile.gettempdir()) / f"portal-bench-{sha[:12]}"
+    if not (where / "manage.py").exists():
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--force", "--detach", str(where), sha],
+            check=True,
+            capture_output=True,
+        )
+    return where
+
+
 def redis_url(db: int = 11) -> str:
     """The repo's Redis (var/redis.url, with its password) on database ``db``."""
     url = os.environ.get("REDIS_URL") or (ROOT / "var" / "redis.url").read_text().strip()
@@ -68,6 +88,7 @@ class LoadStack:
     env_extra: dict[str, str] = field(default_factory=dict)
     port: int = field(default_factory=free_port)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    root: Path = ROOT  # the checkout served: another commit's for a before-and-after
 
     @property
     def cores(self) -> int:
@@ -95,8 +116,18 @@ class LoadStack:
             "PORTAL_URL": self.base_url,
             "STATIC_ROOT": str(self.tmp / "static"),
             **UNTHROTTLED,
+            **self._same_secret(),
             **self.env_extra,
         }
+
+    def _same_secret(self) -> dict[str, str]:
+        """Another checkout's processes would make their own development key (in their
+        own var/) and refuse this process's sessions: they are given this one's."""
+        if self.root == ROOT:
+            return {}
+        from django.conf import settings  # noqa: PLC0415 - set up by then (session())
+
+        return {"SECRET_KEY": settings.SECRET_KEY}
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = open(self.tmp / f"{name}.log", "a")  # noqa: SIM115 - closed with the process
@@ -104,7 +135,7 @@ class LoadStack:
         if name == "web":  # as deployed (README, Deploying): a bounded pool per web process
             env = {"PORTAL_DB_POOL_MAX": "10", **env}
         self.procs[name] = subprocess.Popen(
-            argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+            argv, cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT
         )
 
     def start(self, *, celery: bool = False) -> LoadStack:
@@ -113,7 +144,7 @@ class LoadStack:
         self.tmp.mkdir(parents=True, exist_ok=True)
         subprocess.run(
             [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
-            cwd=ROOT,
+            cwd=self.root,
             env=self.env,
             check=True,
             timeout=300,
