@@ -39,7 +39,11 @@ def main() -> None:
     parser.add_argument(
         "--profile", type=Path, help="A directory for the pages' JavaScript CPU profiles."
     )
-    parser.add_argument("--before", help="Also serve commit BEFORE's code, and compare.")
+    parser.add_argument(
+        "--before",
+        default=os.environ.get("LOAD_BEFORE", ""),
+        help="Also serve commit BEFORE's code first, and compare.",
+    )
     args = parser.parse_args()
 
     url = load.database_url(args.database)

@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 TMP = Path(tempfile.mkdtemp(prefix="bench-load-"))
 P99_LIMIT_MS = 250.0
 
-from bench.loadstack import UNTHROTTLED, LoadStack, Row, redis_url  # noqa: E402
+from bench.loadstack import UNTHROTTLED, LoadStack, Row, checkout, redis_url  # noqa: E402
 
 
 def database_url(name: str) -> str:
@@ -423,6 +423,9 @@ def print_grid(
         print("| " + " | ".join(c.ljust(w) for c, w in zip(row, width, strict=True)) + " |")
 
 
+PARTS = ("baseline", "pages", "render", "live")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=float(os.environ.get("LOAD_SCALE", "1")))
@@ -430,8 +433,21 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=float(os.environ.get("LOAD_SECONDS", 5)))
     parser.add_argument("--max-connections", type=int, default=256)
     parser.add_argument("--user", default="", help="Log in as (default: the most jobs).")
-    parser.add_argument("--no-browser", action="store_true")
+    parser.add_argument("--no-browser", action="store_true", help="Leave out the render part.")
+    parser.add_argument(
+        "--parts",
+        default=os.environ.get("LOAD_PARTS", ",".join(PARTS)),
+        help=f"What to measure, of {','.join(PARTS)} (default: all).",
+    )
+    parser.add_argument(
+        "--before",
+        default=os.environ.get("LOAD_BEFORE", ""),
+        help="Also measure commit BEFORE's code on the same database first, and print both.",
+    )
     args = parser.parse_args()
+    parts = {p for p in args.parts.split(",") if p} - ({"render"} if args.no_browser else set())
+    if parts - set(PARTS):
+        parser.error(f"--parts: {', '.join(sorted(parts - set(PARTS)))} (of {', '.join(PARTS)})")
 
     url = database_url(args.database)
     setup_django(url)  # connects to nothing yet
@@ -445,22 +461,43 @@ def main() -> None:
 
     owner, few = population(args.user)
     counter = Counter()
+    title = f"make bench-load at scale {args.scale:g}"
+    runs = []
+    if args.before:
+        root = checkout(args.before)
+        print(f"\n== before: {args.before}, served from {root}", flush=True)
+        stack = LoadStack(url, TMP / "before", root=root)
+        runs.append(measure(stack, counter, owner, few, parts, args))
+        print_table(runs[-1], stack.cores, f"{title}, {args.before}")
+        print("\n== now", flush=True)
     stack = LoadStack(url, TMP / "stack")
+    runs.append(measure(stack, counter, owner, few, parts, args))
+    print_table(runs[-1], stack.cores, title)
+    if args.before:
+        before, after = ([r for r in rows if " @ " not in r.figure] for rows in runs)
+        print_compared(before, after, stack.cores, title, (args.before, "now"))
+
+
+def measure(
+    stack: LoadStack, counter: Counter, owner: str, few: str, parts: set[str], args
+) -> list[Row]:
+    """The figures of ``parts`` on ``stack`` (started here, stopped at the end)."""
     rows_out: list[Row] = []
     stack.start()
     try:
         cookie = stack.cookie_header(owner)
         print(f"served at {stack.base_url} by {stack.web_workers} web workers; as {owner}")
-        static = _a_static_file(stack)
-        r = wrk(stack.base_url, [static], "", 32, args.seconds)
-        rows_out.append(
-            Row(
-                "baseline: a static file, same server (wrk, 32 conn)",
-                f"{r['rate']:.0f} req/s, p99 {ms(r['p99_us'])}",
-                "0",
+        if "baseline" in parts:
+            static = _a_static_file(stack)
+            r = wrk(stack.base_url, [static], "", 32, args.seconds)
+            rows_out.append(
+                Row(
+                    "baseline: a static file, same server (wrk, 32 conn)",
+                    f"{r['rate']:.0f} req/s, p99 {ms(r['p99_us'])}",
+                    "0",
+                )
             )
-        )
-        print(f"  baseline {static}: {rows_out[-1].value}", flush=True)
+            print(f"  baseline {static}: {rows_out[-1].value}", flush=True)
         targets = [
             ("dashboard", ["/"]),
             ("dashboard, state=running", ["/?state=running"]),
@@ -471,7 +508,7 @@ def main() -> None:
                 ["/api/v1/jobs/?state=active&created_after=2020-01-01T00:00:00Z&experiment=none"],
             ),
         ]
-        for name, paths in targets:
+        for name, paths in targets if "pages" in parts else []:
             path = paths[0]
             if path.startswith("/api/"):
                 sep = "&" if "?" in path else "?"
@@ -482,15 +519,15 @@ def main() -> None:
                 queries = counter.two_sizes((few, path), (owner, path))
             print(f"{name}: queries {queries}", flush=True)
             rows_out += rising(stack, name, paths, cookie, queries, args)
-        if not args.no_browser:
+        if "render" in parts:
             rows_out += render_rows(stack, counter, owner)
-        if importlib.util.find_spec("bench.load_live") is not None:
+        if "live" in parts and importlib.util.find_spec("bench.load_live") is not None:
             from bench import load_live  # type: ignore[attr-defined]  # noqa: PLC0415
 
             rows_out += load_live.run(stack)
     finally:
         stack.stop()
-    print_table(rows_out, stack.cores, f"make bench-load at scale {args.scale:g}")
+    return rows_out
 
 
 def _a_static_file(stack: LoadStack) -> str:
