@@ -4,12 +4,14 @@ there (annotate, release, keep its GPUs, cancel)."""
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db.models import Count, Q
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from frontend.rows import Rows
 from frontend.views.common import (
     get_job_for_user,
     get_job_to_act,
@@ -48,7 +50,7 @@ def dashboard(request):
         jobs = Job.objects.visible_to(request.user).filter(project=project)
     else:
         jobs = Job.objects.for_user(request.user)
-    jobs = jobs.select_related("image", "partition", "cluster", "owner", "session")
+    jobs = jobs.select_related(*Rows.RELATED).defer(*Rows.UNREAD)
     state = request.GET.get("state", "")
     if state in STATE_FILTERS:
         jobs = jobs.filter(state__in=STATE_FILTERS[state])
@@ -56,10 +58,18 @@ def dashboard(request):
     # are on its page, and listed here only when asked for.
     trials = request.GET.get("trials") == "1"
     hidden_trials = 0
+    paginator = Paginator(jobs, PAGE_SIZE)
     if not trials:
-        hidden_trials = jobs.filter(trial__isnull=False).count()
-        jobs = jobs.filter(trial__isnull=True)
-    page = Paginator(jobs, PAGE_SIZE).get_page(request.GET.get("page"))
+        # The rows listed and the trials' jobs left out, counted in one pass.
+        counted = jobs.aggregate(
+            listed=Count("pk", filter=Q(trial__isnull=True)),
+            hidden=Count("pk", filter=Q(trial__isnull=False)),
+        )
+        hidden_trials = counted["hidden"]
+        paginator = Paginator(jobs.filter(trial__isnull=True), PAGE_SIZE)
+        paginator.count = counted["listed"]  # (a cached property: not counted again)
+    page = paginator.get_page(request.GET.get("page"))
+    show_owner = sees_every_job(request.user) or project is not None
     template = (
         "frontend/_job_table.html"
         if request.GET.get("fragment") == "table"
@@ -70,11 +80,12 @@ def dashboard(request):
         template,
         {
             "page": page,
+            "rows": Rows(request, show_owner=show_owner).page(page.object_list),
             "state": state,
             "trials": trials,
             "hidden_trials": hidden_trials,
             "states": Job.State.choices,
-            "show_owner": sees_every_job(request.user) or project is not None,
+            "show_owner": show_owner,
             "projects": projects,
             "project": project,
         },
@@ -85,7 +96,7 @@ def dashboard(request):
 def job_row(request, pk: int):
     job = get_job_for_user(request, pk)
     show_owner = sees_every_job(request.user) or job.owner_id != request.user.pk
-    return render(request, "frontend/_job_row.html", {"job": job, "show_owner": show_owner})
+    return HttpResponse(Rows(request, show_owner=show_owner).row(job))
 
 
 def limits_with_capabilities() -> dict:
