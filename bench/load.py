@@ -324,7 +324,9 @@ def render_rows(
             .first()
         )
         sizes = f"{q_page} page + {q_data} data"
-        if small is not None:
+        if stack.root != ROOT:
+            sizes = "(not counted: another commit's code)"
+        elif small is not None:
             q_small = counter.get(small.owner.username, f"/experiments/{small.pk}/data/")[1]
             sizes += f" (data: {q_small} at {small.n} trials)"  # type: ignore[attr-defined]
             sizes += "" if q_small == q_data else " GROWS"
@@ -365,7 +367,9 @@ def render_rows(
             Row(
                 f"compare {len(ids):,} runs: first render (Chromium)",
                 t.text(),
-                f"{q_small} ({max(1, len(ids) // 10)} runs) / {q} ({len(ids)} runs)"
+                "(not counted: another commit's code)"
+                if stack.root != ROOT
+                else f"{q_small} ({max(1, len(ids) // 10)} runs) / {q} ({len(ids)} runs)"
                 + ("" if q == q_small else " GROWS"),
             )
         )
@@ -510,7 +514,9 @@ def measure(
         ]
         for name, paths in targets if "pages" in parts else []:
             path = paths[0]
-            if path.startswith("/api/"):
+            if stack.root != ROOT:  # counted in this process: this checkout's code only
+                queries = "(not counted: another commit's code)"
+            elif path.startswith("/api/"):
                 sep = "&" if "?" in path else "?"
                 queries = counter.two_sizes(
                     (owner, f"{path}{sep}page_size=2"), (owner, f"{path}{sep}page_size=200")
