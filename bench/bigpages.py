@@ -65,7 +65,8 @@ def main() -> None:
     if args.before:
         root = checkout(args.before)
         print(f"before: {args.before} served from {root}", flush=True)
-        before = measure(LoadStack(url, load.TMP / "before", root=root), counter, owner, args)
+        with load.schema_as_at(root):
+            before = measure(LoadStack(url, load.TMP / "before", root=root), counter, owner, args)
     after = measure(LoadStack(url, load.TMP / "stack"), counter, owner, args)
     title = f"bench/bigpages.py, median of {args.runs}"
     if args.before:

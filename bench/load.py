@@ -26,6 +26,7 @@ reuses it). Each web worker is one process; there are as many as cores.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +43,14 @@ sys.path.insert(0, str(ROOT))
 TMP = Path(tempfile.mkdtemp(prefix="bench-load-"))
 P99_LIMIT_MS = 250.0
 
-from bench.loadstack import UNTHROTTLED, LoadStack, Row, checkout, redis_url  # noqa: E402
+from bench.loadstack import (  # noqa: E402
+    UNTHROTTLED,
+    LoadStack,
+    Row,
+    checkout,
+    redis_url,
+    schema_of,
+)
 
 
 def database_url(name: str) -> str:
@@ -470,8 +479,9 @@ def main() -> None:
     if args.before:
         root = checkout(args.before)
         print(f"\n== before: {args.before}, served from {root}", flush=True)
-        stack = LoadStack(url, TMP / "before", root=root)
-        runs.append(measure(stack, counter, owner, few, parts, args))
+        with schema_as_at(root):
+            stack = LoadStack(url, TMP / "before", root=root)
+            runs.append(measure(stack, counter, owner, few, parts, args))
         print_table(runs[-1], stack.cores, f"{title}, {args.before}")
         print("\n== now", flush=True)
     stack = LoadStack(url, TMP / "stack")
@@ -480,6 +490,27 @@ def main() -> None:
     if args.before:
         before, after = ([r for r in rows if " @ " not in r.figure] for rows in runs)
         print_compared(before, after, stack.cores, title, (args.before, "now"))
+
+
+@contextlib.contextmanager
+def schema_as_at(root: Path) -> Iterator[None]:
+    """The database's schema as ``root``'s code expects it (migrated back where this
+    checkout has later migrations: an index added since is not measured as the earlier
+    code's), then migrated forward again."""
+    from django.core.management import call_command  # noqa: PLC0415
+
+    targets = schema_of(root)
+    for app, name in targets.items():
+        t = time.perf_counter()
+        call_command("migrate", app, name, verbosity=0)
+        print(f"schema: {app} back to {name} ({time.perf_counter() - t:.0f} s)", flush=True)
+    try:
+        yield
+    finally:
+        if targets:
+            t = time.perf_counter()
+            call_command("migrate", verbosity=0)
+            print(f"schema: forward again ({time.perf_counter() - t:.0f} s)", flush=True)
 
 
 def measure(

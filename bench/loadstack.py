@@ -71,6 +71,29 @@ def checkout(rev: str) -> Path:
     return where
 
 
+def schema_of(root: Path) -> dict[str, str]:
+    """What to migrate back to for ``root``'s code (a checkout of an earlier commit): for
+    each of this project's apps with migrations here that ``root`` lacks, the last one
+    ``root`` has ("zero" if none). Django must be set up (this checkout's code reads the
+    migrations)."""
+    from django.db.migrations.loader import MigrationLoader  # noqa: PLC0415
+
+    loader = MigrationLoader(None, ignore_no_migrations=True)
+    here: dict[str, set[str]] = {}
+    for app, name in loader.disk_migrations:
+        here.setdefault(app, set()).add(name)
+    targets = {}
+    for app, names in here.items():
+        module, _ = loader.migrations_module(app)
+        if not ROOT.joinpath(*module.split(".")).is_dir():
+            continue  # Django's own apps and libraries': the same in both checkouts
+        folder = root.joinpath(*module.split("."))
+        there = {p.stem for p in folder.glob("[0-9]*.py")} & names
+        if names - there:
+            targets[app] = max(there) if there else "zero"
+    return targets
+
+
 def redis_url(db: int = 11) -> str:
     """The repo's Redis (var/redis.url, with its password) on database ``db``."""
     url = os.environ.get("REDIS_URL") or (ROOT / "var" / "redis.url").read_text().strip()
