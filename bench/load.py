@@ -20,7 +20,13 @@ The database is ``portal_load`` (created, migrated and seeded if needed; a secon
 reuses it). Each web worker is one process; there are as many as cores.
 
     .venv/bin/python bench/load.py [--scale 1.0] [--seconds 5] [--max-connections 256]
+        [--parts baseline,pages,render,live] [--before COMMIT]
     LOAD_SCALE=0.01 make bench-load
+    LOAD_BEFORE=920bd0f make bench-load
+
+With ``--before`` (``LOAD_BEFORE``) the parts are measured first with that commit's code
+(a git worktree, bench/loadstack.py's checkout()) on the same database migrated back to
+its schema, then with this checkout's, and one table shows both runs' figures.
 """
 
 from __future__ import annotations
