@@ -87,11 +87,12 @@ def measure(stack: LoadStack, counter: load.Counter, owner: str, args) -> list[R
         stack.stop()
     rows = []
     for i, row in enumerate(runs[0]):
-        values = [r[i].value for r in runs]
-        drawn = [float(v.split(" ms", 2)[1].rsplit(" ", 1)[1].replace(",", "")) for v in values]
-        median = values[drawn.index(statistics.median_low(drawn))]
+        renders = [r[i].render for r in runs]
+        drawn = [render.drawn for render in renders if render is not None]
+        median = renders[drawn.index(statistics.median_low(drawn))]
+        assert median is not None  # render_rows() gives every row its timeline
         spread = f" (of {args.runs}: {min(drawn):,.0f}–{max(drawn):,.0f} ms)"
-        rows.append(Row(row.figure, median + spread, row.queries))
+        rows.append(Row(row.figure, median.text() + spread, row.queries))
     return rows
 
 

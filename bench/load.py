@@ -314,9 +314,19 @@ def heaviest(cpu: dict, top: int = 15) -> list[tuple[float, str]]:
     return sorted(((v, k) for k, v in total.items()), reverse=True)[:top]
 
 
+@dataclass
+class RenderRow(Row):
+    """A first render's line, with its timeline (what a median is taken of)."""
+
+    render: Render | None = None
+
+
+NOT_COUNTED = "(not counted: another commit's code)"  # counted in process: this code only
+
+
 def render_rows(
     stack: LoadStack, counter: Counter, owner: str, profile: Path | None = None
-) -> list[Row]:
+) -> list[RenderRow]:
     """The two big pages' first renders (with ``profile``, a directory: their JS profiles)."""
     from django.db.models import Count  # noqa: PLC0415
 
@@ -324,27 +334,28 @@ def render_rows(
     from jobs.metrics.models import MetricSeries  # noqa: PLC0415
 
     out = []
+    counted = stack.root == ROOT
     cookie = stack.cookie_header(owner)
     big = Experiment.objects.filter(owner__username=owner).order_by("uid").first()
     if big is not None:
         n = big.trials.count()
         page = f"/experiments/{big.pk}/"
-        q_page = counter.get(owner, page)[1]
-        q_data = counter.get(owner, f"{page}data/")[1]
-        small = (  # another experiment (its owner's view): the same queries at few trials
-            Experiment.objects.exclude(pk=big.pk)
-            .select_related("owner")
-            .annotate(n=Count("trials"))
-            .order_by("n")
-            .first()
-        )
-        sizes = f"{q_page} page + {q_data} data"
-        if stack.root != ROOT:
-            sizes = "(not counted: another commit's code)"
-        elif small is not None:
-            q_small = counter.get(small.owner.username, f"/experiments/{small.pk}/data/")[1]
-            sizes += f" (data: {q_small} at {small.n} trials)"  # type: ignore[attr-defined]
-            sizes += "" if q_small == q_data else " GROWS"
+        sizes = NOT_COUNTED
+        if counted:
+            q_page = counter.get(owner, page)[1]
+            q_data = counter.get(owner, f"{page}data/")[1]
+            sizes = f"{q_page} page + {q_data} data"
+            small = (  # another experiment (its owner's view): the same queries at few trials
+                Experiment.objects.exclude(pk=big.pk)
+                .select_related("owner")
+                .annotate(n=Count("trials"))
+                .order_by("n")
+                .first()
+            )
+            if small is not None:
+                q_small = counter.get(small.owner.username, f"/experiments/{small.pk}/data/")[1]
+                sizes += f" (data: {q_small} at {small.n} trials)"  # type: ignore[attr-defined]
+                sizes += "" if q_small == q_data else " GROWS"
         t = first_render(
             stack,
             cookie,
@@ -355,7 +366,9 @@ def render_rows(
             " !== undefined",
             profile and profile / "experiment.cpuprofile",
         )
-        out.append(Row(f"experiment page, {n:,} trials: first render (Chromium)", t.text(), sizes))
+        out.append(
+            RenderRow(f"experiment page, {n:,} trials: first render (Chromium)", t.text(), sizes, t)
+        )
     ids = list(
         MetricSeries.objects.filter(job__owner__username=owner, job__state="completed")
         .order_by("job_id")
@@ -364,9 +377,14 @@ def render_rows(
     )
     if ids:
         url = f"/compare/?ids={','.join(map(str, ids))}&group=param.seed"
-        q = counter.get(owner, url)[1]
-        half = f"/compare/?ids={','.join(map(str, ids[: max(1, len(ids) // 10)]))}&group=param.seed"
-        q_small = counter.get(owner, half)[1]
+        queries = NOT_COUNTED
+        if counted:
+            q = counter.get(owner, url)[1]
+            tenth = ids[: max(1, len(ids) // 10)]
+            half = f"/compare/?ids={','.join(map(str, tenth))}&group=param.seed"
+            q_small = counter.get(owner, half)[1]
+            queries = f"{q_small} ({len(tenth)} runs) / {q} ({len(ids)} runs)"
+            queries += "" if q == q_small else " GROWS"
         t = first_render(
             stack,
             cookie,
@@ -379,14 +397,7 @@ def render_rows(
             profile and profile / "compare.cpuprofile",
         )
         out.append(
-            Row(
-                f"compare {len(ids):,} runs: first render (Chromium)",
-                t.text(),
-                "(not counted: another commit's code)"
-                if stack.root != ROOT
-                else f"{q_small} ({max(1, len(ids) // 10)} runs) / {q} ({len(ids)} runs)"
-                + ("" if q == q_small else " GROWS"),
-            )
+            RenderRow(f"compare {len(ids):,} runs: first render (Chromium)", t.text(), queries, t)
         )
     return out
 
@@ -551,8 +562,8 @@ def measure(
         ]
         for name, paths in targets if "pages" in parts else []:
             path = paths[0]
-            if stack.root != ROOT:  # counted in this process: this checkout's code only
-                queries = "(not counted: another commit's code)"
+            if stack.root != ROOT:
+                queries = NOT_COUNTED
             elif path.startswith("/api/"):
                 sep = "&" if "?" in path else "?"
                 queries = counter.two_sizes(
