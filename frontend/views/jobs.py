@@ -58,8 +58,9 @@ def dashboard(request):
     # are on its page, and listed here only when asked for.
     trials = request.GET.get("trials") == "1"
     hidden_trials = 0
-    paginator = Paginator(jobs, PAGE_SIZE)
-    if not trials:
+    if trials:
+        paginator = Paginator(jobs, PAGE_SIZE)
+    else:
         # The rows listed and the trials' jobs left out, counted in one pass.
         # COUNT(state), never null: a column of the index (owner, state, trial), so the
         # counts are read from it alone (COUNT(id) would read every row).
