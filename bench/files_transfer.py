@@ -2,7 +2,9 @@
 same sshd as the same cluster user, in the same run: a file of random bytes (1 GiB by
 default, made once) uploaded with tus (files/uploads.py: a POST, then PATCHes of
 PORTAL_UPLOAD_CHUNK_BYTES, as the page sends them) and downloaded with `curl -o` (files/
-streaming.py); `scp` up and down beside each. Targets (issue #42): upload at least 0.8x
+streaming.py); `scp` up and down beside each (down twice where the portal's OpenSSH
+masters put AES-GCM first, PORTAL_BULK_SSH_CIPHERS: at OpenSSH's own cipher order, as a
+person runs it, and with the masters' ciphers). Targets (issue #42): upload at least 0.8x
 scp's throughput, download at least 0.9x.
 
 The served stack as `make demo` runs it (gunicorn with the uvicorn worker, bench/
@@ -58,7 +60,7 @@ from django.core.management import call_command  # noqa: E402
 from bench.loadstack import LoadStack  # noqa: E402
 from devtools import devcluster  # noqa: E402
 from files.uploads import HASH  # noqa: E402
-from jobs.cluster import ssh  # noqa: E402
+from jobs.cluster import bulk, openssh, ssh  # noqa: E402
 from jobs.models import Cluster  # noqa: E402
 
 PERSON = "bench-transfer"
@@ -196,8 +198,16 @@ class Scp:
     def up(self, local: Path, rel: str) -> None:
         self.copy(str(local), f"{self.host}:{rel}")
 
-    def down(self, rel: str, out: Path) -> None:
-        self.copy(f"{self.host}:{rel}", str(out))
+    def down(self, rel: str, out: Path, ciphers: str = "") -> None:
+        """``ciphers``: OpenSSH's Ciphers list (its own order when empty)."""
+        chosen = ["-o", f"Ciphers={ciphers}"] if ciphers else []
+        done = subprocess.run(
+            [*self.argv, *chosen, f"{self.host}:{rel}", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert done.returncode == 0, done.stderr
 
 
 def _ppids() -> dict[int, int]:
@@ -303,7 +313,13 @@ def main() -> None:
     stack = LoadStack(
         os.environ["DATABASE_URL"], TMP / "stack", web_workers=1, redis_db=12, prefix="xferweb"
     )
-    figures = {k: Figures() for k in ("portal up", "scp up", "portal down", "scp down")}
+    # The ciphers the portal's OpenSSH masters offer (PORTAL_BULK_SSH_CIPHERS): scp is
+    # measured at OpenSSH's own order, as a person runs it, and with the same ones.
+    ciphers = openssh.ciphers(settings.PORTAL_BULK_SSH_CIPHERS, bulk._cpuinfo())
+    names = ["portal up", "scp up", "portal down", "scp down"]
+    if ciphers:
+        names.append("scp down, same ciphers")
+    figures = {k: Figures() for k in names}
     hashing: list[float] = []  # the same SHA-256 on the cluster, of each copy, timed apart
     scp_hashing: list[float] = []
     try:
@@ -313,7 +329,8 @@ def main() -> None:
         print(
             f"chunks: {settings.PORTAL_UPLOAD_CHUNK_BYTES / 2**20:g} MiB up "
             f"(PORTAL_UPLOAD_CHUNK_BYTES), {settings.PORTAL_DOWNLOAD_CHUNK_BYTES / 2**20:g} MiB "
-            f"down; {os.cpu_count()} cores; MB/s (10^6 bytes/s)"
+            f"down; {os.cpu_count()} cores; MB/s (10^6 bytes/s); the portal's masters "
+            f"offer {ciphers.split(',')[0] + ' first' if ciphers else 'OpenSSH own ciphers'}"
         )
         rel, scp_rel, out = f"{folder}/portal.bin", f"{folder}/scp.bin", TMP / "down.bin"
         answered: list[str] = []
@@ -337,7 +354,9 @@ def main() -> None:
                 ("portal down", lambda: portal.download(rel, out)),
                 ("scp down", lambda: scp.down(rel, out)),
             ]
-            for name, run in downs if n % 2 == 0 else downs[::-1]:
+            if ciphers:
+                downs.append(("scp down, same ciphers", lambda: scp.down(rel, out, ciphers)))
+            for name, run in downs[n % len(downs) :] + downs[: n % len(downs)]:
                 measured(figures[name], size, stack, run)
                 assert sha256_of(out) == digest, f"{name}: the copy differs"
                 out.unlink()
@@ -364,7 +383,7 @@ def main() -> None:
     for name, figs in figures.items():
         web = f"web {median(figs.web):5.2f}  " if name.startswith("portal") else " " * 12
         print(
-            f"  {name:12} {median(figs.rates):6.1f} ({min(figs.rates):.1f}-{max(figs.rates):.1f})"
+            f"  {name:22} {median(figs.rates):6.1f} ({min(figs.rates):.1f}-{max(figs.rates):.1f})"
             f"   {web}client {median(figs.client):.2f}"
         )
     print(
@@ -398,6 +417,12 @@ def main() -> None:
             0.9,
         ),
     }
+    if ciphers:
+        ways["download / scp with the portal's ciphers"] = (
+            [size / 1e6 / r for r in figures["portal down"].rates],
+            [size / 1e6 / r for r in figures["scp down, same ciphers"].rates],
+            0.9,
+        )
     for label, (ours, theirs, target) in ways.items():
         ratios = [b / a for a, b in zip(ours, theirs, strict=True)]  # throughput: time's inverse
         ratio = median(theirs) / median(ours)

@@ -33,6 +33,7 @@ import atexit
 import contextlib
 import ctypes
 import fcntl
+import functools
 import logging
 import os
 import queue
@@ -206,6 +207,16 @@ def start_master(account) -> Master:
         raise Unavailable(f"OpenSSH cannot be started here: {exc}") from None
 
 
+@functools.cache
+def _cpuinfo() -> str:
+    """This host's /proc/cpuinfo ("" where there is none: OpenSSH's own cipher order)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
+            return fh.read(1 << 20)
+    except OSError:
+        return ""
+
+
 def _start(account) -> Master:
     cluster = account.cluster
     host, port, user = cluster.ssh_host, cluster.ssh_port, account.username
@@ -239,6 +250,7 @@ def _start(account) -> Master:
             user,
             connect_timeout=settings.SSH_CONNECT_TIMEOUT,
             keepalive=settings.SSH_KEEPALIVE_INTERVAL,
+            ciphers=openssh.ciphers(settings.PORTAL_BULK_SSH_CIPHERS, _cpuinfo()),
         )
         with open(f"{directory}/log", "wb") as errors:
             process = _launcher.popen(

@@ -6,6 +6,7 @@ variables' old names, which it refuses.
 """
 
 import os
+import re
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -19,6 +20,7 @@ from portal.settings.configured import (
     EMAIL_USE_SSL,
     EMAIL_USE_TLS,
     PORTAL_API_RATE,
+    PORTAL_BULK_SSH_CIPHERS,
     PORTAL_CHANNELS_MAX_CONNECTIONS,
     PORTAL_DB_POOL_MAX,
     PORTAL_DB_POOL_TIMEOUT,
@@ -111,6 +113,13 @@ for _old, _new in {
 }.items():
     if _old in os.environ:
         raise ImproperlyConfigured(f"{_old} is now called {_new}: rename it in the environment.")
+if PORTAL_BULK_SSH_CIPHERS and not re.fullmatch(
+    r"[a-z0-9][a-z0-9@.-]*(,[a-z0-9][a-z0-9@.-]*)*", PORTAL_BULK_SSH_CIPHERS
+):
+    raise ImproperlyConfigured(
+        "PORTAL_BULK_SSH_CIPHERS is a comma-separated list of OpenSSH cipher names "
+        "(for example aes128-gcm@openssh.com,chacha20-poly1305@openssh.com), or openssh"
+    )
 if EMAIL_USE_TLS and EMAIL_USE_SSL:
     raise ImproperlyConfigured("set EMAIL_USE_TLS or EMAIL_USE_SSL, not both")
 

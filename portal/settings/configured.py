@@ -316,6 +316,9 @@ PORTAL_BULK_TRANSPORT = env_choice(
 PORTAL_BULK_SSH_DIR = env_str("PORTAL_BULK_SSH_DIR", "")
 PORTAL_BULK_SSH_IDLE = env_float("PORTAL_BULK_SSH_IDLE", 120.0, minimum=1)
 PORTAL_BULK_SSH_MASTERS = env_int("PORTAL_BULK_SSH_MASTERS", 64, minimum=1)
+# The ciphers a master offers, in OpenSSH's Ciphers syntax: "" = AES-GCM first where this
+# host's CPU has AES instructions (else OpenSSH's own order), "openssh" = OpenSSH's order.
+PORTAL_BULK_SSH_CIPHERS = env_str("PORTAL_BULK_SSH_CIPHERS", "")
 # How often each running transfer's progress is read from its rclone log (seconds).
 PORTAL_TRANSFER_POLL_INTERVAL = env_float("PORTAL_TRANSFER_POLL_INTERVAL", 2.0, minimum=0.5)
 # The audit log of actions on clusters (jobs/audit/__init__.py): rows older than this many days

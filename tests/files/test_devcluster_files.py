@@ -76,6 +76,29 @@ def test_a_download_resumes_where_it_broke(place, settings, transport):
     assert bulk.counters["reads"] - reads == (2 if transport == "openssh" else 0)
 
 
+@pytest.mark.parametrize(
+    ("ciphers", "through_openssh"),
+    [("aes256-ctr", True), ("openssh", True), ("no-such-cipher@example.org", False)],
+)
+def test_a_download_through_the_ciphers_a_master_is_given(
+    place, settings, ciphers, through_openssh
+):
+    """The masters' Ciphers reach the real sshd; one OpenSSH does not know stops the
+    master from starting and the download goes over SFTP, whole."""
+    client, url, folder, account = place
+    settings.PORTAL_BULK_TRANSPORT = "openssh"
+    settings.PORTAL_BULK_SSH_CIPHERS = ciphers
+    bulk.close_all()  # (a master of an earlier test was given other ciphers)
+    try:
+        reads = bulk.counters["reads"]
+        whole = client.get(url + "download/", {"path": f"{folder}/big.bin"})
+        body = b"".join(whole.streaming_content)
+        assert hashlib.sha256(body).hexdigest() == sha256_on_cluster(account, folder, "big.bin")
+        assert bulk.counters["reads"] - reads == (1 if through_openssh else 0)
+    finally:
+        bulk.close_all()
+
+
 def test_a_download_asks_for_more_than_a_server_answers_at_once(place, monkeypatch, settings):
     """Reads larger than OpenSSH's sftp-server answers (255 KiB): each short answer is
     followed by a read for the rest, and smaller reads from then on."""

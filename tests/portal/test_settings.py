@@ -278,6 +278,15 @@ def test_a_renamed_proxy_setting_stops_the_start_instead_of_being_ignored():
     assert "SESSION_DOMAIN is now called PROXY_SESSION_DOMAIN" in result.stderr
 
 
+@pytest.mark.parametrize("value", ["aes128-gcm@openssh.com -oProxyCommand=x", "aes,,ctr", ","])
+def test_a_cipher_list_that_is_no_list_stops_the_start(value):
+    result = run_python(
+        "import django; django.setup()", {"PORTAL_DEMO": "1", "PORTAL_BULK_SSH_CIPHERS": value}
+    )
+    assert result.returncode != 0
+    assert "PORTAL_BULK_SSH_CIPHERS is a comma-separated list" in result.stderr
+
+
 def test_sessions_reach_the_portals_own_host_only_in_demo_and_debug():
     """PORTAL_UPSTREAM_NETWORKS: private ranges by default; loopback (the portal's own
     host in production) only where the dev clusters' nodes are 127.0.0.1."""

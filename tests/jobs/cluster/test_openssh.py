@@ -134,6 +134,49 @@ def test_the_master_reads_no_config_and_knows_only_the_pinned_key():
     assert argv[argv.index("-l") + 1] == "-oProxyCommand=evil"
 
 
+X86_AES = "processor\t: 0\nflags\t\t: fpu vme sse2 aes pclmulqdq avx2\n"
+ARM_AES = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2\n"
+NO_AES = "processor\t: 0\nflags\t\t: fpu vme sse2 aesni_like\nmodel name\t: aes chip\n"
+
+
+@pytest.mark.parametrize(
+    ("setting", "cpuinfo", "expected"),
+    [
+        ("", X86_AES, openssh.AES_FIRST),
+        ("", ARM_AES, openssh.AES_FIRST),
+        ("", NO_AES, ""),  # a flag that only contains "aes", a model named so: not it
+        ("", "", ""),  # no /proc/cpuinfo
+        ("openssh", X86_AES, ""),
+        ("chacha20-poly1305@openssh.com", X86_AES, "chacha20-poly1305@openssh.com"),
+    ],
+)
+def test_a_master_offers_aes_gcm_first_only_where_the_cpu_has_aes(setting, cpuinfo, expected):
+    assert openssh.ciphers(setting, cpuinfo) == expected
+
+
+def test_the_ciphers_go_to_the_master_and_a_server_without_gcm_still_agrees():
+    argv = openssh.master_argv(
+        "ssh",
+        "c",
+        "k",
+        None,
+        "kh",
+        "h",
+        22,
+        "u",
+        connect_timeout=1,
+        keepalive=0,
+        ciphers=openssh.AES_FIRST,
+    )
+    offered = _option_values(argv)["Ciphers"].split(",")
+    assert offered[0] == "aes128-gcm@openssh.com"
+    assert {"chacha20-poly1305@openssh.com", "aes256-ctr"} <= set(offered)
+    without = openssh.master_argv(
+        "ssh", "c", "k", None, "kh", "h", 22, "u", connect_timeout=1, keepalive=0
+    )
+    assert "Ciphers" not in _option_values(without)
+
+
 def test_a_stored_key_has_no_certificate_option_and_no_keepalive_when_off():
     argv = openssh.master_argv(
         "ssh", "c", "k", None, "kh", "h", 22, "u", connect_timeout=0.2, keepalive=0
