@@ -15,7 +15,7 @@ IDP_ENV ?= $(IDP_DIR)/portal.env
 
 # Chromium for the end-to-end tests: Debian's package (Playwright's own download
 # is not possible on machines without internet access).
-.PHONY: help venv services services-down browser devcluster devcluster-down devcluster-accounts condorpool condorpool-down idp idp-down mail mail-down demo-locked demo-setup demo test bench bench-load lint typecheck format clean
+.PHONY: help venv services services-down browser monitoring devcluster devcluster-down devcluster-accounts condorpool condorpool-down idp idp-down mail mail-down demo-locked demo-setup demo test bench bench-load lint typecheck format clean
 
 help:
 	@echo "make demo            set everything up and run the portal at http://localhost:$(PORT)/"
@@ -50,6 +50,15 @@ ifeq ($(IS_ROOT),yes)
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 else
 	@[ -x /usr/bin/chromium ] || echo "browser: /usr/bin/chromium missing; browser tests will be skipped (install Debian's chromium)"
+endif
+
+# Debian's prometheus (and its promtool): the shipped alert rules are checked with it.
+monitoring:
+ifeq ($(IS_ROOT),yes)
+	@command -v promtool >/dev/null || { echo "installing Debian's prometheus (promtool) for the metrics tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+else
+	@command -v promtool >/dev/null || echo "monitoring: promtool missing; install Debian's prometheus"
 endif
 
 # The dev cluster needs root (packages, users, daemons); without root the demo
@@ -158,11 +167,13 @@ endif
 		PORTAL_OIDC_SUPERUSER_GROUPS=$${PORTAL_OIDC_SUPERUSER_GROUPS-portal-staff}; \
 		PORTAL_OIDC_LOGOUT_ID_TOKEN_HINT=$${PORTAL_OIDC_LOGOUT_ID_TOKEN_HINT-1}; \
 		PORTAL_OIDC_REFRESH_CONFIRMS=$${PORTAL_OIDC_REFRESH_CONFIRMS-0}; fi; set +a; \
+		rm -rf "$(DATA_DIR)/prometheus" && mkdir -p -m 700 "$(DATA_DIR)/prometheus" && \
 		$(DEMO_ENV) PORT=$(PORT) PROXY_SESSION_PUBLIC_PORT=$(SESSION_PORT) PORTAL_URL=http://localhost:$(PORT) \
+		PROMETHEUS_MULTIPROC_DIR="$(abspath $(DATA_DIR))/prometheus" \
 		exec .venv/bin/honcho -d . -f deploy/Procfile.demo start
 
 # Type errors fail the run before anything is set up.
-test: venv typecheck services browser devcluster devcluster-accounts condorpool idp mail
+test: venv typecheck services browser monitoring devcluster devcluster-accounts condorpool idp mail
 	@PORTAL_DEMO=1 $(PY) manage.py collectstatic --noinput -v0
 	@bash deploy/run-tests.sh
 

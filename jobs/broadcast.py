@@ -9,6 +9,7 @@ import asyncio
 import logging
 import os
 import threading
+import time
 from collections.abc import Coroutine
 from typing import Any
 
@@ -113,6 +114,7 @@ def send_to_groups(groups: list[str], message: dict) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
+    message = {**message, "published_at": time.time()}  # (the fan-out lag, ops/websockets.py)
 
     async def send() -> None:
         for group in groups:

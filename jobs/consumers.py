@@ -13,6 +13,7 @@ from jobs import access
 from jobs.access import may_act, sees_every_job
 from jobs.broadcast import STAFF_GROUP, job_group, job_payload, project_group, user_group
 from jobs.models import Job
+from ops.websockets import Counted
 
 
 @database_sync_to_async
@@ -45,9 +46,11 @@ def may_see_payload(user, job: dict) -> bool:
 RECHECK_SECONDS = 30.0
 
 
-class JobUpdatesConsumer(AsyncJsonWebsocketConsumer):
+class JobUpdatesConsumer(Counted, AsyncJsonWebsocketConsumer):
     """``/ws/jobs/`` (the user's jobs and their projects' they may see; every job for
     staff) or ``/ws/jobs/<id>/``."""
+
+    stream = "jobs"
 
     async def connect(self):
         user = self.scope["user"]
@@ -83,6 +86,7 @@ class JobUpdatesConsumer(AsyncJsonWebsocketConsumer):
         job = event["job"]
         user = self.scope["user"]
         if may_act(user, job.get("owner_id")):
+            self.sending(event)
             await self.send_json({"type": "job", "job": job})
             return
         # A colleague's job (the job's own socket): its privacy and the person's role now.
@@ -91,6 +95,7 @@ class JobUpdatesConsumer(AsyncJsonWebsocketConsumer):
             access.forget_roles(user)
             self.roles_checked = now
         if await may_see_payload(user, job):
+            self.sending(event)
             await self.send_json({"type": "job", "job": job})
         elif self.scope["url_route"]["kwargs"].get("job_id") is not None:
             await self.close(code=4404)  # no longer theirs to see: the page says so

@@ -11,14 +11,17 @@ cancel or release); never by a web request."""
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 
 from django.conf import settings
+from django.core.cache import cache
 
 from jobs import schedulers, sessions
 from jobs.cluster import files, pool, ssh
 from jobs.models import ClusterAccount, Job, JobAttempt
 from jobs.seam import Attempt, JobKey, JobRef, Status
+from ops import metrics
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +109,8 @@ def _sync_account(group: list[Job], statuses: dict[JobKey, Status] | None = None
     if account is None:  # grouped by cluster_account_id: never
         return 0
     scheduler = schedulers.for_cluster(account.cluster)
+    label = metrics.cluster_label(account.cluster.name)
+    started = time.monotonic()
     statuses = dict(statuses or {})
     unread = [job.ref() for job in group if job.scheduler_key not in statuses]
     if unread:
@@ -117,7 +122,9 @@ def _sync_account(group: list[Job], statuses: dict[JobKey, Status] | None = None
             )
         except ssh.ClusterError as exc:
             log.warning("sync of %s skipped, states unchanged: %s", account, exc)
+            metrics.SYNC_FAILURES.labels(label).inc()
             return 0
+    since = _read_now(account.pk, label)
     changed = 0
     for job in group:
         status = statuses.get(job.scheduler_key)
@@ -138,13 +145,30 @@ def _sync_account(group: list[Job], statuses: dict[JobKey, Status] | None = None
         if status.note:
             job.note(status.note)
         changed += moved
+        if moved and since is not None:
+            metrics.SYNC_LAG_SECONDS.labels(label).observe(since)
+        if moved and job.has_session and job.ended_badly and sessions.links().waiting([job]):
+            metrics.SESSION_START_FAILURES.labels(job.kind).inc()  # never ready, now ended
         if job.has_session and job.restarted_since(*before):
             sessions.links().restart_for(job)
     # What each change owes (the final metrics tail, the stderr tail, accounting's runs,
     # notifications) is in its JobEvent: jobs.outbox delivers it, whatever the broker does.
     running = [job for job in group if job.state == Job.State.RUNNING]
     discover_sessions(account, running)
+    metrics.SYNC_PASS_SECONDS.labels(label).observe(time.monotonic() - started)
     return changed
+
+
+def _read_now(account_id: int, label: str) -> float | None:
+    """An account's jobs were read now: the seconds since the read before (any process's;
+    the longest a change found now can have waited), None for the first. For the
+    metrics: the lag, and the time of the cluster's last read."""
+    now = time.time()
+    metrics.SYNC_LAST_SUCCESS.labels(label).set(now)
+    key = f"sync-read:{account_id}"
+    before = cache.get(key)
+    cache.set(key, now, timeout=24 * 3600)
+    return now - before if isinstance(before, float) and before <= now else None
 
 
 class TryAgain(Exception):

@@ -5,7 +5,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from frontend.forms import SignInForm
 from identity.views import SignInView
-from portal.health import healthz
+from ops import views as ops_views
+from portal.health import healthz, readyz
 
 admin.site.site_header = "HPC portal administration"
 admin.site.site_title = "HPC portal admin"
@@ -13,6 +14,8 @@ admin.site.index_title = "Catalog, clusters and jobs"
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
+    path("metrics", ops_views.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path(
         "accounts/login/",

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from jobs import crypto, signals
 from jobs.models import Job
+from ops import metrics
 
 
 def new_public_id() -> str:
@@ -138,6 +139,10 @@ class SessionLink(models.Model):
         )
         if updated:
             self.refresh_from_db()
+            if not self.job.attempt:  # launch to ready (a requeued run's start is not timed)
+                metrics.SESSION_READY_SECONDS.labels(self.job.kind).observe(
+                    max(0.0, (now - self.job.created_at).total_seconds())
+                )
             # Told durably (the outbox), once per run: the line names the run.
             run = f" (run {self.job.attempt + 1})" if self.job.attempt else ""
             self.job.note(f"Session ready on {host}{run}.", tell="session_ready")

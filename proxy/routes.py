@@ -23,6 +23,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 
+from ops import metrics
 from proxy import access
 from proxy.haproxy import HAProxyError, Route, RuntimeAPI
 from proxy.models import SessionLink
@@ -132,6 +133,7 @@ def push(session) -> bool:
             route = route_of(current) if current is not None else None
         except Unresolved as exc:
             log.warning("session %s: node %s does not resolve", session.public_id, exc)
+            metrics.ROUTE_REGISTRATIONS.labels("unresolved").inc()
             return False
         done = True
         for api in instances():
@@ -140,8 +142,11 @@ def push(session) -> bool:
                     api.remove(session.public_id)
                 else:
                     api.ensure(route)
+                    metrics.ROUTE_REGISTRATIONS.labels("ok").inc()
             except HAProxyError as exc:  # that instance is down: the reconcile catches up
                 log.warning("route %s on %s: %s", session.public_id, api.address, exc)
+                if route is not None:
+                    metrics.ROUTE_REGISTRATIONS.labels("failed").inc()
                 done = False
         return done and route is not None
 

@@ -85,8 +85,12 @@ class LiveStack:
             "PROXY_SESSION_PUBLIC_PORT": str(self.proxy_port),
             "PROXY_INSTANCES": f"unix:{tmp / 'proxy' / 'admin.sock'}",
             "PROXY_MAP_PATH": str(tmp / "proxy" / "tokens.map"),
+            # As make demo and the systemd units: every process's metrics in one place,
+            # which each web instance's /metrics adds up.
+            "PROMETHEUS_MULTIPROC_DIR": str(tmp / "prometheus"),
             **(env or {}),
         }
+        Path(self.env["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
         self.procs: list[tuple[str, subprocess.Popen]] = []
         self.argv: dict[str, list[str]] = {}
 
@@ -157,6 +161,8 @@ class LiveStack:
             [
                 str(Path(sys.executable).parent / "gunicorn"),
                 "portal.asgi:application",
+                "-c",
+                "python:portal.gunicorn_conf",
                 "-k",
                 "uvicorn_worker.UvicornWorker",
                 "--bind",

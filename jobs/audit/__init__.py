@@ -17,7 +17,7 @@ job's stderr for its page, finding a session's connection file, and pinning a ho
 (no login). These run on the same accounts but act for no one who asked.
 
 A row says who (portal user and cluster user), what (action and target: a job id, a
-path, an image, bounded), with which key (the certificate's key id the connection pool
+path, an image, bounded), for which request (its request id, ops/context.py), with which key (the certificate's key id the connection pool
 sets in ``jobs.cluster.acting.key_id``; "" for a stored key) and the outcome: ``ok``,
 ``refused`` (the portal or the cluster said no by rule: a path outside the work
 directory, a wrong registration secret) or ``failed`` (an error; its start is kept).
@@ -40,6 +40,7 @@ from django.utils import timezone
 from jobs.cluster import acting, files
 from jobs.models import ApiToken, AuditEvent
 from jobs.models.audit import KEY_ID_MAX, MESSAGE_MAX, TARGET_MAX, bounded
+from ops import context
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +201,11 @@ def _write(
                 return
         # Its own savepoint: a failed write never spoils the caller's transaction.
         with transaction.atomic():
-            AuditEvent.objects.create(message=bounded(entry.message, MESSAGE_MAX), **row)
+            AuditEvent.objects.create(
+                message=bounded(entry.message, MESSAGE_MAX),
+                request_id=context.current(),
+                **row,
+            )
     except (DatabaseError, ValueError, TypeError, AttributeError):
         # The action has happened (or failed) already: its result must not be lost.
         log.exception("audit: could not record %s %s (%s)", what, target, entry.outcome)

@@ -22,6 +22,7 @@ CSV_FIELDS = (
     "key_id",
     "outcome",
     "message",
+    "request_id",
 )
 # A spreadsheet runs a cell that starts with one of these as a formula.
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -46,7 +47,7 @@ class AuditEventAdmin(admin.ModelAdmin):
     )
     list_filter = ("action", "outcome", "cluster")
     date_hierarchy = "at"
-    search_fields = ("username", "cluster_username", "key_id", "target")
+    search_fields = ("username", "cluster_username", "key_id", "target", "=request_id")
     readonly_fields = [f.name for f in AuditEvent._meta.fields]
     list_select_related = ()
     actions = ("export_csv",)

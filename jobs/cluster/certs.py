@@ -36,6 +36,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from jobs import crypto
+from ops import context
 
 # sshd logs the key id; keep it to characters that read unambiguously in a log line.
 _UNSAFE = re.compile(r"[^A-Za-z0-9._@:+=-]+")
@@ -155,24 +156,46 @@ def is_ours(ca_public_key) -> bool:
 
 
 def make_key_id(
-    portal_user: str, cluster_user: str, cluster: str, purpose: str, serial: int
+    portal_user: str,
+    cluster_user: str,
+    cluster: str,
+    purpose: str,
+    serial: int,
+    request_id: str = "",
 ) -> str:
+    """``portal:<who>:<cluster user>@<cluster>:<purpose>[:req=<request id>]:<serial>``,
+    bounded; the request id (ops/context.py, checked well formed) and the serial are never
+    cut."""
     raw = f"portal:{portal_user}:{cluster_user}@{cluster}:{purpose or 'sync'}"
     safe = _UNSAFE.sub("_", raw).strip("_")
-    suffix = f":{serial:016x}"
+    request = context.well_formed(request_id)
+    suffix = (f":req={request}" if request else "") + f":{serial:016x}"
     return safe[: KEY_ID_MAX - len(suffix)] + suffix
 
 
 def issue(
-    cluster_user: str, portal_user: str, purpose: str = "", *, cluster: str = ""
+    cluster_user: str,
+    portal_user: str,
+    purpose: str = "",
+    *,
+    cluster: str = "",
+    request_id: str = "",
 ) -> paramiko.PKey:
     """A fresh in-memory Ed25519 key with a certificate for ``cluster_user`` loaded, signed
     here with the CA key (a process that asks the signer uses jobs/cluster/signer.py).
 
-    ``portal_user`` ("" for the portal's own work) and ``purpose`` go into the key id.
+    ``portal_user`` ("" for the portal's own work), ``purpose`` and the ``request_id`` it
+    is issued for go into the key id.
     """
     key = ed25519.Ed25519PrivateKey.generate()
-    certificate = sign(key.public_key(), cluster_user, portal_user, purpose, cluster=cluster)
+    certificate = sign(
+        key.public_key(),
+        cluster_user,
+        portal_user,
+        purpose,
+        cluster=cluster,
+        request_id=request_id,
+    )
     return with_certificate(key, certificate)
 
 
@@ -183,6 +206,7 @@ def sign(
     purpose: str = "",
     *,
     cluster: str = "",
+    request_id: str = "",
 ) -> SSHCertificate:
     """A user certificate for ``public_key``, signed by the first CA (see ``issue``)."""
     ca = signing_key()
@@ -194,7 +218,11 @@ def sign(
         .public_key(public_key)
         .serial(serial)
         .type(SSHCertificateType.USER)
-        .key_id(make_key_id(portal_user or "-", cluster_user, cluster, purpose, serial).encode())
+        .key_id(
+            make_key_id(
+                portal_user or "-", cluster_user, cluster, purpose, serial, request_id
+            ).encode()
+        )
         .valid_principals([cluster_user.encode()])
         .valid_after(int((now - CLOCK_SKEW).timestamp()))
         .valid_before(int((now + dt.timedelta(minutes=minutes)).timestamp()))

@@ -27,6 +27,7 @@ from typing import TypeVar
 from django.conf import settings
 
 from jobs.cluster import acting, certs, signer, ssh
+from ops import metrics
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -57,6 +58,11 @@ def _evict_actions(account_pk: int) -> None:
     ]
     for slot in actions[: max(0, len(actions) - ACTIONS_PER_ACCOUNT)]:
         _connections.pop(slot)[1].close()
+
+
+def _counted() -> None:
+    """The metrics' count of this process's open connections (after each change)."""
+    metrics.SSH_POOL_CONNECTIONS.set(len(_connections))
 
 
 def _reset_after_fork() -> None:
@@ -116,6 +122,7 @@ def get(account) -> ssh.Connection:
             _connections.pop(slot, None)
             _connections[slot] = (key, conn)  # (newest last: eviction takes the oldest)
             _evict_actions(account.pk)
+            _counted()
     acting.key_id.set(conn.key_id)
     return conn
 
@@ -124,6 +131,7 @@ def discard(account) -> None:
     """Close the caller's connection for ``account`` (its action's, or the bookkeeping's)."""
     with _lock:
         entry = _connections.pop((account.pk, _slot()), None)
+        _counted()
     if entry:
         entry[1].close()
 
@@ -132,6 +140,7 @@ def close_all() -> None:
     with _lock:
         entries = list(_connections.values())
         _connections.clear()
+        _counted()
     for _, conn in entries:
         conn.close()
 

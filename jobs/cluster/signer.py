@@ -35,6 +35,7 @@ from django.db import close_old_connections
 
 from identity import confirmation
 from jobs.cluster import certs, deadline
+from ops import context
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ def issue(account, requester: str, purpose: str) -> paramiko.PKey:
         "public_key": public.decode(),
         "purpose": purpose[:TEXT_MAX],
         "requester": requester[:TEXT_MAX],
+        "request_id": context.current(),
     }
     answer = _ask(settings.PORTAL_SSH_SIGNER_SOCKET, request)
     if "certificate" not in answer:
@@ -175,6 +177,7 @@ def answer(request: object) -> dict:
             requester[:TEXT_MAX],
             purpose[:TEXT_MAX],
             cluster=account.cluster.name,
+            request_id=context.well_formed(request.get("request_id")),  # (else none)
         )
     except certs.CAMissing as exc:
         return {"error": str(exc)}

@@ -23,6 +23,7 @@ from django.conf import settings
 
 from jobs import crypto
 from jobs.cluster import acting, certs, deadline, signer
+from ops import context, metrics
 
 log = logging.getLogger(__name__)
 
@@ -161,8 +162,10 @@ class Connection:
         connect_timeout: float = 10.0,
         command_timeout: float = 60.0,
         keepalive: int = 30,
+        cluster: str = "",
     ):
         self.host, self.port, self.username = host, port, username
+        self.cluster = metrics.cluster_label(cluster)  # (the metrics' label only)
         self.pinned_host_key = pinned_host_key
         self.connect_timeout = connect_timeout
         self.command_timeout = command_timeout
@@ -196,6 +199,22 @@ class Connection:
         return self.expires_at is not None and time.time() >= self.expires_at - 10
 
     def open(self) -> Connection:
+        """Connected and logged in; counted by the metrics, failures by their kind."""
+        try:
+            self._open()
+        except HostKeyMismatch:
+            metrics.SSH_CONNECT_FAILURES.labels(self.cluster, "host_key").inc()
+            raise
+        except AuthenticationFailed:
+            metrics.SSH_CONNECT_FAILURES.labels(self.cluster, "authentication").inc()
+            raise
+        except ClusterError:
+            metrics.SSH_CONNECT_FAILURES.labels(self.cluster, "unreachable").inc()
+            raise
+        metrics.SSH_CONNECTS.labels(self.cluster).inc()
+        return self
+
+    def _open(self) -> None:
         where = f"{self.username}@{self.host}:{self.port}"
         if self.expired:  # a fresh connection gets a fresh certificate (pool.with_connection)
             raise ClusterUnreachable(f"The certificate for {where} has expired; reconnect.")
@@ -258,7 +277,6 @@ class Connection:
         self._transport = transport
         counters["connections"] += 1
         log.debug("connected %s", where)
-        return self
 
     def _live_transport(self) -> paramiko.Transport:
         """The open transport, connecting first if there is none (or it died)."""
@@ -314,8 +332,35 @@ class Connection:
         """Run a command line built by this package from quoted parts.
 
         Only the cluster layer and the scheduler adapters use this, with fixed text and values
-        passed through :func:`quote_command` or ``shlex.quote``.
+        passed through :func:`quote_command` or ``shlex.quote``. Timed and counted by the
+        metrics under the command's name (ops.metrics.command_name).
         """
+        name = metrics.command_name(command)
+        started = time.monotonic()
+        try:
+            return self._run_script(command, stdin, timeout, check, max_bytes)
+        except CommandTimedOut:
+            metrics.SCHEDULER_COMMAND_FAILURES.labels(self.cluster, name, "timeout").inc()
+            raise
+        except CommandFailed:
+            metrics.SCHEDULER_COMMAND_FAILURES.labels(self.cluster, name, "failed").inc()
+            raise
+        except ClusterError:
+            metrics.SCHEDULER_COMMAND_FAILURES.labels(self.cluster, name, "unreachable").inc()
+            raise
+        finally:
+            metrics.SCHEDULER_COMMAND_SECONDS.labels(self.cluster, name).observe(
+                time.monotonic() - started
+            )
+
+    def _run_script(
+        self,
+        command: str,
+        stdin: str | bytes | None,
+        timeout: float | None,
+        check: bool,
+        max_bytes: int | None,
+    ) -> Result:
         transport = self._live_transport()
         # The command's own timeout, or less: what is left of the task's deadline.
         timeout = deadline.cap(self.command_timeout if timeout is None else timeout)
@@ -481,7 +526,13 @@ def account_key(account) -> paramiko.PKey:
     try:
         if settings.PORTAL_SSH_SIGNER_SOCKET:  # this process never reads the CA key
             return signer.issue(account, requester, purpose)
-        return certs.issue(account.username, requester, purpose, cluster=cluster.name)
+        return certs.issue(
+            account.username,
+            requester,
+            purpose,
+            cluster=cluster.name,
+            request_id=context.current(),
+        )
     except (certs.CAMissing, signer.Refused) as exc:
         raise AuthenticationFailed(str(exc)) from None
     except signer.Unreachable as exc:
@@ -500,6 +551,7 @@ def connect_account(account) -> Connection:
         connect_timeout=settings.SSH_CONNECT_TIMEOUT,
         command_timeout=settings.SSH_COMMAND_TIMEOUT,
         keepalive=settings.SSH_KEEPALIVE_INTERVAL,
+        cluster=cluster.name,
     ).open()
 
 

@@ -11,13 +11,15 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from jobs.consumers import RECHECK_SECONDS, can_see
 from jobs.metrics.broadcast import metrics_group
 from jobs.metrics.query import history
+from ops.websockets import Counted
 
 
-class MetricsConsumer(AsyncJsonWebsocketConsumer):
+class MetricsConsumer(Counted, AsyncJsonWebsocketConsumer):
     """``/ws/jobs/<id>/metrics/?width=N``: the downsampled history, then new points
     in batches, at most one message per ``FLUSH_SECONDS``."""
 
     FLUSH_SECONDS = 1.0
+    stream = "metrics"
 
     async def connect(self):
         user = self.scope["user"]
@@ -47,6 +49,7 @@ class MetricsConsumer(AsyncJsonWebsocketConsumer):
             flusher.cancel()
 
     async def metrics_points(self, event):
+        self.sending(event)  # (gathered: sent within FLUSH_SECONDS of now)
         update = event["update"]
         for s in update["series"]:
             self.pending["series"][s["id"]] = s

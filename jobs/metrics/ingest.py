@@ -27,6 +27,7 @@ from jobs.metrics.query import id_list
 from jobs.metrics.summary import Summary
 from jobs.models import Job
 from jobs.models import annotations as tagging
+from ops import metrics as portal_metrics
 from portal.groupcommit import GroupCommit
 
 log = logging.getLogger(__name__)
@@ -329,6 +330,7 @@ def _admit(
             _check_quota(job, have[job.pk], len(new), points, upload.nbytes)
         except QuotaExceeded as exc:
             upload.refused = exc
+            portal_metrics.METRIC_POINTS_REFUSED.labels("quota").inc(points)
             continue
         before = have[job.pk]
         have[job.pk] = Had(
@@ -400,6 +402,9 @@ def store(uploads: list[Upload]) -> None:
             upload.result.series = [by_id[sid] for sid in upload.result.new_points]
             if upload.result.inserted:
                 transaction.on_commit(partial(publish_points, upload.job, upload.result))
+                transaction.on_commit(
+                    partial(portal_metrics.METRIC_POINTS_INGESTED.inc, upload.result.inserted)
+                )
         _add_bytes(sent)
 
 

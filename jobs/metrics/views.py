@@ -23,6 +23,7 @@ from jobs.metrics import query as metrics_query
 from jobs.metrics.auth import JobTokenAuthentication
 from jobs.metrics.serializers import IngestResultSerializer, MetricRecordSerializer
 from jobs.models import Job
+from ops import metrics as portal_metrics
 from portal.jsonfast import JsonResponse as FastJsonResponse
 from portal.serving import streaming_view
 from portal.throttle import WindowThrottle
@@ -174,6 +175,8 @@ class MetricIngestView(RefuseNul, generics.GenericAPIView):
         if not isinstance(request.data, list):
             raise ParseError("The body must be a JSON array of metric records.")
         parsed = ingest.parse_batch(request.data)
+        if parsed.errors:
+            portal_metrics.METRIC_POINTS_REFUSED.labels("invalid").inc(len(parsed.errors))
         if parsed.errors and not parsed.records:
             raise ValidationError({"records": ["No valid records.", *parsed.errors[:20]]})
         try:

@@ -90,6 +90,10 @@ class AuditEvent(models.Model):
     key_id = models.CharField("key id", max_length=KEY_ID_MAX, blank=True)
     outcome = models.CharField(max_length=10, choices=Outcome.choices)
     message = models.CharField(max_length=MESSAGE_MAX, blank=True)
+    # The request (or task) it was done for (ops/context.py): also in the log lines and
+    # the certificate's key id. A database default, so an instance of the release before
+    # it still writes rows during a rolling upgrade.
+    request_id = models.CharField(max_length=64, blank=True, default="", db_default="")
 
     objects = AuditEventQuerySet.as_manager()
 
@@ -102,6 +106,7 @@ class AuditEvent(models.Model):
             models.Index(fields=["cluster", "at"]),
             models.Index(fields=["action", "at"]),
             models.Index(fields=["outcome", "at"]),
+            models.Index(fields=["request_id"]),
         ]
 
     def __str__(self) -> str:

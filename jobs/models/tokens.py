@@ -1,5 +1,5 @@
 """Personal API tokens: shown once, stored as a SHA-256 hash, expiring after at most
-PORTAL_API_TOKEN_MAX_DAYS, each with scopes (read, submit, admin) that jobs/api/auth.py
+PORTAL_API_TOKEN_MAX_DAYS, each with scopes (read, submit, admin, metrics) that jobs/api/auth.py
 enforces."""
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ PREFIX = "pp_"
 
 
 # read: every GET; submit: launching, cancelling, releasing (every other method);
-# admin: a staff member's powers (every user's jobs and usage), for staff only.
-READ, SUBMIT, ADMIN = "read", "submit", "admin"
-SCOPES = (READ, SUBMIT, ADMIN)
+# admin: a staff member's powers (every user's jobs and usage), for staff only;
+# metrics: /metrics for a Prometheus server outside PORTAL_METRICS_NETWORKS, staff only.
+READ, SUBMIT, ADMIN, METRICS = "read", "submit", "admin", "metrics"
+SCOPES = (READ, SUBMIT, ADMIN, METRICS)
 DEFAULT_SCOPES = (READ, SUBMIT)
 
 
@@ -78,7 +79,8 @@ class ApiToken(models.Model):
     scopes = models.CharField(
         max_length=40,
         default=",".join(DEFAULT_SCOPES),
-        help_text="What the token may do, comma-separated: read, submit, admin (staff only).",
+        help_text="What the token may do, comma-separated: read, submit, admin and metrics "
+        "(staff only).",
     )
 
     objects = ApiTokenQuerySet.as_manager()
@@ -106,6 +108,8 @@ class ApiToken(models.Model):
             raise ValidationError("A token needs at least one scope.")
         if ADMIN in chosen and not user.is_staff:
             raise ValidationError("Only staff may hold a token with the admin scope.")
+        if METRICS in chosen and not user.is_staff:
+            raise ValidationError("Only staff may hold a token with the metrics scope.")
         longest = settings.PORTAL_API_TOKEN_MAX_DAYS
         token = PREFIX + secrets.token_urlsafe(32)
         row = cls.objects.create(

@@ -4,6 +4,7 @@ unread count in the header, the list). Only consumers talk to sockets."""
 from __future__ import annotations
 
 import logging
+import time
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -37,6 +38,7 @@ def publish(notification: Notification) -> None:
         "unread": Notification.objects.filter(recipient_id=notification.recipient_id)
         .unread()
         .count(),
+        "published_at": time.time(),  # (the fan-out lag, ops/websockets.py)
     }
     try:
         async_to_sync(layer.group_send)(notifications_group(notification.recipient_id), message)

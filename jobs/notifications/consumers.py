@@ -7,9 +7,12 @@ from __future__ import annotations
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from jobs.notifications.broadcast import notifications_group
+from ops.websockets import Counted
 
 
-class NotificationsConsumer(AsyncJsonWebsocketConsumer):
+class NotificationsConsumer(Counted, AsyncJsonWebsocketConsumer):
+    stream = "notifications"
+
     async def connect(self):
         user = self.scope["user"]
         if user is None or not user.is_authenticated:
@@ -26,4 +29,7 @@ class NotificationsConsumer(AsyncJsonWebsocketConsumer):
 
     async def notification_new(self, event):
         if event.get("recipient_id") == getattr(self, "user_id", None):
-            await self.send_json({key: value for key, value in event.items() if key != "type"})
+            self.sending(event)
+            await self.send_json(
+                {key: value for key, value in event.items() if key not in ("type", "published_at")}
+            )

@@ -24,6 +24,7 @@ from jobs.notifications import broadcast, mail, webhook
 from jobs.notifications.events import TEXT_MAX, Event, for_experiment, for_job, one_line
 from jobs.notifications.models import Notification, SentEmail, Webhook
 from jobs.task_helpers import single_flight
+from ops import metrics
 
 log = logging.getLogger(__name__)
 
@@ -240,7 +241,12 @@ def _deliver(user_id: int) -> int:
         return 0
     # Marked sent only once the server took it: if SMTP fails the task retries (a message
     # the server took just before a crash may come twice, never not at all).
-    mail.build(user, pending).send()
+    try:
+        mail.build(user, pending).send()
+    except Exception:
+        metrics.NOTIFICATIONS_FAILED.labels("email").inc()
+        raise
+    metrics.NOTIFICATIONS_SENT.labels("email").inc(len(pending))
     with transaction.atomic():
         now = timezone.now()
         Notification.objects.filter(pk__in=ids).update(
@@ -302,6 +308,10 @@ def _deliver_webhook(task, notification_id: int, recipient: int) -> str:
     body = webhook.payload(pending[0]) if len(pending) == 1 else webhook.digest(pending)
     hook.count_attempt()
     outcome = webhook.post(hook.url, body, hook.secret)
+    if outcome.delivered:
+        metrics.NOTIFICATIONS_SENT.labels("webhook").inc(len(ids))
+    else:
+        metrics.NOTIFICATIONS_FAILED.labels("webhook").inc()
     if outcome.ok:
         hook.succeeded()
         Notification.objects.filter(pk__in=ids).update(webhook=Notification.Email.SENT)

@@ -28,6 +28,7 @@ from portal.settings.configured import (
     PORTAL_EXPERIMENT_INTERVAL,
     PORTAL_EXPERIMENT_QUEUE,
     PORTAL_IDLE_POLICY_INTERVAL,
+    PORTAL_LOG_FORMAT,
     PORTAL_METRICS_INGEST_RATE,
     PORTAL_OIDC_API_AUDIENCE,
     PORTAL_OIDC_CLIENT_ID,
@@ -141,6 +142,7 @@ INSTALLED_APPS = [
     "identity",
     "projects",
     "files",
+    "ops",
     "jobs.experiments",
     "jobs.notifications",
     "proxy",
@@ -150,6 +152,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: each request timed for /metrics, whatever answers it (ops/middleware.py).
+    "ops.middleware.RequestMetricsMiddleware",
     # First: on session hosts only the proxy's login handshake answers.
     "proxy.middleware.SessionHostMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -273,11 +277,30 @@ USE_TZ = True
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"context": {"()": "ops.logs.Context"}},
+    "formatters": {
+        "console": {
+            "()": "ops.logs.Console",
+            "fmt": "%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s",
+        },
+        "json": {
+            "()": "ops.logs.Json",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(process)d %(request_id)s %(message)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": PORTAL_LOG_FORMAT or ("console" if DEMO_MODE else "json"),
+            "filters": ["context"],
+        }
+    },
     "root": {"handlers": ["console"], "level": log_level},
     "loggers": {"paramiko": {"level": "WARNING"}},
 }
+# The worker logs through LOGGING (JSON lines, request ids) rather than Celery's own format.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --- REST API ---------------------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -56,6 +56,10 @@ PORTAL_URL = env_str("PORTAL_URL", "http://localhost:8000").rstrip("/")
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "var" / "static")))
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
 log_level = env_str("LOG_LEVEL", "INFO")
+# Log lines: "json" (one object per line, for a log collector), "console" (readable), or
+# empty: json in production, console in demo mode. Either way secrets are masked and each
+# line carries the request id of what it was written for (ops/logs.py).
+PORTAL_LOG_FORMAT = env_choice("PORTAL_LOG_FORMAT", "", ("", "json", "console"))
 
 # --- Database ------------------------------------------------------------------------
 # The embedded default is a SQLite file in WAL mode with a busy timeout, so the
@@ -319,6 +323,9 @@ PORTAL_BULK_SSH_MASTERS = env_int("PORTAL_BULK_SSH_MASTERS", 64, minimum=1)
 # The ciphers a master offers, in OpenSSH's Ciphers syntax: "" = AES-GCM first where this
 # host's CPU has AES instructions (else OpenSSH's own order), "openssh" = OpenSSH's order.
 PORTAL_BULK_SSH_CIPHERS = env_str("PORTAL_BULK_SSH_CIPHERS", "")
+# Who may read /metrics without a token (the Prometheus servers): CIDR networks. A staff
+# member's API token with the metrics scope works from anywhere.
+PORTAL_METRICS_NETWORKS = env_networks("PORTAL_METRICS_NETWORKS", ["127.0.0.0/8", "::1/128"])
 # How often each running transfer's progress is read from its rclone log (seconds).
 PORTAL_TRANSFER_POLL_INTERVAL = env_float("PORTAL_TRANSFER_POLL_INTERVAL", 2.0, minimum=0.5)
 # The audit log of actions on clusters (jobs/audit/__init__.py): rows older than this many days

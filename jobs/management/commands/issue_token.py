@@ -23,7 +23,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--scopes",
             default="read,submit",
-            help="read, submit, admin (staff only), comma-separated",
+            help="read, submit, admin and metrics (staff only), comma-separated",
         )
 
     def handle(self, username, name, days, scopes, **options):

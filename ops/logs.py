@@ -1,0 +1,58 @@
+"""Log lines: one JSON object per line in production (python-json-logger), readable
+console lines in demo mode; each carries the request id of what it was written for
+(ops/context.py), and never a secret: values that look like the portal's tokens,
+passwords in URLs or private keys are masked before a line is written."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from pythonjsonlogger.json import JsonFormatter
+
+from ops import context
+
+# The portal's own secrets by their shape: API tokens (pp_…), upload tokens (pm_…),
+# session-link codes and register secrets handed out in URLs, a password in a URL,
+# an Authorization header's value, and a private key block.
+_SECRETS = [
+    (re.compile(r"\b(p[pm]_)[A-Za-z0-9_-]{8,}"), r"\1***"),
+    (re.compile(r"(://[^/\s:@]*:)[^@\s/]+@"), r"\1***@"),
+    (
+        re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?(?:bearer|token|basic)\s+)[^\s'\",]+"),
+        r"\1***",
+    ),
+    (re.compile(r"(?i)((?:password|secret|token)['\"]?\s*[:=]\s*['\"]?)[^\s'\",&]{4,}"), r"\1***"),
+    (
+        re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
+        "[private key]",
+    ),
+]
+
+
+def mask(text: str) -> str:
+    for pattern, replacement in _SECRETS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+class Context(logging.Filter):
+    """Adds ``request_id`` to every record ("-" outside a request or task)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = context.current() or "-"
+        return True
+
+
+class Console(logging.Formatter):
+    """Demo mode's readable lines, secrets masked (tracebacks too)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return mask(super().format(record))
+
+
+class Json(JsonFormatter):
+    """Production's lines: one JSON object each, secrets masked (tracebacks too)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return mask(super().format(record))

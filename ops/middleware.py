@@ -1,0 +1,101 @@
+"""Outermost middleware: each HTTP request gets its request id (ops/context.py), answered
+in ``X-Request-ID``, and is timed for the metrics by its route's name (never its path),
+method and status; for a streamed response, the time to its headers."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.utils.functional import SimpleLazyObject, empty
+
+from ops import context, metrics
+
+access = logging.getLogger("portal.requests")
+
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def view_label(request) -> str:
+    """The request's route name (``app:name`` as Django names it); ``unmatched`` when no
+    route took it (a 404 for an unknown path: its path is not a label)."""
+    match = getattr(request, "resolver_match", None)
+    if match is None:
+        return "unmatched"
+    return (match.view_name or match._func_path or "unnamed")[:100]
+
+
+class RequestMetricsMiddleware:
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def __call__(self, request):
+        if iscoroutinefunction(self):
+            return self._async(request)
+        started = time.perf_counter()
+        token = context.request_id.set(_id_of(request))
+        try:
+            response = self.get_response(request)
+        finally:
+            context.request_id.reset(token)  # (a pool's thread serves the next request)
+        _observe(request, response, started)
+        return response
+
+    async def _async(self, request):
+        started = time.perf_counter()
+        token = context.request_id.set(_id_of(request))
+        try:
+            response = await self.get_response(request)
+        finally:
+            context.request_id.reset(token)
+        _observe(request, response, started)
+        return response
+
+
+def _id_of(request) -> str:
+    """The id HAProxy gave the request (``X-Request-ID``, where well formed), else a new
+    one; kept on the request for the response's header."""
+    request.request_id = context.well_formed(request.headers.get("X-Request-ID")) or (
+        context.new_id()
+    )
+    return request.request_id
+
+
+def _observe(request, response, started: float) -> None:
+    """The metrics' observation and the access log's line (under the request's id: it is
+    written before the id is reset; the path without its query, which may hold secrets)."""
+    seconds = time.perf_counter() - started
+    response["X-Request-ID"] = request.request_id
+    method = request.method if request.method in METHODS else "other"
+    view = view_label(request)
+    metrics.HTTP_REQUEST_SECONDS.labels(view, method, str(response.status_code)).observe(seconds)
+    if access.isEnabledFor(logging.INFO):
+        token = context.request_id.set(request.request_id)
+        try:
+            user = _user_if_known(request)
+            access.info(
+                "%s %s %s %d %.1f ms user=%s",
+                method,
+                request.path[:300],
+                view,
+                response.status_code,
+                seconds * 1000,
+                user.pk if user is not None else "-",
+            )
+        finally:
+            context.request_id.reset(token)
+
+
+def _user_if_known(request):
+    """The signed-in person where the request already looked them up (never a lookup of
+    its own: /healthz and static files read no session)."""
+    user = request.__dict__.get("user")
+    if isinstance(user, SimpleLazyObject):
+        user = None if user._wrapped is empty else user._wrapped
+    return user if user is not None and getattr(user, "is_authenticated", False) else None
