@@ -40,6 +40,10 @@ if ! pg_up && [ "$ROOT" = 1 ]; then
         fi
     fi
 fi
+# pg_dump and pg_restore (manage.py backup/restore) where a server runs without them.
+if pg_up && ! command -v pg_dump >/dev/null && [ "$ROOT" = 1 ]; then
+    apt_install postgresql-client || log "pg_dump is missing (apt-get install postgresql-client)"
+fi
 if pg_up; then
     # The test role's password is random, made once and kept in var/ (0600): the dev
     # cluster's jobs run on this machine and reach 127.0.0.1:5432 too. A password role works

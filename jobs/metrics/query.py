@@ -209,11 +209,13 @@ def _stats(
     or as the rows it reads)."""
     if lo is None and hi is None:
         ids = ",".join(f"({id_list([s.pk])})" for s in series)
+        # (a CTE names the VALUES' column: SQLite takes no "AS v (id)" on a subquery)
         rows = _query(
-            f"SELECT v.id, (SELECT MIN(step) FROM {TABLE} WHERE series_id = v.id), "  # noqa: S608
+            f"WITH v (id) AS (VALUES {ids}) "  # noqa: S608
+            f"SELECT v.id, (SELECT MIN(step) FROM {TABLE} WHERE series_id = v.id), "
             f"(SELECT MAX(step) FROM {TABLE} WHERE series_id = v.id), "
             f"(SELECT MAX(seq) FROM {TABLE} WHERE series_id = v.id) "
-            f"FROM (VALUES {ids}) AS v (id)",
+            "FROM v",
             [],
         )
         counted = {s.pk: s.points for s in series}
