@@ -23,13 +23,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.netutil import free_port
+from devtools.releases import checkout, schema_of  # noqa: F401 (bench/load.py, bigpages.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,48 +50,6 @@ class Row:
     figure: str
     value: str
     queries: str = "-"
-
-
-def checkout(rev: str) -> Path:
-    """A worktree of commit ``rev`` beside this one (made once, kept), for serving the
-    code as it was there against the same database: a before-and-after in one run."""
-    sha = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--verify", f"{rev}^{{commit}}"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    where = Path(tempfile.gettempdir()) / f"portal-bench-{sha[:12]}"
-    if not (where / "manage.py").exists():
-        subprocess.run(
-            ["git", "-C", str(ROOT), "worktree", "add", "--force", "--detach", str(where), sha],
-            check=True,
-            capture_output=True,
-        )
-    return where
-
-
-def schema_of(root: Path) -> dict[str, str]:
-    """What to migrate back to for ``root``'s code (a checkout of an earlier commit): for
-    each of this project's apps with migrations here that ``root`` lacks, the last one
-    ``root`` has ("zero" if none). Django must be set up (this checkout's code reads the
-    migrations)."""
-    from django.db.migrations.loader import MigrationLoader  # noqa: PLC0415
-
-    loader = MigrationLoader(None, ignore_no_migrations=True)
-    here: dict[str, set[str]] = {}
-    for app, name in loader.disk_migrations:
-        here.setdefault(app, set()).add(name)
-    targets = {}
-    for app, names in here.items():
-        module, _ = loader.migrations_module(app)
-        if not ROOT.joinpath(*module.split(".")).is_dir():
-            continue  # Django's own apps and libraries': the same in both checkouts
-        folder = root.joinpath(*module.split("."))
-        there = {p.stem for p in folder.glob("[0-9]*.py")} & names
-        if names - there:
-            targets[app] = max(there) if there else "zero"
-    return targets
 
 
 def redis_url(db: int = 11) -> str:

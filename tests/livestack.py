@@ -67,8 +67,18 @@ def _collect(env: dict, target: Path) -> None:
 
 
 class LiveStack:
-    def __init__(self, tmp: Path, sync_interval: float = 1.0, env: dict | None = None):
+    def __init__(
+        self,
+        tmp: Path,
+        sync_interval: float = 1.0,
+        env: dict | None = None,
+        root: Path = ROOT,
+    ):
+        """``root``: the checkout whose code the processes run (another commit's, through
+        devtools.releases, for an upgrade); ``restart(name, root=...)`` changes one's."""
         self.tmp = tmp
+        self.root = root
+        self.roots: dict[str, Path] = {}
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proxy_port = free_port()
@@ -96,11 +106,16 @@ class LiveStack:
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = open(self.tmp / f"{name}.log", "a")  # noqa: SIM115 - closed with the process
+        root = self.roots.setdefault(name, self.root)
+        run = list(argv)
+        if "python:portal.gunicorn_conf" in run and not (root / "portal/gunicorn_conf.py").exists():
+            at = run.index("python:portal.gunicorn_conf")  # (code from before it had one)
+            del run[at - 1 : at + 1]
         # Its own process group, so kill() reaches a worker's pool processes too.
         proc = subprocess.Popen(
-            argv,
-            cwd=ROOT,
-            env=self.env,
+            run,
+            cwd=root,
+            env=self._env_for(root),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -120,8 +135,33 @@ class LiveStack:
             entry[1].wait(timeout=30)
             self.procs.remove(entry)
 
-    def restart(self, name: str, *, hard: bool = False) -> None:
-        """Stop a process (SIGTERM and wait, or kill()) and start it again as it was."""
+    def _env_for(self, root: Path) -> dict:
+        """Another checkout's processes get this one's data directory, secret key and Redis
+        (they would otherwise make their own in their own var/ and share nothing)."""
+        if root == ROOT:
+            return self.env
+        env = {
+            **self.env,
+            "PORTAL_DATA_DIR": str(settings.DATA_DIR),
+            "SECRET_KEY": settings.SECRET_KEY,
+            "REDIS_URL": self.env.get("REDIS_URL") or settings.REDIS_URL,
+            "STATIC_ROOT": str(self.tmp / f"static-{root.name}"),  # (its own pages' files)
+        }
+        if not Path(env["STATIC_ROOT"]).exists():
+            subprocess.run(
+                [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
+                cwd=root,
+                env=env,
+                check=True,
+                timeout=300,
+            )
+        return env
+
+    def restart(self, name: str, *, hard: bool = False, root: Path | None = None) -> None:
+        """Stop a process (SIGTERM and wait, or kill()) and start it again as it was, or
+        with the code of ``root``."""
+        if root is not None:
+            self.roots[name] = root
         if hard:
             self.kill(name)
         else:
@@ -293,11 +333,13 @@ class MultiStack(LiveStack):
     WEBS = ("web-a", "web-b")
     WORKERS = ("worker-a", "worker-b")
 
-    def __init__(self, tmp: Path, sync_interval: float = 1.0, env: dict | None = None):
+    def __init__(
+        self, tmp: Path, sync_interval: float = 1.0, env: dict | None = None, root: Path = ROOT
+    ):
         # Plain HTTP through HAProxy (no certificate to trust); locks of a killed worker
         # lapse within 3 s (PORTAL_LOCK_LEASE), so the survivor takes over its syncs.
         extra = {"PROXY_SESSION_SCHEME": "http", "PORTAL_LOCK_LEASE": "3", **(env or {})}
-        super().__init__(tmp, sync_interval, env=extra)
+        super().__init__(tmp, sync_interval, env=extra, root=root)
         self.web_ports = {name: free_port() for name in self.WEBS}
         self.web_urls = {name: f"http://127.0.0.1:{p}" for name, p in self.web_ports.items()}
         # The public URL is HAProxy's: job links, e-mails and the in-job metrics client

@@ -42,3 +42,37 @@ def snapshot() -> None:
         seen[f"metrics {job['name']}"] = client.get(f"/api/v1/jobs/{job['id']}/metrics/").json()
     seen["experiments"] = client.get("/api/v1/experiments/").json()
     print(json.dumps(seen, sort_keys=True))
+
+
+def smoke() -> None:
+    """The owner's pages answer (each a 200): what a person opens first after an upgrade."""
+    from django.test import Client
+
+    from jobs.experiments.models import Experiment
+    from jobs.models import Job
+
+    client = Client()
+    job = Job.objects.order_by("pk").first()
+    client.force_login(job.owner)
+    ids = ",".join(str(pk) for pk in Job.objects.values_list("pk", flat=True))
+    pages = ["/", f"/jobs/{job.pk}/", "/experiments/", f"/compare/?jobs={ids}", "/usage/"]
+    pages.append(f"/experiments/{Experiment.objects.first().pk}/")
+    pages.append(f"/api/v1/jobs/{job.pk}/")
+    answers = {page: client.get(page).status_code for page in pages}
+    print(json.dumps(answers))
+    assert set(answers.values()) == {200}, answers
+
+
+def write_after_upgrade() -> None:
+    """What an instance of the previous release writes while the next one's schema is in
+    place (a rolling upgrade): a job, its points, an audit row, a token."""
+    from jobs.metrics import ingest
+    from jobs.models import AuditEvent, Job
+    from tests import factories
+
+    job = Job.objects.order_by("pk").first()
+    made = factories.training_job(job.owner, job.cluster, "running")
+    ingest.ingest(made, [ingest.parse_record(r) for r in factories.metric_records(5)])
+    AuditEvent.objects.create(action="submit", outcome="ok", target=f"job {made.pk}")
+    factories.api_client(job.owner, "during the upgrade")
+    print(made.pk)

@@ -6,74 +6,15 @@ another engine and a hostile archive refused with nothing changed."""
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
-import psycopg
-import pytest
-from django.db import connection
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def manage(database_url: str, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "PORTAL_DEMO": "1",
-        "DATABASE_URL": database_url,
-        "ALLOWED_HOSTS": "testserver,localhost",
-        "PORTAL_LOG_FORMAT": "console",
-    }
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    done = subprocess.run(
-        [sys.executable, "manage.py", *argv],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if check:
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    return done
-
-
-def snapshot(database_url: str) -> dict:
-    out = manage(
-        database_url, "shell", "-c", "from tests.ops.population import snapshot; snapshot()"
-    ).stdout
-    return json.loads(out.strip().splitlines()[-1])
-
-
-@pytest.fixture
-def postgres_databases(db):
-    """``new()``: the URL of a new empty PostgreSQL database (dropped afterwards)."""
-    if connection.vendor != "postgresql":
-        pytest.skip("the PostgreSQL part runs with the PostgreSQL test database")
-    s = connection.settings_dict
-    base = f"postgres://{s['USER']}:{s['PASSWORD']}@{s['HOST']}:{s['PORT']}"
-    made: list[str] = []
-
-    def new() -> str:
-        name = f"portal_backup_{secrets.token_hex(4)}"
-        with psycopg.connect(f"{base}/postgres", autocommit=True) as admin:
-            admin.execute(f'CREATE DATABASE "{name}"')
-        made.append(name)
-        return f"{base}/{name}"
-
-    yield new
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as admin:
-        for name in made:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+from tests.ops.upgrade_helpers import ROOT, manage, populate, snapshot
 
 
 def _round_trip(source: str, target: str, archive: Path) -> tuple[dict, dict, str]:
     manage(source, "migrate", "--noinput", "-v0")
-    manage(source, "shell", "-c", "from tests.ops.population import populate; populate()")
+    populate(source)
     saved = manage(source, "backup", str(archive)).stdout
     assert archive.stat().st_mode & 0o077 == 0  # (private)
     restored = manage(target, "restore", str(archive))
