@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 
 request_id: ContextVar[str] = ContextVar("request_id", default="")
+# Who, which job and which cluster the code runs for, where it knows (bind()): added to
+# every log line written meanwhile (ops/logs.py). Names only from FIELDS.
+FIELDS = ("user", "job", "cluster")
+_bound: ContextVar[tuple[tuple[str, str], ...]] = ContextVar("bound", default=())
 
 # What may come from outside (a header, a task message, the signer's request): short and
 # plain, so that it is safe in a log line, a header and a certificate's key id.
@@ -29,3 +35,25 @@ def new_id() -> str:
 
 def current() -> str:
     return request_id.get()
+
+
+@contextmanager
+def bind(**values: object) -> Iterator[None]:
+    """The block's log lines name these (``user``, ``job``, ``cluster``; None: unknown)."""
+    known = dict(_bound.get())
+    known.update(
+        {
+            name: str(value)[:100]
+            for name, value in values.items()
+            if name in FIELDS and value is not None
+        }
+    )
+    token = _bound.set(tuple(known.items()))
+    try:
+        yield
+    finally:
+        _bound.reset(token)
+
+
+def bound() -> dict[str, str]:
+    return dict(_bound.get())

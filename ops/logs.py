@@ -37,10 +37,14 @@ def mask(text: str) -> str:
 
 
 class Context(logging.Filter):
-    """Adds ``request_id`` to every record ("-" outside a request or task)."""
+    """Adds ``request_id`` to every record ("-" outside a request or task), and the user,
+    job and cluster the code was bound to (ops.context.bind)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = context.current() or "-"
+        for name, value in context.bound().items():  # (JSON lines show them; console not)
+            if not hasattr(record, name):
+                setattr(record, name, value)
         return True
 
 

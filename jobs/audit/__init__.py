@@ -103,8 +103,10 @@ def action(
     asked_by = user.get_username() if getattr(user, "is_authenticated", False) else ""
     requester = acting.requester.set(asked_by)
     key = acting.key_id.set("")
+    where = cluster or (account.cluster if account is not None else None)
     try:
-        yield entry
+        with context.bind(user=asked_by or None, cluster=getattr(where, "name", None)):
+            yield entry
     except REFUSALS as exc:
         entry.refused(exc)
         raise

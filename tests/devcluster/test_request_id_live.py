@@ -94,6 +94,7 @@ def test_a_submissions_request_id_is_in_every_log_and_no_secret_is(
             "the worker's lines of the submit task",
         )
         assert any("submit_job" in line["message"] for line in worker), worker
+        assert any(line.get("job") == str(job.pk) for line in worker), worker  # (bound)
 
         # The job's upload token through the same stack, then: none of the secrets in any log.
         upload = ingest.issue_token(job)

@@ -103,3 +103,30 @@ def test_a_task_runs_under_the_id_of_the_request_that_queued_it():
     task_starts(task_id="t2", task=task)  # (a periodic task, or a forged header: a new id)
     assert context.well_formed(context.current()) and context.current() != "bad id with spaces"
     task_ends(task_id="t2")
+
+
+def test_a_json_line_names_the_user_job_and_cluster_it_was_written_for():
+    import json
+
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "read", (), None)
+    with context.bind(user="alice", cluster="dev"), context.bind(job=42, nobody="x"):
+        logs.Context().filter(record)
+    parsed = json.loads(logs.Json("%(message)s").format(record))
+    assert (parsed["user"], parsed["job"], parsed["cluster"]) == ("alice", "42", "dev")
+    assert "nobody" not in parsed and context.bound() == {}
+
+
+def test_a_job_task_binds_its_job():
+    def submit_job(job_id, attempt=0):
+        return job_id
+
+    class Task:
+        run = staticmethod(submit_job)
+
+        class request:  # noqa: N801
+            headers: dict = {}
+
+    task_starts(task_id="t3", task=Task(), args=(17,), kwargs={})
+    assert context.bound() == {"job": "17"}
+    task_ends(task_id="t3")
+    assert context.bound() == {} and context.current() == ""
