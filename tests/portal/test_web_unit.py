@@ -156,3 +156,24 @@ def test_each_web_instance_keeps_its_openssh_masters_in_a_runtime_directory_of_i
     lines = unit_lines()
     assert "RuntimeDirectory=portal-web-%i" in lines and "RuntimeDirectoryMode=0700" in lines
     assert unit_environment()["PORTAL_BULK_SSH_DIR"] == "/run/portal-web-%i"
+
+
+def test_the_unit_is_started_only_once_readyz_answers(web, tmp_path):
+    """ExecStartPost waits for /readyz (as the portal's host: ALLOWED_HOSTS), so a rolling
+    upgrade's `systemctl restart` returns when the instance can serve; an instance that
+    never gets ready fails its start, saying why."""
+    (line,) = [x for x in unit_lines() if x.startswith("ExecStartPost=")]
+    port = int(web.rsplit(":", 1)[1])
+    env = {**unit_environment(), "PORTAL_WEB_BIND": "127.0.0.1"}
+    command = line.removeprefix("ExecStartPost=").replace("%i", str(port))
+    command = re.sub(r"\$\{([A-Z_]+)\}", lambda m: env[m[1]], command)
+    argv = shlex.split(command)
+    argv = [sys.executable, str(ROOT / "deploy" / "wait-ready.py"), *argv[2:]]
+    assert argv[2] == f"http://127.0.0.1:{port}/readyz"
+    ready = subprocess.run(
+        argv, env={**os.environ, "PORTAL_URL": "http://localhost"}, capture_output=True, timeout=60
+    )
+    assert ready.returncode == 0, ready.stderr
+    closed = [*argv[:2], f"http://127.0.0.1:{free_port()}/readyz", "--timeout", "1"]
+    never = subprocess.run(closed, capture_output=True, text=True, timeout=60)
+    assert never.returncode == 1 and "not ready after 1 s" in never.stderr
