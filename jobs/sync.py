@@ -166,8 +166,11 @@ def _read_now(account_id: int, label: str) -> float | None:
     now = time.time()
     metrics.SYNC_LAST_SUCCESS.labels(label).set(now)
     key = f"sync-read:{account_id}"
-    before = cache.get(key)
-    cache.set(key, now, timeout=24 * 3600)
+    try:
+        before = cache.get(key)
+        cache.set(key, now, timeout=24 * 3600)
+    except Exception:  # noqa: BLE001 - Redis down: the sync goes on, only the lag is unknown
+        return None
     return now - before if isinstance(before, float) and before <= now else None
 
 

@@ -12,7 +12,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
@@ -263,38 +263,45 @@ def _submit_array_claimed(task, array: JobArray, members: list[Job]) -> None:
         _submit_failed(task, exc, array, f"job array {array_id}", members)
         return
     now = timezone.now()
-    JobArray.objects.filter(pk=array.pk).update(
-        scheduler_array_id=submission.scheduler_id,
-        submitted_at=now,
-        work_dir=work_dir,
-        script=script,
-    )
     adopted = "Adopted the job array an earlier attempt submitted." if submission.adopted else ""
-    for job in members:
-        task_id = scheduler.member_id(submission.scheduler_id, job.array_index or 0)
-        moved = job.transition(
-            Job.State.PENDING,
-            expect=queued,
-            message=adopted,
-            scheduler_job_id=task_id,
+    cancelled_meanwhile: list[tuple[Job, str]] = []
+    # The array and its members together or not at all: a worker killed between them left
+    # the array submitted and its members queued for good (submit_array returns at once
+    # for a submitted array). Not recorded, the next try adopts what Slurm has.
+    with transaction.atomic():
+        JobArray.objects.filter(pk=array.pk).update(
+            scheduler_array_id=submission.scheduler_id,
             submitted_at=now,
-            work_dir=f"{work_dir}/{job.array_index}",
-            cluster_account=account,
+            work_dir=work_dir,
+            script=script,
         )
-        if not moved:
-            job.refresh_from_db()
-            if job.state == Job.State.CANCELLED:  # cancelled while we were submitting
-                Job.objects.filter(pk=job.pk).update(scheduler_job_id=task_id)
-                with audit.action(
-                    audit.Action.CANCEL,
-                    user=array.owner,
-                    account=account,
-                    target=f"job {job.pk} ({task_id}), cancelled while submitted",
-                ):
-                    pool.with_connection(
-                        account,
-                        lambda conn, t=task_id: scheduler.cancel(conn, t, array.scheduler_name),
-                    )
+        for job in members:
+            task_id = scheduler.member_id(submission.scheduler_id, job.array_index or 0)
+            moved = job.transition(
+                Job.State.PENDING,
+                expect=queued,
+                message=adopted,
+                scheduler_job_id=task_id,
+                submitted_at=now,
+                work_dir=f"{work_dir}/{job.array_index}",
+                cluster_account=account,
+            )
+            if not moved:
+                job.refresh_from_db()
+                if job.state == Job.State.CANCELLED:  # cancelled while we were submitting
+                    Job.objects.filter(pk=job.pk).update(scheduler_job_id=task_id)
+                    cancelled_meanwhile.append((job, task_id))
+    for job, task_id in cancelled_meanwhile:  # (no transaction held while SSH talks)
+        with audit.action(
+            audit.Action.CANCEL,
+            user=array.owner,
+            account=account,
+            target=f"job {job.pk} ({task_id}), cancelled while submitted",
+        ):
+            pool.with_connection(
+                account,
+                lambda conn, t=task_id: scheduler.cancel(conn, t, array.scheduler_name),
+            )
 
 
 @shared_task(name="jobs.tasks.sync_clusters")

@@ -749,3 +749,45 @@ def test_a_reissued_htcondor_id_is_only_its_own_jobs(fake, owner):
     lost.refresh_from_db()
     assert (lost.state, lost.exit_code) == ("failed", None)
     assert "no longer knows this job" in lost.message and "40.0" in lost.message
+
+
+def test_a_worker_killed_while_recording_an_arrays_submission_leaves_it_to_the_next_try(
+    fake, owner, cluster, image, monkeypatch
+):
+    """The array's submission and its members' are recorded together: a worker that dies
+    half-way (here, at the second member) records none of it, so the next try adopts the
+    array Slurm already has and every member becomes pending. Before, the array was marked
+    submitted with its members still queued, and every later try returned at once."""
+    from jobs.models import JobArray
+
+    factories.account(cluster, owner, "alice")
+    array = JobArray.objects.create(owner=owner, cluster=cluster)
+    members = [
+        factories.job(owner, cluster, "true", image=image, array=array, array_index=i)
+        for i in range(3)
+    ]
+    fake.answers["bash"] = ["submitted 88\n", "existing 88\n"]
+    real = Job.transition
+    seen = []
+
+    def dies_at_the_second(self, *args, **kwargs):
+        seen.append(self.pk)
+        if len(seen) == 2:
+            raise SystemExit("the worker is killed")  # (not an Exception: nothing catches it)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Job, "transition", dies_at_the_second)
+    with pytest.raises(SystemExit):
+        tasks.submit_array.apply(args=[array.pk], throw=True)
+    array.refresh_from_db()
+    assert array.submitted_at is None
+    assert [Job.objects.get(pk=j.pk).state for j in members] == ["queued"] * 3
+    monkeypatch.setattr(Job, "transition", real)
+    JobArray.objects.filter(pk=array.pk).update(submit_claimed_at=None)  # (its claim lapsed)
+    tasks.submit_array.apply(args=[array.pk])
+    array.refresh_from_db()
+    assert array.submitted_at is not None and array.scheduler_array_id == "88"
+    for job in members:
+        job.refresh_from_db()
+        assert job.state == "pending" and job.scheduler_job_id == f"88_{job.array_index}"
+        assert job.message == "Adopted the job array an earlier attempt submitted."
