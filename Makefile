@@ -28,6 +28,7 @@ help:
 	@echo "make idp-down        stop it"
 	@echo "make mail            start the local mail server (exim4 on 127.0.0.1:2525, root)"
 	@echo "make mail-down       stop it"
+	@echo "make monitoring      install Debian's prometheus and promtool (root; make test does)"
 	@echo "make services-down   stop the portal's own Redis (make clean does too)"
 	@echo "make bench           benchmarks in bench/ (dev cluster)"
 	@echo "make bench-load      the portal under a centre's load (LOAD_SCALE=0.01 for a quick run)"
