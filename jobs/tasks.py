@@ -115,19 +115,23 @@ def _submit_claimed(task, job: Job) -> None:
         # Cancelled while we were submitting: do not leave an orphan running.
         job.refresh_from_db()
         if job.state == Job.State.CANCELLED:
-            with audit.action(
-                audit.Action.CANCEL,
-                user=job.owner,
-                account=account,
-                target=f"job {job.pk} ({submission.scheduler_id}), cancelled while submitted",
-            ):
-                pool.with_connection(
-                    account,
-                    lambda conn: schedulers.for_cluster(job.cluster).cancel(
-                        conn, submission.scheduler_id, job.scheduler_name
-                    ),
-                )
+            _cancel_submitted(job, account, submission.scheduler_id, job.scheduler_name)
             Job.objects.filter(pk=job.pk).update(scheduler_job_id=submission.scheduler_id)
+
+
+def _cancel_submitted(job: Job, account, scheduler_id: str, name: str) -> None:
+    """scancel what a submission just started for ``job``, cancelled while it was being
+    submitted (audited for its owner): no orphan is left running."""
+    with audit.action(
+        audit.Action.CANCEL,
+        user=job.owner,
+        account=account,
+        target=f"job {job.pk} ({scheduler_id}), cancelled while submitted",
+    ):
+        pool.with_connection(
+            account,
+            lambda conn: schedulers.for_cluster(job.cluster).cancel(conn, scheduler_id, name),
+        )
 
 
 def _submit_failed(task, exc: Exception, claimed, what: str, jobs: list[Job]) -> None:
@@ -292,16 +296,7 @@ def _submit_array_claimed(task, array: JobArray, members: list[Job]) -> None:
                     Job.objects.filter(pk=job.pk).update(scheduler_job_id=task_id)
                     cancelled_meanwhile.append((job, task_id))
     for job, task_id in cancelled_meanwhile:  # (no transaction held while SSH talks)
-        with audit.action(
-            audit.Action.CANCEL,
-            user=array.owner,
-            account=account,
-            target=f"job {job.pk} ({task_id}), cancelled while submitted",
-        ):
-            pool.with_connection(
-                account,
-                lambda conn, t=task_id: scheduler.cancel(conn, t, array.scheduler_name),
-            )
+        _cancel_submitted(job, account, task_id, array.scheduler_name)
 
 
 @shared_task(name="jobs.tasks.sync_clusters")
