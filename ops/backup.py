@@ -243,8 +243,8 @@ def restore(source: Path) -> dict:
             data = Path(tmp) / DATABASE[engine]
             with open(data, "wb") as out:
                 shutil.copyfileobj(stream, out, 1024 * 1024)
+            connection.close()  # (nothing of this process holds the database meanwhile)
             if engine == "postgresql":
-                connection.close()
                 _run(
                     [
                         _tool("pg_restore"),
@@ -257,7 +257,6 @@ def restore(source: Path) -> dict:
                     ]
                 )
             else:
-                connection.close()
                 _copy_sqlite(str(data), _sqlite_path())
     connection.close()
     described["warnings"] = _warnings(described)

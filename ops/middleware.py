@@ -42,9 +42,9 @@ class RequestMetricsMiddleware:
         token = context.request_id.set(_id_of(request))
         try:
             response = self.get_response(request)
+            _observe(request, response, started)  # (its access line under the id)
         finally:
             context.request_id.reset(token)  # (a pool's thread serves the next request)
-        _observe(request, response, started)
         return response
 
     async def _async(self, request):
@@ -52,9 +52,9 @@ class RequestMetricsMiddleware:
         token = context.request_id.set(_id_of(request))
         try:
             response = await self.get_response(request)
+            _observe(request, response, started)  # (its access line under the id)
         finally:
             context.request_id.reset(token)
-        _observe(request, response, started)
         return response
 
 
@@ -68,28 +68,24 @@ def _id_of(request) -> str:
 
 
 def _observe(request, response, started: float) -> None:
-    """The metrics' observation and the access log's line (under the request's id: it is
-    written before the id is reset; the path without its query, which may hold secrets)."""
+    """The metrics' observation and the access log's line (the path without its query,
+    which may hold secrets); called while the request's id is set."""
     seconds = time.perf_counter() - started
     response["X-Request-ID"] = request.request_id
     method = request.method if request.method in METHODS else "other"
     view = view_label(request)
     metrics.HTTP_REQUEST_SECONDS.labels(view, method, str(response.status_code)).observe(seconds)
     if access.isEnabledFor(logging.INFO):
-        token = context.request_id.set(request.request_id)
-        try:
-            user = _user_if_known(request)
-            access.info(
-                "%s %s %s %d %.1f ms user=%s",
-                method,
-                request.path[:300],
-                view,
-                response.status_code,
-                seconds * 1000,
-                user.pk if user is not None else "-",
-            )
-        finally:
-            context.request_id.reset(token)
+        user = _user_if_known(request)
+        access.info(
+            "%s %s %s %d %.1f ms user=%s",
+            method,
+            request.path[:300],
+            view,
+            response.status_code,
+            seconds * 1000,
+            user.pk if user is not None else "-",
+        )
 
 
 def _user_if_known(request):
