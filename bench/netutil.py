@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import socket
+import sys
 import time
+from pathlib import Path
 
+if str(Path(__file__).resolve().parents[1]) not in sys.path:  # run from bench/
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from devtools.ports import free_port  # noqa: E402
+
+__all__ = ["free_port", "wait_port"]
 
 
 def wait_port(port: int, timeout: float = 30) -> None:

@@ -19,6 +19,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
+from devtools.ports import free_port
 from tests import polling
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,12 +30,6 @@ def database_url() -> str:
     if s["ENGINE"].endswith("sqlite3"):
         return f"sqlite:///{s['NAME']}"
     return f"postgres://{s['USER']}:{s['PASSWORD']}@{s['HOST']}:{s['PORT']}/{s['NAME']}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _listening(port: int) -> bool:
