@@ -16,6 +16,7 @@ class JobsConfig(AppConfig):
         # What a job's change owes, delivered from its JobEvent (jobs/outbox.py).
         outbox.register("stderr", tasks.queue_error_tails)
         outbox.register("attempts", tasks.queue_attempts)
+        outbox.register("withdraw", tasks.queue_withdrawals)
         post_save.connect(
             audit.revoke_tokens_when_deactivated,
             sender=settings.AUTH_USER_MODEL,

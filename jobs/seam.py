@@ -326,6 +326,8 @@ class Operations(Protocol):
 
     def cancel(self, conn: Connection, scheduler_id: str, job_name: str) -> None: ...
 
+    def cancel_named(self, conn: Connection, username: str, job_name: str) -> None: ...
+
     def release(
         self, conn: Connection, username: str, scheduler_id: str, job_name: str
     ) -> None: ...
@@ -418,6 +420,11 @@ class Adapter:
     def cancel(self, conn: Connection, scheduler_id: str, job_name: str) -> None:
         """Cancel the job, only while ``scheduler_id`` still carries ``job_name``."""
         self.operations.cancel(conn, scheduler_id, job_name)
+
+    def cancel_named(self, conn: Connection, username: str, job_name: str) -> None:
+        """Cancel every job of ``username`` named ``job_name``: what a submission the portal
+        never heard back from may have started (withdrawn when its job is cancelled)."""
+        self.operations.cancel_named(conn, username, job_name)
 
     def release(self, conn: Connection, username: str, scheduler_id: str, job_name: str) -> None:
         """Release the held job, only while ``scheduler_id`` still carries ``job_name``."""

@@ -22,7 +22,7 @@ from jobs.cluster import deadline, files, pool, provenance, ssh, workdir
 from jobs.experiments.runs import array_member
 from jobs.metrics.ingest import issue_token
 from jobs.models import Cluster, ClusterAccount, Job, JobArray, choices
-from jobs.models.events import ATTEMPTS, STDERR
+from jobs.models.events import ATTEMPTS, STDERR, WITHDRAW
 from jobs.sync import sync_jobs
 from jobs.task_helpers import backoff, limits, single_flight, soft_limit
 
@@ -84,6 +84,9 @@ def _submit_claimed(task, job: Job) -> None:
         ) as entry:
             # Part of the submission: read as its owner, on the connection it opens.
             reproduce, git_diff = read_provenance(job, account, work_dir)
+            if not job.mark_submit_sent():
+                entry.note("not sent: the job was cancelled meanwhile")
+                return
             submission = pool.with_connection(
                 account,
                 lambda conn: scheduler.submit(
@@ -256,6 +259,7 @@ def _submit_array_claimed(task, array: JobArray, members: list[Job]) -> None:
             account=account,
             target=f"job array {array.pk} ({len(members)} jobs)",
         ) as entry:
+            array.mark_submit_sent()
             submission = pool.with_connection(
                 account,
                 lambda conn: scheduler.submit_array(
@@ -537,6 +541,58 @@ def queue_attempts(dues: list[outbox.Due]) -> None:
         record_attempts.apply_async(
             (sorted({d.job_id for d in part}),), {"outbox_events": [d.event_id for d in part]}
         )
+
+
+def queue_withdrawals(dues: list[outbox.Due]) -> None:
+    """The outbox's ``withdraw`` consumer."""
+    for due in dues:
+        withdraw_job.apply_async((due.job_id,), {"outbox_event": due.event_id})
+
+
+@shared_task(
+    name="jobs.tasks.withdraw_job", bind=True, acks_late=True, max_retries=None, **limits()
+)
+def withdraw_job(self, job_id: int, outbox_event: int | None = None) -> None:
+    """Cancel on the cluster, by its unique name, what a submission may have started for a
+    job that ended without the portal learning its id (cancelled, or failed, while a try
+    that never heard back had sent it): no orphan runs on. An array member's name is the
+    array's: withdrawn only once every member has ended so (otherwise the array's own
+    submission is still under way and cancels its cancelled members by id)."""
+    job = Job.objects.select_related("cluster", "owner", "array").filter(pk=job_id).first()
+    if job is not None and _withdrawable(job):
+        account = ClusterAccount.for_user(job.cluster, job.owner)
+        if account is not None:
+            try:
+                with audit.action(
+                    audit.Action.CANCEL,
+                    user=job.owner,
+                    account=account,
+                    target=f"job {job.pk}, {job.scheduler_name} withdrawn after an unsure submit",
+                ):
+                    pool.with_connection(
+                        account,
+                        lambda conn: schedulers.for_cluster(job.cluster).cancel_named(
+                            conn, account.username, job.scheduler_name
+                        ),
+                    )
+            except ssh.ClusterError as exc:
+                if exc.transient and self.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
+                    raise self.retry(countdown=backoff(self.request.retries)) from None
+                job.note(
+                    f"The portal could not withdraw {job.scheduler_name} from the cluster: {exc}"
+                )
+                log.warning("withdrawal of job %s failed: %s", job_id, exc)
+    outbox.done(outbox_event, WITHDRAW)
+
+
+def _withdrawable(job: Job) -> bool:
+    if not job.is_final or job.scheduler_job_id:
+        return False
+    if job.array is None:
+        return job.submit_sent_at is not None
+    if job.array.submit_sent_at is None or job.array.submitted_at is not None:
+        return False  # a recorded array cancels its members by id
+    return not job.array.jobs.exclude(state__in=Job.FINAL_STATES).exists()
 
 
 # Enough for a traceback's end; error_tail() keeps its last 20 lines.

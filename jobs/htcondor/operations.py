@@ -325,13 +325,26 @@ def cancel(conn: ssh.Connection, scheduler_id: str, job_name: str) -> None:
     _act(conn, "condor_rm", scheduler_id, job_name)
 
 
+def cancel_named(conn: ssh.Connection, username: str, job_name: str) -> None:
+    """condor_rm every job of ``username`` whose PortalName is ``job_name`` (one the portal
+    may have submitted without learning its id); nothing named so is not an error."""
+    if not _NAME.match(job_name):
+        raise ValueError(f"not a portal job name: {job_name!r}")
+    constraint = f'PortalName =?= "{job_name}" && Owner =?= "{_user(username)}"'
+    _run_remove(conn, "condor_rm", constraint)
+
+
 def release(conn: ssh.Connection, username: str, scheduler_id: str, job_name: str) -> None:
     """condor_release the held job, only while ``scheduler_id`` still carries ``job_name``."""
     _act(conn, "condor_release", scheduler_id, job_name)
 
 
 def _act(conn: ssh.Connection, command: str, scheduler_id: str, job_name: str) -> None:
-    result = run(conn, [command, "-constraint", _one(scheduler_id, job_name)], check=False)
+    _run_remove(conn, command, _one(scheduler_id, job_name))
+
+
+def _run_remove(conn: ssh.Connection, command: str, constraint: str) -> None:
+    result = run(conn, [command, "-constraint", constraint], check=False)
     if result.exit_status == 0:
         return
     text = f"{result.stdout}\n{result.stderr}"

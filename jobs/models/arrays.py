@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from jobs.models import describe
 from jobs.models.job import new_job_uid
@@ -33,6 +34,8 @@ class JobArray(models.Model):
     # Submissions begun that no task finished (each claim counts; a task retrying by itself
     # hands its try back): recovery gives up at PORTAL_SUBMIT_MAX_TRIES (jobs/tasks.py).
     submit_tries = models.PositiveSmallIntegerField(default=0, editable=False)
+    # As Job.submit_sent_at: from then on the array may exist on the cluster.
+    submit_sent_at = models.DateTimeField(null=True, blank=True, editable=False)
     submitted_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -54,6 +57,12 @@ class JobArray(models.Model):
 
     def release_submit_claim(self) -> None:
         release_submit_claim(self, JobArray.objects.filter(pk=self.pk))
+
+    def mark_submit_sent(self) -> None:
+        """Record that this try sends the array now (Job.mark_submit_sent: a member's cancel
+        from then on also reaches the cluster)."""
+        self.submit_sent_at = timezone.now()
+        JobArray.objects.filter(pk=self.pk).update(submit_sent_at=self.submit_sent_at)
 
     def describe(self) -> ArraySpec:
         """The array as the scheduler seam's plain values (jobs/models/describe.py)."""

@@ -25,6 +25,7 @@ STDERR = "stderr"  # keep the end of a failed job's stderr
 METRICS = "metrics"  # read the job's metrics files to their end
 ATTEMPTS = "attempts"  # each run's resources, from accounting
 EXPERIMENT = "experiment"  # step the trial's experiment now
+WITHDRAW = "withdraw"  # cancel by name what a submission never heard back from started
 
 # A job announced as started only when its start is this recent (a late first sync of a
 # job that started long ago says nothing new).
@@ -65,7 +66,17 @@ def due_after(job, from_state: str, attempt_before: int, held_before: bool) -> l
         due.append(ATTEMPTS)
     if ended and job.trial_id is not None:
         due.append(EXPERIMENT)
+    if ended and not submitted and _sent(job):
+        due.append(WITHDRAW)
     return due
+
+
+def _sent(job) -> bool:
+    """Whether a submission that carries ``job`` was sent to the cluster (its own, or its
+    array's): the job may run there though the portal never learnt its id."""
+    if job.array_id is not None:
+        return job.array.submit_sent_at is not None
+    return job.submit_sent_at is not None
 
 
 def _waited_long(job) -> bool:

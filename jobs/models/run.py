@@ -10,7 +10,7 @@ JobEvent with what it owes: jobs/models/events.py). The adapters' neutral Status
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import models, transaction
@@ -100,6 +100,10 @@ class JobRun(models.Model):
     # Submissions begun that no task finished (each claim counts; a task retrying by itself
     # hands its try back): recovery gives up at PORTAL_SUBMIT_MAX_TRIES (jobs/tasks.py).
     submit_tries = models.PositiveSmallIntegerField(default=0, editable=False)
+    # Set just before a try sends the submission to the cluster, never cleared: from then
+    # on the job may exist there under its name even while the portal still has it queued
+    # (a try that timed out after sbatch ran), so a cancel must reach the cluster too.
+    submit_sent_at = models.DateTimeField(null=True, blank=True, editable=False)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
@@ -113,6 +117,8 @@ class JobRun(models.Model):
         resumable: bool
         max_attempts: int
         time_limit_minutes: int
+        array_id: int | None
+        array: Any
 
         @property
         def scheduler_name(self) -> str: ...
@@ -133,9 +139,16 @@ class JobRun(models.Model):
         return expand_hostlist(self.node)
 
     def transition(
-        self, to: str, *, expect: tuple[str, ...] | None = None, message: str = "", **fields
+        self,
+        to: str,
+        *,
+        expect: tuple[str, ...] | None = None,
+        where: Q | None = None,
+        message: str = "",
+        **fields,
     ) -> bool:
-        """Move to state ``to`` and record a JobEvent, if the job is still in ``expect``.
+        """Move to state ``to`` and record a JobEvent, if the job is still in ``expect``
+        (and its row matches ``where``).
 
         Returns False (and changes nothing) when another worker moved the job
         first. The conditional UPDATE closes the race between two workers (or a
@@ -154,7 +167,8 @@ class JobRun(models.Model):
         with transaction.atomic():
             # Row lock (PostgreSQL) / immediate write lock (SQLite): two workers
             # cannot both see the old state and both write a new one.
-            row = self._row().select_for_update().values_list("state", "attempt", "held").first()
+            rows = self._row() if where is None else self._row().filter(where)
+            row = rows.select_for_update().values_list("state", "attempt", "held").first()
             if row is None or row[0] not in expect:
                 return False
             current, attempt_before, held_before = row
@@ -214,6 +228,34 @@ class JobRun(models.Model):
         return True
 
     # -- submission ----------------------------------------------------------
+    def _nothing_sent(self) -> Q:
+        """This job's row while no submission that carries it has been sent. A member's
+        array row is locked for the caller's transaction first (JobArray.mark_submit_sent
+        waits for it), and stays locked to its end."""
+        if not self.array_id:
+            return Q(submit_sent_at__isnull=True)
+        arrays = self._meta.get_field("array").related_model._default_manager  # type: ignore[union-attr]
+        sent = arrays.select_for_update().filter(pk=self.array_id, submit_sent_at__isnull=False)
+        return Q(pk__in=[]) if sent.exists() else Q()
+
+    def _refresh_sent(self) -> None:
+        """Read the (never cleared) sent mark again, the array's for a member."""
+        if self.array_id:
+            self.array.refresh_from_db(fields=["submit_sent_at"])
+        else:
+            self.refresh_from_db(fields=["submit_sent_at"])
+
+    def mark_submit_sent(self) -> bool:
+        """Record that this try sends the submission now; False (send nothing) if the job
+        is no longer queued. The row lock of request_cancel and this UPDATE order the two:
+        a job is either cancelled before anything was sent, or its cancel knows that the
+        cluster may have it."""
+        now = timezone.now()
+        if not self._row().filter(state=self.State.QUEUED).update(submit_sent_at=now):
+            return False
+        self.submit_sent_at = now
+        return True
+
     @staticmethod
     def submit_claim_stale_before():
         """Claims older than this were made by a worker that is gone: no submit task runs
@@ -325,7 +367,7 @@ class JobRun(models.Model):
         # A new state, or a restart seen only afterwards (running again between two syncs):
         # either way a JobEvent, so the timeline shows every attempt.
         message = status.message
-        fields = {
+        fields: dict[str, Any] = {
             "pending_reason": reason,
             "held": held,
             "node": node or (self.node if not pending else ""),
@@ -385,13 +427,30 @@ class JobRun(models.Model):
         ``reason`` (why the portal stops it) becomes its final message.
 
         Returns True when a worker must still cancel it on the scheduler.
+
+        A queued job ends at once. If a submission carrying it was sent (a try that
+        timed out after sbatch may have run), its event owes a withdrawal by name
+        (events.WITHDRAW), and a try still in flight cancels what it submitted.
         """
-        if self.state == self.State.QUEUED and self.transition(
-            self.State.CANCELLED,
-            expect=(self.State.QUEUED,),
-            message=reason or "Cancelled before it reached the scheduler.",
-        ):
-            return False
+        if self.state == self.State.QUEUED:
+            with transaction.atomic():
+                if self.transition(
+                    self.State.CANCELLED,
+                    expect=(self.State.QUEUED,),
+                    where=self._nothing_sent(),
+                    message=reason or "Cancelled before it reached the scheduler.",
+                ):
+                    return False
+        if self.state == self.State.QUEUED:
+            self._refresh_sent()
+            if self.transition(
+                self.State.CANCELLED,
+                expect=(self.State.QUEUED,),
+                message=reason
+                or "Cancelled while it was being submitted; whatever the submission "
+                "started on the cluster is cancelled too.",
+            ):
+                return False
         self.refresh_from_db()
         if self.is_final:
             return False

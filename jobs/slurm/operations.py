@@ -333,6 +333,25 @@ def cancel(conn: ssh.Connection, scheduler_id: str, job_name: str) -> None:
         )
 
 
+def cancel_named(conn: ssh.Connection, username: str, job_name: str) -> None:
+    """scancel every job of ``username`` named ``job_name`` (one the portal may have
+    submitted without learning its id); nothing named so is not an error."""
+    if not re.fullmatch(r"[a-z_][a-z0-9_.-]{0,31}", username) or not re.fullmatch(
+        r"portal-[a-z0-9-]{1,80}", job_name
+    ):
+        raise ValueError(f"not a user and portal job name: {username!r} {job_name!r}")
+    result = run(conn, ["scancel", f"--name={job_name}", f"--user={username}"], check=False)
+    if result.exit_status == 0:
+        return
+    if parsers.is_transient(result.stderr):
+        raise SchedulerUnavailable(result.stderr.strip(), stderr=result.stderr)
+    raise ssh.CommandFailed(
+        result.stderr.strip() or "scancel failed",
+        stderr=result.stderr,
+        exit_status=result.exit_status,
+    )
+
+
 def lower_time_limit(
     conn: ssh.Connection, username: str, scheduler_id: str, job_name: str, minutes: int
 ) -> None:

@@ -44,6 +44,44 @@ def test_what_never_reached_the_scheduler_owes_no_tail_and_a_note_owes_nothing(o
     assert note is not None and note.settled_at is not None  # never swept
 
 
+def test_a_job_cancelled_after_its_submission_was_sent_owes_a_withdrawal(owner, cluster):
+    job = factories.job(owner, cluster, state="queued")
+    assert job.mark_submit_sent()  # a try sent it and never heard back
+    assert job.request_cancel() is False  # ended at once: nothing for cancel_job to do
+    job.refresh_from_db()
+    assert job.state == "cancelled"
+    assert "whatever the submission started on the cluster is cancelled too" in job.message
+    assert owed(job) == [["notify:job_cancelled", "withdraw"]]
+
+
+def test_a_cancelled_job_is_never_sent(owner, cluster):
+    job = factories.job(owner, cluster, state="queued")
+    assert job.request_cancel() is False
+    assert not job.mark_submit_sent()  # the try that held its claim sends nothing
+    assert Job.objects.get(pk=job.pk).submit_sent_at is None
+
+
+def test_a_failed_submission_that_was_sent_owes_a_withdrawal(owner, cluster):
+    job = factories.job(owner, cluster, state="queued")
+    job.mark_submit_sent()
+    assert job.submit_timed_out(30, "take the job")
+    assert owed(job) == [["notify:job_failed", "withdraw"]]
+
+
+def test_an_array_members_cancel_owes_a_withdrawal_once_its_array_was_sent(owner, cluster):
+    from jobs.models import JobArray
+
+    array = JobArray.objects.create(owner=owner, cluster=cluster)
+    first, second = (
+        factories.job(owner, cluster, state="queued", array=array, array_index=i) for i in (0, 1)
+    )
+    assert first.request_cancel() is False
+    assert owed(first) == [["notify:job_cancelled"]]  # nothing sent yet
+    array.mark_submit_sent()
+    assert second.request_cancel() is False
+    assert owed(second) == [["notify:job_cancelled", "withdraw"]]
+
+
 def test_a_running_job_seen_running_again_owes_nothing(owner, cluster):
     job = factories.job(owner, cluster, state="running", scheduler_job_id="7", node="n1")
     assert not job.apply_scheduler_status(Status(state=Job.State.RUNNING, node="n1"))

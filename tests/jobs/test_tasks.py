@@ -8,7 +8,7 @@ from django.test import override_settings
 
 from jobs import tasks
 from jobs.cluster import pool, ssh
-from jobs.models import ClusterAccount, Job
+from jobs.models import AuditEvent, ClusterAccount, Job
 from jobs.seam import Submission
 from jobs.slurm import operations, parsers
 from tests import factories
@@ -128,6 +128,59 @@ def test_job_cancelled_while_being_submitted_is_scancelled(fake, job, monkeypatc
     monkeypatch.setattr(operations, "submit", submit_then_user_cancels)
     tasks.submit_job.apply(args=[job.pk])
     assert ["scancel", f"--name={job.scheduler_name}", "91"] in fake.commands
+
+
+def test_a_cancel_after_a_submit_that_never_answered_withdraws_the_job_by_name(fake, job):
+    job.mark_submit_sent()  # a try sent it; its answer was lost, its retry is queued
+    assert job.request_cancel() is False
+    (event,) = job.events.filter(to_state="cancelled")
+    assert "withdraw" in event.due
+    tasks.withdraw_job.apply(args=[job.pk], kwargs={"outbox_event": event.pk})
+    assert fake.commands == [["scancel", f"--name={job.scheduler_name}", "--user=alice"]]
+    event.refresh_from_db()
+    assert "withdraw" not in event.due
+    assert AuditEvent.objects.filter(action="cancel", target__contains="withdrawn").exists()
+    fake.commands.clear()
+    tasks.submit_job.apply(args=[job.pk])  # the lost try's retry sends nothing
+    assert fake.commands == []
+
+
+def test_a_submit_that_runs_out_of_time_after_sending_withdraws_the_job(fake, job):
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    fake.answers["bash"] = SoftTimeLimitExceeded()
+    tasks.submit_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert job.state == "submit_failed"
+    (event,) = job.events.filter(to_state="submit_failed")
+    assert "withdraw" in event.due
+    fake.commands.clear()
+    tasks.withdraw_job.apply(args=[job.pk])
+    assert fake.commands == [["scancel", f"--name={job.scheduler_name}", "--user=alice"]]
+
+
+def test_a_withdrawal_waits_while_the_arrays_other_members_are_still_queued(fake, owner, cluster):
+    from jobs.models import JobArray
+
+    factories.account(cluster, owner, "alice")
+    array = JobArray.objects.create(owner=owner, cluster=cluster)
+    first, second = (
+        factories.job(owner, cluster, state="queued", array=array, array_index=i) for i in (0, 1)
+    )
+    array.mark_submit_sent()
+    first.request_cancel()
+    tasks.withdraw_job.apply(args=[first.pk])
+    assert fake.commands == []  # the array's own retry cancels the member by its id
+    second.request_cancel()
+    tasks.withdraw_job.apply(args=[second.pk])
+    assert fake.commands == [["scancel", f"--name={array.scheduler_name}", "--user=alice"]]
+
+
+def test_a_withdrawal_of_a_job_the_portal_knows_the_id_of_does_nothing(fake, job):
+    job.mark_submit_sent()
+    Job.objects.filter(pk=job.pk).update(state="cancelled", scheduler_job_id="91")
+    tasks.withdraw_job.apply(args=[job.pk])
+    assert fake.commands == []
 
 
 def pending(job, sid="55"):

@@ -187,6 +187,36 @@ def test_redelivered_submit_after_a_lost_update_adopts_the_submitted_job(schedul
     assert jobs_named(job) == [listed_id(job)]
 
 
+# Whether the user's job named ``$1`` is still queued or running (prints its id then).
+LIVE_NAMED = {
+    "slurm": 'squeue -h --states=PENDING,RUNNING,CONFIGURING -u "$(id -un)" --name="$1" -o %i',
+    "htcondor": 'condor_q -constraint "PortalName == \\"$1\\" && JobStatus =!= 3" -af ClusterId',
+}
+
+
+def live_named(job: Job) -> str:
+    command = LIVE_NAMED[job.cluster.scheduler]
+    return remote(job.cluster_account, ["bash", "-c", command, "live", job.scheduler_name]).strip()
+
+
+def test_a_job_cancelled_after_a_submit_that_never_answered_is_withdrawn(scheduler_cluster, owner):
+    """The fault run's orphan: a try ran the submit step, its answer was lost (the
+    connection dropped) and the job, still queued in the portal, was cancelled. The
+    cancel ends it at once and its event withdraws, by name, what runs on the cluster."""
+    job = factories.submitted_job(owner, scheduler_cluster, "sleep 300")
+    Job.objects.filter(pk=job.pk).update(state="queued", scheduler_job_id="")
+    job.refresh_from_db()
+    assert job.submit_sent_at is not None and live_named(job)
+    assert job.request_cancel() is False
+    (event,) = job.events.filter(to_state="cancelled")
+    tasks.withdraw_job.apply(args=[job.pk], kwargs={"outbox_event": event.pk})
+    polling.until(lambda: not live_named(job), 30, "the withdrawn job to leave the queue")
+    job.refresh_from_db()
+    assert job.state == "cancelled" and "cancelled too" in job.message
+    # Withdrawing again, nothing named so left: not an error.
+    tasks.withdraw_job.apply(args=[job.pk]).get()
+
+
 # How many jobs the test syncs: as many as the cluster runs within seconds (the pool has
 # 4 CPUs and claims a slot anew for each job). The commands one sync of them may issue,
 # however many they are: while they wait or run (Slurm: squeue --json, which lists ended
