@@ -1,7 +1,7 @@
 from django.urls import path
 
 from frontend import compare, experiments, usage
-from frontend.views import account, jobs, logs
+from frontend.views import account, jobs, logs, ssh
 from jobs.metrics import views as metrics
 
 urlpatterns = [
@@ -25,6 +25,7 @@ urlpatterns = [
     path("jobs/<int:pk>/metrics/ranks/", metrics.job_metrics_ranks, name="job-metrics-ranks"),
     path("jobs/<int:pk>/metrics/export/", metrics.job_metrics_export, name="job-metrics-export"),
     path("jobs/<int:pk>/cancel/", jobs.job_cancel, name="job-cancel"),
+    path("jobs/<int:pk>/ssh/", ssh.job_ssh, name="job-ssh"),
     path("jobs/<int:pk>/release/", jobs.job_release, name="job-release"),
     path("jobs/<int:pk>/shorten/", jobs.job_shorten, name="job-shorten"),
     path("jobs/<int:pk>/keep-gpus/", jobs.job_keep_gpus, name="job-keep-gpus"),
@@ -36,6 +37,8 @@ urlpatterns = [
     path("usage/efficiency/", usage.efficiency_page, name="efficiency"),
     path("account/", account.account, name="account"),
     path("account/tokens/", account.token_create, name="token-create"),
+    path("account/ssh-keys/", account.ssh_key_add, name="ssh-key-add"),
+    path("account/ssh-keys/<int:pk>/remove/", account.ssh_key_remove, name="ssh-key-remove"),
     path("account/tokens/<int:pk>/revoke/", account.token_revoke, name="token-revoke"),
     path("account/<int:pk>/test/", account.account_test, name="account-test"),
 ]

@@ -163,6 +163,12 @@ def may_act(user: Any, owner_id: int | None) -> bool:
     return sees_every_job(user) or (owner_id is not None and owner_id == user.pk)
 
 
+def may_enter(user: Any, owner_id: int | None) -> bool:
+    """SSH into a job's allocation: its owner alone, never staff nor a project's members (a
+    certificate is a shell as the owner's cluster user; nobody else may be them)."""
+    return owner_id is not None and getattr(user, "pk", None) == owner_id
+
+
 def may_relaunch(user: Any, owner_id: int | None, project_id: int | None, private: bool) -> bool:
     """Launch again as themselves: its owner, staff, or a member (or manager) of its
     project who may see it."""

@@ -101,6 +101,8 @@ class ClusterAdmin(admin.ModelAdmin):
                     "host_key_fingerprint",
                     "login_mode",
                     "ssh_auth",
+                    "user_ssh_host",
+                    "node_ssh",
                 )
             },
         ),

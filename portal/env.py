@@ -38,7 +38,9 @@ def env_bool(name: str, default: bool = False) -> bool:
     raise ImproperlyConfigured(f"{name}={value!r} is not a boolean (use 1/0, true/false, yes/no)")
 
 
-def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+def env_int(
+    name: str, default: int, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
     value = os.environ.get(name)
     if value is None or value.strip() == "":
         return default
@@ -48,6 +50,8 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
         raise ImproperlyConfigured(f"{name}={value!r} is not an integer") from None
     if minimum is not None and number < minimum:
         raise ImproperlyConfigured(f"{name}={number} must be at least {minimum}")
+    if maximum is not None and number > maximum:
+        raise ImproperlyConfigured(f"{name}={number} must be at most {maximum}")
     return number
 
 

@@ -229,6 +229,19 @@ class Client:
         return self._one("experiment", method, experiment_id, tail, **kwargs)
 
     # --- transfers (files/api.py) -----------------------------------------------------
+    def ssh_keys(self) -> list[dict]:
+        return self.request("GET", "ssh-keys/")
+
+    def add_ssh_key(self, public_key: str, name: str = "") -> dict:
+        return self.request("POST", "ssh-keys/", body={"public_key": public_key, "name": name})
+
+    def remove_ssh_key(self, key_id: int) -> None:
+        self.request("DELETE", f"ssh-keys/{int(key_id)}/", raw=True)
+
+    def ssh_certificate(self, job_id: int, **fields) -> dict:
+        """A certificate for one of your keys and the way into your running job."""
+        return self._job_request("POST", job_id, "ssh/", body=fields)
+
     def remotes(self) -> list[dict]:
         return self.request("GET", "remotes/")
 

@@ -20,6 +20,7 @@ import sys
 import time
 import webbrowser
 from datetime import datetime
+from pathlib import Path
 
 from portal_client import __version__
 from portal_client.api import Client, PortalError
@@ -602,6 +603,96 @@ def _transfer_line(t: dict) -> list[str]:
     return [str(t["id"]), t["state"], done, t["what"], (t["message"] or "")[:60]]
 
 
+def cmd_keys_list(client: Client, args, out: Output) -> int:
+    keys = client.ssh_keys()
+    rows = [
+        [str(k["id"]), k["name"], k["fingerprint"], k["last_certified_at"] or "-"] for k in keys
+    ]
+    text = _table(rows, ["ID", "NAME", "FINGERPRINT", "LAST CERTIFIED"]) if rows else "no keys"
+    out.data(keys, text)
+    return 0
+
+
+def cmd_keys_add(client: Client, args, out: Output) -> int:
+    path = Path(args.file).expanduser()
+    if not path.name.endswith(".pub"):
+        raise PortalError(f"{path} is not a .pub file: the portal takes public keys only.")
+    try:
+        text = path.read_text()[: 16 * 1024 + 1]
+    except OSError as exc:
+        raise PortalError(f"{path}: {exc.strerror}") from None
+    key = client.add_ssh_key(text, args.name or "")
+    out.data(key, f"added key {key['id']}: {key['name']} {key['fingerprint']}")
+    return 0
+
+
+def cmd_keys_remove(client: Client, args, out: Output) -> int:
+    client.remove_ssh_key(args.id)
+    out.data({"removed": args.id}, f"removed key {args.id}")
+    return 0
+
+
+def _identity(option: str | None) -> Path:
+    """The private key to use: -i, else the first of ~/.ssh/id_ed25519, id_ecdsa, id_rsa."""
+    if option:
+        return Path(option).expanduser()
+    for name in ("id_ed25519", "id_ecdsa", "id_rsa"):
+        path = Path("~/.ssh").expanduser() / name
+        if path.exists() and path.with_name(f"{name}.pub").exists():
+            return path
+    raise PortalError("No SSH key found in ~/.ssh; make one with `ssh-keygen -t ed25519`, or -i.")
+
+
+def cmd_ssh(client: Client, args, out: Output) -> int:
+    identity = _identity(args.identity)
+    public = identity.with_name(f"{identity.name}.pub")
+    try:
+        public_key = public.read_text()[: 16 * 1024 + 1]
+    except OSError:
+        raise PortalError(f"{public} is missing: the portal certifies the key's .pub.") from None
+    folder = Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "portal" / "ssh"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    certificate_file = folder / f"job-{args.id}-cert.pub"
+    known_hosts = folder / "known_hosts"
+    command = list(args.command or [])
+    issued = client.ssh_certificate(
+        args.id,
+        public_key=public_key,
+        identity_file=str(identity),
+        certificate_file=str(certificate_file),
+        known_hosts_file=str(known_hosts),
+        **({"command": command} if command else {}),
+    )
+    _write_private(certificate_file, issued["certificate"] + "\n")
+    if issued["known_hosts"]:
+        _remember_host(known_hosts, issued["known_hosts"])
+    if args.print_config:
+        out.data(issued, issued["ssh_config"].rstrip("\n"))
+        return 0
+    out.note(f"certificate {issued['key_id']} valid until {issued['valid_before']}")
+    argv = ["ssh", *issued["ssh_args"]]
+    if args.dry_run:
+        out.data({"argv": argv}, " ".join(shlex.quote(a) for a in argv))
+        return 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execvp("ssh", argv)
+    return 0  # (not reached)
+
+
+def _write_private(path: Path, text: str) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as fh:
+        fh.write(text)
+
+
+def _remember_host(path: Path, line: str) -> None:
+    """Add the login node's pinned key to the portal's own known_hosts (never ~/.ssh's)."""
+    known = path.read_text().splitlines() if path.exists() else []
+    if line.strip() not in known:
+        _write_private(path, "".join(f"{k}\n" for k in [*known, line.strip()] if k))
+
+
 def cmd_remotes(client: Client, args, out: Output) -> int:
     rows = [[r["name"], r["kind"], "site" if r["site"] else "yours"] for r in client.remotes()]
     out.data(rows, _table(rows, ["NAME", "KIND", "WHOSE"]) if rows else "no remotes")
@@ -1093,6 +1184,40 @@ def build_parser() -> argparse.ArgumentParser:
     relaunch.add_argument("--trial", type=int, help="which trial (default: the best)")
     relaunch.set_defaults(run=cmd_sweep_relaunch)
 
+    keys = commands.add_parser(
+        "keys",
+        help="your SSH public keys, which `portal ssh` has certified",
+        description="The public keys the portal may certify for you (for `portal ssh`).",
+    )
+    key_actions = keys.add_subparsers(dest="keys_cmd", metavar="ACTION", required=True)
+    key_actions.add_parser("list", help="your keys").set_defaults(run=cmd_keys_list)
+    add = key_actions.add_parser("add", help="add a public key (a .pub file)")
+    add.add_argument("file", help="e.g. ~/.ssh/id_ed25519.pub")
+    add.add_argument("--name", help="a name for it (default: the key's comment)")
+    add.set_defaults(run=cmd_keys_add)
+    remove = key_actions.add_parser("remove", help="remove a key")
+    remove.add_argument("id", type=job_id)
+    remove.set_defaults(run=cmd_keys_remove)
+
+    ssh = commands.add_parser(
+        "ssh",
+        usage="portal ssh [-i KEY] [--print-config] [--dry-run] ID [-- COMMAND [ARGS...]]",
+        help="a shell (or COMMAND) inside your running job, with your own ssh",
+        description="Fetch a short-lived certificate for your key and SSH into the job's "
+        "allocation on its node through the login node (the key must be added: `portal keys "
+        "add`). What follows `--` runs instead of a shell.",
+    )
+    ssh.add_argument("id", type=job_id)
+    ssh.add_argument("-i", "--identity", help="private key (default: ~/.ssh/id_ed25519, ...)")
+    ssh.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print an ~/.ssh/config stanza for the job (e.g. for VS Code Remote-SSH) instead",
+    )
+    ssh.add_argument("--dry-run", action="store_true", help="print the ssh command, run nothing")
+    ssh.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    ssh.set_defaults(run=cmd_ssh)
+
     commands.add_parser("remotes", help="remotes you may copy to and from").set_defaults(
         run=cmd_remotes
     )
@@ -1130,7 +1255,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    own = ("-i", "--identity", "--print-config", "--dry-run")
+    if args.cmd == "ssh" and args.command and args.command[0].startswith(own):
+        parser.error(f"{args.command[0]} goes before the job id (what follows it is the command)")
     # argparse.REMAINDER keeps the `--` itself (Python 3.11); it is not part of the command.
     if getattr(args, "command", None) and args.command[0] == "--":
         args.command = args.command[1:]

@@ -7,12 +7,13 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from frontend.forms import ClusterAccountForm
-from jobs import audit
+from jobs import audit, personal_ssh
 from jobs.cluster import pool, ssh
-from jobs.models import ApiToken, Cluster, ClusterAccount
+from jobs.models import ApiToken, Cluster, ClusterAccount, PersonalKey
 from portal.throttle import throttled
 
 
@@ -45,6 +46,8 @@ def account(request):
             ssh_auth=Cluster.SshAuth.CERTIFICATE,
         ).exclude(accounts__user=request.user),
         "tokens": ApiToken.objects.filter(user=request.user),
+        "ssh_keys": PersonalKey.objects.filter(user=request.user),
+        "ssh_cert_minutes": settings.PORTAL_SSH_USER_CERT_MINUTES,
         "token_max_days": settings.PORTAL_API_TOKEN_MAX_DAYS,
         # Shown once, straight after creation (kept in the session only until this render).
         "new_token": request.session.pop("new_api_token", None),
@@ -72,6 +75,29 @@ def token_create(request):
     request.session["new_api_token"] = token
     request.session["new_api_token_name"] = row.name
     return redirect("account")
+
+
+@login_required
+@require_POST
+def ssh_key_add(request):
+    try:
+        key = personal_ssh.add_key(
+            request.user, request.POST.get("public_key", ""), request.POST.get("name", "")
+        )
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(request, f"Key {key.name} added ({key.fingerprint}).")
+    return redirect(f"{reverse('account')}#ssh-keys")
+
+
+@login_required
+@require_POST
+def ssh_key_remove(request, pk: int):
+    key = get_object_or_404(PersonalKey.objects.filter(user=request.user), pk=pk)
+    personal_ssh.remove_key(request.user, key)
+    messages.info(request, f"Key {key.name} removed.")
+    return redirect(f"{reverse('account')}#ssh-keys")
 
 
 @login_required

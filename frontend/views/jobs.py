@@ -19,6 +19,7 @@ from frontend.views.common import (
     int_or_404,
     wants_json,
 )
+from frontend.views.ssh import ssh_context
 from jobs import access, lifecycle, schedulers
 from jobs.access import sees_every_job
 from jobs.display import when
@@ -215,6 +216,7 @@ def job_detail(request, pk: int):
     }
     if job.has_session:
         context.update(session_context(request.user, job))
+    context.update(ssh_context(request.user, job))
     context.update(links.form_context(request.user, [job]))
     if job.is_final and template == "frontend/job_detail.html":
         context["fit"] = rightsize.fit_of(job)

@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
@@ -52,8 +52,14 @@ Outcome = AuditEvent.Outcome
 # is the row already written, not a new one.
 FOLLOW_WINDOW = 300
 
-# Exceptions that are the portal saying no by rule (recorded as refused, not failed).
-REFUSALS: tuple[type[Exception], ...] = (files.BadPath, files.NotARegularFile, PermissionDenied)
+# Exceptions that are the portal saying no by rule or to bad input (recorded as refused,
+# not failed).
+REFUSALS: tuple[type[Exception], ...] = (
+    files.BadPath,
+    files.NotARegularFile,
+    PermissionDenied,
+    ValidationError,
+)
 
 
 @dataclass

@@ -208,28 +208,77 @@ def sign(
     cluster: str = "",
     request_id: str = "",
 ) -> SSHCertificate:
-    """A user certificate for ``public_key``, signed by the first CA (see ``issue``)."""
+    """A user certificate for ``public_key``, signed by the first CA (see ``issue``): no
+    extensions (no terminal, no forwarding), PORTAL_SSH_CERT_MINUTES."""
+    return _certificate(
+        public_key,
+        cluster_user,
+        lambda serial: make_key_id(
+            portal_user or "-", cluster_user, cluster, purpose, serial, request_id
+        ),
+        minutes=settings.PORTAL_SSH_CERT_MINUTES,
+        extensions=(),
+        addresses=settings.PORTAL_SSH_CERT_SOURCE_ADDRESSES,
+    )
+
+
+# What a person's own certificate permits (jobs/cluster/node_access.py): a terminal, and
+# the port forwarding an editor's remote server needs; never agent or X11 forwarding or
+# ~/.ssh/rc.
+PERSONAL_EXTENSIONS = (b"permit-pty", b"permit-port-forwarding")
+
+
+def sign_personal(
+    public_key,
+    cluster_user: str,
+    portal_user: str,
+    purpose: str,
+    *,
+    cluster: str,
+    request_id: str = "",
+    now: dt.datetime | None = None,
+) -> SSHCertificate:
+    """A certificate for a person's own key (jobs.models.PersonalKey): ``cluster_user`` the
+    only principal, valid for PORTAL_SSH_USER_CERT_MINUTES from ``now``, a terminal and
+    port forwarding, ``source-address`` from PORTAL_SSH_USER_CERT_SOURCE_ADDRESSES."""
+    return _certificate(
+        public_key,
+        cluster_user,
+        lambda serial: make_key_id(portal_user, cluster_user, cluster, purpose, serial, request_id),
+        minutes=settings.PORTAL_SSH_USER_CERT_MINUTES,
+        extensions=PERSONAL_EXTENSIONS,
+        addresses=settings.PORTAL_SSH_USER_CERT_SOURCE_ADDRESSES,
+        now=now,
+    )
+
+
+def _certificate(
+    public_key,
+    principal: str,
+    key_id,
+    *,
+    minutes: int,
+    extensions: tuple[bytes, ...],
+    addresses: list[str],
+    now: dt.datetime | None = None,
+) -> SSHCertificate:
     ca = signing_key()
     serial = secrets.randbits(64)
-    now = dt.datetime.now(dt.UTC)
-    minutes = settings.PORTAL_SSH_CERT_MINUTES
+    now = now or dt.datetime.now(dt.UTC)
     builder = (
         SSHCertificateBuilder()
         .public_key(public_key)
         .serial(serial)
         .type(SSHCertificateType.USER)
-        .key_id(
-            make_key_id(
-                portal_user or "-", cluster_user, cluster, purpose, serial, request_id
-            ).encode()
-        )
-        .valid_principals([cluster_user.encode()])
+        .key_id(key_id(serial).encode())
+        .valid_principals([principal.encode()])
         .valid_after(int((now - CLOCK_SKEW).timestamp()))
         .valid_before(int((now + dt.timedelta(minutes=minutes)).timestamp()))
     )
-    addresses = settings.PORTAL_SSH_CERT_SOURCE_ADDRESSES
     if addresses:
         builder = builder.add_critical_option(b"source-address", ",".join(addresses).encode())
+    for name in extensions:
+        builder = builder.add_extension(name, b"")
     return builder.sign(ca)
 
 

@@ -26,8 +26,10 @@ import socket
 import socketserver
 import struct
 from pathlib import Path
+from typing import TypeGuard
 
 import paramiko
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from django.conf import settings
@@ -108,6 +110,26 @@ def issue(account, requester: str, purpose: str) -> paramiko.PKey:
     return certs.with_certificate(key, certificate)
 
 
+def certify(account, personal_key, requester: str, purpose: str) -> str:
+    """A certificate line for a person's own key (jobs.models.PersonalKey) on ``account``:
+    asked of the signer when there is one, else decided here by the same rules
+    (``answer``). Refused with the reason, Unreachable when the signer cannot be asked."""
+    request = {
+        "account": account.pk,
+        "personal_key": personal_key.pk,
+        "purpose": purpose[:TEXT_MAX],
+        "requester": requester[:TEXT_MAX],
+        "request_id": context.current(),
+    }
+    if settings.PORTAL_SSH_SIGNER_SOCKET:
+        reply = _ask(settings.PORTAL_SSH_SIGNER_SOCKET, request)
+    else:
+        reply = answer(request)
+    if not isinstance(reply.get("certificate"), str):
+        raise Refused(str(reply.get("error", "the signer refused")))
+    return reply["certificate"]
+
+
 def _ask(path: str, request: dict) -> dict:
     limit = deadline.cap(TIMEOUT)  # within the task's deadline too
     if limit <= 0:
@@ -150,6 +172,8 @@ def answer(request: object) -> dict:
 
     if not isinstance(request, dict):
         return {"error": "the request is not a JSON object"}
+    if "personal_key" in request:
+        return _answer_personal(request)
     account_id, public_line = request.get("account"), request.get("public_key")
     purpose, requester = request.get("purpose", ""), request.get("requester", "")
     if not isinstance(account_id, int) or isinstance(account_id, bool):
@@ -158,7 +182,7 @@ def answer(request: object) -> dict:
         return {"error": "public_key, purpose and requester must be text"}
     try:
         public = serialization.load_ssh_public_key(str(public_line).encode())
-    except (ValueError, TypeError, NotImplementedError):
+    except (ValueError, TypeError, NotImplementedError, UnsupportedAlgorithm, UnicodeError):
         return {"error": "public_key is not an OpenSSH public key"}
     if not isinstance(public, ed25519.Ed25519PublicKey):
         return {"error": "public_key must be an Ed25519 key"}
@@ -178,6 +202,49 @@ def answer(request: object) -> dict:
             purpose[:TEXT_MAX],
             cluster=account.cluster.name,
             request_id=context.well_formed(request.get("request_id")),  # (else none)
+        )
+    except certs.CAMissing as exc:
+        return {"error": str(exc)}
+    return {"certificate": certificate.public_bytes().decode()}
+
+
+def _is_id(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _answer_personal(request: dict) -> dict:
+    """A certificate for a person's own registered key, on their own account only: the
+    requester must be the account's person and the key theirs; the principal is the
+    account's cluster user as stored."""
+    from jobs.models import ClusterAccount, PersonalKey
+
+    account_id, key_id = request.get("account"), request.get("personal_key")
+    purpose, requester = request.get("purpose", ""), request.get("requester", "")
+    if not (_is_id(account_id) and _is_id(key_id)):
+        return {"error": "account and personal_key must be ids"}
+    if not all(isinstance(v, str) for v in (purpose, requester)) or not requester:
+        return {"error": "purpose and requester must be text"}
+    account = ClusterAccount.objects.select_related("cluster", "user").filter(pk=account_id).first()
+    if account is None or account.user is None:
+        return {"error": f"no cluster account {account_id} of a person"}
+    if account.user.get_username() != requester:
+        return {"error": "a person's certificate is only for their own account"}
+    key = PersonalKey.objects.filter(pk=key_id, user=account.user).first()
+    if key is None:
+        return {"error": "that key is not one of the account's person's keys"}
+    if not account.cluster.uses_certificates:
+        return {"error": f"{account.cluster.name} does not use certificates"}
+    refusal = signing_refusal(account, requester)
+    if refusal:
+        return {"error": refusal}
+    try:
+        certificate = certs.sign_personal(
+            key.load(),
+            account.username,  # the stored cluster user, never a name from the request
+            requester[:TEXT_MAX],
+            f"{purpose[:TEXT_MAX]} key {key.fingerprint}",
+            cluster=account.cluster.name,
+            request_id=context.well_formed(request.get("request_id")),
         )
     except certs.CAMissing as exc:
         return {"error": str(exc)}

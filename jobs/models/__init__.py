@@ -13,6 +13,7 @@
 - attempts: JobAttempt (each run of a requeued job, from accounting)
 - gpus: GpuType (a cluster's GPU types: capability, memory) and choosing by them
 - tokens: ApiToken
+- personal_keys: PersonalKey (a person's SSH public keys, certified to reach their jobs)
 - audit: AuditEvent (what the portal did on a cluster for whom)
 - annotations: also JobTag (a run's tags) and the bounds of tags, notes and parameters
 """
@@ -27,6 +28,7 @@ from jobs.models.clusters import Cluster, Partition
 from jobs.models.events import JobEvent
 from jobs.models.gpus import GpuType
 from jobs.models.job import Job
+from jobs.models.personal_keys import PersonalKey
 from jobs.models.tokens import ApiToken
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "GpuType",
     "ImageCheck",
     "Job",
+    "PersonalKey",
     "JobArray",
     "JobAttempt",
     "JobEvent",

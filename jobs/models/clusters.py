@@ -57,6 +57,10 @@ class Cluster(models.Model):
         SLURM = "slurm", "Slurm"
         HTCONDOR = "htcondor", "HTCondor"
 
+    class NodeSsh(models.TextChoices):
+        SRUN = "srun", "Through the login node with srun --overlap (Slurm)"
+        PROXYJUMP = "proxyjump", "Jump to the node: its sshd adopts logins (pam_slurm_adopt)"
+
     class SshAuth(models.TextChoices):
         KEY_PAIR = "key_pair", "A stored key pair per account"
         CERTIFICATE = "certificate", "Short-lived certificates signed by the portal's CA"
@@ -79,6 +83,24 @@ class Cluster(models.Model):
         validators=[validators.host_key],
         help_text="Pinned SSH host key: the public key line or its SHA256 fingerprint. "
         "Connections presenting any other key are refused.",
+    )
+    user_ssh_host = models.CharField(
+        "login node for people",
+        max_length=253,
+        blank=True,
+        validators=[validators.hostname],
+        help_text="The login node's name as people reach it with their own SSH client (on the "
+        "SSH port above), when it differs from the SSH host the portal uses. Empty: the SSH host.",
+    )
+    node_ssh = models.CharField(
+        "SSH into a job",
+        max_length=16,
+        choices=NodeSsh.choices,
+        default=NodeSsh.SRUN,
+        help_text="How a person's own SSH client (a terminal, VS Code Remote-SSH) enters their "
+        "running job with a certificate from the portal (clusters in certificate mode): a "
+        "step of the job started through the login node, or a jump to the job's node where "
+        "pam_slurm_adopt puts the login into the job. HTCondor pools use condor_ssh_to_job.",
     )
     login_mode = models.CharField(
         max_length=16,

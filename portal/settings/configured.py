@@ -197,6 +197,12 @@ PORTAL_SSH_CA_KEY_FILES = env_list(
 )
 PORTAL_SSH_CERT_MINUTES = env_int("PORTAL_SSH_CERT_MINUTES", 5, minimum=1)
 PORTAL_SSH_CERT_SOURCE_ADDRESSES = env_networks("PORTAL_SSH_CERT_SOURCE_ADDRESSES", [])
+# A person's own certificate, for SSH into their running job from their terminal or editor
+# (jobs/cluster/node_access.py): valid for PORTAL_SSH_USER_CERT_MINUTES (at most a day) and,
+# with PORTAL_SSH_USER_CERT_SOURCE_ADDRESSES (CIDRs: the networks people connect from, a
+# VPN's say), only from those addresses.
+PORTAL_SSH_USER_CERT_MINUTES = env_int("PORTAL_SSH_USER_CERT_MINUTES", 60, minimum=1, maximum=1440)
+PORTAL_SSH_USER_CERT_SOURCE_ADDRESSES = env_networks("PORTAL_SSH_USER_CERT_SOURCE_ADDRESSES", [])
 # Where signing happens (jobs/cluster/signer.py): with PORTAL_SSH_SIGNER_SOCKET set, this
 # process asks the signer (`manage.py ssh_signer`, the only process given the CA key files)
 # for each certificate and never reads the key; the signer serves its own user and those

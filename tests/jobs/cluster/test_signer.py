@@ -60,6 +60,10 @@ def test_the_signer_signs_the_stored_cluster_user_naming_who_asked(account):
         ({"account": True}, "account id"),
         ({"account": 10**9, "public_key": "", "purpose": "", "requester": ""}, "OpenSSH"),
         ({"account": 1, "public_key": 5}, "must be text"),
+        (
+            {"account": 1, "public_key": "U\U0010068a AAAA", "purpose": "", "requester": ""},
+            "OpenSSH",
+        ),
     ],
 )
 def test_malformed_requests_are_refused(account, bad, message):
