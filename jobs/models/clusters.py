@@ -88,6 +88,7 @@ class Cluster(models.Model):
         "login node for people",
         max_length=253,
         blank=True,
+        db_default="",  # (the previous release inserts clusters without it)
         validators=[validators.hostname],
         help_text="The login node's name as people reach it with their own SSH client (on the "
         "SSH port above), when it differs from the SSH host the portal uses. Empty: the SSH host.",
@@ -97,6 +98,7 @@ class Cluster(models.Model):
         max_length=16,
         choices=NodeSsh.choices,
         default=NodeSsh.SRUN,
+        db_default=NodeSsh.SRUN,
         help_text="How a person's own SSH client (a terminal, VS Code Remote-SSH) enters their "
         "running job with a certificate from the portal (clusters in certificate mode): a "
         "step of the job started through the login node, or a jump to the job's node where "
