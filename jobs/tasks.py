@@ -125,16 +125,18 @@ def _submit_claimed(task, job: Job) -> None:
 def _cancel_submitted(job: Job, account, scheduler_id: str, name: str) -> None:
     """scancel what a submission just started for ``job``, cancelled while it was being
     submitted (audited for its owner): no orphan is left running."""
-    with audit.action(
-        audit.Action.CANCEL,
-        user=job.owner,
-        account=account,
-        target=f"job {job.pk} ({scheduler_id}), cancelled while submitted",
-    ):
-        pool.with_connection(
-            account,
-            lambda conn: schedulers.for_cluster(job.cluster).cancel(conn, scheduler_id, name),
-        )
+    _cancel_for_owner(
+        job,
+        account,
+        f"job {job.pk} ({scheduler_id}), cancelled while submitted",
+        lambda conn: schedulers.for_cluster(job.cluster).cancel(conn, scheduler_id, name),
+    )
+
+
+def _cancel_for_owner(job: Job, account, target: str, operation) -> None:
+    """Run a cancel on the cluster the portal does for ``job``'s owner, audited as theirs."""
+    with audit.action(audit.Action.CANCEL, user=job.owner, account=account, target=target):
+        pool.with_connection(account, operation)
 
 
 def _submit_failed(task, exc: Exception, claimed, what: str, jobs: list[Job]) -> None:
@@ -563,18 +565,14 @@ def withdraw_job(self, job_id: int, outbox_event: int | None = None) -> None:
         account = ClusterAccount.for_user(job.cluster, job.owner)
         if account is not None:
             try:
-                with audit.action(
-                    audit.Action.CANCEL,
-                    user=job.owner,
-                    account=account,
-                    target=f"job {job.pk}, {job.scheduler_name} withdrawn after an unsure submit",
-                ):
-                    pool.with_connection(
-                        account,
-                        lambda conn: schedulers.for_cluster(job.cluster).cancel_named(
-                            conn, account.username, job.scheduler_name
-                        ),
-                    )
+                _cancel_for_owner(
+                    job,
+                    account,
+                    f"job {job.pk}, {job.scheduler_name} withdrawn after an unsure submit",
+                    lambda conn: schedulers.for_cluster(job.cluster).cancel_named(
+                        conn, account.username, job.scheduler_name
+                    ),
+                )
             except ssh.ClusterError as exc:
                 if exc.transient and self.request.retries < settings.PORTAL_SUBMIT_MAX_RETRIES:
                     raise self.retry(countdown=backoff(self.request.retries)) from None

@@ -25,6 +25,7 @@ import pwd
 import socket
 import socketserver
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeGuard
 
@@ -189,20 +190,30 @@ def answer(request: object) -> dict:
     account = ClusterAccount.objects.select_related("cluster", "user").filter(pk=account_id).first()
     if account is None:
         return {"error": f"no cluster account {account_id}"}
-    if not account.cluster.uses_certificates:
-        return {"error": f"{account.cluster.name} does not use certificates"}
-    refusal = signing_refusal(account, requester)
-    if refusal:
-        return {"error": refusal}
-    try:
-        certificate = certs.sign(
+    return _signed(
+        account,
+        requester,
+        lambda: certs.sign(
             public,
             account.username,  # the stored cluster user, never a name from the request
             requester[:TEXT_MAX],
             purpose[:TEXT_MAX],
             cluster=account.cluster.name,
             request_id=context.well_formed(request.get("request_id")),  # (else none)
-        )
+        ),
+    )
+
+
+def _signed(account, requester: str, sign: Callable[[], certs.SSHCertificate]) -> dict:
+    """The answer once the request is read: ``sign()``'s certificate if the account's
+    cluster takes certificates and the account may be signed for now, else why not."""
+    if not account.cluster.uses_certificates:
+        return {"error": f"{account.cluster.name} does not use certificates"}
+    refusal = signing_refusal(account, requester)
+    if refusal:
+        return {"error": refusal}
+    try:
+        certificate = sign()
     except certs.CAMissing as exc:
         return {"error": str(exc)}
     return {"certificate": certificate.public_bytes().decode()}
@@ -232,23 +243,18 @@ def _answer_personal(request: dict) -> dict:
     key = PersonalKey.objects.filter(pk=key_id, user=account.user).first()
     if key is None:
         return {"error": "that key is not one of the account's person's keys"}
-    if not account.cluster.uses_certificates:
-        return {"error": f"{account.cluster.name} does not use certificates"}
-    refusal = signing_refusal(account, requester)
-    if refusal:
-        return {"error": refusal}
-    try:
-        certificate = certs.sign_personal(
+    return _signed(
+        account,
+        requester,
+        lambda: certs.sign_personal(
             key.load(),
             account.username,  # the stored cluster user, never a name from the request
             requester[:TEXT_MAX],
             f"{purpose[:TEXT_MAX]} key {key.fingerprint}",
             cluster=account.cluster.name,
             request_id=context.well_formed(request.get("request_id")),
-        )
-    except certs.CAMissing as exc:
-        return {"error": str(exc)}
-    return {"certificate": certificate.public_bytes().decode()}
+        ),
+    )
 
 
 def allowed_uids() -> set[int]:
