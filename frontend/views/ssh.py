@@ -7,7 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from frontend.views.common import get_job_for_user
+from frontend.views.common import get_job_for_user, int_or_404
 from jobs import personal_ssh
 from jobs.cluster import node_access
 from jobs.models import PersonalKey
@@ -25,7 +25,8 @@ def ssh_context(user, job) -> dict:
 def job_ssh(request, pk: int):
     job = get_job_for_user(request, pk)
     key = get_object_or_404(
-        PersonalKey.objects.filter(user=request.user), pk=request.POST.get("key") or 0
+        PersonalKey.objects.filter(user=request.user),
+        pk=int_or_404(request.POST.get("key", "")),
     )
     try:
         issued = personal_ssh.certify(request.user, job, key)

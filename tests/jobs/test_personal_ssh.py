@@ -264,3 +264,15 @@ def test_the_account_page_adds_and_removes_a_key_and_audits_both(client, owner, 
         ("ssh_key_remove", "ok"),
     ]
     assert "AAAA" not in rows[1].message
+
+
+def test_the_job_pages_ssh_form_takes_only_a_key_id_of_ones_own(client, owner, outsider, cluster):
+    job, _ = running(owner, cluster)
+    client.force_login(owner)
+    for key in ("abc", "", "1e3"):
+        assert client.post(f"/jobs/{job.pk}/ssh/", {"key": key}).status_code == 404
+    theirs = PersonalKey.add(outsider, public_line())
+    assert client.post(f"/jobs/{job.pk}/ssh/", {"key": theirs.pk}).status_code == 404
+    mine = PersonalKey.add(owner, public_line())
+    refused = client.post(f"/jobs/{job.pk}/ssh/", {"key": mine.pk}, follow=True)
+    assert "does not take certificates" in refused.content.decode()
