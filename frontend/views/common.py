@@ -42,6 +42,9 @@ def wants_json(request) -> bool:
 def int_or_404(value: str) -> int:
     """A number from the query string (a job's id); 404 when it is none."""
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
         raise Http404("no such job") from None
+    if not 0 < number < 2**63:  # (a database id; beyond it the query itself would fail)
+        raise Http404("no such job")
+    return number

@@ -75,7 +75,9 @@ def _path(name: str, default: str) -> serializers.CharField:
 
 
 class CertificateRequestSerializer(serializers.Serializer):
-    key = serializers.IntegerField(required=False, help_text="One of your keys, by id.")
+    key = serializers.IntegerField(
+        required=False, min_value=1, max_value=2**63 - 1, help_text="One of your keys, by id."
+    )
     public_key = serializers.CharField(
         max_length=16 * 1024, required=False, help_text="Or the public key line itself."
     )

@@ -227,6 +227,7 @@ def test_a_certificate_request_is_bounded(owner, cluster):
     url = f"/api/v1/jobs/{job.pk}/ssh/"
     too_many = {"public_key": public_line(), "command": ["x"] * 65}
     assert api.post(url, too_many, format="json").status_code == 400
+    assert api.post(url, {"key": 2**64}, format="json").status_code == 400
     newline = {"public_key": public_line(), "certificate_file": "/tmp/c\nProxyCommand x"}
     assert api.post(url, newline, format="json").status_code == 400
     unknown = api.post(url, {"public_key": public_line()}, format="json")
@@ -269,7 +270,7 @@ def test_the_account_page_adds_and_removes_a_key_and_audits_both(client, owner, 
 def test_the_job_pages_ssh_form_takes_only_a_key_id_of_ones_own(client, owner, outsider, cluster):
     job, _ = running(owner, cluster)
     client.force_login(owner)
-    for key in ("abc", "", "1e3"):
+    for key in ("abc", "", "1e3", str(2**64), "-1"):
         assert client.post(f"/jobs/{job.pk}/ssh/", {"key": key}).status_code == 404
     theirs = PersonalKey.add(outsider, public_line())
     assert client.post(f"/jobs/{job.pk}/ssh/", {"key": theirs.pk}).status_code == 404
