@@ -120,7 +120,7 @@ def ssh_config(
         f"    CertificateFile {_path(certificate_file)}",
         "    IdentitiesOnly yes",
     ]
-    if known_hosts:
+    if known_hosts and not route.node:  # (it pins the login node's key, not the nodes')
         lines += [f"    UserKnownHostsFile {_path(known_hosts)}", "    StrictHostKeyChecking yes"]
     if route.remote_command:
         lines += [
@@ -141,11 +141,11 @@ def ssh_argv(
     in the job instead of a shell."""
     argv = ["ssh", "-i", identity_file, "-o", f"CertificateFile={certificate_file}"]
     argv += ["-o", "IdentitiesOnly=yes"]
+    if route.node:  # (the login node's pinned key is not the node's: the person's own)
+        argv += ["-J", route.login, f"{route.user}@{route.node}"]
+        return argv + (["--", shlex.join(command)] if command else [])
     if known_hosts:
         argv += ["-o", f"UserKnownHostsFile={known_hosts}", "-o", "StrictHostKeyChecking=yes"]
-    if route.node:
-        argv += ["-J", route.login, f"{route.user}@{route.node}"]
-        return argv + (["--", *command] if command else [])
     argv += ["-p", str(route.port), f"{route.user}@{route.host}"]
     if command:
         return [*argv, "-T", "--", route.remote_command_for(command)]

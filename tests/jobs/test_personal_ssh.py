@@ -128,6 +128,9 @@ def test_a_proxyjump_cluster_jumps_to_the_jobs_first_node(owner, cluster):
     config = node_access.ssh_config(route, "k", "c")
     assert "HostName gpu07\n" in config and "ProxyJump alice@" in config
     assert "RemoteCommand" not in config
+    argv = node_access.ssh_argv(route, "k", "c", "/known", command=["echo", "a b"])
+    assert argv[-3:] == ["alice@gpu07", "--", "echo 'a b'"]  # one quoted line for sshd
+    assert "UserKnownHostsFile=/known" not in argv  # it pins the login node, not gpu07
 
 
 def test_htcondor_uses_condor_ssh_to_job(owner, cluster):
