@@ -584,11 +584,11 @@ def withdraw_job(self, job_id: int, outbox_event: int | None = None) -> None:
 
 
 def _withdrawable(job: Job) -> bool:
-    if not job.is_final or job.scheduler_job_id:
+    if not job.is_final or job.scheduler_job_id or not job.submission_sent:
         return False
     if job.array is None:
-        return job.submit_sent_at is not None
-    if job.array.submit_sent_at is None or job.array.submitted_at is not None:
+        return True
+    if job.array.submitted_at is not None:
         return False  # a recorded array cancels its members by id
     return not job.array.jobs.exclude(state__in=Job.FINAL_STATES).exists()
 

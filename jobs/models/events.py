@@ -66,17 +66,9 @@ def due_after(job, from_state: str, attempt_before: int, held_before: bool) -> l
         due.append(ATTEMPTS)
     if ended and job.trial_id is not None:
         due.append(EXPERIMENT)
-    if ended and not submitted and _sent(job):
+    if ended and not submitted and job.submission_sent:
         due.append(WITHDRAW)
     return due
-
-
-def _sent(job) -> bool:
-    """Whether a submission that carries ``job`` was sent to the cluster (its own, or its
-    array's): the job may run there though the portal never learnt its id."""
-    if job.array_id is not None:
-        return job.array.submit_sent_at is not None
-    return job.submit_sent_at is not None
 
 
 def _waited_long(job) -> bool:

@@ -26,6 +26,7 @@ RSA_MIN_BITS = 3072
 _NAME = re.compile(r"[^A-Za-z0-9 ._@+=:-]+")
 
 PublicKey = ed25519.Ed25519PublicKey | ec.EllipticCurvePublicKey | rsa.RSAPublicKey
+ACCEPTED = (ed25519.Ed25519PublicKey, ec.EllipticCurvePublicKey, rsa.RSAPublicKey)
 
 
 def parse_public_key(text: str) -> tuple[str, str, str]:
@@ -54,7 +55,7 @@ def parse_public_key(text: str) -> tuple[str, str, str]:
             f"This RSA key has {key.key_size} bits; use Ed25519 (ssh-keygen -t ed25519) or "
             f"RSA of at least {RSA_MIN_BITS} bits."
         )
-    if not isinstance(key, (ed25519.Ed25519PublicKey, ec.EllipticCurvePublicKey, rsa.RSAPublicKey)):
+    if not isinstance(key, ACCEPTED):
         raise ValidationError("Use an Ed25519, ECDSA or RSA key (DSA keys are refused by OpenSSH).")
     canonical = key.public_bytes(
         serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
@@ -107,7 +108,5 @@ class PersonalKey(models.Model):
 
     def load(self) -> PublicKey:
         key = serialization.load_ssh_public_key(self.public_key.encode())
-        assert isinstance(
-            key, (ed25519.Ed25519PublicKey, ec.EllipticCurvePublicKey, rsa.RSAPublicKey)
-        )
+        assert isinstance(key, ACCEPTED)
         return key

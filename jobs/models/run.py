@@ -238,6 +238,14 @@ class JobRun(models.Model):
         sent = arrays.select_for_update().filter(pk=self.array_id, submit_sent_at__isnull=False)
         return Q(pk__in=[]) if sent.exists() else Q()
 
+    @property
+    def submission_sent(self) -> bool:
+        """Whether a submission that carries this job (its own, or its array's) was sent:
+        it may run on the cluster though the portal never learnt its id."""
+        if self.array_id:
+            return self.array.submit_sent_at is not None
+        return self.submit_sent_at is not None
+
     def _refresh_sent(self) -> None:
         """Read the (never cleared) sent mark again, the array's for a member."""
         if self.array_id:
