@@ -22,8 +22,9 @@ def test_obscure_is_what_rclone_reveals():
     assert secret not in obscured and rclone.reveal(obscured) == secret
     if shutil.which("rclone") is None:
         pytest.skip("no rclone here to read it back")
+    # base64url may start with "-": after "--" rclone reads it as the argument, not a flag.
     shown = subprocess.run(
-        ["rclone", "reveal", obscured], capture_output=True, text=True, check=True
+        ["rclone", "reveal", "--", obscured], capture_output=True, text=True, check=True
     ).stdout
     assert shown.strip() == secret
 
