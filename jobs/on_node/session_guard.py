@@ -17,7 +17,18 @@ read from the environment (PORTAL_SESSION_TOKEN), never from the command line.
 Standard library only (Python 3.8+): it runs with the node's python3.
 
     python3 session_guard.py --port 8888 --upstream unix:/path/app.sock
-    python3 session_guard.py --port 8888 --upstream 127.0.0.1:9000
+    python3 session_guard.py --port 8888 --upstream 127.0.0.1:9000 --ready-path /healthz
+    python3 session_guard.py --port 8888 --upstream unix:/p/app.sock --ready-path /healthz \\
+        -- code-server --socket /p/app.sock …
+
+With ``--ready-path`` the guard first waits (up to ``--ready-seconds``) until the app
+answers a GET of that path with a status in ``--ready-status`` (200-399), and only then
+listens: the session's port accepting a connection means the app is ready, which is what
+the registration waits for. An app that never gets ready stops the guard with exit 3.
+
+With an app's command after ``--``, the guard starts it, and the two live and end
+together: the guard exits with the app's status when it ends, and stops it (SIGTERM, then
+SIGKILL after 10 s) when the guard is stopped or the app never gets ready.
 """
 
 from __future__ import annotations
@@ -26,7 +37,9 @@ import argparse
 import asyncio
 import hmac
 import os
+import signal
 import sys
+import time
 
 HEAD_MAX = 64 * 1024
 HEAD_SECONDS = 30.0
@@ -131,31 +144,123 @@ async def _drain_and_close(writer: asyncio.StreamWriter) -> None:
     writer.close()
 
 
-async def serve(port: int, guard: Guard, host: str = "0.0.0.0", ready=None) -> None:
-    server = await asyncio.start_server(guard.handle, host, port, limit=HEAD_MAX)
-    if ready is not None:
-        ready(server)
-    async with server:
-        await server.serve_forever()
+def status_ok(status: int, wanted: str) -> bool:
+    """``wanted`` is ``200-399`` or ``200`` or ``200,302``."""
+    for part in wanted.split(","):
+        low, _, high = part.strip().partition("-")
+        if int(low) <= status <= int(high or low):
+            return True
+    return False
+
+
+async def ready_status(guard: Guard, path: str) -> int | None:
+    """The status the app answers a GET of ``path`` with, None when it does not answer."""
+    try:
+        reader, writer = await asyncio.wait_for(guard.connect(), 5)
+    except (ConnectionError, OSError, asyncio.TimeoutError):  # noqa: UP041
+        return None
+    try:
+        writer.write(
+            f"GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode()
+        )
+        line = await asyncio.wait_for(reader.readline(), 10)
+        parts = line.split()
+        if len(parts) >= 2 and parts[0].startswith(b"HTTP/") and parts[1].isdigit():
+            return int(parts[1])
+        return None
+    except (ConnectionError, OSError, asyncio.TimeoutError, ValueError):  # noqa: UP041
+        return None
+    finally:
+        writer.close()
+
+
+async def wait_ready(guard: Guard, path: str, wanted: str, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        status = await ready_status(guard, path)
+        if status is not None and status_ok(status, wanted):
+            return True
+        await asyncio.sleep(0.2)
+    return False
+
+
+async def run(args: argparse.Namespace, guard: Guard, app_argv: list[str]) -> int:
+    """Start the app (when given), wait until it is ready (when asked), then listen; with
+    an app, until it exits (its exit status is the guard's), else until stopped."""
+    # The app never sees the session's secret: a terminal in it (a shared session's
+    # too) would show it, and it opens the node's port around the proxy.
+    env = {k: v for k, v in os.environ.items() if k != "PORTAL_SESSION_TOKEN"}
+    app = await asyncio.create_subprocess_exec(*app_argv, env=env) if app_argv else None
+    loop = asyncio.get_running_loop()
+    stopped = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(signum, stopped.set)
+    ended = asyncio.ensure_future(app.wait() if app is not None else stopped.wait())
+    stop = asyncio.ensure_future(stopped.wait())
+    try:
+        if args.ready_path is not None:
+            ready = asyncio.ensure_future(
+                wait_ready(guard, args.ready_path, args.ready_status, args.ready_seconds)
+            )
+            await asyncio.wait({ready, ended, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if not ready.done():
+                ready.cancel()
+                if app is not None and ended.done():
+                    print("session_guard: the app ended before it was ready", file=sys.stderr)
+                    return app.returncode or 1
+                return 0
+            if not ready.result():
+                print(
+                    f"session_guard: the app did not answer {args.ready_path} within "
+                    f"{args.ready_seconds:.0f} s",
+                    file=sys.stderr,
+                )
+                return 3
+        server = await asyncio.start_server(guard.handle, args.host, args.port, limit=HEAD_MAX)
+        async with server:
+            await asyncio.wait({ended, stop}, return_when=asyncio.FIRST_COMPLETED)
+        return (app.returncode or 0) if app is not None and ended.done() else 0
+    finally:
+        stop.cancel()
+        if app is not None and app.returncode is None:  # stopped, or not ready: the app too
+            app.terminate()
+            try:
+                await asyncio.wait_for(app.wait(), 10)
+            except asyncio.TimeoutError:  # noqa: UP041
+                app.kill()
+                await app.wait()
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Let only the portal's proxy reach an app.")
+    parser = argparse.ArgumentParser(
+        description="Let only the portal's proxy reach an app.",
+        usage="%(prog)s --port PORT --upstream UPSTREAM [options] [-- APP ARGS...]",
+    )
     parser.add_argument("--port", type=int, required=True, help="the session's port")
     parser.add_argument("--upstream", required=True, help="unix:/path or HOST:PORT of the app")
     parser.add_argument("--host", default="0.0.0.0", help="where to listen (all addresses)")
     parser.add_argument("--head-seconds", type=float, default=HEAD_SECONDS)
-    args = parser.parse_args(argv)
+    parser.add_argument("--ready-path", help="listen only once the app answers GET PATH")
+    parser.add_argument("--ready-status", default="200-399", help="statuses that mean ready")
+    parser.add_argument("--ready-seconds", type=float, default=900.0)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    app_argv = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    if args.ready_path is not None and not (
+        args.ready_path.startswith("/")
+        and args.ready_path.isprintable()
+        and " " not in args.ready_path
+    ):
+        parser.error("--ready-path is a path starting with / without spaces")
+    try:
+        status_ok(200, args.ready_status)
+    except ValueError:
+        parser.error("--ready-status is like 200-399 or 200,302")
     secret = os.environ.get("PORTAL_SESSION_TOKEN", "")
     if len(secret) < 16:
         print("session_guard: PORTAL_SESSION_TOKEN is missing or short", file=sys.stderr)
         return 2
-    guard = Guard(args.upstream, secret, args.head_seconds)
-    try:
-        asyncio.run(serve(args.port, guard, args.host))
-    except KeyboardInterrupt:
-        pass
-    return 0
+    return asyncio.run(run(args, Guard(args.upstream, secret, args.head_seconds), app_argv))
 
 
 if __name__ == "__main__":

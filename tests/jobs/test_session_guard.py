@@ -167,3 +167,120 @@ def test_a_missing_secret_stops_the_guard_at_once(tmp_path):
         timeout=30,
     )
     assert ran.returncode == 2 and "PORTAL_SESSION_TOKEN" in ran.stderr
+
+
+def test_with_a_ready_path_the_port_opens_only_once_the_app_answers(tmp_path):
+    sock, count = tmp_path / "app.sock", tmp_path / "connections"
+    count.write_text("")
+    port = free_port()
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+    guard = subprocess.Popen(
+        [python, str(GUARD), "--port", str(port), "--host", "127.0.0.1"]
+        + ["--upstream", f"unix:{sock}", "--ready-path", "/healthz"],
+        env={"PATH": "/usr/bin:/bin", "PORTAL_SESSION_TOKEN": SECRET},
+    )
+    app = None
+    try:
+        with socket.socket() as s:  # the app is not there: nothing listens on the port
+            assert s.connect_ex(("127.0.0.1", port)) != 0
+        app = subprocess.Popen([sys.executable, "-c", APP, str(sock), str(count)])
+
+        def listening() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        until(listening, 20, "the guard's port once the app answers")
+        assert count.read_text()  # it asked the app before it listened
+        assert b"GET / HTTP/1.1" in exchange(port, request())
+    finally:
+        guard.terminate()
+        guard.wait(10)
+        if app is not None:
+            app.terminate()
+            app.wait(10)
+
+
+def test_an_app_that_never_gets_ready_stops_the_guard(tmp_path):
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+    done = subprocess.run(
+        [python, str(GUARD), "--port", str(free_port()), "--host", "127.0.0.1"]
+        + ["--upstream", f"unix:{tmp_path}/none.sock", "--ready-path", "/healthz"]
+        + ["--ready-seconds", "1"],
+        env={"PATH": "/usr/bin:/bin", "PORTAL_SESSION_TOKEN": SECRET},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 3 and "did not answer /healthz" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("status", "wanted", "ok"),
+    [
+        (200, "200-399", True),
+        (302, "200-399", True),
+        (404, "200-399", False),
+        (302, "200", False),
+        (302, "200,302", True),
+        (503, "200-399", False),
+    ],
+)
+def test_ready_statuses(status, wanted, ok):
+    sys.path.insert(0, str(GUARD.parent))
+    try:
+        import session_guard
+    finally:
+        sys.path.pop(0)
+    assert session_guard.status_ok(status, wanted) is ok
+
+
+def _guard(port: int, *args: str) -> subprocess.Popen:
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+    return subprocess.Popen(
+        [python, str(GUARD), "--port", str(port), "--host", "127.0.0.1", *args],
+        env={"PATH": "/usr/bin:/bin", "PORTAL_SESSION_TOKEN": SECRET},
+    )
+
+
+def test_the_app_it_starts_never_sees_the_secret_and_its_end_is_the_guards(tmp_path):
+    seen = tmp_path / "seen"
+    app = "import os, sys; open(sys.argv[1], 'w').write(os.environ.get('PORTAL_SESSION_TOKEN', 'absent')); sys.exit(7)"
+    guard = _guard(
+        free_port(), "--upstream", "127.0.0.1:9", "--", sys.executable, "-c", app, str(seen)
+    )
+    assert guard.wait(30) == 7
+    assert seen.read_text() == "absent"
+
+
+def test_stopping_the_guard_stops_the_app_it_started(tmp_path):
+    sock, count = tmp_path / "app.sock", tmp_path / "connections"
+    count.write_text("")
+    port = free_port()
+    guard = _guard(
+        port,
+        "--upstream",
+        f"unix:{sock}",
+        "--ready-path",
+        "/",
+        "--",
+        sys.executable,
+        "-c",
+        APP,
+        str(sock),
+        str(count),
+    )
+
+    def listening() -> bool:
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    until(listening, 20, "the guard once its app answers")
+    assert b"GET / HTTP/1.1" in exchange(port, request())
+    guard.terminate()
+    assert guard.wait(20) == 0
+
+    def app_gone() -> bool:
+        with socket.socket(socket.AF_UNIX) as s:
+            return s.connect_ex(str(sock)) != 0
+
+    until(app_gone, 20, "the app stopped with its guard")
