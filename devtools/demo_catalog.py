@@ -20,6 +20,7 @@ DEMO_IMAGES: list[dict[str, Any]] = [
         "offers_notebook": True,
         "offers_batch": True,
         "offers_tensorboard": True,
+        "offers_vscode": True,  # code-server on the dev cluster (deploy/devcluster/code-server.sh)
         "enabled": True,
         "sort_order": 10,
         "tags": ["python", "cpu", "gpu"],

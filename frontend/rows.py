@@ -139,7 +139,7 @@ class Rows:
             session = None
         href = f"{self.session[0]}{escape(session.public_id)}{self.session[1]}" if session else ""
         hidden = "" if session is not None and session.display_state == "ready" else " hidden"
-        what = "TensorBoard" if job.kind == Job.Kind.TENSORBOARD else "notebook"
+        what = escape(job.session_app_name)
         return (
             f'<a data-open-session target="_blank" rel="noopener" class="button primary small"\n'
             f'       href="{href}"{hidden}>Open {what}</a>'

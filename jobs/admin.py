@@ -282,6 +282,7 @@ class ContainerImageAdmin(admin.ModelAdmin):
         "offers_notebook",
         "offers_batch",
         "offers_tensorboard",
+        "offers_vscode",
         "tags",
     )
     search_fields = ("name", "slug", "version", "description", "location", "tags__name")
@@ -306,6 +307,7 @@ class ContainerImageAdmin(admin.ModelAdmin):
                     "offers_notebook",
                     "offers_batch",
                     "offers_tensorboard",
+                    "offers_vscode",
                     "default_command",
                     "default_launcher",
                     "default_nodes",

@@ -24,7 +24,7 @@ from django.urls import reverse
 
 from jobs import audit
 from jobs.access import role_in, sees_every_job
-from jobs.models import Job
+from jobs.models.choices import CODE_SESSION_KINDS, SESSION_APP_NAMES
 from jobs.notifications.events import Event, session_shared
 from jobs.notifications.models import Notification
 from jobs.notifications.tasks import told
@@ -75,10 +75,11 @@ def share(
 
     job = session.job
     outcome = Outcome()
-    if job.kind == Job.Kind.NOTEBOOK and not acts_as_owner:
+    if job.kind in CODE_SESSION_KINDS and not acts_as_owner:
+        what = SESSION_APP_NAMES[job.kind]
         outcome.problems.append(
-            "A shared notebook acts as you: whoever opens it runs code as your cluster user "
-            "and reads your files. Tick the box that says so to share it."
+            f"A shared {what} session acts as you: whoever opens it runs code as your cluster "
+            "user and reads your files. Tick the box that says so to share it."
         )
         return outcome
     if job.project_id is None:

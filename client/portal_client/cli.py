@@ -133,6 +133,8 @@ def cmd_submit(client: Client, args, out: Output) -> int:
             if args.notebook
             else "tensorboard"
             if args.tensorboard is not None
+            else "vscode"
+            if args.vscode is not None
             else "batch"
         ),
         "gpus": args.gpus,
@@ -164,12 +166,15 @@ def cmd_submit(client: Client, args, out: Output) -> int:
         )
     if args.logs and not args.wait:
         raise PortalError("--logs prints the output when the job ends: use it with --wait.")
+    sessions = [args.notebook, args.tensorboard is not None, args.vscode is not None]
+    if sum(sessions) > 1:
+        raise PortalError("Choose one of --notebook, --tensorboard and --vscode.")
     if args.tensorboard is not None:
-        if args.notebook:
-            raise PortalError("Choose --notebook or --tensorboard, not both.")
         fields["notebook_dir"] = args.tensorboard
+    if args.vscode is not None:
+        fields["notebook_dir"] = args.vscode
     if args.command:
-        if args.notebook or args.tensorboard is not None:
+        if any(sessions):
             raise PortalError("A session runs no command; drop what follows `--`.")
         fields["command"] = command_text(args.command)
     job = client.submit(**fields)
@@ -504,7 +509,8 @@ def cmd_open(client: Client, args, out: Output) -> int:
     job = client.job(args.id)
     if not _says(job, "has_session"):
         raise PortalError(
-            f"Job {job['id']} is a batch job; only notebook and TensorBoard sessions have a link."
+            f"Job {job['id']} is a batch job; only sessions (notebook, TensorBoard, VS Code) "
+            "have a link."
         )
     url = job.get("session_url")
     if not url:
@@ -1058,6 +1064,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--tensorboard",
         metavar="FOLDER",
         help="a TensorBoard session on the runs under FOLDER (in your home; '' for all of it)",
+    )
+    submit.add_argument(
+        "--vscode",
+        metavar="FOLDER",
+        nargs="?",
+        const="",
+        help="a VS Code session opened on FOLDER (in your home; none: the home itself)",
     )
     submit.add_argument(
         "--wait",

@@ -52,6 +52,13 @@ fi
 
 mkdir -p "$STATE"/{slurmctld,slurmd,log,run}
 chmod 755 "$STATE"
+
+# VS Code sessions: code-server from npm (deploy/devcluster/code-server.sh). Its Debian
+# packages now; its npm install (minutes, mostly download and native builds) in the
+# background while the cluster starts, waited for before the cluster is described below.
+bash "$HERE/code-server.sh" --packages
+bash "$HERE/code-server.sh" > "$STATE/log/code-server-install.log" 2>&1 &
+CODE_SERVER_INSTALL=$!
 HOST=$(hostname -s)
 
 # --- node names: both nodes are this host; jobs, MPI and the session proxy reach them by name ----
@@ -454,6 +461,9 @@ if [ -x "$TORCH_ENV/bin/torchrun" ]; then
 else
     log "no PyTorch CPU wheel for $PY_TAG on this machine: torchrun jobs cannot run on the dev cluster"
 fi
+
+wait "$CODE_SERVER_INSTALL" \
+    || die "installing code-server failed; see $STATE/log/code-server-install.log"
 
 # --- what the portal needs to register the cluster ------------------------------------------------
 python3 - "$STATE" "$SSH_PORT" "$CLUSTER_USER" "$SECOND_USER" "${NODES[*]}" "$DTN_SSH_PORT" <<'EOF'

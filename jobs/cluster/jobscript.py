@@ -30,6 +30,7 @@ from jobs.models.choices import SESSION_KINDS, Kind
 from jobs.seam import ArraySpec, ImageSpec, JobSpec, Member
 
 METRICS_MODULE = TEMPLATES / "portal_metrics.py"
+SESSION_GUARD = TEMPLATES / "session_guard.py"
 
 
 def module_lines(image: ImageSpec) -> str:
@@ -220,6 +221,11 @@ def _payload(
         }
         if job.kind == Kind.NOTEBOOK:
             return template("notebook/payload.sh").substitute(notebook_root=folder, **common)
+        if job.kind == Kind.VSCODE:
+            guard = heredoc_body(SESSION_GUARD, "PORTAL_SESSION_GUARD")
+            return template("vscode/payload.sh").substitute(
+                folder=folder, guard_script=guard, **common
+            )
         serve = (TEMPLATES / "tensorboard" / "serve_tensorboard.py").read_text()
         return template("tensorboard/payload.sh").substitute(
             logdir=folder, serve_script=serve, **common

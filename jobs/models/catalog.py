@@ -79,6 +79,12 @@ class ContainerImage(models.Model):
         default=False,
         help_text="The image has TensorBoard (the `tensorboard` command on its PATH).",
     )
+    offers_vscode = models.BooleanField(
+        "VS Code sessions",
+        default=False,
+        db_default=False,
+        help_text="The image has code-server (the `code-server` command on its PATH).",
+    )
     enabled = models.BooleanField(default=True)
     deprecated = models.BooleanField(
         default=False,
@@ -124,6 +130,7 @@ class ContainerImage(models.Model):
                 (Kind.NOTEBOOK, self.offers_notebook),
                 (Kind.BATCH, self.offers_batch),
                 (Kind.TENSORBOARD, self.offers_tensorboard),
+                (Kind.VSCODE, self.offers_vscode),
             )
             if on
         ]
@@ -137,9 +144,9 @@ class ContainerImage(models.Model):
             errors["location"] = f"Runtime '{self.runtime}' needs an image location."
         elif self.runtime == self.Runtime.PODMAN and not self.location.startswith("docker://"):
             errors["location"] = "Podman runs OCI images: use a docker:// URI."
-        if not (self.offers_notebook or self.offers_batch or self.offers_tensorboard):
+        if not self.kinds:
             errors["offers_batch"] = (
-                "Offer at least one kind of session (notebook, batch or TensorBoard)."
+                "Offer at least one kind of session (notebook, batch, TensorBoard or VS Code)."
             )
         if errors:
             raise ValidationError(errors)

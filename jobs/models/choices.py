@@ -24,6 +24,7 @@ class Kind(models.TextChoices):
     NOTEBOOK = "notebook", "Notebook session"
     BATCH = "batch", "Batch command"
     TENSORBOARD = "tensorboard", "TensorBoard session"
+    VSCODE = "vscode", "VS Code session"
 
 
 class Launcher(models.TextChoices):
@@ -61,4 +62,13 @@ FINAL_STATES = (
 # At the scheduler: what a sync asks about.
 SCHEDULED_STATES = (State.PENDING, State.RUNNING, State.COMPLETING)
 # Kinds that open through a session link (a web app on the node, proxy/).
-SESSION_KINDS = (Kind.NOTEBOOK, Kind.TENSORBOARD)
+SESSION_KINDS = (Kind.NOTEBOOK, Kind.TENSORBOARD, Kind.VSCODE)
+# Sessions whose opener runs code as the owner (a notebook's kernels, an editor's terminal):
+# shared only when the owner says they understand that.
+CODE_SESSION_KINDS = (Kind.NOTEBOOK, Kind.VSCODE)
+# What a session's "Open …" button names.
+SESSION_APP_NAMES: dict[str, str] = {
+    Kind.NOTEBOOK: "notebook",
+    Kind.TENSORBOARD: "TensorBoard",
+    Kind.VSCODE: "VS Code",
+}

@@ -165,8 +165,15 @@ class Job(JobRequest, JobRun, JobAnnotations):
 
     @property
     def has_session(self) -> bool:
-        """Opens through a session link (a notebook, TensorBoard)."""
+        """Opens through a session link (a notebook, TensorBoard, VS Code)."""
         return self.kind in self.SESSION_KINDS
+
+    @property
+    def session_app_name(self) -> str:
+        """What its session's "Open …" button names ('' for a batch job)."""
+        from jobs.models.choices import SESSION_APP_NAMES
+
+        return SESSION_APP_NAMES.get(self.kind, "")
 
     @property
     def is_final(self) -> bool:

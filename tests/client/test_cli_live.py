@@ -111,6 +111,18 @@ def test_submit_tensorboard_starts_a_session_on_the_folder(portal_env, submitted
     assert code == 1 and "runs no command" in err
 
 
+@pytest.mark.parametrize(
+    ("args", "folder"), [(["--vscode"], ""), (["--vscode", "src/app"], "src/app")]
+)
+def test_submit_vscode_opens_an_editor_on_the_folder(portal_env, submitted, capsys, args, folder):
+    ContainerImage.objects.filter(slug="python").update(offers_vscode=True)
+    assert run(capsys, "submit", *args, "--partition", "cpu")[0] == 0
+    job = Job.objects.get()
+    assert (job.kind, job.notebook_dir, job.command) == ("vscode", folder, "")
+    code, _, err = run(capsys, "submit", "--vscode", "--notebook")
+    assert code == 1 and "one of --notebook, --tensorboard and --vscode" in err
+
+
 def test_refused_submission_shows_each_fields_message_and_creates_nothing(
     portal_env, submitted, capsys
 ):
@@ -343,7 +355,7 @@ def test_logs_follow_prints_each_byte_once_until_the_job_ends(
 def test_open_prints_the_session_link_of_a_running_notebook(portal_env, owner, catalog, capsys):
     batch = factories.training_job(owner, catalog)
     assert (
-        "only notebook and TensorBoard sessions have a link"
+        "only sessions (notebook, TensorBoard, VS Code) have a link"
         in run(capsys, "open", str(batch.pk))[2]
     )
     notebook = factories.training_job(owner, catalog)

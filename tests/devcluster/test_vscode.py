@@ -1,0 +1,54 @@
+"""A VS Code session on the dev cluster (real Slurm, sshd and the node's code-server): the
+only TCP port it opens is the session guard's, which answers the session's secret only;
+code-server itself listens on a Unix socket only its user can open."""
+
+import httpx
+import pytest
+
+from jobs import tasks
+from jobs.cluster import files, pool
+from jobs.models import ClusterAccount
+from tests import factories
+from tests.devcluster.helpers import connection_info
+
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
+
+
+def test_code_server_is_reached_only_through_the_guard_with_the_secret(devcluster, owner):
+    account = ClusterAccount.for_user(devcluster, owner)
+    image = factories.image("vscode-host", offers_vscode=True, offers_notebook=False)
+    job = factories.submitted_job(owner, devcluster, "", kind="vscode", image=image)
+    try:
+        try:
+            info = connection_info(account, job, timeout=120)
+        except AssertionError as exc:
+            raise AssertionError(files.read_job_log(job, "stderr").text[-3000:]) from exc
+        base = f"http://127.0.0.1:{info['port']}"
+        # Ready when registered: the guard listens only once code-server answers /healthz.
+        alive = httpx.get(f"{base}/healthz", headers={"Authorization": f"token {info['secret']}"})
+        assert alive.status_code == 200 and alive.json()["status"] in ("alive", "expired")
+        for headers in ({}, {"Authorization": "token guessed"}):
+            refused = httpx.get(f"{base}/", headers=headers)
+            assert refused.status_code == 403 and "code-server" not in refused.text
+
+        def run(argv: list[str]) -> str:
+            return pool.with_connection(account, lambda conn: conn.run(argv).stdout)
+
+        # The job's only TCP port is the guard's: code-server and whatever it starts
+        # (its server, extension host, terminals) listen on Unix sockets only.
+        listed = run(["scontrol", "listpids", job.scheduler_job_id]).splitlines()[1:]
+        pids = {line.split()[0] for line in listed if line.split()}
+        assert len(pids) >= 3, listed  # the script, the guard, code-server's processes
+        listening = run(["ss", "-Hltnp"])
+        ports = {
+            line.split()[3].rsplit(":", 1)[1]
+            for line in listening.splitlines()
+            if any(f"pid={pid}," in line for pid in pids)
+        }
+        assert ports == {str(info["port"])}, listening
+        # Its socket: in the job's private work directory, mode 600.
+        mode = run(["stat", "-c", "%a %F", f"{job.work_dir}/code-server.sock"]).strip()
+        assert mode == "600 socket", mode
+    finally:
+        job.request_cancel()
+        tasks.cancel_job.apply(args=[job.pk])
