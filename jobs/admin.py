@@ -26,6 +26,7 @@ from jobs.models import (
     Job,
     JobEvent,
     Partition,
+    SessionApp,
     Tag,
 )
 from jobs.models.annotations import JobAnnotations
@@ -444,6 +445,67 @@ class ClusterAccountAdminForm(forms.ModelForm):
                     f"({cluster.allowed_groups}), as of their last sign-in."
                 )
         return data
+
+
+class SessionAppAdminForm(forms.ModelForm):
+    class Meta:
+        model = SessionApp
+        fields = [
+            "name",
+            "slug",
+            "description",
+            "enabled",
+            "sort_order",
+            "image",
+            "command",
+            "ready_path",
+            "ready_status",
+            "fields",
+            "start_path",
+            "shareable_read_only",
+        ]
+        widgets = {
+            "command": forms.Textarea(attrs={"rows": 3, "cols": 100}),
+            "fields": forms.Textarea(attrs={"rows": 8, "cols": 100}),
+        }
+
+
+@admin.register(SessionApp)
+class SessionAppAdmin(admin.ModelAdmin):
+    """The apps a session runs: the shipped ones (JupyterLab, TensorBoard, VS Code: turn
+    them off, rename or reorder them) and those the centre adds (checked as hostile
+    input: jobs/cluster/app_command.py)."""
+
+    form = SessionAppAdminForm
+    list_display = (
+        "name",
+        "slug",
+        "shipped",
+        "image",
+        "enabled",
+        "shareable_read_only",
+        "sort_order",
+    )
+    list_editable = ("enabled", "sort_order")
+    list_filter = ("enabled", "shareable_read_only")
+    search_fields = ("name", "slug", "description", "command")
+    prepopulated_fields = {"slug": ("name",)}
+    readonly_fields = ("builtin", "updated_at")
+    fieldsets = (
+        (None, {"fields": ("name", "slug", "description", "builtin", "enabled", "sort_order")}),
+        ("How it starts", {"fields": ("image", "command", "ready_path", "ready_status")}),
+        ("On the launch form and in the browser", {"fields": ("fields", "start_path")}),
+        ("Sharing", {"fields": ("shareable_read_only",)}),
+        (None, {"fields": ("updated_at",)}),
+    )
+
+    @admin.display(description="shipped", boolean=True)
+    def shipped(self, obj: SessionApp) -> bool:
+        return bool(obj.builtin)
+
+    def has_delete_permission(self, request, obj: SessionApp | None = None) -> bool:
+        # A shipped app is turned off, not deleted (its kind's sessions look it up).
+        return super().has_delete_permission(request, obj) and not (obj and obj.builtin)
 
 
 @admin.register(ClusterAccount)

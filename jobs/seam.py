@@ -112,6 +112,22 @@ class Staging:
 
 
 @dataclass(frozen=True)
+class AppSpec:
+    """A session started by its command behind the session guard (VS Code, an app a
+    centre added: jobs.models.SessionApp), rendered already (jobs/cluster/app_command.py):
+    ``program`` its first word and ``command`` its words, each quoted for the shell;
+    ``environment`` its ``export PORTAL_APP_…`` lines; where it ``listens`` ("socket" or
+    "port"); the readiness check (``ready_path``, ``ready_status``)."""
+
+    program: str
+    command: str
+    environment: str = ""
+    listens: str = "socket"
+    ready_path: str = "/"
+    ready_status: str = "200-399"
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """What a job's script is rendered from (``Adapter.render``): the plain values of a
     job, its image and partition, built once from the rows (Job.describe())."""
@@ -139,6 +155,8 @@ class JobSpec:
     array_index: int | None = None
     # Batch jobs: a folder copied to the node before the command, outputs back after it.
     staging: Staging | None = None
+    # Sessions started by a command behind the session guard (VS Code, admin-added apps).
+    app: AppSpec | None = None
 
 
 @dataclass(frozen=True)

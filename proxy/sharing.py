@@ -24,7 +24,7 @@ from django.urls import reverse
 
 from jobs import audit
 from jobs.access import role_in, sees_every_job
-from jobs.models.choices import CODE_SESSION_KINDS, SESSION_APP_NAMES
+from jobs.models import Job
 from jobs.notifications.events import Event, session_shared
 from jobs.notifications.models import Notification
 from jobs.notifications.tasks import told
@@ -75,10 +75,10 @@ def share(
 
     job = session.job
     outcome = Outcome()
-    if job.kind in CODE_SESSION_KINDS and not acts_as_owner:
-        what = SESSION_APP_NAMES[job.kind]
+    if job.session_acts_as_owner and not acts_as_owner:
+        what = "notebook" if job.kind == Job.Kind.NOTEBOOK else f"{job.session_app_name} session"
         outcome.problems.append(
-            f"A shared {what} session acts as you: whoever opens it runs code as your cluster "
+            f"A shared {what} acts as you: whoever opens it runs code as your cluster "
             "user and reads your files. Tick the box that says so to share it."
         )
         return outcome

@@ -119,7 +119,8 @@ def open_session(request, public_id: str):
     if not session.is_open or not routes.push(session):
         # Not running yet, or HAProxy cannot route it right now: a page that retries.
         return render(request, "proxy/starting.html", context)
-    home = "/lab" if session.job.kind == Job.Kind.NOTEBOOK else "/"  # the app's own start page
+    app = session.job.session_app
+    home = app.start_path if app is not None else "/"  # the app's own start page
     next_path = safe_path(request.GET.get("next", home), default=home)
     state = request.GET.get("state", "")
     if not state:  # from the portal's own pages: the session host sets the state first

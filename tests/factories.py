@@ -11,6 +11,7 @@ twice on the same database; tests start from an empty one.
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -27,6 +28,7 @@ from jobs.models import (
     Job,
     JobAttempt,
     Partition,
+    SessionApp,
 )
 from jobs.seam import ArraySpec, ImageSpec, JobKey, JobRef, JobSpec, PartitionSpec, Resources
 
@@ -107,6 +109,62 @@ def image(slug: str = "host", name: str = "Host", *, runtime: str = "none", **fi
 
 
 _image = image  # job()'s parameter ``image`` hides the function
+
+# An app a centre might add: a few lines of Python that answer every request with its
+# arguments and the PORTAL_APP_* environment it was given, as JSON; on {port} (the
+# loopback) or, with ``socket=True``, on {socket}.
+ECHO_APP_CODE = (
+    "import http.server, json, os, socket, socketserver, sys\n"
+    "class H(http.server.BaseHTTPRequestHandler):\n"
+    "    def do_GET(self):\n"
+    "        env = {k: v for k, v in os.environ.items() if k.startswith('PORTAL_')}\n"
+    "        body = json.dumps({'argv': sys.argv[1:], 'env': env, 'path': self.path}).encode()\n"
+    "        self.send_response(200)\n"
+    "        self.send_header('Content-Type', 'application/json')\n"
+    "        self.send_header('Content-Length', str(len(body)))\n"
+    "        self.end_headers()\n"
+    "        self.wfile.write(body)\n"
+    "class U(socketserver.UnixStreamServer):\n"
+    "    def get_request(self):\n"
+    "        conn, _ = super().get_request()\n"
+    "        return conn, ('local', 0)\n"
+    "where = sys.argv[1]\n"
+    "if where.isdigit():\n"
+    "    http.server.HTTPServer(('127.0.0.1', int(where)), H).serve_forever()\n"
+    "else:\n"
+    "    U(where, H).serve_forever()\n"
+)
+
+
+def session_app(
+    slug: str = "echo",
+    name: str = "Echo",
+    *,
+    image=None,
+    fields: list | None = None,
+    socket: bool = False,
+    command: str | None = None,
+    **values,
+) -> SessionApp:
+    """An app added in the admin (checked as the admin checks it): by default the echo
+    app above with one text field, ``message``."""
+    if command is None:
+        where = "{socket}" if socket else "{port}"
+        code = ECHO_APP_CODE.replace("{", "{{").replace("}", "}}")  # braces, not placeholders
+        command = f"python3 -c {shlex.quote(code)} {where} {{message}} --folder={{folder}}"
+    app = SessionApp(
+        slug=slug,
+        name=name,
+        image=image or _image(),
+        command=command,
+        fields=fields
+        if fields is not None
+        else [{"name": "message", "label": "Message", "type": "text", "default": "hello"}],
+        **values,
+    )
+    app.full_clean()
+    app.save()
+    return app
 
 
 def account(

@@ -173,6 +173,9 @@ class Client:
     def containers(self) -> list[dict]:
         return self.request("GET", "containers/")
 
+    def apps(self) -> list[dict]:
+        return self.request("GET", "apps/")
+
     def clusters(self) -> list[dict]:
         return self.request("GET", "clusters/")
 

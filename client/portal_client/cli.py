@@ -135,6 +135,8 @@ def cmd_submit(client: Client, args, out: Output) -> int:
             if args.tensorboard is not None
             else "vscode"
             if args.vscode is not None
+            else "app"
+            if args.app
             else "batch"
         ),
         "gpus": args.gpus,
@@ -166,13 +168,25 @@ def cmd_submit(client: Client, args, out: Output) -> int:
         )
     if args.logs and not args.wait:
         raise PortalError("--logs prints the output when the job ends: use it with --wait.")
-    sessions = [args.notebook, args.tensorboard is not None, args.vscode is not None]
+    sessions = [
+        args.notebook,
+        args.tensorboard is not None,
+        args.vscode is not None,
+        bool(args.app),
+    ]
     if sum(sessions) > 1:
-        raise PortalError("Choose one of --notebook, --tensorboard and --vscode.")
+        raise PortalError("Choose one of --notebook, --tensorboard, --vscode and --app.")
     if args.tensorboard is not None:
         fields["notebook_dir"] = args.tensorboard
     if args.vscode is not None:
         fields["notebook_dir"] = args.vscode
+    if args.set and not args.app:
+        raise PortalError("--set gives an app's field a value: use it with --app.")
+    if args.app:
+        fields["app"] = args.app
+        fields["app_values"] = app_values(args.set or [])
+        if args.folder is not None:
+            fields["notebook_dir"] = args.folder
     if args.command:
         if any(sessions):
             raise PortalError("A session runs no command; drop what follows `--`.")
@@ -194,6 +208,18 @@ def cmd_submit(client: Client, args, out: Output) -> int:
     elif args.logs and status != 130:
         print_output(client, job, failed=status != 0, out=out)
     return status
+
+
+def app_values(pairs: list[str]) -> dict[str, str]:
+    """``--set name=value`` pairs as an app's values (text: the portal checks each against
+    its field's type)."""
+    values: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise PortalError(f"--set wants NAME=VALUE, not {pair!r}.")
+        values[name] = value
+    return values
 
 
 def param_value(text: str):
@@ -892,6 +918,22 @@ def cmd_containers(client: Client, args, out: Output) -> int:
     return 0
 
 
+def cmd_apps(client: Client, args, out: Output) -> int:
+    items = client.apps()
+    rows = [
+        [
+            a["slug"],
+            a["name"],
+            a["container"],
+            " ".join(f"{f['name']}:{f['type']}" for f in a["form_fields"]) or "-",
+        ]
+        for a in items
+    ]
+    header = ["SLUG", "APP", "CONTAINER", "FIELDS (--set NAME=VALUE)"]
+    out.data(items, _table(rows, header) if rows else "No app has been added.")
+    return 0
+
+
 def cmd_clusters(client: Client, args, out: Output) -> int:
     items = client.clusters()
     rows = [
@@ -1025,6 +1067,20 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         metavar="S",
         help="resumable: warn S seconds before the end",
+    )
+    submit.add_argument(
+        "--app",
+        metavar="SLUG",
+        help="a session of an app the centre added (portal apps lists them)",
+    )
+    submit.add_argument(
+        "--set",
+        action="append",
+        metavar="NAME=VALUE",
+        help="--app: a value of one of its fields (repeat), passed to it as one argument",
+    )
+    submit.add_argument(
+        "--folder", metavar="FOLDER", help="--app: the folder it opens on ({folder})"
     )
     submit.add_argument(
         "--tag", action="append", metavar="TAG", help="tag the run (repeat for several)"
@@ -1169,6 +1225,9 @@ def build_parser() -> argparse.ArgumentParser:
     unshare.set_defaults(run=cmd_unshare)
 
     commands.add_parser("containers", help="the container catalog").set_defaults(run=cmd_containers)
+    commands.add_parser("apps", help="the apps a centre added (submit --app)").set_defaults(
+        run=cmd_apps
+    )
     commands.add_parser("clusters", help="clusters, partitions and limits").set_defaults(
         run=cmd_clusters
     )

@@ -24,7 +24,7 @@ from jobs import access, lifecycle, schedulers
 from jobs.access import sees_every_job
 from jobs.display import when
 from jobs.launch import LaunchForm, calendar, launch_initial, partition_limits, tensorboard_initial
-from jobs.models import Cluster, ContainerImage, Job, Tag
+from jobs.models import Cluster, ContainerImage, Job, SessionApp, Tag
 from jobs.models import annotations as tagging
 from jobs.models.attempts import usage_of
 from jobs.usage import hours as usage
@@ -51,7 +51,7 @@ def dashboard(request):
         jobs = Job.objects.visible_to(request.user).filter(project=project)
     else:
         jobs = Job.objects.for_user(request.user)
-    jobs = jobs.select_related(*Rows.RELATED).defer(*Rows.UNREAD)
+    jobs = jobs.select_related(*Rows.RELATED).prefetch_related("app").defer(*Rows.UNREAD)
     state = request.GET.get("state", "")
     if state in STATE_FILTERS:
         jobs = jobs.filter(state__in=STATE_FILTERS[state])
@@ -150,6 +150,7 @@ def launch(request):
                 "choose another image; everything else is as it was."
             )
     images = ContainerImage.objects.offered().prefetch_related("tags")
+    apps = app_choices(form)
     return render(
         request,
         "frontend/launch.html",
@@ -159,9 +160,41 @@ def launch(request):
             "limits": limits_with_capabilities(),
             "tags": Tag.objects.filter(images__enabled=True).distinct(),
             "gpu_images": [i.slug for i in images if i.supports_gpu],
-            "image_kinds": {i.slug: i.kinds for i in images},
+            # An app runs in its own image: the kind is offered whatever image is chosen.
+            "image_kinds": {i.slug: i.kinds + (["app"] if apps else []) for i in images},
+            "apps": apps,
         },
     )
+
+
+def app_choices(form: LaunchForm) -> list[dict]:
+    """The apps the catalog offers, each with its fields as the page shows them (the
+    values sent back when the page comes back with an error)."""
+    chosen = form.data.get("app") if form.is_bound else None
+    # "Launch again" of an app's job: its app and values, as it ran.
+    again = form.initial.get("app") if not form.is_bound else None
+    again_values = form.initial.get("app_values") or {}
+    offered = []
+    for app in SessionApp.objects.offered():
+        try:
+            specs = app.field_specs()
+        except ValueError:
+            continue  # the admin's check refuses such fields; an app saved before is left out
+        fields = []
+        for spec in specs:
+            shown = spec.as_dict()
+            key = f"app_field_{spec.name}"
+            if chosen == app.slug and key in form.data:
+                shown["value"] = form.data.get(key)
+            elif spec.type == "boolean" and chosen == app.slug:
+                shown["value"] = ""
+            elif again == app and spec.name in again_values:
+                shown["value"] = again_values[spec.name]
+            else:
+                shown["value"] = "" if spec.default is None else spec.default
+            fields.append(shown)
+        offered.append({"app": app, "fields": fields})
+    return offered
 
 
 @login_required

@@ -11,7 +11,16 @@ from rest_framework import serializers
 from jobs import display
 from jobs.broadcast import session_payload
 from jobs.launch.request import LaunchRequest
-from jobs.models import Cluster, ContainerImage, GpuType, Job, JobEvent, Partition, Tag
+from jobs.models import (
+    Cluster,
+    ContainerImage,
+    GpuType,
+    Job,
+    JobEvent,
+    Partition,
+    SessionApp,
+    Tag,
+)
 from jobs.models.annotations import MAX_NOTE_CHARS, MAX_TAGS_PER_JOB
 
 
@@ -39,6 +48,23 @@ class ContainerSerializer(serializers.ModelSerializer):
             "deprecated",
             "deprecation_note",
         ]
+
+
+class SessionAppSerializer(serializers.ModelSerializer):
+    container = serializers.CharField(source="image.slug", read_only=True)
+    form_fields = serializers.SerializerMethodField(
+        method_name="field_list",
+        help_text="Its form fields: name, label, type (text, integer, number, choice, "
+        "boolean), and default, help, min, max, choices, max_length where set; a job "
+        "sends their values as app_values.",
+    )
+
+    class Meta:
+        model = SessionApp
+        fields = ["slug", "name", "description", "container", "form_fields", "shareable_read_only"]
+
+    def field_list(self, app: SessionApp) -> list[dict]:
+        return [spec.as_dict() for spec in app.field_specs()]
 
 
 class GpuTypeSerializer(serializers.ModelSerializer):
@@ -99,7 +125,17 @@ class JobSerializer(serializers.ModelSerializer):
     is_active = serializers.BooleanField(read_only=True)
     is_final = serializers.BooleanField(read_only=True)
     has_session = serializers.BooleanField(
-        read_only=True, help_text="Opens through a session link (a notebook, TensorBoard)."
+        read_only=True,
+        help_text="Opens through a session link (a notebook, TensorBoard, VS Code, an app).",
+    )
+    app = serializers.CharField(
+        source="app.slug",
+        read_only=True,
+        allow_null=True,
+        help_text="kind app: the app it starts (GET /api/v1/apps/).",
+    )
+    app_values = serializers.DictField(
+        read_only=True, allow_null=True, help_text="kind app: its fields' values, as checked."
     )
     session_url = serializers.SerializerMethodField()
     url = serializers.SerializerMethodField()
@@ -189,6 +225,8 @@ class JobSerializer(serializers.ModelSerializer):
             "private",
             "workdir",
             "notebook_dir",
+            "app",
+            "app_values",
             "stage_in",
             "stage_out",
             "stage_out_to",

@@ -9,6 +9,7 @@ from jobs.metrics import views as metrics
 
 router = DefaultRouter()
 router.register("containers", api.ContainerViewSet, basename="api-container")
+router.register("apps", api.SessionAppViewSet, basename="api-app")
 router.register("clusters", api.ClusterViewSet, basename="api-cluster")
 router.register("jobs", api.JobViewSet, basename="api-job")
 router.register("experiments", ExperimentViewSet, basename="api-experiment")

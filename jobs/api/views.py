@@ -40,11 +40,12 @@ from jobs.api.serializers import (
     JobCreateSerializer,
     JobDetailSerializer,
     JobSerializer,
+    SessionAppSerializer,
 )
 from jobs.cluster import files, ssh
 from jobs.launch import calendar
 from jobs.metrics.views import MetricsActions
-from jobs.models import Cluster, ContainerImage, Job
+from jobs.models import Cluster, ContainerImage, Job, SessionApp
 from jobs.models import annotations as tagging
 from jobs.usage import hours as usage
 
@@ -71,6 +72,17 @@ class ContainerViewSet(RefuseNul, viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         return ContainerImage.objects.offered().prefetch_related("tags")
+
+
+class SessionAppViewSet(RefuseNul, viewsets.ReadOnlyModelViewSet):
+    """The apps a centre added (kind app): what each needs on a launch request."""
+
+    serializer_class = SessionAppSerializer
+    lookup_field = "slug"
+    pagination_class = None
+
+    def get_queryset(self):
+        return SessionApp.objects.offered().select_related("image")
 
 
 class ClusterViewSet(RefuseNul, viewsets.ReadOnlyModelViewSet):
@@ -171,7 +183,7 @@ class JobViewSet(
         jobs = (
             Job.objects.visible_to(self.request.user)
             .select_related("image", "cluster", "partition", "owner")
-            .prefetch_related("session", "trial", "project", "tags")
+            .prefetch_related("session", "trial", "project", "tags", "app")
         )
         if self.action == "retrieve":
             return jobs.prefetch_related("events")

@@ -27,7 +27,7 @@ from jobs.cluster.launchers import (
 )
 from jobs.cluster.workdir import ScriptError, work_dir_var, work_root
 from jobs.models.choices import SESSION_KINDS, Kind
-from jobs.seam import ArraySpec, ImageSpec, JobSpec, Member
+from jobs.seam import AppSpec, ArraySpec, ImageSpec, JobSpec, Member
 
 METRICS_MODULE = TEMPLATES / "portal_metrics.py"
 SESSION_GUARD = TEMPLATES / "session_guard.py"
@@ -221,16 +221,36 @@ def _payload(
         }
         if job.kind == Kind.NOTEBOOK:
             return template("notebook/payload.sh").substitute(notebook_root=folder, **common)
-        if job.kind == Kind.VSCODE:
-            guard = heredoc_body(SESSION_GUARD, "PORTAL_SESSION_GUARD")
-            return template("vscode/payload.sh").substitute(
-                folder=folder, guard_script=guard, **common
-            )
+        if job.kind in (Kind.VSCODE, Kind.APP):
+            if job.app is None:
+                raise ScriptError(f"a {job.kind} session needs its app's command")
+            return _app_payload(job.app, root, folder, common)
         serve = (TEMPLATES / "tensorboard" / "serve_tensorboard.py").read_text()
         return template("tensorboard/payload.sh").substitute(
             logdir=folder, serve_script=serve, **common
         )
     raise ScriptError(f"unknown job kind {job.kind!r}")
+
+
+def _app_payload(app: AppSpec, root: str, folder: str, common: dict[str, str]) -> str:
+    """A session started by its command behind the session guard (on_node/app/)."""
+    if app.listens not in ("socket", "port"):
+        raise ScriptError(f"an app listens on a socket or a port, not {app.listens!r}")
+    upstream = (
+        '"unix:$_portal_socket"' if app.listens == "socket" else '"127.0.0.1:$_portal_app_port"'
+    )
+    return template("app/payload.sh").substitute(
+        root=shlex.quote(root),
+        folder=folder,
+        program=shlex.quote(app.program),
+        command=app.command,
+        environment=app.environment,
+        upstream=upstream,
+        ready_path=shlex.quote(app.ready_path),
+        ready_status=shlex.quote(app.ready_status),
+        guard_script=heredoc_body(SESSION_GUARD, "PORTAL_SESSION_GUARD"),
+        **common,
+    )
 
 
 def metrics_module() -> str:

@@ -9,7 +9,7 @@ from django import forms
 
 from jobs import schedulers
 from jobs.launch import staging
-from jobs.models import Cluster, ClusterAccount, ContainerImage, Job, Partition
+from jobs.models import Cluster, ClusterAccount, ContainerImage, Job, Partition, SessionApp
 from jobs.models import annotations as tagging
 from jobs.models.choices import CODE_SESSION_KINDS
 
@@ -36,6 +36,8 @@ LAUNCH_FIELDS = [
     "account",
     "work_dir_kind",
     "notebook_dir",
+    "app",
+    "app_values",
     "command",
     "name",
     "params",
@@ -134,6 +136,13 @@ class LaunchForm(forms.ModelForm):
         empty_label=None,
         error_messages={"invalid_choice": "Choose a partition of an enabled cluster."},
     )
+    app = forms.ModelChoiceField(
+        queryset=SessionApp.objects.offered(),
+        to_field_name="slug",
+        required=False,
+        empty_label=None,
+        error_messages={"invalid_choice": "Choose an app the catalog offers."},
+    )
     params = ParamsField(
         required=False,
         label="Parameters",
@@ -184,6 +193,7 @@ class LaunchForm(forms.ModelForm):
             "work_dir_kind": "Work directory",
             "notebook_dir": "Folder",
             "name": "Name (optional)",
+            "app": "App",
         }
         widgets = {
             "kind": forms.RadioSelect,
@@ -204,6 +214,12 @@ class LaunchForm(forms.ModelForm):
         for name in self.OPTIONAL_DEFAULTS:
             self.fields[name].required = False
         self.fields["notebook_dir"].widget.attrs["placeholder"] = "e.g. projects/mnist"
+        # App sessions: offered when the catalog has apps; they run in their app's image.
+        if not SessionApp.objects.offered().exists():
+            kind = self.fields["kind"]
+            kind.choices = [c for c in kind.choices if c[0] != Job.Kind.APP]  # type: ignore[attr-defined]
+        if self.data.get("kind") == Job.Kind.APP:
+            self.fields["image"].required = False
 
     def name_account(self) -> None:
         """The account field in the words of the chosen cluster's scheduler ("Slurm
@@ -251,7 +267,40 @@ class LaunchForm(forms.ModelForm):
             if refusal := launch_refusal(self.user, cluster.pk, cleaned.get("account") or ""):
                 self.add_error("account", refusal)
         staging.clean(self, cleaned)
+        self._clean_app_session(cleaned)
         return cleaned
+
+    def _clean_app_session(self, cleaned: dict) -> None:
+        """An app session runs in its app's image, with the values of its fields: an
+        object from the API, ``app_field_<name>`` inputs from the page (Job.clean checks
+        them against the app's fields)."""
+        if cleaned.get("kind") != Job.Kind.APP:
+            cleaned["app"], cleaned["app_values"] = None, None
+            return
+        app = cleaned.get("app")
+        if app is None:
+            if "app" not in self.errors:
+                self.add_error("app", "Choose the app to start.")
+            return
+        cleaned["image"] = app.image
+        if isinstance(self.data.get("app_values"), dict):
+            return
+        try:
+            specs = app.field_specs()
+        except ValueError:
+            return  # the model's check says so
+        values: dict[str, object] = {}
+        for spec in specs:
+            key = f"app_field_{spec.name}"
+            if spec.type == "boolean":
+                values[spec.name] = self.data.get(key) in ("on", "true")
+            elif key in self.data:
+                value = self.data.get(key)
+                if spec.type == "text" and isinstance(value, str):
+                    # A textarea's lines end in CRLF (the HTML form encoding).
+                    value = value.replace("\r\n", "\n")
+                values[spec.name] = value
+        cleaned["app_values"] = values
 
     def save(self, commit: bool = True) -> Job:
         job = super().save(commit=commit)

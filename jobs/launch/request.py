@@ -156,6 +156,17 @@ class LaunchRequest(serializers.Serializer):
         "the folder whose runs it shows (a job's own work directory, "
         "`.portal/jobs/<id>-<uid>`, is allowed too).",
     )
+    app = serializers.SlugField(
+        required=False,
+        max_length=40,
+        help_text="kind app: the slug of the app to start (GET /api/v1/apps/ lists them).",
+    )
+    app_values = serializers.DictField(
+        required=False,
+        help_text="kind app: a value for each of the app's fields (by name); each is checked "
+        "against its field and reaches the app as one literal argument and as "
+        "PORTAL_APP_<NAME>.",
+    )
     name = serializers.CharField(required=False, allow_blank=True, max_length=100)
     tags = serializers.ListField(
         child=serializers.CharField(max_length=64),

@@ -4,6 +4,7 @@
 - clusters: Cluster, Partition
 - accounts: ClusterAccount (how a person logs in to a cluster, and its proof)
 - catalog: Tag, ContainerImage, ImageCheck
+- apps: SessionApp (what a session runs: the shipped apps and those a centre adds)
 - job: Job, its relations and predicates, composed of parts (abstract models):
   - request: JobRequest (what was asked, and its checks)
   - run: JobRun (where it stands on the scheduler, and the state machine)
@@ -20,6 +21,7 @@
 
 from jobs.models.accounts import ClusterAccount
 from jobs.models.annotations import JobTag
+from jobs.models.apps import SessionApp
 from jobs.models.arrays import JobArray
 from jobs.models.attempts import JobAttempt
 from jobs.models.audit import AuditEvent
@@ -45,6 +47,7 @@ __all__ = [
     "JobAttempt",
     "JobEvent",
     "JobTag",
+    "SessionApp",
     "Partition",
     "Tag",
 ]

@@ -25,6 +25,7 @@ class Kind(models.TextChoices):
     BATCH = "batch", "Batch command"
     TENSORBOARD = "tensorboard", "TensorBoard session"
     VSCODE = "vscode", "VS Code session"
+    APP = "app", "App session"
 
 
 class Launcher(models.TextChoices):
@@ -62,10 +63,9 @@ FINAL_STATES = (
 # At the scheduler: what a sync asks about.
 SCHEDULED_STATES = (State.PENDING, State.RUNNING, State.COMPLETING)
 # Kinds that open through a session link (a web app on the node, proxy/).
-SESSION_KINDS = (Kind.NOTEBOOK, Kind.TENSORBOARD, Kind.VSCODE)
-# Sessions whose opener runs code as the owner (a notebook's kernels, an editor's terminal):
-# shared only when the owner says they understand that.
-CODE_SESSION_KINDS = (Kind.NOTEBOOK, Kind.VSCODE)
+SESSION_KINDS = (Kind.NOTEBOOK, Kind.TENSORBOARD, Kind.VSCODE, Kind.APP)
+# Sessions that open on a folder of the person's (the launch form remembers the last one).
+CODE_SESSION_KINDS = (Kind.NOTEBOOK, Kind.VSCODE, Kind.APP)
 # What a session's "Open …" button names.
 SESSION_APP_NAMES: dict[str, str] = {
     Kind.NOTEBOOK: "notebook",

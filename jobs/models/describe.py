@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jobs.models.annotations import PARAMS_FILE, params_env, params_json
-from jobs.models.choices import State
+from jobs.models.choices import Kind, State
 from jobs.seam import (
+    AppSpec,
     ArraySpec,
     ImageSpec,
     JobRef,
@@ -130,7 +131,18 @@ def job_spec(job: Job) -> JobSpec:
         files={PARAMS_FILE: params_json(params)} if params else {},
         array_index=job.array_index,
         staging=staging(job),
+        app=app_spec(job),
     )
+
+
+def app_spec(job: Job) -> AppSpec | None:
+    """A session started by its app's command (VS Code, an added app); None otherwise."""
+    if job.kind not in (Kind.VSCODE, Kind.APP):
+        return None
+    from jobs.models.apps import SessionApp
+
+    app = SessionApp.for_job(job)
+    return None if app is None else app.spec(job.app_values or {})
 
 
 def job_ref(job: Job) -> JobRef:

@@ -173,7 +173,27 @@ class Job(JobRequest, JobRun, JobAnnotations):
         """What its session's "Open …" button names ('' for a batch job)."""
         from jobs.models.choices import SESSION_APP_NAMES
 
+        if self.kind == self.Kind.APP:
+            return self.app.name if self.app is not None else "app"
         return SESSION_APP_NAMES.get(self.kind, "")
+
+    @property
+    def session_app(self):
+        """The SessionApp its session runs (None for a batch job), looked up once."""
+        if not hasattr(self, "_session_app"):
+            from jobs.models.apps import SessionApp
+
+            self._session_app = SessionApp.for_job(self) if self.has_session else None
+        return self._session_app
+
+    @property
+    def session_acts_as_owner(self) -> bool:
+        """Whoever opens its session runs code as its owner (shared only when the owner
+        accepts that): every app but those the catalog says only show (TensorBoard)."""
+        app = self.session_app
+        if app is None:
+            return self.kind != self.Kind.TENSORBOARD
+        return not app.shareable_read_only
 
     @property
     def is_final(self) -> bool:

@@ -35,6 +35,12 @@ class JobRequest(models.Model):
     SESSION_KINDS = choices.SESSION_KINDS
 
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.NOTEBOOK)
+    # An app session (kind "app"): the app a centre added, and the person's values of its
+    # fields, checked (jobs/cluster/app_command.py).
+    app = models.ForeignKey(
+        "jobs.SessionApp", on_delete=models.PROTECT, null=True, blank=True, related_name="jobs"
+    )
+    app_values = models.JSONField(null=True, blank=True)
     name = models.CharField(max_length=100, blank=True)
     command = models.TextField(
         blank=True,
@@ -165,6 +171,33 @@ class JobRequest(models.Model):
         """Where the outputs go ("": the job's work directory)."""
         return str((self.staging or {}).get("out_to") or "")
 
+    def _app_errors(self, image) -> dict[str, str]:
+        """An app session's app and values; a shipped app turned off in the admin."""
+        from jobs.cluster import app_command
+        from jobs.models.apps import BUILTIN_KINDS, SessionApp
+
+        if self.kind in BUILTIN_KINDS:
+            self.app, self.app_values = None, None
+            shipped = SessionApp.shipped(self.kind)
+            if self._state.adding and not shipped.enabled:
+                return {"kind": f"{shipped.name} sessions are turned off on this portal."}
+            return {}
+        if self.kind != self.Kind.APP:
+            self.app, self.app_values = None, None
+            return {}
+        app = self.app if self.app_id else None
+        if app is None or app.builtin:
+            return {"app": "Choose the app to start."}
+        if self._state.adding and not app.enabled:
+            return {"app": f"{app} is no longer offered."}
+        if image is None or image.pk != app.image_id:
+            return {"image": f"{app} runs in its own image, {app.image}."}
+        try:
+            self.app_values = app_command.clean_values(app.field_specs(), self.app_values)
+        except app_command.AppError as exc:
+            return {"app_values": str(exc)}
+        return {}
+
     def request_errors(self) -> dict[str, str]:
         """What of the request does not fit the partition, the image or the cluster, by
         field (each message names the limit); Job.clean() raises them. Tidies what was
@@ -186,12 +219,13 @@ class JobRequest(models.Model):
         if image is not None:
             if self._state.adding and not image.enabled:
                 errors["image"] = f"{image} is no longer offered for new jobs."
-            if self.kind not in image.kinds:
+            if self.kind != self.Kind.APP and self.kind not in image.kinds:
                 errors["kind"] = f"{image} does not offer {self.get_kind_display().lower()}s."
             if self.gpus and not image.supports_gpu:
                 errors["gpus"] = f"{image} does not support GPUs."
         if self.kind == self.Kind.TENSORBOARD and self.gpus:
             errors["gpus"] = "TensorBoard needs no GPU: choose 0 GPUs."
+        errors.update(self._app_errors(image))
         job_folder = validators.JOB_FOLDER.match(self.notebook_dir)
         if job_folder:
             if self.kind != self.Kind.TENSORBOARD:

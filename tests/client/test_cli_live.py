@@ -120,7 +120,21 @@ def test_submit_vscode_opens_an_editor_on_the_folder(portal_env, submitted, caps
     job = Job.objects.get()
     assert (job.kind, job.notebook_dir, job.command) == ("vscode", folder, "")
     code, _, err = run(capsys, "submit", "--vscode", "--notebook")
-    assert code == 1 and "one of --notebook, --tensorboard and --vscode" in err
+    assert code == 1 and "one of --notebook, --tensorboard, --vscode and --app" in err
+
+
+def test_submit_app_passes_each_value_as_typed_and_lists_the_apps(portal_env, submitted, capsys):
+    factories.session_app(image=ContainerImage.objects.get(slug="python"))
+    code, out, _ = run(capsys, "apps")
+    assert code == 0 and "echo" in out and "message:text" in out
+    hostile = "$(id); x=1"
+    assert run(capsys, "submit", "--app", "echo", "--set", f"message={hostile}")[0] == 0
+    job = Job.objects.get()
+    assert (job.kind, job.app.slug, job.app_values) == ("app", "echo", {"message": hostile})
+    code, _, err = run(capsys, "submit", "--app", "echo", "--set", "nope=1")
+    assert code == 1 and "no field 'nope'" in err
+    code, _, err = run(capsys, "submit", "--set", "message=x")
+    assert code == 1 and "use it with --app" in err
 
 
 def test_refused_submission_shows_each_fields_message_and_creates_nothing(

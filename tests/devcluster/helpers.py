@@ -125,6 +125,16 @@ def connection_info(account, job: Job, timeout: float = 120, interval: float = 1
     )
 
 
+def started_session(account, job: Job, timeout: float = 120) -> dict:
+    """connection_info() of ``job``'s session; failing, with the end of its stderr."""
+    from jobs.cluster import files
+
+    try:
+        return connection_info(account, job, timeout=timeout)
+    except AssertionError as exc:
+        raise AssertionError(files.read_job_log(job, "stderr").text[-3000:]) from exc
+
+
 def submit_from_threads(job: Job, threads: int = 4) -> list[Exception]:
     """The submit task of ``job`` run by ``threads`` workers at once (a duplicated queue
     message); the errors they raised."""

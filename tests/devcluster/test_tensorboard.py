@@ -6,10 +6,10 @@ import httpx
 import pytest
 
 from jobs import tasks
-from jobs.cluster import files, pool
+from jobs.cluster import pool
 from jobs.models import ClusterAccount
 from tests import factories, polling
-from tests.devcluster.helpers import connection_info, tensorboard_runs
+from tests.devcluster.helpers import started_session, tensorboard_runs
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 
@@ -22,10 +22,7 @@ def test_tensorboard_serves_the_runs_to_the_sessions_secret_only(devcluster, own
         owner, devcluster, "", kind="tensorboard", image=image, notebook_dir=folder
     )
     try:
-        try:
-            info = connection_info(account, job, timeout=120)
-        except AssertionError as exc:
-            raise AssertionError(files.read_job_log(job, "stderr").text[-3000:]) from exc
+        info = started_session(account, job)
         url = f"http://127.0.0.1:{info['port']}/data/plugin/scalars/tags"
 
         def tags() -> httpx.Response | None:

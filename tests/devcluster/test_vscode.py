@@ -6,10 +6,10 @@ import httpx
 import pytest
 
 from jobs import tasks
-from jobs.cluster import files, pool
+from jobs.cluster import pool
 from jobs.models import ClusterAccount
 from tests import factories
-from tests.devcluster.helpers import connection_info
+from tests.devcluster.helpers import started_session
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 
@@ -19,10 +19,7 @@ def test_code_server_is_reached_only_through_the_guard_with_the_secret(devcluste
     image = factories.image("vscode-host", offers_vscode=True, offers_notebook=False)
     job = factories.submitted_job(owner, devcluster, "", kind="vscode", image=image)
     try:
-        try:
-            info = connection_info(account, job, timeout=120)
-        except AssertionError as exc:
-            raise AssertionError(files.read_job_log(job, "stderr").text[-3000:]) from exc
+        info = started_session(account, job)
         base = f"http://127.0.0.1:{info['port']}"
         # Ready when registered: the guard listens only once code-server answers /healthz.
         alive = httpx.get(f"{base}/healthz", headers={"Authorization": f"token {info['secret']}"})
@@ -47,7 +44,7 @@ def test_code_server_is_reached_only_through_the_guard_with_the_secret(devcluste
         }
         assert ports == {str(info["port"])}, listening
         # Its socket: in the job's private work directory, mode 600.
-        mode = run(["stat", "-c", "%a %F", f"{job.work_dir}/code-server.sock"]).strip()
+        mode = run(["stat", "-c", "%a %F", f"{job.work_dir}/app.sock"]).strip()
         assert mode == "600 socket", mode
     finally:
         job.request_cancel()

@@ -182,6 +182,7 @@ const PortalLaunch = (() => {
     }
     $("notebook-field").hidden = batch;
     $("id_command").required = batch;
+    onApp();
     // Only batch jobs checkpoint and requeue themselves (on Slurm).
     $("resumable-fields").hidden = !batch || noResume;
     if (!batch || noResume) $("id_resumable").checked = false;
@@ -200,6 +201,21 @@ const PortalLaunch = (() => {
       gpus.value = 0;
       onGpus();
     }
+  }
+  // An app session: its app's fields only (disabled fields are not sent).
+  function onApp() {
+    const box = $("app-field");
+    if (!box) return;
+    const kind = form.querySelector("input[name=kind]:checked");
+    const on = Boolean(kind && kind.value === "app");
+    box.hidden = !on;
+    const chosen = $("id_app").value;
+    box.querySelectorAll("[data-app-fields]").forEach((fields) => {
+      const shown = on && fields.dataset.appFields === chosen;
+      fields.hidden = !shown;
+      fields.querySelectorAll("input, select, textarea").forEach((f) => { f.disabled = !shown; });
+    });
+    $("id_app").disabled = !on;
   }
   // A chained run: attempts of at most the walltime each, one after another.
   function onResumable() {
@@ -301,6 +317,7 @@ const PortalLaunch = (() => {
       minutes.dispatchEvent(new Event("input", { bubbles: true }));
     });
     form.querySelectorAll("input[name=kind]").forEach((r) => r.addEventListener("change", onKind));
+    if ($("id_app")) $("id_app").addEventListener("change", onApp);
     form.querySelectorAll("input[name=image]").forEach((r) => r.addEventListener("change", () => onImage()));
   }
 
@@ -375,7 +392,8 @@ const PortalLaunch = (() => {
         input.closest(".field").appendChild(p);
       }
     });
-    if (!selectedImage()) {
+    const appKind = form.querySelector("input[name=kind][value=app]:checked");
+    if (!selectedImage() && !appKind) {
       ok = false;
       const required = form.querySelector("[data-image-required]");
       required.hidden = false;
