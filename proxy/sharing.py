@@ -24,7 +24,6 @@ from django.urls import reverse
 
 from jobs import audit
 from jobs.access import role_in, sees_every_job
-from jobs.models import Job
 from jobs.notifications.events import Event, session_shared
 from jobs.notifications.models import Notification
 from jobs.notifications.tasks import told
@@ -76,9 +75,8 @@ def share(
     job = session.job
     outcome = Outcome()
     if job.session_acts_as_owner and not acts_as_owner:
-        what = "notebook" if job.kind == Job.Kind.NOTEBOOK else f"{job.session_app_name} session"
         outcome.problems.append(
-            f"A shared {what} acts as you: whoever opens it runs code as your cluster "
+            f"A shared {job.session_noun} acts as you: whoever opens it runs code as your cluster "
             "user and reads your files. Tick the box that says so to share it."
         )
         return outcome

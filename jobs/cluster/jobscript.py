@@ -26,7 +26,7 @@ from jobs.cluster.launchers import (
     word,
 )
 from jobs.cluster.workdir import ScriptError, work_dir_var, work_root
-from jobs.models.choices import SESSION_KINDS, Kind
+from jobs.models.choices import COMMAND_SESSION_KINDS, SESSION_KINDS, Kind
 from jobs.seam import AppSpec, ArraySpec, ImageSpec, JobSpec, Member
 
 METRICS_MODULE = TEMPLATES / "portal_metrics.py"
@@ -221,7 +221,7 @@ def _payload(
         }
         if job.kind == Kind.NOTEBOOK:
             return template("notebook/payload.sh").substitute(notebook_root=folder, **common)
-        if job.kind in (Kind.VSCODE, Kind.APP):
+        if job.kind in COMMAND_SESSION_KINDS:
             if job.app is None:
                 raise ScriptError(f"a {job.kind} session needs its app's command")
             return _app_payload(job.app, root, folder, common)

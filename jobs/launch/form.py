@@ -11,7 +11,7 @@ from jobs import schedulers
 from jobs.launch import staging
 from jobs.models import Cluster, ClusterAccount, ContainerImage, Job, Partition, SessionApp
 from jobs.models import annotations as tagging
-from jobs.models.choices import CODE_SESSION_KINDS
+from jobs.models.choices import FOLDER_SESSION_KINDS
 
 # What a launch request sets of a job, in the launch form's order (model field names; the
 # API calls three of them otherwise: jobs.launch.request.API_NAMES).
@@ -312,7 +312,9 @@ class LaunchForm(forms.ModelForm):
 def last_notebook_dir(user) -> str:
     """The folder the user's last notebook or editor opened in: the form remembers it."""
     last = (
-        Job.objects.filter(owner=user, kind__in=CODE_SESSION_KINDS).order_by("-created_at").first()
+        Job.objects.filter(owner=user, kind__in=FOLDER_SESSION_KINDS)
+        .order_by("-created_at")
+        .first()
     )
     return last.notebook_dir if last else ""
 

@@ -19,7 +19,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from jobs.cluster import app_command
-from jobs.models.choices import Kind
+from jobs.models.choices import COMMAND_SESSION_KINDS, Kind
 
 if TYPE_CHECKING:
     from jobs.models.job import Job
@@ -156,7 +156,7 @@ class SessionApp(models.Model):
         except app_command.AppError as exc:
             errors["fields"] = str(exc)
             specs = []
-        if not self.builtin or self.builtin == Kind.VSCODE:
+        if (self.builtin or Kind.APP) in COMMAND_SESSION_KINDS:  # it starts from its command
             try:
                 app_command.split_command(self.command, [f.name for f in specs])
             except app_command.AppError as exc:

@@ -65,7 +65,9 @@ SCHEDULED_STATES = (State.PENDING, State.RUNNING, State.COMPLETING)
 # Kinds that open through a session link (a web app on the node, proxy/).
 SESSION_KINDS = (Kind.NOTEBOOK, Kind.TENSORBOARD, Kind.VSCODE, Kind.APP)
 # Sessions that open on a folder of the person's (the launch form remembers the last one).
-CODE_SESSION_KINDS = (Kind.NOTEBOOK, Kind.VSCODE, Kind.APP)
+FOLDER_SESSION_KINDS = (Kind.NOTEBOOK, Kind.VSCODE, Kind.APP)
+# Sessions started by their app's command behind the session guard (jobs/on_node/app/).
+COMMAND_SESSION_KINDS = (Kind.VSCODE, Kind.APP)
 # What a session's "Open …" button names.
 SESSION_APP_NAMES: dict[str, str] = {
     Kind.NOTEBOOK: "notebook",

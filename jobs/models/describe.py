@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jobs.models.annotations import PARAMS_FILE, params_env, params_json
-from jobs.models.choices import Kind, State
+from jobs.models.choices import COMMAND_SESSION_KINDS, State
 from jobs.seam import (
     AppSpec,
     ArraySpec,
@@ -137,7 +137,7 @@ def job_spec(job: Job) -> JobSpec:
 
 def app_spec(job: Job) -> AppSpec | None:
     """A session started by its app's command (VS Code, an added app); None otherwise."""
-    if job.kind not in (Kind.VSCODE, Kind.APP):
+    if job.kind not in COMMAND_SESSION_KINDS:
         return None
     from jobs.models.apps import SessionApp
 

@@ -191,9 +191,12 @@ class Job(JobRequest, JobRun, JobAnnotations):
         """Whoever opens its session runs code as its owner (shared only when the owner
         accepts that): every app but those the catalog says only show (TensorBoard)."""
         app = self.session_app
-        if app is None:
-            return self.kind != self.Kind.TENSORBOARD
-        return not app.shareable_read_only
+        return app is None or not app.shareable_read_only
+
+    @property
+    def session_noun(self) -> str:
+        """What a share's warning calls its session: "notebook", "VS Code session"."""
+        return "notebook" if self.kind == self.Kind.NOTEBOOK else f"{self.session_app_name} session"
 
     @property
     def is_final(self) -> bool:
