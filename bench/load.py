@@ -134,6 +134,9 @@ class Counter:
             "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
             "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
         }
+        from jobs import listing  # noqa: PLC0415
+
+        listing.changed_everywhere()  # the queries of a page built, not of one cached
         with override_settings(STORAGES=plain), CaptureQueriesContext(connection) as queries:
             response = self.clients[username].get(path, HTTP_HOST="127.0.0.1")
         return response.status_code, len(queries), response.content
@@ -552,8 +555,13 @@ def measure(
             print(f"  baseline {static}: {rows_out[-1].value}", flush=True)
         targets = [
             ("dashboard", ["/"]),
+            (f"dashboard, {CHANGES:g} changes/s to the person's jobs", ["/"]),
             ("dashboard, state=running", ["/?state=running"]),
             ("API jobs, first page", ["/api/v1/jobs/"]),
+            (
+                f"API jobs, first page, {CHANGES:g} changes/s to the person's jobs",
+                ["/api/v1/jobs/"],
+            ),
             ("API jobs, state=completed", ["/api/v1/jobs/?state=completed"]),
             (
                 "API jobs, filters (state, created_after, experiment)",
@@ -572,7 +580,8 @@ def measure(
             else:
                 queries = counter.two_sizes((few, path), (owner, path))
             print(f"{name}: queries {queries}", flush=True)
-            rows_out += rising(stack, name, paths, cookie, queries, args)
+            with changing(owner, CHANGES if "changes/s" in name else 0):
+                rows_out += rising(stack, name, paths, cookie, queries, args)
         if "render" in parts:
             rows_out += render_rows(stack, counter, owner)
         if "live" in parts and importlib.util.find_spec("bench.load_live") is not None:
@@ -582,6 +591,53 @@ def measure(
     finally:
         stack.stop()
     return rows_out
+
+
+# How often one of the person's jobs changes while their pages are measured "with
+# changes": each change ends their cached listings (jobs/listing.py), so these rows show
+# what a page costs when it must be built again that often. (A person's jobs change when
+# the sync sees a state, a node or a pending reason change: a few times a minute for most
+# people, a few a second for the busiest.)
+CHANGES = 2.0
+
+
+@contextlib.contextmanager
+def changing(owner: str, per_second: float) -> Iterator[None]:
+    """While inside: the person's newest job renamed ``per_second`` times a second through
+    the model (Job.update_details, which sends the job's signals as the sync's changes
+    do)."""
+    if not per_second:
+        yield
+        return
+    import threading  # noqa: PLC0415
+
+    from django.db import connection  # noqa: PLC0415
+
+    from jobs.models import Job  # noqa: PLC0415
+
+    stop = threading.Event()
+    done = [0]
+
+    def run() -> None:
+        job = Job.objects.filter(owner__username=owner, trial=None).order_by("-created_at").first()
+        assert job is not None
+        name = job.name
+        try:
+            while not stop.wait(1 / per_second):
+                job.update_details(name=f"{name} ({done[0] % 2})")
+                done[0] += 1
+        finally:
+            job.update_details(name=name)
+            connection.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        print(f"  ({done[0]} changes made)", flush=True)
 
 
 def _a_static_file(stack: LoadStack) -> str:

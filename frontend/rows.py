@@ -23,6 +23,9 @@ from jobs.display import pending_text
 from jobs.models import Job
 
 MARK = 987654321  # a job id in a reversed URL, replaced by each row's
+# Where a row's CSRF field goes: rows are kept in the cache (jobs/listing.py) for every
+# request of their person, each with its own token. Escaped text never holds a "<".
+CSRF_MARK = "<portal-csrf-field>"
 
 
 def _shape(name: str, **kwargs: object) -> tuple[str, str]:
@@ -63,12 +66,19 @@ class Rows:
         self.cancel = _shape("job-cancel")
         self.session = _shape("session-open", public_id=str(MARK))
         self.launch = reverse("launch")
-        self.csrf = (
-            f'<input type="hidden" name="csrfmiddlewaretoken" value="{escape(get_token(request))}">'
-        )
+        self.request = request
 
-    def page(self, jobs) -> SafeString:
-        return mark_safe("".join(self.row(job) for job in jobs))  # noqa: S308 - escaped in row()
+    def page(self, jobs) -> str:
+        """The rows of ``jobs``, with CSRF_MARK where each row's CSRF field goes."""
+        return "".join(self.row(job) for job in jobs)
+
+    def with_csrf(self, rows: str) -> SafeString:
+        """``rows`` (page()'s or row()'s) with this request's CSRF field in place."""
+        field = (
+            '<input type="hidden" name="csrfmiddlewaretoken" '
+            f'value="{escape(get_token(self.request))}">'
+        )
+        return mark_safe(rows.replace(CSRF_MARK, field))  # noqa: S308 - escaped in row()
 
     def row(self, job: Job) -> str:
         pk = job.pk
@@ -122,7 +132,7 @@ class Rows:
             f'    <a href="{detail}#logs">Logs</a>\n'
             f'    <a href="{self.launch}?from={pk}">Launch again</a>\n'
             f'    <form method="post" action="{self.cancel[0]}{pk}{self.cancel[1]}" '
-            f'class="inline cancel-form"{"" if active else " hidden"}>{self.csrf}\n'
+            f'class="inline cancel-form"{"" if active else " hidden"}>{CSRF_MARK}\n'
             f'      <button type="submit" class="danger small" data-cancel>Cancel</button>\n'
             f"    </form>\n"
             f"  </td>\n"

@@ -23,6 +23,7 @@ from django.db.models import Q
 # Where roles() and linked() keep their answers on the user object (one request, one
 # lookup each).
 _ROLES = "_project_roles"
+_PROJECTS = "_role_projects"
 _LINKED = "_read_links"
 NO_LINKS: tuple[frozenset[int], frozenset[int]] = (frozenset(), frozenset())
 
@@ -39,13 +40,16 @@ def roles(user: Any) -> dict[int, str]:
     from projects.models import Membership, Role
 
     found: dict[int, str] = {}
+    projects = []
     if getattr(user, "pk", None) is not None:
         for member in (
-            Membership.objects.current().filter(user_id=user.pk).select_related("project")
+            Membership.objects.current().filter(user_id=user.pk).select_related("project__cluster")
         ):
             if member.role != Role.NONE:
                 found[member.project_id] = member.role
+                projects.append(member.project)
     try:
+        setattr(user, _PROJECTS, projects)
         setattr(user, _ROLES, found)
     except AttributeError:  # (an object that takes no attributes: asked again next time)
         pass
@@ -54,8 +58,9 @@ def roles(user: Any) -> dict[int, str]:
 
 def forget_roles(user: Any) -> None:
     """After a sync changed them, in a long-lived consumer: ask again."""
-    if hasattr(user, _ROLES):
-        delattr(user, _ROLES)
+    for name in (_ROLES, _PROJECTS):
+        if hasattr(user, name):
+            delattr(user, name)
     forget_links(user)
 
 
@@ -94,14 +99,15 @@ def forget_links(user: Any) -> None:
 
 
 def projects_of(user: Any) -> list:
-    """The projects whose jobs the person sees (their role above none), by name."""
-    from projects.models import Project
+    """The projects whose jobs the person sees (their role above none), by name (read
+    with their roles: no query of its own)."""
+    roles(user)
+    found = getattr(user, _PROJECTS, None)
+    if found is None:  # (an object that takes no attributes)
+        from projects.models import Project
 
-    return list(
-        Project.objects.filter(pk__in=list(roles(user)))
-        .select_related("cluster")
-        .order_by("name", "cluster__name")
-    )
+        found = list(Project.objects.filter(pk__in=list(roles(user))).select_related("cluster"))
+    return sorted(found, key=lambda p: (p.name, p.cluster.name))
 
 
 def may_see_project(user: Any, project_id: int) -> bool:

@@ -7,12 +7,27 @@ class JobsConfig(AppConfig):
 
     def ready(self) -> None:
         from django.conf import settings
-        from django.db.models.signals import post_save
+        from django.db.models.signals import post_delete, post_save
 
-        from jobs import audit, broadcast, outbox, signals, tasks
+        from jobs import audit, broadcast, listing, outbox, signals, tasks
+        from jobs.models import Cluster, ContainerImage, Job, Partition, SessionApp
+        from projects.models import Project
 
+        # Cached listings (jobs/listing.py) end when what they show changes: before pages
+        # hear of a change (below), so a page that asks again then builds it anew.
+        signals.job_changing.connect(listing.on_job_changed, dispatch_uid="jobs.listing")
+        signals.job_updated.connect(listing.on_job_changed, dispatch_uid="jobs.listing")
         # Pages see every change a model reports (models import no broadcasting).
         signals.job_updated.connect(broadcast.on_job_updated, dispatch_uid="jobs.broadcast")
+        for signal in (post_save, post_delete):
+            signal.connect(listing.on_job_saved_or_deleted, sender=Job, dispatch_uid="listing")
+            for named in (ContainerImage, Cluster, Partition, SessionApp, Project):
+                signal.connect(listing.on_named_thing_changed, sender=named, dispatch_uid="listing")
+            signal.connect(
+                listing.on_named_thing_changed,
+                sender=settings.AUTH_USER_MODEL,
+                dispatch_uid="listing",
+            )
         # What a job's change owes, delivered from its JobEvent (jobs/outbox.py).
         outbox.register("stderr", tasks.queue_error_tails)
         outbox.register("attempts", tasks.queue_attempts)

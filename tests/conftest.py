@@ -509,3 +509,12 @@ def webdav(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_listings():
+    """Each test starts with no cached listing (jobs/listing.py): database ids repeat from
+    one test to the next, cache entries would outlive the rows they were built from."""
+    from jobs import listing
+
+    listing.changed_everywhere()

@@ -20,7 +20,7 @@ from frontend.views.common import (
     wants_json,
 )
 from frontend.views.ssh import ssh_context
-from jobs import access, lifecycle, schedulers
+from jobs import access, lifecycle, listing, schedulers
 from jobs.access import sees_every_job
 from jobs.display import when
 from jobs.launch import LaunchForm, calendar, launch_initial, partition_limits, tensorboard_initial
@@ -58,22 +58,40 @@ def dashboard(request):
     # An experiment's trials run as many jobs (20 configurations x 5 folds is 100): they
     # are on its page, and listed here only when asked for.
     trials = request.GET.get("trials") == "1"
-    hidden_trials = 0
-    if trials:
-        paginator = Paginator(jobs, PAGE_SIZE)
-    else:
-        # The rows listed and the trials' jobs left out, counted in one pass.
-        # COUNT(state), never null: a column of the index (owner, state, trial), so the
-        # counts are read from it alone (COUNT(id) would read every row).
-        counted = jobs.aggregate(
-            listed=Count("state", filter=Q(trial__isnull=True)),
-            hidden=Count("state", filter=Q(trial__isnull=False)),
-        )
-        hidden_trials = counted["hidden"]
-        paginator = Paginator(jobs.filter(trial__isnull=True), PAGE_SIZE)
-        paginator.count = counted["listed"]  # (a cached property: not counted again)
-    page = paginator.get_page(request.GET.get("page"))
     show_owner = sees_every_job(request.user) or project is not None
+    rows = Rows(request, show_owner=show_owner)
+
+    def listed() -> dict:
+        """The page's rows and counts (kept in jobs/listing.py's cache)."""
+        hidden_trials = 0
+        if trials:
+            paginator = Paginator(jobs, PAGE_SIZE)
+        else:
+            # The rows listed and the trials' jobs left out, counted in one pass.
+            # COUNT(state), never null: a column of the index (owner, state, trial), so
+            # the counts are read from it alone (COUNT(id) would read every row).
+            counted = jobs.aggregate(
+                listed=Count("state", filter=Q(trial__isnull=True)),
+                hidden=Count("state", filter=Q(trial__isnull=False)),
+            )
+            hidden_trials = counted["hidden"]
+            paginator = Paginator(jobs.filter(trial__isnull=True), PAGE_SIZE)
+            paginator.count = counted["listed"]  # (a cached property: not counted again)
+        page = paginator.get_page(request.GET.get("page"))
+        return {
+            "count": paginator.count,
+            "number": page.number,
+            "hidden": hidden_trials,
+            "rows": rows.page(page.object_list),
+        }
+
+    shown = listing.cached(
+        request.user,
+        f"dashboard|{state}|{trials}|{project.pk if project else ''}|{request.GET.get('page')}",
+        listed,
+    )
+    # The page of the cached count (its rows are the cached HTML).
+    page = Paginator(range(shown["count"]), PAGE_SIZE).get_page(shown["number"])
     template = (
         "frontend/_job_table.html"
         if request.GET.get("fragment") == "table"
@@ -84,10 +102,10 @@ def dashboard(request):
         template,
         {
             "page": page,
-            "rows": Rows(request, show_owner=show_owner).page(page.object_list),
+            "rows": rows.with_csrf(shown["rows"]),
             "state": state,
             "trials": trials,
-            "hidden_trials": hidden_trials,
+            "hidden_trials": shown["hidden"],
             "states": Job.State.choices,
             "show_owner": show_owner,
             "projects": projects,
@@ -100,7 +118,8 @@ def dashboard(request):
 def job_row(request, pk: int):
     job = get_job_for_user(request, pk)
     show_owner = sees_every_job(request.user) or job.owner_id != request.user.pk
-    return HttpResponse(Rows(request, show_owner=show_owner).row(job))
+    rows = Rows(request, show_owner=show_owner)
+    return HttpResponse(rows.with_csrf(rows.row(job)))
 
 
 def limits_with_capabilities() -> dict:

@@ -31,7 +31,7 @@ from rest_framework.exceptions import (
 )
 from rest_framework.response import Response
 
-from jobs import access, audit, lifecycle
+from jobs import access, audit, lifecycle, listing
 from jobs.api.errors import RefuseNul
 from jobs.api.serializers import (
     ClusterSerializer,
@@ -227,7 +227,12 @@ class JobViewSet(
         parameters=JOB_FILTERS,
     )
     def list(self, request, *args, **kwargs):
-        return super().list(request, *args, **kwargs)
+        # A page is kept until a job the person sees changes (jobs/listing.py). Its links
+        # to the next and previous pages are absolute: the whole URL names the page.
+        def page() -> dict:
+            return super(JobViewSet, self).list(request, *args, **kwargs).data
+
+        return Response(listing.cached(request.user, request.build_absolute_uri(), page))
 
     def retrieve(self, request, *args, **kwargs):
         job = self.get_object()

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 from django.core.validators import MaxLengthValidator, RegexValidator
 from django.db import models, transaction
 
+from jobs import signals
+
 if TYPE_CHECKING:
     from django.db.models.fields.related_descriptors import RelatedManager
 
@@ -236,6 +238,7 @@ class JobAnnotations(models.Model):
         with transaction.atomic():
             self.tags.exclude(name__in=names).delete()
             self._add_tags(names)
+        signals.updated_on_commit(self)
 
     def change_tags(self, add=(), remove=()) -> list[str]:
         """Add and remove tags (checked: BadAnnotation, nothing changed); the tags after."""
@@ -243,6 +246,7 @@ class JobAnnotations(models.Model):
         with transaction.atomic():
             self.tags.filter(name__in=remove).delete()
             self._add_tags([n for n in add if n not in remove])
+        signals.updated_on_commit(self)
         return self.tag_names
 
     def _add_tags(self, names: list[str]) -> None:
@@ -259,6 +263,7 @@ class JobAnnotations(models.Model):
     def set_notes(self, text: str) -> None:
         self.notes = clean_note(text)
         type(self)._default_manager.filter(pk=self.pk).update(notes=self.notes)
+        signals.updated_on_commit(self)
 
     def report_params(self, params: dict) -> dict:
         """Merge parameters the job reports (pm.params()) into its own, within the bound
@@ -271,4 +276,5 @@ class JobAnnotations(models.Model):
             merged = clean_params({**current, **clean_params(params)})
             rows.filter(pk=self.pk).update(params=merged)
         self.params = merged
+        signals.updated_on_commit(self)
         return merged

@@ -79,6 +79,11 @@ PORTAL_DB_POOL_TIMEOUT = env_float("PORTAL_DB_POOL_TIMEOUT", 30.0, minimum=1)
 # Threads of each web process that run requests (Django's WSGI handler inside the ASGI
 # server, portal/serving.py); the views that stream run beside them on the event loop.
 PORTAL_WEB_THREADS = env_int("PORTAL_WEB_THREADS", 8, minimum=1)
+# Seconds a person's job listing (the dashboard's page, a page of GET /api/v1/jobs/) is
+# kept in the cache at most (jobs/listing.py). It is built again as soon as a job it shows
+# changes; this bounds what a missed change (a process killed between its commit and its
+# signal) and times computed from the clock cost. 0: listings are never cached.
+PORTAL_LISTING_CACHE_SECONDS = env_int("PORTAL_LISTING_CACHE_SECONDS", 10, minimum=0)
 
 # --- Redis (broker, cache, channel layer) -------------------------------------------
 # REDIS_URL (or REDIS_URL_FILE) carries the password. `make demo`/`make test` run a Redis
