@@ -238,6 +238,11 @@ def test_owner_opens_vscode_with_a_terminal_and_a_webview_through_the_proxy(
         editor.locator(".monaco-editor .view-lines").first.click()
         editor.keyboard.press("Control+a")
         editor.keyboard.insert_text("saved from VS Code")
+        # Saved once the editor shows the new text (pressed at once, the save could come
+        # before the edit and write the old text).
+        editor.locator(".monaco-editor .view-lines", has_text="saved from VS Code").first.wait_for(
+            timeout=30_000
+        )
         editor.keyboard.press("Control+s")
         until(
             lambda: _run(job, "cat ~/vscode-edit.txt") == "saved from VS Code", 30, "the saved file"
