@@ -43,7 +43,10 @@ def roles(user: Any) -> dict[int, str]:
     projects = []
     if getattr(user, "pk", None) is not None:
         for member in (
-            Membership.objects.current().filter(user_id=user.pk).select_related("project__cluster")
+            Membership.objects.current()
+            .filter(user_id=user.pk)
+            .select_related("project__cluster")
+            .order_by()  # (the model's ordering joins the people; projects_of() sorts)
         ):
             if member.role != Role.NONE:
                 found[member.project_id] = member.role
