@@ -35,6 +35,12 @@ def _shape(name: str, **kwargs: object) -> tuple[str, str]:
     return head, tail
 
 
+def with_csrf(request, rows: str) -> SafeString:
+    """``rows`` (Rows.page()'s or row()'s) with this request's CSRF field in place."""
+    field = f'<input type="hidden" name="csrfmiddlewaretoken" value="{escape(get_token(request))}">'
+    return mark_safe(rows.replace(CSRF_MARK, field))  # noqa: S308 - escaped in Rows.row()
+
+
 def _iso(value) -> str:
     """As the template's ``|date:'c'``: ISO 8601 in the current time zone."""
     if value is None:
@@ -43,7 +49,7 @@ def _iso(value) -> str:
 
 
 class Rows:
-    """The rows of one page for one request (its CSRF token, its URL prefix)."""
+    """The rows of one page (its URLs' shapes made once; the CSRF field is with_csrf()'s)."""
 
     # What a page's query joins, and the long columns a row never reads (a job's script,
     # its git diff, its stderr's tail: kilobytes each, decoded for nothing).
@@ -60,25 +66,16 @@ class Rows:
         "git_diff",
     )
 
-    def __init__(self, request, *, show_owner: bool) -> None:
+    def __init__(self, *, show_owner: bool) -> None:
         self.show_owner = show_owner
         self.detail = _shape("job-detail")
         self.cancel = _shape("job-cancel")
         self.session = _shape("session-open", public_id=str(MARK))
         self.launch = reverse("launch")
-        self.request = request
 
     def page(self, jobs) -> str:
         """The rows of ``jobs``, with CSRF_MARK where each row's CSRF field goes."""
         return "".join(self.row(job) for job in jobs)
-
-    def with_csrf(self, rows: str) -> SafeString:
-        """``rows`` (page()'s or row()'s) with this request's CSRF field in place."""
-        field = (
-            '<input type="hidden" name="csrfmiddlewaretoken" '
-            f'value="{escape(get_token(self.request))}">'
-        )
-        return mark_safe(rows.replace(CSRF_MARK, field))  # noqa: S308 - escaped in row()
 
     def row(self, job: Job) -> str:
         pk = job.pk

@@ -11,8 +11,8 @@ client that polls, asks for the same page again and again while nothing in it ch
 projects and roles, read fresh on every request: a membership granted or revoked shows at
 once), and a version token for each of them: the person's own jobs, each of their
 projects' jobs, and everything else a row names (images, clusters, partitions, apps,
-projects, people's names). A change sets a new random token on commit
-(the receivers below: jobs' own signal, which every change of what a job shows sends,
+projects, people's names). A change sets a new random token when it is made and again
+when it commits (the receivers below: jobs' own signal, which every change of what a job shows sends,
 its tags, notes and parameters included; a job saved or deleted; a catalog entry, a
 project or a person saved); the listing is then built again at its next request.
 Random tokens, never counters: a token evicted or lost with Redis comes back as a new one,
@@ -141,7 +141,8 @@ def _set_new(keys: list[str]) -> None:
 
 
 def on_job_changed(sender, job, **kwargs) -> None:
-    """jobs.signals.job_updated, and a Job saved or deleted."""
+    """jobs.signals.job_changing (its tokens renewed now and again on commit), and a Job
+    saved or deleted."""
     changed(users=[job.owner_id], projects=[job.project_id])
 
 

@@ -30,6 +30,13 @@ experiment_finished = Signal()
 job_changing = Signal()
 
 
+def updated_now(job) -> None:
+    """Send ``job_changing`` and ``job_updated`` for ``job`` at once (a change that pages
+    must hear of before any commit: a session link's, proxy/models.py)."""
+    job_changing.send(sender=type(job), job=job)
+    job_updated.send(sender=type(job), job=job)
+
+
 def updated_on_commit(job) -> None:
     """Send ``job_changing`` now and ``job_updated`` once the current transaction commits."""
     job_changing.send(sender=type(job), job=job)

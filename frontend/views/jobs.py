@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from frontend.rows import Rows
+from frontend.rows import Rows, with_csrf
 from frontend.views.common import (
     get_job_for_user,
     get_job_to_act,
@@ -59,7 +59,6 @@ def dashboard(request):
     # are on its page, and listed here only when asked for.
     trials = request.GET.get("trials") == "1"
     show_owner = sees_every_job(request.user) or project is not None
-    rows = Rows(request, show_owner=show_owner)
 
     def listed() -> dict:
         """The page's rows and counts (kept in jobs/listing.py's cache)."""
@@ -82,7 +81,7 @@ def dashboard(request):
             "count": paginator.count,
             "number": page.number,
             "hidden": hidden_trials,
-            "rows": rows.page(page.object_list),
+            "rows": Rows(show_owner=show_owner).page(page.object_list),
         }
 
     shown = listing.cached(
@@ -102,7 +101,7 @@ def dashboard(request):
         template,
         {
             "page": page,
-            "rows": rows.with_csrf(shown["rows"]),
+            "rows": with_csrf(request, shown["rows"]),
             "state": state,
             "trials": trials,
             "hidden_trials": shown["hidden"],
@@ -118,8 +117,7 @@ def dashboard(request):
 def job_row(request, pk: int):
     job = get_job_for_user(request, pk)
     show_owner = sees_every_job(request.user) or job.owner_id != request.user.pk
-    rows = Rows(request, show_owner=show_owner)
-    return HttpResponse(rows.with_csrf(rows.row(job)))
+    return HttpResponse(with_csrf(request, Rows(show_owner=show_owner).row(job)))
 
 
 def limits_with_capabilities() -> dict:
