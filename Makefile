@@ -196,8 +196,9 @@ endif
 # A centre's busiest day (#35): PostgreSQL database portal_load seeded by seed_load at
 # LOAD_SCALE (1.0: 1,000 users, 105,000 jobs, 100 million metric points; kept between runs),
 # loaded with wrk, first renders in Chromium (the two biggest pages at full size at any
-# scale: bench/bigpages.py). One table at the end; LOAD_BEFORE=<commit> measures that
-# commit's code first on the same database and prints both.
+# scale: bench/bigpages.py), a static file from a web process against HAProxy's cache
+# (bench/static.py). One table at the end; LOAD_BEFORE=<commit> measures that commit's
+# code first on the same database and prints both.
 bench-load: venv services browser devcluster devcluster-accounts
 ifeq ($(IS_ROOT),yes)
 	@command -v wrk >/dev/null && command -v gcc >/dev/null || { \
@@ -205,6 +206,7 @@ ifeq ($(IS_ROOT),yes)
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends wrk gcc libc6-dev >/dev/null; }
 endif
 	@$(DEMO_ENV) $(PY) bench/load.py
+	@$(DEMO_ENV) $(PY) bench/static.py
 	@$(DEMO_ENV) $(PY) bench/bigpages.py
 	@$(DEMO_ENV) $(PY) bench/sync_accounts.py
 	@$(DEMO_ENV) $(PY) bench/load_failover.py

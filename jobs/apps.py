@@ -13,9 +13,10 @@ class JobsConfig(AppConfig):
         from jobs.models import Cluster, ContainerImage, Job, Partition, SessionApp
         from projects.models import Project
 
-        # Cached listings (jobs/listing.py) end when what they show changes: job_changing
-        # comes before pages hear of it, so a page that asks again then builds it anew.
-        signals.job_changing.connect(listing.on_job_changed, dispatch_uid="jobs.listing")
+        # Cached listings (jobs/listing.py) end when what they show changes, before pages
+        # hear of it (receivers run in the order connected): a page that asks again then
+        # builds it anew.
+        signals.job_updated.connect(listing.on_job_changed, dispatch_uid="jobs.listing")
         # Pages see every change a model reports (models import no broadcasting).
         signals.job_updated.connect(broadcast.on_job_updated, dispatch_uid="jobs.broadcast")
         for signal in (post_save, post_delete):

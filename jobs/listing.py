@@ -11,8 +11,8 @@ client that polls, asks for the same page again and again while nothing in it ch
 projects and roles, read fresh on every request: a membership granted or revoked shows at
 once), and a version token for each of them: the person's own jobs, each of their
 projects' jobs, and everything else a row names (images, clusters, partitions, apps,
-projects, people's names). A change sets a new random token when it is made and again
-when it commits (the receivers below: jobs' own signal, which every change of what a job shows sends,
+projects, people's names). A change sets a new random token when it commits (the
+receivers below: jobs' own signal, which every change of what a job shows sends,
 its tags, notes and parameters included; a job saved or deleted; a catalog entry, a
 project or a person saved); the listing is then built again at its next request.
 Random tokens, never counters: a token evicted or lost with Redis comes back as a new one,
@@ -123,11 +123,11 @@ def changed_everywhere() -> None:
 
 
 def _renew(keys: list[str]) -> None:
-    """New tokens now, and again once the transaction commits: a listing built meanwhile
-    (it read the rows before the commit) is stored under the first, which then is gone."""
-    _set_new(keys)
-    if transaction.get_connection().in_atomic_block:
-        transaction.on_commit(lambda: _set_new(keys))
+    """New tokens once the transaction commits (at once outside one). A listing reads its
+    tokens before its rows: one built before the commit read the old rows under the old
+    tokens, which the commit then ends; one that reads the tokens after it reads the new
+    rows. A change rolled back renews nothing."""
+    transaction.on_commit(lambda: _set_new(keys))
 
 
 def _set_new(keys: list[str]) -> None:
@@ -141,8 +141,8 @@ def _set_new(keys: list[str]) -> None:
 
 
 def on_job_changed(sender, job, **kwargs) -> None:
-    """jobs.signals.job_changing (its tokens renewed now and again on commit), and a Job
-    saved or deleted."""
+    """jobs.signals.job_updated (sent on commit), and a Job saved or deleted (its tokens
+    renewed on commit)."""
     changed(users=[job.owner_id], projects=[job.project_id])
 
 

@@ -1,6 +1,5 @@
 """What a job's model says happened to it, live, for the parts of the portal that follow
-jobs. Models send these after their transaction commits (job_changing at once, for the
-cached listings); they import no receiver.
+jobs. Models send these after their transaction commits; they import no receiver.
 Receivers are connected in their app's ``AppConfig.ready()``: jobs.broadcast publishes
 every change to pages (JobsConfig), the proxy pushes a session's route (ProxyConfig).
 
@@ -24,20 +23,6 @@ job_updated = Signal()
 experiment_finished = Signal()
 
 
-# The same, sent at once, inside the transaction that changes the row (job_updated follows
-# when it commits): for what must also hear of a change that is rolled back or not yet
-# visible, the cached listings (jobs/listing.py). ``job=``.
-job_changing = Signal()
-
-
-def updated_now(job) -> None:
-    """Send ``job_changing`` and ``job_updated`` for ``job`` at once (a change that pages
-    must hear of before any commit: a session link's, proxy/models.py)."""
-    job_changing.send(sender=type(job), job=job)
-    job_updated.send(sender=type(job), job=job)
-
-
 def updated_on_commit(job) -> None:
-    """Send ``job_changing`` now and ``job_updated`` once the current transaction commits."""
-    job_changing.send(sender=type(job), job=job)
+    """Send ``job_updated`` for ``job`` once the current transaction commits."""
     transaction.on_commit(lambda: job_updated.send(sender=type(job), job=job))

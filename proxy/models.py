@@ -160,7 +160,7 @@ class SessionLink(models.Model):
             ready_at=None,
         )
         if updated:
-            signals.updated_now(job)
+            signals.job_updated.send(sender=Job, job=job)
         return bool(updated)
 
     def close(self) -> None:
@@ -170,7 +170,7 @@ class SessionLink(models.Model):
             .update(state=self.State.CLOSED, closed_at=timezone.now(), upstream_token_encrypted="")
         ):
             self.refresh_from_db()
-            signals.updated_now(self.job)
+            signals.job_updated.send(sender=Job, job=self.job)
 
     # -- what jobs/ asks of session links (jobs.sessions.SessionLinks) ------------------
     @classmethod

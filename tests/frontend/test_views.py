@@ -85,7 +85,9 @@ def test_dashboard_filters_by_state_and_paginates(signed_in, owner, cluster, hos
     )
 
 
-def test_the_dashboard_lists_experiments_trials_only_when_asked(signed_in, owner, cluster):
+def test_the_dashboard_lists_experiments_trials_only_when_asked(
+    signed_in, owner, cluster, django_capture_on_commit_callbacks
+):
     """A sweep's 100 fold jobs would bury the user's other jobs: they are counted and
     linked, and listed with the Experiments' trials box ticked (pages keep it)."""
     from jobs.broadcast import job_payload
@@ -105,7 +107,8 @@ def test_the_dashboard_lists_experiments_trials_only_when_asked(signed_in, owner
     assert "data-hidden-trials" not in response.content.decode()
     # What the live table decides by: a new trial job is inserted only when trials are shown.
     assert job_payload(folds[0])["trial_id"] == trial.pk and job_payload(own)["trial_id"] is None
-    own.delete()
+    with django_capture_on_commit_callbacks(execute=True):  # listings renew on commit
+        own.delete()
     body = signed_in.get("/").content.decode()
     assert "No other jobs." in body and "You have no jobs yet." not in body
 

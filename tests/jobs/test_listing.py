@@ -15,7 +15,8 @@ from jobs.models import Job
 from projects.models import Membership
 from tests import factories, polling
 
-pytestmark = pytest.mark.django_db
+# Real commits: tokens are renewed when a change commits, as in production.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def api_names(api) -> list[str]:
