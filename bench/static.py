@@ -24,6 +24,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -58,8 +59,8 @@ def wrk(url: str, host: str, seconds: float, connections: int) -> dict[str, floa
     }
 
 
-def server_requests(admin: Path) -> int:
-    """Requests HAProxy sent to the portal's servers (stot of be_portal's servers)."""
+def portal_servers(admin: Path) -> list[dict[str, str]]:
+    """HAProxy's stats of the portal's servers (be_portal's, from ``show stat``)."""
     with socket.socket(socket.AF_UNIX) as sock:
         sock.connect(str(admin))
         sock.sendall(b"show stat\n")
@@ -68,12 +69,31 @@ def server_requests(admin: Path) -> int:
             data += chunk
     header, *rows = data.decode().splitlines()
     names = header.lstrip("# ").split(",")
-    total = 0
-    for row in rows:
-        cells = dict(zip(names, row.split(","), strict=False))
-        if cells.get("pxname") == "be_portal" and cells.get("svname") not in ("BACKEND", None):
-            total += int(cells.get("stot") or 0)
-    return total
+    cells = [dict(zip(names, row.split(","), strict=False)) for row in rows]
+    return [
+        c
+        for c in cells
+        if c.get("pxname") == "be_portal" and c.get("svname") not in ("BACKEND", None)
+    ]
+
+
+def server_requests(admin: Path) -> int:
+    """Requests HAProxy sent to the portal's servers (stot of be_portal's servers)."""
+    return sum(int(c.get("stot") or 0) for c in portal_servers(admin))
+
+
+def wait_up(admin: Path, seconds: float) -> None:
+    """Until HAProxy's health checks hold the portal's server up (a server starts down
+    until checks pass, so a request before then answers 503)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        servers = portal_servers(admin)
+        if servers and all(c.get("status", "").startswith("UP") for c in servers):
+            return
+        if time.monotonic() > deadline:
+            shown = [(c.get("svname"), c.get("status"), c.get("check_status")) for c in servers]
+            sys.exit(f"bench/static.py: the portal's server is not up behind HAProxy: {shown}")
+        time.sleep(0.2)
 
 
 def main() -> None:
@@ -115,11 +135,12 @@ def main() -> None:
                 f"bench/static.py: {path}, {args.connections} connections, {args.seconds:g} s each"
             )
             direct = wrk(f"{stack.base_url}{path}", host, args.seconds, args.connections)
+            wait_up(admin, 30)
             # One request first: a burst of clients on a cold entry all go to the server
             # until its first response is stored (about a second of misses measured here).
             warm = f"http://127.0.0.1:{proxy_port}{path}"
             subprocess.run(
-                ["curl", "-sf", "-o", "/dev/null", "-H", f"Host: {host}", "-H"]
+                ["curl", "-sSf", "-o", "/dev/null", "-H", f"Host: {host}", "-H"]
                 + ["Accept-Encoding: gzip", warm],
                 check=True,
                 timeout=30,
