@@ -88,6 +88,8 @@ def container_launch(
             "PORTAL_METRICS_DIR",
             "PORTAL_METRICS_URL",
             "PORTAL_METRICS_TOKEN_FILE",
+            "MLFLOW_TRACKING_URI",
+            "MLFLOW_TRACKING_TOKEN",
             "PORTAL_SYSTEM_METRICS_INTERVAL",
             "SLURM_PROCID",
             "SLURM_RESTART_COUNT",

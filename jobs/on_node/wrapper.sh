@@ -27,6 +27,15 @@ ${metrics_module}PORTAL_METRICS_PY
 export PYTHONPATH="$$PORTAL_WORK_DIR/lib$${PYTHONPATH:+:$$PYTHONPATH}"
 export PORTAL_METRICS_DIR="$$PORTAL_WORK_DIR/metrics"
 export PORTAL_METRICS_TOKEN_FILE="$$PORTAL_WORK_DIR/.portal_metrics_token"
+# MLflow's client, unchanged (`mlflow.log_metric`, Lightning's MLFlowLogger, Hugging Face's
+# report_to="mlflow"): its runs log into this job through the portal's MLflow-compatible
+# API, beside the metrics upload, with the same token (read by a builtin, never on a
+# command line). A tracking URI already in the environment is kept.
+if [ -n "$${PORTAL_METRICS_URL:-}" ] && [ -z "$${MLFLOW_TRACKING_URI:-}" ] \
+        && [ -r "$$PORTAL_METRICS_TOKEN_FILE" ]; then
+    export MLFLOW_TRACKING_URI="$${PORTAL_METRICS_URL%ingest/}mlflow"
+    IFS= read -r MLFLOW_TRACKING_TOKEN < "$$PORTAL_METRICS_TOKEN_FILE" && export MLFLOW_TRACKING_TOKEN
+fi
 export PORTAL_SYSTEM_METRICS_INTERVAL=${system_interval}
 # Output reaches the log as it is printed (Python buffers a file in 8 KiB blocks
 # otherwise, and the live log would stay empty until the end). Export 0 to buffer.

@@ -145,6 +145,7 @@ INSTALLED_APPS = [
     "ops",
     "jobs.experiments",
     "jobs.notifications",
+    "jobs.tracking",
     "proxy",
     "frontend",
     # Development and load tooling (no models, no URLs): its management commands.

@@ -547,3 +547,44 @@ def test_the_rank_script_pins_each_rank_to_its_share_of_the_nodes_gpus(tmp_path)
     # The node's rank is its place in the job's node list, whatever step started it (an
     # MPI library may start the other nodes' daemons in a step of their own: node ID 0).
     assert run("0", 0, 1, SLURM_NODEID="0", PORTAL_NODES="node1 node2 ").split()[2] == "1"
+
+
+SHOW_MLFLOW = 'printf "%s|%s" "${MLFLOW_TRACKING_URI:-}" "${MLFLOW_TRACKING_TOKEN:-}"'
+
+
+@pytest.mark.parametrize(
+    "given, token, expected",
+    [
+        ({}, "pm_secret", ("http://portal.example/api/v1/jobs/7/metrics/mlflow", "pm_secret")),
+        # A tracking URI of the person's own is kept; no upload URL or token: none set.
+        ({"MLFLOW_TRACKING_URI": "http://mine:5000"}, "pm_secret", ("http://mine:5000", "")),
+        ({"PORTAL_METRICS_URL": ""}, "pm_secret", ("", "")),
+        ({}, None, ("", "")),
+    ],
+    ids=["set", "own uri kept", "metrics over ssh", "no token"],
+)
+def test_an_unchanged_mlflow_client_is_pointed_at_its_job(tmp_path, given, token, expected):
+    """MLflow's client reads MLFLOW_TRACKING_URI and MLFLOW_TRACKING_TOKEN: the job script
+    sets them to the portal's MLflow-compatible API beside its upload URL and the job's
+    own token (read from its private file, never on a command line), and a container is
+    given both."""
+    url = "http://portal.example/api/v1/jobs/7/metrics/ingest/"
+    script = scripts.render(job_with(), WORK, metrics_url=url)
+    lines = script.splitlines()
+    start = next(
+        i for i, line in enumerate(lines) if line.startswith("export PORTAL_METRICS_TOKEN")
+    )
+    end = next(i for i, line in enumerate(lines) if i > start and line == "fi")
+    if token is not None:
+        (tmp_path / ".portal_metrics_token").write_text(token + "\n")
+    env = {"PATH": "/usr/bin:/bin", "PORTAL_WORK_DIR": str(tmp_path), "PORTAL_METRICS_URL": url}
+    shown = subprocess.run(
+        ["bash", "-uc", "\n".join(lines[start : end + 1] + [SHOW_MLFLOW])],
+        env={**env, **given},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert shown == "|".join(expected)
+    podman = scripts.render(job_with(runtime="podman", location="img"), WORK, metrics_url=url)
+    assert "--env MLFLOW_TRACKING_URI --env MLFLOW_TRACKING_TOKEN" in podman

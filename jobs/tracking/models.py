@@ -1,0 +1,213 @@
+"""MLflow's experiments and runs as the portal keeps them (protocol.py: the MLflow REST
+API that makes them). An MLflow run logged from a job *is* that job's: its metrics are the
+job's series (jobs.metrics), with the same quotas, summaries and live charts; the run keeps
+what MLflow has and the portal's job does not (its id, name, status, times, and its
+parameters and tags as MLflow's strings)."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.db import models, transaction
+
+from jobs.tracking import protocol
+from jobs.tracking.protocol import ApiError
+
+if TYPE_CHECKING:
+    from jobs.models import Job
+
+
+class TrackedExperiment(models.Model):
+    """An MLflow experiment: a name a person's runs are grouped under (``set_experiment``).
+    Per person: two people's "Default" are two experiments."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tracked_experiments"
+    )
+    name = models.CharField(max_length=500)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="one_tracked_experiment_name")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex
+
+
+class TrackedRun(models.Model):
+    """One MLflow run, logged into ``job`` (the job whose token made it). A job's first
+    run logs under the metric names it uses; its n-th (n > 1) under ``r<n>/<name>``, so two
+    runs of one script never mix their curves."""
+
+    class Status(models.TextChoices):
+        RUNNING = "RUNNING"
+        SCHEDULED = "SCHEDULED"
+        FINISHED = "FINISHED"
+        FAILED = "FAILED"
+        KILLED = "KILLED"
+
+    run_id = models.CharField(max_length=32, unique=True, default=new_run_id, editable=False)
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="tracked_runs")
+    experiment = models.ForeignKey(TrackedExperiment, on_delete=models.CASCADE, related_name="runs")
+    number = models.PositiveIntegerField(help_text="1 for the job's first run, then 2, ...")
+    attempt = models.PositiveIntegerField(default=0, help_text="The job's attempt it ran in.")
+    name = models.CharField(max_length=250, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    # MLflow's times: milliseconds since the epoch, as the client sent them.
+    start_time = models.BigIntegerField(null=True, blank=True)
+    end_time = models.BigIntegerField(null=True, blank=True)
+    params = models.JSONField(default=dict, blank=True)
+    tags = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["job", "number"], name="one_tracked_run_number"),
+        ]
+        ordering = ["job", "number"]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} of job {self.job_id}"
+
+    def metric_key(self, key: str) -> str:
+        """The portal's series name for MLflow's ``key`` in this run."""
+        return key if self.number == 1 else f"r{self.number}/{key}"
+
+    # -- what the tracking API asks of a run --------------------------------------------------
+
+    @classmethod
+    def start(
+        cls, job: Job, experiment: TrackedExperiment, *, name: str, start_time: int, tags: dict
+    ) -> TrackedRun:
+        """A new run of ``job`` (its n-th), within the bound on runs a job makes."""
+        with transaction.atomic():
+            # The job's row locked: two runs created at once do not take one number.
+            type(job)._default_manager.select_for_update().filter(pk=job.pk).values("pk").first()
+            number = cls.objects.filter(job=job).count() + 1
+            if number > protocol.MAX_RUNS_PER_JOB:
+                raise ApiError(
+                    protocol.EXHAUSTED,
+                    f"Job {job.pk} may log at most {protocol.MAX_RUNS_PER_JOB} MLflow runs.",
+                )
+            run = cls(job=job, experiment=experiment, number=number, start_time=start_time)
+            run.name = name or tags.get("mlflow.runName", "") or f"job-{job.pk}-run-{number}"
+            run.tags = {}
+            run._merge_tags(tags)
+            run.save()
+        return run
+
+    def log(self, metrics: list[protocol.Metric], params: dict, tags: dict, nbytes: int) -> None:
+        """A batch: parameters (MLflow's rule: a parameter, once logged, keeps its value),
+        tags, then metrics into the job's series. A batch past a bound stores nothing of
+        its parameters and tags; metrics past the job's quota none of its metrics."""
+        from jobs.metrics import ingest  # noqa: PLC0415 - the metric store, at call time
+
+        if self.job.is_final:
+            raise ApiError(protocol.INVALID_STATE, f"Job {self.job_id} has ended.")
+        if params or tags:
+            with transaction.atomic():
+                locked = type(self).objects.select_for_update().get(pk=self.pk)
+                locked._merge_params(params)
+                locked._merge_tags(tags)
+                locked.save(update_fields=["params", "tags", "name"])
+                self.params, self.tags, self.name = locked.params, locked.tags, locked.name
+        records = [
+            ingest.Record(
+                seq=protocol.seq(m.timestamp, m.step),
+                attempt=self.attempt,
+                rank=0,
+                step=m.step,
+                time=m.timestamp / 1000,
+                metrics={protocol.series_key(self.metric_key(m.key)): m.value},
+            )
+            # The portal stores finite values only; a NaN loss is left out, not an error
+            # that would stop the training script.
+            for m in metrics
+            if math.isfinite(m.value)
+        ]
+        if records:
+            try:
+                ingest.ingest_together(self.job, records, nbytes=nbytes)
+            except ingest.QuotaExceeded as exc:
+                raise ApiError(
+                    protocol.EXHAUSTED, f"{exc} Nothing of this batch was stored."
+                ) from None
+
+    def _merge_params(self, params: dict) -> None:
+        for key, value in params.items():
+            if key in self.params and self.params[key] != value:
+                raise ApiError(
+                    protocol.INVALID,
+                    f"Changing param values is not allowed. Param with key='{key}' was "
+                    f"already logged with value='{self.params[key][:200]}' for run ID="
+                    f"'{self.run_id}'. Attempted logging new value '{value[:200]}'.",
+                )
+        merged = {**self.params, **params}
+        if len(merged) > protocol.MAX_PARAMS_PER_RUN:
+            raise ApiError(
+                protocol.EXHAUSTED, f"A run has at most {protocol.MAX_PARAMS_PER_RUN} parameters."
+            )
+        self.params = merged
+
+    def _merge_tags(self, tags: dict) -> None:
+        merged = {**self.tags, **tags}
+        if len(merged) > protocol.MAX_TAGS_PER_RUN:
+            raise ApiError(
+                protocol.EXHAUSTED, f"A run has at most {protocol.MAX_TAGS_PER_RUN} tags."
+            )
+        self.tags = merged
+        if tags.get("mlflow.runName"):
+            self.name = tags["mlflow.runName"][:250]
+
+    def update(self, *, status: str, end_time: int | None, name: str) -> None:
+        if status:
+            if status not in self.Status.values:
+                raise ApiError(protocol.INVALID, f"'status' must be one of {self.Status.values}.")
+            self.status = status
+        if end_time is not None:
+            self.end_time = end_time
+        if name:
+            self.name = name
+            self.tags = {**self.tags, "mlflow.runName": name}
+        self.save(update_fields=["status", "end_time", "name", "tags"])
+
+    def artifact_uri(self) -> str:
+        """Where the client itself writes ``log_artifact``'s files: the job's work
+        directory on the cluster (the node sees it), never through the portal."""
+        if not self.job.work_dir:
+            return ""
+        return f"file://{self.job.work_dir.rstrip('/')}/mlflow-artifacts/{self.run_id}"
+
+    def info_json(self) -> dict:
+        return {
+            "run_id": self.run_id,
+            "run_uuid": self.run_id,
+            "run_name": self.name,
+            "experiment_id": str(self.experiment_id),
+            "user_id": self.tags.get("mlflow.user", ""),
+            "status": self.status,
+            "start_time": self.start_time,
+            "end_time": self.end_time,
+            "artifact_uri": self.artifact_uri(),
+            "lifecycle_stage": "active",
+        }
+
+    def json(self, latest: list[dict] | None = None) -> dict:
+        return {
+            "info": self.info_json(),
+            "data": {
+                "metrics": latest or [],
+                "params": protocol.listed(self.params),
+                "tags": protocol.listed(self.tags),
+            },
+            "inputs": {},
+        }

@@ -1,0 +1,14 @@
+from django.urls import path
+
+from jobs.tracking import views
+
+# Beside the job's metrics upload (``.../metrics/ingest/``), so a job finds it from the one
+# URL it is given: MLFLOW_TRACKING_URI is PORTAL_METRICS_URL with ``ingest/`` replaced by
+# ``mlflow`` (jobs/on_node/wrapper.sh).
+urlpatterns = [
+    path(
+        "api/v1/jobs/<int:pk>/metrics/mlflow/api/2.0/mlflow/<path:endpoint>",
+        views.api,
+        name="mlflow-api",
+    ),
+]

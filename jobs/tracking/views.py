@@ -1,0 +1,283 @@
+"""The MLflow-compatible tracking API: ``/api/v1/jobs/<id>/metrics/mlflow/api/2.0/mlflow/
+<endpoint>``,
+with the job's own metrics token as MLflow's ``MLFLOW_TRACKING_TOKEN`` (every job is
+given both: jobs/cluster/jobscript.py). What MLflow's Python client calls to log a run is
+served (README, *Using your existing logging*); anything else is an ``ENDPOINT_NOT_FOUND``
+that says so. Thin: messages in protocol.py, a run's logic on TrackedRun."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+from django.http import HttpRequest, JsonResponse
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+
+from jobs.metrics import ingest
+from jobs.metrics.auth import job_for_upload
+from jobs.metrics.views import JobIngestThrottle
+from jobs.models import Job
+from jobs.tracking import protocol
+from jobs.tracking.models import TrackedExperiment, TrackedRun
+from jobs.tracking.protocol import ApiError
+
+MAX_EXPERIMENTS_PER_PERSON = 1000
+DEFAULT_EXPERIMENT = "Default"  # MLflow's experiment "0"
+
+
+@dataclass
+class Call:
+    job: Job
+    body: dict
+    nbytes: int
+
+    def run(self) -> TrackedRun:
+        """The run the call names: one of this job's (a token reaches its own runs only)."""
+        run_id = protocol.text(self.body, "run_id", 32, required=False) or protocol.text(
+            self.body, "run_uuid", 32
+        )
+        run = TrackedRun.objects.filter(run_id=run_id, job=self.job).select_related("job").first()
+        if run is None:
+            raise ApiError(protocol.NOT_FOUND, f"Run with id={run_id} not found")
+        return run
+
+    def experiment(self, experiment_id: str) -> TrackedExperiment:
+        owner = self.job.owner_id
+        if experiment_id in ("", "0"):
+            found, _ = TrackedExperiment.objects.get_or_create(
+                owner_id=owner, name=DEFAULT_EXPERIMENT
+            )
+            return found
+        if not experiment_id.isdigit() or len(experiment_id) > 18:
+            raise ApiError(protocol.NOT_FOUND, f"No Experiment with id={experiment_id} exists")
+        experiment = TrackedExperiment.objects.filter(pk=int(experiment_id), owner_id=owner).first()
+        if experiment is None:
+            raise ApiError(protocol.NOT_FOUND, f"No Experiment with id={experiment_id} exists")
+        return experiment
+
+
+Handler = Callable[[Call], dict]
+ENDPOINTS: dict[tuple[str, str], Handler] = {}
+
+
+def endpoint(method: str, name: str) -> Callable[[Handler], Handler]:
+    def register(handler: Handler) -> Handler:
+        ENDPOINTS[(method, name)] = handler
+        return handler
+
+    return register
+
+
+@csrf_exempt
+def api(request: HttpRequest, pk: int, endpoint: str) -> JsonResponse:
+    try:
+        job = authenticate(request, pk)
+        handler = ENDPOINTS.get((request.method or "", endpoint))
+        if handler is None:
+            served = ", ".join(sorted(f"{m} {n}" for m, n in ENDPOINTS))
+            raise ApiError(
+                protocol.NO_ENDPOINT,
+                f"The portal's MLflow-compatible API does not serve {request.method} "
+                f"{endpoint[:100]}; it serves {served}.",
+            )
+        throttle = JobIngestThrottle()
+        request.auth = job  # type: ignore[attr-defined]  # what the throttle keys on
+        if not throttle.allow_request(request, None):
+            response = JsonResponse(
+                ApiError(protocol.LIMITED, "Too many requests for this job.").body(), status=429
+            )
+            response["Retry-After"] = str(int(throttle.wait() or 1))
+            return response
+        return JsonResponse(handler(Call(job, read(request), len(request.body or b""))))
+    except ApiError as exc:
+        return JsonResponse(exc.body(), status=exc.status)
+
+
+def authenticate(request: HttpRequest, pk: int) -> Job:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ApiError(
+            protocol.UNAUTHENTICATED,
+            "Send the job's token as MLFLOW_TRACKING_TOKEN (portal jobs have it set).",
+        )
+    job = job_for_upload(pk)
+    if job is None or not ingest.token_matches(job, token.strip()):
+        raise ApiError(protocol.PERMISSION, f"This token is not valid for job {pk}.")
+    return Job.objects.select_related("owner").get(pk=job.pk)
+
+
+def read(request: HttpRequest) -> dict:
+    """The call's values: a GET's query, a POST's JSON object (at most MLflow's 1 MB)."""
+    if request.method == "GET":
+        return dict(request.GET.items())
+    length = int(request.headers.get("Content-Length") or 0)
+    if length > protocol.MAX_BODY_BYTES:
+        raise ApiError(protocol.INVALID, f"The body is {length} bytes; at most 1,000,000.")
+    if not request.body:
+        return {}
+    try:
+        body = json.loads(request.body)
+    except (ValueError, RecursionError):
+        raise ApiError(protocol.BAD_REQUEST, "The body is not JSON.") from None
+    if not isinstance(body, dict):
+        raise ApiError(protocol.BAD_REQUEST, "The body must be a JSON object.")
+    return body
+
+
+def _ms(when) -> int:
+    return int(when.timestamp() * 1000)
+
+
+def _experiment_json(call: Call, experiment: TrackedExperiment) -> dict:
+    root = f"file://{call.job.work_dir.rstrip('/')}/mlflow-artifacts" if call.job.work_dir else ""
+    return protocol.experiment_json(
+        str(experiment.pk), experiment.name, _ms(experiment.created_at), root
+    )
+
+
+# -- experiments ---------------------------------------------------------------------------
+
+
+@endpoint("GET", "experiments/get-by-name")
+def get_experiment_by_name(call: Call) -> dict:
+    name = protocol.text(call.body, "experiment_name", protocol.MAX_EXPERIMENT_NAME_CHARS)
+    experiment = TrackedExperiment.objects.filter(owner_id=call.job.owner_id, name=name).first()
+    if experiment is None and name == DEFAULT_EXPERIMENT:
+        experiment = call.experiment("0")
+    if experiment is None:
+        raise ApiError(protocol.NOT_FOUND, f"Could not find experiment with name '{name}'")
+    return {"experiment": _experiment_json(call, experiment)}
+
+
+@endpoint("GET", "experiments/get")
+def get_experiment(call: Call) -> dict:
+    experiment = call.experiment(protocol.text(call.body, "experiment_id", 20))
+    return {"experiment": _experiment_json(call, experiment)}
+
+
+@endpoint("POST", "experiments/create")
+def create_experiment(call: Call) -> dict:
+    name = protocol.text(call.body, "name", protocol.MAX_EXPERIMENT_NAME_CHARS)
+    owner = call.job.owner_id
+    if TrackedExperiment.objects.filter(owner_id=owner).count() >= MAX_EXPERIMENTS_PER_PERSON:
+        raise ApiError(
+            protocol.EXHAUSTED, f"A person has at most {MAX_EXPERIMENTS_PER_PERSON} experiments."
+        )
+    try:
+        with transaction.atomic():
+            experiment = TrackedExperiment.objects.create(owner_id=owner, name=name)
+    except IntegrityError:
+        raise ApiError(protocol.EXISTS, f"Experiment(name={name}) already exists.") from None
+    return {"experiment_id": str(experiment.pk)}
+
+
+@endpoint("POST", "experiments/search")
+def search_experiments(call: Call) -> dict:
+    if call.body.get("filter"):
+        raise ApiError(protocol.INVALID, "The portal does not filter experiments; ask by name.")
+    most = protocol.integer(
+        call.body,
+        "max_results",
+        default=protocol.MAX_SEARCH_RESULTS,
+        low=1,
+        high=protocol.MAX_SEARCH_RESULTS,
+    )
+    call.experiment("0")  # MLflow lists its Default experiment
+    found = TrackedExperiment.objects.filter(owner_id=call.job.owner_id).order_by("pk")[:most]
+    return {"experiments": [_experiment_json(call, e) for e in found]}
+
+
+# -- runs ------------------------------------------------------------------------------------
+
+
+@endpoint("POST", "runs/create")
+def create_run(call: Call) -> dict:
+    experiment = call.experiment(str(call.body.get("experiment_id") or "0"))
+    run = TrackedRun.start(
+        call.job,
+        experiment,
+        name=protocol.text(call.body, "run_name", protocol.MAX_KEY_CHARS, required=False),
+        start_time=protocol.integer(call.body, "start_time", default=_ms(timezone.now()), low=0),
+        tags=protocol.pairs(call.body.get("tags"), "tags", protocol.MAX_TAG_VALUE_CHARS),
+    )
+    return {"run": run.json()}
+
+
+@endpoint("GET", "runs/get")
+def get_run(call: Call) -> dict:
+    return {"run": call.run().json()}
+
+
+@endpoint("POST", "runs/update")
+def update_run(call: Call) -> dict:
+    run = call.run()
+    end = call.body.get("end_time")
+    run.update(
+        status=protocol.text(call.body, "status", 16, required=False),
+        end_time=None if end in (None, "") else protocol.integer(call.body, "end_time", low=0),
+        name=protocol.text(call.body, "run_name", protocol.MAX_KEY_CHARS, required=False),
+    )
+    return {"run_info": run.info_json()}
+
+
+@endpoint("POST", "runs/search")
+def search_runs(call: Call) -> dict:
+    if call.body.get("filter"):
+        raise ApiError(protocol.INVALID, "The portal does not filter runs; ask by run id.")
+    ids = call.body.get("experiment_ids") or []
+    if not isinstance(ids, list) or len(ids) > 100:
+        raise ApiError(protocol.INVALID, "'experiment_ids' is a list of at most 100 ids.")
+    experiments = [call.experiment(str(i)) for i in ids]
+    most = protocol.integer(
+        call.body,
+        "max_results",
+        default=protocol.MAX_SEARCH_RESULTS,
+        low=1,
+        high=protocol.MAX_SEARCH_RESULTS,
+    )
+    runs = TrackedRun.objects.filter(job=call.job, experiment__in=experiments).select_related(
+        "job"
+    )[:most]
+    return {"runs": [r.json() for r in runs]}
+
+
+@endpoint("POST", "runs/log-batch")
+def log_batch(call: Call) -> dict:
+    run = call.run()
+    run.log(
+        protocol.metrics(call.body.get("metrics")),
+        protocol.pairs(call.body.get("params"), "params", protocol.MAX_PARAM_VALUE_CHARS),
+        protocol.pairs(call.body.get("tags"), "tags", protocol.MAX_TAG_VALUE_CHARS),
+        call.nbytes,
+    )
+    return {}
+
+
+@endpoint("POST", "runs/log-metric")
+def log_metric(call: Call) -> dict:
+    call.run().log([protocol.metric(call.body)], {}, {}, call.nbytes)
+    return {}
+
+
+@endpoint("POST", "runs/log-parameter")
+def log_parameter(call: Call) -> dict:
+    params = protocol.pairs([call.body], "params", protocol.MAX_PARAM_VALUE_CHARS)
+    call.run().log([], params, {}, call.nbytes)
+    return {}
+
+
+@endpoint("POST", "runs/set-tag")
+def set_tag(call: Call) -> dict:
+    tags = protocol.pairs([call.body], "tags", protocol.MAX_TAG_VALUE_CHARS)
+    call.run().log([], {}, tags, call.nbytes)
+    return {}
+
+
+@endpoint("POST", "runs/log-inputs")
+def log_inputs(call: Call) -> dict:
+    """Datasets a run used (``mlflow.log_input``): accepted so a script goes on; not kept."""
+    call.run()
+    return {}
