@@ -1,4 +1,5 @@
 from django.urls import path
+from django.views.generic import RedirectView
 
 from jobs.tracking import views
 
@@ -10,5 +11,12 @@ urlpatterns = [
         "api/v1/jobs/<int:pk>/metrics/mlflow/api/2.0/mlflow/<path:endpoint>",
         views.api,
         name="mlflow-api",
+    ),
+    # MLflow's client prints "View run at <tracking URI>/#/experiments/..." in the job's
+    # log: that link opens the job's page.
+    path(
+        "api/v1/jobs/<int:pk>/metrics/mlflow/",
+        RedirectView.as_view(pattern_name="job-detail"),
+        name="mlflow-ui",
     ),
 ]

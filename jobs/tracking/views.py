@@ -44,6 +44,11 @@ class Call:
             raise ApiError(protocol.NOT_FOUND, f"Run with id={run_id} not found")
         return run
 
+    def most(self) -> int:
+        """A search's ``max_results``, within the portal's bound."""
+        bound = protocol.MAX_SEARCH_RESULTS
+        return protocol.integer(self.body, "max_results", default=bound, low=1, high=bound)
+
     def experiment(self, experiment_id: str) -> TrackedExperiment:
         owner = self.job.owner_id
         if experiment_id in ("", "0"):
@@ -178,13 +183,7 @@ def create_experiment(call: Call) -> dict:
 def search_experiments(call: Call) -> dict:
     if call.body.get("filter"):
         raise ApiError(protocol.INVALID, "The portal does not filter experiments; ask by name.")
-    most = protocol.integer(
-        call.body,
-        "max_results",
-        default=protocol.MAX_SEARCH_RESULTS,
-        low=1,
-        high=protocol.MAX_SEARCH_RESULTS,
-    )
+    most = call.most()
     call.experiment("0")  # MLflow lists its Default experiment
     found = TrackedExperiment.objects.filter(owner_id=call.job.owner_id).order_by("pk")[:most]
     return {"experiments": [_experiment_json(call, e) for e in found]}
@@ -231,13 +230,7 @@ def search_runs(call: Call) -> dict:
     if not isinstance(ids, list) or len(ids) > 100:
         raise ApiError(protocol.INVALID, "'experiment_ids' is a list of at most 100 ids.")
     experiments = [call.experiment(str(i)) for i in ids]
-    most = protocol.integer(
-        call.body,
-        "max_results",
-        default=protocol.MAX_SEARCH_RESULTS,
-        low=1,
-        high=protocol.MAX_SEARCH_RESULTS,
-    )
+    most = call.most()
     runs = TrackedRun.objects.filter(job=call.job, experiment__in=experiments).select_related(
         "job"
     )[:most]

@@ -65,6 +65,11 @@ def call(url: str, job, token: str, endpoint: str, body: dict | None = None) -> 
         return exc.code, json.loads(exc.read())
 
 
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
 def points(job, key: str) -> list[tuple[int, float]]:
     series = MetricSeries.objects.get(job=job, key=key)
     return list(
@@ -93,6 +98,13 @@ def test_an_unchanged_mlflow_script_logs_into_its_job(live_server, owner, cluste
     assert not MetricSeries.objects.filter(job=job, key="diverged").exists()  # NaN: left out
     series = MetricSeries.objects.get(job=job, key="loss")
     assert series.points == 50 and series.rank == 0 and series.attempt == 0
+    # The link MLflow prints ("View run at <tracking URI>/#/experiments/...") opens the job.
+    assert f"{live_server.url}/api/v1/jobs/{job.pk}/metrics/mlflow/#/experiments/" in done.stdout
+    request = urllib.request.Request(f"{live_server.url}/api/v1/jobs/{job.pk}/metrics/mlflow/")
+    opener = urllib.request.build_opener(NoRedirect)
+    with pytest.raises(urllib.error.HTTPError) as moved:
+        opener.open(request, timeout=30)
+    assert moved.value.code == 302 and moved.value.headers["Location"] == f"/jobs/{job.pk}/"
 
 
 def test_a_second_run_of_a_job_logs_apart_and_a_retry_is_stored_once(live_server, owner, cluster):

@@ -1,0 +1,135 @@
+"""#46 on the real path: unchanged training scripts that log with MLflow (its own API,
+and PyTorch Lightning's MLFlowLogger) run as portal jobs on the dev cluster, in the
+cluster's PyTorch environment (`make devcluster`: torch, lightning, mlflow-skinny pinned in
+deploy/devcluster/torch.lock). Their curves land on the job while it runs, through the
+portal's MLflow-compatible API with the job's own token."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobs import tasks
+from jobs.metrics.models import MetricPoint, MetricSeries
+from jobs.models import Job
+from jobs.tracking.models import TrackedRun
+from tests import factories
+from tests.devcluster.helpers import need_part, remote, run_until
+from tests.polling import until
+
+# mlflow's own API, unchanged: half the curve, then it waits (two minutes at most) for a
+# file "go" in its work directory, which the test writes once it has seen those points.
+PLAIN = """torch-python - <<'EOF'
+import os, time
+import mlflow
+
+mlflow.set_experiment("unchanged")
+with mlflow.start_run(run_name="plain"):
+    mlflow.log_param("lr", 0.01)
+    for step in range(30):
+        mlflow.log_metric("loss", 1.0 / (step + 1), step=step)
+        if step == 14:
+            deadline = time.monotonic() + 120
+            while not os.path.exists("go") and time.monotonic() < deadline:
+                time.sleep(0.5)
+print("logged")
+EOF"""
+
+# PyTorch Lightning with its MLFlowLogger, unchanged (the tracking URI comes from the
+# environment, as MLFlowLogger's default reads it): 3 epochs of 8 steps.
+LIGHTNING = """torch-python - <<'EOF'
+import torch
+import lightning as L
+from lightning.pytorch.loggers import MLFlowLogger
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Model(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.save_hyperparameters({"lr": 0.05, "hidden": 4})
+        self.layer = torch.nn.Linear(4, 1)
+
+    def training_step(self, batch, index):
+        x, y = batch
+        loss = torch.nn.functional.mse_loss(self.layer(x), y)
+        self.log("train_loss", loss)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+
+
+torch.manual_seed(0)
+x = torch.randn(256, 4)
+data = DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=32)
+trainer = L.Trainer(
+    max_epochs=3, logger=MLFlowLogger(experiment_name="lightning"), log_every_n_steps=1,
+    enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+)
+trainer.fit(Model(), data)
+print("fitted")
+EOF"""
+
+
+def need_training_libraries() -> None:
+    need_part(
+        Path("/usr/local/bin/torch-python").exists(),
+        "the dev cluster has no PyTorch environment (/usr/local/bin/torch-python): `make "
+        "devcluster` installs it only from a CPU wheel on this machine (e.g. /opt/wheels)",
+    )
+
+
+def submitted(owner, cluster, command: str) -> Job:
+    job = factories.job(owner, cluster, command, partition="cpu", gpus=0, gpu_type="")
+    job.full_clean()
+    tasks.submit_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert job.state == Job.State.PENDING, job.message
+    return job
+
+
+def curve(job, key: str) -> list[tuple[int, float]]:
+    return list(
+        MetricPoint.objects.filter(series__job=job, series__key=key)
+        .order_by("step")
+        .values_list("step", "value")
+    )
+
+
+@pytest.mark.django_db
+def test_an_unchanged_mlflow_script_logs_live_into_its_job(
+    devcluster, owner, live_server, settings
+):
+    need_training_libraries()
+    settings.PORTAL_URL = live_server.url
+    job = submitted(owner, devcluster, PLAIN)
+    assert "MLFLOW_TRACKING_URI" in job.script
+    # Live: half the curve is on the job while the script still runs.
+    until(lambda: len(curve(job, "loss")) == 15, 120, lambda: f"15 points: {curve(job, 'loss')}")
+    remote(job.cluster_account, ["touch", f"{job.work_dir}/go"])
+    job = run_until(job, {"completed", "failed"}, timeout=120)
+    assert job.state == "completed", job.message
+    assert curve(job, "loss") == [(s, 1.0 / (s + 1)) for s in range(30)]
+    run = TrackedRun.objects.get(job=job)
+    assert (run.name, run.status, run.params) == ("plain", "FINISHED", {"lr": "0.01"})
+    assert run.experiment.name == "unchanged" and run.experiment.owner == owner
+
+
+@pytest.mark.django_db
+def test_an_unchanged_lightning_script_with_mlflowlogger_logs_into_its_job(
+    devcluster, owner, live_server, settings
+):
+    need_training_libraries()
+    settings.PORTAL_URL = live_server.url
+    job = submitted(owner, devcluster, LIGHTNING)
+    job = run_until(job, {"completed", "failed"}, timeout=240)
+    assert job.state == "completed", job.message
+    losses = curve(job, "train_loss")
+    assert [step for step, _ in losses] == list(range(24))  # 3 epochs x 8 steps, every step
+    assert losses[-1][1] < losses[0][1]  # it trained
+    assert MetricSeries.objects.filter(job=job, key="epoch").exists()
+    run = TrackedRun.objects.get(job=job)
+    assert run.status == "FINISHED" and run.experiment.name == "lightning"
+    assert run.params == {"lr": "0.05", "hidden": "4"}
