@@ -95,3 +95,40 @@ def test_a_file_and_a_folder_upload_from_the_page_with_their_sha256(
         assert errors == []
     finally:
         remote(account, ["rm", "-rf", "--", f"{home}/{folder}"])
+
+
+def test_an_upload_whose_request_stalls_is_started_again(
+    browser, chunked_stack, filecluster, owner, tmp_path
+):
+    """A request that never answers (a connection lost without a reset) held its upload's
+    place in the queue for good: the page starts such an upload again from what the
+    portal has (here after 2 s of silence, set on the panel; a minute by default)."""
+    stack = chunked_stack
+    account = ClusterAccount.for_user(filecluster, owner)
+    home = filecluster.work_dir_root("home", account.username)
+    folder = f"portal-stall-{secrets.token_hex(3)}"
+    remote(account, ["mkdir", "-p", f"{home}/{folder}"])
+    data = tmp_path / "stalled.bin"
+    data.write_bytes(os.urandom(1024 * 1024 + 3))
+    held = []
+
+    def hold_the_first_patch(route):
+        if route.request.method == "PATCH" and not held:
+            held.append(route)  # never answered: the request hangs
+            return
+        route.continue_()
+
+    try:
+        page = sign_in(browser, stack, "owner", "owner-pass-123")
+        page.goto(f"{stack.url}/files/{filecluster.name}/home/?path={folder}")
+        page.route("**/uploads/**", hold_the_first_patch)
+        page.evaluate("document.querySelector('[data-endpoint]').dataset.stallMs = '2000'")
+        page.locator("[data-upload-files]").set_input_files(str(data))
+        done = page.locator("li.upload[data-done]")
+        done.first.wait_for(timeout=60_000)
+        assert done.first.get_attribute("data-done") == "ok", done.first.inner_text()
+        assert len(held) == 1
+        local = hashlib.sha256(data.read_bytes()).hexdigest()
+        assert done.first.get_attribute("data-sha256") == local
+    finally:
+        remote(account, ["rm", "-rf", "--", f"{home}/{folder}"])

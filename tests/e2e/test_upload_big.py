@@ -12,6 +12,7 @@ import secrets
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from jobs.models import AuditEvent, ClusterAccount
 from tests.devcluster.helpers import remote
@@ -112,6 +113,22 @@ def test_a_2_gb_upload_cut_twice_resumes_with_flat_memory(
         remote(account, ["rm", "-rf", "--", f"{home}/{folder}"])
 
 
+def upload_states(page) -> dict:
+    """How many uploads ended and how, and what the first ones still going say."""
+    return page.evaluate(
+        """() => {
+          const items = [...document.querySelectorAll('li.upload')];
+          const going = items.filter((i) => !i.dataset.done);
+          return {
+            listed: items.length,
+            ok: items.filter((i) => i.dataset.done === 'ok').length,
+            failed: items.filter((i) => i.dataset.done === 'failed').length,
+            going: going.slice(0, 5).map((i) => i.textContent.trim().slice(0, 200)),
+          };
+        }"""
+    )
+
+
 # Its uploads are given up to 10 minutes below: the test's own limit is above that (on a
 # slow day of CI's two cores the 1,000 uploads took over 5 minutes, pyproject's default).
 @pytest.mark.timeout(900)
@@ -130,11 +147,14 @@ def test_a_folder_of_1000_files(browser, stack, filecluster, owner, tmp_path):
         errors = page_errors(page)
         page.goto(f"{stack.url}/files/{filecluster.name}/home/?path={folder}")
         page.locator("[data-upload-folder]").set_input_files(str(tree))
-        page.wait_for_function(
-            "() => document.querySelectorAll('li.upload[data-done]').length === 1000",
-            timeout=600_000,
-            polling=1000,
-        )
+        try:
+            page.wait_for_function(
+                "() => document.querySelectorAll('li.upload[data-done]').length === 1000",
+                timeout=600_000,
+                polling=1000,
+            )
+        except PlaywrightTimeout:
+            raise AssertionError(f"not all done: {upload_states(page)}") from None
         failed = page.locator("li.upload[data-done=failed]")
         assert failed.count() == 0, failed.all_inner_texts()[:3]
         listing = remote(account, ["sh", "-c", f"cd {home}/{folder} && find samples -type f"])

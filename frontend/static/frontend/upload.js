@@ -42,9 +42,24 @@ window.PortalUpload = (function () {
     // files is thousands of uploads: never all at once against the browser's and the
     // portal's connections).
     const AT_ONCE = 3;
+    // An upload that hears nothing for a minute (no bytes sent, no answer: a connection
+    // lost without a reset) is started again from what the portal has; it would otherwise
+    // hold its place for good and the queue behind it would never move. (The panel's
+    // data-stall-ms, read at each look, changes the minute: the tests' few seconds.)
+    const stallMs = () => Number(panel.dataset.stallMs) || 60000;
     const waiting = [];
+    const active = new Set();
     let running = 0;
     let queued = 0;
+    window.setInterval(() => {
+      const now = Date.now();
+      for (const each of active) {
+        if (now - each.heard > stallMs()) {
+          each.heard = now;
+          each.upload.abort().then(() => each.upload.start());
+        }
+      }
+    }, 1000);
 
     function next() {
       while (running < AT_ONCE && waiting.length) {
@@ -71,6 +86,7 @@ window.PortalUpload = (function () {
         if (!overwrite) return;
       }
       const ui = row(list, relative || file.name);
+      const watched = { heard: Date.now(), upload: null };
       const upload = new window.tus.Upload(file, {
         endpoint,
         chunkSize: chunk,
@@ -84,10 +100,12 @@ window.PortalUpload = (function () {
           folders: sub ? "make" : "no",
         },
         onProgress(sent, total) {
+          watched.heard = Date.now();
           ui.bar.value = total ? (100 * sent) / total : 100;
           ui.state.textContent = `${Math.floor(ui.bar.value)} %`;
         },
         onAfterResponse(request, response) {
+          watched.heard = Date.now();
           const digest = response.getHeader("Upload-Sha256");
           if (digest) ui.item.dataset.sha256 = digest;
         },
@@ -98,6 +116,7 @@ window.PortalUpload = (function () {
           ui.state.textContent = `Failed: ${text}`;
           ui.item.dataset.done = "failed";
           ui.toggle.hidden = true;
+          active.delete(watched);
           over();
         },
         onSuccess() {
@@ -108,15 +127,20 @@ window.PortalUpload = (function () {
           ui.item.dataset.done = "ok";
           ui.toggle.hidden = true;
           existing.add(top);
+          active.delete(watched);
           over();
         },
       });
+      watched.upload = upload;
       ui.toggle.addEventListener("click", () => {
         if (ui.toggle.textContent === "Pause") {
+          active.delete(watched);  // paused: not stalled
           upload.abort();
           ui.toggle.textContent = "Resume";
           ui.state.textContent += " (paused)";
         } else {
+          watched.heard = Date.now();
+          active.add(watched);
           upload.start();
           ui.toggle.textContent = "Pause";
         }
@@ -125,6 +149,8 @@ window.PortalUpload = (function () {
       queued += 1;
       waiting.push(() => {
         ui.state.textContent = "0 %";
+        watched.heard = Date.now();
+        active.add(watched);
         upload.start();
       });
       next();
