@@ -82,6 +82,33 @@ class TrackedRun(models.Model):
         """The portal's series name for MLflow's ``key`` in this run."""
         return key if self.number == 1 else f"r{self.number}/{key}"
 
+    def series(self):
+        """The job's series this run logged (its first run's: those of no other run)."""
+        from jobs.metrics.models import MetricSeries  # noqa: PLC0415
+
+        mine = MetricSeries.objects.filter(
+            job_id=self.job_id, rank=0, attempt=self.attempt, system=False
+        )
+        if self.number == 1:
+            return mine.exclude(key__regex=r"^r[0-9]+/")
+        return mine.filter(key__startswith=f"r{self.number}/")
+
+    def mlflow_key(self, series_key: str) -> str:
+        return series_key if self.number == 1 else series_key.removeprefix(f"r{self.number}/")
+
+    def latest_metrics(self) -> list[dict]:
+        """Each metric's last value, as MLflow's ``run.data.metrics`` lists them."""
+        found = self.series().exclude(last_step=None).order_by("key")[: protocol.MAX_SEARCH_RESULTS]
+        return [
+            {
+                "key": self.mlflow_key(s.key),
+                "value": s.last_value,
+                "timestamp": int(s.updated_at.timestamp() * 1000),
+                "step": s.last_step,
+            }
+            for s in found
+        ]
+
     # -- what the tracking API asks of a run --------------------------------------------------
 
     @classmethod
@@ -201,11 +228,11 @@ class TrackedRun(models.Model):
             "lifecycle_stage": "active",
         }
 
-    def json(self, latest: list[dict] | None = None) -> dict:
+    def json(self) -> dict:
         return {
             "info": self.info_json(),
             "data": {
-                "metrics": latest or [],
+                "metrics": self.latest_metrics(),
                 "params": protocol.listed(self.params),
                 "tags": protocol.listed(self.tags),
             },

@@ -269,6 +269,40 @@ def set_tag(call: Call) -> dict:
     return {}
 
 
+HISTORY_PAGE = 25_000  # MLflow's own page of a metric's history
+
+
+@endpoint("GET", "metrics/get-history")
+def get_metric_history(call: Call) -> dict:
+    """A metric's points in the order they were logged, a page at a time (the client
+    follows ``next_page_token``)."""
+    from jobs.metrics.models import MetricPoint  # noqa: PLC0415
+
+    run = call.run()
+    key = protocol.series_key(run.metric_key(protocol.text(call.body, "metric_key", 250)))
+    series = run.series().filter(key=key).first()
+    if series is None:
+        return {"metrics": []}
+    most = protocol.integer(
+        call.body, "max_results", default=HISTORY_PAGE, low=1, high=HISTORY_PAGE
+    )
+    after = protocol.integer(call.body, "page_token", default=-1, low=-1)
+    rows = list(
+        MetricPoint.objects.filter(series=series, seq__gt=after)
+        .order_by("seq")
+        .values_list("seq", "step", "value", "time")[: most + 1]
+    )
+    answer: dict = {
+        "metrics": [
+            {"key": run.mlflow_key(key), "value": v, "timestamp": int(t * 1000), "step": st}
+            for _, st, v, t in rows[:most]
+        ]
+    }
+    if len(rows) > most:
+        answer["next_page_token"] = str(rows[most - 1][0])
+    return answer
+
+
 @endpoint("POST", "runs/log-inputs")
 def log_inputs(call: Call) -> dict:
     """Datasets a run used (``mlflow.log_input``): accepted so a script goes on; not kept."""

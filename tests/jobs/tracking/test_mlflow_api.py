@@ -34,6 +34,10 @@ SCRIPT = textwrap.dedent(
             mlflow.log_metric("loss", 1 / (step + 1), step=step)
         mlflow.log_metrics({"acc": 0.9, "val/loss": 0.25, "diverged": math.nan}, step=49)
         print("RUN", run.info.run_id, run.info.artifact_uri)
+    client = mlflow.MlflowClient()  # reading back, as callbacks and notebooks do
+    history = client.get_metric_history(run.info.run_id, "loss")
+    print("HISTORY", len(history), history[-1].step, history[-1].value)
+    print("LATEST", client.get_run(run.info.run_id).data.metrics)
     """
 )
 
@@ -96,6 +100,8 @@ def test_an_unchanged_mlflow_script_logs_into_its_job(live_server, owner, cluste
     assert points(job, "loss") == [(s, 1 / (s + 1)) for s in range(50)]
     assert points(job, "acc") == [(49, 0.9)] and points(job, "val/loss") == [(49, 0.25)]
     assert not MetricSeries.objects.filter(job=job, key="diverged").exists()  # NaN: left out
+    assert "HISTORY 50 49 0.02\n" in done.stdout
+    assert "LATEST {'acc': 0.9, 'loss': 0.02, 'val/loss': 0.25}" in done.stdout
     series = MetricSeries.objects.get(job=job, key="loss")
     assert series.points == 50 and series.rank == 0 and series.attempt == 0
     # The link MLflow prints ("View run at <tracking URI>/#/experiments/...") opens the job.
@@ -121,6 +127,18 @@ def test_a_second_run_of_a_job_logs_apart_and_a_retry_is_stored_once(live_server
     for _ in range(3):  # a client retrying a batch whose answer it lost
         assert call(live_server.url, job, token, "runs/log-batch", batch)[0] == 200
     assert points(job, "r2/loss") == [(1, 0.5)]
+    # The first run's history a page at a time, as the client follows the pages.
+    run_id = TrackedRun.objects.get(job=job, number=1).run_id
+    seen, after = [], ""
+    while True:
+        query = f"metrics/get-history?run_id={run_id}&metric_key=loss&max_results=20"
+        status, page = call(live_server.url, job, token, query + (after and f"&page_token={after}"))
+        assert status == 200
+        seen += [m["step"] for m in page["metrics"]]
+        after = page.get("next_page_token", "")
+        if not after:
+            break
+    assert seen == list(range(50))
     assert len(points(job, "loss")) == 50  # the first run's curve is untouched
     assert TrackedExperiment.objects.filter(owner=owner, name="Default").count() == 1
 
