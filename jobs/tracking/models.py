@@ -138,8 +138,6 @@ class TrackedRun(models.Model):
         its parameters and tags; metrics past the job's quota none of its metrics."""
         from jobs.metrics import ingest  # noqa: PLC0415 - the metric store, at call time
 
-        if self.job.is_final:
-            raise ApiError(protocol.INVALID_STATE, f"Job {self.job_id} has ended.")
         if params or tags:
             with transaction.atomic():
                 locked = type(self).objects.select_for_update().get(pk=self.pk)

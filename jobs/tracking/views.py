@@ -111,6 +111,8 @@ def authenticate(request: HttpRequest, pk: int) -> Job:
     job = job_for_upload(pk)
     if job is None or not ingest.token_matches(job, token.strip()):
         raise ApiError(protocol.PERMISSION, f"This token is not valid for job {pk}.")
+    if job.is_final:  # a job's token serves it while it runs (as its uploads' does)
+        raise ApiError(protocol.INVALID_STATE, f"Job {pk} has ended.")
     return Job.objects.select_related("owner").get(pk=job.pk)
 
 
@@ -123,6 +125,8 @@ def read(request: HttpRequest) -> dict:
         raise ApiError(protocol.INVALID, f"The body is {length} bytes; at most 1,000,000.")
     if not request.body:
         return {}
+    if len(request.body) > protocol.MAX_BODY_BYTES:  # (sent without a length)
+        raise ApiError(protocol.INVALID, "The body is over 1,000,000 bytes.")
     try:
         body = json.loads(request.body)
     except (ValueError, RecursionError):

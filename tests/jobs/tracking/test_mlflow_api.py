@@ -16,6 +16,7 @@ import pytest
 
 from jobs.metrics import ingest
 from jobs.metrics.models import MetricPoint, MetricSeries
+from jobs.models import Job
 from jobs.tracking.models import TrackedExperiment, TrackedRun
 from tests import factories
 
@@ -190,3 +191,10 @@ def test_bad_input_gets_mlflows_errors_and_changes_nothing(live_server, owner, c
     assert not MetricSeries.objects.filter(job=job, key="m").exists()
     run = TrackedRun.objects.get(run_id=run_id)
     assert run.params == {"lr": "0.1"} and "note" not in run.tags
+    # Once the job has ended its token logs nothing more.
+    job.transition(Job.State.COMPLETED)
+    status, answer = batch(params=[{"key": "late", "value": "1"}])
+    assert status == 400 and answer == {
+        "error_code": "INVALID_STATE",
+        "message": f"Job {job.pk} has ended.",
+    }
