@@ -1,7 +1,7 @@
 """#46 on the real path: unchanged training scripts that log with MLflow (its own API,
-and PyTorch Lightning's MLFlowLogger) run as portal jobs on the dev cluster, in the
-cluster's PyTorch environment (`make devcluster`: torch, lightning, mlflow-skinny pinned in
-deploy/devcluster/torch.lock). Their curves land on the job while it runs, through the
+PyTorch Lightning's MLFlowLogger, Hugging Face's Trainer with report_to="mlflow") run as
+portal jobs on the dev cluster, in the cluster's PyTorch environment (`make devcluster`:
+torch, lightning, transformers, mlflow-skinny pinned in deploy/devcluster/torch.lock). Their curves land on the job while it runs, through the
 portal's MLflow-compatible API with the job's own token."""
 
 from __future__ import annotations
@@ -73,6 +73,38 @@ print("fitted")
 EOF"""
 
 
+# Hugging Face's Trainer with report_to="mlflow", unchanged: a tiny BERT made from its
+# configuration (nothing is downloaded), 2 epochs of 8 steps, a log every 2 steps.
+HUGGING_FACE = """torch-python - <<'EOF'
+import torch
+from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
+
+torch.manual_seed(0)
+config = BertConfig(
+    vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+    intermediate_size=32, num_labels=2,
+)
+
+
+class Data(torch.utils.data.Dataset):
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        ids = torch.randint(1, 64, (8,), generator=torch.Generator().manual_seed(i))
+        return {"input_ids": ids, "labels": torch.tensor(i % 2)}
+
+
+args = TrainingArguments(
+    output_dir="hf-out", report_to="mlflow", run_name="tiny-bert", num_train_epochs=2,
+    per_device_train_batch_size=8, logging_steps=2, save_strategy="no", use_cpu=True,
+    disable_tqdm=True,
+)
+Trainer(model=BertForSequenceClassification(config), args=args, train_dataset=Data()).train()
+print("trained")
+EOF"""
+
+
 def need_training_libraries() -> None:
     need_part(
         Path("/usr/local/bin/torch-python").exists(),
@@ -133,3 +165,20 @@ def test_an_unchanged_lightning_script_with_mlflowlogger_logs_into_its_job(
     run = TrackedRun.objects.get(job=job)
     assert run.status == "FINISHED" and run.experiment.name == "lightning"
     assert run.params == {"lr": "0.05", "hidden": "4"}
+
+
+@pytest.mark.django_db
+def test_an_unchanged_hugging_face_trainer_reporting_to_mlflow_logs_into_its_job(
+    devcluster, owner, live_server, settings
+):
+    need_training_libraries()
+    settings.PORTAL_URL = live_server.url
+    job = submitted(owner, devcluster, HUGGING_FACE)
+    job = run_until(job, {"completed", "failed"}, timeout=240)
+    assert job.state == "completed", job.message
+    assert [step for step, _ in curve(job, "loss")] == [2, 4, 6, 8, 10, 12, 14, 16]
+    assert len(curve(job, "learning_rate")) == 8 and curve(job, "train_loss")
+    run = TrackedRun.objects.get(job=job)
+    assert (run.name, run.status) == ("tiny-bert", "FINISHED")
+    # The Trainer's arguments and the model's configuration, as MLflow's parameters.
+    assert run.params["num_train_epochs"] == "2" and run.params["hidden_size"] == "16"

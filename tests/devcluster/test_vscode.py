@@ -33,7 +33,10 @@ def test_code_server_is_reached_only_through_the_guard_with_the_secret(devcluste
 
         # The job's only TCP port is the guard's: code-server and whatever it starts
         # (its server, extension host, terminals) listen on Unix sockets only.
-        listed = run(["scontrol", "listpids", job.scheduler_job_id]).splitlines()[1:]
+        # (Asked of the job's node's slurmd: the dev cluster runs both nodes' on one host,
+        # and without a name scontrol asks whichever answers first.)
+        node = run(["squeue", "-h", "-j", job.scheduler_job_id, "-o", "%N"]).strip()
+        listed = run(["scontrol", "listpids", job.scheduler_job_id, node]).splitlines()[1:]
         pids = {line.split()[0] for line in listed if line.split()}
         assert len(pids) >= 3, listed  # the script, the guard, code-server's processes
         listening = run(["ss", "-Hltnp"])
