@@ -113,6 +113,19 @@ def need_training_libraries() -> None:
     )
 
 
+@pytest.fixture
+def reachable(live_server, settings):
+    """The job's node reaches the portal (this test's live server) and has the libraries."""
+    need_training_libraries()
+    settings.PORTAL_URL = live_server.url
+
+
+def completed(owner, cluster, command: str) -> Job:
+    job = run_until(submitted(owner, cluster, command), {"completed", "failed"}, timeout=240)
+    assert job.state == "completed", job.message
+    return job
+
+
 def submitted(owner, cluster, command: str) -> Job:
     job = factories.job(owner, cluster, command, partition="cpu", gpus=0, gpu_type="")
     job.full_clean()
@@ -131,11 +144,7 @@ def curve(job, key: str) -> list[tuple[int, float]]:
 
 
 @pytest.mark.django_db
-def test_an_unchanged_mlflow_script_logs_live_into_its_job(
-    devcluster, owner, live_server, settings
-):
-    need_training_libraries()
-    settings.PORTAL_URL = live_server.url
+def test_an_unchanged_mlflow_script_logs_live_into_its_job(devcluster, owner, reachable):
     job = submitted(owner, devcluster, PLAIN)
     assert "MLFLOW_TRACKING_URI" in job.script
     # Live: half the curve is on the job while the script still runs.
@@ -151,13 +160,9 @@ def test_an_unchanged_mlflow_script_logs_live_into_its_job(
 
 @pytest.mark.django_db
 def test_an_unchanged_lightning_script_with_mlflowlogger_logs_into_its_job(
-    devcluster, owner, live_server, settings
+    devcluster, owner, reachable
 ):
-    need_training_libraries()
-    settings.PORTAL_URL = live_server.url
-    job = submitted(owner, devcluster, LIGHTNING)
-    job = run_until(job, {"completed", "failed"}, timeout=240)
-    assert job.state == "completed", job.message
+    job = completed(owner, devcluster, LIGHTNING)
     losses = curve(job, "train_loss")
     assert [step for step, _ in losses] == list(range(24))  # 3 epochs x 8 steps, every step
     assert losses[-1][1] < losses[0][1]  # it trained
@@ -169,13 +174,9 @@ def test_an_unchanged_lightning_script_with_mlflowlogger_logs_into_its_job(
 
 @pytest.mark.django_db
 def test_an_unchanged_hugging_face_trainer_reporting_to_mlflow_logs_into_its_job(
-    devcluster, owner, live_server, settings
+    devcluster, owner, reachable
 ):
-    need_training_libraries()
-    settings.PORTAL_URL = live_server.url
-    job = submitted(owner, devcluster, HUGGING_FACE)
-    job = run_until(job, {"completed", "failed"}, timeout=240)
-    assert job.state == "completed", job.message
+    job = completed(owner, devcluster, HUGGING_FACE)
     assert [step for step, _ in curve(job, "loss")] == [2, 4, 6, 8, 10, 12, 14, 16]
     assert len(curve(job, "learning_rate")) == 8 and curve(job, "train_loss")
     run = TrackedRun.objects.get(job=job)
