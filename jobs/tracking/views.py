@@ -1,9 +1,9 @@
-"""The MLflow-compatible tracking API: ``/api/v1/jobs/<id>/metrics/mlflow/api/2.0/mlflow/
-<endpoint>``,
-with the job's own metrics token as MLflow's ``MLFLOW_TRACKING_TOKEN`` (every job is
-given both: jobs/cluster/jobscript.py). What MLflow's Python client calls to log a run is
-served (README, *Using your existing logging*); anything else is an ``ENDPOINT_NOT_FOUND``
-that says so. Thin: messages in protocol.py, a run's logic on TrackedRun."""
+"""The MLflow-compatible tracking API, beside a job's metrics upload:
+``/api/v1/jobs/<id>/metrics/mlflow/api/2.0/mlflow/<endpoint>``, with the job's own metrics
+token as MLflow's ``MLFLOW_TRACKING_TOKEN`` (every job is given both:
+jobs/on_node/wrapper.sh). What MLflow's Python client calls to log a run is served
+(README, *Using your existing logging*); anything else is an ``ENDPOINT_NOT_FOUND`` that
+says so. Thin: messages in protocol.py, a run's logic on TrackedRun."""
 
 from __future__ import annotations
 
