@@ -80,7 +80,7 @@ class TrackedRun(models.Model):
 
     def metric_key(self, key: str) -> str:
         """The portal's series name for MLflow's ``key`` in this run."""
-        return key if self.number == 1 else f"r{self.number}/{key}"
+        return protocol.series_key(key if self.number == 1 else f"r{self.number}/{key}")
 
     def series(self):
         """The job's series this run logged (its first run's: those of no other run)."""
@@ -152,7 +152,7 @@ class TrackedRun(models.Model):
                 rank=0,
                 step=m.step,
                 time=m.timestamp / 1000,
-                metrics={protocol.series_key(self.metric_key(m.key)): m.value},
+                metrics={self.metric_key(m.key): m.value},
             )
             # The portal stores finite values only; a NaN loss is left out, not an error
             # that would stop the training script.

@@ -283,7 +283,7 @@ def get_metric_history(call: Call) -> dict:
     from jobs.metrics.models import MetricPoint  # noqa: PLC0415
 
     run = call.run()
-    key = protocol.series_key(run.metric_key(protocol.text(call.body, "metric_key", 250)))
+    key = run.metric_key(protocol.text(call.body, "metric_key", 250))
     series = run.series().filter(key=key).first()
     if series is None:
         return {"metrics": []}
