@@ -215,9 +215,12 @@ class LaunchForm(forms.ModelForm):
             self.fields[name].required = False
         self.fields["notebook_dir"].widget.attrs["placeholder"] = "e.g. projects/mnist"
         # App sessions: offered when the catalog has apps; they run in their app's image.
+        # An imported run is never launched.
+        kind = self.fields["kind"]
+        left_out = {Job.Kind.IMPORTED}
         if not SessionApp.objects.offered().exists():
-            kind = self.fields["kind"]
-            kind.choices = [c for c in kind.choices if c[0] != Job.Kind.APP]  # type: ignore[attr-defined]
+            left_out.add(Job.Kind.APP)
+        kind.choices = [c for c in kind.choices if c[0] not in left_out]  # type: ignore[attr-defined]
         if self.data.get("kind") == Job.Kind.APP:
             self.fields["image"].required = False
 

@@ -18,6 +18,7 @@ from jobs.launch import staging
 from jobs.launch.form import TRIAL_FIELDS, LaunchForm, image_layout, launch_initial
 from jobs.models import Cluster, ContainerImage, Job, Partition
 from jobs.models.annotations import MAX_PARAMS, MAX_TAGS_PER_JOB
+from jobs.models.choices import LAUNCHED_KIND_CHOICES
 from jobs.text import quoted
 
 # API name -> launch form (model) field; the other fields have the same name in both.
@@ -78,7 +79,7 @@ class LaunchRequest(serializers.Serializer):
         "among the enabled clusters you have an account on), as on the launch page.",
     )
     partition = serializers.CharField(required=False)
-    kind = serializers.ChoiceField(choices=Job.Kind.choices, default=Job.Kind.BATCH)
+    kind = serializers.ChoiceField(choices=LAUNCHED_KIND_CHOICES, default=Job.Kind.BATCH)
     command = serializers.CharField(
         required=False, allow_blank=True, help_text="Batch: omitted, the image's own command."
     )

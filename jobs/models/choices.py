@@ -26,6 +26,9 @@ class Kind(models.TextChoices):
     TENSORBOARD = "tensorboard", "TensorBoard session"
     VSCODE = "vscode", "VS Code session"
     APP = "app", "App session"
+    # A run brought in from MLflow, W&B or TensorBoard (jobs/tracking/imports/): it never ran
+    # here, nobody launches one.
+    IMPORTED = "imported", "Imported run"
 
 
 class Launcher(models.TextChoices):
@@ -62,6 +65,9 @@ FINAL_STATES = (
 )
 # At the scheduler: what a sync asks about.
 SCHEDULED_STATES = (State.PENDING, State.RUNNING, State.COMPLETING)
+# What a person may launch: every kind but an imported run.
+LAUNCHED_KINDS = tuple(k for k in Kind if k != Kind.IMPORTED)
+LAUNCHED_KIND_CHOICES = [(k.value, k.label) for k in LAUNCHED_KINDS]
 # Kinds that open through a session link (a web app on the node, proxy/).
 SESSION_KINDS = (Kind.NOTEBOOK, Kind.TENSORBOARD, Kind.VSCODE, Kind.APP)
 # Sessions that open on a folder of the person's (the launch form remembers the last one).

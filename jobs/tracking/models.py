@@ -236,3 +236,85 @@ class TrackedRun(models.Model):
             },
             "inputs": {},
         }
+
+
+class ImportedRun(models.Model):
+    """Where a job that never ran here came from (jobs/tracking/imports/): an MLflow,
+    W&B or TensorBoard run brought in by its owner. ``key`` names the run in its source, so
+    importing the same run again finds it and changes nothing."""
+
+    class Source(models.TextChoices):
+        MLFLOW = "mlflow", "MLflow"
+        WANDB = "wandb", "Weights & Biases (offline run)"
+        TENSORBOARD = "tensorboard", "TensorBoard event files"
+
+    job = models.OneToOneField(
+        "jobs.Job", on_delete=models.CASCADE, primary_key=True, related_name="imported"
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="imported_runs"
+    )
+    source = models.CharField(max_length=16, choices=Source.choices)
+    # The run's identity in its source (a hash when long): unique per person.
+    key = models.CharField(max_length=200)
+    origin = models.CharField(
+        max_length=1000, help_text="Where it was read: a path, a tracking server, a file."
+    )
+    source_run_id = models.CharField(max_length=200, blank=True)
+    # What the source said as its strings (the job's params are the comparable subset).
+    params = models.JSONField(default=dict, blank=True)
+    tags = models.JSONField(default=dict, blank=True)
+    imported_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["owner", "key"], name="one_import_per_run")]
+
+    def __str__(self) -> str:
+        return f"{self.get_source_display()} run {self.source_run_id or self.key}"
+
+
+class RunImport(models.Model):
+    """A person's upload of runs (an archive of ``mlruns``, ``mlflow.db``, W&B run folders,
+    TensorBoard event files), imported by a worker (jobs/tracking/tasks.py); its report
+    says what came in and why anything did not."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Importing"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="run_imports"
+    )
+    filename = models.CharField(max_length=255, blank=True)
+    size = models.BigIntegerField(default=0)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    report = models.JSONField(default=dict, blank=True)
+    message = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"import {self.pk} of {self.filename or 'an upload'}"
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in (self.State.DONE, self.State.FAILED)
+
+    def json(self) -> dict:
+        return {
+            "id": self.pk,
+            "filename": self.filename,
+            "size": self.size,
+            "state": self.state,
+            "is_final": self.is_final,
+            "message": self.message,
+            "report": self.report,
+            "created_at": self.created_at.isoformat(),
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+        }

@@ -28,6 +28,7 @@ from portal.settings.configured import (
     PORTAL_EXPERIMENT_INTERVAL,
     PORTAL_EXPERIMENT_QUEUE,
     PORTAL_IDLE_POLICY_INTERVAL,
+    PORTAL_IMPORT_QUEUE,
     PORTAL_LOG_FORMAT,
     PORTAL_METRICS_INGEST_RATE,
     PORTAL_OIDC_API_AUDIENCE,
@@ -341,6 +342,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "JobStateEnum": "jobs.models.choices.State",
         "LauncherEnum": "jobs.models.choices.Launcher",
+        "JobKindEnum": "jobs.models.choices.Kind",
+        "LaunchKindEnum": "jobs.models.choices.LAUNCHED_KIND_CHOICES",
     },
 }
 
@@ -377,11 +380,17 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 # The default queue, the experiments' and the webhooks' (configured.py says why).
 CELERY_TASK_QUEUES = [
     Queue(name, Exchange(name), routing_key=name)
-    for name in (CELERY_TASK_DEFAULT_QUEUE, PORTAL_EXPERIMENT_QUEUE, PORTAL_WEBHOOK_QUEUE)
+    for name in (
+        CELERY_TASK_DEFAULT_QUEUE,
+        PORTAL_EXPERIMENT_QUEUE,
+        PORTAL_WEBHOOK_QUEUE,
+        PORTAL_IMPORT_QUEUE,
+    )
 ]
 CELERY_TASK_ROUTES = {
     "jobs.experiments.tasks.*": {"queue": PORTAL_EXPERIMENT_QUEUE},
     "jobs.notifications.tasks.deliver_webhook": {"queue": PORTAL_WEBHOOK_QUEUE},
+    "jobs.tracking.tasks.*": {"queue": PORTAL_IMPORT_QUEUE},
 }
 # Task modules besides each app's tasks.py (autodiscovered).
 CELERY_IMPORTS = ("jobs.usage.idle_policy",)
@@ -393,6 +402,8 @@ CELERY_BEAT_SCHEDULE = {
         # A backlog of sweeps is worth one: each takes everything due.
         "options": {"expires": PORTAL_OUTBOX_INTERVAL},
     },
+    # Imports whose message was lost or whose worker died are sent again.
+    "resend-imports": {"task": "jobs.tracking.tasks.resend_imports", "schedule": 300.0},
     "tail-running-metrics": {
         "task": "jobs.metrics.tasks.tail_running",
         "schedule": PORTAL_SYNC_INTERVAL,

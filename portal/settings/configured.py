@@ -291,6 +291,12 @@ PORTAL_EXPERIMENT_STEP_TIME_LIMIT = env_float("PORTAL_EXPERIMENT_STEP_TIME_LIMIT
 PORTAL_EXPERIMENT_QUEUE = env_str(
     "PORTAL_EXPERIMENT_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}-experiments"
 )
+# Imports of uploaded runs (jobs/tracking/tasks.py) take minutes of one worker process each:
+# a queue of their own, consumed by every worker started without -Q, so that a busy site
+# can give them a worker and keep them from delaying submissions.
+PORTAL_IMPORT_QUEUE = env_str("PORTAL_IMPORT_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}-imports")
+# The longest one import may run (seconds): a worker is held this long at most.
+PORTAL_IMPORT_TIME_LIMIT = env_float("PORTAL_IMPORT_TIME_LIMIT", 3600.0, minimum=60)
 
 # --- Usage and idle GPUs -------------------------------------------------------------
 # Usage (jobs/usage/hours.py): a running job whose GPUs all stayed at or below this utilisation
@@ -358,6 +364,12 @@ PORTAL_METRICS_MAX_RANKS = env_int("PORTAL_METRICS_MAX_RANKS", 4096, minimum=1)
 PORTAL_METRICS_INGEST_RATE = env_str("PORTAL_METRICS_INGEST_RATE", "600/min")
 # At most this many rank-*.jsonl files are looked at per job and pass.
 PORTAL_METRICS_MAX_FILES = env_int("PORTAL_METRICS_MAX_FILES", 256, minimum=1)
+# Imports of MLflow, W&B and TensorBoard runs (jobs/tracking/imports/): the largest file
+# read, the most files and runs one import looks at, and the largest upload (an archive).
+PORTAL_IMPORT_MAX_FILE_BYTES = env_int("PORTAL_IMPORT_MAX_FILE_BYTES", 256 * 1024**2, minimum=1024)
+PORTAL_IMPORT_MAX_FILES = env_int("PORTAL_IMPORT_MAX_FILES", 200_000, minimum=1)
+PORTAL_IMPORT_MAX_RUNS = env_int("PORTAL_IMPORT_MAX_RUNS", 10_000, minimum=1)
+PORTAL_IMPORT_MAX_UPLOAD_BYTES = env_int("PORTAL_IMPORT_MAX_UPLOAD_BYTES", 1024**3, minimum=1024)
 # At most this many runs in one comparison (page, API, `portal compare`); more is a 400
 # that says so. 1,000 is what bench/compare.py and bench/load.py measure.
 PORTAL_COMPARE_MAX_RUNS = env_int("PORTAL_COMPARE_MAX_RUNS", 1000, minimum=1)
