@@ -1,6 +1,6 @@
 from django.urls import path
 
-from frontend import compare, experiments, usage
+from frontend import compare, experiments, imports, usage
 from frontend.views import account, jobs, logs, ssh
 from jobs.metrics import views as metrics
 
@@ -32,6 +32,7 @@ urlpatterns = [
     path("jobs/<int:pk>/annotations/", jobs.job_annotate, name="job-annotate"),
     path("jobs/<int:pk>/diff/", jobs.job_diff, name="job-diff"),
     path("jobs/<int:pk>/logs/<str:stream>/", logs.job_logs, name="job-logs"),
+    path("imports/", imports.imports_page, name="imports"),
     path("usage/", usage.usage_page, name="usage"),
     path("usage/idle-policy/", usage.idle_policy_page, name="idle-policy"),
     path("usage/efficiency/", usage.efficiency_page, name="efficiency"),

@@ -69,6 +69,8 @@ class Client:
         params: dict | None = None,
         body: Any = None,
         raw: bool = False,
+        upload: Any = None,
+        upload_size: int = 0,
     ):
         """``method`` ``/api/v1/<path>``; returns the decoded JSON (or bytes with ``raw``)."""
         if not self.token:
@@ -79,11 +81,16 @@ class Client:
         query = urllib.parse.urlencode({k: v for k, v in (params or {}).items() if v is not None})
         target = f"{self.url}/api/v1/{path}" + (f"?{query}" if query else "")
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(target, data=data, method=method)
+        request = urllib.request.Request(
+            target, data=data if upload is None else upload, method=method
+        )
         request.add_header("Authorization", f"Bearer {self.token}")
         request.add_header("Accept", "application/json")
         request.add_header("User-Agent", USER_AGENT)
-        if data is not None:
+        if upload is not None:  # a file, sent as it is read
+            request.add_header("Content-Type", "application/octet-stream")
+            request.add_header("Content-Length", str(upload_size))
+        elif data is not None:
             request.add_header("Content-Type", "application/json")
         try:
             with self._opener.open(request, timeout=self.timeout) as response:
@@ -230,6 +237,15 @@ class Client:
 
     def experiment(self, experiment_id: int, tail: str = "", method: str = "GET", **kwargs):
         return self._one("experiment", method, experiment_id, tail, **kwargs)
+
+    # --- imports of runs (jobs/tracking/import_views.py) ------------------------------------
+    def start_import(self, archive, size: int, filename: str) -> dict:
+        return self.request(
+            "POST", "imports/", params={"filename": filename}, upload=archive, upload_size=size
+        )
+
+    def run_import(self, import_id: int) -> dict:
+        return self.request("GET", f"imports/{int(import_id)}/")
 
     # --- transfers (files/api.py) -----------------------------------------------------
     def ssh_keys(self) -> list[dict]:

@@ -17,6 +17,8 @@ import json
 import os
 import shlex
 import sys
+import tarfile
+import tempfile
 import time
 import webbrowser
 from datetime import datetime
@@ -850,6 +852,37 @@ def cmd_compare(client: Client, args, out: Output) -> int:
     return 0
 
 
+def pack(folder: Path, into) -> None:
+    """``folder`` (or one file) as a .tar.gz in the open file ``into``: regular files and
+    folders only (the portal would not read a link anyway)."""
+
+    def regular(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        return info if info.isfile() or info.isdir() else None
+
+    with tarfile.open(fileobj=into, mode="w:gz") as tar:
+        tar.add(folder, arcname=folder.name, filter=regular)
+
+
+def cmd_import(client: Client, args, out: Output) -> int:
+    folder = Path(args.path).expanduser()
+    if not folder.exists():
+        raise PortalError(f"{args.path} does not exist.")
+    with tempfile.TemporaryFile() as archive:
+        pack(folder.resolve(), archive)
+        size = archive.tell()
+        archive.seek(0)
+        run_import = client.start_import(archive, size, f"{folder.resolve().name}.tar.gz")
+    out.note(f"import {run_import['id']}: {size / 1e6:.1f} MB sent, importing…")
+    while not run_import["is_final"] and not args.no_wait:
+        time.sleep(args.interval)
+        run_import = client.run_import(run_import["id"])
+    report = run_import.get("report") or {}
+    lines = [run_import.get("message") or run_import["state"]]
+    lines += [f"  not imported: {m}" for m in report.get("messages", [])]
+    out.data(run_import, "\n".join(lines))
+    return 0 if run_import["state"] != "failed" else 1
+
+
 def cmd_sweep_list(client: Client, args, out: Output) -> int:
     page = client.experiments()
     rows = [_experiment_line(e) for e in page["results"]]
@@ -1165,6 +1198,18 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--sort", help="a column, e.g. param.lr or -metric.loss.best")
     comp.add_argument("--csv", action="store_true", help="print CSV instead of a table")
     comp.set_defaults(run=cmd_compare)
+
+    imp = commands.add_parser(
+        "import",
+        help="bring in MLflow, W&B or TensorBoard runs from a folder",
+        description="Packs PATH (an mlruns folder, an mlflow.db, wandb/offline-run-* folders, "
+        "TensorBoard event files, or a folder holding any of them), sends it and waits for the "
+        "import; each run becomes an imported job of yours, once.",
+    )
+    imp.add_argument("path", help="a folder or file")
+    imp.add_argument("--no-wait", action="store_true", help="return once it is sent")
+    imp.add_argument("--interval", type=float, default=2.0, help="seconds between checks")
+    imp.set_defaults(run=cmd_import)
 
     use = commands.add_parser("usage", help="GPU-hours and CPU-hours per month (accounting)")
     use.add_argument("--from", dest="since", metavar="YYYY-MM", help="first month")

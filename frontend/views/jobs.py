@@ -256,9 +256,8 @@ def job_detail(request, pk: int):
         "usage": usage_of(job),
         "may_annotate": job.owner_id == request.user.pk,
         "may_act": access.may_act(request.user, job.owner_id),
-        "may_relaunch": access.may_relaunch(
-            request.user, job.owner_id, job.project_id, job.private
-        ),
+        "may_relaunch": job.kind != Job.Kind.IMPORTED
+        and access.may_relaunch(request.user, job.owner_id, job.project_id, job.private),
         "may_see_project": job.project_id is not None
         and access.may_see_project(request.user, job.project_id),
         "may_open_session": job.owner_id == request.user.pk or may_open_others(request.user),

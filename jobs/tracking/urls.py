@@ -1,7 +1,7 @@
 from django.urls import path
 from django.views.generic import RedirectView
 
-from jobs.tracking import views
+from jobs.tracking import import_views, views
 
 # Beside the job's metrics upload (``.../metrics/ingest/``), so a job finds it from the one
 # URL it is given: MLFLOW_TRACKING_URI is PORTAL_METRICS_URL with ``ingest/`` replaced by
@@ -19,4 +19,7 @@ urlpatterns = [
         RedirectView.as_view(pattern_name="job-detail"),
         name="mlflow-ui",
     ),
+    # Runs brought in from MLflow, W&B and TensorBoard (import_views.py).
+    path("api/v1/imports/", import_views.ImportListView.as_view(), name="api-imports"),
+    path("api/v1/imports/<int:pk>/", import_views.ImportDetailView.as_view(), name="api-import"),
 ]

@@ -1,0 +1,100 @@
+"""The import of an uploaded archive of runs (RunImport): unpacked into a private
+temporary folder, imported as its owner's jobs (imports/service.py), the upload deleted
+and the report kept. Its own queue (PORTAL_IMPORT_QUEUE) and time limit: one person's
+large import never holds up another's submissions."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import tempfile
+from pathlib import Path
+
+from celery import shared_task
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from jobs.tracking.imports import archive, service
+from jobs.tracking.imports.source import Unreadable
+from jobs.tracking.models import RunImport
+
+log = logging.getLogger(__name__)
+
+
+def upload_dir() -> Path:
+    """Where uploads wait for a worker (PORTAL_DATA_DIR/imports: on a shared filesystem
+    when workers run on other hosts than the web processes)."""
+    folder = Path(settings.DATA_DIR) / "imports"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return folder
+
+
+def upload_path(run_import: RunImport) -> Path:
+    return upload_dir() / f"{run_import.pk}.upload"
+
+
+@shared_task(
+    name="jobs.tracking.tasks.import_upload",
+    time_limit=int(settings.PORTAL_IMPORT_TIME_LIMIT),
+    soft_time_limit=int(settings.PORTAL_IMPORT_TIME_LIMIT) - 30,
+)
+def import_upload(import_id: int) -> None:
+    """Import one upload. Claimed when queued, or when a worker that ran it is gone (its
+    start older than the time limit): importing again is safe, each run goes in once."""
+    now = timezone.now()
+    lost = now - dt.timedelta(seconds=settings.PORTAL_IMPORT_TIME_LIMIT + 60)
+    claimed = (
+        RunImport.objects.filter(pk=import_id)
+        .filter(
+            Q(state=RunImport.State.QUEUED) | Q(state=RunImport.State.RUNNING, started_at__lt=lost)
+        )
+        .update(state=RunImport.State.RUNNING, started_at=now)
+    )
+    if not claimed:
+        return
+    run_import = RunImport.objects.get(pk=import_id)
+    upload = upload_path(run_import)
+    state, message, report = RunImport.State.FAILED, "", service.Report()
+    try:
+        with tempfile.TemporaryDirectory(prefix="portal-upload-") as tmp:
+            folder = Path(tmp) / (Path(run_import.filename).stem or "upload")[:100]
+            folder.mkdir()
+            archive.unpack(upload, folder)
+
+            def progress(so_far: service.Report) -> None:
+                if so_far.runs % 50 == 0:
+                    RunImport.objects.filter(pk=import_id).update(report=so_far.as_dict())
+
+            report = service.import_path(run_import.owner, folder, progress)
+        state, message = RunImport.State.DONE, report.sentence()
+    except Unreadable as exc:
+        message = str(exc)
+    except Exception:
+        log.exception("import %s failed", import_id)
+        message = "The import failed on the portal's side; the administrators can see why."
+        raise
+    finally:
+        upload.unlink(missing_ok=True)
+        RunImport.objects.filter(pk=import_id).update(
+            state=state, message=message, report=report.as_dict(), finished_at=timezone.now()
+        )
+
+
+# A queued import whose message was lost (a broker restarted empty) is sent again after this.
+RESEND_AFTER = dt.timedelta(minutes=5)
+
+
+@shared_task(name="jobs.tracking.tasks.resend_imports")
+def resend_imports() -> int:
+    """The beat's look at imports no worker has: queued for long, or running past the
+    time limit (the worker died). Each is sent again; import_upload claims it once."""
+    now = timezone.now()
+    lost = now - dt.timedelta(seconds=settings.PORTAL_IMPORT_TIME_LIMIT + 60)
+    stalled = RunImport.objects.filter(
+        Q(state=RunImport.State.QUEUED, created_at__lt=now - RESEND_AFTER)
+        | Q(state=RunImport.State.RUNNING, started_at__lt=lost)
+    ).values_list("pk", flat=True)[:100]
+    for pk in stalled:
+        import_upload.delay(pk)
+    return len(stalled)

@@ -1,0 +1,137 @@
+"""Uploads of runs (#46): the API, the Imports page and `portal import`, each through to the
+import task and the report, against a real HTTP server for the CLI. A person sees and
+imports into their own account only."""
+
+from __future__ import annotations
+
+import io
+import re
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from devtools.run_samples import value
+from jobs.models import ApiToken, Job
+from jobs.tracking import tasks
+from jobs.tracking.models import RunImport
+from portal_client import cli
+from tests import factories
+from tests.jobs.tracking.test_imports import STEPS, make_samples, points_of
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    return make_samples(tmp_path_factory.mktemp("upload"), mlflow=2, tensorboard=2)
+
+
+def tar_gz(folder: Path) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        tar.add(folder, arcname=folder.name)
+    return buffer.getvalue()
+
+
+@pytest.mark.django_db
+def test_api_upload_imports_and_reports_to_its_owner_only(folder, settings, tmp_path):
+    settings.DATA_DIR = tmp_path
+    ann, bob = factories.user("ann"), factories.user("bob")
+    client = factories.api_client(ann)
+    body = tar_gz(folder)
+    response = client.post(
+        "/api/v1/imports/?filename=runs.tar.gz", data=body, content_type="application/gzip"
+    )
+    assert response.status_code == 202, response.content
+    made = response.json()
+    assert made["state"] == "queued" and made["size"] == len(body)
+    tasks.import_upload(made["id"])
+    done = client.get(f"/api/v1/imports/{made['id']}/").json()
+    assert done["state"] == "done", done
+    assert done["report"]["imported"] == 4 and done["report"]["refused"] == 0
+    assert not tasks.upload_path(RunImport.objects.get(pk=made["id"])).exists()
+    job = Job.objects.get(owner=ann, name="mlflow-1")
+    assert points_of(job, "loss") == [(s, value("loss", 1, s)) for s in range(STEPS)]
+    # Bob sees none of it.
+    other = factories.api_client(bob)
+    assert other.get(f"/api/v1/imports/{made['id']}/").status_code == 404
+    assert other.get("/api/v1/imports/").json()["results"] == []
+    assert other.get(f"/api/v1/jobs/{job.pk}/").status_code == 404
+    # The same upload again: nothing new.
+    again = client.post(
+        "/api/v1/imports/?filename=runs.tar.gz", data=body, content_type="application/gzip"
+    ).json()
+    tasks.import_upload(again["id"])
+    report = client.get(f"/api/v1/imports/{again['id']}/").json()["report"]
+    assert (report["imported"], report["already"]) == (0, 4)
+
+
+@pytest.mark.django_db
+def test_uploads_past_the_bounds_are_refused_with_a_reason(settings, tmp_path):
+    settings.DATA_DIR = tmp_path
+    settings.PORTAL_IMPORT_MAX_UPLOAD_BYTES = 2048
+    client = factories.api_client(factories.user("ann"))
+    big = client.post("/api/v1/imports/", data=b"x" * 4096, content_type="application/gzip")
+    assert big.status_code == 413 and "at most" in big.json()["detail"]
+    garbage = client.post("/api/v1/imports/", data=b"x" * 100, content_type="application/gzip")
+    assert garbage.status_code == 202
+    tasks.import_upload(garbage.json()["id"])
+    failed = RunImport.objects.get(pk=garbage.json()["id"])
+    assert failed.state == "failed" and "not a tar or zip archive" in failed.message
+    for _ in range(3):
+        RunImport.objects.create(owner=failed.owner)
+    busy = client.post("/api/v1/imports/", data=b"x" * 100, content_type="application/gzip")
+    assert busy.status_code == 400 and "waiting or running" in busy.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_a_lost_import_is_sent_again_and_ends(folder, settings, tmp_path, monkeypatch):
+    settings.DATA_DIR = tmp_path
+    ann = factories.user("ann")
+    client = factories.api_client(ann)
+    made = client.post("/api/v1/imports/", data=tar_gz(folder), content_type="application/gzip")
+    pk = made.json()["id"]
+    RunImport.objects.filter(pk=pk).update(created_at="2020-01-01T00:00Z")  # its message lost
+    sent = []
+    monkeypatch.setattr(tasks.import_upload, "delay", sent.append)
+    assert tasks.resend_imports() == 1 and sent == [pk]
+    tasks.import_upload(pk)
+    assert RunImport.objects.get(pk=pk).state == "done"
+
+
+@pytest.mark.django_db
+def test_page_upload_and_an_imported_jobs_page(client, folder, settings, tmp_path):
+    settings.DATA_DIR = tmp_path
+    ann = factories.user("ann")
+    client.force_login(ann)
+    archive = io.BytesIO(tar_gz(folder))
+    archive.name = "runs.tar.gz"
+    response = client.post("/imports/", {"archive": archive})
+    assert response.status_code == 302
+    run_import = RunImport.objects.get(owner=ann)
+    tasks.import_upload(run_import.pk)
+    page = client.get("/imports/").content.decode()
+    assert "4 runs imported" in page and "Compare them" in page
+    job = Job.objects.filter(owner=ann, imported__source="tensorboard").first()
+    assert job is not None and "tensorboard/run-" in job.name
+    detail = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert "Imported run" in detail and "TensorBoard event files" in detail
+    assert "Launch again" not in detail
+
+
+@pytest.mark.django_db(transaction=True)
+def test_portal_import_sends_a_folder_and_waits(
+    live_server, folder, settings, tmp_path, monkeypatch, capsys
+):
+    settings.DATA_DIR = tmp_path
+    ann = factories.user("ann")
+    _, token = ApiToken.issue(ann, "cli")
+    monkeypatch.setenv("PORTAL_URL", live_server.url)
+    monkeypatch.setenv("PORTAL_TOKEN", token)
+    monkeypatch.setenv("PORTAL_CONFIG", str(tmp_path / "absent.toml"))
+    # The worker's part runs where the broker would hand it over: after the commit.
+    monkeypatch.setattr(tasks.import_upload, "delay", lambda pk: tasks.import_upload(pk))
+    code = cli.main(["import", str(folder / "mlruns"), "--interval", "0.2"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "2 runs imported" in out and re.search(r"import \d+: [0-9.]+ MB sent", err)
+    assert Job.objects.filter(owner=ann, kind="imported").count() == 2
