@@ -25,7 +25,8 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("oidc/", include("identity.urls")),
     path("sessions/", include("proxy.urls")),
-    path("", include("jobs.tracking.urls")),  # MLflow's client, with a job's token
+    path("", include("jobs.tracking.urls")),  # MLflow's client, with a job's token; imports
+    path("", include("jobs.tracking.export_urls")),  # TensorBoard, CSV and mlruns downloads
     path("api/v1/", include("proxy.api_urls")),
     path("api/v1/", include("jobs.api.urls")),
     path("api/v1/", include("files.api_urls")),

@@ -45,14 +45,19 @@ headers = {{ Authorization = "Bearer ${{ST_JOB_TOKEN}}" }}
 
 
 @pytest.fixture
-def portal(live_server, owner, outsider, catalog, monkeypatch, chunked_request_bodies):
+def portal(live_server, owner, outsider, catalog, monkeypatch, chunked_request_bodies, tmp_path):
     """A portal with a catalog, the owner's jobs and someone else's; Slurm is not here
     (submission and cancellation stop at the Celery boundary). The live server reads
     chunked request bodies, as gunicorn does (tests/liveserver.py)."""
+    from django.conf import settings
+
     from jobs import tasks
+    from jobs.tracking import tasks as tracking_tasks
 
     monkeypatch.setattr(tasks.submit_job, "delay", lambda *a: None)
     monkeypatch.setattr(tasks.cancel_job, "delay", lambda *a: None)
+    monkeypatch.setattr(tracking_tasks.import_upload, "delay", lambda *a: None)
+    monkeypatch.setattr(settings, "DATA_DIR", tmp_path)  # uploads of runs land here
     monkeypatch.setattr(TokenRateThrottle, "THROTTLE_RATES", {"api": "1000000/min"})
     cluster, image = catalog, ContainerImage.objects.get(slug="python")
     running = factories.training_job(owner, cluster, "running", image=image)
@@ -113,7 +118,7 @@ def test_no_generated_request_gets_a_server_error(portal, tmp_path, capsys):
     print(report)  # shown on failure: the reproducing requests
     assert result.returncode == 0, report[-6000:]
     # It really exercised the API: every operation, with working credentials.
-    assert "Tested: 35" in report and "Selected: 35/35" in report
+    assert "Tested: 42" in report and "Selected: 42/42" in report
     assert Job.objects.filter(owner__username="owner").count() > 2  # POST /jobs/ accepted
     assert portal["reached"]["ingest"] > 0  # the job token opened the ingest endpoint
     assert "Dictionary mismatch" not in report  # the ids it was given fit the schema
