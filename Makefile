@@ -15,7 +15,7 @@ IDP_ENV ?= $(IDP_DIR)/portal.env
 
 # Chromium for the end-to-end tests: Debian's package (Playwright's own download
 # is not possible on machines without internet access).
-.PHONY: help venv services services-down browser monitoring devcluster devcluster-down devcluster-accounts condorpool condorpool-down idp idp-down mail mail-down demo-locked demo-setup demo test bench bench-load lint typecheck format clean
+.PHONY: help venv services services-down browser monitoring mlflow-server devcluster devcluster-down devcluster-accounts condorpool condorpool-down idp idp-down mail mail-down demo-locked demo-setup demo test bench bench-load lint typecheck format clean
 
 help:
 	@echo "make demo            set everything up and run the portal at http://localhost:$(PORT)/"
@@ -61,6 +61,18 @@ ifeq ($(IS_ROOT),yes)
 else
 	@command -v promtool >/dev/null || echo "monitoring: promtool missing; install Debian's prometheus"
 endif
+
+# MLflow's own tracking server and UI (the full `mlflow` package, pinned in
+# deploy/mlflow-server.lock) in an environment of its own, var/mlflow-server: the tests
+# open an exported mlruns folder in it and import runs from it as from a centre's server.
+MLFLOW_SERVER_ENV := var/mlflow-server
+mlflow-server: venv
+	@stamp=$$(sha256sum deploy/mlflow-server.lock | cut -c1-16); \
+	[ "$$(cat "$(MLFLOW_SERVER_ENV)/.installed" 2>/dev/null)" = "$$stamp" ] || { \
+		echo "installing MLflow's tracking server (deploy/mlflow-server.lock) into $(MLFLOW_SERVER_ENV)"; \
+		rm -rf "$(MLFLOW_SERVER_ENV)" && $(PY) -m venv "$(MLFLOW_SERVER_ENV)" && \
+		{ "$(MLFLOW_SERVER_ENV)/bin/pip" install -q --no-deps -r deploy/mlflow-server.lock 2>&1 | { grep -v "is ignored: it is neither" || true; }; } && \
+		"$(MLFLOW_SERVER_ENV)/bin/mlflow" --version >/dev/null && echo "$$stamp" > "$(MLFLOW_SERVER_ENV)/.installed"; }
 
 # The dev cluster needs root (packages, users, daemons); without root the demo
 # still serves the admin and catalog, with no cluster to submit to.
@@ -174,7 +186,7 @@ endif
 		exec .venv/bin/honcho -d . -f deploy/Procfile.demo start
 
 # Type errors fail the run before anything is set up.
-test: venv typecheck services browser monitoring devcluster devcluster-accounts condorpool idp mail
+test: venv typecheck services browser monitoring mlflow-server devcluster devcluster-accounts condorpool idp mail
 	@PORTAL_DEMO=1 $(PY) manage.py collectstatic --noinput -v0
 	@bash deploy/run-tests.sh
 
@@ -191,6 +203,7 @@ endif
 	@$(DEMO_ENV) $(PY) bench/metrics.py
 	@$(DEMO_ENV) $(PY) bench/compare.py
 	@$(DEMO_ENV) $(PY) bench/files_transfer.py
+	@$(DEMO_ENV) $(PY) bench/imports.py
 	@$(PY) bench/sweeps.py
 
 # A centre's busiest day (#35): PostgreSQL database portal_load seeded by seed_load at

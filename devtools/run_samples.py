@@ -85,13 +85,15 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--mlflow", type=int, default=0)
     parser.add_argument("--sqlite", type=int, default=0, help="MLflow runs in OUT/mlflow.db")
+    parser.add_argument("--server", help="with --mlflow: log to this tracking URI instead")
     parser.add_argument("--wandb", type=int, default=0)
     parser.add_argument("--tensorboard", type=int, default=0)
     parser.add_argument("--steps", type=int, default=100)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.mlflow:
-        mlflow_runs(args.out, args.mlflow, args.steps, (args.out / "mlruns").absolute().as_uri())
+        uri = args.server or (args.out / "mlruns").absolute().as_uri()
+        mlflow_runs(args.out, args.mlflow, args.steps, uri)
     if args.sqlite:
         mlflow_runs(args.out, args.sqlite, args.steps, f"sqlite:///{args.out.absolute()}/mlflow.db")
     if args.wandb:
