@@ -16,6 +16,7 @@ from rest_framework.exceptions import APIException, NotAuthenticated, ParseError
 from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 
+from files.streaming import for_server
 from jobs.api.errors import RefuseNul
 from jobs.api.parsers import JSONParser
 from jobs.metrics import ingest, ranks
@@ -29,9 +30,12 @@ from portal.serving import streaming_view
 from portal.throttle import WindowThrottle
 
 
-def _csv_download(job: Job, fmt: str) -> StreamingHttpResponse:
+def _csv_download(request, job: Job, fmt: str) -> StreamingHttpResponse:
+    """Every point, streamed: under ASGI a piece at a time (for_server), never first read
+    whole into memory as Django's handler does with a plain iterator."""
     body, content_type, filename = metrics_query.export(job, fmt)
-    response = StreamingHttpResponse(body, content_type=content_type)
+    http = getattr(request, "_request", request)  # DRF's request wraps Django's
+    response = StreamingHttpResponse(for_server(http, body), content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
 
@@ -66,7 +70,7 @@ def job_metrics_export(request, pk: int):
     fmt = request.GET.get("format", "csv")
     if fmt not in ("csv", "json"):
         return JsonResponse({"error": "format must be csv or json"}, status=400)
-    return _csv_download(job, fmt)
+    return _csv_download(request, job, fmt)
 
 
 # -- REST API -------------------------------------------------------------------------
@@ -96,7 +100,7 @@ class MetricsActions(_ViewSet):
         """Metric series: downsampled to ``width``, or at full resolution for a step range."""
         job = self.get_object()
         if request.query_params.get("format") == "csv":
-            return _csv_download(job, "csv")
+            return _csv_download(request, job, "csv")
         try:
             query = metrics_query.SeriesQuery.parse(request.query_params)
         except metrics_query.BadQuery as exc:

@@ -140,3 +140,23 @@ def test_metrics_json_and_exports_are_owner_only(owner, outsider, cluster):
     client.force_login(outsider)
     assert client.get(f"/jobs/{job.pk}/metrics/").status_code == 404
     assert client.get(f"/jobs/{job.pk}/metrics/export/").status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_export_under_asgi_streams_a_piece_at_a_time(owner, cluster):
+    """Django's ASGI handler reads a plain iterator whole into memory before its first
+    byte (5 million points would be held at once): the export hands it an async one."""
+    from asgiref.sync import async_to_sync  # noqa: PLC0415
+    from django.test import AsyncClient  # noqa: PLC0415
+
+    job = factories.training_job(owner, cluster)
+    ingest.ingest(job, ingest.parse_batch(factories.metric_records(30)).records)
+    client = AsyncClient()
+    client.force_login(owner)
+
+    async def download():
+        response = await client.get(f"/jobs/{job.pk}/metrics/export/?format=csv")
+        assert response.is_async  # an async iterator: no list of every line first
+        return b"".join([piece async for piece in response.streaming_content])
+
+    assert len(async_to_sync(download)().decode().splitlines()) == 61
