@@ -10,6 +10,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from django.test import Client
 
 from devtools.run_samples import value
 from jobs.models import ApiToken, Job
@@ -135,3 +136,32 @@ def test_portal_import_sends_a_folder_and_waits(
     assert code == 0, err
     assert "2 runs imported" in out and re.search(r"import \d+: [0-9.]+ MB sent", err)
     assert Job.objects.filter(owner=ann, kind="imported").count() == 2
+
+
+@pytest.mark.django_db
+def test_imported_runs_are_listed_and_every_page_renders_with_them(client, folder, tmp_path):
+    from jobs.tracking.imports import service  # noqa: PLC0415
+
+    ann = factories.user("ann")
+    report = service.import_path(ann, folder)
+    assert len(report.imported) == 4
+    client.force_login(ann)
+    ids = ",".join(map(str, report.imported))
+    for url in ("/", "/usage/", f"/compare/?ids={ids}", "/imports/"):
+        assert client.get(url).status_code == 200, url
+    dashboard = client.get("/").content.decode()
+    staff = Client()
+    staff.force_login(factories.user("boss", superuser=True))
+    for url in ("/", "/usage/", "/usage/efficiency/", "/usage/idle-policy/", "/admin/jobs/job/"):
+        assert staff.get(url).status_code == 200, url
+    assert all(f'href="/jobs/{pk}/"' in dashboard for pk in report.imported)
+    api = factories.api_client(ann).get("/api/v1/jobs/").json()
+    listed = {j["id"]: j for j in api["results"]}
+    assert set(report.imported) <= set(listed)
+    job = listed[report.imported[0]]
+    assert job["kind"] == "imported" and job["is_final"] and not job["is_active"]
+    # Nobody launches an imported run: the form does not offer it, the API refuses it.
+    launch = client.get("/launch/").content.decode()
+    assert 'value="batch"' in launch and 'value="imported"' not in launch
+    made = factories.api_client(ann).post("/api/v1/jobs/", {"kind": "imported"}, format="json")
+    assert made.status_code == 400 and "kind" in made.json()["error"]["fields"]
