@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 import tempfile
 from pathlib import Path
 
@@ -34,6 +35,14 @@ def upload_path(run_import: RunImport) -> Path:
     return upload_dir() / f"{run_import.pk}.upload"
 
 
+def folder_name(filename: str) -> str:
+    """The folder an upload unpacks into, named after it (what imported TensorBoard runs
+    are named under): letters, digits, ``._-`` only, never ``.`` or ``..``."""
+    stem = filename.removesuffix(".gz").removesuffix(".tgz").removesuffix(".tar")
+    stem = stem.removesuffix(".zip")
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", stem).strip("._")[:100] or "upload"
+
+
 @shared_task(
     name="jobs.tracking.tasks.import_upload",
     time_limit=int(settings.PORTAL_IMPORT_TIME_LIMIT),
@@ -58,7 +67,7 @@ def import_upload(import_id: int) -> None:
     state, message, report = RunImport.State.FAILED, "", service.Report()
     try:
         with tempfile.TemporaryDirectory(prefix="portal-upload-") as tmp:
-            folder = Path(tmp) / (Path(run_import.filename).stem or "upload")[:100]
+            folder = Path(tmp) / folder_name(run_import.filename)
             folder.mkdir()
             archive.unpack(upload, folder)
 

@@ -1,5 +1,5 @@
-"""Which runs a path holds: MLflow ``mlruns`` stores (a folder named ``mlruns``, or one
-holding MLflow's ``0/meta.yaml`` or ``.trash``), ``mlflow.db`` files, W&B ``run-*.wandb``
+"""Which runs a path holds: MLflow ``mlruns`` stores (a folder holding MLflow's
+``0/meta.yaml`` or ``.trash``, or named ``mlruns`` with an experiment in it), ``mlflow.db`` files, W&B ``run-*.wandb``
 files and TensorBoard event files (outside an MLflow store), after tree.py has checked
 every entry. Stores MLflow's client opens are first copied, their checked files only,
 into a temporary folder, so a link or a FIFO put there meanwhile is never read."""
@@ -17,12 +17,14 @@ from jobs.tracking.imports.tree import Tree, copy_clean, copy_file, scan
 SQLITE = b"SQLite format 3\x00"
 
 
-def _is_store(tree: Tree, folder: Path) -> bool:
+def _is_store(tree: Tree, folder: Path, experiments: set[Path]) -> bool:
+    """MLflow's file store: its ``0/meta.yaml`` or ``.trash``, or named ``mlruns`` with an
+    experiment's ``meta.yaml`` in it (a folder merely named so, holding the store, is not)."""
     return (
-        folder.name == "mlruns"
-        or folder / "0" / "meta.yaml" in tree.files
+        folder / "0" / "meta.yaml" in tree.files
         or folder / ".trash" in tree.dirs
-    ) and folder != tree.root.parent
+        or (folder.name == "mlruns" and folder in experiments)
+    )
 
 
 def _is_sqlite(path: Path) -> bool:
@@ -34,7 +36,9 @@ def runs(root: Path) -> Iterator[SourceRun | Unreadable | Skipped]:
     """Every run under ``root`` (a folder or a file), or an Unreadable for each part that
     cannot be read; an entry tree.py refused outside any run is a Skipped."""
     tree = scan(root)
-    stores = sorted(d for d in tree.dirs if _is_store(tree, d))
+    # Folders two levels above a meta.yaml: where an experiment's would sit in a store.
+    experiments = {p.parent.parent for p in tree.files if p.name == "meta.yaml"}
+    stores = sorted(d for d in tree.dirs if _is_store(tree, d, experiments))
     stores = [s for s in stores if not any(o in s.parents for o in stores)]
 
     def in_store(path: Path) -> bool:

@@ -165,3 +165,10 @@ def test_imported_runs_are_listed_and_every_page_renders_with_them(client, folde
     assert 'value="batch"' in launch and 'value="imported"' not in launch
     made = factories.api_client(ann).post("/api/v1/jobs/", {"kind": "imported"}, format="json")
     assert made.status_code == 400 and "kind" in made.json()["error"]["fields"]
+
+
+def test_an_uploads_name_never_names_a_folder_outside_its_own():
+    assert tasks.folder_name("runs.tar.gz") == "runs"
+    assert tasks.folder_name("..") == "upload"
+    assert tasks.folder_name("../../etc/x.zip") == "etc_x"
+    assert tasks.folder_name("my runs (old).tgz") == "my_runs_old"
