@@ -11,7 +11,8 @@ from portal.celery import app
 
 def test_steps_have_their_own_queue_which_a_plain_worker_consumes_too():
     """Sweeps never wait behind, nor hold up, other users' submissions; `celery worker`
-    without -Q (make demo, the test stacks) consumes every queue (the webhooks' too)."""
+    without -Q (make demo, the test stacks) consumes every queue (the webhooks' and the
+    imports' too)."""
     route = app.amqp.router.route
     for name in ("advance_experiment", "advance_experiments"):
         queue = route({}, f"jobs.experiments.tasks.{name}")["queue"].name
@@ -22,7 +23,12 @@ def test_steps_have_their_own_queue_which_a_plain_worker_consumes_too():
         settings.CELERY_TASK_DEFAULT_QUEUE,
         settings.PORTAL_EXPERIMENT_QUEUE,
         settings.PORTAL_WEBHOOK_QUEUE,
+        settings.PORTAL_IMPORT_QUEUE,
     }
+    for name in ("import_upload", "resend_imports"):
+        assert (
+            route({}, f"jobs.tracking.tasks.{name}")["queue"].name == settings.PORTAL_IMPORT_QUEUE
+        )
 
 
 def test_the_step_lock_outlives_the_steps_time_limit(monkeypatch):
