@@ -90,6 +90,7 @@ def container_launch(
             "PORTAL_METRICS_TOKEN_FILE",
             "MLFLOW_TRACKING_URI",
             "MLFLOW_TRACKING_TOKEN",
+            "MLFLOW_ALLOW_FILE_STORE",
             "PORTAL_SYSTEM_METRICS_INTERVAL",
             "SLURM_PROCID",
             "SLURM_RESTART_COUNT",

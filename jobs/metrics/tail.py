@@ -15,6 +15,7 @@ from django.db import transaction
 from jobs.cluster import files, pool
 from jobs.metrics import ingest
 from jobs.metrics.models import MetricFile
+from jobs.tracking import file_tail
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,12 @@ def tail_job(job, max_passes: int = 1) -> int:
             except ingest.QuotaExceeded as exc:
                 log.warning("job %s: %s Its metrics files are no longer read.", job.pk, exc)
                 return inserted
+        if job.cluster.metrics_over_ssh and budget > 0:
+            # An unchanged MLflow script's file store in the work directory (its nodes
+            # cannot reach the portal's MLflow API): read the same way, within the budget.
+            stored, read = file_tail.tail(job, budget, final=max_passes > 1)
+            inserted += stored
+            budget -= read
         if budget > 0:
             break  # every file caught up within one pass's budget
     return inserted

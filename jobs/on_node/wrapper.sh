@@ -30,11 +30,16 @@ export PORTAL_METRICS_TOKEN_FILE="$$PORTAL_WORK_DIR/.portal_metrics_token"
 # MLflow's client, unchanged (`mlflow.log_metric`, Lightning's MLFlowLogger, Hugging Face's
 # report_to="mlflow"): its runs log into this job through the portal's MLflow-compatible
 # API, beside the metrics upload, with the same token (read by a builtin, never on a
-# command line). A tracking URI already in the environment is kept.
-if [ -n "$${PORTAL_METRICS_URL:-}" ] && [ -z "$${MLFLOW_TRACKING_URI:-}" ] \
-        && [ -r "$$PORTAL_METRICS_TOKEN_FILE" ]; then
-    export MLFLOW_TRACKING_URI="$${PORTAL_METRICS_URL%ingest/}mlflow"
-    IFS= read -r MLFLOW_TRACKING_TOKEN < "$$PORTAL_METRICS_TOKEN_FILE" && export MLFLOW_TRACKING_TOKEN
+# command line). Where the nodes cannot reach the portal (no upload URL), MLflow's own
+# file store in the work directory, which the portal reads over SSH as it reads
+# metrics/ (jobs/tracking/file_tail.py). A tracking URI already in the environment is kept.
+if [ -z "$${MLFLOW_TRACKING_URI:-}" ]; then
+    if [ -n "$${PORTAL_METRICS_URL:-}" ] && [ -r "$$PORTAL_METRICS_TOKEN_FILE" ]; then
+        export MLFLOW_TRACKING_URI="$${PORTAL_METRICS_URL%ingest/}mlflow"
+        IFS= read -r MLFLOW_TRACKING_TOKEN < "$$PORTAL_METRICS_TOKEN_FILE" && export MLFLOW_TRACKING_TOKEN
+    elif [ -z "$${PORTAL_METRICS_URL:-}" ]; then
+        export MLFLOW_TRACKING_URI="file://$$PORTAL_WORK_DIR/mlruns" MLFLOW_ALLOW_FILE_STORE=true
+    fi
 fi
 export PORTAL_SYSTEM_METRICS_INTERVAL=${system_interval}
 # Output reaches the log as it is printed (Python buffers a file in 8 KiB blocks

@@ -113,9 +113,17 @@ class TrackedRun(models.Model):
 
     @classmethod
     def start(
-        cls, job: Job, experiment: TrackedExperiment, *, name: str, start_time: int, tags: dict
+        cls,
+        job: Job,
+        experiment: TrackedExperiment,
+        *,
+        name: str,
+        start_time: int,
+        tags: dict,
+        run_id: str = "",
     ) -> TrackedRun:
-        """A new run of ``job`` (its n-th), within the bound on runs a job makes."""
+        """A new run of ``job`` (its n-th), within the bound on runs a job makes; ``run_id``
+        MLflow's own when the run was made by MLflow's file store (file_tail.py)."""
         with transaction.atomic():
             # The job's row locked: two runs created at once do not take one number.
             type(job)._default_manager.select_for_update().filter(pk=job.pk).values("pk").first()
@@ -126,6 +134,8 @@ class TrackedRun(models.Model):
                     f"Job {job.pk} may log at most {protocol.MAX_RUNS_PER_JOB} MLflow runs.",
                 )
             run = cls(job=job, experiment=experiment, number=number, start_time=start_time)
+            if run_id:
+                run.run_id = run_id
             run.name = name or tags.get("mlflow.runName", "") or f"job-{job.pk}-run-{number}"
             run.tags = {}
             run._merge_tags(tags)

@@ -12,6 +12,7 @@ import pytest
 
 from jobs import tasks
 from jobs.metrics.models import MetricPoint, MetricSeries
+from jobs.metrics.tail import tail_job
 from jobs.models import Job
 from jobs.tracking.models import TrackedRun
 from tests import factories
@@ -183,3 +184,33 @@ def test_an_unchanged_hugging_face_trainer_reporting_to_mlflow_logs_into_its_job
     assert (run.name, run.status) == ("tiny-bert", "FINISHED")
     # The Trainer's arguments and the model's configuration, as MLflow's parameters.
     assert run.params["num_train_epochs"] == "2" and run.params["hidden_size"] == "16"
+
+
+@pytest.mark.django_db
+def test_an_unchanged_mlflow_script_where_nodes_cannot_reach_the_portal(devcluster, owner):
+    """metrics_over_ssh: the job gets MLflow's own file store in its work directory, and
+    the SSH tail reads it as it reads the portal's metrics files: live, then to the end."""
+    need_training_libraries()
+    devcluster.metrics_over_ssh = True
+    devcluster.save()
+    job = submitted(owner, devcluster, PLAIN)
+    assert "metrics/ingest/" not in job.script  # no upload URL: its nodes cannot reach us
+
+    job = run_until(job, {"running"}, timeout=120)
+
+    def tailed() -> list:
+        tail_job(job)  # what the beat's tail_running does every PORTAL_SYNC_INTERVAL
+        return curve(job, "loss")
+
+    until(lambda: len(tailed()) == 15, 120, lambda: f"15 points: {curve(job, 'loss')}")
+    run = TrackedRun.objects.get(job=job)
+    assert (run.name, run.status, run.experiment.name) == ("plain", "RUNNING", "unchanged")
+    remote(job.cluster_account, ["touch", f"{job.work_dir}/go"])
+    job = run_until(job, {"completed", "failed"}, timeout=120)
+    assert job.state == "completed", job.message
+    tail_job(job, max_passes=5)  # the outbox's final read, as at every job's end
+    assert curve(job, "loss") == [(s, 1.0 / (s + 1)) for s in range(30)]
+    run.refresh_from_db()
+    assert (run.status, run.params) == ("FINISHED", {"lr": "0.01"})
+    assert run.tags["mlflow.runName"] == "plain"
+    assert len(run.run_id) == 32 and run.experiment.owner == owner

@@ -558,7 +558,8 @@ SHOW_MLFLOW = 'printf "%s|%s" "${MLFLOW_TRACKING_URI:-}" "${MLFLOW_TRACKING_TOKE
         ({}, "pm_secret", ("http://portal.example/api/v1/jobs/7/metrics/mlflow", "pm_secret")),
         # A tracking URI of the person's own is kept; no upload URL or token: none set.
         ({"MLFLOW_TRACKING_URI": "http://mine:5000"}, "pm_secret", ("http://mine:5000", "")),
-        ({"PORTAL_METRICS_URL": ""}, "pm_secret", ("", "")),
+        # Nodes that cannot reach the portal: MLflow's file store in the work directory.
+        ({"PORTAL_METRICS_URL": ""}, "pm_secret", ("file://{work}/mlruns", "")),
         ({}, None, ("", "")),
     ],
     ids=["set", "own uri kept", "metrics over ssh", "no token"],
@@ -574,7 +575,8 @@ def test_an_unchanged_mlflow_client_is_pointed_at_its_job(tmp_path, given, token
     start = next(
         i for i, line in enumerate(lines) if line.startswith("export PORTAL_METRICS_TOKEN")
     )
-    end = next(i for i, line in enumerate(lines) if i > start and line == "fi")
+    store = next(i for i, line in enumerate(lines) if "MLFLOW_ALLOW_FILE_STORE=true" in line)
+    end = next(i for i, line in enumerate(lines) if i > store and line == "fi")
     if token is not None:
         (tmp_path / ".portal_metrics_token").write_text(token + "\n")
     env = {"PATH": "/usr/bin:/bin", "PORTAL_WORK_DIR": str(tmp_path), "PORTAL_METRICS_URL": url}
@@ -585,6 +587,6 @@ def test_an_unchanged_mlflow_client_is_pointed_at_its_job(tmp_path, given, token
         text=True,
         check=True,
     ).stdout
-    assert shown == "|".join(expected)
+    assert shown == "|".join(expected).format(work=tmp_path)
     podman = scripts.render(job_with(runtime="podman", location="img"), WORK, metrics_url=url)
     assert "--env MLFLOW_TRACKING_URI --env MLFLOW_TRACKING_TOKEN" in podman
