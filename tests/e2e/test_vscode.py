@@ -235,18 +235,28 @@ def test_owner_opens_vscode_with_a_terminal_and_a_webview_through_the_proxy(
         _run(job, "printf 'written by the test\n' > ~/vscode-edit.txt")
         editor.locator(".explorer-folders-view").get_by_text("vscode-edit.txt").click()
         editor.locator(".tab.active", has_text="vscode-edit.txt").wait_for(timeout=30_000)
-        editor.locator(".monaco-editor .view-lines").first.click()
-        editor.keyboard.press("Control+a")
-        editor.keyboard.insert_text("saved from VS Code")
-        # Saved once the editor shows the new text (pressed at once, the save could come
-        # before the edit and write the old text).
-        editor.locator(".monaco-editor .view-lines", has_text="saved from VS Code").first.wait_for(
-            timeout=30_000
-        )
+        # The file's own editor (the Chat panel's input is a Monaco editor too, and it may
+        # take the focus as it opens): typed there until its text shows, then saved (pressed
+        # at once, the save could come before the edit and write the old text).
+        lines = editor.locator(".editor-group-container .monaco-editor .view-lines").first
+
+        def typed() -> bool:
+            lines.click()
+            editor.keyboard.press("Control+a")
+            editor.keyboard.insert_text("saved from VS Code")
+            return "saved from VS Code" in lines.inner_text().replace("\u00a0", " ")  # nbsp
+
+        until(typed, 30, "the edit in the file's own editor", interval=1)
         editor.keyboard.press("Control+s")
-        until(
-            lambda: _run(job, "cat ~/vscode-edit.txt") == "saved from VS Code", 30, "the saved file"
-        )
+        try:
+            until(
+                lambda: _run(job, "cat ~/vscode-edit.txt") == "saved from VS Code",
+                30,
+                lambda: f"the saved file (it holds {_run(job, 'cat ~/vscode-edit.txt')!r})",
+            )
+        except AssertionError:
+            screenshot(editor, "43-vscode-save-failed")
+            raise
         screenshot(editor, "43-vscode-saved")
 
         # Another signed-in user: the portal shows them nothing, the link sends them there.
