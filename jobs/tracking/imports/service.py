@@ -125,6 +125,7 @@ def import_uri(owner, uri: str, progress: Callable[[Report], None] | None = None
 
 def _import(owner, found_runs, progress) -> Report:
     report = Report()
+    place = placeholders()  # once an import, not once a run
     most = settings.PORTAL_IMPORT_MAX_RUNS
     try:
         for found in found_runs():
@@ -136,7 +137,7 @@ def _import(owner, found_runs, progress) -> Report:
             elif isinstance(found, Unreadable):
                 report.refuse(str(found))
             else:
-                import_run(owner, found, report)
+                import_run(owner, found, report, place)
             if progress is not None:
                 progress(report)
     except Unreadable as exc:
@@ -144,13 +145,18 @@ def _import(owner, found_runs, progress) -> Report:
     return report
 
 
-def import_run(owner, run: SourceRun, report: Report) -> Job | None:
+def import_run(
+    owner,
+    run: SourceRun,
+    report: Report,
+    place: tuple[Cluster, Partition, ContainerImage] | None = None,
+) -> Job | None:
     """``run`` as a new job of ``owner``, or None when it was imported before or cannot
-    be (said in ``report``)."""
+    be (said in ``report``); ``place`` the placeholders, when the caller has them."""
     if ImportedRun.objects.filter(owner=owner, key=run.key).exists():
         report.already += 1
         return None
-    cluster, partition, image = placeholders()
+    cluster, partition, image = place or placeholders()
     try:
         with transaction.atomic():
             job = Job.objects.create(

@@ -23,18 +23,8 @@ MAX_PROBLEMS = 1000
 class Tree:
     root: Path
     files: dict[Path, int] = field(default_factory=dict)  # regular file: size
-    dirs: list[Path] = field(default_factory=list)
+    dirs: set[Path] = field(default_factory=set)
     problems: dict[Path, str] = field(default_factory=dict)
-
-    def problem_under(self, folder: Path) -> str:
-        """The first problem of an entry in ``folder`` (or of ``folder`` itself), or ''."""
-        for path, why in self.problems.items():
-            if path == folder or folder in path.parents:
-                return why
-        return ""
-
-    def files_under(self, folder: Path) -> list[Path]:
-        return [p for p in self.files if folder in p.parents]
 
 
 def _name(path: Path, root: Path) -> str:
@@ -58,7 +48,7 @@ def scan(root: Path) -> Tree:
     count = 0
     while stack:
         folder, depth = stack.pop()
-        tree.dirs.append(folder)
+        tree.dirs.add(folder)
         try:
             entries = list(os.scandir(folder))
         except OSError as exc:
