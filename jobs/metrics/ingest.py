@@ -22,7 +22,7 @@ from django.db import connection, transaction
 
 from jobs import crypto
 from jobs.metrics.broadcast import publish_metrics
-from jobs.metrics.models import MetricPoint, MetricSeries
+from jobs.metrics.models import MetricFile, MetricPoint, MetricSeries
 from jobs.metrics.query import id_list
 from jobs.metrics.summary import Summary
 from jobs.models import Job
@@ -437,6 +437,21 @@ def ingest_together(job: Job, records: list[Record], nbytes: int = 0) -> IngestR
     if upload.records:
         _together.submit(upload)
     return upload.outcome()
+
+
+def store_read(job: Job, name: str, start: int, records: list[Record], used: int, read: int) -> int:
+    """Points read from one of the job's files over SSH (its ``name`` a MetricFile) and
+    how far it has been read, in one transaction: a crash between the two reads those
+    bytes again, and the (series, seq) key drops what was stored. ``used`` of the ``read``
+    bytes from ``start`` are whole lines; a whole pass's read (PORTAL_METRICS_TAIL_BYTES)
+    with no line end in it is one damaged (or sparse) line, skipped rather than waited on.
+    Raises QuotaExceeded, storing nothing and moving no offset."""
+    if used == 0 and read >= settings.PORTAL_METRICS_TAIL_BYTES:
+        used = read
+    with transaction.atomic():
+        inserted = ingest(job, records, nbytes=used).inserted
+        MetricFile.objects.update_or_create(job=job, name=name, defaults={"offset": start + used})
+    return inserted
 
 
 def _annotate(job: Job, notes: list[dict]) -> None:

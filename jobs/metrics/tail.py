@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
-from django.db import transaction
 
 from jobs.cluster import files, pool
 from jobs.metrics import ingest
@@ -72,11 +71,6 @@ def tail_job(job, max_passes: int = 1) -> int:
 
 def _ingest_chunk(job, name: str, start: int, data: bytes) -> int:
     parsed, used = ingest.parse_lines(data)
-    if used == 0 and len(data) >= settings.PORTAL_METRICS_TAIL_BYTES:
-        used = len(data)  # one line longer than a whole pass: damaged (or sparse), skip it
     for error in parsed.errors[:5]:
         log.warning("job %s %s: %s", job.pk, name, error)
-    with transaction.atomic():
-        inserted = ingest.ingest(job, parsed.records, nbytes=used).inserted
-        MetricFile.objects.update_or_create(job=job, name=name, defaults={"offset": start + used})
-    return inserted
+    return ingest.store_read(job, name, start, parsed.records, used, len(data))

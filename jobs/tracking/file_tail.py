@@ -22,8 +22,6 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from django.db import transaction
-
 from jobs.cluster import files, pool
 from jobs.experiments.spec import SpecError, load
 from jobs.metrics import ingest
@@ -236,8 +234,6 @@ def tail(job, budget: int, final: bool) -> tuple[int, int]:
                 log.warning("job %s: %s", job.pk, exc)
                 continue
             points, taken = parse_lines(data)
-            if taken == 0 and len(data) >= budget - used:
-                taken = len(data)  # one line longer than the whole budget: skipped, not waited on
             used += len(data)
             series = run.metric_key(key)
             records = [
@@ -247,11 +243,7 @@ def tail(job, budget: int, final: bool) -> tuple[int, int]:
                 for when, value, step in points
             ]
             try:
-                with transaction.atomic():
-                    inserted += ingest.ingest(job, records, nbytes=taken).inserted
-                    MetricFile.objects.update_or_create(
-                        job=job, name=name, defaults={"offset": start + taken}
-                    )
+                inserted += ingest.store_read(job, name, start, records, taken, len(data))
             except ingest.QuotaExceeded as exc:
                 log.warning("job %s: %s Its MLflow files are no longer read.", job.pk, exc)
                 return inserted, used

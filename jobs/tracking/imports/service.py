@@ -18,7 +18,12 @@ from django.db import IntegrityError, transaction
 
 from jobs.metrics import ingest
 from jobs.models import Cluster, ContainerImage, Job, Partition
-from jobs.models.annotations import MAX_PARAM_TEXT, MAX_PARAMS, parse_param_value
+from jobs.models.annotations import (
+    MAX_PARAMS,
+    BadAnnotation,
+    clean_param_value,
+    parse_param_value,
+)
 from jobs.tracking.imports import find, mlflow_runs
 from jobs.tracking.imports.source import Point, SourceRun, Unreadable
 from jobs.tracking.models import ImportedRun
@@ -253,18 +258,10 @@ def portal_params(source: Mapping[str, object]) -> dict:
             name = f"_{name}"[:48]
         if name.upper() in upper or len(params) >= MAX_PARAMS:
             continue
-        parsed: bool | int | float | str
-        if isinstance(value, (bool, int, float)):
-            parsed = value
-        else:
-            text = str(value)
-            if len(text) > MAX_PARAM_TEXT or any(ord(c) < 32 or ord(c) == 127 for c in text):
-                continue
-            parsed = parse_param_value(text)
-        if isinstance(parsed, float) and parsed != parsed:
-            continue
-        if isinstance(parsed, int) and not isinstance(parsed, bool) and abs(parsed) > 2**53:
+        given = value if isinstance(value, (bool, int, float)) else parse_param_value(str(value))
+        try:
+            params[name] = clean_param_value(name, given)  # a job's own bounds on a value
+        except BadAnnotation:
             continue
         upper.add(name.upper())
-        params[name] = parsed
     return params

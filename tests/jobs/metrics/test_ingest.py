@@ -9,7 +9,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from jobs.metrics import ingest
-from jobs.metrics.models import MetricPoint, MetricSeries
+from jobs.metrics.models import MetricFile, MetricPoint, MetricSeries
 from jobs.metrics.summary import Summary
 from tests import factories
 
@@ -378,3 +378,17 @@ def test_deleting_a_job_deletes_its_points_without_a_database_constraint(owner, 
     job.delete()
     assert not MetricSeries.objects.filter(job_id=job.pk).exists()
     assert MetricPoint.objects.count() == len(stored(other)) == 20
+
+
+def test_a_read_cut_short_waits_and_only_a_whole_pass_without_a_line_end_is_skipped(
+    owner, cluster, settings
+):
+    """store_read (the SSH tail's, for its files and MLflow's): a read that ended inside a
+    line (the pass's budget ran out there) moves no offset; a whole pass with no line end
+    in it is one damaged line, skipped."""
+    settings.PORTAL_METRICS_TAIL_BYTES = 4096
+    job = factories.training_job(owner, cluster)
+    assert ingest.store_read(job, "rank-0.jsonl", 100, [], 0, 50) == 0
+    assert MetricFile.objects.get(job=job, name="rank-0.jsonl").offset == 100
+    ingest.store_read(job, "rank-0.jsonl", 100, [], 0, 4096)
+    assert MetricFile.objects.get(job=job, name="rank-0.jsonl").offset == 4196
