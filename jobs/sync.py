@@ -112,6 +112,7 @@ def _sync_account(group: list[Job], statuses: dict[JobKey, Status] | None = None
     label = metrics.cluster_label(account.cluster.name)
     started = time.monotonic()
     statuses = dict(statuses or {})
+    vouched = set(statuses)  # read by the service account; the rest by the owner's login
     unread = [job.ref() for job in group if job.scheduler_key not in statuses]
     if unread:
         try:
@@ -138,7 +139,7 @@ def _sync_account(group: list[Job], statuses: dict[JobKey, Status] | None = None
             continue
         before = (job.state, job.node, job.attempt)
         try:
-            moved = job.apply_scheduler_status(status)
+            moved = job.apply_scheduler_status(status, vouched=job.scheduler_key in vouched)
         except ValueError as exc:  # one job's odd report never stops the others
             log.error("job %s: %s", job.pk, exc)
             continue
@@ -223,11 +224,16 @@ def _attempts_of(group: list[Job]) -> dict[JobKey, list[Attempt]]:
 
 
 def discover_sessions(account, running_jobs) -> None:
-    """Notebooks that have not called back: read their connection file over SFTP."""
+    """Notebooks that have not called back: read their connection file over SFTP. Only
+    where the service account vouches for the node: a node read through the owner's login
+    is their environment's word (a ``squeue`` function can name any host), believed only
+    from the registration call's own address (proxy/views.py)."""
     notebooks = [j for j in running_jobs if j.has_session]
     if not notebooks:
         return  # every sync passes here: no query when there is nothing to find
-    for job in sessions.links().waiting(notebooks):
+    waiting = sessions.links().waiting(notebooks)
+    vouch_nodes(account.cluster, [j for j in waiting if not j.node_vouched])
+    for job in (j for j in waiting if j.node_vouched):
         try:
             info = pool.with_connection(
                 account, lambda conn, j=job: files.read_connection_file(conn, j.work_dir)
@@ -245,3 +251,41 @@ def discover_sessions(account, running_jobs) -> None:
         if info is not None and job.node:
             # The host is where the scheduler runs the job, never what the file says.
             sessions.links().found(job, job.node, info["port"], info["secret"])
+
+
+def vouch_nodes(cluster, jobs: list[Job]) -> None:
+    """Ask the cluster's service account (a login of the centre's, not the owners') where
+    ``jobs`` run, and mark ``node_vouched`` those it places on the node their owner's login
+    reported. Nothing without a service account, or on a scheduler that cannot read other
+    users' jobs."""
+    if not jobs:
+        return
+    scheduler = schedulers.for_cluster(cluster)
+    service = ClusterAccount.objects.filter(cluster=cluster, user__isnull=True).first()
+    if service is None or not scheduler.reads_all_jobs:
+        return
+    owners: dict[str, list[JobRef]] = defaultdict(list)
+    for job in jobs:
+        if job.cluster_account is not None:
+            owners[job.cluster_account.username].append(job.ref())
+    try:
+        found = pool.with_connection(
+            service, lambda conn: scheduler.statuses_of_owners(conn, owners)
+        )
+    except ssh.ClusterError as exc:
+        log.info("nodes of %s not vouched for now: %s", [j.pk for j in jobs], exc)
+        return
+    for job in jobs:
+        owner = job.cluster_account.username if job.cluster_account else ""
+        status = found.get(owner, {}).get(job.scheduler_key)
+        if status is None or not job.node or status.node[:4000] != job.node:
+            if status is not None and status.node and status.node != job.node:
+                log.warning(
+                    "job %s: its owner's login says node %r, the service account %r",
+                    job.pk,
+                    job.node[:200],
+                    status.node[:200],
+                )
+            continue
+        if Job.objects.filter(pk=job.pk, node=job.node).update(node_vouched=True):
+            job.node_vouched = True

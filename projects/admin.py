@@ -6,7 +6,7 @@ from projects.models import Membership, Project
 class MembershipInline(admin.TabularInline):
     model = Membership
     extra = 0
-    fields = ("user", "cluster_user", "coordinator", "is_default", "since")
+    fields = ("user", "cluster_user", "coordinator", "is_default", "self_reported", "since")
     readonly_fields = fields
     can_delete = False
 

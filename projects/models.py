@@ -89,6 +89,10 @@ class Membership(models.Model):
     # The scheduler's default account of this cluster user (a job launched without one
     # is charged to it).
     is_default = models.BooleanField(default=False)
+    # Read through the person's own login, not the cluster's service account
+    # (projects/sync.py): their word about themselves, so it lets them charge the account
+    # and nothing more (no role over the others' runs, never coordinator).
+    self_reported = models.BooleanField(default=False)
     since = models.DateTimeField(default=timezone.now)
 
     objects = MembershipQuerySet.as_manager()
@@ -105,11 +109,12 @@ class Membership(models.Model):
     @property
     def role(self) -> str:
         """The highest of: manager for a coordinator, the project's role for the users the
-        scheduler associates with it, and the role a provider group grants."""
+        scheduler associates with it (as its service account read them: a self-reported
+        association is for charging only), and the role a provider group grants."""
         candidates = [self.granted_role or Role.NONE]
-        if self.coordinator:
+        if self.coordinator and not self.self_reported:
             candidates.append(Role.MANAGER)
-        if self.cluster_user:
+        if self.cluster_user and not self.self_reported:
             candidates.append(self.project.members_role)
         return max(candidates, key=lambda role: RANK.get(role, 0))
 

@@ -1,7 +1,8 @@
 """A project's spending as its page shows it: GPU-hours per member and month from the
 scheduler's accounting (every job on the account, the portal's or not), against the
-account's limits, and its fair-share in words. Read through the cluster's reader (the
-service account, else a member's own login), cached for PORTAL_PROJECT_USAGE_CACHE
+account's limits, and its fair-share in words. Read through the cluster's service
+account, else through the viewer's own login (what a login prints is that person's word,
+shown to them alone: ``login_for``), cached per login for PORTAL_PROJECT_USAGE_CACHE
 seconds: a page never asks the scheduler more often than that."""
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from django.utils import timezone
 from jobs import schedulers
 from jobs.cluster import pool, quotas, ssh
 from jobs.cluster.quotas import Quota
+from jobs.models import Cluster, ClusterAccount
 from jobs.seam import AccountUsage, UsageLine
 from projects.models import Project
-from projects.sync import readers
+from projects.sync import service_account
 
 log = logging.getLogger(__name__)
 
@@ -139,22 +141,33 @@ class UsageUnavailable(Exception):
     pass
 
 
-def project_usage(project: Project) -> ProjectUsage | None:
-    """The project's usage (cached); None where its scheduler keeps no accounting.
-    UsageUnavailable when the cluster could not be read."""
+def login_for(cluster: Cluster, user) -> ClusterAccount:
+    """Whose login reads a project's usage for ``user``: the service account, else the
+    person's own (proven) one, so nobody is shown what another person's login printed."""
+    login = service_account(cluster)
+    if login is None:
+        own = ClusterAccount.for_user(cluster, user)
+        if own is not None and own.user_id is not None and not own.unproven_reason():
+            login = own
+    if login is None:
+        raise UsageUnavailable(f"The portal has no login of yours on {cluster.name} to read it.")
+    return login
+
+
+def project_usage(project: Project, user) -> ProjectUsage | None:
+    """The project's usage as ``user`` may be shown it (cached); None where its scheduler
+    keeps no accounting. UsageUnavailable when the cluster could not be read."""
     today = timezone.localdate()
     since = first_month(today)
-    key = f"project-usage:{project.pk}:{since.isoformat()}"
+    login = login_for(project.cluster, user)
+    key = f"project-usage:{project.pk}:{login.pk}:{since.isoformat()}"
     cached = cache.get(key)
     read = None if cached is None else from_cache(cached)
     if read is None:
         adapter = schedulers.for_cluster(project.cluster)
-        logins = readers(project.cluster)
-        if not logins:
-            raise UsageUnavailable(f"The portal has no login on {project.cluster.name} yet.")
         try:
             read = pool.with_connection(
-                logins[0], lambda conn: adapter.account_usage(conn, project.name, since.isoformat())
+                login, lambda conn: adapter.account_usage(conn, project.name, since.isoformat())
             )
         except ssh.ClusterError as exc:
             raise UsageUnavailable(f"{project.cluster.name} did not answer: {exc}") from None
@@ -165,7 +178,7 @@ def project_usage(project: Project) -> ProjectUsage | None:
     return summarise(project, read, since, today)
 
 
-def storage(project: Project) -> list[Quota]:
+def storage(project: Project, user) -> list[Quota]:
     """The storage use of the project's members (their cluster users' entries of the
     cluster's quota files; [] when it has none), cached like the usage. UsageUnavailable
     when the cluster could not be read."""
@@ -173,14 +186,12 @@ def storage(project: Project) -> list[Quota]:
     paths = [p for p in cluster.quota_files.split(":") if p]
     if not paths:
         return []
-    key = f"project-storage:{cluster.pk}"
+    login = login_for(cluster, user)
+    key = f"project-storage:{cluster.pk}:{login.pk}"
     cached = cache.get(key)
     if cached is None:
-        logins = readers(cluster)
-        if not logins:
-            raise UsageUnavailable(f"The portal has no login on {cluster.name} yet.")
         try:
-            found = pool.with_connection(logins[0], lambda conn: quotas.read(conn, paths))
+            found = pool.with_connection(login, lambda conn: quotas.read(conn, paths))
         except ssh.ClusterError as exc:
             raise UsageUnavailable(f"{cluster.name} did not answer: {exc}") from None
         cached = [asdict(q) for q in found]

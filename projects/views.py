@@ -42,11 +42,11 @@ def project_detail(request, pk: int):
     )
     usage, usage_error, quotas, storage_error = None, "", [], ""
     try:
-        usage = project_usage(project)
+        usage = project_usage(project, request.user)
     except UsageUnavailable as exc:
         usage_error = str(exc)
     try:
-        quotas = storage(project)
+        quotas = storage(project, request.user)
     except UsageUnavailable as exc:
         storage_error = str(exc)
     runs = (

@@ -66,6 +66,21 @@ def resolve(host: str) -> str | None:
     return str(infos[0][4][0]) if infos else None
 
 
+def same_address(host: str, address: str) -> bool:
+    """Whether ``address`` (a caller's IP literal) is where the proxy would connect for
+    ``host``: the evidence a registration call brings about the node it runs on."""
+    resolved = resolve(host)
+    try:
+        ips = [ipaddress.ip_address(a) for a in (resolved or "", address)]
+    except ValueError:
+        return False
+    plain = [
+        ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped else ip
+        for ip in ips
+    ]
+    return plain[0] == plain[1]
+
+
 class Unresolved(Exception):
     """An open session whose node name does not resolve right now (DNS trouble): its
     existing route, if any, is left as it is rather than cut."""

@@ -98,7 +98,19 @@ def register(request, public_id: str):
     if not (1024 <= port <= 65535) or not validators.SESSION_TOKEN.match(token):
         return _refused(session, "port must be 1024-65535 and token URL-safe", 400)
     # Where to connect: the node the scheduler reports, never a host named in the
-    # request or the caller's address, so a job cannot aim the proxy anywhere else.
+    # request or the caller's address, so a job cannot aim the proxy anywhere else. A node
+    # read through the owner's own login (no service account read it) is only their
+    # login's word, which its environment can forge: it counts only when this call comes
+    # from that node's own address.
+    caller = request.META.get("REMOTE_ADDR", "")
+    if not job.node_vouched and not routes.same_address(job.node, caller):
+        job.note(
+            f"Its session was not registered: the call came from {caller}, not from "
+            f"{job.node}, the node the scheduler named through its owner's login. (A "
+            "cluster whose nodes reach the portal through another address needs a service "
+            "account that reads every job: Cluster.sync_reads_all_jobs.)"
+        )
+        return _refused(session, f"this call does not come from the job's node {job.node}", 403)
     if not session.mark_ready(job.node, port, token):
         return _refused(session, "this session is already registered", 409)
     _audit_registration(session, audit.Outcome.OK, f"accepted: {job.node} port {port}")

@@ -35,4 +35,5 @@ def production_env() -> dict[str, str]:
         "SECRET_KEY": "x" * 50,
         "PORTAL_ENCRYPTION_KEYS": generate_key(),
         "DATABASE_URL": "postgres://u:p@db.example.org:5432/portal",
+        "PORTAL_UPSTREAM_NETWORKS": "10.0.0.0/8",
     }

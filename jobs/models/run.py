@@ -83,6 +83,11 @@ class JobRun(models.Model):
     # The node, or the scheduler's compressed list of a multi-node job's nodes
     # ("node[001-064]").
     node = models.CharField(max_length=4000, blank=True)
+    # ``node`` as the cluster's service account read it (ClusterAccount.reader_for): a read
+    # the owner's login cannot forge. False when it came through the owner's own login,
+    # whose environment can print any host: then only the session's registration call,
+    # arriving from that node's address, may point the proxy there (proxy/views.py).
+    node_vouched = models.BooleanField(default=False)
     exit_code = models.IntegerField(null=True, blank=True)
     message = models.TextField(blank=True, help_text="The scheduler's or the portal's explanation.")
     work_dir = models.CharField(max_length=500, blank=True)
@@ -343,9 +348,10 @@ class JobRun(models.Model):
             "Its outcome is unknown; its files are still in its work directory.",
         )
 
-    def apply_scheduler_status(self, status: Status) -> bool:
+    def apply_scheduler_status(self, status: Status, *, vouched: bool = False) -> bool:
         """Record what the scheduler says (neutral values from its adapter, jobs/seam.py).
-        True if anything changed."""
+        ``vouched``: read by the cluster's service account, not the owner's login (the
+        node is then believed as it is: ``node_vouched``). True if anything changed."""
         if self.scheduler_unseen_since is not None:
             self._row().update(scheduler_unseen_since=None)
             self.scheduler_unseen_since = None
@@ -361,7 +367,12 @@ class JobRun(models.Model):
             held_before = self.held
             with transaction.atomic():
                 changed = self.update_details(
-                    pending_reason=reason, held=held, node=node, attempt=attempt, **queue
+                    pending_reason=reason,
+                    held=held,
+                    node=node,
+                    node_vouched=vouched and bool(node),
+                    attempt=attempt,
+                    **queue,
                 )
                 if changed and held and not held_before:
                     # A line in the timeline, and the owner is told (once per hold).
@@ -379,6 +390,7 @@ class JobRun(models.Model):
             "pending_reason": reason,
             "held": held,
             "node": node or (self.node if not pending else ""),
+            "node_vouched": (vouched if node else self.node_vouched and not pending),
             "attempt": attempt,
             **queue,
         }

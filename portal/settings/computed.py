@@ -46,6 +46,7 @@ from portal.settings.configured import (
     PORTAL_SYNC_INTERVAL,
     PORTAL_TASK_TIME_LIMIT,
     PORTAL_TRANSFER_POLL_INTERVAL,
+    PORTAL_UPSTREAM_NETWORKS,
     PORTAL_WEBHOOK_QUEUE,
     PROXY_RECONCILE_INTERVAL,
     REDIS_SENTINEL_MASTER,
@@ -87,6 +88,11 @@ if not PORTAL_ENCRYPTION_KEYS:
     raise ImproperlyConfigured(
         "PORTAL_ENCRYPTION_KEYS (or PORTAL_ENCRYPTION_KEY_FILE) is required unless "
         "DEBUG=1 or PORTAL_DEMO=1; make one with: python manage.py generate_encryption_key"
+    )
+if not PORTAL_UPSTREAM_NETWORKS:
+    raise ImproperlyConfigured(
+        "PORTAL_UPSTREAM_NETWORKS is required unless DEBUG=1 or PORTAL_DEMO=1: the compute "
+        "nodes' networks (CIDRs, comma-separated), the only ones the session proxy may reach"
     )
 if bool(REDIS_SENTINELS) != bool(REDIS_SENTINEL_MASTER):
     raise ImproperlyConfigured("REDIS_SENTINELS and REDIS_SENTINEL_MASTER go together: set both")

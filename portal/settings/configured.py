@@ -400,14 +400,16 @@ PROXY_CONNECT_TIMEOUT = env_float("PROXY_CONNECT_TIMEOUT", 10.0, minimum=0.1)
 PROXY_READ_TIMEOUT = env_float("PROXY_READ_TIMEOUT", 300.0, minimum=1)
 # The only networks the session proxy may connect to (CIDRs, comma-separated): every route,
 # for every scheduler, is checked against them (proxy/routes.py) and refused outside them.
-# Default: the private ranges compute nodes live on (RFC 1918, IPv6 ULA); loopback only in
-# DEBUG or PORTAL_DEMO (the dev clusters' nodes are 127.0.0.1; in production it is the
-# portal's own host). Link-local (cloud metadata) and public addresses never by default.
-# Narrow it to the clusters' node networks.
+# Required outside DEBUG and PORTAL_DEMO (computed.py refuses the start without it): all of
+# RFC 1918 would make a session link a way into every private host the portal reaches. In
+# DEBUG or PORTAL_DEMO: the private ranges (RFC 1918, IPv6 ULA) and loopback (the dev
+# clusters' nodes are 127.0.0.1). Link-local (cloud metadata) and public addresses never by
+# default.
 PORTAL_UPSTREAM_NETWORKS = env_networks(
     "PORTAL_UPSTREAM_NETWORKS",
-    ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"]
-    + (["127.0.0.0/8", "::1/128"] if INSECURE_DEFAULTS_ALLOWED else []),
+    ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7", "127.0.0.0/8", "::1/128"]
+    if INSECURE_DEFAULTS_ALLOWED
+    else [],
 )
 # HAProxy in the session data path (proxy/haproxy.py, proxy/routes.py): the admin socket
 # of every instance behind PROXY_SESSION_DOMAIN (unix:PATH or tcp:HOST:PORT, comma-separated;

@@ -116,7 +116,12 @@ def production(env: dict) -> dict:
     """``env`` with what a production start needs before the Redis settings are read."""
     from jobs.crypto import generate_key
 
-    return {"SECRET_KEY": "x" * 50, "PORTAL_ENCRYPTION_KEYS": generate_key(), **env}
+    return {
+        "SECRET_KEY": "x" * 50,
+        "PORTAL_ENCRYPTION_KEYS": generate_key(),
+        "PORTAL_UPSTREAM_NETWORKS": "10.0.0.0/8",
+        **env,
+    }
 
 
 SENTINELS = {"REDIS_SENTINELS": "10.0.0.5:26379", "REDIS_SENTINEL_MASTER": "portal"}

@@ -38,6 +38,7 @@ def test_production_settings_start_with_keys_and_secure_cookies():
         "SECRET_KEY": "x" * 50,
         "PORTAL_ENCRYPTION_KEYS": generate_key(),
         "DATABASE_URL": "postgres://u:p@db.example.org:5432/portal",
+        "PORTAL_UPSTREAM_NETWORKS": "10.0.0.0/8",
     }
     result = run_python(code, env)
     assert result.stdout.split() == [
@@ -287,9 +288,10 @@ def test_a_cipher_list_that_is_no_list_stops_the_start(value):
     assert "PORTAL_BULK_SSH_CIPHERS is a comma-separated list" in result.stderr
 
 
-def test_sessions_reach_the_portals_own_host_only_in_demo_and_debug():
-    """PORTAL_UPSTREAM_NETWORKS: private ranges by default; loopback (the portal's own
-    host in production) only where the dev clusters' nodes are 127.0.0.1."""
+def test_sessions_reach_only_the_networks_a_centre_names_outside_demo_and_debug():
+    """PORTAL_UPSTREAM_NETWORKS: required in production (before: all of RFC 1918 by
+    default, so a session link reached every private host); in demo and debug the private
+    ranges and loopback (the dev clusters' nodes are 127.0.0.1)."""
     from jobs.crypto import generate_key
 
     code = """
@@ -299,11 +301,13 @@ def test_sessions_reach_the_portals_own_host_only_in_demo_and_debug():
     """
     production = {"SECRET_KEY": "x" * 50, "PORTAL_ENCRYPTION_KEYS": generate_key()}
     result = run_python(code, production)
-    assert result.stdout.split() == ["10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"], (
-        result.stderr
-    )
+    assert result.returncode != 0
+    assert "PORTAL_UPSTREAM_NETWORKS is required unless DEBUG=1 or PORTAL_DEMO=1" in result.stderr
+    result = run_python(code, {**production, "PORTAL_UPSTREAM_NETWORKS": "10.20.0.0/16"})
+    assert result.stdout.split() == ["10.20.0.0/16"], result.stderr
     result = run_python(code, {"PORTAL_DEMO": "1"})
     assert "127.0.0.0/8" in result.stdout.split(",") and "::1/128" in result.stdout, result.stderr
+    assert "10.0.0.0/8" in result.stdout.split(","), result.stderr
     result = run_python(code, {**production, "PORTAL_UPSTREAM_NETWORKS": "10.0.0.1/8"})
     assert result.returncode != 0 and "PORTAL_UPSTREAM_NETWORKS" in result.stderr
 

@@ -122,3 +122,63 @@ def test_a_group_narrows_a_catch_all_account_to_its_people(cluster, people, sett
     sync.apply(cluster, read(everyone=({"hpcpi", "hpcstudent"}, ()), vision=({"hpcstudent"}, ())))
     assert [m[0] for m in members("everyone")] == ["pi"]
     assert [m[0] for m in members("vision")] == ["student"]  # other projects as they were
+
+
+def test_a_persons_own_read_places_only_them_for_charging_and_never_as_coordinator(
+    cluster, people, settings
+):
+    """Without a service account each read is its reader's word about themselves: what
+    hpcpi's login prints about hpcstudent (or about hpcpi's own coordinator role, or
+    anyone's default) moves nobody, and hpcpi's own association gives no role."""
+    settings.PORTAL_PROJECT_DEFAULT_ROLE = "member"
+    forged = read(
+        vision=({"hpcpi", "hpcstudent"}, {"hpcpi"}),
+        nlp=({"hpcpi"}, {"hpcpi"}),
+    )
+    forged = AccountsRead(forged.accounts, {"hpcpi": "nlp", "hpcstudent": "nlp"})
+    sync.apply(cluster, forged, frozenset({"hpcpi"}))
+    assert members("vision") == [("pi", Role.NONE)]
+    assert members("nlp") == [("pi", Role.NONE)]
+    pi_in_nlp = Membership.objects.get(project__name="nlp")
+    assert pi_in_nlp.self_reported and not pi_in_nlp.coordinator and pi_in_nlp.is_default
+    assert not Membership.objects.filter(user__username="student").exists()
+
+
+def test_people_not_read_keep_their_memberships_and_a_project_goes_when_empty(
+    cluster, people, settings
+):
+    settings.PORTAL_PROJECT_DEFAULT_ROLE = "viewer"
+    sync.apply(cluster, read(vision=({"hpcpi", "hpcstudent"}, {"hpcpi"})))  # the service's
+    # hpcstudent's own read no longer names vision; hpcpi was not read this time.
+    outcome = sync.apply(cluster, read(other=({"hpcstudent"}, ())), frozenset({"hpcstudent"}))
+    assert members("vision") == [("pi", Role.MANAGER)]
+    assert members("other") == [("student", Role.NONE)]
+    assert outcome.gone == 0 and Project.objects.get(name="vision").gone_at is None
+    # hpcpi's read names nothing now: vision has nobody left and nobody reports it.
+    outcome = sync.apply(cluster, read(), frozenset({"hpcpi"}))
+    assert outcome.gone == 1 and Project.objects.get(name="vision").gone_at is not None
+    assert members("other") == [("student", Role.NONE)]
+
+
+def test_without_a_service_account_readers_take_turns_and_read_themselves(
+    cluster, people, settings, monkeypatch
+):
+    from jobs.cluster import pool
+
+    pi, student, _ = people
+    monkeypatch.setattr(sync, "MAX_READERS", 1)
+    logins = []
+
+    def login(account, action):
+        logins.append(account.username)
+        return read(vision=({"hpcpi", "hpcstudent"}, {"hpcpi", "hpcstudent"}))
+
+    monkeypatch.setattr(pool, "with_connection", login)
+    evidence = sync.read_accounts(cluster)
+    assert evidence is not None and evidence.speaks_for == frozenset({"hpcpi"})
+    assert evidence.read.accounts == (AccountRecord("vision", frozenset({"hpcpi"})),)
+    assert sync.read_accounts(cluster).speaks_for == frozenset({"hpcstudent"})
+    assert logins == ["hpcpi", "hpcstudent"]  # the typed hpcpi2 never reads
+    factories.account(cluster, None, "svc")
+    assert sync.read_accounts(cluster).speaks_for is None
+    assert logins[-1] == "svc"

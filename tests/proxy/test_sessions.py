@@ -62,12 +62,29 @@ def test_registration_needs_the_jobs_secret(client, session):
 
 
 def test_registration_cannot_choose_the_host(client, session):
-    Job.objects.filter(pk=session.job_id).update(node="gpu07")
+    Job.objects.filter(pk=session.job_id).update(node="gpu07", node_vouched=True)
     secret = session.issue_register_secret()
     body = {"port": 8888, "token": "t" * 32, "host": "evil.example.org", "node": "169.254.169.254"}
     assert register(client, session, secret, body, REMOTE_ADDR="10.1.2.3").status_code == 204
     session.refresh_from_db()
     assert session.host == "gpu07"  # the node the scheduler reports, nothing the caller says
+
+
+def test_a_node_read_through_the_owners_login_counts_only_from_its_own_address(client, session):
+    """Before: the node the owner's login reported was believed, so a ``squeue`` function
+    in their ~/.bashrc chose where the proxy connects. Now, unless the service account
+    read it, the registration call must come from that node's address."""
+    Job.objects.filter(pk=session.job_id).update(node="localhost", node_vouched=False)
+    secret = session.issue_register_secret()
+    body = {"port": 8888, "token": "t" * 32}
+    refused = register(client, session, secret, body, REMOTE_ADDR="10.1.2.3")
+    assert refused.status_code == 403 and "localhost" in refused.json()["error"]
+    session.refresh_from_db()
+    assert session.state == "starting" and session.host == ""
+    assert "the call came from 10.1.2.3" in session.job.events.last().message
+    assert register(client, session, secret, body, REMOTE_ADDR="127.0.0.1").status_code == 204
+    session.refresh_from_db()
+    assert (session.state, session.host) == ("ready", "localhost")
 
 
 @pytest.mark.parametrize("state, node", [("running", ""), ("pending", ""), ("queued", "")])
@@ -87,7 +104,8 @@ def test_a_requeue_resets_the_session_and_the_old_route_is_never_open(client, se
     register(client, session, secret, {"port": 8888, "token": "t" * 32})
     session.refresh_from_db()
     assert session.is_open
-    Job.objects.filter(pk=session.job_id).update(node="gpu09")  # requeued onto another node
+    # Requeued onto another node (as the service account read it).
+    Job.objects.filter(pk=session.job_id).update(node="gpu09", node_vouched=True)
     session.refresh_from_db()
     assert not session.is_open  # never the old node:port, even before the reset
     assert SessionLink.restart_for(session.job)
