@@ -45,6 +45,7 @@ from files.paths import BadPath
 from files.views import Failure, Place, _parts
 from jobs import audit
 from jobs.cluster import bulk, pool, ssh
+from portal.body_limits import accepts_body
 from portal.serving import streaming_view
 
 log = logging.getLogger(__name__)
@@ -321,6 +322,7 @@ def _writing(upload: Upload) -> Iterator:
 
 
 @streaming_view
+@accepts_body(lambda: int(settings.PORTAL_UPLOAD_CHUNK_BYTES))
 @login_required
 @csrf_protect
 def item(request, cluster: str, root: str, upload_id: str):

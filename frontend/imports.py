@@ -7,10 +7,13 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 
+from jobs.tracking.import_views import archive_limit
 from jobs.tracking.imports import uploads
 from jobs.tracking.models import RunImport
+from portal.body_limits import accepts_body
 
 
+@accepts_body(archive_limit)
 @login_required
 def imports_page(request):
     if request.method == "POST":

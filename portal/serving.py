@@ -28,7 +28,7 @@ from a2wsgi import WSGIMiddleware
 from django.core.handlers.wsgi import WSGIHandler
 from django.urls import Resolver404, resolve
 
-from portal import streamed_body
+from portal import body_limits, streamed_body
 
 View = TypeVar("View", bound=Callable[..., Any])
 
@@ -75,8 +75,19 @@ class HttpRouter:
         self.threaded: Any = WSGIMiddleware(wsgi, workers=threads, send_queue_size=4)
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        # The body's size is bounded before any of it is received (portal/body_limits.py).
+        limit = await body_limits.limit_for(scope)
+        length = body_limits.declared_length(scope)
+        if length is not None and not 0 <= length <= limit:
+            return await body_limits.refuse(send, limit)
         if on_event_loop(scope):
-            return await self.streaming(scope, receive, send)
+            if length is not None:
+                return await self.streaming(scope, receive, send)
+            counted, watched = body_limits.Counted(receive, limit), body_limits.Watched(send)
+            await self.streaming(scope, counted, watched)
+            if counted.over and not watched.started:
+                await body_limits.refuse(send, limit)
+            return None
         body = await _whole_body(receive)
         if body is None:
             return  # the client went before its body was whole: nothing to answer

@@ -31,6 +31,8 @@ MAX_ANSWER = 4 * 1024 * 1024
 PORTAL_UPSTREAM = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}\Z")
 
 
+from portal import body_limits  # noqa: E402
+
 TEMPLATE = Path(__file__).parent / "templates" / "proxy" / "haproxy.cfg"
 
 
@@ -111,6 +113,7 @@ def render_config(
             f"    server portal{n} {upstream}" for n, upstream in enumerate(upstreams, 1)
         ),
         portal_check_host=portal_host_name() or "localhost",
+        body_max=body_limits.largest(),
         scheme=settings.PROXY_SESSION_SCHEME,
     )
 

@@ -4,6 +4,7 @@ with its report (what came in, what did not and why)."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -15,6 +16,7 @@ from rest_framework.views import APIView
 
 from jobs.tracking.imports import uploads
 from jobs.tracking.models import RunImport
+from portal import body_limits
 
 
 class RawArchiveParser(FileUploadParser):
@@ -52,8 +54,14 @@ IMPORT = RunImportSerializer
 DETAIL = inline_serializer("ImportRefused", {"detail": serializers.CharField()})
 
 
+def archive_limit() -> int:
+    """An archive of runs and its form around it (portal/body_limits.py)."""
+    return int(settings.PORTAL_IMPORT_MAX_UPLOAD_BYTES) + body_limits.FORM_OVERHEAD
+
+
 class ImportListView(APIView):
     parser_classes = [MultiPartParser, RawArchiveParser]
+    body_limit = staticmethod(archive_limit)
 
     @extend_schema(
         summary="Your imports of runs, newest first (at most 100)",

@@ -318,6 +318,11 @@ PORTAL_DOWNLOAD_CHUNK_BYTES = env_int("PORTAL_DOWNLOAD_CHUNK_BYTES", 1024**2, mi
 # Resumable uploads (tus, files/uploads.py): the largest file, the most one person may have
 # in unfinished uploads at once, and the most one request (a tus PATCH) may carry: the web
 # host holds at most that much of an upload at a time.
+# The largest request body any address takes, decided before it is received
+# (portal/body_limits.py): Django's own DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MiB) by default. tus
+# chunks (PORTAL_UPLOAD_CHUNK_BYTES) and run archives (PORTAL_IMPORT_MAX_UPLOAD_BYTES) take
+# more, from signed-in people only.
+PORTAL_BODY_MAX_BYTES = env_int("PORTAL_BODY_MAX_BYTES", 2621440, minimum=65536)
 PORTAL_UPLOAD_MAX_BYTES = env_int("PORTAL_UPLOAD_MAX_BYTES", 100 * 1024**3, minimum=0)
 PORTAL_UPLOAD_PERSON_BYTES = env_int("PORTAL_UPLOAD_PERSON_BYTES", 500 * 1024**3, minimum=0)
 PORTAL_UPLOAD_CHUNK_BYTES = env_int("PORTAL_UPLOAD_CHUNK_BYTES", 256 * 1024**2, minimum=65536)

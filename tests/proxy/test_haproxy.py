@@ -7,6 +7,7 @@ by HAProxy itself on every request; revoking a session closes its open WebSocket
 import asyncio
 import grp
 import os
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -428,3 +429,27 @@ def test_static_files_come_from_haproxys_cache_and_pages_never(data_path):
     finally:
         request_started.disconnect(note)
     assert reached.count(static) == 1 and reached.count(page) == 2
+
+
+def test_haproxy_refuses_a_declared_body_larger_than_any_the_portal_takes(data_path):
+    """A second bound in front of the web processes' own (portal/body_limits.py): the
+    largest body any address takes, by its Content-Length, refused by HAProxy itself."""
+    from portal import body_limits
+
+    reached: list[str] = []
+
+    def note(sender, environ, **kwargs):
+        reached.append(environ["PATH_INFO"])
+
+    request_started.connect(note)
+    try:
+        with socket.create_connection(("127.0.0.1", data_path.port), timeout=10) as sock:
+            sock.sendall(
+                f"POST /api/v1/imports/ HTTP/1.1\r\nHost: localhost:{data_path.port}\r\n"
+                f"Content-Length: {body_limits.largest() + 1}\r\n\r\n".encode()
+            )
+            answer = sock.recv(4096)
+    finally:
+        request_started.disconnect(note)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert reached == []

@@ -64,6 +64,15 @@ class TensorBoardRun(SourceRun):
                 self._hparams(value.metadata.plugin_data.content)
         if not scalar.get(value.tag) or not value.HasField("tensor"):
             return
+        # A scalar's shape has one element. Anything else is refused before a tensor is
+        # made: make_ndarray allocates the whole declared shape (200 bytes can declare
+        # gigabytes), whatever the file really holds.
+        dims = [dim.size for dim in value.tensor.tensor_shape.dim]
+        if any(size != 1 for size in dims):
+            raise Unreadable(
+                f"a scalar of {value.tag[:100]!r} at step {event.step} declares the shape "
+                f"{dims[:8]}, not one value: not a scalar TensorBoard wrote."
+            )
         try:
             array = tensor_util.make_ndarray(value.tensor)
         except (ValueError, TypeError):

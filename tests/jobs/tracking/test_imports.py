@@ -283,3 +283,48 @@ def test_an_archive_past_the_bounds_unpacks_nothing(tmp_path, settings):
     garbage.write_bytes(os.urandom(1000))
     with pytest.raises(Unreadable, match="not a tar or zip archive"):
         archive.unpack(garbage, into)
+
+
+def test_a_crafted_event_declaring_a_huge_scalar_is_refused_without_allocating(tmp_path):
+    """A 200-byte event file whose "scalar" declares 2^27 values. Before: make_ndarray made
+    the whole declared array (512 MiB here; any size the file names) in the import worker."""
+    import tracemalloc
+
+    from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2
+    from tensorboard.compat.proto.types_pb2 import DT_FLOAT
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    ann = factories.user("ann")
+    run = tmp_path / "crafted" / "run"
+    run.mkdir(parents=True)
+    shape = tensor_shape_pb2.TensorShapeProto(
+        dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=2**27)]
+    )
+    value = summary_pb2.Summary.Value(
+        tag="loss",
+        metadata=summary_pb2.SummaryMetadata(
+            plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
+        ),
+        tensor=tensor_pb2.TensorProto(dtype=DT_FLOAT, tensor_shape=shape, float_val=[1.0]),
+    )
+    path = run / "events.out.tfevents.1.crafted"
+    with path.open("wb") as fh:
+        writer = RecordWriter(fh)
+        writer.write(
+            event_pb2.Event(wall_time=1.0, file_version="brain.Event:2").SerializeToString()
+        )
+        writer.write(
+            event_pb2.Event(
+                wall_time=2.0, step=1, summary=summary_pb2.Summary(value=[value])
+            ).SerializeToString()
+        )
+    assert path.stat().st_size < 250
+    tracemalloc.start()
+    try:
+        report = service.import_path(ann, tmp_path / "crafted")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 1024**2, peak
+    assert report.imported == [] and "declares the shape [134217728]" in report.refused[0]
+    assert not Job.objects.filter(owner=ann).exists()
