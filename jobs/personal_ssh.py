@@ -1,6 +1,8 @@
 """SSH into a running job from a person's own client: their registered keys
 (jobs.models.PersonalKey) and, for one key and one job, a certificate from the portal's
-CA with the route into the allocation (jobs/cluster/node_access.py).
+CA with the route into the allocation (jobs/cluster/node_access.py). The certificate is a
+way into that job only: its principal names the cluster, its ``force-command`` enters the
+job whatever the client asks, and it ends when the job's time is up.
 
 Who may: the job's owner alone (access.may_enter), on their own cluster account in
 certificate mode; the signer applies its own rules again (jobs/cluster/signer.py). Every
@@ -93,12 +95,16 @@ def certify(user, job: Job, key: PersonalKey) -> Issued:
             raise Refused(f"Job {job.pk} is not running: there is no allocation to enter.")
         if account is None or account.user_id != user.pk:
             raise Refused(f"Job {job.pk} does not run as your own cluster account.")
+        if account.disabled_at is not None or not user.is_active:
+            raise Refused(
+                f"Your account {account.username} on {cluster.name} is disabled: no certificate."
+            )
         try:
             route = node_access.route(job, account)
         except node_access.NotReachable as exc:
             raise Refused(str(exc)) from None
         try:
-            line = signer.certify(account, key, user.get_username(), f"ssh job {job.pk}")
+            line = signer.certify(account, key, user.get_username(), f"ssh job {job.pk}", job=job)
         except (signer.Refused, signer.Unreachable) as exc:
             raise Refused(f"No certificate: {exc}") from None
         certificate = serialization.load_ssh_public_identity(line.encode())

@@ -175,7 +175,7 @@ done
 TRUSTED=$ROOT/etc/ssh/portal_trusted_user_ca_keys
 # shellcheck source=deploy/lib/ssh_ca.sh
 . "$HERE/../lib/ssh_ca.sh"
-trust_portal_ca "$TRUSTED" "$ROOT/etc/ssh/portal_principals" "${USERS[@]}"
+trust_portal_ca "$TRUSTED" "$ROOT/etc/ssh/portal_principals" condorpool "${USERS[@]}"
 SSHD_CONFIG_BEFORE=$(cat "$ROOT/etc/ssh/portal_sshd_config" 2>/dev/null || true)
 cat > "$ROOT/etc/ssh/portal_sshd_config" <<EOF
 $MARK

@@ -113,7 +113,7 @@ make_user "$SECOND_USER"
 TRUSTED=$STATE/trusted_user_ca_keys
 # shellcheck source=deploy/lib/ssh_ca.sh
 . "$HERE/../lib/ssh_ca.sh"
-trust_portal_ca "$TRUSTED" "$STATE/principals" "$CLUSTER_USER" "$SECOND_USER"
+trust_portal_ca "$TRUSTED" "$STATE/principals" devcluster "$CLUSTER_USER" "$SECOND_USER"
 SSHD_CONFIG_BEFORE=$(cat "$STATE/sshd_config" 2>/dev/null || true)
 cat > "$STATE/sshd_config" <<EOF
 $MARK

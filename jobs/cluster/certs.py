@@ -228,6 +228,13 @@ def sign(
 PERSONAL_EXTENSIONS = (b"permit-pty", b"permit-port-forwarding")
 
 
+def personal_principal(cluster_user: str, cluster: str) -> str:
+    """The principal of a person's own certificate: their cluster user *on that cluster*
+    (``ada@hpc1``), so the certificate is refused by every other cluster trusting the same
+    CA, where ``ada`` may be somebody else (the principals file lists it: README)."""
+    return f"{cluster_user}@{cluster}"
+
+
 def sign_personal(
     public_key,
     cluster_user: str,
@@ -235,20 +242,27 @@ def sign_personal(
     purpose: str,
     *,
     cluster: str,
+    force_command: str,
+    valid_before: dt.datetime | None = None,
     request_id: str = "",
     now: dt.datetime | None = None,
 ) -> SSHCertificate:
-    """A certificate for a person's own key (jobs.models.PersonalKey): ``cluster_user`` the
-    only principal, valid for PORTAL_SSH_USER_CERT_MINUTES from ``now``, a terminal and
-    port forwarding, ``source-address`` from PORTAL_SSH_USER_CERT_SOURCE_ADDRESSES."""
+    """A certificate for a person's own key (jobs.models.PersonalKey) into one job:
+    ``personal_principal`` the only principal, ``force-command`` the job's way in (whatever
+    the client asks runs inside the job: jobs/cluster/node_access.py), valid for
+    PORTAL_SSH_USER_CERT_MINUTES from ``now`` and never past ``valid_before`` (the job's
+    end), a terminal and port forwarding, ``source-address`` from
+    PORTAL_SSH_USER_CERT_SOURCE_ADDRESSES."""
     return _certificate(
         public_key,
-        cluster_user,
+        personal_principal(cluster_user, cluster),
         lambda serial: make_key_id(portal_user, cluster_user, cluster, purpose, serial, request_id),
         minutes=settings.PORTAL_SSH_USER_CERT_MINUTES,
         extensions=PERSONAL_EXTENSIONS,
         addresses=settings.PORTAL_SSH_USER_CERT_SOURCE_ADDRESSES,
         now=now,
+        until=valid_before,
+        force_command=force_command,
     )
 
 
@@ -261,10 +275,15 @@ def _certificate(
     extensions: tuple[bytes, ...],
     addresses: list[str],
     now: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    force_command: str = "",
 ) -> SSHCertificate:
     ca = signing_key()
     serial = secrets.randbits(64)
     now = now or dt.datetime.now(dt.UTC)
+    before = now + dt.timedelta(minutes=minutes)
+    if until is not None:
+        before = min(before, until)
     builder = (
         SSHCertificateBuilder()
         .public_key(public_key)
@@ -273,8 +292,10 @@ def _certificate(
         .key_id(key_id(serial).encode())
         .valid_principals([principal.encode()])
         .valid_after(int((now - CLOCK_SKEW).timestamp()))
-        .valid_before(int((now + dt.timedelta(minutes=minutes)).timestamp()))
+        .valid_before(int(before.timestamp()))
     )
+    if force_command:
+        builder = builder.add_critical_option(b"force-command", force_command.encode())
     if addresses:
         builder = builder.add_critical_option(b"source-address", ",".join(addresses).encode())
     for name in extensions:

@@ -50,13 +50,25 @@ class Route:
         )
 
     @property
-    def remote_command(self) -> str:
-        """The RemoteCommand of a shell in the job ("" with a ProxyJump)."""
-        return " ".join(p for p in (self.enter, self.interactive) if p)
-
-    def remote_command_for(self, command: list[str]) -> str:
-        """The command line that runs ``command`` (quoted) in the job."""
-        return " ".join(p for p in (self.enter, shlex.join(command)) if p)
+    def force_command(self) -> str:
+        """The certificate's ``force-command``: what sshd runs whatever the client asks,
+        the client's own command (``$SSH_ORIGINAL_COMMAND``) inside the job, a login shell
+        in it without one. On the login node it enters the allocation (it fails once the
+        job has ended); with a ProxyJump it runs only on the job's node (the login node
+        only forwards the connection, which runs no command)."""
+        if self.node:
+            short = self.node.split(".", 1)[0]
+            return (
+                f'[ "$(hostname -s)" = {shlex.quote(short)} ] || '
+                '{ echo "this certificate is for the job\'s node only" >&2; exit 1; }; '
+                'exec /bin/sh -c "${SSH_ORIGINAL_COMMAND:-exec "$SHELL" -l}"'
+            )
+        interactive = f" {self.interactive}" if self.interactive else ""
+        return (
+            'if [ -n "$SSH_ORIGINAL_COMMAND" ]; then '
+            f'exec {self.enter} /bin/sh -c "$SSH_ORIGINAL_COMMAND"; '
+            f"else exec {self.enter}{interactive}; fi"
+        )
 
 
 def route(job: Job, account: ClusterAccount) -> Route:
@@ -122,11 +134,8 @@ def ssh_config(
     ]
     if known_hosts and not route.node:  # (it pins the login node's key, not the nodes')
         lines += [f"    UserKnownHostsFile {_path(known_hosts)}", "    StrictHostKeyChecking yes"]
-    if route.remote_command:
-        lines += [
-            "    RequestTTY yes",
-            f"    RemoteCommand {route.remote_command.replace('%', '%%')}",
-        ]
+    # No RemoteCommand: the certificate's force-command enters the job (a shell there when
+    # the client asks for none, as VS Code Remote-SSH's own commands otherwise).
     return "\n".join(lines) + "\n"
 
 
@@ -147,9 +156,9 @@ def ssh_argv(
     if known_hosts:
         argv += ["-o", f"UserKnownHostsFile={known_hosts}", "-o", "StrictHostKeyChecking=yes"]
     argv += ["-p", str(route.port), f"{route.user}@{route.host}"]
-    if command:
-        return [*argv, "-T", "--", route.remote_command_for(command)]
-    return [*argv, "-t", "--", route.remote_command]
+    if command:  # (run in the job by the certificate's force-command)
+        return [*argv, "-T", "--", shlex.join(command)]
+    return [*argv, "-t"]
 
 
 def known_hosts_line(cluster: Cluster, route: Route) -> str:

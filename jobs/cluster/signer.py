@@ -18,6 +18,7 @@ uid is the signer's own or listed in PORTAL_SSH_SIGNER_CLIENTS (SO_PEERCRED) are
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
@@ -111,13 +112,15 @@ def issue(account, requester: str, purpose: str) -> paramiko.PKey:
     return certs.with_certificate(key, certificate)
 
 
-def certify(account, personal_key, requester: str, purpose: str) -> str:
-    """A certificate line for a person's own key (jobs.models.PersonalKey) on ``account``:
-    asked of the signer when there is one, else decided here by the same rules
-    (``answer``). Refused with the reason, Unreachable when the signer cannot be asked."""
+def certify(account, personal_key, requester: str, purpose: str, *, job) -> str:
+    """A certificate line for a person's own key (jobs.models.PersonalKey) into their
+    running ``job`` on ``account``: asked of the signer when there is one, else decided
+    here by the same rules (``answer``). Refused with the reason, Unreachable when the
+    signer cannot be asked."""
     request = {
         "account": account.pk,
         "personal_key": personal_key.pk,
+        "job": job.pk,
         "purpose": purpose[:TEXT_MAX],
         "requester": requester[:TEXT_MAX],
         "request_id": context.current(),
@@ -224,15 +227,19 @@ def _is_id(value: object) -> TypeGuard[int]:
 
 
 def _answer_personal(request: dict) -> dict:
-    """A certificate for a person's own registered key, on their own account only: the
-    requester must be the account's person and the key theirs; the principal is the
-    account's cluster user as stored."""
-    from jobs.models import ClusterAccount, PersonalKey
+    """A certificate for a person's own registered key into their own running job, on
+    their own enabled account only: the requester must be the account's (active) person,
+    the key theirs and the job theirs, running as that account; the principal names the
+    stored cluster user on this cluster, the certificate's only command enters that job
+    (node_access.Route.force_command), and it ends when the job's time is up."""
+    from jobs.cluster import node_access
+    from jobs.models import ClusterAccount, Job, PersonalKey
 
     account_id, key_id = request.get("account"), request.get("personal_key")
+    job_id = request.get("job")
     purpose, requester = request.get("purpose", ""), request.get("requester", "")
-    if not (_is_id(account_id) and _is_id(key_id)):
-        return {"error": "account and personal_key must be ids"}
+    if not (_is_id(account_id) and _is_id(key_id) and _is_id(job_id)):
+        return {"error": "account, personal_key and job must be ids"}
     if not all(isinstance(v, str) for v in (purpose, requester)) or not requester:
         return {"error": "purpose and requester must be text"}
     account = ClusterAccount.objects.select_related("cluster", "user").filter(pk=account_id).first()
@@ -240,9 +247,25 @@ def _answer_personal(request: dict) -> dict:
         return {"error": f"no cluster account {account_id} of a person"}
     if account.user.get_username() != requester:
         return {"error": "a person's certificate is only for their own account"}
+    if account.disabled_at is not None or not account.user.is_active:
+        return {"error": f"the account {account.username} on {account.cluster.name} is disabled"}
     key = PersonalKey.objects.filter(pk=key_id, user=account.user).first()
     if key is None:
         return {"error": "that key is not one of the account's person's keys"}
+    job = (
+        Job.objects.select_related("cluster")
+        .filter(pk=job_id, owner_id=account.user_id, cluster_account=account)
+        .first()
+    )
+    if job is None:
+        return {"error": f"job {job_id} is not one of the account's person's jobs on it"}
+    left = job.remaining
+    if left is None or left.total_seconds() < 1:
+        return {"error": f"job {job_id} is not running: there is no allocation to enter"}
+    try:
+        route = node_access.route(job, account)
+    except node_access.NotReachable as exc:
+        return {"error": str(exc)}
     return _signed(
         account,
         requester,
@@ -252,6 +275,8 @@ def _answer_personal(request: dict) -> dict:
             requester[:TEXT_MAX],
             f"{purpose[:TEXT_MAX]} key {key.fingerprint}",
             cluster=account.cluster.name,
+            force_command=route.force_command,
+            valid_before=dt.datetime.now(dt.UTC) + left,
             request_id=context.well_formed(request.get("request_id")),
         ),
     )

@@ -79,8 +79,11 @@ def test_a_person_sshs_into_their_running_job_with_a_certificate_for_their_key(
     row = AuditEvent.objects.get(action="ssh_certificate", outcome="ok")
     assert row.key_id == issued["key_id"] and row.user == owner
     certificate = serialization.load_ssh_public_identity(issued["certificate"].encode())
-    assert certificate.valid_principals == [devcluster_info["default_user"].encode()]
-    assert certificate.valid_before - certificate.valid_after == 60 * 60 + 30
+    assert certificate.valid_principals == [
+        f"{devcluster_info['default_user']}@devcluster".encode()
+    ]
+    # No longer than the job's time (5 minutes), not PORTAL_SSH_USER_CERT_MINUTES (60).
+    assert certificate.valid_before - certificate.valid_after <= 5 * 60 + 30
 
     # The ~/.ssh/config stanza: `ssh portal-job-N` opens a login shell in the job.
     config = tmp_path / "config"
@@ -104,7 +107,7 @@ def test_a_person_sshs_into_their_running_job_with_a_certificate_for_their_key(
     page = browser.post(f"/jobs/{job.pk}/ssh/", {"key": personal.pk}).content.decode()
     shown = re.search(r"data-ssh-certificate[^>]*>([^<]+)<", page).group(1)
     assert serialization.load_ssh_public_identity(shown.encode()).valid_principals == [
-        devcluster_info["default_user"].encode()
+        f"{devcluster_info['default_user']}@devcluster".encode()
     ]
     assert f"Host portal-job-{job.pk}" in html.unescape(page)
 
@@ -115,6 +118,7 @@ def test_a_person_sshs_into_their_running_job_with_a_certificate_for_their_key(
         owner.username,
         "expired",
         cluster=cert_devcluster.name,
+        force_command="true",
         now=dt.datetime.now(dt.UTC) - dt.timedelta(hours=2),
     )
     (tmp_path / "id-cert.pub").write_text(old.public_bytes().decode() + "\n")
@@ -187,4 +191,69 @@ def test_portal_ssh_runs_a_command_inside_the_job(
     cached = home / ".cache" / "portal" / "ssh" / f"job-{job.pk}-cert.pub"
     assert oct(cached.stat().st_mode & 0o777) == "0o600"
     config = cli("ssh", "--print-config", str(job.pk))
-    assert f"Host portal-job-{job.pk}" in config.stdout and "RemoteCommand srun" in config.stdout
+    assert f"Host portal-job-{job.pk}" in config.stdout and "RemoteCommand" not in config.stdout
+
+
+def test_a_personal_certificate_enters_its_job_only_and_ends_with_it(
+    cert_devcluster, devcluster_info, owner, tmp_path
+):
+    """Whatever the client asks runs inside the job (the certificate's force-command), and
+    once the job has ended the certificate enters nothing. Before: no force-command, so the
+    same certificate was a plain login on the login node (``sbatch`` there) for up to an
+    hour, after the job too; and a disabled account still got one."""
+    import subprocess as sp
+
+    key = keypair(tmp_path)
+    api = APIClient()
+    api.force_authenticate(owner)
+    api.post("/api/v1/ssh-keys/", {"public_key": Path(f"{key}.pub").read_text()})
+    job = factories.job(owner, cert_devcluster, "sleep 300")
+    tasks.submit_job.apply(args=[job.pk])
+    job = run_until(job, {"running"}, timeout=120)
+    asked = {
+        "public_key": Path(f"{key}.pub").read_text(),
+        "identity_file": str(key),
+        "certificate_file": str(tmp_path / "id-cert.pub"),
+        "known_hosts_file": str(tmp_path / "known_hosts"),
+    }
+    issued = api.post(f"/api/v1/jobs/{job.pk}/ssh/", asked, format="json").json()
+    (tmp_path / "id-cert.pub").write_text(issued["certificate"] + "\n")
+    (tmp_path / "known_hosts").write_text(issued["known_hosts"])
+    login = issued["ssh_args"]  # a shell in the job: the options, the login, "-t"
+    assert login[-1] == "-t"
+    raw = [*login[:-1], "-T", "--"]  # the person's own command, sent as they please
+
+    inside = ssh([*raw, 'echo "job=$SLURM_JOB_ID step=${SLURM_STEP_ID:-none}"'])
+    assert inside.returncode == 0, inside.stderr
+    assert f"job={job.scheduler_job_id} step=" in inside.stdout
+    assert "step=none" not in inside.stdout  # a step of the job, not a login shell
+
+    def jobs_of_user() -> set[str]:
+        out = sp.run(
+            ["squeue", "-h", "-u", devcluster_info["default_user"], "-o", "%i"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
+        return set(out.split())
+
+    sp.run(["scancel", job.scheduler_job_id], check=True, timeout=30)
+    run_until(job, {"cancelled"}, timeout=60)
+    before = jobs_of_user()
+    after_end = ssh([*raw, "sbatch", "--parsable", "-p", "cpu", "--wrap", "true"])
+    assert after_end.returncode != 0, after_end.stdout
+    assert jobs_of_user() <= before  # nothing was submitted through it
+
+    # A disabled account gets no certificate (the API says why).
+    from django.utils import timezone
+
+    account = cert_devcluster.accounts.get(user=owner)
+    account.disabled_at = timezone.now()
+    account.save()
+    running = factories.job(
+        owner, cert_devcluster, "x", state="running", scheduler_job_id=job.scheduler_job_id
+    )
+    running.cluster_account = account
+    running.save()
+    refused = api.post(f"/api/v1/jobs/{running.pk}/ssh/", asked, format="json")
+    assert refused.status_code == 403 and "is disabled" in str(refused.json())

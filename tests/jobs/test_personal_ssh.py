@@ -9,6 +9,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from jobs.cluster import node_access, signer
@@ -108,18 +109,21 @@ def test_slurm_enters_the_job_with_srun_overlap_through_the_login_node(owner, cl
         "    IdentitiesOnly yes\n"
         "    UserKnownHostsFile /k\n"
         "    StrictHostKeyChecking yes\n"
-        "    RequestTTY yes\n"
-        '    RemoteCommand srun --jobid=4242 --overlap --nodes=1 --ntasks=1 --pty "$SHELL" -l\n'
     )
+    # The client sends its command; the certificate's force-command runs it in the job.
     argv = node_access.ssh_argv(route, "k", "c", command=["echo", "a b", "$(id)"])
-    assert argv[-1] == "srun --jobid=4242 --overlap --nodes=1 --ntasks=1 echo 'a b' '$(id)'"
+    assert argv[-2:] == ["--", "echo 'a b' '$(id)'"]
+    assert route.force_command == (
+        'if [ -n "$SSH_ORIGINAL_COMMAND" ]; then exec srun --jobid=4242 --overlap --nodes=1 '
+        '--ntasks=1 /bin/sh -c "$SSH_ORIGINAL_COMMAND"; else exec srun --jobid=4242 --overlap '
+        '--nodes=1 --ntasks=1 --pty "$SHELL" -l; fi'
+    )
 
 
 def test_an_array_member_is_resolved_to_its_own_job_on_the_login_node(owner, cluster):
     job, account = running(owner, cluster, sid="77_3")
-    command = node_access.route(job, account).remote_command
-    assert command.startswith("srun --jobid=$(squeue -h -j 77_3 -o %A) --overlap")
-    assert "%%A" in node_access.ssh_config(node_access.route(job, account), "k", "c")
+    command = node_access.route(job, account).force_command
+    assert "exec srun --jobid=$(squeue -h -j 77_3 -o %A) --overlap" in command
 
 
 def test_a_proxyjump_cluster_jumps_to_the_jobs_first_node(owner, cluster):
@@ -131,11 +135,14 @@ def test_a_proxyjump_cluster_jumps_to_the_jobs_first_node(owner, cluster):
     argv = node_access.ssh_argv(route, "k", "c", "/known", command=["echo", "a b"])
     assert argv[-3:] == ["alice@gpu07", "--", "echo 'a b'"]  # one quoted line for sshd
     assert "UserKnownHostsFile=/known" not in argv  # it pins the login node, not gpu07
+    assert route.force_command.startswith('[ "$(hostname -s)" = gpu07 ] || ')
 
 
 def test_htcondor_uses_condor_ssh_to_job(owner, cluster):
     job, account = running(owner, cluster, sid="12.0", scheduler=Cluster.Scheduler.HTCONDOR)
-    assert node_access.route(job, account).remote_command == "condor_ssh_to_job 12.0"
+    assert node_access.route(job, account).force_command.endswith(
+        "else exec condor_ssh_to_job 12.0; fi"
+    )
 
 
 @pytest.mark.parametrize(
@@ -174,37 +181,74 @@ def certifying(cluster, owner, signing_ca):
     cluster.ssh_auth = "certificate"
     cluster.save()
     account = factories.account(cluster, owner, "alice")
-    return account, PersonalKey.add(owner, public_line())
+    job = factories.job(
+        owner,
+        cluster,
+        "sleep 1",
+        state="running",
+        scheduler_job_id="4242",
+        node="node1",
+        cluster_account=account,
+        started_at=timezone.now(),
+        time_limit_minutes=10,
+    )
+    return account, PersonalKey.add(owner, public_line()), job
 
 
-def test_a_person_gets_a_certificate_for_their_own_key_on_their_own_account(certifying, owner):
-    account, key = certifying
-    line = signer.certify(account, key, owner.username, "ssh job 1")
+def test_a_person_gets_a_certificate_for_their_own_key_into_their_own_job(certifying, owner):
+    """One job on one cluster: the principal names the cluster, the only command enters
+    the job, and it ends with the job's time (10 minutes here, not the 60 it may last)."""
+    account, key, job = certifying
+    line = signer.certify(account, key, owner.username, "ssh job 1", job=job)
     certificate = serialization.load_ssh_public_identity(line.encode())
-    assert certificate.valid_principals == [b"alice"]
+    assert certificate.valid_principals == [b"alice@testcluster"]
     assert set(certificate.extensions) == {b"permit-pty", b"permit-port-forwarding"}
+    forced = certificate.critical_options[b"force-command"].decode()
+    assert forced == node_access.route(job, account).force_command
+    assert "srun --jobid=4242 --overlap" in forced
     assert certificate.key_id.decode().startswith(f"portal:{owner.username}:alice@")
+    assert 9 * 60 < certificate.valid_before - certificate.valid_after <= 10 * 60 + 30
 
 
 def test_nobody_else_and_no_other_key_gets_one(certifying, owner, outsider, settings):
-    account, key = certifying
+    account, key, job = certifying
     with pytest.raises(signer.Refused, match="only for their own account"):
-        signer.certify(account, key, outsider.username, "ssh job 1")
+        signer.certify(account, key, outsider.username, "ssh job 1", job=job)
     theirs = PersonalKey.add(outsider, public_line())
     with pytest.raises(signer.Refused, match="not one of the account's person's keys"):
-        signer.certify(account, theirs, owner.username, "ssh job 1")
+        signer.certify(account, theirs, owner.username, "ssh job 1", job=job)
+    other = factories.job(outsider, job.cluster, "x", state="running", scheduler_job_id="7")
+    with pytest.raises(signer.Refused, match="not one of the account's person's jobs"):
+        signer.certify(account, key, owner.username, "ssh job 1", job=other)
     account.map_to("alice", "")  # typed by the person: never proven
     account.save()
     with pytest.raises(signer.Refused, match="typed, not proven"):
-        signer.certify(account, key, owner.username, "ssh job 1")
+        signer.certify(account, key, owner.username, "ssh job 1", job=job)
+
+
+def test_a_disabled_account_or_an_ended_job_gets_none(certifying, owner):
+    """Before: the signer issued personal certificates for a disabled account (a plain
+    login of up to a day)."""
+    account, key, job = certifying
+    account.disabled_at = timezone.now()
+    account.save()
+    with pytest.raises(signer.Refused, match="is disabled"):
+        signer.certify(account, key, owner.username, "ssh job 1", job=job)
+    account.disabled_at = None
+    account.save()
+    job.state = "completed"
+    job.save()
+    with pytest.raises(signer.Refused, match="is not running"):
+        signer.certify(account, key, owner.username, "ssh job 1", job=job)
 
 
 def test_the_signers_socket_answers_a_persons_request_by_the_same_rules(certifying, owner):
-    account, key = certifying
-    answer = signer.answer({"account": account.pk, "personal_key": key.pk, "requester": "mallory"})
+    account, key, job = certifying
+    asked = {"account": account.pk, "personal_key": key.pk, "job": job.pk}
+    answer = signer.answer({**asked, "requester": "mallory"})
     assert "only for their own account" in answer["error"]
-    answer = signer.answer({"account": account.pk, "personal_key": True, "requester": "x"})
-    assert answer == {"error": "account and personal_key must be ids"}
+    answer = signer.answer({**asked, "personal_key": True, "requester": "x"})
+    assert answer == {"error": "account, personal_key and job must be ids"}
 
 
 # --- the API ------------------------------------------------------------------------------
