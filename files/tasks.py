@@ -9,19 +9,55 @@ from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
+from django.core.cache import cache
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from files import transfers
 from files.models import Transfer
 from jobs.cluster import ssh
-from jobs.task_helpers import limits, single_flight
+from jobs.task_helpers import PersonTask, person_limits, single_flight
 
 log = logging.getLogger(__name__)
 
-# A queued transfer whose start task was lost is started again after this long.
+# A queued transfer whose start task was lost is started again after this long; one whose
+# start failed (its cluster did not answer: a login that hangs, say) waits longer each time,
+# up to START_BACKOFF_MAX, so no sweep starts it over and over.
 RESTART_AFTER = timedelta(seconds=60)
+START_BACKOFF_MAX = 30 * 60
 BATCH = 500
+
+
+class TransferTask(PersonTask):
+    """At most PORTAL_PERSON_TRANSFERS of one person's transfer tasks at once, on their own
+    queue (PORTAL_TRANSFER_QUEUE): one person's transfers never hold every worker."""
+
+    rows = Transfer.objects
+    share = "transfers"
+
+    def most(self) -> int:
+        return int(settings.PORTAL_PERSON_TRANSFERS)
+
+
+class TransferPollTask(TransferTask):
+    """A look at a running transfer: over the share it is dropped (the next sweep looks)."""
+
+    again_when_busy = False
+
+
+def _wait_key(transfer_id: int) -> str:
+    return f"transfer-start-wait:{transfer_id}"
+
+
+def start_failed(transfer_id: int) -> float:
+    """Note a failed start: the sweep leaves the transfer alone this many seconds (60, 120,
+    240 … up to START_BACKOFF_MAX)."""
+    tries_key = f"transfer-start-tries:{transfer_id}"
+    tries = cache.get(tries_key) or 0
+    cache.set(tries_key, tries + 1, timeout=START_BACKOFF_MAX * 4)
+    wait = min(RESTART_AFTER.total_seconds() * 2**tries, START_BACKOFF_MAX)
+    cache.set(_wait_key(transfer_id), 1, timeout=max(1, int(wait)))
+    return wait
 
 
 def start_soon(transfer: Transfer) -> None:
@@ -30,7 +66,7 @@ def start_soon(transfer: Transfer) -> None:
     transaction.on_commit(lambda: start_transfer.delay(pk))
 
 
-@shared_task(name="files.tasks.start_transfer", **limits())
+@shared_task(name="files.tasks.start_transfer", **person_limits(TransferTask))
 def start_transfer(transfer_id: int) -> None:
     with single_flight(f"transfer:{transfer_id}", 120) as mine:
         if not mine:
@@ -44,13 +80,14 @@ def start_transfer(transfer_id: int) -> None:
         try:
             transfers.start(transfer)
         except ssh.ClusterError as exc:
-            # The cluster could not be reached: the sweep starts it again later.
-            log.info("transfer %s not started yet: %s", transfer_id, exc)
+            # The cluster could not be reached: the sweep starts it again, later each time.
+            wait = start_failed(transfer_id)
+            log.info("transfer %s not started yet (again in %.0f s): %s", transfer_id, wait, exc)
         finally:
             close_old_connections()
 
 
-@shared_task(name="files.tasks.poll_transfer", **limits())
+@shared_task(name="files.tasks.poll_transfer", **person_limits(TransferPollTask))
 def poll_transfer(transfer_id: int) -> None:
     with single_flight(f"transfer:{transfer_id}", 60) as mine:
         if not mine:
@@ -80,11 +117,13 @@ def watch_transfers() -> int:
     )
     for pk in running:
         poll_transfer.apply_async((pk,), expires=interval * 2)
-    lost = list(
+    queued = list(
         Transfer.objects.filter(
             state=Transfer.State.QUEUED, created_at__lt=timezone.now() - RESTART_AFTER
         ).values_list("pk", flat=True)[:BATCH]
     )
+    waiting = cache.get_many([_wait_key(pk) for pk in queued])
+    lost = [pk for pk in queued if _wait_key(pk) not in waiting]
     for pk in lost:
         start_transfer.apply_async((pk,), expires=interval * 10)
     return len(running) + len(lost)

@@ -24,14 +24,23 @@ from jobs.metrics.ingest import issue_token
 from jobs.models import Cluster, ClusterAccount, Job, JobArray, choices
 from jobs.models.events import ATTEMPTS, STDERR, WITHDRAW
 from jobs.sync import sync_jobs
-from jobs.task_helpers import backoff, limits, single_flight, soft_limit
+from jobs.task_helpers import (
+    ArrayPersonTask,
+    backoff,
+    limits,
+    person_limits,
+    single_flight,
+    soft_limit,
+)
 
 log = logging.getLogger(__name__)
 
 SCHEDULED_STATES = choices.SCHEDULED_STATES
 
 
-@shared_task(name="jobs.tasks.submit_job", bind=True, acks_late=True, max_retries=None, **limits())
+@shared_task(
+    name="jobs.tasks.submit_job", bind=True, acks_late=True, max_retries=None, **person_limits()
+)
 def submit_job(self, job_id: int) -> None:
     job = (
         Job.objects.select_related("cluster", "partition", "image", "owner")
@@ -205,7 +214,11 @@ def metrics_upload_url(job: Job) -> str:
 
 
 @shared_task(
-    name="jobs.tasks.submit_array", bind=True, acks_late=True, max_retries=None, **limits()
+    name="jobs.tasks.submit_array",
+    bind=True,
+    acks_late=True,
+    max_retries=None,
+    **person_limits(ArrayPersonTask),
 )
 def submit_array(self, array_id: int) -> None:
     """Submit a job array (an experiment's batch of trial runs) with one sbatch: the same
@@ -333,7 +346,7 @@ def sync_cluster(cluster_id: int) -> None:
             close_old_connections()
 
 
-@shared_task(name="jobs.tasks.sync_job", **limits())
+@shared_task(name="jobs.tasks.sync_job", **person_limits())
 def sync_job(job_id: int) -> None:
     """One job's sync now rather than at the next periodic one (sync_soon)."""
     try:
@@ -370,7 +383,9 @@ def record_attempts(self, job_ids: list[int], outbox_events: list[int] | None = 
     outbox.done_many(outbox_events or [], ATTEMPTS)
 
 
-@shared_task(name="jobs.tasks.cancel_job", bind=True, acks_late=True, max_retries=None, **limits())
+@shared_task(
+    name="jobs.tasks.cancel_job", bind=True, acks_late=True, max_retries=None, **person_limits()
+)
 def cancel_job(self, job_id: int, requested_by: int | None = None) -> None:
     """Cancel a job on its cluster; the audit log names ``requested_by`` (a user id; None:
     the portal itself, recorded for the owner)."""
@@ -399,7 +414,9 @@ def cancel_job(self, job_id: int, requested_by: int | None = None) -> None:
     )
 
 
-@shared_task(name="jobs.tasks.release_job", bind=True, acks_late=True, max_retries=None, **limits())
+@shared_task(
+    name="jobs.tasks.release_job", bind=True, acks_late=True, max_retries=None, **person_limits()
+)
 def release_job(self, job_id: int, requested_by: int | None = None) -> None:
     """Release a held job (after a failed launch, or held by its owner)."""
     job = Job.objects.select_related("cluster_account__cluster", "owner").filter(pk=job_id).first()
@@ -419,7 +436,11 @@ def release_job(self, job_id: int, requested_by: int | None = None) -> None:
 
 
 @shared_task(
-    name="jobs.tasks.lower_time_limit", bind=True, acks_late=True, max_retries=None, **limits()
+    name="jobs.tasks.lower_time_limit",
+    bind=True,
+    acks_late=True,
+    max_retries=None,
+    **person_limits(),
 )
 def lower_time_limit(self, job_id: int, minutes: int, requested_by: int | None = None) -> None:
     """Lower a pending job's time limit (so it starts before a maintenance)."""
@@ -552,7 +573,11 @@ def queue_withdrawals(dues: list[outbox.Due]) -> None:
 
 
 @shared_task(
-    name="jobs.tasks.withdraw_job", bind=True, acks_late=True, max_retries=None, **limits()
+    name="jobs.tasks.withdraw_job",
+    bind=True,
+    acks_late=True,
+    max_retries=None,
+    **person_limits(),
 )
 def withdraw_job(self, job_id: int, outbox_event: int | None = None) -> None:
     """Cancel on the cluster, by its unique name, what a submission may have started for a
@@ -598,7 +623,7 @@ ERROR_TAIL_BYTES = 8192
 
 
 @shared_task(
-    name="jobs.tasks.read_error_tail", bind=True, acks_late=True, max_retries=5, **limits()
+    name="jobs.tasks.read_error_tail", bind=True, acks_late=True, max_retries=5, **person_limits()
 )
 def read_error_tail(self, job_id: int, outbox_event: int | None = None) -> None:
     """Keep the end of a failed job's stderr with the job: the cause is usually there

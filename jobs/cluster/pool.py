@@ -28,6 +28,7 @@ from django.conf import settings
 
 from jobs.cluster import acting, certs, signer, ssh
 from ops import metrics
+from portal import cluster_share
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -100,7 +101,10 @@ def _certificate_source() -> str:
 
 
 def get(account) -> ssh.Connection:
-    """An open connection for ``account``, reused when its configuration is unchanged."""
+    """An open connection for ``account``, reused when its configuration is unchanged. In a
+    web request, the person's place among those waiting on clusters is taken first
+    (portal/cluster_share.py: Busy when they have none left)."""
+    cluster_share.claim()
     try:
         key = config_key(account)
     except certs.CAMissing as exc:
@@ -112,19 +116,33 @@ def get(account) -> ssh.Connection:
         raise ssh.AuthenticationFailed(stale)
     slot = (account.pk, _slot())
     with _lock:
-        entry = _connections.get(slot)
-        if entry and entry[0] == key and entry[1].is_open and not entry[1].expired:
-            conn = entry[1]
-        else:
-            if entry:
-                entry[1].close()
-            conn = ssh.connect_account(account)
-            _connections.pop(slot, None)
-            _connections[slot] = (key, conn)  # (newest last: eviction takes the oldest)
-            _evict_actions(account.pk)
-            _counted()
+        conn = _usable(slot, key)
+    if conn is None:
+        # The login (a certificate from the signer, the handshake) happens outside the
+        # lock: one slow or hanging login holds no other account's connection.
+        fresh = ssh.connect_account(account)
+        replaced: tuple[str, ssh.Connection] | None = None
+        with _lock:
+            conn = _usable(slot, key)  # another thread's login finished first: use it
+            if conn is None:
+                conn, replaced = fresh, _connections.pop(slot, None)
+                _connections[slot] = (key, conn)  # (newest last: eviction takes the oldest)
+                _evict_actions(account.pk)
+                _counted()
+        if conn is not fresh:
+            fresh.close()
+        if replaced is not None:
+            replaced[1].close()  # (closed, expired, or made for another configuration)
     acting.key_id.set(conn.key_id)
     return conn
+
+
+def _usable(slot: tuple[int, str], key: str) -> ssh.Connection | None:
+    """The pooled connection of ``slot`` when it is still good for ``key`` (under _lock)."""
+    entry = _connections.get(slot)
+    if entry and entry[0] == key and entry[1].is_open and not entry[1].expired:
+        return entry[1]
+    return None
 
 
 def discard(account) -> None:

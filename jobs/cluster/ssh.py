@@ -488,13 +488,25 @@ class Connection:
 
     def _open_sftp(self) -> paramiko.SFTPClient:
         transport = self._live_transport()
+        # The channel, the subsystem's start and the version exchange within the command
+        # timeout and the deadline: sshd may start an external sftp-server through the
+        # person's login shell, whose ~/.bashrc can hang it before it answers.
+        limit = deadline.cap(self.command_timeout)
+        if limit <= 0:
+            raise CommandTimedOut(f"No time left to open SFTP on {self.host}.", seconds=0)
         try:
-            sftp = paramiko.SFTPClient.from_transport(transport)
-            if sftp is None:  # the server refused the channel
-                raise paramiko.SSHException("no SFTP channel")
-            channel = sftp.get_channel()
-            if channel is not None:
-                channel.settimeout(self.command_timeout)
+            channel = transport.open_session(timeout=limit)
+            channel.settimeout(limit)
+            channel.invoke_subsystem("sftp")
+            sftp = paramiko.SFTPClient(channel)
+            channel.settimeout(self.command_timeout)
+        except TimeoutError:
+            self.close()
+            raise CommandTimedOut(
+                f"SFTP on {self.host} did not start within {limit:.0f} s (a login environment "
+                "that hangs, such as ~/.bashrc?).",
+                seconds=limit,
+            ) from None
         except (paramiko.SSHException, OSError, EOFError) as exc:
             self.close()
             raise ClusterUnreachable(f"SFTP to {self.host} failed: {exc}") from None

@@ -46,6 +46,7 @@ from portal.settings.configured import (
     PORTAL_SYNC_INTERVAL,
     PORTAL_TASK_TIME_LIMIT,
     PORTAL_TRANSFER_POLL_INTERVAL,
+    PORTAL_TRANSFER_QUEUE,
     PORTAL_UPSTREAM_NETWORKS,
     PORTAL_WEBHOOK_QUEUE,
     PROXY_RECONCILE_INTERVAL,
@@ -170,6 +171,9 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # A deadline on cluster work, and a bounded number of one person's requests waiting on
+    # clusters at once (429 past it): portal/cluster_share.py.
+    "portal.cluster_share.ClusterShareMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     # With OIDC on, a session ends when its person's provider confirmation is too old.
     "identity.middleware.ConfirmationMiddleware",
@@ -391,12 +395,15 @@ CELERY_TASK_QUEUES = [
         PORTAL_EXPERIMENT_QUEUE,
         PORTAL_WEBHOOK_QUEUE,
         PORTAL_IMPORT_QUEUE,
+        PORTAL_TRANSFER_QUEUE,
     )
 ]
 CELERY_TASK_ROUTES = {
     "jobs.experiments.tasks.*": {"queue": PORTAL_EXPERIMENT_QUEUE},
     "jobs.notifications.tasks.deliver_webhook": {"queue": PORTAL_WEBHOOK_QUEUE},
     "jobs.tracking.tasks.*": {"queue": PORTAL_IMPORT_QUEUE},
+    "files.tasks.start_transfer": {"queue": PORTAL_TRANSFER_QUEUE},
+    "files.tasks.poll_transfer": {"queue": PORTAL_TRANSFER_QUEUE},
 }
 # Task modules besides each app's tasks.py (autodiscovered).
 CELERY_IMPORTS = ("jobs.usage.idle_policy",)

@@ -79,6 +79,11 @@ PORTAL_DB_POOL_TIMEOUT = env_float("PORTAL_DB_POOL_TIMEOUT", 30.0, minimum=1)
 # Threads of each web process that run requests (Django's WSGI handler inside the ASGI
 # server, portal/serving.py); the views that stream run beside them on the event loop.
 PORTAL_WEB_THREADS = env_int("PORTAL_WEB_THREADS", 8, minimum=1)
+# How long one web request may wait on clusters in all (seconds; transfers excepted), and
+# how many of one person's requests may wait on clusters at once, across every web process
+# (more are answered 429 at once): portal/cluster_share.py.
+PORTAL_WEB_CLUSTER_SECONDS = env_float("PORTAL_WEB_CLUSTER_SECONDS", 60.0, minimum=1)
+PORTAL_PERSON_CLUSTER_REQUESTS = env_int("PORTAL_PERSON_CLUSTER_REQUESTS", 4, minimum=1)
 # Seconds a person's job listing (the dashboard's page, a page of GET /api/v1/jobs/) is
 # kept in the cache at most (jobs/listing.py). It is built again as soon as a job it shows
 # changes; this bounds what a missed change (a process killed between its commit and its
@@ -220,6 +225,10 @@ PORTAL_SSH_SIGNER_CLIENTS = env_list("PORTAL_SSH_SIGNER_CLIENTS", [])
 CELERY_TASK_DEFAULT_QUEUE = env_str("PORTAL_CELERY_QUEUE", "celery")
 # Tasks that talk to clusters are killed after PORTAL_TASK_TIME_LIMIT seconds.
 PORTAL_TASK_TIME_LIMIT = env_float("PORTAL_TASK_TIME_LIMIT", 180.0, minimum=10)
+# How many of one person's tasks (submissions, cancels, one job's sync) may run at once,
+# across every worker process (jobs/task_helpers.PersonTask): their login environment,
+# however slow, holds no more of the workers than this. Raise it with more processes.
+PORTAL_PERSON_TASKS = env_int("PORTAL_PERSON_TASKS", 1, minimum=1)
 # Seconds after which a queued job or a cancellation that made no progress is queued again.
 PORTAL_RECOVER_AFTER = env_float("PORTAL_RECOVER_AFTER", 60.0, minimum=2)
 # What a job's change owes (its notification, tails, accounting, experiment step; the
@@ -350,6 +359,11 @@ PORTAL_BULK_SSH_CIPHERS = env_str("PORTAL_BULK_SSH_CIPHERS", "")
 PORTAL_METRICS_NETWORKS = env_networks("PORTAL_METRICS_NETWORKS", ["127.0.0.0/8", "::1/128"])
 # How often each running transfer's progress is read from its rclone log (seconds).
 PORTAL_TRANSFER_POLL_INTERVAL = env_float("PORTAL_TRANSFER_POLL_INTERVAL", 2.0, minimum=0.5)
+# Transfers' starts and looks have a queue of their own (consumed by every worker started
+# without -Q), and at most this many of one person's run at once (jobs/task_helpers.py's
+# PersonTask): a login that hangs their start holds one worker process, not all of them.
+PORTAL_TRANSFER_QUEUE = env_str("PORTAL_TRANSFER_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}-transfers")
+PORTAL_PERSON_TRANSFERS = env_int("PORTAL_PERSON_TRANSFERS", 1, minimum=1)
 # The audit log of actions on clusters (jobs/audit/__init__.py): rows older than this many days
 # are deleted by a daily task.
 PORTAL_AUDIT_RETENTION_DAYS = env_int("PORTAL_AUDIT_RETENTION_DAYS", 400, minimum=1)

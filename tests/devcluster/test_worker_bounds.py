@@ -126,3 +126,47 @@ def test_a_command_and_an_sftp_read_end_by_the_deadline(devcluster, owner):
         assert time.monotonic() - started < 5
     finally:
         pool.get(account).run(["rm", "-f", fifo])
+
+
+def test_ten_hanging_submissions_at_demos_own_limits_hold_one_worker(
+    devcluster, devcluster_info, owner, outsider, hostile_bashrc, tmp_path
+):
+    """make demo's own settings (two worker processes, the default task limit of 180 s,
+    its provenance read ~50 s): hpcuser2 sends 10 submissions whose login environment
+    hangs. At most PORTAL_PERSON_TASKS of them run at once (jobs/task_helpers.PersonTask);
+    demo's job, sent after them, reaches squeue within 30 s. Before: hpcuser2's first two
+    held both processes for the provenance read's whole bound, and demo's job waited
+    behind all ten."""
+    from django.conf import settings
+
+    devcluster_mod.register(
+        devcluster_info, {owner.username: devcluster_info["default_user"], "outsider": "hpcuser2"}
+    )
+    assert settings.PORTAL_TASK_TIME_LIMIT == 180 and settings.PORTAL_PERSON_TASKS == 1
+    stack = LiveStack(tmp_path)
+    stack.start_worker()  # two processes, as `make demo` runs it
+    image = factories.image("host-bounds")
+    try:
+        hostile = [
+            factories.job(outsider, devcluster, "echo hostile", image=image) for _ in range(10)
+        ]
+        for job in hostile:
+            tasks.submit_job.apply_async((job.pk,), queue=stack.queue)
+        time.sleep(2)
+        demo = factories.job(owner, devcluster, "sleep 60", image=image)
+        submitted = time.monotonic()
+        tasks.submit_job.apply_async((demo.pk,), queue=stack.queue)
+        reached = None
+        while time.monotonic() - submitted < 30:
+            if in_squeue(demo.scheduler_name):
+                reached = time.monotonic() - submitted
+                break
+            time.sleep(0.5)
+        assert reached is not None, f"demo's job not in squeue after 30 s\n{stack.logs()}"
+        submitting = Job.objects.filter(
+            pk__in=[j.pk for j in hostile], submit_claimed_at__isnull=False
+        ).exclude(state__in=["submit_failed", "pending", "running", "completed"])
+        assert submitting.count() <= settings.PORTAL_PERSON_TASKS
+        print(f"\ndemo's job in squeue after {reached:.1f} s behind 10 hanging submissions")
+    finally:
+        stack.stop()

@@ -24,7 +24,10 @@ def test_steps_have_their_own_queue_which_a_plain_worker_consumes_too():
         settings.PORTAL_EXPERIMENT_QUEUE,
         settings.PORTAL_WEBHOOK_QUEUE,
         settings.PORTAL_IMPORT_QUEUE,
+        settings.PORTAL_TRANSFER_QUEUE,
     }
+    for name in ("start_transfer", "poll_transfer"):
+        assert route({}, f"files.tasks.{name}")["queue"].name == settings.PORTAL_TRANSFER_QUEUE
     for name in ("import_upload", "resend_imports"):
         assert (
             route({}, f"jobs.tracking.tasks.{name}")["queue"].name == settings.PORTAL_IMPORT_QUEUE
