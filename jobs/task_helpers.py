@@ -142,7 +142,8 @@ class PersonTask(BoundedTask):
         if person is None:
             return super().__call__(*args, **kwargs)
         key, token = f"person-{self.share}:{person}", secrets.token_hex(8)
-        ttl = float(settings.PORTAL_TASK_TIME_LIMIT) + 30
+        hard = (getattr(self.request, "timelimit", None) or (None, None))[0]
+        ttl = float(hard or self.time_limit or settings.PORTAL_TASK_TIME_LIMIT) + 30
         if not places.take(key, token, most=self.most(), ttl=ttl):
             if self.again_when_busy:
                 self._again(args, kwargs)

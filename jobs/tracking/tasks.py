@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from jobs.task_helpers import PersonTask
 from jobs.tracking.imports import archive, service
 from jobs.tracking.imports.source import Unreadable
 from jobs.tracking.models import RunImport
@@ -43,8 +44,20 @@ def folder_name(filename: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", stem).strip("._")[:100] or "upload"
 
 
+class ImportTask(PersonTask):
+    """At most PORTAL_PERSON_IMPORTS of one person's imports run at once: the imports'
+    queue is shared, and one person's hundred uploads never hold all of its workers."""
+
+    rows = RunImport.objects
+    share = "imports"
+
+    def most(self) -> int:
+        return int(settings.PORTAL_PERSON_IMPORTS)
+
+
 @shared_task(
     name="jobs.tracking.tasks.import_upload",
+    base=ImportTask,
     time_limit=int(settings.PORTAL_IMPORT_TIME_LIMIT),
     soft_time_limit=int(settings.PORTAL_IMPORT_TIME_LIMIT) - 30,
 )

@@ -306,6 +306,8 @@ PORTAL_EXPERIMENT_QUEUE = env_str(
 PORTAL_IMPORT_QUEUE = env_str("PORTAL_IMPORT_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}-imports")
 # The longest one import may run (seconds): a worker is held this long at most.
 PORTAL_IMPORT_TIME_LIMIT = env_float("PORTAL_IMPORT_TIME_LIMIT", 3600.0, minimum=60)
+# How many of one person's imports run at once (the rest wait their turn in the queue).
+PORTAL_PERSON_IMPORTS = env_int("PORTAL_PERSON_IMPORTS", 1, minimum=1)
 
 # --- Usage and idle GPUs -------------------------------------------------------------
 # Usage (jobs/usage/hours.py): a running job whose GPUs all stayed at or below this utilisation
