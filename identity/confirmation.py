@@ -20,6 +20,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Max
 from django.utils import timezone
 
+from identity import signals
 from identity.models import Identity
 
 
@@ -84,6 +85,32 @@ def confirm(identity_id: int, groups: list[str]) -> None:
 def unconfirm(user) -> None:
     """The provider no longer vouches for ``user`` (a logout there, a withdrawal)."""
     Identity.objects.filter(user=user).update(confirmed_at=None)
+    signals.withdrawn.send(sender=Identity, user=user)
+
+
+def current_ids(user_ids) -> set[int]:
+    """Those of ``user_ids`` whose confirmation is current (``is_current``, in two
+    queries for any number of people)."""
+    ids = set(user_ids)
+    if not _enabled() or not ids:
+        return ids
+    newest = dict(
+        Identity.objects.filter(user_id__in=ids)
+        .values_list("user_id")
+        .annotate(at=Max("confirmed_at"))
+        .values_list("user_id", "at")
+    )
+    since = timezone.now() - timedelta(seconds=settings.PORTAL_OIDC_CONFIRM_MAX_AGE)
+    current = {uid for uid, at in newest.items() if at is not None and at >= since}
+    local = set(settings.PORTAL_LOCAL_LOGIN_USERS)
+    if local:
+        without = ids - set(newest)
+        current |= set(
+            get_user_model()
+            .objects.filter(pk__in=without, username__in=local)
+            .values_list("pk", flat=True)
+        )
+    return current
 
 
 def due_for_refresh():

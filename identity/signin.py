@@ -142,7 +142,8 @@ def withdraw(user) -> None:
         ClusterAccount.objects.filter(user=user, disabled_at__isnull=True).update(
             disabled_at=timezone.now(), disabled_by=ClusterAccount.DisabledBy.SIGN_IN
         )
-        Identity.objects.filter(user=user).update(confirmed_at=None, refresh_token_encrypted="")
+        Identity.objects.filter(user=user).update(refresh_token_encrypted="")
+        confirmation.unconfirm(user)
         confirmation.end_sessions(user)
 
 

@@ -34,6 +34,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
+from identity import confirmation
 from jobs import audit
 from jobs.access import role_in, sees_every_job
 from jobs.notifications.events import Event, session_opened_by
@@ -113,7 +114,10 @@ def may_open(user: Any, session: SessionLink) -> bool:
 def openers(session: SessionLink) -> frozenset[int]:
     """The people HAProxy lets through to ``session`` (``may_open``'s rule, as user ids):
     its owner; those it is shared with, while the share holds; administrators who opened
-    it with the permission, while they hold it."""
+    it with the permission, while they hold it; each only while the identity provider's
+    confirmation of them is current (identity/confirmation.py: a logout or withdrawal
+    there, or a confirmation that lapsed, takes them out at the next push or reconcile,
+    whatever proxy cookie they hold)."""
     from projects.models import Membership, Role
 
     job = session.job
@@ -136,7 +140,7 @@ def openers(session: SessionLink) -> frozenset[int]:
             found.add(share.user.pk)
         elif share.kind == SessionShare.Kind.STAFF and may_open_others(share.user):
             found.add(share.user.pk)
-    return frozenset(found)
+    return frozenset(confirmation.current_ids(found))
 
 
 def may_open_by_id(user_id: int, public_id: str) -> bool:

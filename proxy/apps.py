@@ -8,6 +8,7 @@ class ProxyConfig(AppConfig):
     verbose_name = "Session links"
 
     def ready(self) -> None:
+        from identity.signals import withdrawn
         from jobs import sessions
         from jobs.signals import job_updated
         from projects.signals import members_changed
@@ -19,4 +20,5 @@ class ProxyConfig(AppConfig):
             routes.on_user_saved, sender=settings.AUTH_USER_MODEL, dispatch_uid="proxy-users"
         )
         members_changed.connect(routes.on_members_changed, dispatch_uid="proxy-openers")
+        withdrawn.connect(routes.on_withdrawn, dispatch_uid="proxy-withdrawn")
         sessions.register(SessionLink)

@@ -22,11 +22,12 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
+from django.db.models import Q
 
 from ops import metrics
 from proxy import access
 from proxy.haproxy import HAProxyError, Route, RuntimeAPI
-from proxy.models import SessionLink
+from proxy.models import SessionLink, SessionShare
 
 log = logging.getLogger(__name__)
 
@@ -209,6 +210,35 @@ def on_user_saved(sender, instance, **kwargs) -> None:
                 push(session)
         except Exception:  # noqa: BLE001 - the reconcile repairs what this misses
             log.exception("routes of deactivated user %s not removed", user_id)
+
+    transaction.on_commit(after_commit)
+
+
+def on_withdrawn(sender, user, **kwargs) -> None:
+    """The identity provider no longer vouches for ``user``: every open session they may
+    open (their own, those shared with them or their projects) is pushed again at once,
+    without their opener entry (proxy/access.openers), so HAProxy refuses their next
+    request whatever cookie they hold; the reconcile would within
+    PROXY_RECONCILE_INTERVAL."""
+    user_id = user.pk
+
+    def after_commit() -> None:
+        try:
+            for session in (
+                SessionLink.objects.maybe_open()
+                .filter(
+                    Q(job__owner_id=user_id)
+                    | Q(shares__user_id=user_id)
+                    | Q(
+                        shares__kind=SessionShare.Kind.PROJECT,
+                        job__project__memberships__user_id=user_id,
+                    )
+                )
+                .distinct()
+            ):
+                push(session)
+        except Exception:  # noqa: BLE001 - the reconcile repairs what this misses
+            log.exception("openers of withdrawn user %s not pushed", user_id)
 
     transaction.on_commit(after_commit)
 

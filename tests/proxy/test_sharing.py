@@ -199,3 +199,39 @@ def test_a_private_runs_session_shared_by_name_opens_for_that_person_only(
     assert signed_in(stranger).get(f"/sessions/{ready.public_id}/status/").status_code == 404
     cookie = sign_in(data_path, ready, colleague)
     assert data_path.get(ready.public_id, cookie=cookie).status_code == 200
+
+
+def test_a_withdrawal_at_the_provider_refuses_the_next_request_at_once(
+    ready, vision, data_path, owner, colleague, settings
+):
+    """With OIDC on, HAProxy lets a person through only while the provider's confirmation
+    of them is current. A back-channel logout or a withdrawal (confirmation.unconfirm)
+    pushes their sessions without their opener entry: their next request to the owner's
+    notebook shared with them, and to their own, is refused, whatever 12-hour proxy cookie
+    they hold; a confirmation that lapses goes at the next reconcile. Before: the cookie
+    and the opener entry ignored the provider until the cookie expired."""
+    from identity import confirmation
+    from proxy import routes
+
+    issuer = "https://idp.example.org"
+    settings.PORTAL_OIDC_ISSUER = issuer
+    settings.PORTAL_OIDC_CLIENT_ID = "portal"
+    for person in (owner, colleague):
+        factories.identity(person, issuer, person.username)
+    share(owner, ready, people="colleague", acts_as_owner="on")
+    theirs = sign_in(data_path, ready, colleague)
+    mine = sign_in(data_path, ready, owner)
+    assert data_path.get(ready.public_id, cookie=theirs).status_code == 200
+
+    started = time.monotonic()
+    confirmation.unconfirm(colleague)  # what a back-channel logout does
+    refused = data_path.get(ready.public_id, cookie=theirs)
+    assert refused.status_code == 302 and time.monotonic() - started < 1
+    assert data_path.get(ready.public_id, cookie=mine).status_code == 200
+    assert data_path.api.openers() == {ready.public_id: {owner.pk}}
+
+    # The owner's own confirmation lapses (PORTAL_OIDC_CONFIRM_MAX_AGE): the reconcile.
+    factories.identity(owner, issuer, owner.username, confirmed_ago=10**6)
+    routes.reconcile()
+    assert data_path.get(ready.public_id, cookie=mine).status_code == 302
+    assert data_path.api.openers() == {}
