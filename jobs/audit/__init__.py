@@ -106,6 +106,7 @@ def action(
     target_text = bounded(str(target), TARGET_MAX)
     entry = Entry()
     purpose_token = acting.purpose.set(bounded(purpose or f"{what} {target_text}".strip(), 200))
+    action_token = acting.action.set(str(what))
     asked_by = user.get_username() if getattr(user, "is_authenticated", False) else ""
     requester = acting.requester.set(asked_by)
     key = acting.key_id.set("")
@@ -124,6 +125,7 @@ def action(
         acting.key_id.reset(key)
         acting.requester.reset(requester)
         acting.purpose.reset(purpose_token)
+        acting.action.reset(action_token)
         _write(what, user, account, cluster, target_text, used_key, entry, repeat_window)
 
 

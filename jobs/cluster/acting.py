@@ -18,5 +18,9 @@ from __future__ import annotations
 from contextvars import ContextVar
 
 purpose: ContextVar[str] = ContextVar("cluster_purpose", default="")
+# The kind of action alone (``"file_list"``, without its target): what a pooled connection
+# is kept for (jobs/cluster/pool.py), so that browsing twenty folders is one login, not
+# twenty.
+action: ContextVar[str] = ContextVar("cluster_action", default="")
 requester: ContextVar[str] = ContextVar("cluster_requester", default="")
 key_id: ContextVar[str] = ContextVar("cluster_key_id", default="")

@@ -2,9 +2,11 @@
 
 The portal's own bookkeeping (the sync, metrics tails: no ``acting.purpose``) shares one
 connection per account. An action someone asked for (``jobs.audit.action``: a submit, a
-log read, a download) gets a connection of its own, keyed by who asked and what, so that
-in certificate mode its certificate's key id, which sshd logs at login, names that
-person and that action; the same action repeated (a followed log) reuses it, and at most
+log read, a download) gets a connection of its own, keyed by who asked and the kind of
+action (``acting.action``, not its target: twenty folders browsed are one login, not
+twenty), so that in certificate mode its certificate's key id, which sshd logs at login,
+names that person and the action that opened it (each request's own target is in the
+audit log, with that key id); the same kind of action again reuses it, and at most
 ACTIONS_PER_ACCOUNT of them are kept per account (the oldest is closed).
 
 A connection is opened on first use and kept (with keep-alives); a dropped
@@ -42,8 +44,9 @@ _connections: dict[tuple[int, str], tuple[str, ssh.Connection]] = {}
 
 def _slot() -> str:
     """Whose action the caller runs ("" for the portal's own bookkeeping)."""
-    what = acting.purpose.get()
-    return f"{acting.requester.get()}\0{what}" if what else ""
+    if not acting.purpose.get():
+        return ""
+    return f"{acting.requester.get()}\0{acting.action.get() or acting.purpose.get()}"
 
 
 def _evict_actions(account_pk: int) -> None:
@@ -85,6 +88,12 @@ def config_key(account) -> str:
             str(cluster.ssh_port),
             cluster.host_key.strip(),
             account.username,
+            # How the cluster user is vouched for: a change (typed, disabled) is a new login,
+            # which the signer checks again (a connection kept for a kind of action would
+            # otherwise carry on with the certificate of before).
+            account.mapped_by,
+            account.mapping_seal,
+            str(account.disabled_at),
             cluster.ssh_auth,
             # A rotation (a new first CA) opens new connections with the new CA's certificates
             # (asking a signer, which holds the CA: its certificates are minutes long anyway).

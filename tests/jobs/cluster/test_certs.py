@@ -220,8 +220,10 @@ def test_the_pool_replaces_an_expired_or_rotated_connection_and_records_its_key_
 
 def test_each_action_gets_a_certificate_naming_who_asked_and_what(db, ca_files, monkeypatch):
     """sshd logs a certificate's key id at login: an action someone asked for gets its own
-    connection (its key id names them and the action); the same action again reuses it,
-    the portal's bookkeeping shares one, and at most ACTIONS_PER_ACCOUNT are kept."""
+    connection (its key id names them and the action that opened it); the same kind of
+    action again reuses it, whatever its target (five cancels, one login; before: one per
+    job, so browsing twenty folders was twenty logins), the portal's bookkeeping shares
+    one, and at most ACTIONS_PER_ACCOUNT are kept."""
     from jobs import audit
 
     cluster = factories.cluster("c1", ssh_auth=Cluster.SshAuth.CERTIFICATE)
@@ -251,8 +253,10 @@ def test_each_action_gets_a_certificate_naming_who_asked_and_what(db, ca_files, 
         assert key_id_of(staff, "file_read", "job 7 stdout.log") == read  # followed: reused
         assert pool.get(account).key_id == sync
         assert len(made) == 3
-        for n in range(5):
-            key_id_of(alice, "cancel", f"job {n}")
+        cancels = {key_id_of(alice, "cancel", f"job {n}") for n in range(5)}
+        assert len(cancels) == 1 and len(made) == 4
+        for what in ("release", "hold", "file_list", "file_download"):
+            key_id_of(alice, what, "job 1")
         assert sum(not c.closed for c in made) == 1 + pool.ACTIONS_PER_ACCOUNT
     finally:
         pool.close_all()
