@@ -118,6 +118,7 @@ class ClusterAdmin(admin.ModelAdmin):
                     "quota_files",
                     "metrics_over_ssh",
                     "sync_reads_all_jobs",
+                    "command_path",
                     "max_array_size",
                 )
             },

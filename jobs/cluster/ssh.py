@@ -88,9 +88,17 @@ def run_scheduler_command(
     stdin: str | None = None,
     check: bool = True,
     max_bytes: int | None = None,
+    clean: bool = True,
 ) -> Result:
     """Run a scheduler's command; an error its adapter's ``is_transient`` recognises as
-    'busy or down' becomes SchedulerUnavailable (retried), any other stays CommandFailed."""
+    'busy or down' becomes SchedulerUnavailable (retried), any other stays CommandFailed.
+
+    ``clean`` (reads): in a clean environment, ``env -i`` with the cluster's PATH
+    (Cluster.command_path), so no function, alias or variable of the login environment
+    reaches the command. Submissions pass False: the job takes the submitter's environment."""
+    path = getattr(conn, "command_path", "") if clean else ""
+    if path:
+        argv = ["/usr/bin/env", "-i", f"PATH={path}", "LANG=C", *argv]
     try:
         return conn.run(argv, stdin=stdin, check=check, max_bytes=max_bytes)
     except CommandFailed as exc:
@@ -163,8 +171,11 @@ class Connection:
         command_timeout: float = 60.0,
         keepalive: int = 30,
         cluster: str = "",
+        command_path: str = "",
     ):
         self.host, self.port, self.username = host, port, username
+        # The PATH scheduler reads run with, in a clean environment ("": none, as is).
+        self.command_path = command_path
         self.cluster = metrics.cluster_label(cluster)  # (the metrics' label only)
         self.pinned_host_key = pinned_host_key
         self.connect_timeout = connect_timeout
@@ -564,6 +575,7 @@ def connect_account(account) -> Connection:
         command_timeout=settings.SSH_COMMAND_TIMEOUT,
         keepalive=settings.SSH_KEEPALIVE_INTERVAL,
         cluster=cluster.name,
+        command_path=cluster.command_path,
     ).open()
 
 

@@ -37,10 +37,17 @@ def run(
     stdin: str | None = None,
     check: bool = True,
     max_bytes: int | None = None,
+    clean: bool = True,
 ) -> ssh.Result:
     """Run an HTCondor command; 'schedd unreachable' becomes SchedulerUnavailable."""
     return ssh.run_scheduler_command(
-        conn, argv, parsers.is_transient, stdin=stdin, check=check, max_bytes=max_bytes
+        conn,
+        argv,
+        parsers.is_transient,
+        stdin=stdin,
+        check=check,
+        max_bytes=max_bytes,
+        clean=clean,
     )
 
 
@@ -184,7 +191,7 @@ def submit_array(
 
 
 def _run_submit(conn: ssh.Connection, args: list[str], stdin: str) -> ssh.Result:
-    return run(conn, ["bash", "-c", *args], stdin=stdin)
+    return run(conn, ["bash", "-c", *args], stdin=stdin, clean=False)  # (the submit step)
 
 
 def _ids(expected: Collection[JobKey]) -> dict[int, set[int]]:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, cast
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models, transaction
 from django.db.models import Q
 
@@ -177,6 +177,24 @@ class Cluster(models.Model):
         help_text="Compute nodes cannot reach the portal: read running jobs' metrics files "
         "over SSH on every sync instead of waiting for uploads. (Files are always read "
         "once more when a job ends.)",
+    )
+    command_path = models.CharField(
+        "scheduler commands' PATH",
+        max_length=500,
+        blank=True,
+        default="/usr/local/bin:/usr/bin:/bin",
+        validators=[
+            RegexValidator(
+                r"^/[A-Za-z0-9._+/-]*(:/[A-Za-z0-9._+/-]*)*\Z",
+                "Absolute folders separated by colons, e.g. /opt/slurm/bin:/usr/bin:/bin.",
+            )
+        ],
+        help_text="The portal's reads of the scheduler (squeue, sacct, sacctmgr, condor_q, "
+        "...) run as env -i PATH=<this> <command>: no function, alias, PATH or SLURM_* "
+        "variable of the person's login environment reaches them. Empty: through the login "
+        "environment as it is (a cluster whose scheduler needs it). A login environment "
+        "can still print anything before the command runs: what it prints is believed "
+        "about that person alone.",
     )
     sync_reads_all_jobs = models.BooleanField(
         "sync reads every job through the service account",

@@ -31,10 +31,17 @@ def run(
     stdin: str | None = None,
     check: bool = True,
     max_bytes: int | None = None,
+    clean: bool = True,
 ) -> ssh.Result:
     """Run a Slurm command; a 'controller unreachable' error becomes SchedulerUnavailable."""
     return ssh.run_scheduler_command(
-        conn, argv, parsers.is_transient, stdin=stdin, check=check, max_bytes=max_bytes
+        conn,
+        argv,
+        parsers.is_transient,
+        stdin=stdin,
+        check=check,
+        max_bytes=max_bytes,
+        clean=clean,
     )
 
 
@@ -90,7 +97,12 @@ def submit(
     if "\n" in secret or "\n" in metrics_token:
         raise ValueError("a secret is one line")
     stdin = f"{secret}\n{metrics_token}\n{script}"
-    result = run(conn, ["bash", "-c", _SUBMIT, "portal-submit", work_dir, job_name], stdin=stdin)
+    result = run(
+        conn,
+        ["bash", "-c", _SUBMIT, "portal-submit", work_dir, job_name],
+        stdin=stdin,
+        clean=False,  # (sbatch gives the job the submitter's environment)
+    )
     words = result.stdout.split()
     if len(words) < 2 or words[-2] not in ("existing", "submitted"):
         raise ssh.CommandFailed(f"unexpected answer from the submit step: {result.stdout!r}")
@@ -132,6 +144,7 @@ def submit_array(
         conn,
         ["bash", "-c", _SUBMIT_ARRAY, "portal-submit-array", work_dir, name, str(len(tokens))],
         stdin=stdin,
+        clean=False,  # (sbatch gives the jobs the submitter's environment)
     )
     words = result.stdout.split()
     if len(words) < 2 or words[-2] not in ("existing", "submitted"):

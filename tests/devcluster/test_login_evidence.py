@@ -3,7 +3,8 @@ sacctmgr; the dev cluster as the README's default per-user cluster: no service a
 
 hpcuser2's ~/.bashrc exports a ``sacctmgr`` that adds hpcuser2 to ``nlp`` as its member
 and coordinator and moves hpcuser's default to ``nlp``, and a ``squeue`` that places
-hpcuser2's jobs on another host. Before: the project sync took the union of every login's
+hpcuser2's jobs on another host; the portal's clean environment (``env -i``) clears those,
+so it also defines a function named ``/usr/bin/env`` that does the same. Before: the project sync took the union of every login's
 report, so hpcuser2 became a manager of ``nlp`` and saw the owner's ``nlp`` runs; and the
 node hpcuser2's login named was where the session proxy connected."""
 
@@ -37,6 +38,17 @@ sacctmgr() {{
 }}
 squeue() {{ command squeue "$@" | sed 's/"node[0-9]*"/"{FORGED_HOST}"/g'; }}
 export -f sacctmgr squeue
+# The portal's reads run as `/usr/bin/env -i PATH=... <command>`, which clears the exported
+# functions above; a function named /usr/bin/env still runs first (bash allows it).
+/usr/bin/env() {{
+  case "$*" in
+    *squeue*) command /usr/bin/env "$@" | sed 's/"node[0-9]*"/"{FORGED_HOST}"/g' ;;
+    *sacctmgr*)
+      command /usr/bin/env "$@"
+      printf '#assoc\nnlp|hpcuser2\n#coord\nnlp|hpcuser2\n#default\nhpcuser|nlp\n' ;;
+    *) command /usr/bin/env "$@" ;;
+  esac
+}}
 """
 
 
