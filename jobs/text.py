@@ -54,3 +54,26 @@ def quoted(value: object, limit: int = 60) -> str:
     short.maxstring = short.maxother = short.maxlong = max(limit, 8)
     text = short.repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# A spreadsheet runs a cell that starts with one of these as a formula (CSV injection).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_cell(value: object) -> str:
+    """A CSV cell a spreadsheet shows as text, never runs as a formula: text that starts
+    like one gets a leading quote; numbers (``-1.5``) and dates stay as they are."""
+    if value is None:
+        return ""
+    text = value.isoformat() if hasattr(value, "isoformat") else str(value)
+    if text.startswith(FORMULA_START) and not _numeric(text):
+        return "'" + text
+    return text
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -11,6 +11,7 @@ from django.http import HttpResponse
 from django.utils import timezone
 
 from jobs.models import AuditEvent
+from jobs.text import spreadsheet_cell
 
 CSV_FIELDS = (
     "at",
@@ -24,13 +25,6 @@ CSV_FIELDS = (
     "message",
     "request_id",
 )
-# A spreadsheet runs a cell that starts with one of these as a formula.
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def csv_cell(value: object) -> str:
-    text = value.isoformat() if hasattr(value, "isoformat") else str(value)
-    return "'" + text if text.startswith(FORMULA_START) else text
 
 
 class AuditEventAdmin(admin.ModelAdmin):
@@ -69,5 +63,5 @@ class AuditEventAdmin(admin.ModelAdmin):
         writer = csv.writer(response)
         writer.writerow(CSV_FIELDS)
         for row in queryset.order_by("at").values_list(*CSV_FIELDS).iterator():
-            writer.writerow([csv_cell(v) for v in row])
+            writer.writerow([spreadsheet_cell(v) for v in row])
         return response

@@ -16,6 +16,7 @@ from jobs.experiments import search
 from jobs.experiments.controller import OBSERVED_STATE
 from jobs.experiments.models import Experiment, Trial
 from jobs.models import Job
+from jobs.text import spreadsheet_cell
 from jobs.usage import hours as usage
 
 # Points per trial in the overlaid curves (the trial's curve is thinned evenly, last kept).
@@ -195,27 +196,11 @@ def as_csv(experiment: Experiment) -> str:
             [
                 trial.number,
                 trial.state,
-                *(_cell(trial.params.get(n)) for n in names),
+                *(spreadsheet_cell(trial.params.get(n)) for n in names),
                 "" if trial.value is None else repr(trial.value),
                 "" if trial.value_std is None else repr(trial.value_std),
                 " ".join(repr(v) for v in trial.fold_values),
-                _cell(trial.message),
+                spreadsheet_cell(trial.message),
             ]
         )
     return out.getvalue()
-
-
-def _cell(value) -> str:
-    """A CSV cell that a spreadsheet will not run as a formula."""
-    text = "" if value is None else str(value)
-    return (
-        "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") and not _numeric(text) else text
-    )
-
-
-def _numeric(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True

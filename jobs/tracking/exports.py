@@ -62,6 +62,7 @@ from jobs.compare.query import select
 from jobs.metrics.models import MetricSeries
 from jobs.metrics.query import iter_points
 from jobs.models import Job
+from jobs.text import spreadsheet_cell
 from jobs.tracking.models import TrackedExperiment, TrackedRun
 
 CHUNK = 256 * 1024  # bytes of a piece sent
@@ -248,7 +249,18 @@ def comparison_rows(jobs: list[Job]) -> Iterator[bytes]:
         series = {s.pk: s for s in MetricSeries.objects.filter(job=job)}
         for sid, step, _seq, value, when in iter_points(list(series), batch=BATCH):
             s = series[sid]
-            writer.writerow([job.pk, job.name, s.key, s.rank, s.attempt, step, when, value])
+            writer.writerow(
+                [
+                    job.pk,
+                    spreadsheet_cell(job.name),
+                    spreadsheet_cell(s.key),
+                    s.rank,
+                    s.attempt,
+                    step,
+                    when,
+                    value,
+                ]
+            )
             if out.tell() >= CHUNK:
                 yield out.getvalue().encode()
                 out.seek(0)

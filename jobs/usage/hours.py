@@ -19,6 +19,7 @@ from django.db.models.functions import Coalesce, NullIf, TruncMonth
 from jobs.access import sees_every_job
 from jobs.metrics.models import MetricPoint
 from jobs.models import Job, JobAttempt
+from jobs.text import spreadsheet_cell
 
 # The sampler's per-GPU utilisation series: "sys/gpu<index>_util_percent@<node>".
 GPU_UTIL = Q(series__key__startswith="sys/gpu") & Q(series__key__contains="_util_percent@")
@@ -147,9 +148,9 @@ def as_csv(rows: list[UsageRow]) -> str:
         writer.writerow(
             [
                 r.month.strftime("%Y-%m"),
-                _cell(r.user),
-                _cell(r.account),
-                _cell(r.cluster),
+                spreadsheet_cell(r.user),
+                spreadsheet_cell(r.account),
+                spreadsheet_cell(r.cluster),
                 r.jobs,
                 f"{r.gpu_hours:.3f}",
                 f"{r.cpu_hours:.3f}",
@@ -157,10 +158,6 @@ def as_csv(rows: list[UsageRow]) -> str:
             ]
         )
     return out.getvalue()
-
-
-def _cell(text: str) -> str:
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 def of_jobs(jobs) -> dict[str, float]:

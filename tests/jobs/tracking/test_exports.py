@@ -194,6 +194,18 @@ def test_a_comparisons_csv_holds_every_point_of_exactly_its_visible_runs(client,
     assert {r[0] for r in rows[1:]} == {str(j.pk) for j in mine}
 
 
+def test_a_comparisons_csv_runs_no_formula_a_run_name_carries(client, owner, cluster):
+    """Before: a run named ``=HYPERLINK(...)`` went into the comparison's CSV as it was,
+    and a spreadsheet ran it as a formula. Text cells that start like a formula get a
+    leading quote; numbers do not."""
+    job = logged_job(owner, cluster, name='=HYPERLINK("http://evil.example","x")')
+    client.force_login(owner)
+    response = client.get(reverse("compare-export-csv"), {"ids": str(job.pk)})
+    rows = list(csv.reader(io.StringIO(body(response).decode())))
+    assert {r[1] for r in rows[1:]} == {"'" + job.name}
+    assert all(float(r[-1]) == float(r[-1]) for r in rows[1:])  # values stay numbers
+
+
 def test_a_comparisons_tensorboard_archive_has_a_run_folder_per_visible_job(
     client, owner, compared, tmp_path, small_batches
 ):
