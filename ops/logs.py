@@ -13,10 +13,12 @@ from pythonjsonlogger.json import JsonFormatter
 from ops import context
 
 # The portal's own secrets by their shape: API tokens (pp_…), upload tokens (pm_…),
-# session-link codes and register secrets handed out in URLs, a password in a URL,
-# an Authorization header's value, and a private key block.
+# session-link codes and register secrets handed out in URLs, a read link's token in its
+# path (/links/<token>/: whoever reads the access log could open the runs), a password in
+# a URL, an Authorization header's value, and a private key block.
 _SECRETS = [
     (re.compile(r"\b(p[pm]_)[A-Za-z0-9_-]{8,}"), r"\1***"),
+    (re.compile(r"(/links/)[A-Za-z0-9_-]{16,}"), r"\1***"),
     (re.compile(r"(://[^/\s:@]*:)[^@\s/]+@"), r"\1***@"),
     (
         re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?(?:bearer|token|basic)\s+)[^\s'\",]+"),

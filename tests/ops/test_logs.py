@@ -22,6 +22,8 @@ pytestmark = pytest.mark.django_db
         ("headers {'Authorization': 'Bearer eyJhbGciOi.abc'}", "eyJhbGciOi.abc"),
         ('{"password": "hunter22", "user": "x"}', "hunter22"),
         ("client_secret=abcd1234efgh", "abcd1234efgh"),
+        # A read link's token in the access line's path (before: written as it was).
+        ("GET /links/Qx3_vR8kLm2-Zp9TtYw4Ue1oNb7cJd5H/ 302", "Qx3_vR8kLm2-Zp9TtYw4Ue1oNb7cJd5H"),
         (
             "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----",
             "b3BlbnNzaC1rZXk",
