@@ -25,6 +25,13 @@ class Member:
     mtime: float
 
 
+def zip_name(name: str) -> str:
+    """A member's name as no unzip can take for a path elsewhere: a file named ``..\\x``
+    on the cluster is one name there, but Windows' tools (and some others) split at a
+    backslash, so it becomes ``_``; a colon (``C:``, an NTFS stream) likewise."""
+    return "/".join(part.replace("\\", "_").replace(":", "_") for part in name.split("/"))
+
+
 def members(sftp, top: str, max_bytes: int) -> list[Member]:
     """The regular files under ``top`` (depth first, by name), links never followed."""
     found: list[Member] = []
@@ -88,7 +95,7 @@ def stream(
     archive = zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1)
     for member in entries:
         stamp = datetime.fromtimestamp(max(member.mtime, 315532800)).timetuple()[:6]
-        info = zipfile.ZipInfo(member.name, date_time=stamp)
+        info = zipfile.ZipInfo(zip_name(member.name), date_time=stamp)
         info.compress_type = zipfile.ZIP_DEFLATED
         with archive.open(info, "w", force_zip64=member.size >= 2**31) as out:
             at = 0

@@ -75,3 +75,13 @@ def test_if_range_must_name_this_version():
     tag = ranges.etag(1000, 1700000000.5)
     assert ranges.still_valid(None, tag) and ranges.still_valid(tag, tag)
     assert not ranges.still_valid(ranges.etag(1001, 1700000000.5), tag)
+
+
+def test_a_zip_member_name_never_reads_as_a_path_elsewhere():
+    """Before: a file named ``..\\..\\evil.bat`` on the cluster went into the folder's zip
+    as it was, and Windows' unzip wrote it two folders up."""
+    from files.zipstream import zip_name
+
+    assert zip_name("sub/..\\..\\evil.bat") == "sub/.._.._evil.bat"
+    assert zip_name("C:evil") == "C_evil"
+    assert zip_name("plain/name.txt") == "plain/name.txt"
