@@ -162,6 +162,12 @@ def _checked(option: Option, value: str) -> str:
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise BadRemote(f"{option.label}: an http:// or https:// address.")
+        if "@" in parts.netloc:
+            # Options are kept and shown in clear; only the secret field is encrypted.
+            raise BadRemote(
+                f"{option.label}: the address without a user or password in it; put them "
+                "in the remote's user and password fields (the password is kept encrypted)."
+            )
     elif option.check == "host":
         if value.startswith("-") or any(c in value for c in " /@:"):
             raise BadRemote(f"{option.label}: a host name or address, nothing else.")

@@ -34,6 +34,8 @@ def test_obscure_is_what_rclone_reveals():
     [
         ("webdav", {"url": "http://x\n[evil]\ntype = local"}, "one line"),
         ("webdav", {"url": "file:///etc"}, "http://"),
+        # Before: kept (and shown) in clear in the remote's options.
+        ("webdav", {"url": "https://ann:hunter22@dav.example.org/"}, "without a user"),
         ("webdav", {"url": "http://h", "token": "x"}, "no option 'token'"),
         ("sftp", {"host": "-oProxyCommand=sh"}, "host name"),
         ("sftp", {"host": "h", "port": "99999"}, "1 to 65535"),
