@@ -20,6 +20,7 @@ from prometheus_client import (
     multiprocess,
 )
 
+from identity import confirmation
 from jobs.models import ApiToken
 from jobs.models.tokens import METRICS, PREFIX
 from ops.queues import QueueCollector
@@ -39,7 +40,14 @@ def has_metrics_token(request) -> bool:
     if scheme.lower() != "bearer" or not token.startswith(PREFIX):
         return False
     row = ApiToken.authenticate(token)
-    return row is not None and row.user.is_staff and METRICS in row.scope_set
+    # The token's person as every other API call asks: staff, and vouched for by the
+    # identity provider now (a staff member withdrawn there reads no more metrics).
+    return (
+        row is not None
+        and row.user.is_staff
+        and METRICS in row.scope_set
+        and confirmation.is_current(row.user)
+    )
 
 
 def exposition() -> bytes:

@@ -76,6 +76,23 @@ def test_a_staff_token_with_the_metrics_scope_reads_them_from_anywhere(client):
         )
 
 
+def test_a_metrics_token_follows_the_identity_providers_word(client, settings):
+    """Before: /metrics checked the token's scope and staff flag, not the confirmation
+    rule every other API call applies: a staff member withdrawn at the provider kept
+    reading the metrics."""
+    from jobs.models import ApiToken
+
+    settings.PORTAL_OIDC_ISSUER = "https://idp.example.org"
+    settings.PORTAL_OIDC_CLIENT_ID = "portal"
+    staff = factories.staff_user("ops2", "pw")
+    _, scoped = ApiToken.issue(staff, "scrape", scopes="metrics")
+    far = {"REMOTE_ADDR": "192.0.2.7", "HTTP_AUTHORIZATION": f"Bearer {scoped}"}
+    factories.identity(staff, settings.PORTAL_OIDC_ISSUER, "ops2")
+    assert client.get("/metrics", **far).status_code == 200
+    factories.identity(staff, settings.PORTAL_OIDC_ISSUER, "ops2", confirmed_ago=None)
+    assert client.get("/metrics", **far).status_code == 403
+
+
 def test_requests_are_counted_by_route_name_never_by_path(client):
     labels = {"view": "healthz", "method": "GET", "status": "200"}
     before = _value("portal_http_request_duration_seconds_count", labels)
