@@ -25,6 +25,11 @@ class Upload(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     sha256 = models.CharField(max_length=64, blank=True)
+    # Every byte arrived and its sha256 and rename are a task's (a file too large to hash
+    # within a request, or a cluster that took too long): the client asks HEAD until
+    # finished_at, or ``error``, says how it ended.
+    completing_at = models.DateTimeField(null=True, blank=True)
+    error = models.CharField(max_length=500, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -6,17 +6,22 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from types import SimpleNamespace
+from typing import Any
 
 from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
 from django.db import close_old_connections, transaction
+from django.http import Http404
 from django.utils import timezone
 
-from files import transfers
-from files.models import Transfer
+from files import remote, transfers, uploads
+from files.models import Transfer, Upload
+from files.paths import BadPath
+from files.views import Failure, Place
 from jobs.cluster import ssh
-from jobs.task_helpers import PersonTask, person_limits, single_flight
+from jobs.task_helpers import PersonTask, backoff, person_limits, single_flight
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +37,7 @@ class TransferTask(PersonTask):
     """At most PORTAL_PERSON_TRANSFERS of one person's transfer tasks at once, on their own
     queue (PORTAL_TRANSFER_QUEUE): one person's transfers never hold every worker."""
 
-    rows = Transfer.objects
+    rows: Any = Transfer.objects
     share = "transfers"
 
     def most(self) -> int:
@@ -127,3 +132,55 @@ def watch_transfers() -> int:
     for pk in lost:
         start_transfer.apply_async((pk,), expires=interval * 10)
     return len(running) + len(lost)
+
+
+class UploadTask(TransferTask):
+    """An upload's finish (its sha256 and rename on the cluster) within the person's share
+    of transfer tasks; its id is the upload's (a string)."""
+
+    rows: Any = Upload.objects
+
+    def person_of(self, *args, **kwargs) -> int | None:
+        upload_id = args[0] if args else kwargs.get("upload_id")
+        if not isinstance(upload_id, str):
+            return None
+        return Upload.objects.filter(pk=upload_id).values_list("user_id", flat=True).first()
+
+
+@shared_task(
+    name=uploads.FINISH_TASK,
+    bind=True,
+    acks_late=True,
+    max_retries=5,
+    **{
+        **person_limits(UploadTask),
+        "time_limit": uploads.HASH_TIMEOUT + 60,
+        "soft_time_limit": uploads.HASH_TIMEOUT + 30,
+    },
+)
+def finish_upload(self, upload_id: str) -> None:
+    """Every byte of an upload arrived (files/uploads.complete): its sha256 on the cluster
+    and the rename onto its target, as its person; what went wrong is kept for HEAD."""
+    upload = (
+        Upload.objects.select_related("user", "cluster").filter(pk=upload_id, finished_at=None)
+    ).first()
+    if upload is None:
+        return
+    try:
+        place = Place(SimpleNamespace(user=upload.user), upload.cluster.name, upload.root)
+        uploads.finish(place, upload)
+    except ssh.ClusterError as exc:
+        if exc.transient and self.request.retries < self.max_retries:
+            raise self.retry(countdown=backoff(self.request.retries)) from None
+        _upload_failed(upload, f"Could not finish it on {upload.cluster.name}: {exc}")
+    except remote.Conflict as exc:  # the target appeared meanwhile: the bytes are kept
+        _upload_failed(upload, str(exc))
+    except (Failure, BadPath, Http404) as exc:
+        _upload_failed(upload, str(exc))
+    finally:
+        close_old_connections()
+
+
+def _upload_failed(upload: Upload, message: str) -> None:
+    log.info("upload %s not finished: %s", upload.pk, message)
+    Upload.objects.filter(pk=upload.pk, finished_at=None).update(error=message[:500])

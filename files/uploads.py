@@ -12,7 +12,11 @@ them (jobs/cluster/bulk.py), else written over SFTP too.
 - ``PATCH`` appends at that offset only (409 otherwise), in pieces as they are read from
   the request as it arrives (portal/streamed_body.py); one request carries at most
   ``PORTAL_UPLOAD_CHUNK_BYTES``. With the last byte the file's sha256 is computed
-  on the cluster and the partial file renamed onto the target.
+  on the cluster and the partial file renamed onto the target: within that request for
+  a file of at most ``PORTAL_UPLOAD_HASH_INLINE_BYTES`` (the request's cluster deadline
+  bounds it), otherwise, or when the cluster takes longer, by a task
+  (``files.tasks.finish_upload``); HEAD then answers ``Upload-Finishing: yes`` until the
+  ``Upload-Sha256`` (or ``Upload-Error``) is there. No web thread waits on a hash.
 - ``DELETE`` removes the partial file.
 
 Another person's upload is a 404; every step is audited as ``file_upload``.
@@ -29,9 +33,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from celery import current_app
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
+from django.db import transaction
 from django.db.models import Sum
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
@@ -44,7 +50,7 @@ from files.models import Upload
 from files.paths import BadPath
 from files.views import Failure, Place, _parts
 from jobs import audit
-from jobs.cluster import bulk, pool, ssh
+from jobs.cluster import bulk, deadline, pool, ssh
 from portal.body_limits import accepts_body
 from portal.serving import streaming_view
 
@@ -169,7 +175,9 @@ def collection(request, cluster: str, root: str):
     response["Location"] = reverse("files-upload", args=[cluster, root, upload.id])
     response["Upload-Offset"] = "0"
     if length == 0:
-        _finish(place, upload)
+        complete(place, upload)
+        if upload.sha256:
+            response["Upload-Sha256"] = upload.sha256
     return _tus(response)
 
 
@@ -195,7 +203,30 @@ def _digest(out: str) -> str:
     return digest
 
 
-def _finish(place: Place, upload: Upload) -> None:
+def complete(place: Place, upload: Upload) -> None:
+    """Every byte arrived: ``finish`` it now, within the request's cluster deadline, if it
+    is small enough (PORTAL_UPLOAD_HASH_INLINE_BYTES); else, or past the deadline, hand it
+    to a task the client polls (HEAD) and return at once."""
+    if upload.length <= settings.PORTAL_UPLOAD_HASH_INLINE_BYTES:
+        try:
+            with deadline.within(float(settings.PORTAL_WEB_CLUSTER_SECONDS)):
+                finish(place, upload)
+            return
+        except ssh.CommandTimedOut as exc:
+            log.info("upload %s: finished by a task (%s)", upload.pk, exc)
+    Upload.objects.filter(pk=upload.pk, finished_at=None).update(
+        completing_at=timezone.now(), error=""
+    )
+    upload.completing_at = timezone.now()
+    upload_id = upload.pk
+    # By name: the task module imports this one.
+    transaction.on_commit(lambda: current_app.send_task(FINISH_TASK, args=[upload_id]))
+
+
+FINISH_TASK = "files.tasks.finish_upload"
+
+
+def finish(place: Place, upload: Upload) -> None:
     """The last byte arrived: its sha256 on the cluster, then the rename onto the target."""
 
     def on(conn: ssh.Connection) -> str:
@@ -340,7 +371,7 @@ def item(request, cluster: str, root: str, upload_id: str):
         if not _writer_gone(upload, HEAD_WAIT_SECONDS):
             return _error("The upload is still being written: ask again.", 423)
         upload.refresh_from_db()
-        if upload.finished_at:
+        if upload.finished_at or upload.completing_at:
             offset = upload.length
         else:
             try:
@@ -357,8 +388,14 @@ def item(request, cluster: str, root: str, upload_id: str):
         response["Upload-Length"] = str(upload.length)
         if upload.sha256:
             response["Upload-Sha256"] = upload.sha256
+        elif upload.error:
+            response["Upload-Error"] = upload.error.encode("ascii", "replace").decode()[:500]
+        elif upload.completing_at:
+            response["Upload-Finishing"] = "yes"
         return _tus(response)
     if request.method == "DELETE":
+        if upload.completing_at and not upload.finished_at and not upload.error:
+            return _error("Every byte arrived: it is being checked and put in place.", 409)
         if not upload.finished_at:
             try:
                 place.run(
@@ -386,7 +423,7 @@ def item(request, cluster: str, root: str, upload_id: str):
 
 def _patch(request, place: Place, upload: Upload) -> HttpResponse:
     """A PATCH: the request's bytes appended at its offset (see the module's doc)."""
-    if upload.finished_at:
+    if upload.finished_at or upload.completing_at:
         return _error("This upload is complete.", 409)
     if request.content_type != "application/offset+octet-stream":
         return _error("Send the bytes as application/offset+octet-stream.", 415)
@@ -407,7 +444,7 @@ def _patch(request, place: Place, upload: Upload) -> HttpResponse:
         with _writing(upload) as kept_alive:
             size = _write(place, upload, offset, length, kept_alive(_pieces(request, length)))
             if size == upload.length:
-                _finish(place, upload)
+                complete(place, upload)
     except Busy as exc:
         return _error(str(exc), 423)
     except Failure as exc:
@@ -420,4 +457,6 @@ def _patch(request, place: Place, upload: Upload) -> HttpResponse:
     response["Upload-Offset"] = str(size)
     if upload.sha256:
         response["Upload-Sha256"] = upload.sha256
+    elif upload.completing_at:
+        response["Upload-Finishing"] = "yes"  # (HEAD says when it is done)
     return _tus(response)

@@ -256,22 +256,27 @@ def discover_sessions(account, running_jobs) -> None:
 def vouch_nodes(cluster, jobs: list[Job]) -> None:
     """Ask the cluster's service account (a login of the centre's, not the owners') where
     ``jobs`` run, and mark ``node_vouched`` those it places on the node their owner's login
-    reported. Nothing without a service account, or on a scheduler that cannot read other
-    users' jobs."""
+    reported: one read of every owner's jobs where the scheduler has one
+    (``reads_all_jobs``), else one read per owner, through the service account. Nothing
+    without a service account."""
     if not jobs:
         return
     scheduler = schedulers.for_cluster(cluster)
     service = ClusterAccount.objects.filter(cluster=cluster, user__isnull=True).first()
-    if service is None or not scheduler.reads_all_jobs:
+    if service is None:
         return
     owners: dict[str, list[JobRef]] = defaultdict(list)
     for job in jobs:
         if job.cluster_account is not None:
             owners[job.cluster_account.username].append(job.ref())
+
+    def read(conn) -> dict[str, dict[JobKey, Status]]:
+        if scheduler.reads_all_jobs:
+            return scheduler.statuses_of_owners(conn, owners)
+        return {owner: scheduler.statuses(conn, owner, refs) for owner, refs in owners.items()}
+
     try:
-        found = pool.with_connection(
-            service, lambda conn: scheduler.statuses_of_owners(conn, owners)
-        )
+        found = pool.with_connection(service, read)
     except ssh.ClusterError as exc:
         log.info("nodes of %s not vouched for now: %s", [j.pk for j in jobs], exc)
         return

@@ -337,6 +337,10 @@ PORTAL_BODY_MAX_BYTES = env_int("PORTAL_BODY_MAX_BYTES", 2621440, minimum=65536)
 PORTAL_UPLOAD_MAX_BYTES = env_int("PORTAL_UPLOAD_MAX_BYTES", 100 * 1024**3, minimum=0)
 PORTAL_UPLOAD_PERSON_BYTES = env_int("PORTAL_UPLOAD_PERSON_BYTES", 500 * 1024**3, minimum=0)
 PORTAL_UPLOAD_CHUNK_BYTES = env_int("PORTAL_UPLOAD_CHUNK_BYTES", 256 * 1024**2, minimum=65536)
+# An upload's sha256 and rename on the cluster are done within its last request (bounded
+# by PORTAL_WEB_CLUSTER_SECONDS) for a file of at most this many bytes; a larger file, or a
+# cluster that takes longer, is finished by a task the client polls (files/uploads.py).
+PORTAL_UPLOAD_HASH_INLINE_BYTES = env_int("PORTAL_UPLOAD_HASH_INLINE_BYTES", 1024**3, minimum=0)
 # How the bytes of uploads and downloads travel (jobs/cluster/bulk.py): "openssh" (the
 # default where an ssh client is installed) pipes them through OpenSSH's client (dd on the
 # cluster), multiplexed over one ControlMaster per person's account and purpose, with

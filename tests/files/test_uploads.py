@@ -240,3 +240,45 @@ def test_while_one_request_writes_an_upload_another_is_told_to_wait(place, owner
     assert on_cluster == "abcdefgh"
     # Over: the next request writes (here: the upload is complete, so a 409 says so).
     assert patch(client, location, 8, b"").status_code == 409
+
+
+@pytest.mark.django_db(transaction=True)  # (the task closes its connection, as a worker)
+def test_a_large_uploads_sha256_is_a_task_the_client_asks_after(place, settings, monkeypatch):
+    """Past PORTAL_UPLOAD_HASH_INLINE_BYTES (0 here) the last request answers at once,
+    ``Upload-Finishing: yes``; HEAD says so until the task has hashed and renamed it, then
+    gives the sha256. Before: every hash ran inside the last request, up to 600 s (a login
+    environment that sleeps, or a 100 GB file) with a thread and a database connection."""
+    from files import tasks, uploads
+
+    client, url, folder, account = place
+    settings.PORTAL_UPLOAD_HASH_INLINE_BYTES = 0
+    sent: list[tuple] = []
+    monkeypatch.setattr(
+        uploads.current_app, "send_task", lambda name, args: sent.append((name, args))
+    )
+    data = os.urandom(100_000)
+    made = start(client, url, len(data), filename="large.bin", path=folder)
+    assert made.status_code == 201, made.content
+    location = made["Location"]
+    answer = patch(client, location, 0, data)
+    assert answer.status_code == 204 and answer["Upload-Offset"] == str(len(data))
+    assert answer["Upload-Finishing"] == "yes" and "Upload-Sha256" not in answer
+    head = client.head(location, **TUS)
+    assert head["Upload-Offset"] == str(len(data)) and head["Upload-Finishing"] == "yes"
+    assert patch(client, location, len(data), b"").status_code == 409  # nothing more
+    upload = Upload.objects.get()
+    assert sent == [("files.tasks.finish_upload", [upload.pk])]
+    tasks.finish_upload.apply(args=[upload.pk])  # what a worker does
+    head = client.head(location, **TUS)
+    digest = hashlib.sha256(data).hexdigest()
+    assert head["Upload-Sha256"] == digest and "Upload-Finishing" not in head
+    on_cluster = remote(account, ["sha256sum", "--", f"{home_of(account)}/{folder}/large.bin"])
+    assert on_cluster.split()[0] == digest
+
+
+def test_a_zero_length_upload_finishes_within_the_request_or_in_a_task(place, settings):
+    """A file of no bytes is finished by its POST, within the request's cluster deadline;
+    a cluster that takes longer than that leaves it to the task."""
+    client, url, folder, account = place
+    made = start(client, url, 0, filename="empty.txt", path=folder)
+    assert made.status_code == 201 and made["Upload-Sha256"] == hashlib.sha256(b"").hexdigest()

@@ -121,14 +121,40 @@ window.PortalUpload = (function () {
         },
         onSuccess() {
           ui.bar.value = 100;
-          ui.state.textContent = ui.item.dataset.sha256
-            ? `Done. sha256 on the cluster: ${ui.item.dataset.sha256}`
-            : "Done.";
-          ui.item.dataset.done = "ok";
           ui.toggle.hidden = true;
-          existing.add(top);
           active.delete(watched);
-          over();
+          const done = (error) => {
+            if (error) {
+              ui.state.textContent = `Failed: ${error}`;
+              ui.item.dataset.done = "failed";
+            } else {
+              ui.state.textContent = ui.item.dataset.sha256
+                ? `Done. sha256 on the cluster: ${ui.item.dataset.sha256}`
+                : "Done.";
+              ui.item.dataset.done = "ok";
+              existing.add(top);
+            }
+            over();
+          };
+          if (ui.item.dataset.sha256) return done("");
+          // Every byte arrived; a large file's sha256 and its move into place are a task
+          // on the portal's side: ask until it says how that ended.
+          ui.state.textContent = "Checking on the cluster (sha256)…";
+          const ask = () => fetch(upload.url, {
+            method: "HEAD",
+            headers: { "Tus-Resumable": "1.0.0", "X-CSRFToken": csrf() },
+            credentials: "same-origin",
+          }).then((answer) => {
+            const digest = answer.headers.get("Upload-Sha256");
+            const error = answer.headers.get("Upload-Error");
+            if (digest) ui.item.dataset.sha256 = digest;
+            const waiting = answer.status === 423 || answer.headers.get("Upload-Finishing") === "yes";
+            if (digest || error || !waiting) {
+              return done(error || "");
+            }
+            return new Promise((wait) => setTimeout(wait, 1000)).then(ask);
+          }).catch(() => new Promise((wait) => setTimeout(wait, 2000)).then(ask));
+          ask();
         },
       });
       watched.upload = upload;
