@@ -190,7 +190,9 @@ class LiveStack:
             _collected_static = target
         self.env["STATIC_ROOT"] = str(_collected_static)
 
-    def _spawn_web(self, name: str, port: int) -> None:
+    def _spawn_web(self, name: str, port: int, workers: int = 1) -> None:
+        """A web server as deploy/Procfile.demo runs it (``workers`` processes; the demo
+        runs 2)."""
         self._spawn(
             name,
             [
@@ -203,7 +205,7 @@ class LiveStack:
                 "--bind",
                 f"127.0.0.1:{port}",
                 "--workers",
-                "1",
+                str(workers),
                 "--graceful-timeout",
                 "2",
             ],

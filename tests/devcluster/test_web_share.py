@@ -8,7 +8,6 @@ for 60 s, and every page waited."""
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -53,23 +52,7 @@ def web_like_demo(tmp_path) -> LiveStack:
     """The web tier as deploy/Procfile.demo runs it: 2 processes."""
     stack = LiveStack(tmp_path)
     stack._collectstatic()
-    stack._spawn(
-        "web",
-        [
-            str(Path(sys.executable).parent / "gunicorn"),
-            "portal.asgi:application",
-            "-c",
-            "python:portal.gunicorn_conf",
-            "-k",
-            "uvicorn_worker.UvicornWorker",
-            "--bind",
-            f"127.0.0.1:{stack.port}",
-            "--workers",
-            "2",
-            "--graceful-timeout",
-            "2",
-        ],
-    )
+    stack._spawn_web("web", stack.port, workers=2)
     polling.until(lambda: _answers(f"{stack.url}/accounts/login/"), 60, "the web servers")
     return stack
 

@@ -56,6 +56,16 @@ def in_squeue(name: str) -> bool:
     return name in out.split()
 
 
+def seconds_to_squeue(name: str, since: float, within: float) -> float | None:
+    """Seconds from ``since`` (monotonic) until the job ``name`` is in squeue; None when
+    it is not within ``within`` seconds."""
+    while time.monotonic() - since < within:
+        if in_squeue(name):
+            return time.monotonic() - since
+        time.sleep(0.5)
+    return None
+
+
 def test_a_hostile_login_environment_ends_its_jobs_and_holds_no_one_elses(
     devcluster, devcluster_info, owner, outsider, hostile_bashrc, tmp_path
 ):
@@ -77,12 +87,7 @@ def test_a_hostile_login_environment_ends_its_jobs_and_holds_no_one_elses(
         submitted = time.monotonic()
         tasks.submit_job.apply_async((demo.pk,), queue=stack.queue, **LIMITS)
 
-        reached = None
-        while time.monotonic() - submitted < 30:
-            if in_squeue(demo.scheduler_name):
-                reached = time.monotonic() - submitted
-                break
-            time.sleep(0.5)
+        reached = seconds_to_squeue(demo.scheduler_name, submitted, 30)
         assert reached is not None, f"demo's job not in squeue after 30 s\n{stack.logs()}"
 
         bound = TIME_LIMIT - 15  # the soft limit
@@ -156,12 +161,7 @@ def test_ten_hanging_submissions_at_demos_own_limits_hold_one_worker(
         demo = factories.job(owner, devcluster, "sleep 60", image=image)
         submitted = time.monotonic()
         tasks.submit_job.apply_async((demo.pk,), queue=stack.queue)
-        reached = None
-        while time.monotonic() - submitted < 30:
-            if in_squeue(demo.scheduler_name):
-                reached = time.monotonic() - submitted
-                break
-            time.sleep(0.5)
+        reached = seconds_to_squeue(demo.scheduler_name, submitted, 30)
         assert reached is not None, f"demo's job not in squeue after 30 s\n{stack.logs()}"
         submitting = Job.objects.filter(
             pk__in=[j.pk for j in hostile], submit_claimed_at__isnull=False
