@@ -29,7 +29,7 @@ class Upload(models.Model):
     # within a request, or a cluster that took too long): the client asks HEAD until
     # finished_at, or ``error``, says how it ended.
     completing_at = models.DateTimeField(null=True, blank=True)
-    error = models.CharField(max_length=500, blank=True)
+    error = models.CharField(max_length=500, blank=True, db_default="")
 
     class Meta:
         ordering = ["-created_at"]

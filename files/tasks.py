@@ -148,7 +148,7 @@ class UploadTask(TransferTask):
 
 
 @shared_task(
-    name=uploads.FINISH_TASK,
+    name="files.tasks.finish_upload",  # (uploads.FINISH_TASK)
     bind=True,
     acks_late=True,
     max_retries=5,

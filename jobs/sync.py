@@ -232,7 +232,7 @@ def discover_sessions(account, running_jobs) -> None:
     if not notebooks:
         return  # every sync passes here: no query when there is nothing to find
     waiting = sessions.links().waiting(notebooks)
-    vouch_nodes(account.cluster, [j for j in waiting if not j.node_vouched])
+    vouch_nodes([j for j in waiting if not j.node_vouched])
     for job in (j for j in waiting if j.node_vouched):
         try:
             info = pool.with_connection(
@@ -253,7 +253,7 @@ def discover_sessions(account, running_jobs) -> None:
             sessions.links().found(job, job.node, info["port"], info["secret"])
 
 
-def vouch_nodes(cluster, jobs: list[Job]) -> None:
+def vouch_nodes(jobs: list[Job]) -> None:
     """Ask the cluster's service account (a login of the centre's, not the owners') where
     ``jobs`` run, and mark ``node_vouched`` those it places on the node their owner's login
     reported: one read of every owner's jobs where the scheduler has one
@@ -261,6 +261,7 @@ def vouch_nodes(cluster, jobs: list[Job]) -> None:
     without a service account."""
     if not jobs:
         return
+    cluster = jobs[0].cluster  # (one account's jobs: one cluster)
     scheduler = schedulers.for_cluster(cluster)
     service = ClusterAccount.objects.filter(cluster=cluster, user__isnull=True).first()
     if service is None:

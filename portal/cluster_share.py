@@ -27,6 +27,7 @@ from contextvars import ContextVar
 
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
+from django.urls import Resolver404, get_resolver
 
 from jobs.cluster import deadline
 from portal import places
@@ -95,6 +96,15 @@ def refused(request, exc: Busy) -> HttpResponse:
     return response
 
 
+def _transfers(request) -> bool:
+    """The request's view streams (a download, an upload chunk: ``streaming_view``)."""
+    try:
+        match = get_resolver(getattr(request, "urlconf", None)).resolve(request.path_info)
+    except Resolver404:
+        return False
+    return bool(getattr(match.func, "streaming", False))
+
+
 class ClusterShareMiddleware:
     """The deadline and the person's place (see the module) around each request."""
 
@@ -102,22 +112,18 @@ class ClusterShareMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
+        # Set and reset in this one frame: under ASGI, process_view runs in another
+        # context, whose tokens cannot be reset here.
         share = _Share(request)
         token = _current.set(share)
+        bound = None if _transfers(request) else float(settings.PORTAL_WEB_CLUSTER_SECONDS)
+        started = deadline.start(bound)
         try:
             return self.get_response(request)
         finally:
-            started = getattr(request, "_cluster_deadline", None)
-            if started is not None:
-                deadline.finish(started)
+            deadline.finish(started)
             _current.reset(token)
             share.release()
-
-    def process_view(self, request, view_func, view_args, view_kwargs):
-        if not getattr(view_func, "streaming", False):
-            seconds = float(settings.PORTAL_WEB_CLUSTER_SECONDS)
-            request._cluster_deadline = deadline.start(seconds)
-        return None
 
     def process_exception(self, request, exception):
         if isinstance(exception, Busy):

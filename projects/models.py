@@ -92,7 +92,7 @@ class Membership(models.Model):
     # Read through the person's own login, not the cluster's service account
     # (projects/sync.py): their word about themselves, so it lets them charge the account
     # and nothing more (no role over the others' runs, never coordinator).
-    self_reported = models.BooleanField(default=False)
+    self_reported = models.BooleanField(default=False, db_default=False)
     since = models.DateTimeField(default=timezone.now)
 
     objects = MembershipQuerySet.as_manager()

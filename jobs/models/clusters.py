@@ -183,6 +183,7 @@ class Cluster(models.Model):
         max_length=500,
         blank=True,
         default="/usr/local/bin:/usr/bin:/bin",
+        db_default="/usr/local/bin:/usr/bin:/bin",  # (the previous release's inserts)
         validators=[
             RegexValidator(
                 r"^/[A-Za-z0-9._+/-]*(:/[A-Za-z0-9._+/-]*)*\Z",

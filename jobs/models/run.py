@@ -87,7 +87,7 @@ class JobRun(models.Model):
     # the owner's login cannot forge. False when it came through the owner's own login,
     # whose environment can print any host: then only the session's registration call,
     # arriving from that node's address, may point the proxy there (proxy/views.py).
-    node_vouched = models.BooleanField(default=False)
+    node_vouched = models.BooleanField(default=False, db_default=False)
     exit_code = models.IntegerField(null=True, blank=True)
     message = models.TextField(blank=True, help_text="The scheduler's or the portal's explanation.")
     work_dir = models.CharField(max_length=500, blank=True)

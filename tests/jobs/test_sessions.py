@@ -61,7 +61,14 @@ def test_a_connection_file_left_by_an_earlier_run_is_not_routed(owner, cluster, 
     from tests import factories
 
     job = factories.job(
-        owner, cluster, "", kind=Job.Kind.NOTEBOOK, state="running", node="node1", attempt=1
+        owner,
+        cluster,
+        "",
+        kind=Job.Kind.NOTEBOOK,
+        state="running",
+        node="node1",
+        node_vouched=True,  # (as the service account read it)
+        attempt=1,
     )
     links = _Links()
     monkeypatch.setattr(sessions, "_links", links)
