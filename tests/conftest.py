@@ -276,16 +276,18 @@ def cancel_leftover_slurm_jobs(db, devcluster_info):
     """
     yield
     info = devcluster_info
-    # Only Slurm's ids: an HTCondor job's "12.0" would name step 0 of Slurm job 12.
-    ids = list(
+    # Only Slurm's ids: an HTCondor job's "12.0" would name step 0 of Slurm job 12. Each
+    # cluster user's own (hpcuser2's too: a job of theirs left running held a node for the
+    # next tests).
+    by_user: dict[str, list[str]] = {}
+    for user, sid in (
         Job.objects.filter(cluster__scheduler="slurm")
         .exclude(scheduler_job_id="")
-        .values_list("scheduler_job_id", flat=True)
-    )
-    if ids:
-        subprocess.run(
-            ["scancel", "-u", info["default_user"], *ids], capture_output=True, timeout=30
-        )
+        .values_list("cluster_account__username", "scheduler_job_id")
+    ):
+        by_user.setdefault(user or info["default_user"], []).append(sid)
+    for user, ids in by_user.items():
+        subprocess.run(["scancel", "-u", user, *ids], capture_output=True, timeout=30)
 
 
 # --- the real HTCondor pool ----------------------------------------------------------
