@@ -17,7 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs.task_helpers import PersonTask
-from jobs.tracking.imports import archive, service
+from jobs.tracking.imports import archive, memory, service
 from jobs.tracking.imports.source import Unreadable
 from jobs.tracking.models import RunImport
 
@@ -88,10 +88,18 @@ def import_upload(import_id: int) -> None:
                 if so_far.runs % 50 == 0:
                     RunImport.objects.filter(pk=import_id).update(report=so_far.as_dict())
 
-            report = service.import_path(run_import.owner, folder, progress)
+            with memory.limited(settings.PORTAL_IMPORT_MEMORY_MB * 2**20):
+                report = service.import_path(run_import.owner, folder, progress)
         state, message = RunImport.State.DONE, report.sentence()
     except Unreadable as exc:
         message = str(exc)
+    except MemoryError:
+        log.warning("import %s needed more than its memory limit", import_id)
+        message = (
+            f"The import needed more than {settings.PORTAL_IMPORT_MEMORY_MB} MiB of memory "
+            "and was stopped: import fewer or smaller runs at once. Runs imported before it "
+            "stopped are kept."
+        )
     except Exception:
         log.exception("import %s failed", import_id)
         message = "The import failed on the portal's side; the administrators can see why."

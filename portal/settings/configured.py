@@ -306,6 +306,9 @@ PORTAL_EXPERIMENT_QUEUE = env_str(
 PORTAL_IMPORT_QUEUE = env_str("PORTAL_IMPORT_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}-imports")
 # The longest one import may run (seconds): a worker is held this long at most.
 PORTAL_IMPORT_TIME_LIMIT = env_float("PORTAL_IMPORT_TIME_LIMIT", 3600.0, minimum=60)
+# The memory one import may take beyond what its worker holds (MiB): past it the import
+# stops with a message (jobs/tracking/imports/memory.py), the worker goes on.
+PORTAL_IMPORT_MEMORY_MB = env_int("PORTAL_IMPORT_MEMORY_MB", 2048, minimum=16)
 # How many of one person's imports run at once (the rest wait their turn in the queue).
 PORTAL_PERSON_IMPORTS = env_int("PORTAL_PERSON_IMPORTS", 1, minimum=1)
 

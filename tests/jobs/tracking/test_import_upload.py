@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import re
+import resource
 import tarfile
 from pathlib import Path
 
@@ -172,3 +173,47 @@ def test_an_uploads_name_never_names_a_folder_outside_its_own():
     assert tasks.folder_name("..") == "upload"
     assert tasks.folder_name("../../etc/x.zip") == "etc_x"
     assert tasks.folder_name("my runs (old).tgz") == "my_runs_old"
+
+
+def test_memory_limit_holds_inside_and_is_put_back():
+    from jobs.tracking.imports import memory
+
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    with memory.limited(16 * 2**20):
+        small = bytearray(4 * 2**20)
+        with pytest.raises(MemoryError):
+            bytearray(256 * 2**20)
+    assert resource.getrlimit(resource.RLIMIT_AS) == before
+    assert len(bytearray(256 * 2**20)) == 256 * 2**20 and len(small) == 4 * 2**20
+
+
+@pytest.mark.django_db
+def test_an_import_past_its_memory_stops_with_a_message(folder, settings, tmp_path, monkeypatch):
+    """A reader that allocates without bound (a crafted file) stops the import, not the
+    worker: the runs read before it are kept and the report says why."""
+    from jobs.tracking.imports import service
+
+    settings.DATA_DIR = tmp_path
+    settings.PORTAL_IMPORT_MEMORY_MB = 64
+    real = service.import_path
+    held = []
+
+    def greedy(owner, path, progress):
+        report = real(owner, path, progress)  # the runs go in
+        held.append(bytearray(512 * 2**20))  # then a reader asks for far more
+        return report
+
+    monkeypatch.setattr(service, "import_path", greedy)
+    ann = factories.user("ann")
+    client = factories.api_client(ann)
+    made = client.post(
+        "/api/v1/imports/?filename=runs.tar.gz",
+        data=tar_gz(folder),
+        content_type="application/gzip",
+    ).json()
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    tasks.import_upload(made["id"])
+    failed = RunImport.objects.get(pk=made["id"])
+    assert failed.state == "failed" and "more than 64 MiB of memory" in failed.message
+    assert not held and resource.getrlimit(resource.RLIMIT_AS) == before
+    assert Job.objects.filter(owner=ann).count() == 4  # what was read before is kept
