@@ -27,10 +27,9 @@ from contextvars import ContextVar
 
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
-from django.urls import Resolver404, get_resolver
 
 from jobs.cluster import deadline
-from portal import places
+from portal import places, serving
 
 RETRY_AFTER = 2  # seconds
 
@@ -96,15 +95,6 @@ def refused(request, exc: Busy) -> HttpResponse:
     return response
 
 
-def _transfers(request) -> bool:
-    """The request's view streams (a download, an upload chunk: ``streaming_view``)."""
-    try:
-        match = get_resolver(getattr(request, "urlconf", None)).resolve(request.path_info)
-    except Resolver404:
-        return False
-    return bool(getattr(match.func, "streaming", False))
-
-
 class ClusterShareMiddleware:
     """The deadline and the person's place (see the module) around each request."""
 
@@ -116,7 +106,8 @@ class ClusterShareMiddleware:
         # context, whose tokens cannot be reset here.
         share = _Share(request)
         token = _current.set(share)
-        bound = None if _transfers(request) else float(settings.PORTAL_WEB_CLUSTER_SECONDS)
+        streams = serving.streams(request.path_info, getattr(request, "urlconf", None))
+        bound = None if streams else float(settings.PORTAL_WEB_CLUSTER_SECONDS)
         started = deadline.start(bound)
         try:
             return self.get_response(request)

@@ -56,9 +56,14 @@ def on_event_loop(scope: dict) -> bool:
         return True
     if streamed_body.streamed(scope):
         return True
-    path = scope.get("path", "/")
+    return streams(scope.get("path", "/"))
+
+
+def streams(path: str, urlconf: str | None = None) -> bool:
+    """The view at ``path`` is a ``streaming_view`` (the one place that asks: here, and
+    portal/cluster_share.py, whose deadline such a view does not get)."""
     try:
-        match = resolve(path)
+        match = resolve(path, urlconf)
     except Resolver404:
         return False
     return bool(getattr(match.func, "streaming", False))

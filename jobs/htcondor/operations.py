@@ -8,6 +8,7 @@ ClassAd constraint. Constraints built here hold only numbers and pattern-checked
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Collection
@@ -30,25 +31,9 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
 SchedulerUnavailable = ssh.SchedulerUnavailable
 
 
-def run(
-    conn: ssh.Connection,
-    argv: list[str],
-    *,
-    stdin: str | None = None,
-    check: bool = True,
-    max_bytes: int | None = None,
-    clean: bool = True,
-) -> ssh.Result:
-    """Run an HTCondor command; 'schedd unreachable' becomes SchedulerUnavailable."""
-    return ssh.run_scheduler_command(
-        conn,
-        argv,
-        parsers.is_transient,
-        stdin=stdin,
-        check=check,
-        max_bytes=max_bytes,
-        clean=clean,
-    )
+# Run a HTCondor command: ssh.run_scheduler_command with this adapter's word on which
+# errors mean "busy or down" (SchedulerUnavailable, retried).
+run = functools.partial(ssh.run_scheduler_command, is_transient=parsers.is_transient)
 
 
 # The submit step: the description and script from stdin into job.sub and job.sh, then

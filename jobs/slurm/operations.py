@@ -7,6 +7,7 @@ positional parameter (``bash -c SCRIPT name ARG1 ARG2``), never interpolated.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from dataclasses import replace
@@ -24,25 +25,9 @@ log = logging.getLogger(__name__)
 SchedulerUnavailable = ssh.SchedulerUnavailable
 
 
-def run(
-    conn: ssh.Connection,
-    argv: list[str],
-    *,
-    stdin: str | None = None,
-    check: bool = True,
-    max_bytes: int | None = None,
-    clean: bool = True,
-) -> ssh.Result:
-    """Run a Slurm command; a 'controller unreachable' error becomes SchedulerUnavailable."""
-    return ssh.run_scheduler_command(
-        conn,
-        argv,
-        parsers.is_transient,
-        stdin=stdin,
-        check=check,
-        max_bytes=max_bytes,
-        clean=clean,
-    )
+# Run a Slurm command: ssh.run_scheduler_command with this adapter's word on which
+# errors mean "busy or down" (SchedulerUnavailable, retried).
+run = functools.partial(ssh.run_scheduler_command, is_transient=parsers.is_transient)
 
 
 # How both submit steps end: keep the script in the work directory and submit it unless
