@@ -23,6 +23,11 @@ class Identity(models.Model):
     groups = models.JSONField(default=list, blank=True)
     # The provider's refresh token (encrypted with jobs.crypto), to confirm again unattended.
     refresh_token_encrypted = models.TextField(blank=True, editable=False)
+    # The provider's user name claim at the last sign-in (PORTAL_OIDC_USERNAME_CLAIM), which
+    # may differ from the portal user's name: what the provider's account API is asked
+    # about (identity/accounts.py), and when it last answered for this identity.
+    provider_username = models.CharField(max_length=255, blank=True, db_default="")
+    account_checked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name_plural = "identities"

@@ -131,14 +131,13 @@ def reconfirm(identity: Identity, claims: dict) -> bool:
     return True
 
 
-def withdraw(user) -> None:
+def withdraw(user, reason: str = "withdrawn at a refused sign-in") -> None:
     """A person who may no longer use the portal: every token and cluster account, their
-    browser sessions and their confirmation (no refresh token brings it back), at once."""
+    browser sessions and their confirmation (no refresh token brings it back), at once.
+    A later sign-in the provider allows gives back what the sign-in gives."""
     with transaction.atomic():
         for token in ApiToken.objects.revoke_all(user):
-            audit.token_changed(
-                audit.Action.TOKEN_REVOKE, token, message="withdrawn at a refused sign-in"
-            )
+            audit.token_changed(audit.Action.TOKEN_REVOKE, token, message=reason)
         ClusterAccount.objects.filter(user=user, disabled_at__isnull=True).update(
             disabled_at=timezone.now(), disabled_by=ClusterAccount.DisabledBy.SIGN_IN
         )
@@ -182,7 +181,10 @@ def _user(issuer: str, subject: str, person: mapping.Person):
             user.username = person.username
     user.first_name, user.last_name, user.email = person.first_name, person.last_name, person.email
     user.save()
-    Identity.objects.filter(pk=identity.pk).update(last_sign_in=timezone.now())
+    now = timezone.now()
+    Identity.objects.filter(pk=identity.pk).update(
+        last_sign_in=now, provider_username=person.username, account_checked_at=now
+    )
     return user, identity
 
 

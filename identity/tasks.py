@@ -8,7 +8,7 @@ import requests
 from celery import shared_task
 from django.conf import settings
 
-from identity import confirmation, provider, signin
+from identity import accounts, confirmation, provider, signin
 from identity.models import Identity
 from jobs import crypto
 
@@ -48,4 +48,13 @@ def reconfirm_identities() -> dict:
             counts["refused"] += 1
     if any(counts.values()):
         log.info("re-confirmation at %s: %s", settings.PORTAL_OIDC_ISSUER, counts)
+    return counts
+
+
+@shared_task(name="portal.identity.tasks.check_accounts", ignore_result=True)
+def check_accounts() -> dict:
+    """Beat: the provider's account API says who is still enabled (identity/accounts.py)."""
+    counts = accounts.run()
+    if counts.get("withdrawn") or counts.get("unknown"):
+        log.info("accounts at %s: %s", settings.PORTAL_OIDC_ISSUER, counts)
     return counts

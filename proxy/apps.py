@@ -8,6 +8,7 @@ class ProxyConfig(AppConfig):
     verbose_name = "Session links"
 
     def ready(self) -> None:
+        from identity import accounts
         from identity.signals import withdrawn
         from jobs import sessions
         from jobs.signals import job_updated
@@ -21,4 +22,5 @@ class ProxyConfig(AppConfig):
         )
         members_changed.connect(routes.on_members_changed, dispatch_uid="proxy-openers")
         withdrawn.connect(routes.on_withdrawn, dispatch_uid="proxy-withdrawn")
+        accounts.register_urgent(routes.opener_ids)
         sessions.register(SessionLink)

@@ -195,6 +195,16 @@ def reconcile() -> dict[str, tuple[int, int] | str]:
         return outcome
 
 
+def opener_ids() -> set[int]:
+    """Everyone HAProxy lets through to some open session now (their accounts at the
+    provider are asked about first: identity/accounts.py)."""
+    found: set[int] = set()
+    for session in SessionLink.objects.maybe_open():
+        if session.is_open:
+            found.update(access.openers(session))
+    return found
+
+
 def on_user_saved(sender, instance, **kwargs) -> None:
     """A deactivated account's open sessions stop being routed at once (their cookies
     stay valid until they expire, but HAProxy no longer has a route for them)."""

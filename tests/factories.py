@@ -303,10 +303,17 @@ def bearer_client(token: str):
 
 
 def identity(
-    user, issuer: str, subject: str, *, confirmed_ago: float | None = 0.0, refresh_token: str = ""
+    user,
+    issuer: str,
+    subject: str,
+    *,
+    confirmed_ago: float | None = 0.0,
+    refresh_token: str = "",
+    provider_username: str = "",
 ):
-    """``user`` is ``subject`` at the OIDC provider ``issuer`` (signed in there before),
-    confirmed by it ``confirmed_ago`` seconds ago (None: never), with ``refresh_token``."""
+    """``user`` is ``subject`` at the OIDC provider ``issuer`` (signed in there before, as
+    ``provider_username``), confirmed by it ``confirmed_ago`` seconds ago (None: never),
+    with ``refresh_token``."""
     import datetime as dt
 
     from django.utils import timezone
@@ -319,7 +326,8 @@ def identity(
         None if confirmed_ago is None else timezone.now() - dt.timedelta(seconds=confirmed_ago)
     )
     row.refresh_token_encrypted = crypto.encrypt(refresh_token) if refresh_token else ""
-    row.save(update_fields=["confirmed_at", "refresh_token_encrypted"])
+    row.provider_username = provider_username
+    row.save(update_fields=["confirmed_at", "refresh_token_encrypted", "provider_username"])
     return row
 
 

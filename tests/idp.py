@@ -56,6 +56,9 @@ class Provider:
     state: Path
     # The audience a script's access token gets with resource=<this> (RFC 8707).
     api_audience: str = ""
+    # glewlwyd's account API and the header that opens it (PORTAL_OIDC_ACCOUNT_*).
+    account_url: str = ""
+    account_authorization: str = field(default="", repr=False)
 
     @property
     def api(self) -> str:
@@ -78,11 +81,14 @@ class ProviderMissing(Exception):
 def read_provider(state: Path | None = None) -> Provider:
     state = state or state_dir()
     try:
-        env = dict(
-            line.split("=", 1)
-            for line in (state / "portal.env").read_text().splitlines()
-            if "=" in line
-        )
+        env = {
+            name: value.strip("'")
+            for name, value in (
+                line.split("=", 1)
+                for line in (state / "portal.env").read_text().splitlines()
+                if "=" in line
+            )
+        }
         people = json.loads((state / "users.json").read_text())["users"]
         admin_password = (state / "admin.password").read_text().strip()
     except (OSError, ValueError, KeyError) as exc:
@@ -100,6 +106,8 @@ def read_provider(state: Path | None = None) -> Provider:
         admin_password=admin_password,
         state=state,
         api_audience=env.get("PORTAL_OIDC_API_AUDIENCE", ""),
+        account_url=env.get("PORTAL_OIDC_ACCOUNT_URL", ""),
+        account_authorization=env.get("PORTAL_OIDC_ACCOUNT_AUTHORIZATION", ""),
     )
     try:
         provider.discovery()

@@ -11,6 +11,7 @@ Secrets are made once and kept in STATE, root only (0600):
   portal.env       PORTAL_OIDC_ISSUER / _CLIENT_ID / _CLIENT_SECRET / _API_AUDIENCE for
                    the portal
   users.json       {"users": {name: {"password", "groups", "email", "name"}}}
+  account.key      an API key for glewlwyd's admin API (the portal's account checks)
   oidc-rsa.key     the RS256 signing key (made by up.sh with openssl)
 
 Usage: configure.py STATE API_URL ISSUER DEMO_REDIRECT_URI DEMO_POST_LOGOUT_URI
@@ -104,6 +105,30 @@ class Api:
     def login(self, username: str, password: str) -> bool:
         status, _ = self.call("POST", "/auth/", {"username": username, "password": password})
         return status == 200
+
+
+def account_key(api: Api, state: Path) -> str:
+    """An API key for glewlwyd's admin API, kept in STATE/account.key: the portal asks
+    /api/user/{username} with it whether a person is still enabled (PORTAL_OIDC_ACCOUNT_*).
+    A kept key that no longer works is replaced."""
+    path = state / "account.key"
+    if path.exists():
+        key = path.read_text().strip()
+        req = urllib.request.Request(f"{api.base}/user/admin", method="GET")
+        req.add_header("Authorization", f"token {key}")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                if resp.status == 200:
+                    return key
+        except urllib.error.HTTPError:
+            pass
+    made = api.must("POST", "/key", {"issued_for": "the portal's account checks"})
+    key = made.get("key") if isinstance(made, dict) else None
+    if not isinstance(key, str) or not key:
+        sys.exit(f"idp: error: POST /key answered {made!r}")
+    write_secret(path, key + "\n")
+    CHANGES.append("made an API key for the portal's account checks")
+    return key
 
 
 def differs(want: dict, have: dict) -> bool:
@@ -371,10 +396,13 @@ def main() -> None:
         api, state_dir, redirect, post_logout, f"{portal}/oidc/backchannel-logout/"
     )
     configure_users(api, base, state_dir)
+    key = account_key(api, state_dir)
     write_secret(
         state_dir / "portal.env",
         f"PORTAL_OIDC_ISSUER={issuer}\nPORTAL_OIDC_CLIENT_ID={CLIENT_ID}\n"
-        f"PORTAL_OIDC_CLIENT_SECRET={secret}\nPORTAL_OIDC_API_AUDIENCE={api_audience}\n",
+        f"PORTAL_OIDC_CLIENT_SECRET={secret}\nPORTAL_OIDC_API_AUDIENCE={api_audience}\n"
+        f"PORTAL_OIDC_ACCOUNT_URL={base.rstrip('/')}/user/{{username}}\n"
+        f"PORTAL_OIDC_ACCOUNT_AUTHORIZATION='token {key}'\n",
     )
     for change in CHANGES:
         log(change)

@@ -31,6 +31,7 @@ from portal.settings.configured import (
     PORTAL_IMPORT_QUEUE,
     PORTAL_LOG_FORMAT,
     PORTAL_METRICS_INGEST_RATE,
+    PORTAL_OIDC_ACCOUNT_SECONDS,
     PORTAL_OIDC_API_AUDIENCE,
     PORTAL_OIDC_CLIENT_ID,
     PORTAL_OIDC_CONFIRM_MAX_AGE,
@@ -463,6 +464,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "portal.identity.tasks.reconfirm_identities",
         "schedule": min(max(PORTAL_OIDC_CONFIRM_MAX_AGE / 8, 1.0), 900.0),
         "options": {"expires": min(max(PORTAL_OIDC_CONFIRM_MAX_AGE / 8, 1.0), 900.0)},
+    },
+    # Each person's account at the provider, for those it can be asked about.
+    "check-provider-accounts": {
+        "task": "portal.identity.tasks.check_accounts",
+        "schedule": float(PORTAL_OIDC_ACCOUNT_SECONDS),
+        "options": {"expires": float(PORTAL_OIDC_ACCOUNT_SECONDS)},
     },
     "watch-transfers": {
         "task": "files.tasks.watch_transfers",

@@ -163,6 +163,20 @@ PORTAL_OIDC_CONFIRM_MAX_AGE = env_int("PORTAL_OIDC_CONFIRM_MAX_AGE", 10 * 3600, 
 # that keeps answering refresh tokens of people it disabled (glewlwyd 2.7 does): then only
 # a sign-in confirms.
 PORTAL_OIDC_REFRESH_CONFIRMS = env_bool("PORTAL_OIDC_REFRESH_CONFIRMS", True)
+# The provider's account API, asked every PORTAL_OIDC_ACCOUNT_SECONDS whether each person
+# whose confirmation is current is still enabled there (identity/accounts.py): a URL with
+# {username} (the provider's user name claim) or {subject}, answering one account's JSON
+# with a boolean field (200) or 404 when it is gone; e.g. glewlwyd's
+# http://idp:4593/api/user/{username} with an API key ("token <key>"). Empty: not asked
+# (a disabled person then loses access at the confirmation's age, or a back-channel logout).
+PORTAL_OIDC_ACCOUNT_URL = env_str("PORTAL_OIDC_ACCOUNT_URL", "")
+# The Authorization header's whole value for that API (a secret: _FILE works too).
+PORTAL_OIDC_ACCOUNT_AUTHORIZATION = env_secret("PORTAL_OIDC_ACCOUNT_AUTHORIZATION") or ""
+PORTAL_OIDC_ACCOUNT_ENABLED_FIELD = env_str("PORTAL_OIDC_ACCOUNT_ENABLED_FIELD", "enabled")
+PORTAL_OIDC_ACCOUNT_SECONDS = env_int("PORTAL_OIDC_ACCOUNT_SECONDS", 5, minimum=1)
+# People asked about per run: those who can open a session now first, then the rest of the
+# current ones, longest unasked first.
+PORTAL_OIDC_ACCOUNT_BATCH = env_int("PORTAL_OIDC_ACCOUNT_BATCH", 50, minimum=1)
 # Provider groups that become Django group memberships (names, or "prefix*" patterns); only
 # Django groups matching these follow the provider, others stay as an admin set them.
 PORTAL_OIDC_DJANGO_GROUPS = env_list("PORTAL_OIDC_DJANGO_GROUPS", [])
