@@ -113,9 +113,10 @@ class BoundedTask(Task):
 class PersonTask(BoundedTask):
     """A task done for one person (a submission, a cancel, one job's sync): at most
     PORTAL_PERSON_TASKS of one person's run at once across every worker (portal/places.py),
-    so one person's login environment, however slow (a ~/.bashrc that sleeps), holds a
-    bounded share of the worker processes whatever the task limits; the others' tasks
-    take the rest. Over the share, the task is sent again a little later (the same
+    and at most PORTAL_PERSON_WORKERS of one worker's processes hold one person's tasks of
+    any kind (submissions, transfers, imports), so one person's login environment, however
+    slow (a ~/.bashrc that sleeps), holds a bounded share of the worker processes whatever
+    the task limits; the others' tasks take the rest. Over the share, the task is sent again a little later (the same
     message's arguments, queue and limits; not counted as a retry) and this run ends at
     once. ``person_of(*args)`` names the person (None: nobody in particular)."""
 
@@ -142,15 +143,23 @@ class PersonTask(BoundedTask):
         if person is None:
             return super().__call__(*args, **kwargs)
         key, token = f"person-{self.share}:{person}", secrets.token_hex(8)
+        # Every kind together, on this worker (whose processes may take every queue).
+        node = f"person-worker:{getattr(self.request, 'hostname', None) or '-'}:{person}"
         hard = (getattr(self.request, "timelimit", None) or (None, None))[0]
         ttl = float(hard or self.time_limit or settings.PORTAL_TASK_TIME_LIMIT) + 30
         if not places.take(key, token, most=self.most(), ttl=ttl):
             if self.again_when_busy:
                 self._again(args, kwargs)
             return None
+        if not places.take(node, token, most=int(settings.PORTAL_PERSON_WORKERS), ttl=ttl):
+            places.give_back(key, token)
+            if self.again_when_busy:
+                self._again(args, kwargs)
+            return None
         try:
             return super().__call__(*args, **kwargs)
         finally:
+            places.give_back(node, token)
             places.give_back(key, token)
 
     def _again(self, args: tuple, kwargs: dict) -> None:

@@ -25,10 +25,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from a2wsgi import WSGIMiddleware
+from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
 from django.urls import Resolver404, resolve
 
-from portal import body_limits, streamed_body
+from portal import body_limits, callers, streamed_body
 
 View = TypeVar("View", bound=Callable[..., Any])
 
@@ -78,6 +79,8 @@ class HttpRouter:
         # The response goes to the event loop a piece at a time, at most 4 pieces ahead.
         wsgi: Any = WSGIHandler()  # a WSGI app (django-stubs types its answer more narrowly)
         self.threaded: Any = WSGIMiddleware(wsgi, workers=threads, send_queue_size=4)
+        # No one caller fills the pool (portal/callers.py).
+        self.turns = callers.Turns(int(settings.PORTAL_WEB_CALLER_THREADS))
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         # The body's size is bounded before any of it is received (portal/body_limits.py).
@@ -105,7 +108,8 @@ class HttpRouter:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
-        await self.threaded(scope, then_receive, send)
+        async with self.turns.turn(scope):
+            await self.threaded(scope, then_receive, send)
 
 
 async def _whole_body(receive: Callable) -> bytes | None:

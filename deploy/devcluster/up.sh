@@ -114,6 +114,11 @@ TRUSTED=$STATE/trusted_user_ca_keys
 # shellcheck source=deploy/lib/ssh_ca.sh
 . "$HERE/../lib/ssh_ca.sh"
 trust_portal_ca "$TRUSTED" "$STATE/principals" devcluster "$CLUSTER_USER" "$SECOND_USER"
+# SFTP as Debian's sshd_config has it: sftp-server started through the person's login
+# shell, as on most clusters (whose ~/.bashrc then runs first, and can hang it:
+# tests/devcluster/test_one_person_at_once.py).
+SFTP_SERVER=/usr/lib/openssh/sftp-server
+[ -x "$SFTP_SERVER" ] || SFTP_SERVER=internal-sftp
 SSHD_CONFIG_BEFORE=$(cat "$STATE/sshd_config" 2>/dev/null || true)
 cat > "$STATE/sshd_config" <<EOF
 $MARK
@@ -133,7 +138,7 @@ AuthorizedPrincipalsFile $STATE/principals/%u
 MaxSessions 64
 MaxStartups 64:30:128
 ClientAliveInterval 30
-Subsystem sftp internal-sftp
+Subsystem sftp $SFTP_SERVER
 EOF
 mkdir -p /run/sshd
 /usr/sbin/sshd -t -f "$STATE/sshd_config" || die "sshd rejects $STATE/sshd_config"

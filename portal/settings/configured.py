@@ -79,6 +79,11 @@ PORTAL_DB_POOL_TIMEOUT = env_float("PORTAL_DB_POOL_TIMEOUT", 30.0, minimum=1)
 # Threads of each web process that run requests (Django's WSGI handler inside the ASGI
 # server, portal/serving.py); the views that stream run beside them on the event loop.
 PORTAL_WEB_THREADS = env_int("PORTAL_WEB_THREADS", 8, minimum=1)
+# How many of those one caller (an API token, a browser session, an address) takes at once;
+# their other requests wait on the event loop, holding no thread (portal/callers.py).
+PORTAL_WEB_CALLER_THREADS = env_int(
+    "PORTAL_WEB_CALLER_THREADS", max(1, PORTAL_WEB_THREADS // 2), minimum=1
+)
 # How long one web request may wait on clusters in all (seconds; transfers excepted), and
 # how many of one person's requests may wait on clusters at once, across every web process
 # (more are answered 429 at once): portal/cluster_share.py.
@@ -243,6 +248,10 @@ PORTAL_TASK_TIME_LIMIT = env_float("PORTAL_TASK_TIME_LIMIT", 180.0, minimum=10)
 # across every worker process (jobs/task_helpers.PersonTask): their login environment,
 # however slow, holds no more of the workers than this. Raise it with more processes.
 PORTAL_PERSON_TASKS = env_int("PORTAL_PERSON_TASKS", 1, minimum=1)
+# And of every kind together (tasks, transfers, imports), how many of one worker's
+# processes one person's tasks may hold at once: a worker that consumes every queue (as
+# `make demo` runs it) is never all one person's. Raise it for workers of many processes.
+PORTAL_PERSON_WORKERS = env_int("PORTAL_PERSON_WORKERS", 1, minimum=1)
 # Seconds after which a queued job or a cancellation that made no progress is queued again.
 PORTAL_RECOVER_AFTER = env_float("PORTAL_RECOVER_AFTER", 60.0, minimum=2)
 # What a job's change owes (its notification, tails, accounting, experiment step; the

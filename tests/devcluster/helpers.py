@@ -6,7 +6,9 @@ import os
 import secrets
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import TypeVar
 
 from django.db.models import QuerySet
@@ -340,3 +342,25 @@ def tensorboard_runs(cluster, owner) -> tuple[str, str]:
         lambda conn: conn.run([TENSORBOARD_PYTHON, "-c", WRITE_EVENTS, f"{home}/{folder}/run1"]),
     )
     return folder, home
+
+
+@contextmanager
+def hanging_login(user: str, patterns: list[str], seconds: int, over: Path) -> Iterator[None]:
+    """``user``'s ~/.bashrc sleeps up to ``seconds`` when the command sshd runs through
+    their login shell matches one of ``patterns`` (shell patterns on bash's
+    ``$BASH_EXECUTION_STRING``: Debian's bash reads ~/.bashrc for sshd's ``bash -c``, the
+    SFTP subsystem's included). Restored as it was afterwards, and the sleeping shells end
+    within a second once ``over`` exists (made on the way out)."""
+    path = Path(f"/home/{user}/.bashrc")
+    before = path.read_bytes()
+    trap = (
+        f'case "$BASH_EXECUTION_STRING" in {"|".join(patterns)})\n'
+        f"  i=0; while [ $i -lt {seconds} ] && [ ! -e {over} ]; do sleep 1; i=$((i + 1)); done ;;\n"
+        "esac\n"
+    )
+    path.write_bytes(trap.encode() + before)
+    try:
+        yield
+    finally:
+        path.write_bytes(before)
+        over.touch()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import httpx
 import pytest
@@ -21,6 +20,7 @@ from django.test import Client
 from devtools import devcluster as devcluster_mod
 from jobs.models import ApiToken, ClusterAccount
 from tests import polling
+from tests.devcluster.helpers import hanging_login
 from tests.livestack import LiveStack, _answers
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
@@ -30,22 +30,9 @@ SLEEP = 60  # what the login environment would take
 
 @pytest.fixture
 def sleepy_whoami(tmp_path):
-    """hpcuser2's ~/.bashrc sleeps (up to SLEEP s) for a command naming whoami; restored
-    as it was, and the sleeping shells end within a second once the test is over."""
-    path = Path("/home/hpcuser2/.bashrc")
-    before = path.read_bytes()
-    over = tmp_path / "over"
-    trap = (
-        'case "$BASH_EXECUTION_STRING" in *whoami*)\n'
-        f"  i=0; while [ $i -lt {SLEEP} ] && [ ! -e {over} ]; do sleep 1; i=$((i + 1)); done ;;\n"
-        "esac\n"
-    )
-    path.write_bytes(trap.encode() + before)
-    try:
+    """hpcuser2's ~/.bashrc sleeps (up to SLEEP s) for a command naming whoami."""
+    with hanging_login("hpcuser2", ["*whoami*"], SLEEP, tmp_path / "over"):
         yield
-    finally:
-        path.write_bytes(before)
-        over.touch()
 
 
 def web_like_demo(tmp_path) -> LiveStack:

@@ -7,7 +7,6 @@ real sshd and Slurm; the task limit shortened to 60 s (soft 45 s, provenance rea
 import re
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
@@ -16,6 +15,7 @@ from jobs import tasks
 from jobs.cluster import deadline, pool, ssh
 from jobs.models import ClusterAccount, Job
 from tests import factories
+from tests.devcluster.helpers import hanging_login
 from tests.livestack import LiveStack
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
@@ -27,26 +27,11 @@ LIMITS = {"time_limit": TIME_LIMIT, "soft_time_limit": TIME_LIMIT - 15}
 
 
 @pytest.fixture
-def hostile_bashrc(devcluster_info, tmp_path):
+def hostile_bashrc(tmp_path):
     """hpcuser2's ~/.bashrc sleeps for 400 s when the command it runs for is the provenance
-    script (bash reads ~/.bashrc for sshd's ``bash -c``; the command line names
-    ``portal-provenance``). The sleep ends early once the test is over, and the file is
-    restored as it was."""
-    path = Path("/home/hpcuser2/.bashrc")
-    before = path.read_bytes()
-    over = tmp_path / "over"
-    trap = (
-        'case "$BASH_EXECUTION_STRING" in *portal-provenance*)\n'
-        "  i=0; while [ $i -lt 400 ] && [ ! -e "
-        f"{over} ]; do sleep 1; i=$((i + 1)); done ;;\n"
-        "esac\n"
-    )
-    path.write_bytes(trap.encode() + before)
-    try:
+    script (its command line names ``portal-provenance``)."""
+    with hanging_login("hpcuser2", ["*portal-provenance*"], 400, tmp_path / "over"):
         yield
-    finally:
-        path.write_bytes(before)
-        over.touch()  # the sleeping shells still running end within a second
 
 
 def in_squeue(name: str) -> bool:

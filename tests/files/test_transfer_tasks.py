@@ -12,6 +12,7 @@ from django.utils import timezone
 from files import tasks, transfers
 from files.models import Transfer
 from jobs.cluster import ssh
+from tests import factories
 
 # transaction=True: the tasks close their database connection at the end, as in a worker.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -71,6 +72,33 @@ def test_past_a_persons_share_a_transfer_task_waits_and_a_look_is_dropped(
     places.give_back(f"person-transfers:{owner.pk}", "held")
     tasks.start_transfer(transfer.pk)
     assert ran == [transfer.pk]
+
+
+def test_a_persons_transfer_waits_while_their_other_task_holds_this_worker(
+    cluster, owner, settings, monkeypatch
+):
+    """Every kind of one person's tasks together holds at most PORTAL_PERSON_WORKERS of
+    one worker's processes: with their submission running on this worker (its place
+    taken), their transfer's start is sent again later; another person's is not held."""
+    from portal import places
+
+    settings.PORTAL_PERSON_WORKERS = 1
+    transfer = queued(owner, cluster)
+    other = queued(factories.user("other"), cluster)
+    held = f"person-worker:-:{owner.pk}"  # (no worker name when called directly)
+    assert places.take(held, "their-submission", most=1, ttl=60)
+    ran: list[int] = []
+    monkeypatch.setattr(transfers, "start", lambda row: ran.append(row.pk))
+    again: list[tuple] = []
+    monkeypatch.setattr(tasks.start_transfer, "apply_async", lambda *a, **kw: again.append((a, kw)))
+    tasks.start_transfer(transfer.pk)
+    tasks.start_transfer(other.pk)
+    assert ran == [other.pk] and len(again) == 1
+    assert places.take(f"person-transfers:{owner.pk}", "probe", most=1, ttl=60)  # given back
+    places.give_back(f"person-transfers:{owner.pk}", "probe")
+    places.give_back(held, "their-submission")
+    tasks.start_transfer(transfer.pk)
+    assert ran == [other.pk, transfer.pk]
 
 
 def queued(owner, cluster) -> Transfer:
