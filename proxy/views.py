@@ -10,7 +10,7 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from jobs import audit, validators
 from jobs.models import Job
@@ -117,15 +117,41 @@ def register(request, public_id: str):
     return HttpResponse(status=204)
 
 
+# The sessions of others this browser session confirmed opening (the newest kept).
+CONFIRMED_OPENS = "confirmed_session_opens"
+CONFIRMED_KEPT = 50
+
+
 @login_required
 @throttled("cluster-pages")
+@require_http_methods(["GET", "POST"])
 def open_session(request, public_id: str):
     """Hand the signed-in owner (or a holder of proxy.open_others_sessions: recorded, and
     told to the owner) to the proxy with a one-time code bound to the browser's state (set
-    on the session host by session_start); or say why not."""
+    on the session host by session_start); or say why not.
+
+    Someone else's session is opened only after a POST from this browser session (a form
+    with its CSRF token: "Open <owner>'s notebook?"), so another site cannot make a
+    signed-in colleague's or administrator's browser open it, with the opener entry, the
+    audit row and the owner's notice that an open records."""
     session = session_to_open(request, public_id)
-    access.will_open(request.user, session)  # an administrator's opener entry, if needed
     context = {"session": session, "job": session.job}
+    if session.job.owner_id != request.user.pk:
+        confirmed = request.session.get(CONFIRMED_OPENS, [])
+        if request.method == "POST":
+            request.session[CONFIRMED_OPENS] = [
+                *[c for c in confirmed if c != public_id][-(CONFIRMED_KEPT - 1) :],
+                public_id,
+            ]
+            query = {k: request.POST[k] for k in ("next", "state") if request.POST.get(k)}
+            here = reverse("session-open", args=[public_id])
+            return redirect(f"{here}?{urlencode(query)}" if query else here)
+        if public_id not in confirmed:
+            fields = {k: request.GET[k][:2000] for k in ("next", "state") if request.GET.get(k)}
+            return render(request, "proxy/confirm_open.html", {**context, "fields": fields})
+    elif request.method == "POST":
+        return redirect("session-open", public_id=public_id)
+    access.will_open(request.user, session)  # an administrator's opener entry, if needed
     if session.display_state == "closed":
         return render(request, "proxy/closed.html", context, status=410)
     if not session.is_open or not routes.push(session):

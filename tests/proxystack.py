@@ -7,6 +7,7 @@ the portal's control plane (settings.PROXY_INSTANCES) at this instance, and star
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -140,12 +141,38 @@ def handshake(data_path, session, user, path: str = "/lab") -> tuple[str, str, s
     start = data_path.get(sid, first.headers["location"])
     state = start.headers["set-cookie"].split(";")[0]
     assert state.startswith("portal_state=") and "HttpOnly" in start.headers["set-cookie"]
-    portal = httpx.get(
-        start.headers["location"], headers={"Cookie": portal_cookie(user)}, timeout=10
-    )
+    signed_in = portal_cookie(user)
+    portal = httpx.get(start.headers["location"], headers={"Cookie": signed_in}, timeout=10)
+    if portal.status_code == 200 and "data-confirm-open" in portal.text:
+        portal = confirm_open(start.headers["location"], portal, signed_in)
     where = portal.headers.get("location", "")
     login = urlsplit(where)
     return state, f"{login.path}?{login.query}", where
+
+
+def confirm_open(url: str, page: httpx.Response, signed_in: str) -> httpx.Response:
+    """Someone else's session: the portal asks first ("Open <owner>'s notebook?"); the
+    form is sent (POST, with its CSRF token) and the portal's answer to the same open
+    after it returned."""
+    csrf = page.cookies.get("csrftoken") or ""
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+    fields = dict(
+        re.findall(r'<input type="hidden" name="(next|state)" value="([^"]*)"', page.text)
+    )
+    assert token is not None, page.text[:500]
+    posted = httpx.post(
+        url.split("?", 1)[0],
+        data={"csrfmiddlewaretoken": token.group(1), **fields},
+        headers={"Cookie": f"{signed_in}; csrftoken={csrf}", "Referer": url},
+        timeout=10,
+    )
+    assert posted.status_code == 302, posted.text[:500]
+    back = urlsplit(url)
+    return httpx.get(
+        f"{back.scheme}://{back.netloc}{posted.headers['location']}",
+        headers={"Cookie": signed_in},
+        timeout=10,
+    )
 
 
 def sign_in(data_path, session, user) -> str:

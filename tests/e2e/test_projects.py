@@ -137,6 +137,8 @@ def test_the_owner_shares_a_running_tensorboard_and_withdraws_it(
         with theirs.context.expect_page() as tab:
             theirs.locator("#session [data-open-session]").click()
         board = tab.value
+        # Someone else's session: the portal asks first (a form, so no other site can).
+        board.get_by_role("button", name="Open", exact=True).click()
         board.wait_for_url(
             f"https://{session.public_id}.sessions.localhost:{stack.proxy_port}/**",
             timeout=60_000,

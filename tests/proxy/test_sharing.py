@@ -235,3 +235,32 @@ def test_a_withdrawal_at_the_provider_refuses_the_next_request_at_once(
     routes.reconcile()
     assert data_path.get(ready.public_id, cookie=mine).status_code == 302
     assert data_path.api.openers() == {}
+
+
+def test_another_site_cannot_make_a_browser_open_someone_elses_session(
+    ready, vision, data_path, owner, colleague
+):
+    """A link or an image on another site sends the signed-in colleague's browser to the
+    open URL: it gets the question ("Open owner's notebook?"), and nothing is recorded; a
+    POST without the form's CSRF token is refused. The owner's own open needs no question.
+    Before: the GET recorded the open (an audit row; for an administrator, an opener
+    entry and a notice to the owner) and handed out a code."""
+    share(owner, ready, people="colleague", acts_as_owner="on")
+    browser = signed_in(colleague)
+    url = f"/sessions/{ready.public_id}/open/"
+    asked = browser.get(url, {"next": "/lab", "state": "s" * 43})
+    assert asked.status_code == 200 and b"data-confirm-open" in asked.content
+    assert b"runs on the cluster as owner" in asked.content
+    assert not AuditEvent.objects.filter(action__startswith="session_open").exists()
+    forged = Client(enforce_csrf_checks=True)
+    forged.force_login(colleague)
+    assert forged.post(url, {"next": "/lab"}).status_code == 403
+    assert not AuditEvent.objects.filter(action__startswith="session_open").exists()
+    confirmed = browser.post(url, {"next": "/lab", "state": "s" * 43})
+    assert confirmed.status_code == 302 and confirmed["Location"].startswith(url + "?")
+    handed = browser.get(confirmed["Location"])
+    assert handed.status_code == 302 and "/_portal/login?code=" in handed["Location"]
+    (row,) = AuditEvent.objects.filter(action=AuditEvent.Action.SESSION_OPEN_OTHER)
+    assert row.user == colleague
+    mine = signed_in(owner).get(url, {"state": "t" * 43})
+    assert mine.status_code == 302 and "/_portal/login?code=" in mine["Location"]
