@@ -31,6 +31,7 @@ from jobs.seam import AppSpec, ArraySpec, ImageSpec, JobSpec, Member
 
 METRICS_MODULE = TEMPLATES / "portal_metrics.py"
 SESSION_GUARD = TEMPLATES / "session_guard.py"
+PORT_OWNER = TEMPLATES / "port_owner.py"
 
 
 def module_lines(image: ImageSpec) -> str:
@@ -215,7 +216,8 @@ def _payload(
         common = {
             "launch": " ".join(word(a) for a in argv),
             "session_start": template("session_start.sh").substitute(
-                register_url=shlex.quote(register_url)
+                register_url=shlex.quote(register_url),
+                port_owner=heredoc_body(PORT_OWNER, "PORTAL_PORT_OWNER"),
             ),
             "register": template("session_register.sh").substitute(),
         }

@@ -41,6 +41,11 @@ import signal
 import sys
 import time
 
+try:  # beside it in the work directory (session_start.sh writes it)
+    import port_owner  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - an older job's directory
+    port_owner = None
+
 HEAD_MAX = 64 * 1024
 HEAD_SECONDS = 30.0
 CONNECTIONS_MAX = 512
@@ -99,6 +104,13 @@ class Guard:
         if self.upstream.startswith("unix:"):
             return await asyncio.open_unix_connection(self.upstream[5:])
         host, _, port = self.upstream.rpartition(":")
+        # A port another user took first: their server would receive the person's requests.
+        held = port_owner.others(int(port)) if port_owner is not None else set()
+        if held:
+            print(
+                f"portal: port {port} is held by another user (uid {sorted(held)})", file=sys.stderr
+            )
+            raise ConnectionRefusedError(f"port {port} is held by another user")
         return await asyncio.open_connection(host or "127.0.0.1", int(port))
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -14,6 +14,14 @@ while time.time() < deadline:
         time.sleep(0.1)
 else:
     sys.exit(0)
+import port_owner  # (written beside it by session_start.sh)
+
+held = port_owner.others(port)
+if held:
+    # Another user's process took the port first: never register their server.
+    print(f"portal: port {port} on this node is held by another user (uid {sorted(held)}): "
+          "the session is not opened", file=sys.stderr)
+    sys.exit(1)
 info = {"node": socket.gethostname(), "port": port, "secret": os.environ["PORTAL_SESSION_TOKEN"]}
 if os.environ.get("SLURM_JOB_ID"):
     # Which run wrote it: a requeued job's new run starts while the last run's file is

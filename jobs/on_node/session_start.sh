@@ -8,6 +8,9 @@ _portal_port=$$(python3 -c 'import socket; s=socket.socket(); s.bind(("", 0)); p
 _portal_secret=$$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')
 export PORTAL_SESSION_PORT=$$_portal_port PORTAL_SESSION_TOKEN=$$_portal_secret
 export PORTAL_REGISTER_URL=${register_url}
+# Who listens on a port (the registration and the session guard refuse another user's).
+cat > port_owner.py <<'PORTAL_PORT_OWNER'
+${port_owner}PORTAL_PORT_OWNER
 # A session with GPUs: the metrics client samples the node (CPU, memory, the job's GPUs
 # through nvidia-smi) beside the app, so the portal can tell its owner when the GPUs sit
 # idle; code run in the session logs only what it logs itself (no second sampler).
