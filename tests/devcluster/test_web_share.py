@@ -55,6 +55,20 @@ def browser_of(user, base: str) -> httpx.Client:
     return client
 
 
+def demos_answers(browser: httpx.Client, api: httpx.Client, more: object = "") -> float:
+    """Demo's dashboard and ``GET /api/v1/jobs/``, each answered 200 within 2 s; the
+    slower one's seconds. ``more`` is said when one is late."""
+    slowest = 0.0
+    for call in (lambda: browser.get("/"), lambda: api.get("/api/v1/jobs/")):
+        t0 = time.monotonic()
+        answer = call()
+        took = time.monotonic() - t0
+        assert answer.status_code == 200, answer.text[:300]
+        assert took < 2, f"demo waited {took:.1f} s behind hpcuser2\n{more}"
+        slowest = max(slowest, took)
+    return slowest
+
+
 def test_forty_hanging_account_tests_leave_others_pages_answering(
     devcluster_info, owner, outsider, sleepy_whoami, tmp_path, cancel_leftover_slurm_jobs
 ):
@@ -87,13 +101,7 @@ def test_forty_hanging_account_tests_leave_others_pages_answering(
             sent = [pool.submit(account_test, n) for n in range(40)]
             started = time.monotonic()
             while time.monotonic() - started < 20:
-                for call in (lambda: demo.get("/"), lambda: api.get("/api/v1/jobs/")):
-                    t0 = time.monotonic()
-                    answer = call()
-                    took = time.monotonic() - t0
-                    assert answer.status_code == 200, answer.text[:300]
-                    slowest = max(slowest, took)
-                    assert took < 2, f"demo waited {took:.1f} s behind hpcuser2"
+                slowest = max(slowest, demos_answers(demo, api))
                 time.sleep(0.2)
             (tmp_path / "over").touch()  # the sleeping shells end now
             for call in sent:
