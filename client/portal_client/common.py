@@ -65,6 +65,10 @@ class Output:
     def data(self, value, text: str) -> None:
         print(json.dumps(value, indent=2) if self.as_json else text, flush=True)
 
+    def rows(self, value, rows: list[list[str]], header: list[str], empty: str) -> None:
+        """``value`` as JSON, or ``rows`` as a table (``empty`` when there are none)."""
+        self.data(value, table(rows, header) if rows else empty)
+
     @staticmethod
     def note(text: str) -> None:
         print(text, file=sys.stderr, flush=True)

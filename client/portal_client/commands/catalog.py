@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from portal_client import common
 from portal_client.api import Client
 from portal_client.common import Output
 
@@ -20,7 +19,7 @@ def cmd_containers(client: Client, args, out: Output) -> int:
         for c in items
     ]
     header = ["SLUG", "IMAGE", "KINDS", "GPU", ""]
-    out.data(items, common.table(rows, header) if rows else "The catalog is empty.")
+    out.rows(items, rows, header, "The catalog is empty.")
     return 0
 
 
@@ -36,7 +35,7 @@ def cmd_apps(client: Client, args, out: Output) -> int:
         for a in items
     ]
     header = ["SLUG", "APP", "CONTAINER", "FIELDS (--set NAME=VALUE)"]
-    out.data(items, common.table(rows, header) if rows else "No app has been added.")
+    out.rows(items, rows, header, "No app has been added.")
     return 0
 
 
@@ -68,7 +67,7 @@ def cmd_clusters(client: Client, args, out: Output) -> int:
         "MAX GB/NODE",
         "MAX MIN",
     ]
-    out.data(items, common.table(rows, header) if rows else "No clusters.")
+    out.rows(items, rows, header, "No clusters.")
     return 0
 
 

@@ -52,7 +52,7 @@ def cmd_sweep_create(client: Client, args, out: Output) -> int:
 def cmd_sweep_list(client: Client, args, out: Output) -> int:
     page = client.experiments()
     rows = [_experiment_line(e) for e in page["results"]]
-    out.data(page, common.table(rows, EXPERIMENT_HEADER) if rows else "no experiments")
+    out.rows(page, rows, EXPERIMENT_HEADER, "no experiments")
     return 0
 
 

@@ -53,7 +53,7 @@ def _follow(client: Client, transfer: dict, args, out: Output) -> int:
 def cmd_transfer_list(client: Client, args, out: Output) -> int:
     page = client.transfers()
     rows = [_transfer_line(t) for t in page["results"]]
-    out.data(page, common.table(rows, TRANSFER_HEADER) if rows else "no transfers")
+    out.rows(page, rows, TRANSFER_HEADER, "no transfers")
     return 0
 
 
