@@ -3,7 +3,9 @@ folder of the person's home, named as the API takes it, is copied to the node's 
 checked against its manifest, read there by the command, and its outputs come back after
 it; a folder that changes while it is copied fails the job before the command runs."""
 
+import os
 import secrets
+import signal
 import subprocess
 from pathlib import Path
 
@@ -126,7 +128,8 @@ def test_a_folder_that_changes_during_the_copy_fails_the_job_before_the_command(
             "    os.pwrite(fd, n.to_bytes(8, 'little'), 0)\n"
             "    time.sleep(0.001)\n",
             changing,
-        ]
+        ],
+        start_new_session=True,  # runuser forks: the writer is its child, killed with it below
     )
     try:
         polling.until(
@@ -141,8 +144,8 @@ def test_a_folder_that_changes_during_the_copy_fails_the_job_before_the_command(
         job = run_until(job, set(Job.FINAL_STATES))
         assert writer.poll() is None, "the writer stopped before the job ended"
     finally:
-        writer.kill()
-        writer.wait()
+        os.killpg(writer.pid, signal.SIGKILL)  # runuser and the writer (before: the writer
+        writer.wait()  # outlived the suite, rewriting the file every millisecond)
     stderr = files.read_job_log(job, "stderr").text
     assert job.state == "failed" and job.exit_code == 1, (job.message, stderr)
     assert "./changing.bin: FAILED" in stderr
