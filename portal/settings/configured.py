@@ -79,16 +79,21 @@ PORTAL_DB_POOL_TIMEOUT = env_float("PORTAL_DB_POOL_TIMEOUT", 30.0, minimum=1)
 # Threads of each web process that run requests (Django's WSGI handler inside the ASGI
 # server, portal/serving.py); the views that stream run beside them on the event loop.
 PORTAL_WEB_THREADS = env_int("PORTAL_WEB_THREADS", 8, minimum=1)
-# How many of those one caller (an API token, a browser session, an address) takes at once;
-# their other requests wait on the event loop, holding no thread (portal/callers.py).
-PORTAL_WEB_CALLER_THREADS = env_int(
-    "PORTAL_WEB_CALLER_THREADS", max(1, PORTAL_WEB_THREADS // 2), minimum=1
-)
 # How long one web request may wait on clusters in all (seconds; transfers excepted), and
 # how many of one person's requests may wait on clusters at once, across every web process
 # (more are answered 429 at once): portal/cluster_share.py.
 PORTAL_WEB_CLUSTER_SECONDS = env_float("PORTAL_WEB_CLUSTER_SECONDS", 60.0, minimum=1)
 PORTAL_PERSON_CLUSTER_REQUESTS = env_int("PORTAL_PERSON_CLUSTER_REQUESTS", 4, minimum=1)
+# How many of a web process's PORTAL_WEB_THREADS one caller (an API token, a browser
+# session, an address) takes at once; their other requests wait on the event loop, holding
+# no thread (portal/callers.py). Default: their cluster places and two more (so that what
+# does not wait on a cluster, a 429 past the places included, still goes through), and
+# never all the threads.
+PORTAL_WEB_CALLER_THREADS = env_int(
+    "PORTAL_WEB_CALLER_THREADS",
+    max(1, min(PORTAL_WEB_THREADS - 2, PORTAL_PERSON_CLUSTER_REQUESTS + 2)),
+    minimum=1,
+)
 # Seconds a person's job listing (the dashboard's page, a page of GET /api/v1/jobs/) is
 # kept in the cache at most (jobs/listing.py). It is built again as soon as a job it shows
 # changes; this bounds what a missed change (a process killed between its commit and its

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -345,14 +346,18 @@ def tensorboard_runs(cluster, owner) -> tuple[str, str]:
 
 
 @contextmanager
-def hanging_login(user: str, patterns: list[str], seconds: int, over: Path) -> Iterator[None]:
+def hanging_login(user: str, patterns: list[str], seconds: int) -> Iterator[Path]:
     """``user``'s ~/.bashrc sleeps up to ``seconds`` when the command sshd runs through
     their login shell matches one of ``patterns`` (shell patterns on bash's
     ``$BASH_EXECUTION_STRING``: Debian's bash reads ~/.bashrc for sshd's ``bash -c``, the
-    SFTP subsystem's included). Restored as it was afterwards, and the sleeping shells end
-    within a second once ``over`` exists (made on the way out)."""
+    SFTP subsystem's included). Yields the file whose existence ends every sleep within a
+    second (in a folder ``user`` can see into); made on the way out, with the ~/.bashrc
+    restored as it was, so that no sleeping shell outlives the test."""
     path = Path(f"/home/{user}/.bashrc")
     before = path.read_bytes()
+    folder = Path(tempfile.mkdtemp(prefix="portal-hang-"))
+    folder.chmod(0o755)
+    over = folder / "over"
     trap = (
         f'case "$BASH_EXECUTION_STRING" in {"|".join(patterns)})\n'
         f"  i=0; while [ $i -lt {seconds} ] && [ ! -e {over} ]; do sleep 1; i=$((i + 1)); done ;;\n"
@@ -360,7 +365,7 @@ def hanging_login(user: str, patterns: list[str], seconds: int, over: Path) -> I
     )
     path.write_bytes(trap.encode() + before)
     try:
-        yield
+        yield over
     finally:
         path.write_bytes(before)
-        over.touch()
+        over.touch()  # (the folder stays: a shell ending now still looks for it)

@@ -48,14 +48,16 @@ def test_one_person_hanging_everything_at_once_holds_no_one_else(
     _, their_token = ApiToken.issue(outsider, "hostile")
     stack = web_like_demo(tmp_path)
     stack.start_worker()  # two processes, as `make demo` runs it
-    with hanging_login("hpcuser2", HANGS, 400, tmp_path / "over"):
+    with hanging_login("hpcuser2", HANGS, 400) as over:
         try:
-            run_at_once(stack, cluster, account, image, owner, outsider, demo_token, their_token)
+            run_at_once(
+                stack, cluster, account, image, owner, outsider, demo_token, their_token, over
+            )
         finally:
             stack.stop()
 
 
-def run_at_once(stack, cluster, account, image, owner, outsider, demo_token, their_token):
+def run_at_once(stack, cluster, account, image, owner, outsider, demo_token, their_token, over):
     hostile = browser_of(outsider, stack.url)
     csrf = hostile.cookies.get(settings.CSRF_COOKIE_NAME) or ""
     form_headers = {"X-CSRFToken": csrf, "Referer": f"{stack.url}/account/"}
@@ -140,7 +142,9 @@ def run_at_once(stack, cluster, account, image, owner, outsider, demo_token, the
         assert reached is not None and reached < 30, (
             f"demo's job not in squeue after 30 s\n{stack.logs()}"
         )
-        (stack.tmp / "over").touch()  # the sleeping shells end now
+        # hpcuser2's submissions were still hanging: none reached Slurm, none was lost.
+        assert theirs.count() == 10 and not theirs.exclude(scheduler_job_id="").exists()
+        over.touch()  # the sleeping shells end now
         for future in futures:
             future.result()
     print(
@@ -149,5 +153,3 @@ def run_at_once(stack, cluster, account, image, owner, outsider, demo_token, the
     )
     print(said)
     assert all(len(v) for v in statuses.values()), statuses
-    # hpcuser2's submissions were still hanging: none reached Slurm, none was lost.
-    assert theirs.count() == 10 and not theirs.exclude(scheduler_job_id="").exists()

@@ -29,10 +29,10 @@ SLEEP = 60  # what the login environment would take
 
 
 @pytest.fixture
-def sleepy_whoami(tmp_path):
+def sleepy_whoami():
     """hpcuser2's ~/.bashrc sleeps (up to SLEEP s) for a command naming whoami."""
-    with hanging_login("hpcuser2", ["*whoami*"], SLEEP, tmp_path / "over"):
-        yield
+    with hanging_login("hpcuser2", ["*whoami*"], SLEEP) as over:
+        yield over
 
 
 def web_like_demo(tmp_path) -> LiveStack:
@@ -103,7 +103,7 @@ def test_forty_hanging_account_tests_leave_others_pages_answering(
             while time.monotonic() - started < 20:
                 slowest = max(slowest, demos_answers(demo, api))
                 time.sleep(0.2)
-            (tmp_path / "over").touch()  # the sleeping shells end now
+            sleepy_whoami.touch()  # the sleeping shells end now
             for call in sent:
                 call.result()
         refused = statuses.count(429)

@@ -27,11 +27,11 @@ LIMITS = {"time_limit": TIME_LIMIT, "soft_time_limit": TIME_LIMIT - 15}
 
 
 @pytest.fixture
-def hostile_bashrc(tmp_path):
+def hostile_bashrc():
     """hpcuser2's ~/.bashrc sleeps for 400 s when the command it runs for is the provenance
     script (its command line names ``portal-provenance``)."""
-    with hanging_login("hpcuser2", ["*portal-provenance*"], 400, tmp_path / "over"):
-        yield
+    with hanging_login("hpcuser2", ["*portal-provenance*"], 400) as over:
+        yield over
 
 
 def in_squeue(name: str) -> bool:
@@ -115,7 +115,9 @@ def test_a_command_and_an_sftp_read_end_by_the_deadline(devcluster, owner):
                 f.read(10)
         assert time.monotonic() - started < 5
     finally:
-        pool.get(account).run(["rm", "-f", fifo])
+        # A writer's open releases the SFTP server still blocked opening the FIFO (Debian's
+        # sftp-server is a process of the person's: unlinking alone would leave it there).
+        pool.get(account).run(["sh", "-c", 'exec 3<>"$1"; rm -f -- "$1"', "sh", fifo])
 
 
 def test_ten_hanging_submissions_at_demos_own_limits_hold_one_worker(

@@ -181,17 +181,32 @@ const Portal = (() => {
       const response = await fetch(`?state=${encodeURIComponent(filter)}&trials=${trials}&project=${encodeURIComponent(project)}&fragment=table`);
       if (response.ok) table.innerHTML = await response.text();
     }
+    // A new job's row is fetched once: updates that arrive meanwhile wait for it (the
+    // newest is applied once it is in), never fetching and inserting it a second time.
+    const fetching = new Map();
     live("/ws/jobs/", async (job) => {
       const row = table.querySelector(`tr[data-job-id="${job.id}"]`);
       if (row) {
         applyJob(row, job);
         tick();
+      } else if (fetching.has(job.id)) {
+        fetching.set(job.id, job);
       } else if (matches(job)) {
-        const response = await fetch(`/jobs/${job.id}/row/`);
-        const tbody = table.querySelector("tbody");
-        if (!response.ok) return;
-        if (!tbody) return refreshTable(); // first job: replace the empty state
-        tbody.insertAdjacentHTML("afterbegin", await response.text());
+        fetching.set(job.id, job);
+        try {
+          const response = await fetch(`/jobs/${job.id}/row/`);
+          const tbody = table.querySelector("tbody");
+          if (!response.ok) return;
+          if (!tbody) return refreshTable(); // first job: replace the empty state
+          const html = await response.text();
+          if (!table.querySelector(`tr[data-job-id="${job.id}"]`)) tbody.insertAdjacentHTML("afterbegin", html);
+          const inserted = table.querySelector(`tr[data-job-id="${job.id}"]`);
+          const latest = fetching.get(job.id);  // an update that came while it was fetched
+          if (inserted && latest !== job) applyJob(inserted, latest);
+          tick();
+        } finally {
+          fetching.delete(job.id);
+        }
       }
     }, refreshTable);
     wireCancel(table);
