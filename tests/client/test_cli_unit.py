@@ -219,7 +219,9 @@ def test_submit_sends_a_chained_run(flags, expected):
             sent.update({k: v for k, v in fields.items() if v is not None})
             return {"id": 5, "url": "http://portal/jobs/5/", "state": "queued"}
 
-    submit.cmd_submit(Portal(), cli.parse_args(["submit", *flags, "--", "train"]), cli.Output(False))
+    submit.cmd_submit(
+        Portal(), cli.parse_args(["submit", *flags, "--", "train"]), cli.Output(False)
+    )
     chained = {
         k: sent[k]
         for k in ("resumable", "max_attempts", "checkpoint_warning_seconds", "time_limit")
