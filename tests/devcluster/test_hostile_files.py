@@ -13,7 +13,7 @@ import pytest
 from jobs.cluster import files, pool, ssh
 from jobs.metrics.models import MetricPoint
 from jobs.metrics.tail import tail_job
-from tests.devcluster.helpers import run_job
+from tests.devcluster.helpers import remote, run_job
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 
@@ -58,6 +58,12 @@ def test_an_sftp_open_that_blocks_times_out(devcluster, owner):
         assert not conn.is_open  # the stuck session is dropped, not reused
     finally:
         conn.close()
+        # A writer's open releases the SFTP server still blocked opening the FIFO (Debian's
+        # sftp-server is a process of the person's and would wait there for ever).
+        remote(
+            job.cluster_account,
+            ["sh", "-c", 'exec 3<>"$1"; rm -f -- "$1"', "sh", f"{job.work_dir}/trap"],
+        )
 
 
 def test_hostile_metrics_files_are_skipped_and_sparse_ones_cannot_fill_a_worker(
