@@ -149,12 +149,12 @@ def check(identities: list[Identity]) -> dict[str, int]:
 
     with ThreadPoolExecutor(max_workers=THREADS) as pool:
         answers = list(pool.map(one, identities))
-    now = timezone.now()
+    answered = [identity.pk for identity, answer in answers if answer is not None]
+    Identity.objects.filter(pk__in=answered).update(account_checked_at=timezone.now())
     for identity, answer in answers:
         if answer is None:
             counts["unknown"] += 1
             continue
-        Identity.objects.filter(pk=identity.pk).update(account_checked_at=now)
         if answer:
             counts["enabled"] += 1
             continue

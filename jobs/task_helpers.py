@@ -116,9 +116,9 @@ class PersonTask(BoundedTask):
     and at most PORTAL_PERSON_WORKERS of one worker's processes hold one person's tasks of
     any kind (submissions, transfers, imports), so one person's login environment, however
     slow (a ~/.bashrc that sleeps), holds a bounded share of the worker processes whatever
-    the task limits; the others' tasks take the rest. Over the share, the task is sent again a little later (the same
-    message's arguments, queue and limits; not counted as a retry) and this run ends at
-    once. ``person_of(*args)`` names the person (None: nobody in particular)."""
+    the task limits; the others' tasks take the rest. Over the share, the task is sent
+    again a little later (the same message's arguments, queue and limits; not counted as a
+    retry) and this run ends at once. ``person_of(*args)`` names the person (None: nobody in particular)."""
 
     rows: Any = Job.objects  # whose first argument is the id of a row with an owner
     share = "tasks"  # one count per person and share: a person's transfers wait for theirs
@@ -147,20 +147,20 @@ class PersonTask(BoundedTask):
         node = f"person-worker:{getattr(self.request, 'hostname', None) or '-'}:{person}"
         hard = (getattr(self.request, "timelimit", None) or (None, None))[0]
         ttl = float(hard or self.time_limit or settings.PORTAL_TASK_TIME_LIMIT) + 30
-        if not places.take(key, token, most=self.most(), ttl=ttl):
-            if self.again_when_busy:
-                self._again(args, kwargs)
-            return None
-        if not places.take(node, token, most=int(settings.PORTAL_PERSON_WORKERS), ttl=ttl):
-            places.give_back(key, token)
-            if self.again_when_busy:
-                self._again(args, kwargs)
-            return None
+        taken: list[str] = []
+        for name, most in ((key, self.most()), (node, int(settings.PORTAL_PERSON_WORKERS))):
+            if not places.take(name, token, most=most, ttl=ttl):
+                for held in taken:
+                    places.give_back(held, token)
+                if self.again_when_busy:
+                    self._again(args, kwargs)
+                return None
+            taken.append(name)
         try:
             return super().__call__(*args, **kwargs)
         finally:
-            places.give_back(node, token)
-            places.give_back(key, token)
+            for held in taken:
+                places.give_back(held, token)
 
     def _again(self, args: tuple, kwargs: dict) -> None:
         request = self.request

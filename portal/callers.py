@@ -70,7 +70,3 @@ class Turns:
                 del self._gates[key]
             else:
                 self._gates[key] = (gate, users - 1)
-
-    def waiting(self) -> int:
-        """Callers with requests in flight (for tests)."""
-        return len(self._gates)

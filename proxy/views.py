@@ -143,7 +143,7 @@ def open_session(request, public_id: str):
                 *[c for c in confirmed if c != public_id][-(CONFIRMED_KEPT - 1) :],
                 public_id,
             ]
-            kept = {k: request.POST[k] for k in ("next", "state") if request.POST.get(k)}
+            kept = {k: request.POST[k][:2000] for k in ("next", "state") if request.POST.get(k)}
             here = reverse("session-open", args=[public_id])
             return redirect(f"{here}?{urlencode(kept)}" if kept else here)
         if public_id not in confirmed:
