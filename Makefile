@@ -9,13 +9,13 @@ SESSION_PORT ?= 8443
 DATA_DIR := $(or $(PORTAL_DATA_DIR),var)
 # The demo's identity provider (deploy/idp/up.sh writes its PORTAL_OIDC_* lines here):
 # `make demo` signs in through it when the file is there (the provider's demo is the portal's
-# demo: same name, linked at the first sign-in). Tests never read it: their stacks turn OIDC
-# on themselves.
+# demo, linked by its set-up: link_demo_identity). Tests never read it: their stacks turn
+# OIDC on themselves.
 IDP_ENV ?= $(IDP_DIR)/portal.env
 
 # Chromium for the end-to-end tests: Debian's package (Playwright's own download
 # is not possible on machines without internet access).
-.PHONY: help venv services services-down browser monitoring mlflow-server devcluster devcluster-down devcluster-accounts condorpool condorpool-down idp idp-down mail mail-down demo-locked demo-setup demo test bench bench-load lint typecheck format clean
+.PHONY: help venv services services-down browser monitoring mlflow-server devcluster devcluster-down devcluster-accounts condorpool condorpool-down idp idp-down mail mail-down demo-locked demo-setup demo test bench bench-load lint typecheck floors docs docs-screens docs-linkcheck format clean
 
 help:
 	@echo "make demo            set everything up and run the portal at http://localhost:$(PORT)/"
@@ -32,7 +32,10 @@ help:
 	@echo "make services-down   stop the portal's own Redis (make clean does too)"
 	@echo "make bench           benchmarks in bench/ (dev cluster)"
 	@echo "make bench-load      the portal under a centre's load (LOAD_SCALE=0.01 for a quick run)"
-	@echo "make lint            ruff and mypy"
+	@echo "make lint            ruff, mypy and the floors"
+	@echo "make floors          import-linter: each app imports only the floors below it"
+	@echo "make docs            the documentation (Sphinx), served at /docs/"
+	@echo "make docs-screens    the docs' screenshots, taken again by the browser tests"
 	@echo "make typecheck       mypy (also run by make lint and make test)"
 
 venv:
@@ -142,12 +145,13 @@ endif
 mail-down:
 	@bash deploy/mail/down.sh
 
-demo-setup: venv services devcluster condorpool idp mail
+demo-setup: venv docs services devcluster condorpool idp mail
 	@$(DEMO_ENV) $(PY) manage.py migrate --noinput -v0
 	@$(DEMO_ENV) $(PY) manage.py collectstatic --noinput -v0
 	@$(DEMO_ENV) $(PY) manage.py make_dev_certs
 	@$(DEMO_ENV) $(PY) manage.py load_demo_catalog
 	@$(DEMO_ENV) $(PY) manage.py create_demo_user
+	@if [ -r "$(IDP_ENV)" ]; then $(DEMO_ENV) $(PY) manage.py link_demo_identity --idp-dir "$(IDP_DIR)" --redirect http://localhost:$(PORT)/oidc/callback/; fi
 ifeq ($(IS_ROOT),yes)
 	@$(DEMO_ENV) $(PY) manage.py register_devcluster --ssh-auth certificate --account demo=hpcuser --default
 	@$(DEMO_ENV) $(PY) manage.py register_condorpool --ssh-auth certificate --account demo=condoruser
@@ -166,14 +170,10 @@ demo:
 demo-locked:
 	@bash deploy/stack-free.sh "$(DATA_DIR)"
 	@$(MAKE) --no-print-directory demo-setup
-	@echo "Portal: http://localhost:$(PORT)/  (admin: http://localhost:$(PORT)/admin/)  Ctrl-C stops everything."
 	@echo "Session links: https://<id>.sessions.localhost:$(SESSION_PORT)/ (dev CA: var/tls/ca.pem)"
-ifeq ($(IS_ROOT),yes)
-	@/usr/bin/python3 -c 'import json, sys; u = json.load(open(sys.argv[1]))["users"]["demo"]; print("Identity provider: http://localhost:$(IDP_PORT)/  sign in as demo, password", u["password"], "(groups:", ", ".join(u["groups"]) + "; the others in", sys.argv[1] + ")")' "$(IDP_DIR)/users.json"
-endif
 	@if [ -r "$(MAIL_DIR)/mail.env" ]; then echo "Mail: every email the portal sends lands in $(MAIL_DIR)/Maildir (e.g. mutt -f $(MAIL_DIR)/Maildir)"; fi
-	@if [ -r "$(IDP_ENV)" ]; then echo "Sign-in: through the identity provider ($(IDP_ENV)); local passwords only for PORTAL_LOCAL_LOGIN_USERS"; fi
-	@set -a; if [ -r "$(IDP_ENV)" ]; then . "$(IDP_ENV)"; \
+	@echo "Docs: http://localhost:$(PORT)/docs/   Ctrl-C stops everything. The way in follows once it answers."
+	@set -a; if [ -r "$(IDP_ENV)" ]; then . "$(IDP_ENV)"; PORTAL_IDP_USERS="$(IDP_DIR)/users.json"; \
 		PORTAL_OIDC_PROVIDER_NAME=$${PORTAL_OIDC_PROVIDER_NAME-the demo identity provider}; \
 		PORTAL_OIDC_ALLOWED_GROUPS=$${PORTAL_OIDC_ALLOWED_GROUPS-portal-users}; \
 		PORTAL_OIDC_STAFF_GROUPS=$${PORTAL_OIDC_STAFF_GROUPS-portal-staff}; \
@@ -185,8 +185,8 @@ endif
 		PROMETHEUS_MULTIPROC_DIR="$(abspath $(DATA_DIR))/prometheus" \
 		exec .venv/bin/honcho -d . -f deploy/Procfile.demo start
 
-# Type errors fail the run before anything is set up.
-test: venv typecheck services browser monitoring mlflow-server devcluster devcluster-accounts condorpool idp mail
+# Type errors and an import against the floors fail the run before anything is set up.
+test: venv typecheck floors docs services browser monitoring mlflow-server devcluster devcluster-accounts condorpool idp mail
 	@PORTAL_DEMO=1 $(PY) manage.py collectstatic --noinput -v0
 	@bash deploy/run-tests.sh
 
@@ -224,7 +224,7 @@ endif
 	@$(DEMO_ENV) $(PY) bench/sync_accounts.py
 	@$(DEMO_ENV) $(PY) bench/load_failover.py
 
-lint: venv typecheck
+lint: venv typecheck floors
 	@.venv/bin/ruff check .
 	@.venv/bin/ruff format --check .
 
@@ -236,6 +236,25 @@ typecheck: venv
 		|| rm -rf var/mypy_cache
 	@PORTAL_DEMO=1 .venv/bin/mypy
 	@touch var/mypy_cache/.settings
+
+# The documentation (docs/, Sphinx + MyST, the Furo theme) into var/docs-html, served at
+# /docs/: warnings are errors (a broken reference or an orphan page fails); the reference
+# pages are generated from the code at each build (docs/_ext/portal_reference.py).
+docs: venv
+	@PORTAL_DEMO=1 .venv/bin/sphinx-build -q -n -W --keep-going -b html docs $(DATA_DIR)/docs-html
+
+# The docs' screenshots, taken again by the browser tests that take them, into docs/screens/
+# (devtools/docs_screens.py; commit what changed).
+docs-screens: venv
+	@PORTAL_DEMO=1 $(PY) -m devtools.docs_screens
+
+# External links in the docs (needs the internet, so it gates nothing).
+docs-linkcheck: venv
+	@PORTAL_DEMO=1 .venv/bin/sphinx-build -q -b linkcheck docs $(DATA_DIR)/docs-linkcheck || true
+
+# The floors of the house ([tool.importlinter] in pyproject.toml; tests/test_floors.py).
+floors: venv
+	@.venv/bin/lint-imports --no-cache
 
 format: venv
 	@.venv/bin/ruff format .

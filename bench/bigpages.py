@@ -51,7 +51,7 @@ def main() -> None:
     load.ensure_database(url, PRESET)
     from django.core.management import call_command  # noqa: PLC0415
 
-    from jobs.experiments.models import Experiment  # noqa: PLC0415
+    from experiments.models import Experiment  # noqa: PLC0415
 
     t = time.perf_counter()
     call_command("migrate", verbosity=0)

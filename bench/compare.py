@@ -2,11 +2,11 @@
 metrics of 10,000 points each (50 million points at 1,000 runs), grouped by learning rate.
 
 Runs are seeded straight into the database through ingest() (the path that keeps each
-series' 64-bucket summary, jobs/metrics/summary.py), not through a cluster. The figure
-is the time to build the comparison (jobs/compare/data.py) and its JSON, and the whole
+series' 64-bucket summary, metrics/summary.py), not through a cluster. The figure
+is the time to build the comparison (metrics/compare/data.py) and its JSON, and the whole
 page through Django's test client, with the database queries each made; the baseline
 is what a plain per-run read costs: every series downsampled to 64 points from its raw
-points (jobs/metrics/query.py, what a job page does per chart), measured up to
+points (metrics/query.py, what a job page does per chart), measured up to
 ``--baseline-runs`` runs and scaled linearly beyond (it is one query per series).
 
 Runs on a throwaway SQLite database unless DATABASE_URL is set.
@@ -42,10 +42,10 @@ from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext, override_settings  # noqa: E402
 
-from jobs.compare.data import Options, compare  # noqa: E402
-from jobs.metrics import ingest, query  # noqa: E402
-from jobs.metrics.models import MetricSeries  # noqa: E402
 from jobs.models import JobTag  # noqa: E402
+from metrics import ingest, query  # noqa: E402
+from metrics.compare.data import Options, compare  # noqa: E402
+from metrics.models import MetricSeries  # noqa: E402
 from tests import factories  # noqa: E402
 
 METRICS = ("loss", "val_loss", "accuracy", "val_accuracy", "lr")

@@ -30,9 +30,9 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.core.paginator import Paginator  # noqa: E402
 
+from clusters import ssh  # noqa: E402
 from devtools import devcluster  # noqa: E402
 from files import remote  # noqa: E402
-from jobs.cluster import ssh  # noqa: E402
 
 MAKE = "import os,sys; d=sys.argv[1]; os.makedirs(d); [open(f'{d}/run-{i:06d}.pt','w').close() for i in range(int(sys.argv[2]))]"
 

@@ -58,10 +58,10 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from bench.loadstack import LoadStack  # noqa: E402
+from clusters import bulk, openssh, ssh  # noqa: E402
+from clusters.models import Cluster  # noqa: E402
 from devtools import devcluster  # noqa: E402
 from files.uploads import HASH  # noqa: E402
-from jobs.cluster import bulk, openssh, ssh  # noqa: E402
-from jobs.models import Cluster  # noqa: E402
 
 PERSON = "bench-transfer"
 BLOCK = 16 * 1024 * 1024

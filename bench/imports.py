@@ -38,12 +38,12 @@ django.setup()
 from django.core.management import call_command  # noqa: E402
 
 from devtools.run_samples import METRICS, value  # noqa: E402
-from jobs.metrics.models import MetricPoint, MetricSeries  # noqa: E402
 from jobs.models import Job  # noqa: E402
-from jobs.tracking.imports import find, service  # noqa: E402
-from jobs.tracking.imports.source import SourceRun  # noqa: E402
-from jobs.tracking.models import ImportedRun  # noqa: E402
+from metrics.models import MetricPoint, MetricSeries  # noqa: E402
 from tests import factories  # noqa: E402
+from tracking.imports import find, service  # noqa: E402
+from tracking.imports.source import SourceRun  # noqa: E402
+from tracking.models import ImportedRun  # noqa: E402
 
 
 def make(out: Path, runs: int, steps: int) -> float:

@@ -334,8 +334,8 @@ def render_rows(
     """The two big pages' first renders (with ``profile``, a directory: their JS profiles)."""
     from django.db.models import Count  # noqa: PLC0415
 
-    from jobs.experiments.models import Experiment  # noqa: PLC0415
-    from jobs.metrics.models import MetricSeries  # noqa: PLC0415
+    from experiments.models import Experiment  # noqa: PLC0415
+    from metrics.models import MetricSeries  # noqa: PLC0415
 
     out = []
     counted = stack.root == ROOT

@@ -195,9 +195,10 @@ def main() -> int:
     from django.conf import settings
 
     from devtools import devcluster as devcluster_mod
-    from jobs.metrics import ingest
-    from jobs.metrics.models import MetricPoint, MetricSeries
-    from jobs.models import ApiToken, Job
+    from identity.tokens import ApiToken
+    from jobs.models import Job
+    from metrics import ingest
+    from metrics.models import MetricPoint, MetricSeries
     from tests import factories
     from tests.livestack import MultiStack
 

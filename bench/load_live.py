@@ -162,7 +162,8 @@ def drop_users(kind: str) -> None:
     """The bench's users of ``kind`` and what hangs off them; its cluster once unused."""
     from django.contrib.auth import get_user_model
 
-    from jobs.models import Cluster, Job
+    from clusters.models import Cluster
+    from jobs.models import Job
 
     get_user_model().objects.filter(username__startswith=f"{USER_PREFIX}{kind}-").delete()
     if not Job.objects.filter(cluster__name=PLACE).exists():
@@ -229,7 +230,7 @@ def ms(seconds: float) -> str:
 
 def _running():
     from jobs.models import Job
-    from jobs.seam import Status
+    from schedulers.seam import Status
 
     return Status(state=Job.State.RUNNING, started=True, node="c001")
 
@@ -476,10 +477,10 @@ def ingest_part(args) -> list[dict]:
     from django.test import Client
     from django.utils import timezone
 
-    from jobs import crypto
-    from jobs.metrics import ingest
-    from jobs.metrics.models import MetricPoint, MetricSeries
+    from common import crypto
     from jobs.models import Job
+    from metrics import ingest
+    from metrics.models import MetricPoint, MetricSeries
 
     n_jobs, viewers = int(args.ingest_jobs), int(args.viewers)
     metrics = int(args.metrics)

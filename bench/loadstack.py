@@ -113,7 +113,7 @@ class LoadStack:
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = open(self.tmp / f"{name}.log", "a")  # noqa: SIM115 - closed with the process
         env = self.env
-        if name == "web":  # as deployed (README, Deploying): a bounded pool per web process
+        if name == "web":  # as deployed (docs/run/deploy.md): a bounded pool per web process
             env = {"PORTAL_DB_POOL_MAX": "10", **env}
         self.procs[name] = subprocess.Popen(
             argv, cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT

@@ -43,9 +43,9 @@ from django.core.management import call_command  # noqa: E402
 from django.db import transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 
-from jobs.metrics import ingest, query  # noqa: E402
-from jobs.metrics.models import MetricPoint, MetricSeries  # noqa: E402
-from jobs.on_node import portal_metrics  # noqa: E402
+from metrics import ingest, query  # noqa: E402
+from metrics.models import MetricPoint, MetricSeries  # noqa: E402
+from schedulers.on_node import portal_metrics  # noqa: E402
 from tests import factories  # noqa: E402
 
 

@@ -37,10 +37,11 @@ django.setup()
 import httpx  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from clusters import files, pool  # noqa: E402
+from clusters.models import ClusterAccount  # noqa: E402
 from devtools import devcluster  # noqa: E402
 from jobs import tasks  # noqa: E402
-from jobs.cluster import files, pool  # noqa: E402
-from jobs.models import ClusterAccount, Job  # noqa: E402
+from jobs.models import Job  # noqa: E402
 from tests import factories  # noqa: E402
 
 USER = "bench-session-ready"

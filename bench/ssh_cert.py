@@ -1,5 +1,5 @@
 """Connection set-up with a fresh certificate vs a stored key: the cost of signing per
-connection (certificate mode, jobs/cluster/certs.py).
+connection (certificate mode, clusters/certs.py).
 
 Runs against the dev cluster (`make devcluster`, whose sshd trusts the portal's CA of
 PORTAL_SSH_CA_KEY_FILES). Each round opens a connection (TCP, key exchange, host key check,
@@ -29,8 +29,8 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
+from clusters import certs, ssh  # noqa: E402
 from devtools import devcluster  # noqa: E402
-from jobs.cluster import certs, ssh  # noqa: E402
 
 
 def main() -> None:

@@ -26,10 +26,10 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
+from clusters import ssh  # noqa: E402
 from devtools import devcluster  # noqa: E402
-from jobs.cluster import ssh  # noqa: E402
-from jobs.seam import JobKey  # noqa: E402
-from jobs.slurm import operations  # noqa: E402
+from schedulers.seam import JobKey  # noqa: E402
+from schedulers.slurm import operations  # noqa: E402
 
 SCRIPT = (
     "#!/bin/bash\n#SBATCH --hold\n#SBATCH --output=/dev/null\n#SBATCH --job-name={name}\nsleep 1\n"

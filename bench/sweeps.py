@@ -4,7 +4,7 @@ The objective is cheap and synthetic, so the comparison needs no cluster: a 4-pa
 stand-in for a training run with the demo's search space (learning rate on a log scale,
 hidden size in steps, dropout, L2 on a log scale) whose error has one basin, a noisy
 evaluation and a flat tail, like a validation error surface. Both methods go through the
-portal's own code (jobs.experiments.search.suggest): the in-memory study rebuilt from the
+portal's own code (experiments.search.suggest): the in-memory study rebuilt from the
 recorded trials for every batch of 4 configurations (4 jobs at a time), the constant liar
 for configurations still "running" — exactly the experiment controller's loop.
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.experiments import search, spec  # noqa: E402
+from experiments import search, spec  # noqa: E402
 
 SPACE = spec.validate(
     {

@@ -40,10 +40,12 @@ from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
+from catalog.models import ContainerImage  # noqa: E402
+from clusters import pool, ssh  # noqa: E402
+from clusters.models import Cluster, ClusterAccount, Partition  # noqa: E402
 from devtools import devcluster  # noqa: E402
 from jobs import tasks  # noqa: E402
-from jobs.cluster import pool, ssh  # noqa: E402
-from jobs.models import Cluster, ClusterAccount, ContainerImage, Job, Partition  # noqa: E402
+from jobs.models import Job  # noqa: E402
 
 SUBMIT = r"""
 xargs -P 4 -L 1 bash -c '

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.db import transaction
 
-from jobs.models import ContainerImage, Tag
+from catalog.models import ContainerImage, Tag
 
 DEMO_IMAGES: list[dict[str, Any]] = [
     {

@@ -10,7 +10,7 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from jobs.models import Cluster, ClusterAccount, GpuType, Partition
+from clusters.models import Cluster, ClusterAccount, GpuType, Partition
 from projects.models import Project
 
 

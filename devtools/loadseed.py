@@ -2,7 +2,7 @@
 `manage.py seed_load`, bench/load.py): at scale 1.0, 1,000 users with accounts on the
 cluster ``load``, 100,000 finished and 5,000 active jobs, 200 experiments (one of 2,000
 trials) and 100 million metric points in 100,000 series with their counts, last values
-and 64-bucket summaries (jobs/metrics/summary.py) as ingest() would have left them.
+and 64-bucket summaries (metrics/summary.py) as ingest() would have left them.
 
 Everything is set-based SQL (``INSERT ... SELECT generate_series``), not the ORM and not a
 cluster: rows are made by the database at its own speed. Every value is a function of the
@@ -21,10 +21,12 @@ from django.contrib.auth import get_user_model
 from django.db import connection, models, transaction
 from django.utils import timezone
 
-from jobs.experiments.models import Experiment, Trial
-from jobs.metrics import summary as summaries
-from jobs.metrics.models import MetricPoint, MetricSeries
-from jobs.models import Cluster, ClusterAccount, ContainerImage, Job, JobTag, Partition
+from catalog.models import ContainerImage
+from clusters.models import Cluster, ClusterAccount, Partition
+from experiments.models import Experiment, Trial
+from jobs.models import Job, JobTag
+from metrics import summary as summaries
+from metrics.models import MetricPoint, MetricSeries
 
 CLUSTER = "load"
 USER_PREFIX = "load-"

@@ -44,6 +44,16 @@ def checkout(rev: str) -> Path:
     return where
 
 
+def migrations_folder(root: Path, app: str, module: str) -> Path | None:
+    """Where ``root`` keeps the migrations of app label ``app``: where this checkout does
+    (``module``), else wherever the app's folder was then (metrics/ was jobs/metrics/)."""
+    here = root.joinpath(*module.split("."))
+    if here.is_dir():
+        return here
+    found = [*root.glob("*/migrations"), *root.glob("*/*/migrations")]
+    return next((path for path in found if path.parent.name == app), None)
+
+
 def schema_of(root: Path) -> dict[str, str]:
     """What to migrate back to for ``root``'s code (a checkout of an earlier commit): for
     each of this project's apps with migrations here that ``root`` lacks, the last one
@@ -60,8 +70,8 @@ def schema_of(root: Path) -> dict[str, str]:
         module, _ = loader.migrations_module(app)
         if module is None or not ROOT.joinpath(*module.split(".")).is_dir():
             continue  # Django's own apps and libraries': the same in both checkouts
-        folder = root.joinpath(*module.split("."))
-        there = {p.stem for p in folder.glob("[0-9]*.py")} & names
+        folder = migrations_folder(root, app, module)
+        there = {p.stem for p in folder.glob("[0-9]*.py")} & names if folder else set()
         if names - there:
             targets[app] = max(there) if there else "zero"
     return targets

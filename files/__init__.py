@@ -1,0 +1,1 @@
+"""The file manager: browse, upload (tus), download, rclone transfers."""

@@ -12,11 +12,12 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
-from files import roots, tasks, transfers
+from clusters.models import Cluster
+from common.api_errors import RefuseNul
+from files import tasks, transfers
 from files.models import Transfer
-from jobs.api.errors import RefuseNul
 from jobs.api.views import ERROR, Pages
-from jobs.models import Cluster
+from projects import roots
 
 
 def _row(transfer: Transfer) -> dict:

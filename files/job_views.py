@@ -1,5 +1,5 @@
 """A job's work directory on its page: browsed and downloaded over SFTP as the job's
-account, for whoever may see the job (jobs/access.py through ``get_job_for_user``: its
+account, for whoever may see the job (projects/access.py through ``get_job_for_user``: its
 owner, staff, its project's members). Links and FIFOs are shown for what they are and
 never followed, names are shown escaped, the portal's secrets are never listed or
 served, and every read is audited. A file downloads with HTTP ranges
@@ -11,13 +11,15 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import urlencode
 
-from files import paths, roots, streaming
-from frontend.views.common import get_job_for_user
-from jobs import audit
-from jobs.cluster import files, pool, ssh
-from jobs.text import quoted
-from portal.serving import streaming_view
-from portal.throttle import throttled
+from clusters import files, pool, ssh
+from common import paths
+from common.marks import streaming_view
+from common.text import quoted
+from common.throttle import throttled
+from files import streaming
+from identity import audit
+from jobs.shortcuts import get_job_for_user
+from projects import roots
 
 
 def _work_dir_failure(request, job, message: str, status: int):

@@ -101,15 +101,15 @@ class Remote(models.Model):
             raise ValidationError("A site remote has no secret: people add their own remotes.")
 
     def set_secret(self, secret: str) -> None:
+        from common import crypto
         from files import rclone
-        from jobs import crypto
 
         secret = rclone.checked_secret(secret)
         self.secret_encrypted = crypto.encrypt(secret) if secret else ""
 
     def config_text(self) -> str:
+        from common import crypto
         from files import rclone
-        from jobs import crypto
 
         secret = crypto.decrypt(self.secret_encrypted) if self.secret_encrypted else ""
         return rclone.config_text(self.kind, dict(self.options or {}), secret)

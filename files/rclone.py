@@ -4,7 +4,7 @@ database; tested on rclone's own output (tests/files/data/rclone-*.log).
 
 A remote's options are a closed list per kind, each value one line of printable text (a
 newline in a value would add a line of its own to rclone's config file: another option,
-or a section of its own). Passwords are kept encrypted in the portal (jobs/crypto.py) and
+or a section of its own). Passwords are kept encrypted in the portal (common/crypto.py) and
 written only into the one transfer's config file, mode 0600 in the person's own folder,
 removed when the transfer ends; rclone wants them "obscured" (``rclone obscure``: AES-CTR
 under a key published in rclone's source, an encoding, not a protection).
@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from jobs.text import plain_line
+from common.text import plain_line
 
 # rclone's fs/config/obscure: the fixed key of ``rclone obscure``.
 _OBSCURE_KEY = bytes.fromhex("9c935b48730a554d6bfd7c63c886a92bd390198eb8128afbf4de162b8b95f638")
@@ -355,7 +355,7 @@ class Progress:
 
 def _text(value, limit: int = 300) -> str:
     """A string from rclone's log as one plain bounded line: terminal escapes and control
-    characters removed as for a job's own output (jobs.text.plain_line), what is left of
+    characters removed as for a job's own output (common.text.plain_line), what is left of
     format characters and line breaks made spaces."""
     if not isinstance(value, str):
         return ""

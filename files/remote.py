@@ -2,7 +2,7 @@
 
 Everything under a root was written by someone's jobs: a path is walked one name at a
 time with ``lstat`` (a symbolic link on the way is refused, so nothing leads out of the
-root), only regular files are read (never a FIFO or a device: jobs.cluster.files), a
+root), only regular files are read (never a FIFO or a device: clusters.files), a
 listing is bounded in entries, and a recursive delete in entries and never follows a
 link (it removes the link). The root itself may be a link (a site's /home often is)."""
 
@@ -26,9 +26,9 @@ from paramiko.sftp import (
     int64,
 )
 
-from files.paths import BadPath, new_name
-from jobs.cluster import files
-from jobs.cluster.files import NotARegularFile
+from clusters import files
+from clusters.files import NotARegularFile
+from common.paths import BadPath, new_name
 
 MAX_LISTED = 200_000  # a folder with more is refused (listing it would be a stall)
 MAX_DELETED = 100_000  # entries one delete removes at most

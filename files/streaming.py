@@ -1,5 +1,5 @@
 """A file on a cluster as an HTTP response: streamed through OpenSSH (dd on the cluster,
-jobs/cluster/bulk.py) or one SFTP session with reads in flight (files.remote.read_range),
+clusters/bulk.py) or one SFTP session with reads in flight (files.remote.read_range),
 one byte range on request (``curl -C -`` resumes a
 broken download), an ETag for ``If-Range``. Used by the file manager and a job's Files
 page alike."""
@@ -9,36 +9,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpResponse, StreamingHttpResponse
 from django.utils.http import content_disposition_header
 
+from clusters import bulk, files, pool, ssh
+from common.streams import for_server
 from files import ranges, remote
-from jobs.cluster import bulk, files, pool, ssh
 
 log = logging.getLogger(__name__)
-
-
-def for_server(request, pieces: Iterator[bytes]):
-    """``pieces`` as the server that asked wants them. Under ASGI an async iterator, each
-    piece read in the request's thread: given a plain iterator, Django's ASGI handler
-    would read it whole into memory before sending its first byte."""
-    if not isinstance(request, ASGIRequest):
-        return pieces
-
-    async def each():
-        step = sync_to_async(lambda: next(pieces, None))
-        try:
-            while (piece := await step()) is not None:
-                yield piece
-        finally:
-            close = getattr(pieces, "close", None)
-            if close is not None:
-                await sync_to_async(close)()
-
-    return each()
 
 
 def ranged(
@@ -101,7 +80,7 @@ def _read(account, path: str, first: int, end: int) -> Iterator[bytes]:
 
 
 def _read_bulk(account, path: str, first: int, end: int, who: str, what: str):
-    """The bytes through OpenSSH (jobs/cluster/bulk.py: scp's pace, little of the web
+    """The bytes through OpenSSH (clusters/bulk.py: scp's pace, little of the web
     worker's CPU), else (no master came up: before any byte) over SFTP as ``_read``."""
     pieces = bulk.read_range(
         account,

@@ -16,11 +16,11 @@ from django.db import close_old_connections, transaction
 from django.http import Http404
 from django.utils import timezone
 
+from clusters import ssh
+from common.paths import BadPath
 from files import remote, transfers, uploads
 from files.models import Transfer, Upload
-from files.paths import BadPath
 from files.views import Failure, Place
-from jobs.cluster import ssh
 from jobs.task_helpers import PersonTask, backoff, person_limits, single_flight
 
 log = logging.getLogger(__name__)

@@ -17,11 +17,13 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from files import paths, rclone, roots, tasks, transfers
+from clusters import ssh
+from clusters.models import Cluster
+from common import paths
+from files import rclone, tasks, transfers
 from files.models import Remote, Transfer
-from jobs import audit
-from jobs.cluster import ssh
-from jobs.models import Cluster
+from identity import audit
+from projects import roots
 
 
 @login_required

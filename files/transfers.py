@@ -2,7 +2,7 @@
 cluster's login node as the person (never a service account), detached in a state folder
 of their own (``<home>/.portal/transfers/<id>-<random>``), watched from its JSON log and
 stopped by its process group. files/rclone.py is what runs and what its log says; here is
-what the portal does over SSH, each step with the task's deadline (jobs/cluster/deadline).
+what the portal does over SSH, each step with the task's deadline (clusters/deadline.py).
 
 What comes back is written by the person's processes: the log is read as a bounded tail
 of a regular file (never a link or a FIFO), each line as data; the pid and the exit
@@ -24,12 +24,14 @@ from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 from django.utils import timezone
 
-from files import paths, rclone, remote, roots
+from clusters import files as job_files
+from clusters import pool, ssh
+from common import paths
+from common.choices import WorkDir
+from files import rclone, remote
 from files.models import Remote, Transfer
-from jobs import audit
-from jobs.cluster import files as job_files
-from jobs.cluster import pool, ssh
-from jobs.models.choices import WorkDir
+from identity import audit
+from projects import roots
 
 log = logging.getLogger(__name__)
 
@@ -372,9 +374,9 @@ def _end(transfer: Transfer, state: str, message: str, status=None) -> bool:
 
 def tell(transfer: Transfer) -> None:
     """Its person is told of its end (done or failed; not a cancel of their own), once."""
-    from jobs.notifications.events import Event, Message
-    from jobs.notifications.models import Notification
-    from jobs.notifications.tasks import told
+    from notifications.events import Event, Message
+    from notifications.models import Notification
+    from notifications.tasks import told
 
     if transfer.state == Transfer.State.CANCELLED:
         return

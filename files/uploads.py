@@ -1,7 +1,7 @@
 """Resumable uploads onto a cluster with the tus protocol 1.0 (core, creation,
-termination), written as the person's own cluster user (docs/design/uploads.md): files
+termination), written as the person's own cluster user (docs/explain/uploads.md): files
 and folders checked over SFTP, the bytes piped into OpenSSH's client where it can carry
-them (jobs/cluster/bulk.py), else written over SFTP too.
+them (clusters/bulk.py), else written over SFTP too.
 
 - ``POST .../uploads/`` creates the upload: the target's name and folder checked like
   any other, an existing target refused unless replacing it was confirmed, the person's
@@ -45,14 +45,14 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_protect
 
-from files import paths, remote
+from clusters import bulk, deadline, pool, ssh
+from common import paths
+from common.marks import accepts_body, streaming_view
+from common.paths import BadPath
+from files import remote
 from files.models import Upload
-from files.paths import BadPath
 from files.views import Failure, Place, _parts
-from jobs import audit
-from jobs.cluster import bulk, deadline, pool, ssh
-from portal.body_limits import accepts_body
-from portal.serving import streaming_view
+from identity import audit
 
 log = logging.getLogger(__name__)
 
@@ -267,7 +267,7 @@ def _pieces(request, length: int):
 def _write(place: Place, upload: Upload, offset: int, length: int, pieces) -> int:
     """One request's bytes appended at ``offset``, as one audit row: the partial file
     walked to and its size checked over SFTP, then the bytes piped into OpenSSH's client
-    (jobs/cluster/bulk.py: faster, and far less of the web worker's CPU) or, where
+    (clusters/bulk.py: faster, and far less of the web worker's CPU) or, where
     OpenSSH cannot log in, written over SFTP. A refused host key is an error, never a
     reason to try the other way."""
 

@@ -1,6 +1,6 @@
 """The file manager's pages: a person's folders on a cluster, over SFTP as their own
-cluster user (files/roots.py), every action audited (jobs/audit). Views stay thin:
-paths are checked by files/paths.py, SFTP work is files/remote.py, ranges files/ranges.py.
+cluster user (projects/roots.py), every action audited (identity/audit). Views stay thin:
+paths are checked by common/paths.py, SFTP work is files/remote.py, ranges files/ranges.py.
 """
 
 from __future__ import annotations
@@ -21,14 +21,17 @@ from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
 
-from files import paths, remote, roots, streaming, zipstream
-from files.paths import BadPath
-from jobs import audit
-from jobs.cluster import files as job_files
-from jobs.cluster import pool, ssh
-from jobs.models import Cluster
-from portal.serving import streaming_view
-from portal.throttle import throttled
+from clusters import files as job_files
+from clusters import pool, ssh
+from clusters.models import Cluster
+from common import paths
+from common.marks import streaming_view
+from common.paths import BadPath
+from common.throttle import throttled
+from files import remote, streaming, zipstream
+from identity import audit
+from projects import roots
+from registry.models import protecting
 
 T = TypeVar("T")
 PER_PAGE = 200
@@ -39,6 +42,19 @@ class Failure(Exception):
     def __init__(self, message: str, status: int):
         super().__init__(message)
         self.status = status
+
+
+def unprotected(cluster_id: int, path: str) -> str:
+    """``path``, unless it is, holds or lies in a registered model version's files (what
+    a delete or a move must leave alone: registry/models.py)."""
+    version = protecting(cluster_id, path)
+    if version is not None:
+        raise Failure(
+            f"This holds the files of model {version.model.name} version {version.version}: "
+            "they stay while the version is registered (delete the version first).",
+            409,
+        )
+    return path
 
 
 class Place:
@@ -101,7 +117,7 @@ class Place:
     @contextmanager
     def audited(self, what: str, rel: str, *, purpose: str = "", note: str = "") -> Iterator[None]:
         """The block as one audit row ``what`` on ``rel``; what can go wrong becomes a
-        Failure with the message and status to show. ``purpose``: see jobs.audit.action
+        Failure with the message and status to show. ``purpose``: see identity.audit.action
         (the connection it runs on). ``note``: the row's remark (an upload's byte range)."""
         try:
             with audit.action(
@@ -271,7 +287,8 @@ def rename(request, cluster: str, root: str):
 
         def move(sftp, top: str) -> str:
             target_folder = remote.walk(sftp, top, to, want_dir=True)
-            return remote.rename(sftp, remote.walk(sftp, top, parts), target_folder, name)
+            source = unprotected(place.cluster.pk, remote.walk(sftp, top, parts))
+            return remote.rename(sftp, source, target_folder, name)
 
         place.run(
             audit.Action.FILE_RENAME,
@@ -305,7 +322,9 @@ def delete(request, cluster: str, root: str):
             found, _ = place.run(
                 audit.Action.FILE_LIST,
                 rel,
-                lambda sftp, top: remote.survey(sftp, remote.walk(sftp, top, parts)),
+                lambda sftp, top: remote.survey(
+                    sftp, unprotected(place.cluster.pk, remote.walk(sftp, top, parts))
+                ),
             )
             return render(
                 request,
@@ -329,7 +348,9 @@ def delete(request, cluster: str, root: str):
         removed = place.run(
             audit.Action.FILE_DELETE,
             rel,
-            lambda sftp, top: remote.delete(sftp, remote.walk(sftp, top, parts)),
+            lambda sftp, top: remote.delete(
+                sftp, unprotected(place.cluster.pk, remote.walk(sftp, top, parts))
+            ),
             repeatable=False,
         )
     except (Failure, BadPath) as exc:

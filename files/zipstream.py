@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-from files.paths import BadPath
+from common.paths import BadPath
 
 MAX_ENTRIES = 100_000
 

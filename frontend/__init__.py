@@ -1,0 +1,1 @@
+"""The pages: views, templates and scripts a person sees."""

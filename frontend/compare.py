@@ -1,15 +1,15 @@
 """The comparison page: a shareable URL (``/compare/?q=&ids=&group=&baseline=&x=&band=``)
-drawn from jobs/compare/data.py, the same data as ``GET /api/v1/compare/``."""
+drawn from metrics/compare/data.py, the same data as ``GET /api/v1/compare/``."""
 
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 
-from jobs.compare.data import Options, compare
-from jobs.compare.query import BadQuery
+from common.throttle import throttled
 from jobs.models import Job
-from portal.throttle import throttled
+from metrics.compare.data import Options, compare
+from metrics.compare.query import BadQuery
 from projects import links
 
 

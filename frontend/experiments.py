@@ -13,13 +13,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from jobs import access
-from jobs.experiments import report, service, spec
-from jobs.experiments.models import Experiment
-from jobs.models import ContainerImage
-from portal import jsonfast
-from portal.throttle import throttled
-from projects import links
+from catalog.models import ContainerImage
+from common import jsonfast
+from common.throttle import throttled
+from experiments import report, service, spec
+from experiments.models import Experiment
+from projects import access, links
 
 # The spec the form starts from: the demo experiment (docs/examples/), with the first
 # offered image when the demo's is not in the catalog.
@@ -38,7 +37,7 @@ def example_spec() -> str:
 
 
 def get_experiment_for_user(request, pk: int) -> Experiment:
-    """The experiment if the user may see it (jobs/access.py: owner, staff, its project's
+    """The experiment if the user may see it (projects/access.py: owner, staff, its project's
     members); 404 otherwise."""
     return get_object_or_404(
         Experiment.objects.visible_to(request.user).select_related("owner", "cluster"), pk=pk

@@ -5,10 +5,10 @@ from typing import cast
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm
 
+from clusters.models import Cluster, ClusterAccount
 from identity import backends
+from identity import throttle as signin
 from identity.models import Identity
-from jobs.models import Cluster, ClusterAccount
-from portal import signin
 
 
 class ClusterAccountForm(forms.ModelForm):

@@ -1,5 +1,5 @@
 """The Imports page: a person uploads an archive of their MLflow, W&B or TensorBoard runs
-(jobs/tracking/imports/uploads.py) and follows what came in."""
+(tracking/uploads.py) and follows what came in."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 
-from jobs.tracking.import_views import archive_limit
-from jobs.tracking.imports import uploads
-from jobs.tracking.models import RunImport
-from portal.body_limits import accepts_body
+from common.marks import accepts_body
+from tracking import uploads
+from tracking.import_views import archive_limit
+from tracking.models import RunImport
 
 
 @accepts_body(archive_limit)

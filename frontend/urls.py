@@ -2,7 +2,7 @@ from django.urls import path
 
 from frontend import compare, experiments, imports, usage
 from frontend.views import account, jobs, logs, ssh
-from jobs.metrics import views as metrics
+from metrics import views as metrics
 
 urlpatterns = [
     path("", jobs.dashboard, name="dashboard"),

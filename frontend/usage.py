@@ -11,10 +11,11 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from jobs.access import sees_every_job
-from jobs.models import Cluster, Job
-from jobs.usage import hours as usage
-from jobs.usage import idle_policy
+from clusters.models import Cluster
+from jobs.models import Job
+from projects.access import sees_every_job
+from usage import hours as usage
+from usage import idle_policy
 
 
 @login_required

@@ -1,4 +1,6 @@
-"""Sign-in with an OpenID Connect provider (Authlib's Django client) and what a person's
+"""Who a person is: OIDC sign-in, API tokens, the audit log.
+
+Sign-in with an OpenID Connect provider (Authlib's Django client) and what a person's
 claims make of them in the portal.
 
 - mapping: pure functions, claims -> portal user fields, groups -> decision

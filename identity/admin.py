@@ -1,6 +1,10 @@
 from django.contrib import admin
 
+from identity.audit.admin import AuditEventAdmin
+from identity.audit.models import AuditEvent
 from identity.models import Identity
+
+admin.site.register(AuditEvent, AuditEventAdmin)
 
 
 @admin.register(Identity)

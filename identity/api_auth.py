@@ -2,7 +2,7 @@
 PORTAL_OIDC_API_AUDIENCE, checked against its JWKS; never an id token), for a person who
 has signed in before, with the browser's allowed-group, staff and acr/amr rules applied to
 the token's own claims. The portal's personal tokens, scopes and throttling are
-jobs/api/auth.py; this class sits beside them in REST_FRAMEWORK's authentication classes."""
+identity/token_auth.py; this class sits beside them in REST_FRAMEWORK's authentication classes."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from rest_framework import authentication, exceptions
 
 from identity import mapping, provider
 from identity.models import Identity
-from jobs.api.auth import bearer_token, require_confirmed, with_scopes
-from jobs.models.tokens import ADMIN, PREFIX, READ, SUBMIT
+from identity.token_auth import bearer_token, require_confirmed, with_scopes
+from identity.tokens import ADMIN, PREFIX, READ, SUBMIT
 
 log = logging.getLogger(__name__)
 

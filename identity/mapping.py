@@ -1,6 +1,6 @@
 """What a person's claims make of them in the portal: pure functions of the claims and
 the settings' values, tested without a provider. The cluster user per cluster follows each
-Cluster's user_map (jobs/usermap.py)."""
+Cluster's user_map (common/usermap.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from jobs import usermap
+from common import usermap
 
 # Portal user names: Django's default validator (letters, digits, @ . + - _), at most 150.
 _PORTAL_USERNAME = re.compile(r"^[\w.@+-]{1,150}\Z")

@@ -10,8 +10,8 @@ from channels.middleware import BaseMiddleware
 from django.contrib import auth, messages
 from django.contrib.auth.models import AnonymousUser
 
+from common.api_errors import DATABASE_DOWN
 from identity import confirmation, provider
-from jobs.api.errors import DATABASE_DOWN
 
 
 class ConfirmationMiddleware:

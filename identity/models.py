@@ -21,7 +21,7 @@ class Identity(models.Model):
     confirmed_at = models.DateTimeField(null=True, blank=True)
     # The provider groups at that moment (cluster allowed_groups are checked against them).
     groups = models.JSONField(default=list, blank=True)
-    # The provider's refresh token (encrypted with jobs.crypto), to confirm again unattended.
+    # The provider's refresh token (encrypted with common.crypto), to confirm again unattended.
     refresh_token_encrypted = models.TextField(blank=True, editable=False)
     # The provider's user name claim at the last sign-in (PORTAL_OIDC_USERNAME_CLAIM), which
     # may differ from the portal user's name: what the provider's account API is asked
@@ -50,3 +50,11 @@ class Identity(models.Model):
             if isinstance(value, list):
                 groups.update(g for g in value if isinstance(g, str))
         return frozenset(groups)
+
+
+# Models of this app kept under the app label ``jobs`` (their tables keep their names):
+# registered when the app's models load.
+from identity.audit.models import AuditEvent  # noqa: E402
+from identity.tokens import ApiToken  # noqa: E402
+
+__all__ = ["ApiToken", "AuditEvent", "Identity"]

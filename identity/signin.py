@@ -23,11 +23,12 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
-from identity import confirmation, mapping
+from clusters.models import Cluster, ClusterAccount
+from common import crypto
+from identity import audit, confirmation, mapping
 from identity.mapping import Refused
 from identity.models import Identity
-from jobs import audit, crypto
-from jobs.models import ApiToken, Cluster, ClusterAccount
+from identity.tokens import ApiToken
 
 log = logging.getLogger(__name__)
 

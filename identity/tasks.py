@@ -8,9 +8,9 @@ import requests
 from celery import shared_task
 from django.conf import settings
 
+from common import crypto
 from identity import accounts, confirmation, provider, signin
 from identity.models import Identity
-from jobs import crypto
 
 log = logging.getLogger(__name__)
 

@@ -25,12 +25,11 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from joserfc.errors import JoseError
 
-from identity import confirmation, provider, signin
+from common.crypto import secret_hash
+from identity import confirmation, provider, signin, throttle
 from identity.mapping import Refused
 from identity.models import Identity
 from identity.signin import sign_in
-from jobs.crypto import secret_hash
-from portal import signin as throttle
 
 log = logging.getLogger(__name__)
 

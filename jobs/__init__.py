@@ -1,0 +1,1 @@
+"""The Job and its lifecycle: launch, submit, sync, cancel, outbox, API."""

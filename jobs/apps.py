@@ -9,8 +9,12 @@ class JobsConfig(AppConfig):
         from django.conf import settings
         from django.db.models.signals import post_delete, post_save
 
-        from jobs import audit, broadcast, listing, outbox, signals, tasks
-        from jobs.models import Cluster, ContainerImage, Job, Partition, SessionApp
+        from catalog.models import ContainerImage, SessionApp
+        from clusters import signer
+        from clusters.models import Cluster, Partition
+        from identity import audit
+        from jobs import broadcast, listing, node_access, outbox, signals, tasks
+        from jobs.models import Job
         from projects.models import Project
 
         # Cached listings (jobs/listing.py) end when what they show changes, before pages
@@ -29,11 +33,14 @@ class JobsConfig(AppConfig):
                 dispatch_uid="listing",
             )
         # What a job's change owes, delivered from its JobEvent (jobs/outbox.py).
+        signals.event_recorded.connect(outbox.on_event_recorded, dispatch_uid="jobs.outbox")
         outbox.register("stderr", tasks.queue_error_tails)
         outbox.register("attempts", tasks.queue_attempts)
         outbox.register("withdraw", tasks.queue_withdrawals)
         post_save.connect(
             audit.revoke_tokens_when_deactivated,
             sender=settings.AUTH_USER_MODEL,
-            dispatch_uid="jobs.audit.revoke_tokens_when_deactivated",
+            dispatch_uid="identity.audit.revoke_tokens_when_deactivated",
         )
+        # A person's own key into their running job: the signer asks this floor.
+        signer.answer_personal_with(node_access.answer_personal)

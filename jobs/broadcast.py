@@ -1,7 +1,7 @@
 """Broadcasting job changes on the channel layer, to pages: the receiver of
 ``jobs.signals.job_updated`` (the one signal every change of a job sends, on commit; other
 apps such as the proxy's routes listen to it themselves). Only consumers talk to sockets,
-and they check access again. Metric points have their own: jobs/metrics/broadcast.py."""
+and they check access again. Metric points have their own: metrics/broadcast.py."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def job_payload(job) -> dict:
         **session_payload(job),
         "id": job.pk,
         "owner_id": job.owner_id,
-        # What jobs/access.py decides by (consumers check each push against its reader).
+        # What projects/access.py decides by (consumers check each push against its reader).
         "project_id": job.project_id,
         "private": job.private,
         "trial_id": job.trial_id,  # the dashboard lists trials' jobs only when asked
@@ -114,7 +114,7 @@ def send_to_groups(groups: list[str], message: dict) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    message = {**message, "published_at": time.time()}  # (the fan-out lag, ops/websockets.py)
+    message = {**message, "published_at": time.time()}  # (the fan-out lag, common/websockets.py)
 
     async def send() -> None:
         for group in groups:

@@ -9,11 +9,11 @@ import asyncio
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from jobs import access
-from jobs.access import may_act, sees_every_job
+from common.websockets import Counted
 from jobs.broadcast import STAFF_GROUP, job_group, job_payload, project_group, user_group
 from jobs.models import Job
-from ops.websockets import Counted
+from projects import access
+from projects.access import may_act, sees_every_job
 
 
 @database_sync_to_async

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 from django.utils import timezone
 
-from jobs.models.choices import State
-from jobs.models.gpus import wants
+from clusters.models.gpus import wants
+from common.choices import State
+from schedulers.launchers import shape  # noqa: F401 - how a job is laid out, named here too
 
 if TYPE_CHECKING:
     from jobs.models.job import Job
-    from jobs.seam import Resources
 
 
 def when(moment: datetime) -> str:
@@ -69,11 +69,3 @@ def attempts_text(job: Job) -> str:
         return ""
     text = f"attempt {min(job.attempt + 1, job.max_attempts)} of {job.max_attempts}"
     return f"ended on {text}" if job.is_final else text
-
-
-def shape(job: Job | Resources) -> str:
-    """'2 nodes × 2 tasks', '1 node' — how the job is laid out."""
-    nodes = f"{job.nodes} node{'s' if job.nodes != 1 else ''}"
-    if job.tasks_per_node == 1:
-        return nodes
-    return f"{nodes} × {job.tasks_per_node} tasks"

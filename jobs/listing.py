@@ -44,7 +44,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 
-from jobs import access
+from projects import access
 
 log = logging.getLogger(__name__)
 

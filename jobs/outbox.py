@@ -64,6 +64,11 @@ def send_on_commit(event: JobEvent) -> None:
         transaction.on_commit(lambda: deliver([event.pk]))
 
 
+def on_event_recorded(sender, event: JobEvent, **kwargs) -> None:
+    """jobs.signals.event_recorded's receiver (JobsConfig.ready)."""
+    send_on_commit(event)
+
+
 def deliver(event_ids: Sequence[int] | None = None) -> int:
     """Hand the dues of these unsettled events (None: every one the sweep should take) to
     their consumers; how many events were handed over. An event is claimed first (its

@@ -1,11 +1,11 @@
 """SSH into a running job from a person's own client: their registered keys
-(jobs.models.PersonalKey) and, for one key and one job, a certificate from the portal's
-CA with the route into the allocation (jobs/cluster/node_access.py). The certificate is a
+(clusters.models.PersonalKey) and, for one key and one job, a certificate from the portal's
+CA with the route into the allocation (jobs/node_access.py). The certificate is a
 way into that job only: its principal names the cluster, its ``force-command`` enters the
 job whatever the client asks, and it ends when the job's time is up.
 
 Who may: the job's owner alone (access.may_enter), on their own cluster account in
-certificate mode; the signer applies its own rules again (jobs/cluster/signer.py). Every
+certificate mode; the signer applies its own rules again (clusters/signer.py). Every
 key added or removed and every certificate issued or refused is an audit row; the
 certificate's key id names the person, their cluster user, the job and the key's
 fingerprint, and sshd logs it with the login.
@@ -20,9 +20,13 @@ from cryptography.hazmat.primitives import serialization
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
-from jobs import access, audit
-from jobs.cluster import acting, node_access, signer
-from jobs.models import AuditEvent, Job, PersonalKey
+from clusters import acting, signer
+from clusters.models import PersonalKey
+from identity import audit
+from identity.audit.models import AuditEvent
+from jobs import node_access
+from jobs.models import Job
+from projects import access
 
 Action = AuditEvent.Action
 

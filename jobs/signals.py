@@ -17,10 +17,15 @@ from django.dispatch import Signal
 # its session link did (proxy/models.py, at once): ``job=``.
 job_updated = Signal()
 
-# An experiment ended (completed or cancelled; jobs/experiments/models.py, on commit, once):
+# An experiment ended (completed or cancelled; experiments/models.py, on commit, once):
 # ``experiment=``. Its notification is owed until told (Experiment.told_at): the receiver
 # queues it at once, a sweep again if that message was lost.
 experiment_finished = Signal()
+
+# A JobEvent was written (jobs' models, at once, in the change's transaction): ``event=``.
+# jobs.outbox hands what it owes to the queue once that transaction commits (a sweep does
+# it later if that fails, or if nothing heard this).
+event_recorded = Signal()
 
 
 def updated_on_commit(job) -> None:

@@ -17,11 +17,13 @@ from collections import defaultdict
 from django.conf import settings
 from django.core.cache import cache
 
-from jobs import schedulers, sessions
-from jobs.cluster import files, pool, ssh
-from jobs.models import ClusterAccount, Job, JobAttempt
-from jobs.seam import Attempt, JobKey, JobRef, Status
-from ops import metrics
+from clusters import files, pool, ssh
+from clusters.models import ClusterAccount
+from common import prometheus as metrics
+from jobs import sessions
+from jobs.models import Job, JobAttempt
+from schedulers import registry as schedulers
+from schedulers.seam import Attempt, JobKey, JobRef, Status
 
 log = logging.getLogger(__name__)
 

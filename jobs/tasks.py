@@ -1,5 +1,5 @@
 """Celery tasks: thin. They take ids, reload rows, return quietly if the job has
-moved on, and call model, scheduler (jobs.schedulers) and ``jobs.cluster`` code."""
+moved on, and call model, scheduler (schedulers.registry) and ``clusters`` code."""
 
 from __future__ import annotations
 
@@ -17,11 +17,12 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs import audit, outbox, schedulers, sessions, sync
-from jobs.cluster import deadline, files, pool, provenance, ssh, workdir
-from jobs.experiments.runs import array_member
-from jobs.metrics.ingest import issue_token
-from jobs.models import Cluster, ClusterAccount, Job, JobArray, choices
+from clusters import deadline, files, pool, ssh, workdir
+from clusters.models import Cluster, ClusterAccount
+from common import choices
+from identity import audit
+from jobs import outbox, provenance, sessions, sync
+from jobs.models import Job, JobArray
 from jobs.models.events import ATTEMPTS, STDERR, WITHDRAW
 from jobs.sync import sync_jobs
 from jobs.task_helpers import (
@@ -32,6 +33,7 @@ from jobs.task_helpers import (
     single_flight,
     soft_limit,
 )
+from schedulers import registry as schedulers
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +80,7 @@ def _submit_claimed(task, job: Job) -> None:
         secret, register_url = "", ""
         if job.has_session:
             secret, register_url = sessions.links().prepare(job)
-        metrics_token = issue_token(job)
+        metrics_token = job.issue_metrics_token()
         metrics_url = metrics_upload_url(job)
         scheduler = schedulers.for_cluster(job.cluster)
         script = scheduler.render(
@@ -177,7 +179,7 @@ PROVENANCE_SHARE = 1 / 3
 
 def provenance_budget() -> float:
     """Seconds the provenance read may take: a share of what is left of the task's
-    deadline (jobs.cluster.deadline), or the SSH command timeout outside a task."""
+    deadline (clusters.deadline), or the SSH command timeout outside a task."""
     left = deadline.left()
     if left is None:
         return settings.SSH_COMMAND_TIMEOUT
@@ -185,7 +187,7 @@ def provenance_budget() -> float:
 
 
 def read_provenance(job: Job, account, work_dir: str) -> tuple[dict, str]:
-    """What reproduces ``job`` (jobs/cluster/provenance.py) and its kept diff; a cluster
+    """What reproduces ``job`` (jobs/provenance.py) and its kept diff; a cluster
     that cannot say is recorded as such and the submission goes on. One try, cut at
     provenance_budget() (here and, with ``timeout``, on the cluster): a read that runs
     out of time raises ProvenanceTimedOut."""
@@ -260,11 +262,11 @@ def _submit_array_claimed(task, array: JobArray, members: list[Job]) -> None:
 
     try:
         work_dir = workdir.array_work_dir(array, account.username, members[0].work_dir_kind)
-        tokens = [(job.array_index or 0, issue_token(job)) for job in members]
+        tokens = [(job.array_index or 0, job.issue_metrics_token()) for job in members]
         scheduler = schedulers.for_cluster(array.cluster)
         script = scheduler.render_array(
             array.describe(),
-            [array_member(job, metrics_upload_url(job)) for job in members],
+            [job.as_member(metrics_upload_url(job)) for job in members],
             work_dir,
             settings.PORTAL_SYSTEM_METRICS_INTERVAL,
         )
@@ -645,27 +647,3 @@ def read_error_tail(self, job_id: int, outbox_event: int | None = None) -> None:
 def prune_audit_log() -> int:
     """Periodic (beat): delete audit rows older than PORTAL_AUDIT_RETENTION_DAYS, in batches."""
     return audit.prune(settings.PORTAL_AUDIT_RETENTION_DAYS)
-
-
-@shared_task(name="jobs.tasks.send_efficiency_digest")
-def send_efficiency_digest(days: int = 7) -> int:
-    """Periodic (beat, weekly): the GPU efficiency digest (jobs.usage.hours.efficiency) by email to
-    every active staff member with an address; how many it was sent to."""
-    from django.contrib.auth import get_user_model
-    from django.core.mail import send_mass_mail
-
-    from jobs.usage import hours as usage
-
-    staff = list(
-        get_user_model()
-        .objects.filter(is_staff=True, is_active=True)
-        .exclude(email="")
-        .values_list("email", flat=True)
-    )
-    if not staff:
-        return 0
-    since = timezone.now() - timedelta(days=days)
-    text = usage.digest_text(usage.efficiency(since), days, settings.PORTAL_URL)
-    subject = f"GPU efficiency, last {days} days"
-    # One message each: staff do not see each other's addresses.
-    return send_mass_mail([(subject, text, None, [address]) for address in staff])

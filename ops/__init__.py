@@ -1,2 +1,5 @@
-"""Running the portal as a centre's service: Prometheus metrics (``ops.metrics``, served
-at ``/metrics`` by ``ops.views``)."""
+"""Running it as a service: /metrics, queue lengths, JSON logs, backups.
+
+Running the portal as a centre's service: Prometheus metrics (``common.prometheus``, served
+at ``/metrics`` by ``ops.views``).
+"""

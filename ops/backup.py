@@ -7,7 +7,7 @@ secret: the encryption keys and the SSH CAs only by fingerprint) and the databas
 ``pg_dump``'s custom format for PostgreSQL or a copy made by SQLite's online backup API.
 A restore goes into an empty database of the same engine; its code may be newer (then
 ``manage.py migrate`` takes the schema on). What the archive does not hold, and must be
-kept beside it, is in the README (*Operating the portal*): the CA keys, the encryption
+kept beside it, is in docs/run/operating.md: the CA keys, the encryption
 keys, SECRET_KEY, the HAProxy certificates.
 """
 
@@ -23,6 +23,7 @@ import subprocess
 import tarfile
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from django.apps import apps
 from django.conf import settings
@@ -83,7 +84,7 @@ def _code_version() -> str:
 
 
 def _ca_fingerprints() -> list[str]:
-    from jobs.cluster import certs
+    from clusters import certs
 
     found = []
     for path in settings.PORTAL_SSH_CA_KEY_FILES:
@@ -122,7 +123,7 @@ def manifest() -> dict:
 
 def _pg_environment() -> dict[str, str]:
     """libpq's variables for the configured database: its password never on a command line."""
-    db = settings.DATABASES["default"]
+    db: dict[str, Any] = dict(settings.DATABASES["default"])
     env = {**os.environ, "PGDATABASE": str(db["NAME"]), "PGCONNECT_TIMEOUT": "10"}
     for key, variable in (("HOST", "PGHOST"), ("PORT", "PGPORT"), ("USER", "PGUSER")):
         if db.get(key):

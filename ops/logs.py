@@ -1,6 +1,6 @@
 """Log lines: one JSON object per line in production (python-json-logger), readable
 console lines in demo mode; each carries the request id of what it was written for
-(ops/context.py), and never a secret: values that look like the portal's tokens,
+(common/context.py), and never a secret: values that look like the portal's tokens,
 passwords in URLs or private keys are masked before a line is written."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import re
 
 from pythonjsonlogger.json import JsonFormatter
 
-from ops import context
+from common import context
 
 # The portal's own secrets by their shape: API tokens (pp_…), upload tokens (pm_…),
 # session-link codes and register secrets handed out in URLs, a read link's token in its
@@ -40,13 +40,35 @@ def mask(text: str) -> str:
 
 class Context(logging.Filter):
     """Adds ``request_id`` to every record ("-" outside a request or task), and the user,
-    job and cluster the code was bound to (ops.context.bind)."""
+    job and cluster the code was bound to (common.context.bind)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = context.current() or "-"
         for name, value in context.bound().items():  # (JSON lines show them; console not)
             if not hasattr(record, name):
                 setattr(record, name, value)
+        return True
+
+
+class Chatter(logging.Filter):
+    """What repeats by itself goes out at DEBUG, so a console shows what a person needs
+    (addresses, errors, jobs changing state): beat sending its periodic tasks every few
+    seconds and the worker receiving and finishing each task. On the console format only
+    (JSON lines keep them for a log collector: portal/settings/computed.py); shown with
+    LOG_LEVEL=DEBUG; a task's failure keeps its level. (The health checks' access lines
+    are the access log's own: ops/middleware.py.)"""
+
+    TASK_LINES = ("celery.app.trace", "celery.worker.strategy")
+    BEAT_SENDS = "Scheduler: Sending due task"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.INFO:
+            return True
+        if record.name in self.TASK_LINES or (
+            record.name == "celery.beat" and str(record.msg).startswith(self.BEAT_SENDS)
+        ):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger().isEnabledFor(logging.DEBUG)
         return True
 
 

@@ -1,4 +1,4 @@
-"""Outermost middleware: each HTTP request gets its request id (ops/context.py), answered
+"""Outermost middleware: each HTTP request gets its request id (common/context.py), answered
 in ``X-Request-ID``, and is timed for the metrics by its route's name (never its path),
 method and status; for a streamed response, the time to its headers."""
 
@@ -10,9 +10,11 @@ import time
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.utils.functional import SimpleLazyObject, empty
 
-from ops import context, metrics
+from common import context
+from common import prometheus as metrics
 
 access = logging.getLogger("portal.requests")
+QUIET_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
@@ -75,9 +77,13 @@ def _observe(request, response, started: float) -> None:
     method = request.method if request.method in METHODS else "other"
     view = view_label(request)
     metrics.HTTP_REQUEST_SECONDS.labels(view, method, str(response.status_code)).observe(seconds)
-    if access.isEnabledFor(logging.INFO):
+    # Health checks (HAProxy asks every second) and scrapes answered well are DEBUG lines.
+    quiet = request.path in QUIET_PATHS and response.status_code < 500
+    level = logging.DEBUG if quiet else logging.INFO
+    if access.isEnabledFor(level):
         user = _user_if_known(request)
-        access.info(
+        access.log(
+            level,
             "%s %s %s %d %.1f ms user=%s",
             method,
             request.path[:300],

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -65,9 +66,8 @@ class QueueCollector(Collector):
         yield from (length, age, up)
 
     def _read(self) -> Iterator[tuple[str, int, float | None]]:
-        from portal.celery import app
-
-        with app.connection_for_read() as connection:
+        # The app portal/celery.py made (current_app: this floor does not import the top).
+        with current_app.connection_for_read() as connection:
             channel: Any = connection.default_channel  # (kombu's Redis channel)
             client = channel.client
             steps = getattr(channel, "priority_steps", [0])

@@ -1,6 +1,6 @@
 """Celery's part: each task message carries when it was published (the oldest waiting
 task's age, ops/queues.py) and the request id of what queued it, under which the task
-runs (its log lines, audit rows and certificates: ops/context.py); a worker process that
+runs (its log lines, audit rows and certificates: common/context.py); a worker process that
 ends takes its live gauges with it (prometheus_client's multiprocess mode)."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import Any
 from celery import signals
 from prometheus_client import multiprocess
 
-from ops import context
+from common import context
 
 PUBLISHED = "portal_published_at"
 REQUEST = "portal_request_id"
 _tokens: dict[str, Token] = {}  # task id -> the token that restores the id after it
-_bindings: dict[str, Any] = {}  # task id -> its job's binding (ops.context.bind)
+_bindings: dict[str, Any] = {}  # task id -> its job's binding (common.context.bind)
 
 
 @signals.before_task_publish.connect

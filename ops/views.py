@@ -1,5 +1,5 @@
 """``/metrics``: the Prometheus exposition of every process of this host (multiprocess
-mode, ops/metrics.py) and of the broker's queues (ops/queues.py). Reachable from
+mode, common/prometheus.py) and of the broker's queues (ops/queues.py). Reachable from
 PORTAL_METRICS_NETWORKS (the Prometheus servers' addresses) or with a staff member's API
 token that has the ``metrics`` scope (``Authorization: Bearer pp_…``); anyone else gets
 a 403 that says how."""
@@ -21,8 +21,7 @@ from prometheus_client import (
 )
 
 from identity import confirmation
-from jobs.models import ApiToken
-from jobs.models.tokens import METRICS, PREFIX
+from identity.tokens import METRICS, PREFIX, ApiToken
 from ops.queues import QueueCollector
 
 

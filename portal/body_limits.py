@@ -18,42 +18,12 @@ HAProxy in front carries a limit of its own (deploy/haproxy), so a body is bound
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.urls import Resolver404, resolve
 
-View = TypeVar("View", bound=Callable[..., Any])
-
-
-def accepts_body(limit: Callable[[], int]) -> Callable[[View], View]:
-    """Mark a view as taking bodies of up to ``limit()`` bytes (read from the settings at
-    each request) from a signed-in person. (Decorators made with functools.wraps carry the
-    mark outwards.)"""
-
-    def mark(view: View) -> View:
-        view.body_limit = limit  # type: ignore[attr-defined]
-        return view
-
-    return mark
-
-
-# What a multipart form adds around a file it carries (its boundaries and other fields).
-FORM_OVERHEAD = 1024**2
-
-
-def default_limit() -> int:
-    return int(settings.PORTAL_BODY_MAX_BYTES)
-
-
-def largest() -> int:
-    """The largest body any address takes (HAProxy's limit in front of the portal)."""
-    return max(
-        default_limit(),
-        int(settings.PORTAL_UPLOAD_CHUNK_BYTES),
-        int(settings.PORTAL_IMPORT_MAX_UPLOAD_BYTES) + FORM_OVERHEAD,
-    )
+from common.marks import default_limit
 
 
 def _route_limit(path: str) -> int | None:
@@ -84,8 +54,7 @@ def _signed_in(headers: dict[bytes, bytes]) -> bool:
     authorization = headers.get(b"authorization", b"").decode("latin-1")
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() == "bearer" and token.strip():
-        from jobs.models import ApiToken
-        from jobs.models.tokens import PREFIX
+        from identity.tokens import PREFIX, ApiToken
 
         token = token.strip()
         return token.startswith(PREFIX) and ApiToken.authenticate(token) is not None

@@ -15,10 +15,10 @@ app.autodiscover_tasks()
 @worker_init.connect
 def check_signing_keys(**kwargs) -> None:
     """A worker that signs certificates itself (no PORTAL_SSH_SIGNER_SOCKET) refuses to
-    start with a CA key file others could read (jobs/cluster/certs.py)."""
+    start with a CA key file others could read (clusters/certs.py)."""
     from django.conf import settings
 
-    from jobs.cluster import certs
+    from clusters import certs
 
     if not settings.PORTAL_SSH_SIGNER_SOCKET:
         certs.check_ca_files()

@@ -1,6 +1,6 @@
 """gunicorn's hooks for the portal (``gunicorn -c python:portal.gunicorn_conf``): a worker
 that exits takes its live gauges with it from the metrics (prometheus_client's
-multiprocess mode, ops/metrics.py), so a restarted worker is not counted twice."""
+multiprocess mode, common/prometheus.py), so a restarted worker is not counted twice."""
 
 import os
 

@@ -12,7 +12,7 @@ from django.http import HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
-from jobs.api.errors import DATABASE_DOWN
+from common.api_errors import DATABASE_DOWN
 
 
 @never_cache

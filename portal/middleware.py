@@ -1,6 +1,6 @@
 """A database that does not answer is an outage, not a bug: 503 with Retry-After, for pages
 (a short page) and for the API (its error format; DRF views get the same from
-jobs.api.errors.exception_handler), never a 500. Redis outages are answered the same way."""
+common.api_errors.exception_handler), never a 500. Redis outages are answered the same way."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import logging
 
 from django.http import HttpResponse, JsonResponse
 
-from jobs.api.errors import (
+from common.api_errors import (
     DATABASE_DOWN,
     REDIS_DOWN,
     RETRY_AFTER,

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, cast
 from django.urls import path
 
 from jobs.consumers import JobUpdatesConsumer
-from jobs.metrics.consumers import MetricsConsumer
-from jobs.notifications.consumers import NotificationsConsumer
+from metrics.consumers import MetricsConsumer
+from notifications.consumers import NotificationsConsumer
 
 if TYPE_CHECKING:
     from channels.consumer import _ASGIApplicationProtocol

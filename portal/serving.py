@@ -22,29 +22,20 @@ slowly (or never) holds no thread either.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from a2wsgi import WSGIMiddleware
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
-from django.urls import Resolver404, resolve
 
-from portal import body_limits, callers, streamed_body
-
-View = TypeVar("View", bound=Callable[..., Any])
+from common import callers
+from common.marks import streams
+from portal import body_limits, streamed_body
 
 # The largest body received into memory before a thread takes the request: a form, a
 # JSON document, a metrics batch of a few thousand records. A larger one goes to the ASGI
 # handler, which spools it to disk past 2.5 MiB (FILE_UPLOAD_MAX_MEMORY_SIZE).
 BUFFERED = 1024 * 1024
-
-
-def streaming_view(view: View) -> View:
-    """Mark a view as one that streams its request or its response for long: served by
-    Django's ASGI handler, not on the thread pool. (Decorators made with functools.wraps
-    carry the mark outwards.)"""
-    view.streaming = True  # type: ignore[attr-defined]
-    return view
 
 
 def on_event_loop(scope: dict) -> bool:
@@ -60,16 +51,6 @@ def on_event_loop(scope: dict) -> bool:
     return streams(scope.get("path", "/"))
 
 
-def streams(path: str, urlconf: str | None = None) -> bool:
-    """The view at ``path`` is a ``streaming_view`` (the one place that asks: here, and
-    portal/cluster_share.py, whose deadline such a view does not get)."""
-    try:
-        match = resolve(path, urlconf)
-    except Resolver404:
-        return False
-    return bool(getattr(match.func, "streaming", False))
-
-
 class HttpRouter:
     """The ASGI app for ``http`` scopes: ``streaming`` (Django's ASGI handler) for what
     is ``on_event_loop``, Django's WSGI handler on ``threads`` threads for the rest."""
@@ -79,7 +60,7 @@ class HttpRouter:
         # The response goes to the event loop a piece at a time, at most 4 pieces ahead.
         wsgi: Any = WSGIHandler()  # a WSGI app (django-stubs types its answer more narrowly)
         self.threaded: Any = WSGIMiddleware(wsgi, workers=threads, send_queue_size=4)
-        # No one caller fills the pool (portal/callers.py).
+        # No one caller fills the pool (common/callers.py).
         self.turns = callers.Turns(int(settings.PORTAL_WEB_CALLER_THREADS))
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:

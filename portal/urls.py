@@ -1,11 +1,12 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from frontend.forms import SignInForm
 from identity.views import SignInView
 from ops import views as ops_views
+from portal.docs import docs
 from portal.health import healthz, readyz
 
 admin.site.site_header = "HPC portal administration"
@@ -25,15 +26,17 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("oidc/", include("identity.urls")),
     path("sessions/", include("proxy.urls")),
-    path("", include("jobs.tracking.urls")),  # MLflow's client, with a job's token; imports
-    path("", include("jobs.tracking.export_urls")),  # TensorBoard, CSV and mlruns downloads
+    path("", include("tracking.urls")),  # MLflow's client, with a job's token; imports
+    path("", include("tracking.export_urls")),  # TensorBoard, CSV and mlruns downloads
     path("api/v1/", include("proxy.api_urls")),
-    path("api/v1/", include("jobs.api.urls")),
+    path("api/v1/", include("portal.api_urls")),
     path("api/v1/", include("files.api_urls")),
+    path("docs/", docs, name="docs"),
+    re_path(r"^docs/(?P<path>.+)$", docs, name="docs-page"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
-    path("", include("jobs.notifications.urls")),
-    path("", include("projects.urls")),
+    path("", include("notifications.urls")),
+    path("", include("frontend.project_urls")),
     path("", include("files.urls")),
     path("", include("frontend.urls")),
 ]

@@ -1,0 +1,1 @@
+"""Projects from the scheduler's accounts, roles and who sees what."""

@@ -1,7 +1,7 @@
 """Read-only links with an expiry, for signed-in people outside a project.
 
 Inside a project a link needs nothing: a run's, a comparison's or an experiment's address
-opens for every member who sees it (jobs/access.py). For someone outside it, a centre may
+opens for every member who sees it (projects/access.py). For someone outside it, a centre may
 turn on read links (``PORTAL_READ_LINKS``, off by default): the owner of the runs (or a
 manager of their project, or staff) makes one for a run, the runs of a comparison, or an
 experiment; whoever opens it while signed in becomes a *reader* of exactly those runs
@@ -15,7 +15,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -23,9 +23,26 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs import access, audit, crypto
-from jobs.models import Job
+from common import crypto
+from identity import audit
+from projects import access
 from projects.models import ReadLink, ReadLinkReader, Role
+
+
+class Run(Protocol):
+    """What a link reads of a run (jobs.models.Job: that floor is above this one)."""
+
+    @property
+    def pk(self) -> Any: ...
+
+    @property
+    def owner_id(self) -> int: ...
+
+    @property
+    def project_id(self) -> int | None: ...
+
+    @property
+    def private(self) -> bool: ...
 
 
 class Refused(Exception):
@@ -44,7 +61,7 @@ def _may_hand_out(user: Any, owner_id: int, project_id: int | None, private: boo
     return not private and access.role_in(user, project_id) == Role.MANAGER
 
 
-def refusal(user: Any, jobs: Sequence[Job] = (), experiment: Any = None) -> str:
+def refusal(user: Any, jobs: Sequence[Run] = (), experiment: Any = None) -> str:
     """Why ``user`` may not hand these runs (or this experiment) out ("" when they may)."""
     if experiment is not None:
         if not _may_hand_out(user, experiment.owner_id, experiment.project_id, False):
@@ -64,7 +81,7 @@ def refusal(user: Any, jobs: Sequence[Job] = (), experiment: Any = None) -> str:
 def make(
     user: Any,
     *,
-    jobs: Sequence[Job] = (),
+    jobs: Sequence[Run] = (),
     experiment: Any = None,
     days: int = 7,
 ) -> tuple[ReadLink, str]:
@@ -97,7 +114,7 @@ def make(
             path=path,
         )
         if jobs and experiment is None:
-            link.jobs.set(jobs)
+            link.jobs.set([job.pk for job in jobs])
         _record(audit.Action.READ_LINK_CREATE, user, link, f"for {days} days")
     return link, token
 
@@ -144,7 +161,7 @@ def _record(what: str, user: Any, link: ReadLink, message: str = "") -> None:
     )
 
 
-def form_context(user: Any, jobs: Sequence[Job] = (), experiment: Any = None) -> dict:
+def form_context(user: Any, jobs: Sequence[Run] = (), experiment: Any = None) -> dict:
     """The page's "Read-only link" form, when this person may hand these out (else {})."""
     if not enabled() or refusal(user, jobs, experiment):
         return {}

@@ -1,6 +1,6 @@
 """A project is a scheduler's account, read from the cluster (projects/sync.py): its
 members are the portal users whose cluster users the scheduler associates with it, and a
-person's role in it says what they may do with their colleagues' runs (jobs/access.py
+person's role in it says what they may do with their colleagues' runs (projects/access.py
 asks; nothing else decides)."""
 
 from __future__ import annotations

@@ -25,12 +25,12 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import schedulers
-from jobs.cluster import pool
-from jobs.models import Cluster, ClusterAccount
-from jobs.seam import AccountRecord, AccountsRead
+from clusters import pool
+from clusters.models import Cluster, ClusterAccount
 from projects import grants, signals
 from projects.models import RANK, Membership, Project
+from schedulers import registry as schedulers
+from schedulers.seam import AccountRecord, AccountsRead
 
 log = logging.getLogger(__name__)
 

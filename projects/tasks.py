@@ -6,8 +6,8 @@ from celery import shared_task
 from django.conf import settings
 from django.db import close_old_connections
 
-from jobs.models import Cluster
-from jobs.task_helpers import limits, single_flight
+from clusters.models import Cluster
+from clusters.task_limits import limits, single_flight
 from projects import sync
 
 

@@ -15,13 +15,13 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
-from jobs import schedulers
-from jobs.cluster import pool, quotas, ssh
-from jobs.cluster.quotas import Quota
-from jobs.models import Cluster, ClusterAccount
-from jobs.seam import AccountUsage, UsageLine
+from clusters import pool, quotas, ssh
+from clusters.models import Cluster, ClusterAccount
+from clusters.quotas import Quota
 from projects.models import Project
 from projects.sync import service_account
+from schedulers import registry as schedulers
+from schedulers.seam import AccountUsage, UsageLine
 
 log = logging.getLogger(__name__)
 

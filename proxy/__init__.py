@@ -1,0 +1,1 @@
+"""Session links: HAProxy routes to notebooks, TensorBoard and apps."""

@@ -1,6 +1,6 @@
 """Who may open and use a session link: decided here, and only here.
 
-Seeing a link is seeing its job (jobs/access.py: the owner, or staff): its state and its
+Seeing a link is seeing its job (projects/access.py: the owner, or staff): its state and its
 revocation follow that rule (``session_for_user``). *Opening* it is a shell as its owner
 (a notebook) or a view of their runs (TensorBoard), so seeing the job is not enough:
 ``may_open`` says yes to the owner; to someone the owner shared it with (``shared_with``:
@@ -34,12 +34,11 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
-from identity import confirmation
-from jobs import audit
-from jobs.access import role_in, sees_every_job
-from jobs.notifications.events import Event, session_opened_by
-from jobs.notifications.models import Notification
-from jobs.notifications.tasks import told
+from identity import audit, confirmation
+from notifications.events import Event, session_opened_by
+from notifications.models import Notification
+from notifications.tasks import told
+from projects.access import role_in, sees_every_job
 from proxy.models import SessionLink, SessionLinkQuerySet, SessionShare
 
 OPEN_OTHERS = "proxy.open_others_sessions"
@@ -214,7 +213,7 @@ def _how(own: bool, share: SessionShare | None) -> str:
 def opens_by_others(session: SessionLink, limit: int = 20) -> list:
     """The latest opens of ``session`` by people other than its owner (audit rows), for
     its owner's page."""
-    from jobs.models import AuditEvent
+    from identity.audit.models import AuditEvent
 
     return list(
         AuditEvent.objects.filter(

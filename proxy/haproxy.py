@@ -1,6 +1,6 @@
 """HAProxy in the session data path: its configuration, rendered from the portal's
 settings, and its runtime API, through which the portal keeps one dynamic server and
-one token-map entry per open session (docs/design/session-data-path.md).
+one token-map entry per open session (docs/explain/session-data-path.md).
 
 Every value sent is checked first (a session id is 32 hex digits, an address an IP
 literal, a token URL-safe): the runtime API separates commands with ';' and newlines,
@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from jobs import validators
+from common import validators
 from proxy.codes import cookie_name, cookie_secret, state_cookie_name
 from proxy.models import SESSION_ID
 
@@ -31,7 +31,7 @@ MAX_ANSWER = 4 * 1024 * 1024
 PORTAL_UPSTREAM = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}\Z")
 
 
-from portal import body_limits  # noqa: E402
+from common import marks  # noqa: E402
 
 TEMPLATE = Path(__file__).parent / "templates" / "proxy" / "haproxy.cfg"
 
@@ -113,7 +113,7 @@ def render_config(
             f"    server portal{n} {upstream}" for n, upstream in enumerate(upstreams, 1)
         ),
         portal_check_host=portal_host_name() or "localhost",
-        body_max=body_limits.largest(),
+        body_max=marks.largest(),
         scheme=settings.PROXY_SESSION_SCHEME,
     )
 

@@ -12,9 +12,10 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs import crypto, signals
+from common import crypto
+from common import prometheus as metrics
+from jobs import signals
 from jobs.models import Job
-from ops import metrics
 
 
 def new_public_id() -> str:

@@ -24,7 +24,7 @@ from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Q
 
-from ops import metrics
+from common import prometheus as metrics
 from proxy import access
 from proxy.haproxy import HAProxyError, Route, RuntimeAPI
 from proxy.models import SessionLink, SessionShare

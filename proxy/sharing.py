@@ -22,11 +22,11 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.urls import reverse
 
-from jobs import audit
-from jobs.access import role_in, sees_every_job
-from jobs.notifications.events import Event, session_shared
-from jobs.notifications.models import Notification
-from jobs.notifications.tasks import told
+from identity import audit
+from notifications.events import Event, session_shared
+from notifications.models import Notification
+from notifications.tasks import told
+from projects.access import role_in, sees_every_job
 from proxy.models import SessionLink, SessionShare
 
 MAX_PEOPLE = 20  # named in one share

@@ -12,10 +12,11 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST
 
-from jobs import audit, validators
+from common import validators
+from common.throttle import digest, over_budget, throttled
+from identity import audit
 from jobs.models import Job
 from jobs.tasks import sync_soon
-from portal.throttle import digest, over_budget, throttled
 from proxy import access, routes, sharing
 from proxy.access import session_for_user, session_to_open
 from proxy.codes import (

@@ -14,23 +14,32 @@ from tests import idp as idp_mod
 from tests import mailbox as mailbox_mod
 from tests.liveserver import chunked_request_bodies  # noqa: F401 (a fixture, shared)
 
-# --- the suite in two parts ------------------------------------------------------------
-# deploy/run-tests.sh runs the tests that use the Slurm dev cluster (`--part=slurm`) beside
-# all the others (`--part=other`: units, the HTCondor pool, the proxy), in two processes. The
-# parts share no daemon a test stops or restarts: the Slurm tests kill slurmctld, the pool's
-# tests stop its schedd and remove their user's jobs. Each test is in exactly one part. The
-# identity provider (`idp` marker, `idp_provider` fixture) is in the other part unless the
-# test also uses the Slurm cluster; no test stops it, so either part may use it. The same
-# holds for the mail server (`mail` marker, `mailbox` fixture): never stopped by a test, each
-# test reads only the messages sent to an address of its own.
-PARTS = ("slurm", "other")
+# --- the suite in parts ---------------------------------------------------------------
+# deploy/run-tests.sh runs the tests that use the Slurm dev cluster beside all the others
+# (`--part=other`: units, the HTCondor pool, the proxy), in separate processes. The Slurm
+# tests come in three parts: `slurm-alone`, the tests that change what every Slurm test
+# shares (they restart slurmctld, take every GPU, rewrite a cluster user's ~/.bashrc, make
+# reservations or accounts: marked `alone`), run first and by themselves; then `slurm-1` and `slurm-2`, the
+# rest, two at once (each test file wholly in one, alternately by name: module fixtures
+# stay in one process; a test that asks for a node's every GPU waits long enough for the
+# other half's GPU job to end). Each part has its own database, cache keys and Celery
+# queues, and cancels only its own jobs. The other part shares no daemon a test stops or restarts:
+# the Slurm tests kill slurmctld, the pool's tests stop its schedd and remove their user's
+# jobs. Each test is in exactly one part. The identity provider (`idp` marker,
+# `idp_provider` fixture) is in the other part unless the test also uses the Slurm
+# cluster; no test stops it, so any part may use it. The same holds for the mail server
+# (`mail` marker, `mailbox` fixture): never stopped by a test, each test reads only the
+# messages sent to an address of its own.
+SLURM_SHARED = ("slurm-1", "slurm-2")
+PARTS = ("slurm-alone", *SLURM_SHARED, "other")
 
 
 def pytest_addoption(parser):
     parser.addoption("--part", choices=PARTS, default=None, help="run only this part of the suite")
 
 
-def part_of(item) -> str:
+def part_of(item, files: list[str]) -> str:
+    """``files``: the sorted paths of the Slurm tests' files being collected."""
     uses_pool = item.get_closest_marker("condorpool") or "condorpool_info" in item.fixturenames
     # The dev cluster's data-transfer node only (the file manager: no Slurm, and an sshd
     # of its own that no Slurm test restarts): the other part.
@@ -38,7 +47,11 @@ def part_of(item) -> str:
     uses_slurm = not files_only and (
         item.get_closest_marker("devcluster") or "devcluster_info" in item.fixturenames
     )
-    return "slurm" if uses_slurm and not uses_pool else "other"
+    if not uses_slurm or uses_pool:
+        return "other"
+    if item.get_closest_marker("alone"):
+        return "slurm-alone"
+    return SLURM_SHARED[files.index(str(item.path)) % len(SLURM_SHARED)]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -46,9 +59,10 @@ def pytest_collection_modifyitems(config, items):
     part = config.getoption("--part")
     if part is None:
         return
+    files = sorted({str(item.path) for item in items})
     keep, drop = [], []
     for item in items:
-        (keep if part_of(item) == part else drop).append(item)
+        (keep if part_of(item, files) == part else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -91,11 +105,11 @@ def _no_shared_proxy(settings, tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def queued_notifications(request, monkeypatch):
-    """Jobs that end in this process queue notification tasks (jobs/notifications/
+    """Jobs that end in this process queue notification tasks (notifications/
     receivers.py): record them instead of leaving them in the broker for some later worker
     (a `make demo` worker on the same Redis would look the ids up in its own database).
     Tests marked ``mail`` send for real."""
-    from jobs.notifications import tasks as notification_tasks
+    from notifications import tasks as notification_tasks
 
     calls: list[tuple] = []
     if request.node.get_closest_marker("mail") is None:
@@ -136,7 +150,7 @@ def notify_now(monkeypatch, outbox_dues) -> None:
     """The outbox's ``notify`` consumer runs each owed notification at once, in this
     process (the other consumers still only record)."""
     from jobs import outbox
-    from jobs.notifications import tasks as notification_tasks
+    from notifications import tasks as notification_tasks
 
     def run(dues: list) -> None:
         outbox_dues.extend(dues)
@@ -423,7 +437,7 @@ def trusted_ca(tmp_path, settings):
     added to the trusted CA file of the cluster ``info`` describes (cluster.json, pool.json)
     and removed afterwards. The portal signs with the CAs trusted so far, the newest first
     (as after a rotation); returns the CA's key file."""
-    from jobs.cluster import certs
+    from clusters import certs
 
     added: list[tuple[str, str]] = []
     signing: list[str] = []
@@ -448,7 +462,7 @@ def provider_mapped_devcluster(devcluster, devcluster_info, trusted_ca):
     """``(cluster, ca)``: the dev cluster in certificate mode (a CA of the test's own),
     mapping a person signed in through the provider by their provider user name, for the
     group portal-users; nobody has an account there yet."""
-    from jobs.models import ClusterAccount
+    from clusters.models import ClusterAccount
 
     ca = trusted_ca(devcluster_info)
     ClusterAccount.objects.filter(cluster=devcluster).delete()
@@ -462,7 +476,7 @@ def provider_mapped_devcluster(devcluster, devcluster_info, trusted_ca):
 @pytest.fixture
 def signing_ca(tmp_path, settings) -> Path:
     """A CA of the test's own that signs this process's certificates (no cluster trusts it)."""
-    from jobs.cluster import certs
+    from clusters import certs
 
     path = tmp_path / "signing-ca"
     assert certs.new_ca_file(path)

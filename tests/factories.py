@@ -1,7 +1,7 @@
 """The one way tests and benchmarks build users, clusters, partitions, images, cluster
 accounts, GPU types, jobs, API clients, metric records and audit rows: a test says what
 differs, not how a job is made. A scheduler adapter's tests need no row: ``spec``,
-``ref`` and ``array_spec`` build the seam's plain values (jobs/seam.py) without a database.
+``ref`` and ``array_spec`` build the seam's plain values (schedulers/seam.py) without a database.
 
 Every default is a keyword argument; a caller that needs other values passes them. Named
 things (users, clusters, partitions, images) are made if missing, so a benchmark can run
@@ -18,19 +18,12 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
-from jobs.models import (
-    ApiToken,
-    AuditEvent,
-    Cluster,
-    ClusterAccount,
-    ContainerImage,
-    GpuType,
-    Job,
-    JobAttempt,
-    Partition,
-    SessionApp,
-)
-from jobs.seam import ArraySpec, ImageSpec, JobKey, JobRef, JobSpec, PartitionSpec, Resources
+from catalog.models import ContainerImage, SessionApp
+from clusters.models import Cluster, ClusterAccount, GpuType, Partition
+from identity.audit.models import AuditEvent
+from identity.tokens import ApiToken
+from jobs.models import Job, JobAttempt
+from schedulers.seam import ArraySpec, ImageSpec, JobKey, JobRef, JobSpec, PartitionSpec, Resources
 
 #: A well-formed SSH host key (the cluster's address never answers in-process tests).
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOqmCr0ke0UTgwV9vPwNDnqf4mr8v07WgMJOuFbxZuBs"
@@ -275,7 +268,7 @@ def audit_event(
     outcome: str = "ok",
     **fields,
 ) -> AuditEvent:
-    """An audit row written ``days_ago`` days ago (the log's own writer is jobs.audit)."""
+    """An audit row written ``days_ago`` days ago (the log's own writer is identity.audit)."""
     from django.utils import timezone
 
     return AuditEvent.objects.create(
@@ -318,8 +311,8 @@ def identity(
 
     from django.utils import timezone
 
+    from common import crypto
     from identity.models import Identity
-    from jobs import crypto
 
     row = Identity.objects.get_or_create(issuer=issuer, subject=subject, defaults={"user": user})[0]
     row.confirmed_at = (
@@ -374,7 +367,7 @@ def job_attempt(
 def gpu_samples(job: Job, values: list[float], *, end: float, every: float = 60.0, gpu: int = 0):
     """GPU ``gpu``'s utilisation samples of ``job`` (as the metrics client's sampler logs
     them), the last at unix time ``end``, one every ``every`` seconds."""
-    from jobs.metrics.models import MetricPoint, MetricSeries
+    from metrics.models import MetricPoint, MetricSeries
 
     series, _ = MetricSeries.objects.get_or_create(
         job=job,
@@ -419,7 +412,7 @@ def experiment_spec(image_slug: str, command: str, **overrides) -> dict:
 def experiment(owner, image_slug: str = "host", command: str = "true", **overrides):
     """An experiment of ``owner``'s made through the service (its spec checked), on the
     cluster its launch names (the only one, in tests)."""
-    from jobs.experiments import service
+    from experiments import service
 
     return service.create(owner, experiment_spec(image_slug, command, **overrides))
 
@@ -429,10 +422,10 @@ def experiment_record(
 ):
     """An Experiment row as the service would store it (no spec checked, nothing started):
     two parameters, val_accuracy maximised, on partition cpu (charged to ``account``)."""
-    from jobs.experiments.models import Experiment
+    from experiments.models import Experiment
 
     base = job(owner, cluster, "train", image=image, save=False, account=account)
-    from jobs.experiments.controller import launch_fields
+    from experiments.controller import launch_fields
 
     values = dict(
         owner=owner,
@@ -460,8 +453,8 @@ def compared_run(
 ) -> Job:
     """A finished training run for comparisons: ``tags``, ``params`` and, per metric of
     ``curves``, one value per step from 0 (ingested, so its summary is kept)."""
-    from jobs.metrics import ingest
     from jobs.models import JobTag
+    from metrics import ingest
 
     made = job(
         owner,
@@ -489,7 +482,7 @@ def compared_run(
 
 def notification(recipient, event: str = "job_failed", text: str = "Something happened.", **fields):
     """A notification of ``recipient``'s (in the portal, not emailed, unless ``fields`` say)."""
-    from jobs.notifications.models import Notification
+    from notifications.models import Notification
 
     values = {"url": "/", **fields}
     return Notification.objects.create(recipient=recipient, event=event, text=text, **values)
@@ -521,7 +514,7 @@ def _parts(overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 def spec(**overrides: Any) -> JobSpec:
-    """A job as an adapter renders it (jobs.seam.JobSpec), no database: by default what
+    """A job as an adapter renders it (schedulers.seam.JobSpec), no database: by default what
     job() makes, a small batch job (1 CPU, 1 GB, 5 minutes) on partition ``cpu`` on the
     node's own environment. ``overrides`` set any field of the job or of its parts (see
     _parts: ``gpus=2, gpu_type="a100", runtime="apptainer", location="/img/x.sif"``)."""
@@ -537,7 +530,7 @@ def spec(**overrides: Any) -> JobSpec:
 
 
 def ref(scheduler_id: str = "7", name: str = "portal-1-abc", **overrides: Any) -> JobRef:
-    """A submitted job as a status or accounting read takes it (jobs.seam.JobRef), no
+    """A submitted job as a status or accounting read takes it (schedulers.seam.JobRef), no
     database: job ``name`` under ``scheduler_id``, pending, asking what spec() asks;
     ``overrides`` as for spec()."""
     values = _parts(overrides)
@@ -549,7 +542,7 @@ def ref(scheduler_id: str = "7", name: str = "portal-1-abc", **overrides: Any) -
 
 
 def array_spec(array_id: int = 3, throttle: int = 0) -> ArraySpec:
-    """A job array as its script is rendered from (jobs.seam.ArraySpec), no database."""
+    """A job array as its script is rendered from (schedulers.seam.ArraySpec), no database."""
     return ArraySpec(
         id=array_id,
         name=f"portal-a{array_id}-abc",

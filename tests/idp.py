@@ -14,20 +14,20 @@ cookie, Python's cookie jar drops it, so ``ProviderClient`` keeps cookies by han
 
 from __future__ import annotations
 
-import base64
 import fcntl
-import hashlib
 import json
 import os
-import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
+
+from devtools import provider_login
+from devtools.provider_login import pkce_pair, query_of  # noqa: F401 (the tests' names)
 
 CALLBACK_PATH = "/oidc/callback/"
 # Where the portal sends a person after the provider's logout (LOGOUT_REDIRECT_URL).
@@ -81,14 +81,7 @@ class ProviderMissing(Exception):
 def read_provider(state: Path | None = None) -> Provider:
     state = state or state_dir()
     try:
-        env = {
-            name: value.strip("'")
-            for name, value in (
-                line.split("=", 1)
-                for line in (state / "portal.env").read_text().splitlines()
-                if "=" in line
-            )
-        }
+        env = provider_login.read_portal_env(state / "portal.env")
         people = json.loads((state / "users.json").read_text())["users"]
         admin_password = (state / "admin.password").read_text().strip()
     except (OSError, ValueError, KeyError) as exc:
@@ -128,47 +121,12 @@ def provider() -> Provider:
         pytest.skip(str(exc))
 
 
-class ProviderClient:
-    """httpx against the provider, keeping its cookies as a browser does (see above)."""
+class ProviderClient(provider_login.ProviderSession):
+    """httpx against the provider, keeping its cookies as a browser does."""
 
     def __init__(self, provider: Provider) -> None:
+        super().__init__(provider.api)
         self.provider = provider
-        self.cookies: dict[str, str] = {}
-        self.http = httpx.Client(timeout=15, event_hooks={"response": [self._keep_cookies]})
-
-    def _keep_cookies(self, response: httpx.Response) -> None:
-        for header in response.headers.get_list("set-cookie"):
-            name, _, value = header.split(";", 1)[0].partition("=")
-            if value:
-                self.cookies[name.strip()] = value.strip()
-            else:  # an emptied cookie is a removed one
-                self.cookies.pop(name.strip(), None)
-
-    def request(self, method: str, url: str, **kwargs) -> httpx.Response:
-        headers = dict(kwargs.pop("headers", {}))
-        if self.cookies:
-            headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
-        return self.http.request(method, url, headers=headers, **kwargs)
-
-    def sign_in(self, username: str, password: str) -> httpx.Response:
-        """What the login page does with the form: POST the password to /api/auth/."""
-        return self.request(
-            "POST", f"{self.provider.api}/auth/", json={"username": username, "password": password}
-        )
-
-    def close(self) -> None:
-        self.http.close()
-
-
-def pkce_pair() -> tuple[str, str]:
-    """(code_verifier, S256 code_challenge)"""
-    verifier = secrets.token_urlsafe(48)
-    digest = hashlib.sha256(verifier.encode()).digest()
-    return verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
-
-
-def query_of(url: str) -> dict[str, str]:
-    return {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
 
 
 # --- redirect URIs for test stacks on random ports ----------------------------------------
@@ -250,9 +208,10 @@ def sign_in_to_portal(provider: Provider, client, username: str):
     assert start.status_code == 302, start.content[:500]
     person = ProviderClient(provider)
     try:
-        assert person.sign_in(username, provider.users[username].password).status_code == 200
-        # (httpx's params= would replace the URL's query, not add to it)
-        answer = person.request("GET", start["Location"] + "&g_continue=")
+        with person_lock(provider, username):
+            assert person.sign_in(username, provider.users[username].password).status_code == 200
+            # (httpx's params= would replace the URL's query, not add to it)
+            answer = person.request("GET", start["Location"] + "&g_continue=")
     finally:
         person.close()
     assert answer.status_code == 302, answer.text[:500]
@@ -289,23 +248,50 @@ def backchannel_logout_uri(provider: Provider, base_url: str) -> Iterator[str]:
         admin.close()
 
 
+_held: dict[str, int] = {}  # person -> depth of person_lock in this process
+
+
+@contextmanager
+def person_lock(provider: Provider, username: str) -> Iterator[None]:
+    """Test processes run side by side, and one may disable ``username`` at the provider
+    (``changed_person``) while another signs them in: each holds this across what depends
+    on the person as configure.py made them. Re-entrant within a process."""
+    if _held.get(username):
+        _held[username] += 1
+        try:
+            yield
+        finally:
+            _held[username] -= 1
+        return
+    with open(provider.state / "run" / f"person-{username}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _held[username] = 1
+        try:
+            yield
+        finally:
+            _held[username] = 0
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @contextmanager
 def changed_person(provider: Provider, username: str, **fields) -> Iterator[None]:
     """glewlwyd's admin API changes ``username`` (``groups=[...]``, ``enabled=False``), as a
     centre's administrators would; every field is put back afterwards (other tests rely on
-    the people of configure.py as they are)."""
-    admin = _admin(provider)
-    url = f"{provider.api}/user/{username}"
-    try:
-        before = admin.request("GET", url).raise_for_status().json()
-        before.pop("source", None)
-        admin.request("PUT", url, json={**before, **fields}).raise_for_status()
+    the people of configure.py as they are), and no other test process uses the person
+    meanwhile (``person_lock``)."""
+    with person_lock(provider, username):
+        admin = _admin(provider)
+        url = f"{provider.api}/user/{username}"
         try:
-            yield
+            before = admin.request("GET", url).raise_for_status().json()
+            before.pop("source", None)
+            admin.request("PUT", url, json={**before, **fields}).raise_for_status()
+            try:
+                yield
+            finally:
+                admin.request("PUT", url, json=before).raise_for_status()
         finally:
-            admin.request("PUT", url, json=before).raise_for_status()
-    finally:
-        admin.close()
+            admin.close()
 
 
 def code_flow_tokens(
@@ -315,34 +301,12 @@ def code_flow_tokens(
     authorize, exchange the code) as a script would run it; ``extra`` goes to both the
     authorization and the token request (e.g. ``resource``)."""
     provider = client.provider
-    verifier, challenge = pkce_pair()
-    assert client.sign_in(username, provider.users[username].password).status_code == 200
-    params = {
-        "response_type": "code",
-        "client_id": provider.client_id,
-        "redirect_uri": redirect_uri,
-        "scope": "openid profile email",
-        "state": "state-1",
-        "nonce": "nonce-1",
-        "code_challenge": challenge,
-        "code_challenge_method": "S256",
-        "g_continue": "",
-        **extra,
-    }
-    answer = client.request("GET", provider.discovery()["authorization_endpoint"], params=params)
-    assert answer.status_code == 302, answer.text
-    code = query_of(answer.headers["location"])["code"]
-    token = httpx.post(
-        provider.discovery()["token_endpoint"],
-        data={
-            "grant_type": "authorization_code",
-            "code": code,
-            "redirect_uri": redirect_uri,
-            "code_verifier": verifier,
+    with person_lock(provider, username):
+        return provider_login.code_flow_tokens(
+            client,
+            provider.discovery(),
+            (provider.client_id, provider.client_secret),
+            redirect_uri,
+            (username, provider.users[username].password),
             **extra,
-        },
-        auth=(provider.client_id, provider.client_secret),
-        timeout=15,
-    )
-    assert token.status_code == 200, token.text
-    return token.json()
+        )

@@ -29,7 +29,7 @@ def run_python(code: str, env: dict, timeout: float = 60) -> subprocess.Complete
 
 def production_env() -> dict[str, str]:
     """The least a production start needs (neither demo nor debug)."""
-    from jobs.crypto import generate_key
+    from common.crypto import generate_key
 
     return {
         "SECRET_KEY": "x" * 50,

@@ -1,4 +1,4 @@
--- wrk script: metric uploads as the in-job client (jobs/on_node/portal_metrics.py) sends
+-- wrk script: metric uploads as the in-job client (schedulers/on_node/portal_metrics.py) sends
 -- them, one job per connection with that job's own metrics token. Run with
 --   wrk -t N -c N -d D -s ingest.lua URL -- JOBS_FILE PERIOD_MS RECORDS METRICS SECONDS START_MS
 -- JOBS_FILE: one line per connection, "JOB_ID TOKEN FIRST_SEQ". Every PERIOD_MS each

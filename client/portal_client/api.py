@@ -238,7 +238,7 @@ class Client:
     def experiment(self, experiment_id: int, tail: str = "", method: str = "GET", **kwargs):
         return self._one("experiment", method, experiment_id, tail, **kwargs)
 
-    # --- imports of runs (jobs/tracking/import_views.py) ------------------------------------
+    # --- imports of runs (tracking/import_views.py) ------------------------------------
     def start_import(self, archive, size: int, filename: str) -> dict:
         return self.request(
             "POST", "imports/", params={"filename": filename}, upload=archive, upload_size=size

@@ -19,6 +19,7 @@ Usage: configure.py STATE API_URL ISSUER DEMO_REDIRECT_URI DEMO_POST_LOGOUT_URI
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
@@ -392,9 +393,13 @@ def main() -> None:
     configure_modules(api)
     configure_scopes(api)
     configure_plugin(api, state_dir, issuer, api_audience)
-    secret = configure_client(
-        api, state_dir, redirect, post_logout, f"{portal}/oidc/backchannel-logout/"
-    )
+    # Tests change the client's redirect URIs while they run (tests/idp.py), holding this
+    # lock for each read-modify-write: so does this one, so neither loses the other's.
+    with open(state_dir / "run" / "client.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        secret = configure_client(
+            api, state_dir, redirect, post_logout, f"{portal}/oidc/backchannel-logout/"
+        )
     configure_users(api, base, state_dir)
     key = account_key(api, state_dir)
     write_secret(

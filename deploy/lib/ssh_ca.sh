@@ -6,7 +6,7 @@
 # portal's) are added, none dropped (removing an old CA after a rotation is an admin's
 # edit; tests add and remove their own CAs under the same flock). PRINCIPALS_DIR gets one
 # file per USER naming only that user (AuthorizedPrincipalsFile): USER for the portal's own
-# certificates, USER@CLUSTER for a person's own (jobs/cluster/certs.py), so a certificate
+# certificates, USER@CLUSTER for a person's own (clusters/certs.py), so a certificate
 # for one user is refused for every other, and a person's for every other cluster.
 trust_portal_ca() {
     local trusted=$1 principals=$2 cluster=$3 user line

@@ -1,9 +1,10 @@
 from datetime import timedelta
 
 from django import template
+from django.utils.html import format_html
 
+from common import jsonfast
 from jobs import display
-from portal import jsonfast
 
 register = template.Library()
 
@@ -45,5 +46,16 @@ register.filter("shape", display.shape)
 
 @register.filter
 def fast_json_script(value, element_id: str):
-    """``json_script`` encoded by orjson (portal/jsonfast.py), for large documents."""
+    """``json_script`` encoded by orjson (common/jsonfast.py), for large documents."""
     return jsonfast.json_script(value, element_id)
+
+
+@register.simple_tag
+def doc(page: str, text: str) -> str:
+    """A link into this version's docs (served at /docs/), where a concept is used:
+    {% doc "use/projects" "What is a project?" %}; in a tab of its own, so the page it
+    helps with stays open beside it. tests/frontend/test_doc_links.py checks that each page
+    named in a template is one the docs have."""
+    return format_html(
+        '<a class="help" href="/docs/{}.html" target="_blank" rel="noopener">{}</a>', page, text
+    )

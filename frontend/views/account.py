@@ -10,11 +10,13 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from clusters import pool, ssh
+from clusters.models import Cluster, ClusterAccount, PersonalKey
+from common.throttle import throttled
 from frontend.forms import ClusterAccountForm
-from jobs import audit, personal_ssh
-from jobs.cluster import pool, ssh
-from jobs.models import ApiToken, Cluster, ClusterAccount, PersonalKey
-from portal.throttle import throttled
+from identity import audit
+from identity.tokens import ApiToken
+from jobs import personal_ssh
 
 
 @login_required

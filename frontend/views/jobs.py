@@ -11,6 +11,9 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from catalog.models import ContainerImage, SessionApp, Tag
+from clusters.models import Cluster
+from common.throttle import throttled
 from frontend.rows import Rows, with_csrf
 from frontend.views.common import (
     get_job_for_user,
@@ -20,20 +23,20 @@ from frontend.views.common import (
     wants_json,
 )
 from frontend.views.ssh import ssh_context
-from jobs import access, lifecycle, listing, schedulers
-from jobs.access import sees_every_job
+from jobs import lifecycle, listing
 from jobs.display import when
 from jobs.launch import LaunchForm, calendar, launch_initial, partition_limits, tensorboard_initial
-from jobs.models import Cluster, ContainerImage, Job, SessionApp, Tag
+from jobs.models import Job
 from jobs.models import annotations as tagging
 from jobs.models.attempts import usage_of
-from jobs.usage import hours as usage
-from jobs.usage import idle_policy, rightsize
-from portal.throttle import throttled
-from projects import links
+from projects import access, links
+from projects.access import sees_every_job
 from proxy import access as session_access
 from proxy import sharing
 from proxy.access import may_open_others
+from schedulers import registry as schedulers
+from usage import hours as usage
+from usage import idle_policy, rightsize
 
 PAGE_SIZE = 20
 # What "Launch again with these resources" may set on the launch form.

@@ -3,10 +3,10 @@
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, JsonResponse
 
+from clusters import files, ssh
+from common.throttle import throttled
 from frontend.views.common import get_job_for_user
-from jobs import audit
-from jobs.cluster import files, ssh
-from portal.throttle import throttled
+from identity import audit
 
 
 @login_required

@@ -7,10 +7,9 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from clusters.models import PersonalKey
 from frontend.views.common import get_job_for_user, int_or_404
-from jobs import personal_ssh
-from jobs.cluster import node_access
-from jobs.models import PersonalKey
+from jobs import node_access, personal_ssh
 
 
 def ssh_context(user, job) -> dict:

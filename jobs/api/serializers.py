@@ -8,19 +8,12 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from catalog.models import ContainerImage, SessionApp, Tag
+from clusters.models import Cluster, GpuType, Partition
 from jobs import display
 from jobs.broadcast import session_payload
 from jobs.launch.request import LaunchRequest
-from jobs.models import (
-    Cluster,
-    ContainerImage,
-    GpuType,
-    Job,
-    JobEvent,
-    Partition,
-    SessionApp,
-    Tag,
-)
+from jobs.models import Job, JobEvent
 from jobs.models.annotations import MAX_NOTE_CHARS, MAX_TAGS_PER_JOB
 
 

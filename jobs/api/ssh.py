@@ -14,10 +14,11 @@ from rest_framework.generics import get_object_or_404
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs import access, personal_ssh
-from jobs.api.errors import RefuseNul
-from jobs.cluster import node_access
-from jobs.models import Job, PersonalKey
+from clusters.models import PersonalKey
+from common.api_errors import RefuseNul
+from jobs import node_access, personal_ssh
+from jobs.models import Job
+from projects import access
 
 COMMAND_WORDS_MAX = 64
 COMMAND_BYTES_MAX = 16 * 1024

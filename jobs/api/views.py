@@ -20,7 +20,6 @@ from rest_framework import (
     pagination,
     serializers,
     status,
-    views,
     viewsets,
 )
 from rest_framework.decorators import action
@@ -31,8 +30,12 @@ from rest_framework.exceptions import (
 )
 from rest_framework.response import Response
 
-from jobs import access, audit, lifecycle, listing
-from jobs.api.errors import RefuseNul
+from catalog.models import ContainerImage, SessionApp
+from clusters import files, ssh
+from clusters.models import Cluster
+from common.api_errors import RefuseNul
+from identity import audit
+from jobs import lifecycle, listing
 from jobs.api.serializers import (
     ClusterSerializer,
     ContainerSerializer,
@@ -42,12 +45,10 @@ from jobs.api.serializers import (
     JobSerializer,
     SessionAppSerializer,
 )
-from jobs.cluster import files, ssh
 from jobs.launch import calendar
-from jobs.metrics.views import MetricsActions
-from jobs.models import Cluster, ContainerImage, Job, SessionApp
+from jobs.models import Job
 from jobs.models import annotations as tagging
-from jobs.usage import hours as usage
+from projects import access
 
 
 class ClusterError(APIException):
@@ -124,7 +125,7 @@ def _utc(name: str, text: str) -> datetime:
     raise ValidationError({name: ["Use an ISO 8601 date and time, e.g. 2026-01-31T12:00:00Z."]})
 
 
-# The one error format (jobs.api.errors), for the schema.
+# The one error format (common.api_errors), for the schema.
 ERROR = inline_serializer(
     "Error",
     {
@@ -161,13 +162,12 @@ be accepted; nothing is created."""
 
 class JobViewSet(
     RefuseNul,
-    MetricsActions,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
     mixins.CreateModelMixin,
     viewsets.GenericViewSet,
 ):
-    """The jobs the user may see (jobs/access.py: their own, their projects' that are not
+    """The jobs the user may see (projects/access.py: their own, their projects' that are not
     private; staff: everyone's). Another's job is a 404; acting on a colleague's, a 403."""
 
     queryset = Job.objects.none()  # tells the schema the id is an integer; get_queryset() serves
@@ -245,7 +245,7 @@ class JobViewSet(
         return Response(self.get_serializer(job).data)
 
     def get_object_to_act(self) -> Job:
-        """The job if the person may act on it (jobs/access.py): 404 if they may not see
+        """The job if the person may act on it (projects/access.py): 404 if they may not see
         it, 403 if they see it as a member of its project."""
         job = self.get_object()
         if not access.may_act(self.request.user, job.owner_id):
@@ -398,53 +398,3 @@ class JobViewSet(
 class Conflict(APIException):
     status_code = status.HTTP_409_CONFLICT
     default_code = "conflict"
-
-
-class UsageRowSerializer(serializers.Serializer):
-    month = serializers.CharField(help_text="YYYY-MM, of each run's start")
-    user = serializers.CharField()
-    account = serializers.CharField(help_text="The Slurm account (the cluster's default if none)")
-    cluster = serializers.CharField()
-    jobs = serializers.IntegerField()
-    gpu_hours = serializers.FloatField()
-    cpu_hours = serializers.FloatField()
-    wall_hours = serializers.FloatField()
-
-
-USAGE_FILTERS = [
-    OpenApiParameter("from", str, description="First month, YYYY-MM."),
-    OpenApiParameter("to", str, description="Last month, YYYY-MM (included)."),
-    OpenApiParameter("user", str, description="Staff: one user's usage."),
-    OpenApiParameter("cluster", str, description="One cluster's."),
-]
-
-
-class UsageView(RefuseNul, views.APIView):
-    """GPU-hours, CPU-hours and wall hours per month, user, account and cluster."""
-
-    @extend_schema(
-        summary="Usage from accounting",
-        description="Every run of your jobs (staff: everyone's; every attempt of a requeued "
-        "job) summed per month, user, Slurm account and cluster: GPUs × elapsed (GPU-hours), "
-        "CPUs × elapsed, elapsed. Read from the scheduler's accounting when a job ends.",
-        parameters=USAGE_FILTERS,
-        responses={200: UsageRowSerializer(many=True)},
-    )
-    def get(self, request):
-        rows, errors = usage.query(request.user, request.query_params)
-        if errors:
-            raise ValidationError({name: [why] for name, why in errors.items()})
-        data = [
-            {
-                "month": r.month.strftime("%Y-%m"),
-                "user": r.user,
-                "account": r.account,
-                "cluster": r.cluster,
-                "jobs": r.jobs,
-                "gpu_hours": round(r.gpu_hours, 6),
-                "cpu_hours": round(r.cpu_hours, 6),
-                "wall_hours": round(r.wall_hours, 6),
-            }
-            for r in rows
-        ]
-        return Response(UsageRowSerializer(data, many=True).data)

@@ -16,10 +16,10 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
-from jobs import schedulers
-from jobs.cluster import pool, ssh
-from jobs.models import Cluster, ClusterAccount
-from jobs.seam import Reservation
+from clusters import pool, ssh
+from clusters.models import Cluster, ClusterAccount
+from schedulers import registry as schedulers
+from schedulers.seam import Reservation
 
 log = logging.getLogger(__name__)
 

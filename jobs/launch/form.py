@@ -7,11 +7,13 @@ from typing import Any
 
 from django import forms
 
-from jobs import schedulers
+from catalog.models import ContainerImage, SessionApp
+from clusters.models import Cluster, ClusterAccount, Partition
+from common.choices import FOLDER_SESSION_KINDS
 from jobs.launch import staging
-from jobs.models import Cluster, ClusterAccount, ContainerImage, Job, Partition, SessionApp
+from jobs.models import Job
 from jobs.models import annotations as tagging
-from jobs.models.choices import FOLDER_SESSION_KINDS
+from schedulers import registry as schedulers
 
 # What a launch request sets of a job, in the launch form's order (model field names; the
 # API calls three of them otherwise: jobs.launch.request.API_NAMES).
@@ -325,7 +327,7 @@ def last_notebook_dir(user) -> str:
 def tensorboard_initial(job: Job) -> dict:
     """A TensorBoard session on ``job``'s runs: its work directory as the folder, on its
     cluster, in its image if that has TensorBoard (else the first image that has)."""
-    from jobs.cluster.workdir import work_root
+    from clusters.workdir import work_root
 
     initial: dict = {
         "kind": Job.Kind.TENSORBOARD,
@@ -350,14 +352,7 @@ def _trial_again(source: Job) -> dict:
     """A trial's job launched again runs its configuration on the whole data, told its
     parameters as the experiment's relaunch does (the fold and params.json were the array's)."""
     trial = source.trial
-    if trial is None:
-        return {}
-    from jobs.experiments import runs
-
-    return {
-        "command": runs.again_command(trial.experiment, trial.params),
-        "name": runs.again_name(trial),
-    }
+    return {} if trial is None else trial.again()  # (experiments.models.Trial)
 
 
 def launch_initial(user, source: Job | None = None) -> dict:

@@ -14,12 +14,14 @@ from typing import Any
 
 from rest_framework import serializers
 
+from catalog.models import ContainerImage
+from clusters.models import Cluster, Partition
+from common.choices import LAUNCHED_KIND_CHOICES
+from common.text import quoted
 from jobs.launch import staging
 from jobs.launch.form import TRIAL_FIELDS, LaunchForm, image_layout, launch_initial
-from jobs.models import Cluster, ContainerImage, Job, Partition
+from jobs.models import Job
 from jobs.models.annotations import MAX_PARAMS, MAX_TAGS_PER_JOB
-from jobs.models.choices import LAUNCHED_KIND_CHOICES
-from jobs.text import quoted
 
 # API name -> launch form (model) field; the other fields have the same name in both.
 API_FIELDS = {

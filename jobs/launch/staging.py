@@ -1,15 +1,15 @@
-"""Stage-in and stage-out as a launch asks for them (README, "Stage-in"): a folder on the
+"""Stage-in and stage-out as a launch asks for them (docs/use/stage-in.md): a folder on the
 cluster copied to node-local scratch before a batch command, and outputs copied back
 after it, checked here for the launch form, the API and the CLI alike.
 
 Paths are hostile input, checked before anything reaches a cluster with the file
-manager's rules (files/paths.py: no ``..``, bounded depth and length) and no control
+manager's rules (common/paths.py: no ``..``, bounded depth and length) and no control
 characters at all, then placed in one of the person's own folders on the cluster
-(files/roots.py: home, scratch, their projects' folders; a project's viewer may read its
+(projects/roots.py: home, scratch, their projects' folders; a project's viewer may read its
 folder, never write the outputs there). A path is absolute, or relative to the job's home
 or scratch directory (the launch's work directory choice). What is stored on the job
 (``Job.staging``) is the resolved folders with their roots; the job script checks again,
-on the node, that no folder between a root and its path is a link (jobs/on_node/stage.sh).
+on the node, that no folder between a root and its path is a link (schedulers/on_node/stage.sh).
 """
 
 from __future__ import annotations
@@ -19,19 +19,20 @@ from typing import TYPE_CHECKING, Any
 
 from django import forms
 
-from files import paths, roots
-from files.paths import BadPath
-from jobs import schedulers
+from common import paths
+from common.choices import Runtime, WorkDir
+from common.paths import BadPath
 from jobs.models import Job
-from jobs.models.choices import Runtime, WorkDir
+from projects import roots
+from schedulers import registry as schedulers
 
 if TYPE_CHECKING:
-    from jobs.models import Cluster, ClusterAccount
+    from clusters.models import Cluster, ClusterAccount
 
 # The outputs a job may name, and the length of each (a glob or a relative path).
 MAX_OUTPUTS = 32
 MAX_OUTPUT_CHARS = 1024
-# A folder as typed: files.paths' bound on a path.
+# A folder as typed: common.paths' bound on a path.
 MAX_FOLDER_CHARS = paths.MAX_PATH
 # The portal's own folders in a home or scratch directory: the job's work directory is
 # below them, and would be copied while it is written.

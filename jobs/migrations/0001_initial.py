@@ -3,7 +3,7 @@
 import django.core.validators
 import django.db.models.deletion
 import django.utils.timezone
-import jobs.validators
+import common.validators
 from django.conf import settings
 from django.db import migrations, models
 
@@ -25,11 +25,11 @@ class Migration(migrations.Migration):
                 ('description', models.CharField(blank=True, max_length=200)),
                 ('ssh_host', models.CharField(max_length=253, validators=[django.core.validators.RegexValidator('^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$|^\\d{1,3}(\\.\\d{1,3}){3}$|^\\[?[0-9A-Fa-f:]+\\]?$', 'Enter a host name (login.cluster.example.org) or an IP address.')])),
                 ('ssh_port', models.PositiveIntegerField(default=22, validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(65535)])),
-                ('host_key', models.TextField(help_text='Pinned SSH host key: the public key line or its SHA256 fingerprint. Connections presenting any other key are refused.', validators=[jobs.validators.host_key])),
+                ('host_key', models.TextField(help_text='Pinned SSH host key: the public key line or its SHA256 fingerprint. Connections presenting any other key are refused.', validators=[common.validators.host_key])),
                 ('login_mode', models.CharField(choices=[('per_user', 'Each portal user logs in with their own cluster account'), ('service', "One service account runs every user's jobs")], default='per_user', max_length=16)),
                 ('default_account', models.CharField(blank=True, help_text='Slurm account (--account) used when the user does not choose one.', max_length=64, validators=[django.core.validators.RegexValidator('^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$', "Use letters, digits, '_', '.' and '-' (up to 64 characters, starting with a letter or digit).")])),
-                ('home_root', models.CharField(default='/home/{user}', help_text='Home directory of a cluster user; {user} is replaced by the cluster user name.', max_length=255, validators=[jobs.validators.work_dir_root])),
-                ('scratch_root', models.CharField(blank=True, help_text='Scratch directory, e.g. /scratch/{user}. Leave empty if the cluster has none.', max_length=255, validators=[jobs.validators.work_dir_root])),
+                ('home_root', models.CharField(default='/home/{user}', help_text='Home directory of a cluster user; {user} is replaced by the cluster user name.', max_length=255, validators=[common.validators.work_dir_root])),
+                ('scratch_root', models.CharField(blank=True, help_text='Scratch directory, e.g. /scratch/{user}. Leave empty if the cluster has none.', max_length=255, validators=[common.validators.work_dir_root])),
                 ('enabled', models.BooleanField(default=True)),
             ],
             options={
@@ -45,8 +45,8 @@ class Migration(migrations.Migration):
                 ('version', models.CharField(blank=True, max_length=50)),
                 ('description', models.TextField(blank=True)),
                 ('runtime', models.CharField(choices=[('apptainer', 'Apptainer'), ('singularity', 'SingularityCE'), ('podman', 'Podman'), ('none', 'None (host environment)')], default='apptainer', max_length=16)),
-                ('location', models.CharField(blank=True, help_text="Absolute .sif path or a docker://, oras:// or library:// URI. Empty for runtime 'none'.", max_length=500, validators=[jobs.validators.image_location])),
-                ('modules', models.TextField(blank=True, help_text='Environment modules loaded before the container starts, one per line (e.g. cuda/12.4).', validators=[jobs.validators.EachItem(django.core.validators.RegexValidator('^[A-Za-z0-9][A-Za-z0-9._+-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)*$', "A module name is letters, digits, '.', '_', '+', '-' with '/' between name and version (for example cuda/12.4 or python/3.11.7)."))])),
+                ('location', models.CharField(blank=True, help_text="Absolute .sif path or a docker://, oras:// or library:// URI. Empty for runtime 'none'.", max_length=500, validators=[common.validators.image_location])),
+                ('modules', models.TextField(blank=True, help_text='Environment modules loaded before the container starts, one per line (e.g. cuda/12.4).', validators=[common.validators.EachItem(django.core.validators.RegexValidator('^[A-Za-z0-9][A-Za-z0-9._+-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)*$', "A module name is letters, digits, '.', '_', '+', '-' with '/' between name and version (for example cuda/12.4 or python/3.11.7)."))])),
                 ('supports_gpu', models.BooleanField(default=True)),
                 ('offers_notebook', models.BooleanField(default=True, verbose_name='notebook sessions')),
                 ('offers_batch', models.BooleanField(default=True, verbose_name='batch jobs')),
@@ -124,7 +124,7 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('name', models.CharField(max_length=64, validators=[django.core.validators.RegexValidator('^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$', "Use letters, digits, '_', '.' and '-' (up to 64 characters, starting with a letter or digit).")])),
                 ('description', models.CharField(blank=True, max_length=200)),
-                ('gpu_types', models.CharField(blank=True, help_text='GRES GPU types offered, comma-separated (e.g. v100, a100). Empty for a CPU-only partition.', max_length=200, validators=[jobs.validators.EachItem(django.core.validators.RegexValidator('^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$', "Use letters, digits, '_', '.' and '-' (up to 64 characters, starting with a letter or digit)."))])),
+                ('gpu_types', models.CharField(blank=True, help_text='GRES GPU types offered, comma-separated (e.g. v100, a100). Empty for a CPU-only partition.', max_length=200, validators=[common.validators.EachItem(django.core.validators.RegexValidator('^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$', "Use letters, digits, '_', '.' and '-' (up to 64 characters, starting with a letter or digit)."))])),
                 ('max_gpus_per_job', models.PositiveSmallIntegerField(default=0)),
                 ('max_cpus_per_job', models.PositiveIntegerField(default=8, validators=[django.core.validators.MinValueValidator(1)])),
                 ('max_memory_gb', models.PositiveIntegerField(default=32, validators=[django.core.validators.MinValueValidator(1)])),

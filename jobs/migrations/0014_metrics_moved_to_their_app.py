@@ -1,4 +1,4 @@
-"""The metric models moved to their own app (jobs.metrics, its 0001): Django forgets them
+"""The metric models moved to their own app (metrics, its 0001): Django forgets them
 here without touching their tables."""
 
 from django.db import migrations

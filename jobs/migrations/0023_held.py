@@ -3,7 +3,7 @@
 from django.db import migrations, models
 
 # What the reason said of a held job before this field: Slurm's three held reasons in
-# words (jobs/slurm/status.py at the time) and HTCondor's "held: ..." prefix.
+# words (schedulers/slurm/status.py at the time) and HTCondor's "held: ..." prefix.
 SLURM_HELD_TEXTS = [
     "held by an administrator",
     "held by you",

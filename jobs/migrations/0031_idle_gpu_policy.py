@@ -2,7 +2,7 @@
 
 import django.core.validators
 import django.db.models.deletion
-import jobs.validators
+import common.validators
 from django.conf import settings
 from django.db import migrations, models
 

@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-from jobs import crypto
+from common import crypto
 
 
 def seal_service_accounts(apps, schema_editor):

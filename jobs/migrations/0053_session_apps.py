@@ -4,7 +4,7 @@ import django.db.models.deletion
 from django.db import migrations, models
 
 # The shipped apps, as they were when this migration was written (a later change to
-# jobs/models/apps.py does not change what this made).
+# catalog/models/apps.py does not change what this made).
 SHIPPED = [
     {
         "slug": "jupyterlab",

@@ -12,10 +12,9 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from jobs.models import describe
 from jobs.models.job import new_job_uid
 from jobs.models.run import claim_submit, release_submit_claim
-from jobs.seam import ArraySpec
+from schedulers.seam import ArraySpec
 
 
 class JobArray(models.Model):
@@ -64,6 +63,14 @@ class JobArray(models.Model):
         self.submit_sent_at = timezone.now()
         JobArray.objects.filter(pk=self.pk).update(submit_sent_at=self.submit_sent_at)
 
+    @property
+    def comment(self) -> str:
+        """The portal's own id of the array, which the scheduler keeps with it (Slurm's
+        --comment); its members share it."""
+        return f"portal-array-{self.pk}-{self.uid}"
+
     def describe(self) -> ArraySpec:
-        """The array as the scheduler seam's plain values (jobs/models/describe.py)."""
-        return describe.array_spec(self)
+        """The array as the scheduler seam's plain values (schedulers/seam.py)."""
+        return ArraySpec(
+            id=self.pk, name=self.scheduler_name, comment=self.comment, throttle=self.throttle
+        )

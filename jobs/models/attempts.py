@@ -44,7 +44,7 @@ class JobAttempt(models.Model):
 
     @classmethod
     def record(cls, job, runs) -> int:
-        """Store ``runs`` (jobs.seam.Attempt, oldest first, from accounting) as the
+        """Store ``runs`` (schedulers.seam.Attempt, oldest first, from accounting) as the
         job's attempts 0, 1, ...; returns how many changed. Never goes back: an ended run
         is not replaced by an older snapshot of it still running, nor a longer elapsed time
         by a shorter one (two reads of one job may finish in either order)."""

@@ -16,8 +16,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs.models.choices import FINAL_STATES
-from jobs.models.choices import State as JobState
+from common.choices import FINAL_STATES
+from common.choices import State as JobState
 
 # The consumers a change can owe something to (jobs.outbox delivers each; see its CONSUMERS).
 NOTIFY = "notify"  # "notify:<notification event>", e.g. "notify:job_failed"

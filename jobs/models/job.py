@@ -6,18 +6,36 @@ from __future__ import annotations
 
 import re
 import secrets
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from jobs import access, signals
-from jobs.access import sees_every_job
-from jobs.models import describe
-from jobs.models.annotations import JobAnnotations
+from catalog.models.apps import SessionApp
+from common import crypto
+from common.choices import COMMAND_SESSION_KINDS, State
+from jobs import signals
+from jobs.models.annotations import PARAMS_FILE, JobAnnotations, params_env, params_json
 from jobs.models.request import JobRequest
 from jobs.models.run import JobRun
-from jobs.seam import JobKey, JobRef, JobSpec
+from projects import access
+from projects.access import sees_every_job
+from schedulers.seam import (
+    AppSpec,
+    ImageSpec,
+    JobKey,
+    JobRef,
+    JobSpec,
+    Member,
+    PartitionSpec,
+    Resources,
+    Staging,
+)
+
+if TYPE_CHECKING:
+    from catalog.models.images import ContainerImage
+    from clusters.models.clusters import Partition
 
 
 def new_job_uid() -> str:
@@ -26,11 +44,11 @@ def new_job_uid() -> str:
 
 class JobQuerySet(models.QuerySet):
     def for_user(self, user) -> JobQuerySet:
-        """Jobs a user may act on (jobs/access.py): their own, or every job for staff."""
+        """Jobs a user may act on (projects/access.py): their own, or every job for staff."""
         return self if sees_every_job(user) else self.filter(owner=user)
 
     def visible_to(self, user) -> JobQuerySet:
-        """Jobs a user may see (jobs/access.py): for_user's, and their projects' that are
+        """Jobs a user may see (projects/access.py): for_user's, and their projects' that are
         not private as their role allows."""
         return self.filter(access.visible_jobs(user))
 
@@ -67,7 +85,7 @@ class Job(JobRequest, JobRun, JobAnnotations):
         "JobArray", on_delete=models.PROTECT, null=True, blank=True, related_name="jobs"
     )
     array_index = models.PositiveIntegerField(null=True, blank=True)
-    # A run of an experiment's trial (jobs/experiments/): one job per cross-validation fold.
+    # A run of an experiment's trial (experiments/): one job per cross-validation fold.
     trial = models.ForeignKey(
         "experiments.Trial",
         on_delete=models.CASCADE,
@@ -86,7 +104,7 @@ class Job(JobRequest, JobRun, JobAnnotations):
     )
 
     # -- kept here for side features, each read and written by its own module ------------
-    # What reproduces the run (jobs/cluster/provenance.py), read on the cluster at submit:
+    # What reproduces the run (jobs/provenance.py), read on the cluster at submit:
     # {"image": {...}, "git": {...}} or {"error": "..."}; shown as the page's Reproduce block.
     reproduce = models.JSONField(default=dict, blank=True, editable=False)
     git_diff = models.TextField(blank=True, editable=False)
@@ -94,7 +112,7 @@ class Job(JobRequest, JobRun, JobAnnotations):
     metrics_token_hash = models.CharField(max_length=64, blank=True, editable=False)
     # Bytes of metric records received (uploads and files), for the per-job quota.
     metrics_bytes = models.BigIntegerField(default=0, editable=False)
-    # The idle-GPU policy (jobs/usage/idle_policy.py): when it warned, when it will (or, in a dry
+    # The idle-GPU policy (usage/idle_policy.py): when it warned, when it will (or, in a dry
     # run, would) cancel, and the owner's one "Keep it".
     idle_warned_at = models.DateTimeField(null=True, blank=True, editable=False)
     idle_cancel_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -134,17 +152,33 @@ class Job(JobRequest, JobRun, JobAnnotations):
     @property
     def scheduler_key(self) -> JobKey:
         """What the scheduler's records of this job are looked up by: its id and its name
-        (an id may be reissued to another job; jobs/seam.py)."""
+        (an id may be reissued to another job; schedulers/seam.py)."""
         return JobKey(self.scheduler_job_id, self.scheduler_name)
 
     def describe(self) -> JobSpec:
         """The job as the scheduler seam's plain values: what its script is rendered from
-        (jobs/models/describe.py)."""
-        return describe.job_spec(self)
+        (the functions below)."""
+        return job_spec(self)
+
+    def as_member(self, metrics_url: str) -> Member:
+        """The job as a member of its array's script: its description and what it alone is
+        told (a trial's parameters, trial and fold; ``member`` below)."""
+        return member(self, metrics_url)
+
+    def issue_metrics_token(self) -> str:
+        """A new upload token for this job's metrics (the old one stops working); only its
+        hash is kept (metrics/auth.py checks it with ``metrics_token_matches``)."""
+        token = "pm_" + secrets.token_urlsafe(32)
+        self.metrics_token_hash = crypto.secret_hash(token)
+        Job.objects.filter(pk=self.pk).update(metrics_token_hash=self.metrics_token_hash)
+        return token
+
+    def metrics_token_matches(self, token: str) -> bool:
+        return crypto.secret_matches(self.metrics_token_hash, token)
 
     def ref(self) -> JobRef:
-        """What a status or accounting read needs of the submitted job (jobs/seam.py)."""
-        return describe.job_ref(self)
+        """What a status or accounting read needs of the submitted job (schedulers/seam.py)."""
+        return job_ref(self)
 
     @property
     def submitted_script(self) -> str:
@@ -171,7 +205,7 @@ class Job(JobRequest, JobRun, JobAnnotations):
     @property
     def session_app_name(self) -> str:
         """What its session's "Open …" button names ('' for a batch job)."""
-        from jobs.models.choices import SESSION_APP_NAMES
+        from common.choices import SESSION_APP_NAMES
 
         if self.kind == self.Kind.APP:
             return self.app.name if self.app is not None else "app"
@@ -181,7 +215,7 @@ class Job(JobRequest, JobRun, JobAnnotations):
     def session_app(self):
         """The SessionApp its session runs (None for a batch job), looked up once."""
         if not hasattr(self, "_session_app"):
-            from jobs.models.apps import SessionApp
+            from catalog.models.apps import SessionApp
 
             self._session_app = SessionApp.for_job(self) if self.has_session else None
         return self._session_app
@@ -246,3 +280,154 @@ class Job(JobRequest, JobRun, JobAnnotations):
         if re.fullmatch(r"[0-9]+", index):  # a member's folder (no index has 10 digits)
             return members.filter(array_index=int(index)).first() if len(index) < 10 else None
         return members.first()
+
+
+# --- the job as the scheduler seam's plain values (schedulers/seam.py) ----------------------
+# Built once here from the rows, so that an adapter never reads a row (nor the database) and
+# its tests need none: ``job_spec`` is what a job's script is rendered from, ``member`` an
+# array member's part of its array's script, ``job_ref`` what a status or accounting read
+# needs of a submitted job. Reached as ``Job.describe()``, ``Job.as_member()``, ``Job.ref()``.
+
+
+def comment(job: Job) -> str:
+    """The portal's own id of the job (pk and uid), which the scheduler keeps with it
+    (Slurm's --comment, seen in squeue and sacct); an array's members share the array's."""
+    if job.array is not None:
+        return job.array.comment
+    return f"portal-job-{job.pk}-{job.uid}"
+
+
+def image_spec(image: ContainerImage) -> ImageSpec:
+    return ImageSpec(
+        runtime=image.runtime, location=image.location, modules=tuple(image.module_list)
+    )
+
+
+def partition_spec(partition: Partition) -> PartitionSpec:
+    return PartitionSpec(
+        name=partition.name,
+        gpu_type_as_constraint=partition.gpu_type_as_constraint,
+        mem_per_gpu=partition.mem_per_gpu,
+        time_class=partition.time_class,
+        max_gpus_per_node=partition.max_gpus_per_node,
+        max_gpus_per_job=partition.max_gpus_per_job,
+        max_cpus_per_job=partition.max_cpus_per_job,
+    )
+
+
+def resources(job: Job, *, gpu_model: bool = True) -> Resources:
+    """What ``job`` asks for; ``gpu_model``: with the model described for its GPU type (a
+    query of its cluster's GPU types, only for a job that names one; none where they were
+    prefetched, as for an array's members)."""
+    model = ""
+    if gpu_model and job.gpus and job.gpu_type:
+        described = [t for t in job.cluster.gpu_types.all() if t.name == job.gpu_type]
+        model = described[0].model if described else ""
+    return Resources(
+        nodes=job.nodes,
+        tasks_per_node=job.tasks_per_node,
+        cpus=job.cpus,
+        memory_gb=job.memory_gb,
+        gpus=job.gpus,
+        gpu_type=job.gpu_type,
+        gpu_constraint=job.gpu_constraint,
+        gpu_model=model,
+        min_gpu_capability=job.min_gpu_capability,
+        min_gpu_memory_gb=job.min_gpu_memory_gb,
+    )
+
+
+def account(job: Job) -> str:
+    """The account the job is charged to: its own, else its cluster's default ('')."""
+    return job.account or job.cluster.default_account
+
+
+def staging(job: Job) -> Staging | None:
+    """What ``job`` copies to its nodes before the command and back after it (None: it
+    stages nothing), where on the node its cluster says."""
+    asked = job.staging or {}
+    if not asked:
+        return None
+    return Staging(
+        source=str(asked.get("in") or ""),
+        source_root=str(asked.get("in_root") or ""),
+        outputs=tuple(str(p) for p in asked.get("out") or ()),
+        destination=str(asked.get("out_to") or ""),
+        destination_root=str(asked.get("out_to_root") or ""),
+        scratch=job.cluster.node_scratch,
+    )
+
+
+def job_spec(job: Job) -> JobSpec:
+    """What ``job``'s script is rendered from (its image, partition, cluster and array
+    read here, once)."""
+    params = job.params or {}
+    return JobSpec(
+        id=job.pk,
+        name=job.scheduler_name,
+        comment=comment(job),
+        kind=job.kind,
+        command=job.command,
+        image=image_spec(job.image),
+        resources=resources(job),
+        partition=partition_spec(job.partition),
+        account=account(job),
+        time_limit_minutes=job.time_limit_minutes,
+        launcher=job.launcher,
+        resumable=job.resumable,
+        max_attempts=job.max_attempts,
+        checkpoint_warning_seconds=job.checkpoint_warning_seconds,
+        notebook_dir=job.notebook_dir,
+        # Its parameters (as a trial's, experiments/runs.py): PORTAL_PARAM_<NAME> and
+        # params.json in the work directory.
+        env=params_env(params) if params else {},
+        files={PARAMS_FILE: params_json(params)} if params else {},
+        array_index=job.array_index,
+        staging=staging(job),
+        app=app_spec(job),
+    )
+
+
+def app_spec(job: Job) -> AppSpec | None:
+    """A session started by its app's command (VS Code, an added app); None otherwise."""
+    if job.kind not in COMMAND_SESSION_KINDS:
+        return None
+    app = SessionApp.for_job(job)
+    return None if app is None else app.spec(job.app_values or {})
+
+
+def member(job: Job, metrics_url: str) -> Member:
+    """``job`` as a member of its array's script (its description and what it alone is
+    told: a trial's parameters, trial and fold)."""
+    trial = job.trial
+    if trial is None:
+        return Member(job=job_spec(job), command=job.command, metrics_url=metrics_url)
+    experiment = trial.experiment
+    env = {
+        "PORTAL_EXPERIMENT_ID": str(experiment.pk),
+        "PORTAL_TRIAL": str(trial.number),
+        "FOLD": str(job.fold or 0),
+        "NUM_FOLDS": str(experiment.folds),
+    }
+    env.update(params_env(trial.params))
+    return Member(
+        job=job_spec(job),
+        command=job.command,
+        env=env,
+        files={PARAMS_FILE: params_json(trial.params)},
+        metrics_url=metrics_url,
+    )
+
+
+def job_ref(job: Job) -> JobRef:
+    """What a status or accounting read needs of the submitted ``job``."""
+    return JobRef(
+        key=job.scheduler_key,
+        comment=comment(job),
+        state=State(job.state),
+        resources=resources(job, gpu_model=False),
+        partition=partition_spec(job.partition),
+        account=account(job),
+        node=job.node,
+        submitted_at=job.submitted_at or job.created_at,
+    )

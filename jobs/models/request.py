@@ -2,7 +2,8 @@
 
 Its resources and layout, its command, where it runs; filled in by the launch page, the
 API and experiments alike (jobs/launch/request.py), and checked here against the
-partition, the image and the cluster (request_errors(), with jobs/models/limits.py).
+partition, the image and the cluster (request_errors(), with the checks below: its layout
+on its own, then against its partition; each message names the limit and the way out).
 """
 
 from __future__ import annotations
@@ -14,14 +15,17 @@ from typing import TYPE_CHECKING
 from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
 from django.db import models
 
-from jobs import validators
-from jobs.models import choices, limits
+from clusters.models.gpus import NoGpuMatches, choose, wants
+from common import choices, validators
+from common.choices import SESSION_KINDS, Launcher
+from schedulers import registry as schedulers
 
 if TYPE_CHECKING:
-    from jobs.models.catalog import ContainerImage
-    from jobs.models.clusters import Cluster, Partition
-    from jobs.models.job import Job
+    from catalog.models.images import ContainerImage
+    from clusters.models.clusters import Cluster, Partition
 
+# Job.gpu_constraint's max_length: an OR of more types than fits is refused, not cut.
+GPU_CONSTRAINT_MAX = 400
 # A chained run's attempts (each at most the walltime): the bound of max_attempts.
 MAX_ATTEMPTS = 50
 
@@ -36,7 +40,7 @@ class JobRequest(models.Model):
 
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.NOTEBOOK)
     # An app session (kind "app"): the app a centre added, and the person's values of its
-    # fields, checked (jobs/cluster/app_command.py).
+    # fields, checked (catalog/app_command.py).
     app = models.ForeignKey(
         "jobs.SessionApp", on_delete=models.PROTECT, null=True, blank=True, related_name="jobs"
     )
@@ -71,7 +75,7 @@ class JobRequest(models.Model):
         help_text="How a batch command starts on its nodes (see Distributed training).",
     )
     gpu_type = models.CharField(max_length=64, blank=True, validators=[validators.slurm_name])
-    # "Any GPU with compute capability >= X and memory >= Y GB" (jobs/models/gpus.py): the
+    # "Any GPU with compute capability >= X and memory >= Y GB" (clusters/models/gpus.py): the
     # matching types become gpu_type (one) or gpu_constraint ("a100|h100", several).
     min_gpu_capability = models.DecimalField(
         "minimum compute capability",
@@ -87,13 +91,11 @@ class JobRequest(models.Model):
         blank=True,
         validators=[MinValueValidator(1), MaxValueValidator(10_000)],
     )
-    gpu_constraint = models.CharField(
-        max_length=limits.GPU_CONSTRAINT_MAX, blank=True, editable=False
-    )
+    gpu_constraint = models.CharField(max_length=GPU_CONSTRAINT_MAX, blank=True, editable=False)
     cpus = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)])
     memory_gb = models.PositiveIntegerField(default=4, validators=[MinValueValidator(1)])
     time_limit_minutes = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)])
-    # Checkpoint and requeue (README, "Long runs"): before its time limit the job is asked
+    # Checkpoint and requeue (docs/use/long-runs.md): before its time limit the job is asked
     # to checkpoint, then requeues itself, up to max_attempts runs of the time limit each.
     resumable = models.BooleanField(
         default=False,
@@ -125,7 +127,7 @@ class JobRequest(models.Model):
         "inside the home (or scratch) directory, e.g. projects/mnist (made if missing); "
         "empty: the directory itself.",
     )
-    # Stage-in and stage-out around a batch command (README, "Stage-in"), as
+    # Stage-in and stage-out around a batch command (docs/use/stage-in.md), as
     # jobs/launch/staging.py checked them against the person's folders: {"in": a folder,
     # "in_root": the root it is in, "out": [paths or globs], "out_to": a folder,
     # "out_to_root": its root}; {}: none. Read through stage_in, stage_out, stage_out_to.
@@ -142,7 +144,7 @@ class JobRequest(models.Model):
         image_id: int | None
         array_id: int | None
 
-        def _job_of_folder(self, folder: re.Match) -> Job | None: ...
+        def _job_of_folder(self, folder: re.Match) -> JobRequest | None: ...
 
     class Meta:
         abstract = True
@@ -173,8 +175,8 @@ class JobRequest(models.Model):
 
     def _app_errors(self, image) -> dict[str, str]:
         """An app session's app and values; a shipped app turned off in the admin."""
-        from jobs.cluster import app_command
-        from jobs.models.apps import BUILTIN_KINDS, SessionApp
+        from catalog import app_command
+        from catalog.models.apps import BUILTIN_KINDS, SessionApp
 
         if self.kind in BUILTIN_KINDS:
             self.app, self.app_values = None, None
@@ -246,11 +248,11 @@ class JobRequest(models.Model):
             errors["command"] = "A batch job needs a command to run."
         if self.staging and self.kind != self.Kind.BATCH:
             errors["kind"] = "Only batch jobs stage data in and out: choose a batch job."
-        errors.update(limits.layout_errors(self))
+        errors.update(layout_errors(self))
         if partition is not None:
-            errors.update(limits.partition_errors(self, partition))
+            errors.update(partition_errors(self, partition))
             if "gpus" not in errors and "gpu_type" not in errors:
-                errors.update(limits.gpu_requirement_errors(self, partition))
+                errors.update(gpu_requirement_errors(self, partition))
         errors.update(self._resumable_errors())
         if self.gpu_type and not self.gpus:
             errors.setdefault("gpu_type", "Choose a GPU count, or no GPU type.")
@@ -279,3 +281,145 @@ class JobRequest(models.Model):
                 "walltime: at most a third of it."
             }
         return {}
+
+
+# --- what a job may ask for ------------------------------------------------------------
+
+
+def layout_errors(job: JobRequest) -> dict[str, str]:
+    """Nodes, tasks and launcher must make sense together (before any partition)."""
+    errors: dict[str, str] = {}
+    if job.kind in SESSION_KINDS and (
+        job.nodes > 1 or job.tasks_per_node > 1 or job.launcher != Launcher.NONE
+    ):
+        errors["nodes"] = (
+            f"A {job.get_kind_display().lower()} runs as one process on one node: "
+            "choose 1 node, 1 task per node and no launcher."
+        )
+        return errors
+    if job.launcher == Launcher.TORCHRUN and job.gpus and job.tasks_per_node != job.gpus:
+        errors["tasks_per_node"] = (
+            f"torchrun starts one process per task and each drives one GPU: ask for as many "
+            f"tasks per node as GPUs per node ({job.gpus}), or for no GPUs."
+        )
+    elif (
+        job.launcher == Launcher.MPI
+        and job.gpus
+        and job.tasks_per_node % job.gpus
+        and job.gpus % job.tasks_per_node
+    ):
+        errors["tasks_per_node"] = (
+            f"Each MPI rank is pinned to an equal share of its node's {job.gpus} GPUs: ask "
+            f"for tasks per node that divide them evenly (one per GPU: {job.gpus}) or a "
+            "multiple of them."
+        )
+    return errors
+
+
+def partition_errors(job: JobRequest, partition: Partition) -> dict[str, str]:
+    """The request must fit the partition; each message names the limit and the way out."""
+    errors: dict[str, str] = {}
+    name = partition.name
+    if job.nodes > partition.max_nodes:
+        errors["nodes"] = (
+            f"Partition {name} allows at most {partition.max_nodes} node(s) per job."
+            if partition.max_nodes > 1
+            else f"Partition {name} runs single-node jobs only: choose 1 node."
+        )
+    per_node = partition.gpus_per_node_limit
+    if job.gpus and not partition.max_gpus_per_job:
+        errors["gpus"] = f"Partition {name} has no GPUs."
+    elif job.gpus > per_node and per_node < partition.max_gpus_per_job:
+        # (per_node > 0 here: a partition without GPUs took the branch above)
+        more = -(-job.gpus * job.nodes // per_node)
+        hint = (
+            f" For {job.gpus * job.nodes} GPUs, ask for {per_node} per node on {more} nodes."
+            if 1 < more <= partition.max_nodes and more * per_node <= partition.max_gpus_per_job
+            else ""
+        )
+        errors["gpus"] = f"A node of partition {name} has at most {per_node} GPU(s).{hint}"
+    elif job.total_gpus > partition.max_gpus_per_job:
+        errors["gpus"] = (
+            f"Partition {name} allows at most {partition.max_gpus_per_job} GPU(s) per job"
+            + (
+                f"; {job.nodes} nodes × {job.gpus} GPUs is {job.total_gpus}."
+                if job.nodes > 1
+                else "."
+            )
+        )
+    elif job.gpu_type and job.gpu_type not in partition.gpu_type_list:
+        offered = ", ".join(partition.gpu_type_list) or "none"
+        errors["gpu_type"] = f"Partition {name} offers GPU types: {offered}."
+    node_cpus = job.cpus * job.tasks_per_node
+    if node_cpus > partition.max_cpus_per_job:
+        errors["cpus"] = (
+            f"Partition {name} allows at most {partition.max_cpus_per_job} CPUs per job."
+            if job.tasks_per_node == 1
+            else f"Partition {name} allows at most {partition.max_cpus_per_job} CPUs per "
+            f"node; {job.tasks_per_node} tasks × {job.cpus} CPUs is {node_cpus}."
+        )
+    if job.memory_gb > partition.max_memory_gb:
+        errors["memory_gb"] = (
+            f"Partition {name} allows at most {partition.max_memory_gb} GB of memory per "
+            f"{'node' if job.nodes > 1 else 'job'}."
+        )
+    if job.time_limit_minutes > partition.max_time_minutes:
+        errors["time_limit_minutes"] = (
+            f"Partition {name} allows at most {partition.max_time_minutes} minutes."
+        )
+    errors.update(scheduler_errors(job, partition.cluster))
+    return errors
+
+
+def scheduler_errors(job, cluster) -> dict[str, str]:
+    """What the cluster's scheduler cannot run: its adapter's capabilities
+    (docs/run/schedulers.md)."""
+    scheduler = schedulers.for_cluster(cluster)
+    errors: dict[str, str] = {}
+    if (not scheduler.supports_multi_node and (job.nodes > 1 or job.tasks_per_node > 1)) or (
+        not scheduler.supports_launchers and job.launcher != Launcher.NONE
+    ):
+        errors["nodes"] = (
+            f"Cluster {cluster.name} runs {scheduler.name}: one process on one machine per "
+            "job (multi-node jobs and launchers need a Slurm cluster)."
+        )
+    if job.resumable and not scheduler.supports_resumable:
+        errors["resumable"] = (
+            f"Cluster {cluster.name} runs {scheduler.name}: checkpoint and requeue need a "
+            "Slurm cluster here."
+        )
+    return errors
+
+
+def gpu_requirement_errors(job, partition) -> dict[str, str]:
+    """A request by compute capability and memory: the matching GPU types of ``partition``
+    become the job's gpu_type (one type) or gpu_constraint (one of several); refused with
+    the closest alternatives when none matches."""
+    capability, memory = job.min_gpu_capability, job.min_gpu_memory_gb
+    job.gpu_constraint = ""
+    if capability is None and memory is None:
+        return {}
+    field = "min_gpu_capability" if capability is not None else "min_gpu_memory_gb"
+    if not job.gpus:
+        return {field: "Choose a GPU count for these GPU requirements."}
+    described = list(partition.cluster.gpu_types.all())
+    if job.gpu_type:
+        chosen = next((t for t in described if t.name == job.gpu_type), None)
+        if chosen is None:
+            return {field: f"GPU type {job.gpu_type} is not described: choose “any” type."}
+        if not chosen.satisfies(capability, memory):
+            return {
+                field: f"{chosen.name} has {chosen.describe()}, not {wants(capability, memory)}."
+            }
+        return {}
+    try:
+        choice = choose(partition, described, capability, memory)
+    except NoGpuMatches as exc:
+        return {field: str(exc)}
+    if len(choice.constraint) > GPU_CONSTRAINT_MAX:
+        return {field: f"Too many GPU types match ({len(choice.types)}): ask for more."}
+    job.gpu_type, job.gpu_constraint = choice.gres_type, choice.constraint
+    return {}
+
+
+# Job.gpu_constraint's max_length: an OR of more types than fits is refused, not cut.

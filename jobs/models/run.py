@@ -4,11 +4,12 @@ JobRun is a part of Job: its state and what the scheduler last said (reason, que
 node, attempt, hold), its timestamps, the submit claim that keeps two workers from
 submitting it twice, and the one way its state changes (transition(), each change a
 JobEvent with what it owes: jobs/models/events.py). The adapters' neutral Status
-(jobs/seam.py) comes in through apply_scheduler_status().
+(schedulers/seam.py) comes in through apply_scheduler_status().
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -18,12 +19,15 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from jobs import outbox, signals
-from jobs.hostlist import expand_hostlist
-from jobs.models import choices, events
+from common import choices
+from common.hostlist import expand_hostlist
+from common.text import error_tail
+from jobs import signals
+from jobs.models import events
 from jobs.models.events import JobEvent
-from jobs.seam import REASON_MAX_LENGTH, Status
-from jobs.text import error_tail
+from schedulers.seam import REASON_MAX_LENGTH, Status
+
+log = logging.getLogger(__name__)
 
 
 def claim_submit(row, rows: models.QuerySet) -> bool:
@@ -181,6 +185,7 @@ class JobRun(models.Model):
             for key, value in values.items():
                 setattr(self, key, value)
             self._record_event(current, message, attempt_before, held_before)
+        log.info("job %s: %s -> %s", self.pk, current, to)
         return True
 
     def _record_event(
@@ -191,7 +196,7 @@ class JobRun(models.Model):
         due = events.due_after(self, from_state, attempt_before, held_before)
         event = JobEvent.record(self, from_state, message, due)
         signals.updated_on_commit(self)
-        outbox.send_on_commit(event)
+        signals.event_recorded.send(sender=JobEvent, event=event)
         return event
 
     def note(self, message: str, *, publish: bool = True, tell: str = "") -> bool:
@@ -205,7 +210,7 @@ class JobRun(models.Model):
             return False
         due = [f"{events.NOTIFY}:{tell}"] if tell else []
         event = JobEvent.record(self, self.state, message, due=due)
-        outbox.send_on_commit(event)
+        signals.event_recorded.send(sender=JobEvent, event=event)
         if publish:
             signals.updated_on_commit(self)
         return True
@@ -324,7 +329,7 @@ class JobRun(models.Model):
 
     def mark_unseen(self, grace: float) -> bool:
         """The scheduler did not report this job: no record under its id and its name
-        (jobs/seam.py JobKey). After ``grace`` seconds of that, the job has ended as far as
+        (schedulers/seam.py JobKey). After ``grace`` seconds of that, the job has ended as far as
         anyone can tell: it fails with a message saying so. A record of another job that
         holds its id now (a scheduler that lost its state reissues ids) is not its outcome."""
         now = timezone.now()
@@ -349,7 +354,7 @@ class JobRun(models.Model):
         )
 
     def apply_scheduler_status(self, status: Status, *, vouched: bool = False) -> bool:
-        """Record what the scheduler says (neutral values from its adapter, jobs/seam.py).
+        """Record what the scheduler says (neutral values from its adapter, schedulers/seam.py).
         ``vouched``: read by the cluster's service account, not the owner's login (the
         node is then believed as it is: ``node_vouched``). True if anything changed."""
         if self.scheduler_unseen_since is not None:

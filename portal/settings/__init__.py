@@ -1,7 +1,8 @@
 """Settings for the HPC portal (DJANGO_SETTINGS_MODULE=portal.settings). Every value comes
 from the environment.
 
-The README's settings table documents each variable. Code reads
+The docs' settings reference (generated from configured.py and dev.py) lists each
+variable. Code reads
 ``settings.X`` at call time so tests can override any of them.
 
 Three layers, in the order they run (each reads only the ones before it):

@@ -146,16 +146,21 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
-    "jobs",
-    "jobs.metrics",
+    # The portal's own apps, from the ground floor up (docs/explain/architecture.md: the house).
+    "clusters",
     "identity",
+    "catalog",
     "projects",
+    "jobs",
+    "metrics",
+    "tracking",
+    "usage",
+    "experiments",
+    "registry",
+    "notifications",
     "files",
-    "ops",
-    "jobs.experiments",
-    "jobs.notifications",
-    "jobs.tracking",
     "proxy",
+    "ops",
     "frontend",
     # Development and load tooling (no models, no URLs): its management commands.
     "devtools",
@@ -173,8 +178,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # A deadline on cluster work, and a bounded number of one person's requests waiting on
-    # clusters at once (429 past it): portal/cluster_share.py.
-    "portal.cluster_share.ClusterShareMiddleware",
+    # clusters at once (429 past it): clusters/share.py.
+    "clusters.share.ClusterShareMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     # With OIDC on, a session ends when its person's provider confirmation is too old.
     "identity.middleware.ConfirmationMiddleware",
@@ -197,7 +202,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "jobs.notifications.context.unread_count",
+                "notifications.context.unread_count",
             ],
         },
     },
@@ -236,7 +241,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # password, the admin's login included), and last the backend that keeps a session made by
 # an OIDC sign-in (identity/backends.py).
 AUTHENTICATION_BACKENDS = [
-    "portal.signin.SignInThrottle",
+    "identity.throttle.SignInThrottle",
     "identity.backends.LocalPasswordPolicy",
     *authentication_backends,
     "identity.backends.ProviderSessionBackend",
@@ -287,10 +292,11 @@ LANGUAGE_CODE = "en-us"
 USE_I18N = True
 USE_TZ = True
 
+_log_format = PORTAL_LOG_FORMAT or ("console" if DEMO_MODE else "json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "ops.logs.Context"}},
+    "filters": {"context": {"()": "ops.logs.Context"}, "chatter": {"()": "ops.logs.Chatter"}},
     "formatters": {
         "console": {
             "()": "ops.logs.Console",
@@ -305,8 +311,10 @@ LOGGING = {
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
-            "formatter": PORTAL_LOG_FORMAT or ("console" if DEMO_MODE else "json"),
-            "filters": ["context"],
+            "formatter": _log_format,
+            # A console (the demo's) shows what a person needs; JSON lines keep every task's
+            # received/succeeded line for a log collector (ops/logs.py: Chatter).
+            "filters": ["context", "chatter"] if _log_format == "console" else ["context"],
         }
     },
     "root": {"handlers": ["console"], "level": log_level},
@@ -318,15 +326,15 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # --- REST API ---------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "jobs.api.auth.BearerTokenAuthentication",
+        "identity.token_auth.BearerTokenAuthentication",
         "identity.api_auth.ProviderTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": [
         "rest_framework.permissions.IsAuthenticated",
-        "jobs.api.auth.HasTokenScope",
+        "identity.token_auth.HasTokenScope",
     ],
-    "DEFAULT_THROTTLE_CLASSES": ["jobs.api.auth.TokenRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["identity.token_auth.TokenRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"api": PORTAL_API_RATE, "ingest": PORTAL_METRICS_INGEST_RATE},
     "DEFAULT_PARSER_CLASSES": [
         "jobs.api.parsers.JSONParser",
@@ -335,7 +343,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "jobs.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "common.api_errors.exception_handler",
     "URL_FORMAT_OVERRIDE": None,  # ?format=csv is ours (metrics export), not DRF's
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
@@ -351,10 +359,10 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
-        "JobStateEnum": "jobs.models.choices.State",
-        "LauncherEnum": "jobs.models.choices.Launcher",
-        "JobKindEnum": "jobs.models.choices.Kind",
-        "LaunchKindEnum": "jobs.models.choices.LAUNCHED_KIND_CHOICES",
+        "JobStateEnum": "common.choices.State",
+        "LauncherEnum": "common.choices.Launcher",
+        "JobKindEnum": "common.choices.Kind",
+        "LaunchKindEnum": "common.choices.LAUNCHED_KIND_CHOICES",
     },
 }
 
@@ -407,7 +415,7 @@ CELERY_TASK_ROUTES = {
     "files.tasks.poll_transfer": {"queue": PORTAL_TRANSFER_QUEUE},
 }
 # Task modules besides each app's tasks.py (autodiscovered).
-CELERY_IMPORTS = ("jobs.usage.idle_policy",)
+CELERY_IMPORTS = ("usage.idle_policy",)
 CELERY_BEAT_SCHEDULE = {
     "sync-clusters": {"task": "jobs.tasks.sync_clusters", "schedule": PORTAL_SYNC_INTERVAL},
     "deliver-job-events": {
@@ -453,6 +461,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "jobs.notifications.tasks.warn_walltime_ending",
         "schedule": 60,
         "options": {"expires": 60},
+    },
+    # A version whose manifest task was lost (a broker restarted empty) is read again.
+    "resend-manifests": {
+        "task": "registry.tasks.resend_pending",
+        "schedule": 120,
+        "options": {"expires": 120},
     },
     "prune-audit-log": {
         "task": "jobs.tasks.prune_audit_log",
@@ -517,13 +531,13 @@ CHANNEL_LAYERS = {
 
 CACHES = {
     "default": {
-        "BACKEND": "portal.cache.RedisCache",  # one connection pool per process
+        "BACKEND": "common.cache.RedisCache",  # one connection pool per process
         "LOCATION": REDIS_URL,
         # Locks and throttle counts; a test run uses its own prefix on a shared Redis.
         "KEY_PREFIX": cache_prefix,
         # JSON, not pickle: reading the cache never runs code, whoever wrote to Redis.
         "OPTIONS": {
-            "serializer": "portal.cache.JSONSerializer",
+            "serializer": "common.cache.JSONSerializer",
             **(
                 redis_ha.cache_options(
                     REDIS_SENTINELS, REDIS_SENTINEL_MASTER, REDIS_SENTINEL_PASSWORD

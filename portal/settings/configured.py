@@ -1,6 +1,6 @@
 """Layer 2 of the settings: what an operator sets. Every environment variable the portal
-reads, with its default and its meaning, grouped by concern; the README's settings table
-documents each one.
+reads, with its default and its meaning, grouped by concern; the comment above each is its
+meaning in the docs' settings reference (docs/_ext/portal_reference.py).
 
 Only reading happens here: a value that cannot be used stops the start with its name
 (portal/env.py). Checks between values, and everything Django and Celery are given, are
@@ -49,11 +49,16 @@ if not PORTAL_ENCRYPTION_KEYS:
     PORTAL_ENCRYPTION_KEYS = [_file_key] if _file_key else dev.derived_encryption_keys(SECRET_KEY)
 
 # --- The web server ------------------------------------------------------------------
+# host names the portal answers to
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+# extra origins for CSRF (e.g. `https://portal.example.org`)
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 # Public URL of the portal, used in links handed to jobs and in e-mails.
 PORTAL_URL = env_str("PORTAL_URL", "http://localhost:8000").rstrip("/")
+# where `collectstatic` puts assets (served by whitenoise)
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "var" / "static")))
+# The documentation of this version, built by `make docs` (Sphinx) and served at /docs/.
+PORTAL_DOCS_DIR = Path(env_str("PORTAL_DOCS_DIR", str(DATA_DIR / "docs-html")))
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
 log_level = env_str("LOG_LEVEL", "INFO")
 # Log lines: "json" (one object per line, for a log collector), "console" (readable), or
@@ -75,18 +80,20 @@ sqlite_busy_timeout = env_float("SQLITE_BUSY_TIMEOUT", 20.0, minimum=0)
 # so calls past it failed with 503. With a pool they wait up to PORTAL_DB_POOL_TIMEOUT
 # seconds for a connection instead. 0: no pool (a connection per request, as before).
 PORTAL_DB_POOL_MAX = env_int("PORTAL_DB_POOL_MAX", 0, minimum=0)
+# seconds a request waits for a pooled connection before failing
 PORTAL_DB_POOL_TIMEOUT = env_float("PORTAL_DB_POOL_TIMEOUT", 30.0, minimum=1)
 # Threads of each web process that run requests (Django's WSGI handler inside the ASGI
 # server, portal/serving.py); the views that stream run beside them on the event loop.
 PORTAL_WEB_THREADS = env_int("PORTAL_WEB_THREADS", 8, minimum=1)
-# How long one web request may wait on clusters in all (seconds; transfers excepted), and
-# how many of one person's requests may wait on clusters at once, across every web process
-# (more are answered 429 at once): portal/cluster_share.py.
+# How long one web request may wait on clusters in all (seconds; every SSH login, command
+# and SFTP call it makes; transfers excepted): clusters/share.py.
 PORTAL_WEB_CLUSTER_SECONDS = env_float("PORTAL_WEB_CLUSTER_SECONDS", 60.0, minimum=1)
+# how many of one person's requests may wait on clusters at once, across every web
+# process; more are answered 429 with `Retry-After` before any SSH
 PORTAL_PERSON_CLUSTER_REQUESTS = env_int("PORTAL_PERSON_CLUSTER_REQUESTS", 4, minimum=1)
 # How many of a web process's PORTAL_WEB_THREADS one caller (an API token, a browser
 # session, an address) takes at once; their other requests wait on the event loop, holding
-# no thread (portal/callers.py). Default: their cluster places and two more (so that what
+# no thread (common/callers.py). Default: their cluster places and two more (so that what
 # does not wait on a cluster, a 429 past the places included, still goes through), and
 # never all the threads.
 PORTAL_WEB_CALLER_THREADS = env_int(
@@ -111,7 +118,10 @@ REDIS_URL = env_secret("REDIS_URL") or dev.local_redis_url(DATA_DIR, "redis://12
 # REDIS_SENTINEL_PASSWORD (or _FILE): the sentinels' own password, required outside
 # PORTAL_DEMO; rediss:// is refused in this mode until TLS is carried through.
 REDIS_SENTINELS = redis_ha.parse_sentinels(env_list("REDIS_SENTINELS", []))
+# the master's name as the sentinels know it (set with `REDIS_SENTINELS`, never alone)
 REDIS_SENTINEL_MASTER = env_str("REDIS_SENTINEL_MASTER", "")
+# the sentinels' own password (set `requirepass` on every sentinel). Sentinel mode
+# refuses a `rediss://` `REDIS_URL` at start: TLS is not carried through it yet
 REDIS_SENTINEL_PASSWORD = env_secret("REDIS_SENTINEL_PASSWORD")
 # Locks and throttle counts; a test run uses its own prefix on a shared Redis.
 cache_prefix = env_str("PORTAL_CACHE_PREFIX", "portal")
@@ -133,6 +143,7 @@ authentication_backends = env_list(
 )
 # Failed sign-ins per user name (x5 per client address) within the window (seconds).
 PORTAL_SIGNIN_FAILURES = env_int("PORTAL_SIGNIN_FAILURES", 10, minimum=1)
+# the window of PORTAL_SIGNIN_FAILURES, in seconds
 PORTAL_SIGNIN_WINDOW = env_int("PORTAL_SIGNIN_WINDOW", 900, minimum=10)
 
 # --- OIDC sign-in (identity/) ---------------------------------------------------
@@ -141,8 +152,10 @@ PORTAL_SIGNIN_WINDOW = env_int("PORTAL_SIGNIN_WINDOW", 900, minimum=10)
 # authorization code flow with PKCE (redirect URI: <PORTAL_URL>/oidc/callback/).
 # With an issuer, a client id is required too (computed.py checks it).
 PORTAL_OIDC_ISSUER = env_str("PORTAL_OIDC_ISSUER", "").rstrip("/")
+# the portal's confidential client at the provider
 PORTAL_OIDC_CLIENT_ID = env_str("PORTAL_OIDC_CLIENT_ID", "")
 PORTAL_OIDC_CLIENT_SECRET = env_secret("PORTAL_OIDC_CLIENT_SECRET") or ""
+# shown on the sign-in button
 PORTAL_OIDC_PROVIDER_NAME = env_str("PORTAL_OIDC_PROVIDER_NAME", "your organisation")
 # Must contain openid.
 PORTAL_OIDC_SCOPES = env_str("PORTAL_OIDC_SCOPES", "openid profile email")
@@ -182,7 +195,9 @@ PORTAL_OIDC_REFRESH_CONFIRMS = env_bool("PORTAL_OIDC_REFRESH_CONFIRMS", True)
 PORTAL_OIDC_ACCOUNT_URL = env_str("PORTAL_OIDC_ACCOUNT_URL", "")
 # The Authorization header's whole value for that API (a secret: _FILE works too).
 PORTAL_OIDC_ACCOUNT_AUTHORIZATION = env_secret("PORTAL_OIDC_ACCOUNT_AUTHORIZATION") or ""
+# the answer's boolean field that says enabled
 PORTAL_OIDC_ACCOUNT_ENABLED_FIELD = env_str("PORTAL_OIDC_ACCOUNT_ENABLED_FIELD", "enabled")
+# how often the beat asks
 PORTAL_OIDC_ACCOUNT_SECONDS = env_int("PORTAL_OIDC_ACCOUNT_SECONDS", 5, minimum=1)
 # People asked about per run: those who can open a session now first, then the rest of the
 # current ones, longest unasked first.
@@ -215,10 +230,13 @@ behind_tls_proxy = env_bool("PORTAL_BEHIND_TLS_PROXY", False)
 FORWARDED_ALLOW_IPS = env_networks("FORWARDED_ALLOW_IPS", ["127.0.0.1", "::1"])
 
 # --- Clusters: SSH -------------------------------------------------------------------
+# seconds to connect and authenticate to a cluster
 SSH_CONNECT_TIMEOUT = env_float("PORTAL_SSH_CONNECT_TIMEOUT", 10.0, minimum=0.1)
+# seconds a remote command may run
 SSH_COMMAND_TIMEOUT = env_float("PORTAL_SSH_COMMAND_TIMEOUT", 60.0, minimum=0.1)
+# SSH keep-alive interval in seconds (0: off)
 SSH_KEEPALIVE_INTERVAL = env_int("PORTAL_SSH_KEEPALIVE", 30, minimum=0)
-# Clusters in certificate mode (Cluster.ssh_auth; jobs/cluster/certs.py): the portal's SSH
+# Clusters in certificate mode (Cluster.ssh_auth; clusters/certs.py): the portal's SSH
 # user CA, as OpenSSH private key files (comma-separated; the first signs, every one listed
 # is the portal's, for rotation; `manage.py ssh_ca` makes them). Default only in DEBUG or
 # PORTAL_DEMO; elsewhere it must be set before a cluster uses certificates. A certificate is
@@ -229,19 +247,25 @@ PORTAL_SSH_CA_KEY_FILES = env_list(
     "PORTAL_SSH_CA_KEY_FILES",
     [str(DATA_DIR / "ssh-ca" / "user_ca")] if INSECURE_DEFAULTS_ALLOWED else [],
 )
+# how long a certificate is valid; a pooled connection is replaced before it expires
 PORTAL_SSH_CERT_MINUTES = env_int("PORTAL_SSH_CERT_MINUTES", 5, minimum=1)
+# the portal hosts' addresses as login nodes see them (CIDRs): the certificates'
+# `source-address`
 PORTAL_SSH_CERT_SOURCE_ADDRESSES = env_networks("PORTAL_SSH_CERT_SOURCE_ADDRESSES", [])
 # A person's own certificate, for SSH into their running job from their terminal or editor
-# (jobs/cluster/node_access.py): valid for PORTAL_SSH_USER_CERT_MINUTES (at most a day) and,
+# (jobs/node_access.py): valid for PORTAL_SSH_USER_CERT_MINUTES (at most a day) and,
 # with PORTAL_SSH_USER_CERT_SOURCE_ADDRESSES (CIDRs: the networks people connect from, a
 # VPN's say), only from those addresses.
 PORTAL_SSH_USER_CERT_MINUTES = env_int("PORTAL_SSH_USER_CERT_MINUTES", 60, minimum=1, maximum=1440)
+# the networks people connect from (CIDRs, a VPN's say): their certificates'
+# `source-address`
 PORTAL_SSH_USER_CERT_SOURCE_ADDRESSES = env_networks("PORTAL_SSH_USER_CERT_SOURCE_ADDRESSES", [])
-# Where signing happens (jobs/cluster/signer.py): with PORTAL_SSH_SIGNER_SOCKET set, this
+# Where signing happens (clusters/signer.py): with PORTAL_SSH_SIGNER_SOCKET set, this
 # process asks the signer (`manage.py ssh_signer`, the only process given the CA key files)
 # for each certificate and never reads the key; the signer serves its own user and those
 # of PORTAL_SSH_SIGNER_CLIENTS (user names: the web's and workers' service user).
 PORTAL_SSH_SIGNER_SOCKET = env_str("PORTAL_SSH_SIGNER_SOCKET", "")
+# for the signer: user names (besides its own) whose processes may ask it
 PORTAL_SSH_SIGNER_CLIENTS = env_list("PORTAL_SSH_SIGNER_CLIENTS", [])
 
 # --- Jobs: tasks, sync and recovery -----------------------------------------------------
@@ -265,6 +289,8 @@ PORTAL_RECOVER_AFTER = env_float("PORTAL_RECOVER_AFTER", 60.0, minimum=2)
 # done within PORTAL_OUTBOX_LEASE seconds (a broker restarted empty, a dead worker) is
 # handed over again; longer than any consumer's retries take.
 PORTAL_OUTBOX_INTERVAL = env_float("PORTAL_OUTBOX_INTERVAL", 10.0, minimum=0.5)
+# seconds after which what was handed over and never done (the broker restarted empty, a
+# worker died) is handed over again
 PORTAL_OUTBOX_LEASE = env_float("PORTAL_OUTBOX_LEASE", 900.0, minimum=1)
 # Projects (projects/): each cluster's accounts are read every PORTAL_PROJECT_SYNC_INTERVAL
 # seconds. What an account's associated users may do with each other's runs unless the
@@ -281,6 +307,8 @@ PORTAL_PROJECT_GROUPS = env_list("PORTAL_PROJECT_GROUPS", [])
 PORTAL_PROJECT_USAGE_CACHE = env_float("PORTAL_PROJECT_USAGE_CACHE", 300.0, minimum=0)
 # The clusters' maintenance reservations, read for the launch form, are kept this long.
 PORTAL_RESERVATIONS_CACHE = env_float("PORTAL_RESERVATIONS_CACHE", 60.0, minimum=0)
+# what an account's associated users may do with each other's runs unless its project
+# says otherwise: `none`, `viewer` or `member` (coordinators are managers)
 PORTAL_PROJECT_DEFAULT_ROLE = env_choice(
     "PORTAL_PROJECT_DEFAULT_ROLE", "none", ("none", "viewer", "member")
 )
@@ -288,10 +316,12 @@ PORTAL_PROJECT_DEFAULT_ROLE = env_choice(
 # outside their project (projects/links.py): off unless a centre turns them on; a link
 # lasts at most PORTAL_READ_LINK_MAX_DAYS.
 PORTAL_READ_LINKS = env_bool("PORTAL_READ_LINKS", False)
+# the longest a read link lasts
 PORTAL_READ_LINK_MAX_DAYS = env_int("PORTAL_READ_LINK_MAX_DAYS", 14, minimum=1)
 # How often Celery beat asks each cluster about its active jobs (seconds), and
 # the fraction of that interval over which the per-cluster polls are spread.
 PORTAL_SYNC_INTERVAL = env_float("PORTAL_SYNC_INTERVAL", 15.0, minimum=1)
+# fraction of the interval over which per-cluster polls are spread
 PORTAL_SYNC_JITTER = env_float("PORTAL_SYNC_JITTER", 0.5, minimum=0)
 # Transient failures (cluster unreachable, slurmctld busy) are retried this often.
 PORTAL_SUBMIT_MAX_RETRIES = env_int("PORTAL_SUBMIT_MAX_RETRIES", 6, minimum=0)
@@ -299,6 +329,7 @@ PORTAL_SUBMIT_MAX_RETRIES = env_int("PORTAL_SUBMIT_MAX_RETRIES", 6, minimum=0)
 # lost mid-submit, each a full task time limit) is ended submit_failed by the recovery
 # sweep rather than queued again (jobs/tasks.py recover_jobs).
 PORTAL_SUBMIT_MAX_TRIES = env_int("PORTAL_SUBMIT_MAX_TRIES", 3, minimum=1)
+# longest back-off between retries, in seconds
 PORTAL_RETRY_BACKOFF_MAX = env_float("PORTAL_RETRY_BACKOFF_MAX", 120.0, minimum=1)
 # The most `squeue --json` may print (bytes). Slurm 22.05 ignores -u with --json and lists
 # every user's jobs (about 3.5 KB each); later versions list only the account's.
@@ -307,17 +338,21 @@ PORTAL_SQUEUE_MAX_BYTES = env_int("PORTAL_SQUEUE_MAX_BYTES", 64 * 1024 * 1024, m
 # (seconds) ends as failed with a message saying its outcome is unknown.
 PORTAL_LOST_JOB_GRACE = env_float("PORTAL_LOST_JOB_GRACE", 600.0, minimum=0)
 
-# --- Experiments (jobs/experiments/) -------------------------------------------------
+# --- Experiments (experiments/) -------------------------------------------------
 # How often each running experiment's controller steps
 # (stops trials early, starts new ones), and how long a completed trial's metrics may
 # still be arriving before a missing objective counts as never logged.
 PORTAL_EXPERIMENT_INTERVAL = env_float("PORTAL_EXPERIMENT_INTERVAL", 5.0, minimum=0.5)
+# seconds a completed trial's metrics may still be arriving before a missing objective
+# counts as never logged
 PORTAL_EXPERIMENT_SETTLE = env_float("PORTAL_EXPERIMENT_SETTLE", 15.0, minimum=0)
 # Budgets, checked when an experiment starts: a user's experiments running at once, the
 # trials of one experiment, and the jobs all of a user's running experiments may run at
 # once (the sum of their max_concurrent).
 PORTAL_EXPERIMENTS_MAX_RUNNING = env_int("PORTAL_EXPERIMENTS_MAX_RUNNING", 5, minimum=1)
+# most `max_trials` one experiment may ask for
 PORTAL_EXPERIMENT_MAX_TRIALS = env_int("PORTAL_EXPERIMENT_MAX_TRIALS", 1000, minimum=1)
+# sum of `max_concurrent` over one user's running experiments
 PORTAL_EXPERIMENTS_MAX_CONCURRENT = env_int("PORTAL_EXPERIMENTS_MAX_CONCURRENT", 64, minimum=1)
 # The longest one controller step may run (seconds; it talks to no cluster: cancellations
 # and submissions are tasks of their own). Its lock outlives it, so steps never overlap.
@@ -328,26 +363,28 @@ PORTAL_EXPERIMENT_STEP_TIME_LIMIT = env_float("PORTAL_EXPERIMENT_STEP_TIME_LIMIT
 PORTAL_EXPERIMENT_QUEUE = env_str(
     "PORTAL_EXPERIMENT_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}-experiments"
 )
-# Imports of uploaded runs (jobs/tracking/tasks.py) take minutes of one worker process each:
+# Imports of uploaded runs (tracking/tasks.py) take minutes of one worker process each:
 # a queue of their own, consumed by every worker started without -Q, so that a busy site
 # can give them a worker and keep them from delaying submissions.
 PORTAL_IMPORT_QUEUE = env_str("PORTAL_IMPORT_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}-imports")
 # The longest one import may run (seconds): a worker is held this long at most.
 PORTAL_IMPORT_TIME_LIMIT = env_float("PORTAL_IMPORT_TIME_LIMIT", 3600.0, minimum=60)
 # The memory one import may take beyond what its worker holds (MiB): past it the import
-# stops with a message (jobs/tracking/imports/memory.py), the worker goes on.
+# stops with a message (tracking/imports/memory.py), the worker goes on.
 PORTAL_IMPORT_MEMORY_MB = env_int("PORTAL_IMPORT_MEMORY_MB", 2048, minimum=16)
 # How many of one person's imports run at once (the rest wait their turn in the queue).
 PORTAL_PERSON_IMPORTS = env_int("PORTAL_PERSON_IMPORTS", 1, minimum=1)
 
 # --- Usage and idle GPUs -------------------------------------------------------------
-# Usage (jobs/usage/hours.py): a running job whose GPUs all stayed at or below this utilisation
+# Usage (usage/hours.py): a running job whose GPUs all stayed at or below this utilisation
 # (per cent, from the metrics client's nvidia-smi samples) for this many minutes is flagged
 # to its owner and listed for staff; the Usage page shows at most this many rows.
 PORTAL_GPU_IDLE_MINUTES = env_float("PORTAL_GPU_IDLE_MINUTES", 30.0, minimum=0.1)
+# at or below this utilisation (per cent, every GPU, every sample) a GPU counts as idle
 PORTAL_GPU_IDLE_PERCENT = env_float("PORTAL_GPU_IDLE_PERCENT", 5.0, minimum=0)
-# Seconds between passes of the partitions' idle-GPU policies (jobs/usage/idle_policy.py).
+# Seconds between passes of the partitions' idle-GPU policies (usage/idle_policy.py).
 PORTAL_IDLE_POLICY_INTERVAL = env_int("PORTAL_IDLE_POLICY_INTERVAL", 60, minimum=5)
+# most rows on the Usage page and in its CSV
 PORTAL_USAGE_MAX_ROWS = env_int("PORTAL_USAGE_MAX_ROWS", 5000, minimum=1)
 
 # --- Limits: logs, files, metrics, comparisons, the audit log ---------------------------
@@ -356,6 +393,8 @@ PORTAL_LOG_TAIL_BYTES = env_int("PORTAL_LOG_TAIL_BYTES", 64 * 1024, minimum=1024
 # Downloads from a job's work directory: the largest file served (bigger ones: scp/rsync),
 # read over SFTP this many bytes at a time.
 PORTAL_DOWNLOAD_MAX_BYTES = env_int("PORTAL_DOWNLOAD_MAX_BYTES", 2 * 1024**3, minimum=0)
+# bytes the web process hands on at a time while streaming a download (over SFTP: per
+# read)
 PORTAL_DOWNLOAD_CHUNK_BYTES = env_int("PORTAL_DOWNLOAD_CHUNK_BYTES", 1024**2, minimum=4096)
 # Resumable uploads (tus, files/uploads.py): the largest file, the most one person may have
 # in unfinished uploads at once, and the most one request (a tus PATCH) may carry: the web
@@ -365,14 +404,18 @@ PORTAL_DOWNLOAD_CHUNK_BYTES = env_int("PORTAL_DOWNLOAD_CHUNK_BYTES", 1024**2, mi
 # chunks (PORTAL_UPLOAD_CHUNK_BYTES) and run archives (PORTAL_IMPORT_MAX_UPLOAD_BYTES) take
 # more, from signed-in people only.
 PORTAL_BODY_MAX_BYTES = env_int("PORTAL_BODY_MAX_BYTES", 2621440, minimum=65536)
+# the largest file one upload may be
 PORTAL_UPLOAD_MAX_BYTES = env_int("PORTAL_UPLOAD_MAX_BYTES", 100 * 1024**3, minimum=0)
+# the most one person may have in unfinished uploads at once
 PORTAL_UPLOAD_PERSON_BYTES = env_int("PORTAL_UPLOAD_PERSON_BYTES", 500 * 1024**3, minimum=0)
+# the most one upload request (a tus PATCH) may carry (streamed: the web host holds at
+# most 4 MiB of it)
 PORTAL_UPLOAD_CHUNK_BYTES = env_int("PORTAL_UPLOAD_CHUNK_BYTES", 256 * 1024**2, minimum=65536)
 # An upload's sha256 and rename on the cluster are done within its last request (bounded
 # by PORTAL_WEB_CLUSTER_SECONDS) for a file of at most this many bytes; a larger file, or a
 # cluster that takes longer, is finished by a task the client polls (files/uploads.py).
 PORTAL_UPLOAD_HASH_INLINE_BYTES = env_int("PORTAL_UPLOAD_HASH_INLINE_BYTES", 1024**3, minimum=0)
-# How the bytes of uploads and downloads travel (jobs/cluster/bulk.py): "openssh" (the
+# How the bytes of uploads and downloads travel (clusters/bulk.py): "openssh" (the
 # default where an ssh client is installed) pipes them through OpenSSH's client (dd on the
 # cluster), multiplexed over one ControlMaster per person's account and purpose, with
 # paramiko's SFTP where a master cannot log in; "paramiko" moves them over SFTP. A master's private directory (its key
@@ -385,8 +428,13 @@ PORTAL_BULK_TRANSPORT = env_choice(
     "openssh" if shutil.which("ssh") else "paramiko",
     ("openssh", "paramiko"),
 )
+# where each OpenSSH master gets its private directory (its key and certificate until it
+# has logged in, then its control socket)
 PORTAL_BULK_SSH_DIR = env_str("PORTAL_BULK_SSH_DIR", "")
+# seconds an OpenSSH master may stay unused before it is closed
 PORTAL_BULK_SSH_IDLE = env_float("PORTAL_BULK_SSH_IDLE", 120.0, minimum=1)
+# the most OpenSSH masters one web process keeps (then the least recently used idle one
+# is closed)
 PORTAL_BULK_SSH_MASTERS = env_int("PORTAL_BULK_SSH_MASTERS", 64, minimum=1)
 # The ciphers a master offers, in OpenSSH's Ciphers syntax: "" = AES-GCM first where this
 # host's CPU has AES instructions (else OpenSSH's own order), "openssh" = OpenSSH's order.
@@ -400,13 +448,15 @@ PORTAL_TRANSFER_POLL_INTERVAL = env_float("PORTAL_TRANSFER_POLL_INTERVAL", 2.0, 
 # without -Q), and at most this many of one person's run at once (jobs/task_helpers.py's
 # PersonTask): a login that hangs their start holds one worker process, not all of them.
 PORTAL_TRANSFER_QUEUE = env_str("PORTAL_TRANSFER_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}-transfers")
+# how many of one person's transfer tasks run at once
 PORTAL_PERSON_TRANSFERS = env_int("PORTAL_PERSON_TRANSFERS", 1, minimum=1)
-# The audit log of actions on clusters (jobs/audit/__init__.py): rows older than this many days
+# The audit log of actions on clusters (identity/audit/__init__.py): rows older than this many days
 # are deleted by a daily task.
 PORTAL_AUDIT_RETENTION_DAYS = env_int("PORTAL_AUDIT_RETENTION_DAYS", 400, minimum=1)
 # Training metrics: how often the in-job client samples CPU/GPU/memory (seconds, 0 = off),
 # and the most of a metrics file the SSH tail reads per file and pass (bytes).
 PORTAL_SYSTEM_METRICS_INTERVAL = env_float("PORTAL_SYSTEM_METRICS_INTERVAL", 5.0, minimum=0)
+# most bytes of a job's metrics files read over SFTP in one pass (all files together)
 PORTAL_METRICS_TAIL_BYTES = env_int("PORTAL_METRICS_TAIL_BYTES", 4 * 1024 * 1024, minimum=4096)
 # What reproduces a run: the most of a checkout's `git diff` kept beside a job that asks for
 # it (bytes; the rest is cut and marked so).
@@ -414,17 +464,24 @@ PORTAL_GIT_DIFF_MAX_BYTES = env_int("PORTAL_GIT_DIFF_MAX_BYTES", 1024 * 1024, mi
 # Per-job metric quotas: series (name x rank x attempt), stored points, bytes received
 # (uploads and files), ranks (0 .. N-1), and upload requests per job (DRF rate).
 PORTAL_METRICS_MAX_SERIES = env_int("PORTAL_METRICS_MAX_SERIES", 2000, minimum=1)
+# per-job quota: stored points
 PORTAL_METRICS_MAX_POINTS = env_int("PORTAL_METRICS_MAX_POINTS", 5_000_000, minimum=1)
+# per-job quota: bytes of metric records received (uploads and files)
 PORTAL_METRICS_MAX_BYTES = env_int("PORTAL_METRICS_MAX_BYTES", 1024**3, minimum=4096)
+# ranks 0 … N-1 accepted in records
 PORTAL_METRICS_MAX_RANKS = env_int("PORTAL_METRICS_MAX_RANKS", 4096, minimum=1)
+# upload requests per job (429 with `Retry-After` past it)
 PORTAL_METRICS_INGEST_RATE = env_str("PORTAL_METRICS_INGEST_RATE", "600/min")
 # At most this many rank-*.jsonl files are looked at per job and pass.
 PORTAL_METRICS_MAX_FILES = env_int("PORTAL_METRICS_MAX_FILES", 256, minimum=1)
-# Imports of MLflow, W&B and TensorBoard runs (jobs/tracking/imports/): the largest file
+# Imports of MLflow, W&B and TensorBoard runs (tracking/imports/): the largest file
 # read, the most files and runs one import looks at, and the largest upload (an archive).
 PORTAL_IMPORT_MAX_FILE_BYTES = env_int("PORTAL_IMPORT_MAX_FILE_BYTES", 256 * 1024**2, minimum=1024)
+# most files and folders one import walks; more ends it with a message
 PORTAL_IMPORT_MAX_FILES = env_int("PORTAL_IMPORT_MAX_FILES", 200_000, minimum=1)
+# most runs one import brings in
 PORTAL_IMPORT_MAX_RUNS = env_int("PORTAL_IMPORT_MAX_RUNS", 10_000, minimum=1)
+# largest upload of runs (a 413 before it is read); it may unpack to four times this
 PORTAL_IMPORT_MAX_UPLOAD_BYTES = env_int("PORTAL_IMPORT_MAX_UPLOAD_BYTES", 1024**3, minimum=1024)
 # At most this many runs in one comparison (page, API, `portal compare`); more is a 400
 # that says so. 1,000 is what bench/compare.py and bench/load.py measure.
@@ -435,14 +492,16 @@ PORTAL_COMPARE_MAX_RUNS = env_int("PORTAL_COMPARE_MAX_RUNS", 1000, minimum=1)
 PORTAL_API_RATE = env_str("PORTAL_API_RATE", "600/min")
 # Pages that reach a cluster over SSH (logs, files, downloads, experiment data, opening a
 # session, testing an account): requests per signed-in user and period, all such pages
-# together (portal/throttle.py); a job's session registration: calls per session.
+# together (common/throttle.py); a job's session registration: calls per session.
 PORTAL_PAGE_CLUSTER_RATE = env_str("PORTAL_PAGE_CLUSTER_RATE", "120/min")
+# registration calls per session (the job's script retries about every 2 s)
 PORTAL_SESSION_REGISTER_RATE = env_str("PORTAL_SESSION_REGISTER_RATE", "40/min")
 
 # --- Session proxy ---------------------------------------------------------------------
 # Session links: <PROXY_SESSION_SCHEME>://<id>.<PROXY_SESSION_DOMAIN>[:PROXY_SESSION_PUBLIC_PORT]/
 # (Renamed from SESSION_*: an old name in the environment stops the start, computed.py.)
 PROXY_SESSION_DOMAIN = env_str("PROXY_SESSION_DOMAIN", "sessions.localhost")
+# scheme of session links
 PROXY_SESSION_SCHEME = env_str("PROXY_SESSION_SCHEME", "https")
 # The port browsers use for session links; empty for the scheme's default (443).
 PROXY_SESSION_PUBLIC_PORT = env_str(
@@ -450,6 +509,7 @@ PROXY_SESSION_PUBLIC_PORT = env_str(
 )
 # How long a proxy cookie and a one-time login code stay valid (seconds).
 PROXY_COOKIE_MAX_AGE = env_int("PROXY_COOKIE_MAX_AGE", 12 * 3600, minimum=60)
+# seconds a one-time code from the portal stays valid
 PROXY_CODE_TTL = env_int("PROXY_CODE_TTL", 60, minimum=5)
 # Upstream (compute node) timeouts for the proxy, in seconds.
 PROXY_CONNECT_TIMEOUT = env_float("PROXY_CONNECT_TIMEOUT", 10.0, minimum=0.1)
@@ -472,10 +532,13 @@ PORTAL_UPSTREAM_NETWORKS = env_networks(
 # the first is the one `manage.py run_proxy` starts), the token map each reads (the same
 # path on every instance), maxconn, and how often routes are reconciled (seconds).
 PROXY_INSTANCES = env_list("PROXY_INSTANCES", [f"unix:{DATA_DIR / 'proxy' / 'admin.sock'}"])
+# the (empty) token map file HAProxy loads at start; entries come over the admin socket
 PROXY_MAP_PATH = env_str("PROXY_MAP_PATH", str(DATA_DIR / "proxy" / "tokens.map"))
+# HAProxy's connection limit, and one session's share of it
 PROXY_MAXCONN = env_int("PROXY_MAXCONN", 4000, minimum=100)
 # Connections (WebSockets included) one session may hold open at once; more wait.
 PROXY_SESSION_MAXCONN = env_int("PROXY_SESSION_MAXCONN", 256, minimum=8)
+# seconds between beat's reconciliations of every instance's routes
 PROXY_RECONCILE_INTERVAL = env_float("PROXY_RECONCILE_INTERVAL", 5.0, minimum=0.5)
 # Where the TLS certificate for the session proxy lives (make demo / make test create a dev one).
 TLS_DIR = Path(env_str("PORTAL_TLS_DIR", str(DATA_DIR / "tls")))
@@ -484,14 +547,18 @@ TLS_DIR = Path(env_str("PORTAL_TLS_DIR", str(DATA_DIR / "tls")))
 # Django's SMTP backend. The demo (PORTAL_DEMO) sends to `make mail`'s exim on
 # 127.0.0.1:2525, which keeps every message in /var/lib/portal-mail/Maildir.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+# SMTP server for notifications
 EMAIL_HOST = env_str("EMAIL_HOST", "127.0.0.1" if DEMO_MODE else "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 2525 if DEMO_MODE else 25, minimum=1)
+# SMTP authentication
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD") or ""
 # One of the two at most.
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)  # STARTTLS (port 587)
 EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)  # TLS from the start (port 465)
+# seconds per SMTP operation
 EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 20, minimum=1)
+# sender of notifications
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "HPC portal <portal@localhost>")
 SERVER_EMAIL = env_str("SERVER_EMAIL", DEFAULT_FROM_EMAIL)
 # At most this many emails per person per window; past it, one digest when the window ends.
@@ -512,12 +579,16 @@ PORTAL_WEBHOOK_TIMEOUT = env_float("PORTAL_WEBHOOK_TIMEOUT", 10.0, minimum=0.5)
 # answer (even a 2xx) that took longer than SLOW_SECONDS in all counts as a failed attempt
 # (towards MAX_FAILURES; it is not posted again).
 PORTAL_WEBHOOK_CONNECT_TIMEOUT = env_float("PORTAL_WEBHOOK_CONNECT_TIMEOUT", 3.0, minimum=0.1)
+# an answer (even 2xx) after this many seconds counts as a failed attempt
 PORTAL_WEBHOOK_SLOW_SECONDS = env_float("PORTAL_WEBHOOK_SLOW_SECONDS", 5.0, minimum=0.1)
 # At most RATE_MAX attempts per person per RATE_WINDOW seconds; past it, what gathers is
 # posted as one digest when the window allows (as PORTAL_NOTIFY_EMAIL_MAX for email).
 PORTAL_WEBHOOK_RATE_MAX = env_int("PORTAL_WEBHOOK_RATE_MAX", 10, minimum=1)
+# the window of PORTAL_WEBHOOK_RATE_MAX, in seconds
 PORTAL_WEBHOOK_RATE_WINDOW = env_float("PORTAL_WEBHOOK_RATE_WINDOW", 60.0, minimum=1)
+# failed attempts in a row after which a webhook is turned off and its owner told
 PORTAL_WEBHOOK_MAX_FAILURES = env_int("PORTAL_WEBHOOK_MAX_FAILURES", 15, minimum=1)
+# retries per notification (back-off from 10 s, doubling, at most 10 min)
 PORTAL_WEBHOOK_RETRIES = env_int("PORTAL_WEBHOOK_RETRIES", 5, minimum=0)
 # Addresses a webhook may reach besides global ones (loopback, private, link-local ... are
 # refused otherwise: the workers sit next to Redis, the database and the cluster).

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from portal.env import env_bool, env_str, local_secret
 
+# Django debug mode (never in production)
 DEBUG = env_bool("DEBUG", False)
 # Demo mode: the embedded, single-machine set-up `make demo` runs (plain HTTP on localhost).
 DEMO_MODE = env_bool("PORTAL_DEMO", False)

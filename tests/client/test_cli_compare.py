@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from jobs.models import ApiToken
+from identity.tokens import ApiToken
 from portal_client import cli
 from tests import factories
 

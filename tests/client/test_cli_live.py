@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from jobs.cluster import files
-from jobs.models import ApiToken, ContainerImage, Job
+from catalog.models import ContainerImage
+from clusters import files
+from identity.tokens import ApiToken
+from jobs.models import Job
 from portal_client import cli
 from proxy.models import SessionLink
 from tests import factories
@@ -174,7 +176,7 @@ def test_jobs_show_and_cancel_own_jobs_only(
 
 
 def test_jobs_leaves_experiments_trials_out_unless_asked(portal_env, owner, catalog, capsys):
-    from jobs.experiments.models import Trial
+    from experiments.models import Trial
 
     experiment = factories.experiment_record(owner, catalog)
     trial = Trial.objects.create(experiment=experiment, number=0, params={"lr": 0.1})
@@ -325,8 +327,8 @@ def test_json_wait_logs_prints_one_document_with_the_ended_job_and_its_logs(
 def test_wait_logs_keeps_the_jobs_exit_code_when_its_log_cannot_be_read(
     portal_env, monkeypatch, capsys
 ):
+    from clusters import ssh
     from jobs import tasks
-    from jobs.cluster import ssh
 
     def read_job_log(job, stream, max_bytes=None, offset=None):
         raise ssh.ClusterUnreachable("connection reset")
@@ -490,8 +492,8 @@ def test_the_installed_command_runs(portal_env, owner, catalog):
 def test_sweep_create_list_show_cancel_from_a_yaml_file(
     portal_env, submitted, capsys, tmp_path, monkeypatch
 ):
-    from jobs.experiments import tasks as experiment_tasks
-    from jobs.experiments.models import Experiment
+    from experiments import tasks as experiment_tasks
+    from experiments.models import Experiment
 
     monkeypatch.setattr(experiment_tasks.advance_experiment, "delay", lambda *a: None)
     spec = tmp_path / "sweep.yaml"

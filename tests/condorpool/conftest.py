@@ -3,7 +3,7 @@
 
 import pytest
 
-from jobs.cluster import pool
+from clusters import pool
 
 
 @pytest.fixture(autouse=True)

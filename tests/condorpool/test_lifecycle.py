@@ -6,8 +6,8 @@ import time
 
 import pytest
 
+from clusters import files
 from jobs import tasks
-from jobs.cluster import files
 from jobs.models import Job
 from tests import factories
 from tests.conftest import as_pool_root

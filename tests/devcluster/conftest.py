@@ -1,6 +1,6 @@
 import pytest
 
-from jobs.cluster import pool
+from clusters import pool
 
 
 @pytest.fixture(autouse=True)

@@ -14,8 +14,8 @@ from typing import TypeVar
 
 from django.db.models import QuerySet
 
+from clusters import pool
 from jobs import tasks
-from jobs.cluster import pool
 from jobs.models import Job
 from tests import factories, polling
 
@@ -116,7 +116,7 @@ def run_job(owner, cluster, command: str) -> Job:
 
 def connection_info(account, job: Job, timeout: float = 120, interval: float = 1) -> dict:
     """The session's connection file (port, secret) read over SFTP once the job wrote it."""
-    from jobs.cluster import files
+    from clusters import files
 
     return polling.until(
         lambda: pool.with_connection(
@@ -130,7 +130,7 @@ def connection_info(account, job: Job, timeout: float = 120, interval: float = 1
 
 def started_session(account, job: Job, timeout: float = 120) -> dict:
     """connection_info() of ``job``'s session; failing, with the end of its stderr."""
-    from jobs.cluster import files
+    from clusters import files
 
     try:
         return connection_info(account, job, timeout=timeout)
@@ -205,7 +205,7 @@ def record_issued_keys(monkeypatch) -> list[bytes]:
     """The raw private bytes of every key certs.issue() makes from now on (to look for)."""
     from cryptography.hazmat.primitives import serialization
 
-    from jobs.cluster import certs
+    from clusters import certs
 
     made: list[bytes] = []
     original = certs.with_certificate
@@ -232,7 +232,7 @@ def private_keys_in_key_columns(secrets: list[bytes]) -> list[str]:
 
     from django.db import connection
 
-    from jobs import crypto
+    from common import crypto
 
     needles = ["PRIVATE KEY"]
     for raw in secrets:
@@ -299,7 +299,7 @@ def certificate(ca_file, principal: str, *, valid_after: int, valid_before: int)
         SSHCertificateType,
     )
 
-    from jobs.cluster import certs
+    from clusters import certs
 
     key = ed25519.Ed25519PrivateKey.generate()
     cert = (
@@ -333,7 +333,7 @@ writer.close()
 def tensorboard_runs(cluster, owner) -> tuple[str, str]:
     """A folder in ``owner``'s home on the dev cluster with one run of 20 "loss" scalars
     (run1), written with TensorBoard's own writer: (folder, home)."""
-    from jobs.models import ClusterAccount
+    from clusters.models import ClusterAccount
 
     folder = f"portal-test-{secrets.token_hex(3)}"
     account = ClusterAccount.for_user(cluster, owner)

@@ -9,8 +9,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from clusters.models import ClusterAccount
 from jobs import tasks
-from jobs.models import ClusterAccount, Job
+from jobs.models import Job
 from tests import factories, idp
 from tests.devcluster.helpers import SshdLog, run_until
 

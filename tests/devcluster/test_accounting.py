@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from jobs.cluster import pool
+from clusters import pool
 from jobs.models import Job
-from jobs.seam import JobKey
-from jobs.slurm import operations, parsers
+from schedulers.seam import JobKey
+from schedulers.slurm import operations, parsers
 from tests import factories, polling
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]

@@ -5,8 +5,10 @@ portal user, the cluster user, the action and its outcome."""
 
 import pytest
 
-from jobs import image_checks, tasks
-from jobs.models import AuditEvent, Job
+from catalog import checks as image_checks
+from identity.audit.models import AuditEvent
+from jobs import tasks
+from jobs.models import Job
 from tests import factories, polling
 from tests.devcluster.helpers import run_until
 

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from jobs import image_checks, tasks
-from jobs.models import ImageCheck, Job
+from catalog import checks as image_checks
+from catalog.models import ImageCheck
+from jobs import tasks
+from jobs.models import Job
 from tests import factories
 from tests.devcluster.helpers import sync_until
 

@@ -95,10 +95,10 @@ def test_a_webhook_is_posted_by_the_worker_from_its_own_queue(worker, owner, clu
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from jobs.notifications import tasks as notification_tasks
-    from jobs.notifications import webhook
-    from jobs.notifications.events import Event, Message
-    from jobs.notifications.models import Notification, Preference, Webhook
+    from notifications import tasks as notification_tasks
+    from notifications import webhook
+    from notifications.events import Event, Message
+    from notifications.models import Notification, Preference, Webhook
 
     got: list[tuple[dict, bytes]] = []
 

@@ -10,16 +10,18 @@ from pathlib import Path
 
 import pytest
 
+from clusters import files
 from jobs import tasks
-from jobs.cluster import files
-from jobs.metrics import ranks
-from jobs.metrics.models import MetricSeries
-from jobs.metrics.tail import tail_job
 from jobs.models import Job
+from metrics import ranks
+from metrics.models import MetricSeries
 from tests import factories, polling
 from tests.devcluster.helpers import need_part, remote, run_until
+from tracking.tail import tail_job
 
-pytestmark = [pytest.mark.devcluster]
+# The file takes every GPU (two nodes, two each): it runs while no other Slurm test does
+# (tests/conftest.py).
+pytestmark = [pytest.mark.devcluster, pytest.mark.alone]
 
 NODES = {"node1", "node2"}
 CONTRACT = (

@@ -24,12 +24,14 @@ from pathlib import Path
 import pytest
 
 from devtools import demo_catalog
-from jobs.models import ApiToken, Job
-from jobs.slurm import parsers
+from identity.tokens import ApiToken
+from jobs.models import Job
+from schedulers.slurm import parsers
 from tests import polling
 from tests.livestack import ROOT, LiveStack, Redis
 
-pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
+# The file restarts slurmctld, sshd and the broker: it runs while no other Slurm test does (tests/conftest.py).
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True), pytest.mark.alone]
 
 STATE = Path(os.environ.get("PORTAL_DEVCLUSTER_DIR", "/var/lib/portal-devcluster"))
 

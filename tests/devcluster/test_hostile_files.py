@@ -10,10 +10,10 @@ import tracemalloc
 
 import pytest
 
-from jobs.cluster import files, pool, ssh
-from jobs.metrics.models import MetricPoint
-from jobs.metrics.tail import tail_job
+from clusters import files, pool, ssh
+from metrics.models import MetricPoint
 from tests.devcluster.helpers import remote, run_job
+from tracking.tail import tail_job
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 
@@ -101,7 +101,7 @@ def test_a_hostile_connection_file_never_becomes_a_route(devcluster, owner):
     """connection.json is written by the job: its secret goes to HAProxy's runtime API
     (commands are split at ';' and newlines) and its port to a route. Only a URL-safe
     secret and a user port pass; a FIFO or a link in its place is refused at once."""
-    from jobs.models import ClusterAccount
+    from clusters.models import ClusterAccount
 
     job = run_job(owner, devcluster, "true")
     account = ClusterAccount.for_user(devcluster, owner)

@@ -10,15 +10,16 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
+from clusters.models import Partition
 from jobs import tasks
-from jobs.metrics.tail import tail_job
-from jobs.models import Job, Partition
-from jobs.notifications import tasks as notify
-from jobs.notifications.events import Event
-from jobs.notifications.models import Notification
-from jobs.usage import idle_policy
+from jobs.models import Job
+from notifications import tasks as notify
+from notifications.events import Event
+from notifications.models import Notification
 from tests import factories, polling
 from tests.devcluster.helpers import run_until
+from tracking.tail import tail_job
+from usage import idle_policy
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 

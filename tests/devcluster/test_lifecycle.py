@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from clusters import files, pool, ssh
+from clusters.models import ClusterAccount, Partition
 from jobs import display, tasks
-from jobs.cluster import files, pool, ssh
-from jobs.models import ClusterAccount, Job, Partition
+from jobs.models import Job
 from tests import factories
 from tests.devcluster.helpers import remote, run_until, sync_until
 
@@ -60,12 +61,14 @@ def test_gpu_job_sees_cuda_visible_devices(devcluster, owner):
         gpu_type="v100",
     )
     tasks.submit_job.apply(args=[job.pk])
-    job = run_until(job, {"completed"})
+    # Both v100s: it may wait behind a GPU job of the other half (tests/conftest.py).
+    job = run_until(job, {"completed"}, timeout=300)
     assert re.search(r"^GPUS=\d,\d$", files.read_job_log(job, "stdout").text, re.M)
     assert "#SBATCH --gres=gpu:v100:2" in job.script
 
 
 @pytest.mark.django_db
+@pytest.mark.alone  # it takes every GPU (tests/conftest.py)
 def test_cancelling_a_pending_job_ends_cancelled(devcluster, owner):
     # Each takes every GPU of the cluster: two per node on both nodes.
     job = factories.job(owner, devcluster, "sleep 300", partition="gpu", gpus=2, nodes=2)
@@ -162,6 +165,7 @@ def test_a_dropped_connection_is_replaced_transparently(devcluster, owner):
 
 
 @pytest.mark.django_db
+@pytest.mark.alone  # it restarts slurmctld (tests/conftest.py)
 def test_slurmctld_outage_never_marks_running_jobs_ended(devcluster, owner):
     job = factories.job(owner, devcluster, "sleep 20", partition="gpu")
     tasks.submit_job.apply(args=[job.pk])

@@ -14,16 +14,19 @@ from pathlib import Path
 
 import pytest
 
+from clusters.models import ClusterAccount
 from devtools import devcluster as devcluster_mod
-from jobs import access, tasks
-from jobs.models import ClusterAccount, Job
+from jobs import tasks
+from jobs.models import Job
+from projects import access
 from projects import tasks as project_tasks
 from projects.models import Membership, Project
 from proxy.models import SessionLink
 from tests import factories
 from tests.devcluster.helpers import sync_until
 
-pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
+# The file rewrites hpcuser2's ~/.bashrc and its accounts: it runs while no other Slurm test does (tests/conftest.py).
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True), pytest.mark.alone]
 
 FORGED_HOST = "127.0.0.2"  # inside the demo's upstream networks, yet not the job's node
 

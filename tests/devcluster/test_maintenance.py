@@ -16,7 +16,8 @@ from jobs import tasks
 from tests import factories
 from tests.devcluster.helpers import run_until, sync_until
 
-pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
+# The file makes reservations on the nodes: it runs while no other Slurm test does (tests/conftest.py).
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db, pytest.mark.alone]
 
 NAME = "portal_test_maint"
 

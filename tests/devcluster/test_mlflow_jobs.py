@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from jobs import tasks
-from jobs.metrics.models import MetricPoint, MetricSeries
-from jobs.metrics.tail import tail_job
 from jobs.models import Job
-from jobs.tracking.models import TrackedRun
+from metrics.models import MetricPoint, MetricSeries
 from tests import factories
 from tests.devcluster.helpers import need_part, remote, run_until
 from tests.polling import until
+from tracking.models import TrackedRun
+from tracking.tail import tail_job
 
 # mlflow's own API, unchanged: half the curve, then it waits (two minutes at most) for a
 # file "go" in its work directory, which the test writes once it has seen those points.

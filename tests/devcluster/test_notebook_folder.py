@@ -9,9 +9,9 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
+from clusters import files, pool
+from clusters.models import ClusterAccount
 from jobs import tasks
-from jobs.cluster import files, pool
-from jobs.models import ClusterAccount
 from tests import factories, polling
 from tests.devcluster.helpers import connection_info
 

@@ -18,15 +18,18 @@ import httpx
 import pytest
 from django.conf import settings
 
+from clusters.models import ClusterAccount
 from devtools import devcluster as devcluster_mod
 from files.models import Remote
-from jobs.models import ApiToken, ClusterAccount, Job
+from identity.tokens import ApiToken
+from jobs.models import Job
 from tests import factories
 from tests.devcluster.helpers import hanging_login
 from tests.devcluster.test_web_share import browser_of, demos_answers, web_like_demo
 from tests.devcluster.test_worker_bounds import in_squeue, seconds_to_squeue
 
-pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
+# The file rewrites a ~/.bashrc and makes a reservation: it runs while no other Slurm test does (tests/conftest.py).
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True), pytest.mark.alone]
 
 HANGS = ["*whoami*", "*portal-provenance*", "*sftp-server*", "*rclone*"]
 WATCH = 40  # seconds demo's pages are timed while hpcuser2's requests hang

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from django.conf import settings as django_settings
 
+from experiments.models import Trial
 from jobs import tasks
-from jobs.experiments.models import Trial
-from jobs.metrics.models import MetricPoint
 from jobs.models import Job, JobAttempt, JobEvent
-from jobs.notifications.events import Event
-from jobs.notifications.models import Notification, Preference
+from metrics.models import MetricPoint
+from notifications.events import Event
+from notifications.models import Notification, Preference
 from tests import factories
 from tests.livestack import ROOT, LiveStack, Redis
 from tests.mailbox import address

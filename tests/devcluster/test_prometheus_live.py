@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from jobs import tasks
-from jobs.metrics import ingest
 from jobs.models import Job
+from metrics import ingest
 from tests import factories, polling
 from tests.livestack import LiveStack, free_port
 

@@ -12,13 +12,14 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
+from clusters import pool
 from jobs import tasks
-from jobs.cluster import pool
 from jobs.models import Job
-from jobs.slurm import operations
+from schedulers.slurm import operations
 from tests import factories
 
-pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
+# The file restarts slurmctld: it runs while no other Slurm test does (tests/conftest.py).
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db, pytest.mark.alone]
 
 
 def scheduled(*jobs: Job):

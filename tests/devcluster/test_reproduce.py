@@ -7,12 +7,13 @@ import secrets
 
 import pytest
 
+from clusters import files
+from clusters.models import ClusterAccount
 from jobs import tasks
-from jobs.cluster import files
-from jobs.metrics.tail import tail_job
-from jobs.models import ClusterAccount, Job
+from jobs.models import Job
 from tests import factories
 from tests.devcluster.helpers import remote, run_until
+from tracking.tail import tail_job
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]
 

@@ -11,8 +11,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jobs.metrics import ingest
-from jobs.models import ApiToken, AuditEvent, Job
+from identity.audit.models import AuditEvent
+from identity.tokens import ApiToken
+from jobs.models import Job
+from metrics import ingest
 from tests import factories, polling
 from tests.livestack import LiveStack
 

@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
+from clusters import files
 from jobs import tasks
-from jobs.cluster import files
-from jobs.metrics.models import MetricPoint, MetricSeries
-from jobs.metrics.tail import tail_job
 from jobs.models import Job
+from metrics.models import MetricPoint, MetricSeries
 from tests import factories
 from tests.devcluster.helpers import start_now_if_held_for_requeue, sync_until
+from tracking.tail import tail_job
 
 pytestmark = [pytest.mark.devcluster]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "deploy/devcluster/examples/train_digits.py"
-ON_NODE = Path(__file__).resolve().parents[2] / "jobs/on_node"
+ON_NODE = Path(__file__).resolve().parents[2] / "schedulers/on_node"
 JUPYTER_PYTHON = "/opt/portal-devcluster/jupyter/bin/python"  # what train-digits runs with
 ARGS = ["--epochs", "12", "--checkpoint-every", "10", "--tensorboard", ""]
 FINAL = re.compile(r"final val accuracy (\S+), weights sha256 (\w+), steps (\d+)")

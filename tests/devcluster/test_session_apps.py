@@ -6,9 +6,9 @@ PORTAL_APP_MESSAGE, never as shell; the node's port answers only the session's s
 import httpx
 import pytest
 
+from clusters import pool
+from clusters.models import ClusterAccount
 from jobs import tasks
-from jobs.cluster import pool
-from jobs.models import ClusterAccount
 from tests import factories
 from tests.devcluster.helpers import started_session
 

@@ -10,10 +10,11 @@ import sys
 
 import pytest
 
+from clusters import certs, signer
+from clusters.models import ClusterAccount
 from devtools import devcluster as devcluster_mod
 from jobs import tasks
-from jobs.cluster import certs, signer
-from jobs.models import ClusterAccount, Job
+from jobs.models import Job
 from tests import factories, polling
 from tests.devcluster.helpers import SshdLog, run_until
 from tests.livestack import ROOT, database_url

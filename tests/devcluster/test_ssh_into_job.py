@@ -14,10 +14,11 @@ from cryptography.hazmat.primitives import serialization
 from django.test import Client
 from rest_framework.test import APIClient
 
+from clusters import certs
+from clusters.models import PersonalKey
 from devtools import devcluster as devcluster_mod
+from identity.audit.models import AuditEvent
 from jobs import tasks
-from jobs.cluster import certs
-from jobs.models import AuditEvent, PersonalKey
 from tests import factories
 from tests.devcluster.helpers import SshdLog, run_until
 
@@ -162,7 +163,7 @@ def test_portal_ssh_runs_a_command_inside_the_job(
 ):
     """The CLI end to end: `portal keys add`, then `portal ssh JOB -- COMMAND` fetches a
     certificate into its cache and execs the person's own ssh (HOME is the test's)."""
-    from jobs.models import ApiToken
+    from identity.tokens import ApiToken
 
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs.cluster import files
+from clusters import files
+from clusters.models import ClusterAccount
 from jobs.launch import validate_request
-from jobs.models import ClusterAccount, Job
+from jobs.models import Job
 from tests import factories, polling
 from tests.devcluster.helpers import remote, run_until
 

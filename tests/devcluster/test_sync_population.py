@@ -10,9 +10,10 @@ import subprocess
 import pytest
 from django.contrib.auth import get_user_model
 
+from clusters import pool, ssh
+from clusters.models import ClusterAccount
 from jobs import tasks
-from jobs.cluster import pool, ssh
-from jobs.models import ClusterAccount, Job
+from jobs.models import Job
 from tests import factories, polling
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]

@@ -5,9 +5,9 @@ portal's proxy adds; anyone else on the node who finds the port gets a 403."""
 import httpx
 import pytest
 
+from clusters import pool
+from clusters.models import ClusterAccount
 from jobs import tasks
-from jobs.cluster import pool
-from jobs.models import ClusterAccount
 from tests import factories, polling
 from tests.devcluster.helpers import started_session, tensorboard_runs
 

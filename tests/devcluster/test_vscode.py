@@ -5,9 +5,9 @@ code-server itself listens on a Unix socket only its user can open."""
 import httpx
 import pytest
 
+from clusters import pool
+from clusters.models import ClusterAccount
 from jobs import tasks
-from jobs.cluster import pool
-from jobs.models import ClusterAccount
 from tests import factories
 from tests.devcluster.helpers import started_session
 

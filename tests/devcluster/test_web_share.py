@@ -1,4 +1,4 @@
-"""One person never holds the web tier (portal/cluster_share.py): hpcuser2's ~/.bashrc
+"""One person never holds the web tier (clusters/share.py): hpcuser2's ~/.bashrc
 sleeps whenever a command names ``whoami``, and hpcuser2 sends 40 account tests at once to
 two web processes as `make demo` runs them (gunicorn with the uvicorn worker, 2 processes,
 PORTAL_WEB_THREADS threads each). Meanwhile demo's dashboard and ``GET /api/v1/jobs/``
@@ -17,13 +17,15 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
+from clusters.models import ClusterAccount
 from devtools import devcluster as devcluster_mod
-from jobs.models import ApiToken, ClusterAccount
+from identity.tokens import ApiToken
 from tests import polling
 from tests.devcluster.helpers import hanging_login
 from tests.livestack import LiveStack, _answers
 
-pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
+# The file rewrites hpcuser2's ~/.bashrc: it runs while no other Slurm test does (tests/conftest.py).
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True), pytest.mark.alone]
 
 SLEEP = 60  # what the login environment would take
 

@@ -3,7 +3,7 @@ outputs are one click away, and nothing the job makes there leads the portal els
 
 import pytest
 
-from jobs.cluster import files
+from clusters import files
 from tests.devcluster.helpers import run_job
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]

@@ -10,15 +10,17 @@ import time
 
 import pytest
 
+from clusters import deadline, pool, ssh
+from clusters.models import ClusterAccount
 from devtools import devcluster as devcluster_mod
 from jobs import tasks
-from jobs.cluster import deadline, pool, ssh
-from jobs.models import ClusterAccount, Job
+from jobs.models import Job
 from tests import factories
 from tests.devcluster.helpers import hanging_login
 from tests.livestack import LiveStack
 
-pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
+# The file rewrites hpcuser2's ~/.bashrc: it runs while no other Slurm test does (tests/conftest.py).
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True), pytest.mark.alone]
 
 TIME_LIMIT = 60  # soft limit 45 s, deadline 40.5 s, provenance read a third: 13.5 s
 # A message carries its sender's limits (the web process's, from the same settings as the

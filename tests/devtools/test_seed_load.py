@@ -6,11 +6,12 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.db.models import Count, F
 
+from clusters.models import ClusterAccount
 from devtools import loadseed
-from jobs.experiments.models import Experiment, Trial
-from jobs.metrics.models import MetricPoint, MetricSeries
-from jobs.metrics.summary import Summary, rebuild
-from jobs.models import ClusterAccount, Job
+from experiments.models import Experiment, Trial
+from jobs.models import Job
+from metrics.models import MetricPoint, MetricSeries
+from metrics.summary import Summary, rebuild
 
 pytestmark = pytest.mark.django_db
 

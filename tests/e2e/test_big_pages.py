@@ -7,7 +7,7 @@ trials and 1,000 runs."""
 import pytest
 from playwright.sync_api import expect
 
-from jobs.experiments.models import Trial
+from experiments.models import Trial
 from jobs.models import Job
 from tests import factories
 from tests.e2e.pages import page_errors, sign_in

@@ -2,7 +2,8 @@
 
 import pytest
 
-from jobs.models import Job, Tag
+from catalog.models import Tag
+from jobs.models import Job
 from tests import factories
 from tests.e2e.pages import launch, sign_in
 

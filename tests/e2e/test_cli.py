@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from devtools import demo_catalog
-from jobs.models import ApiToken, Job
+from identity.tokens import ApiToken
+from jobs.models import Job
 from tests import polling
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]

@@ -10,8 +10,9 @@ import urllib.request
 import pytest
 
 from devtools import demo_catalog
-from jobs.metrics.models import MetricSeries
-from jobs.models import ApiToken, Job
+from identity.tokens import ApiToken
+from jobs.models import Job
+from metrics.models import MetricSeries
 from tests import polling
 from tests.e2e.pages import page_errors, sign_in
 

@@ -8,7 +8,9 @@ from devtools import demo_catalog
 from jobs.models import Job
 from tests.e2e.pages import fill_launch_form, page_errors, press_launch, sign_in
 
-pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
+# The file takes every GPU (two nodes, two each): it runs while no other Slurm test does
+# (tests/conftest.py).
+pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True), pytest.mark.alone]
 
 # Ranks that do not wait for each other; rank 1 is four times slower.
 UNSYNCED = """python3 - <<'EOF'

@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from devtools import demo_catalog
-from jobs.experiments.models import Experiment
+from experiments.models import Experiment
 from jobs.models import Job
 from tests import polling
 from tests.devcluster.helpers import remote
@@ -30,6 +30,7 @@ def test_the_demo_sweep_runs_from_the_experiments_page(
     box = page.get_by_label("Spec")
     assert "container: digits-sweep-demo" in box.input_value()
     assert "folds: 5" in box.input_value() and "method: bayesian" in box.input_value()
+    screenshot(page, "69-experiments-new")
     started = time.monotonic()
     page.get_by_role("button", name="Start experiment").click()
     page.wait_for_url(f"{stack.url}/experiments/*/")

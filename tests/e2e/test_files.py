@@ -9,7 +9,8 @@ import secrets
 
 import pytest
 
-from jobs.models import AuditEvent, ClusterAccount
+from clusters.models import ClusterAccount
+from identity.audit.models import AuditEvent
 from tests.devcluster.helpers import remote
 from tests.e2e.pages import page_errors, sign_in
 from tests.livestack import LiveStack

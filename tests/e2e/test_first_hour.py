@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from clusters import files
 from devtools import demo_catalog
 from devtools import devcluster as devcluster_mod
-from jobs.cluster import files
 from jobs.models import Job
 from tests.e2e.pages import page_errors, press_launch, sign_in
 

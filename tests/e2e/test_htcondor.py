@@ -93,7 +93,7 @@ def test_the_portal_command_submits_to_htcondor_and_waits_for_the_exit_code(stac
     from pathlib import Path
 
     from devtools import demo_catalog
-    from jobs.models import ApiToken
+    from identity.tokens import ApiToken
 
     demo_catalog.load()
     _, token = ApiToken.issue(owner, "e2e")

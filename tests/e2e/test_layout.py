@@ -5,7 +5,8 @@ Measured in Chromium at a phone (390×844) and a laptop (1366×900) size, with s
 
 import pytest
 
-from jobs.models import ApiToken, Job
+from identity.tokens import ApiToken
+from jobs.models import Job
 from tests import factories
 from tests.e2e.pages import sign_in
 
@@ -98,8 +99,8 @@ def test_no_page_is_wider_than_the_screen(browser, stack, long_jobs, screenshot,
 def test_the_admin_catalog_shows_availability_and_checks_at_laptop_width(
     browser, stack, staff, devcluster, screenshot
 ):
-    from jobs import image_checks
-    from jobs.models import ContainerImage, Tag
+    from catalog import checks as image_checks
+    from catalog.models import ContainerImage, Tag
 
     tags = [Tag.objects.create(name=n) for n in ("pytorch", "tensorflow", "jax", "cuda-12")]
     for n, (enabled, deprecated) in enumerate(((True, False), (True, True), (False, False))):

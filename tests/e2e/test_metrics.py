@@ -4,8 +4,8 @@ as it learns, with no reload."""
 import pytest
 
 from devtools import demo_catalog
-from jobs.metrics.models import MetricPoint, MetricSeries
 from jobs.models import Job
+from metrics.models import MetricPoint, MetricSeries
 from tests.e2e.pages import page_errors, sign_in
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]

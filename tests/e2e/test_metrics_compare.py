@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from jobs.metrics import ingest
+from metrics import ingest
 from tests import factories
 from tests.e2e.pages import SCREENSHOTS, page_errors, sign_in
 

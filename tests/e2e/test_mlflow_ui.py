@@ -10,10 +10,10 @@ import tarfile
 
 import pytest
 
-from jobs.metrics import ingest
-from jobs.tracking import exports
+from metrics import ingest
 from tests import factories
-from tests.jobs.tracking.test_mlflow_server import mlflow_server, post
+from tests.tracking.test_mlflow_server import mlflow_server, post
+from tracking import exports
 
 pytestmark = pytest.mark.django_db
 

@@ -6,8 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from jobs.cluster import files, pool
-from jobs.models import ClusterAccount, Job
+from clusters import files, pool
+from clusters.models import ClusterAccount
+from jobs.models import Job
 from proxy.models import SessionLink
 from tests import factories, polling
 from tests.e2e.pages import launch, sign_in

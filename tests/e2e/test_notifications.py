@@ -9,9 +9,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from jobs.notifications import tasks
-from jobs.notifications.events import Event
-from jobs.notifications.models import Preference, Webhook
+from notifications import tasks
+from notifications.events import Event
+from notifications.models import Preference, Webhook
 from tests import factories
 from tests.e2e.pages import page_errors, sign_in
 from tests.livestack import LiveStack

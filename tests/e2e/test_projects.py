@@ -9,11 +9,14 @@ import time
 
 import pytest
 
+from catalog.models import ContainerImage
+from clusters import pool
+from clusters.models import ClusterAccount
 from devtools import demo_catalog
 from devtools import devcluster as devcluster_mod
+from identity.audit.models import AuditEvent
 from jobs import lifecycle
-from jobs.cluster import pool
-from jobs.models import AuditEvent, ClusterAccount, ContainerImage, Job
+from jobs.models import Job
 from projects import sync
 from proxy.models import SessionLink
 from tests import factories

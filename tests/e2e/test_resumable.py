@@ -9,8 +9,8 @@ import subprocess
 import pytest
 
 from devtools import demo_catalog
-from jobs.metrics.models import MetricSeries
 from jobs.models import Job
+from metrics.models import MetricSeries
 from tests import polling
 from tests.devcluster.helpers import start_now_if_held_for_requeue
 from tests.e2e.pages import page_errors, press_launch, sign_in

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
+from catalog.models import SessionApp
 from jobs import lifecycle
-from jobs.models import Job, SessionApp
+from jobs.models import Job
 from proxy.models import SessionLink
 from tests import factories
 from tests.e2e.pages import sign_in

@@ -37,10 +37,11 @@ BADGE = "(id) => document.querySelector(`tr[data-job-id='${id}'] [data-badge]`)?
 
 
 def submitting_worker(stack, job_id: int) -> str:
-    """The worker whose log says it ran the job's submission."""
+    """The worker whose log says it ran the job's submission (the job left `queued` there:
+    jobs/models/run.py logs each change; the task's own lines are below INFO)."""
     for name in stack.WORKERS:
         for line in (stack.tmp / f"{name}.log").read_text().splitlines():
-            if "Task jobs.tasks.submit_job[" in line and " succeeded " in line:
+            if f"job {job_id}: queued -> " in line:
                 return name
     raise AssertionError(f"no worker logged job {job_id}'s submission:\n{stack.logs()}")
 

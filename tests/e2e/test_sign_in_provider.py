@@ -8,7 +8,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 
-from jobs.models import AuditEvent, ClusterAccount, Job
+from clusters.models import ClusterAccount
+from identity.audit.models import AuditEvent
+from jobs.models import Job
 from tests import factories, idp
 from tests.e2e.pages import launch
 from tests.livestack import LiveStack

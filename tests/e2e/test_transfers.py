@@ -10,9 +10,9 @@ import secrets
 
 import pytest
 
+from clusters.models import ClusterAccount
 from files.models import Transfer
-from jobs.models import ClusterAccount
-from jobs.notifications.models import Notification
+from notifications.models import Notification
 from tests.devcluster.helpers import remote
 from tests.e2e.pages import page_errors, sign_in
 from tests.livestack import LiveStack
@@ -106,7 +106,7 @@ def test_the_cli_copies_a_folder_and_follows_it_to_its_end(
     from pathlib import Path
 
     from files.models import Remote
-    from jobs.models import ApiToken
+    from identity.tokens import ApiToken
 
     account = ClusterAccount.for_user(filecluster, owner)
     home = filecluster.work_dir_root("home", account.username)

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from jobs.models import AuditEvent, ClusterAccount
+from clusters.models import ClusterAccount
+from identity.audit.models import AuditEvent
 from tests.devcluster.helpers import remote
 from tests.e2e.pages import page_errors, sign_in
 from tests.livestack import LiveStack

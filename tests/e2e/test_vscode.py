@@ -15,9 +15,10 @@ import zipfile
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 
+from clusters import pool
+from clusters.models import ClusterAccount
 from jobs import lifecycle
-from jobs.cluster import pool
-from jobs.models import ClusterAccount, Job
+from jobs.models import Job
 from proxy.models import SessionLink
 from tests import factories
 from tests.e2e.pages import launch, sign_in

@@ -5,14 +5,14 @@ import secrets
 import pytest
 from django.test import Client
 
-from jobs.cluster import bulk
-from jobs.models import ClusterAccount
+from clusters import bulk
+from clusters.models import ClusterAccount
 from tests.devcluster.helpers import remote
 
 
 @pytest.fixture(autouse=True)
 def _no_openssh_masters_left():
-    """An upload's OpenSSH master (jobs/cluster/bulk.py) is closed with its test."""
+    """An upload's OpenSSH master (clusters/bulk.py) is closed with its test."""
     yield
     bulk.close_all()
 

@@ -1,4 +1,4 @@
-"""Uploads whose bytes go through OpenSSH (jobs/cluster/bulk.py) onto the dev cluster's
+"""Uploads whose bytes go through OpenSSH (clusters/bulk.py) onto the dev cluster's
 data-transfer node, in certificate mode: one master per person and purpose, logged in
 with a certificate naming them, its key gone once it is up; the pinned host key the only
 one it accepts; the bytes never written through a link; and over paramiko whenever
@@ -13,11 +13,12 @@ from pathlib import Path
 import paramiko
 import pytest
 
+from clusters import acting, bulk, openssh, ssh
+from clusters import files as job_files
+from clusters.models import ClusterAccount
 from files.models import Upload
-from jobs import audit
-from jobs.cluster import acting, bulk, openssh, ssh
-from jobs.cluster import files as job_files
-from jobs.models import AuditEvent, ClusterAccount
+from identity import audit
+from identity.audit.models import AuditEvent
 from tests import polling
 from tests.devcluster.helpers import SshdLog, remote
 from tests.files import tus

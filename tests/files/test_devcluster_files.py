@@ -6,9 +6,9 @@ import hashlib
 
 import pytest
 
+from clusters import bulk
 from files import remote as sftp_ops
-from jobs.cluster import bulk
-from jobs.models import AuditEvent
+from identity.audit.models import AuditEvent
 from tests.devcluster.helpers import remote
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db]

@@ -2,8 +2,9 @@
 
 import pytest
 
-from files import paths, ranges
-from files.paths import BadPath
+from common import paths
+from common.paths import BadPath
+from files import ranges
 
 
 @pytest.mark.parametrize(

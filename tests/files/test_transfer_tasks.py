@@ -9,9 +9,9 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
+from clusters import ssh
 from files import tasks, transfers
 from files.models import Transfer
-from jobs.cluster import ssh
 from tests import factories
 
 # transaction=True: the tasks close their database connection at the end, as in a worker.
@@ -53,7 +53,7 @@ def test_past_a_persons_share_a_transfer_task_waits_and_a_look_is_dropped(
     """One person's transfer tasks hold at most PORTAL_PERSON_TRANSFERS worker processes:
     with their place taken, a start is sent again later on the same queue (not run), a
     look at a running one is dropped (the next sweep looks)."""
-    from portal import places
+    from common import places
 
     settings.PORTAL_PERSON_TRANSFERS = 1
     transfer = queued(owner, cluster)
@@ -80,7 +80,7 @@ def test_a_persons_transfer_waits_while_their_other_task_holds_this_worker(
     """Every kind of one person's tasks together holds at most PORTAL_PERSON_WORKERS of
     one worker's processes: with their submission running on this worker (its place
     taken), their transfer's start is sent again later; another person's is not held."""
-    from portal import places
+    from common import places
 
     settings.PORTAL_PERSON_WORKERS = 1
     transfer = queued(owner, cluster)

@@ -12,10 +12,11 @@ import secrets
 
 import pytest
 
+from clusters.models import ClusterAccount
 from files import transfers
 from files.models import Remote, Transfer
-from jobs.models import AuditEvent, ClusterAccount
-from jobs.notifications.models import Notification
+from identity.audit.models import AuditEvent
+from notifications.models import Notification
 from tests import mailbox as mailbox_mod
 from tests.devcluster.helpers import remote
 from tests.polling import until

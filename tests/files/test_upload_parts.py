@@ -8,8 +8,8 @@ import subprocess
 import pytest
 from paramiko import Message
 
+from clusters import ssh
 from files import remote, uploads
-from jobs.cluster import ssh
 
 
 class Server:

@@ -9,10 +9,10 @@ import os
 import pytest
 from django.test import Client
 
+from clusters import pool, ssh
 from files import remote as sftp_ops
 from files.models import Upload
-from jobs.cluster import pool, ssh
-from jobs.models import AuditEvent
+from identity.audit.models import AuditEvent
 from tests import factories
 from tests.devcluster.helpers import remote
 from tests.files.tus import TUS, offset, patch, start
@@ -152,7 +152,7 @@ def test_threads_sharing_one_connection_never_mix_their_bytes(place):
     file)."""
     import threading
 
-    from jobs.cluster import pool
+    from clusters import pool
 
     _client, _url, folder, account = place
     base = f"{home_of(account)}/{folder}"

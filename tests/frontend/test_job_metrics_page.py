@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from jobs.metrics import ingest
+from metrics import ingest
 from tests import factories
 
 pytestmark = pytest.mark.django_db

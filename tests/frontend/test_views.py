@@ -8,7 +8,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.models import ClusterAccount, ContainerImage, Job
+from catalog.models import ContainerImage
+from clusters.models import ClusterAccount
+from jobs.models import Job
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -90,8 +92,8 @@ def test_the_dashboard_lists_experiments_trials_only_when_asked(
 ):
     """A sweep's 100 fold jobs would bury the user's other jobs: they are counted and
     linked, and listed with the Experiments' trials box ticked (pages keep it)."""
+    from experiments.models import Trial
     from jobs.broadcast import job_payload
-    from jobs.experiments.models import Trial
 
     experiment = factories.experiment_record(owner, cluster)
     trial = Trial.objects.create(experiment=experiment, number=0, params={"lr": 0.1})
@@ -431,7 +433,7 @@ def test_sign_in_is_throttled_per_user_name_and_says_so(client, owner, settings)
 def test_a_job_slurm_holds_after_a_failed_launch_offers_release(
     signed_in, job, queued_tasks, django_capture_on_commit_callbacks
 ):
-    from jobs.slurm.status import reason_text
+    from schedulers.slurm.status import reason_text
 
     held = reason_text("launch failed requeued held")
     Job.objects.filter(pk=job.pk).update(

@@ -21,10 +21,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.sessions.models import Session
 
+from clusters import ssh
+from clusters.models import ClusterAccount
+from identity import audit
 from identity.models import Identity
-from jobs import audit
-from jobs.cluster import ssh
-from jobs.models import ApiToken, ClusterAccount
+from identity.tokens import ApiToken
 from tests import idp, polling
 from tests.livestack import LiveStack, free_port
 
@@ -86,8 +87,9 @@ class Person:
         start = self.portal.get("/oidc/login/")
         assert start.status_code == 302, start.text
         password = provider.users[username].password
-        assert self.at_provider.sign_in(username, password).status_code == 200
-        answer = self.at_provider.request("GET", start.headers["location"] + "&g_continue=")
+        with idp.person_lock(provider, username):
+            assert self.at_provider.sign_in(username, password).status_code == 200
+            answer = self.at_provider.request("GET", start.headers["location"] + "&g_continue=")
         assert answer.status_code == 302, answer.text
         back = self.portal.get(answer.headers["location"])
         assert back.status_code == 302 and back.headers["location"] == "/", back.text

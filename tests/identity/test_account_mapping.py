@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
+from clusters.models import ClusterAccount
+from identity.audit.models import AuditEvent
 from identity.models import Identity
-from jobs.models import AuditEvent, ClusterAccount
 from tests import factories, oidcprovider
 
 pytestmark = pytest.mark.django_db

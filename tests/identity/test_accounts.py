@@ -12,7 +12,7 @@ import pytest
 
 from identity import accounts
 from identity.models import Identity
-from jobs.models import ApiToken
+from identity.tokens import ApiToken
 from tests import factories
 
 ISSUER = "https://idp.example.org"

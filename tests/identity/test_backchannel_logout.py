@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from identity.models import Identity
-from jobs.models import ApiToken
+from identity.tokens import ApiToken
 from tests import factories, oidcprovider
 from tests.oidcprovider import rsa_key, sign
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from identity import confirmation
-from jobs import audit
-from jobs.cluster import pool, ssh
+from clusters import pool, ssh
+from identity import audit, confirmation
 from tests import factories
 
 pytestmark = pytest.mark.django_db

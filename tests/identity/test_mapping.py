@@ -1,4 +1,4 @@
-"""Claims -> portal user, cluster user per cluster (jobs/usermap.py) and group decisions:
+"""Claims -> portal user, cluster user per cluster (common/usermap.py) and group decisions:
 pure functions, no provider."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
+from common import usermap
 from identity import mapping
 from identity.mapping import Refused
-from jobs import usermap
 
 CLAIMS = {"preferred_username": "ada", "uid": "ada42", "email": "a@x.org", "groups": ["g1", "g2"]}
 

@@ -16,9 +16,10 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 
+from clusters.models import ClusterAccount
+from common import crypto
 from identity.models import Identity
-from jobs import crypto
-from jobs.models import ApiToken, ClusterAccount
+from identity.tokens import ApiToken
 from tests import factories, oidcprovider
 from tests.oidcprovider import CLIENT_ID, Provider, ec_key, rsa_key
 

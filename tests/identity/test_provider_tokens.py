@@ -130,7 +130,7 @@ def test_staff_powers_need_the_staff_group_in_the_token(oidc, settings, owner):
     from rest_framework.test import APIRequestFactory
 
     from identity.api_auth import ProviderTokenAuthentication
-    from jobs.models.tokens import ADMIN
+    from identity.tokens import ADMIN
 
     owner.is_staff = owner.is_superuser = True
     owner.save()

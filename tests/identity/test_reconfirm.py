@@ -11,7 +11,7 @@ from django.utils import timezone
 from identity import confirmation
 from identity.models import Identity
 from identity.tasks import reconfirm_identities
-from jobs.models import ApiToken
+from identity.tokens import ApiToken
 from tests import factories, oidcprovider
 
 pytestmark = pytest.mark.django_db

@@ -3,7 +3,9 @@
 import pytest
 from django.urls import reverse
 
-from jobs.models import Cluster, ContainerImage, Job, Tag
+from catalog.models import ContainerImage, Tag
+from clusters.models import Cluster
+from jobs.models import Job
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -153,7 +155,7 @@ def test_cluster_admin_rejects_inconsistent_partition_limits(admin_client):
 
 
 def test_cluster_account_admin_never_shows_the_private_key(admin_client, cluster, owner):
-    from jobs.models import ClusterAccount
+    from clusters.models import ClusterAccount
 
     account = ClusterAccount(
         cluster=cluster, user=owner, username="alice", public_key="ssh-ed25519 AAAApub"

@@ -5,9 +5,9 @@ host key, replace a key pair or change the catalog (issue #30)."""
 import pytest
 from django.urls import reverse
 
+from catalog.models import ContainerImage
+from clusters import ssh
 from jobs.admin import ClusterAdmin
-from jobs.cluster import ssh
-from jobs.models import ContainerImage
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -8,11 +8,12 @@ import subprocess
 
 import pytest
 
-from jobs.cluster import jobscript, provenance
-from jobs.metrics import ingest
+from jobs import provenance
 from jobs.models import Job, JobTag
 from jobs.models import annotations as tagging
-from jobs.slurm import scripts
+from metrics import ingest
+from schedulers import jobscript
+from schedulers.slurm import scripts
 from tests import factories
 
 WORK = "/home/alice/.portal/jobs/7-abc"
@@ -324,7 +325,7 @@ def test_what_is_asked_of_the_cluster_for_each_runtime(owner, cluster):
     class Recorder:
         def run(self, argv, **kwargs):
             self.argv = argv
-            from jobs.cluster.ssh import Result
+            from clusters.ssh import Result
 
             return Result("", "", 0)
 

@@ -8,11 +8,11 @@ import pytest
 from django.utils import timezone
 
 from jobs.launch import calendar
-from jobs.seam import Reservation
-from jobs.slurm import reservations
+from schedulers.seam import Reservation
+from schedulers.slurm import reservations
 from tests import factories
 
-CAPTURED = Path(__file__).parent / "slurm/slurm_output/reservations.txt"
+CAPTURED = Path(__file__).parents[1] / "schedulers/slurm/slurm_output/reservations.txt"
 
 
 def test_captured_reservation_and_the_partitions_whose_nodes_it_takes():

@@ -1,4 +1,4 @@
-"""A job's rows as the scheduler seam's plain values (jobs/models/describe.py): what the
+"""A job's rows as the scheduler seam's plain values (jobs/models/job.py): what the
 adapters are given instead of rows, read here once."""
 
 from decimal import Decimal
@@ -7,7 +7,7 @@ import pytest
 
 from jobs.models import JobArray
 from jobs.models.annotations import PARAMS_FILE
-from jobs.seam import ImageSpec, JobKey, JobSpec, PartitionSpec, Resources
+from schedulers.seam import ImageSpec, JobKey, JobSpec, PartitionSpec, Resources
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -5,17 +5,11 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError
 from django.test import override_settings
 
-from jobs import crypto
-from jobs.models import (
-    Cluster,
-    ClusterAccount,
-    ContainerImage,
-    Job,
-    JobEvent,
-    Partition,
-    Tag,
-)
-from jobs.validators import host_key_fingerprint
+from catalog.models import ContainerImage, Tag
+from clusters.models import Cluster, ClusterAccount, Partition
+from common import crypto
+from common.validators import host_key_fingerprint
+from jobs.models import Job, JobEvent
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from jobs import outbox
 from jobs.models import Job, JobEvent
-from jobs.seam import Status
+from schedulers.seam import Status
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -26,7 +26,7 @@ def test_a_failed_job_owes_its_owner_its_tails_and_its_runs(owner, cluster):
 
 
 def test_a_trials_job_owes_its_experiment_a_step_and_tells_nobody(owner, cluster):
-    from jobs.experiments.models import Trial
+    from experiments.models import Trial
 
     experiment = factories.experiment_record(owner, cluster)
     trial = Trial.objects.create(experiment=experiment, number=0, params={})
@@ -156,14 +156,14 @@ def test_a_consumer_missing_from_this_version_keeps_its_events_due(owner, cluste
 def test_real_tasks_take_the_dues_and_say_when_they_ran(owner, cluster, monkeypatch):
     """The consumers' own functions, on Celery's eager mode: each task tells the outbox."""
     from jobs import tasks
-    from jobs.metrics import tasks as metric_tasks
-    from jobs.notifications import receivers
+    from notifications import receivers
     from portal.celery import app as celery_app
+    from tracking import tasks as metric_tasks
 
     monkeypatch.setitem(celery_app.conf, "task_always_eager", True)
     monkeypatch.setattr("jobs.sync.record_attempts", lambda ids, last_try=False: None)
-    monkeypatch.setattr("jobs.metrics.tasks.tail_job", lambda job, max_passes: 0)
-    monkeypatch.setattr("jobs.cluster.files.read_job_log", _no_log)
+    monkeypatch.setattr("tracking.tasks.tail_job", lambda job, max_passes: 0)
+    monkeypatch.setattr("clusters.files.read_job_log", _no_log)
     monkeypatch.setitem(outbox.CONSUMERS, "notify", receivers.queue_for_job_events)
     monkeypatch.setitem(outbox.CONSUMERS, "metrics", metric_tasks.queue_final_tails)
     monkeypatch.setitem(outbox.CONSUMERS, "stderr", tasks.queue_error_tails)
@@ -180,6 +180,6 @@ def test_real_tasks_take_the_dues_and_say_when_they_ran(owner, cluster, monkeypa
 
 
 def _no_log(job, name, max_bytes):
-    from jobs.cluster import ssh
+    from clusters import ssh
 
     raise ssh.CommandFailed("stderr.log: No such file or directory", exit_status=1)

@@ -12,9 +12,11 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from jobs.cluster import node_access, signer
-from jobs.models import AuditEvent, Cluster, PersonalKey
-from jobs.models import personal_keys as keys
+from clusters import signer
+from clusters.models import Cluster, PersonalKey
+from clusters.models import personal_keys as keys
+from identity.audit.models import AuditEvent
+from jobs import node_access
 from portal_client import cli
 from tests import factories
 

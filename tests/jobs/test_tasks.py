@@ -6,11 +6,13 @@ from datetime import timedelta
 import pytest
 from django.test import override_settings
 
+from clusters import pool, ssh
+from clusters.models import ClusterAccount
+from identity.audit.models import AuditEvent
 from jobs import tasks
-from jobs.cluster import pool, ssh
-from jobs.models import AuditEvent, ClusterAccount, Job
-from jobs.seam import Submission
-from jobs.slurm import operations, parsers
+from jobs.models import Job
+from schedulers.seam import Submission
+from schedulers.slurm import operations, parsers
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -64,7 +66,7 @@ def test_transient_failure_is_retried_then_submits(fake, job):
     tasks.submit_job.apply(args=[job.pk])
     job.refresh_from_db()
     assert (job.state, job.scheduler_job_id) == ("pending", "77")
-    # Two submit steps (each after the read of what reproduces the run, jobs/cluster/provenance.py).
+    # Two submit steps (each after the read of what reproduces the run, jobs/provenance.py).
     assert [c[0] for c in fake.commands] == ["timeout", "bash", "timeout", "bash"]
 
 
@@ -277,7 +279,7 @@ def test_sync_clusters_spreads_polls_over_the_interval(monkeypatch, job):
 def test_final_metrics_read_waits_for_a_read_in_progress_instead_of_being_dropped(job, monkeypatch):
     from django.core.cache import cache
 
-    from jobs.metrics import tasks as metrics_tasks
+    from tracking import tasks as metrics_tasks
 
     reads, retries = [], []
     monkeypatch.setattr(metrics_tasks, "tail_job", lambda j, max_passes: reads.append(max_passes))
@@ -553,8 +555,8 @@ def test_a_command_that_ran_out_of_time_is_not_run_again_on_a_new_connection(job
 def test_a_tasks_deadline_caps_every_ssh_timeout(job):
     """A task with a soft limit (task_helpers.limits(): BoundedTask) has a deadline a tenth
     short of it; the SSH layer cuts each command's timeout to what is left
-    (jobs.cluster.deadline)."""
-    from jobs.cluster import deadline
+    (clusters.deadline)."""
+    from clusters import deadline
     from jobs.task_helpers import BoundedTask
 
     seen = []

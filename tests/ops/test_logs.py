@@ -1,11 +1,12 @@
-"""Log lines and the request id (ops/logs.py, ops/context.py)."""
+"""Log lines and the request id (ops/logs.py, common/context.py)."""
 
 import logging
 
 import pytest
 
-from jobs.cluster import certs
-from ops import context, logs
+from clusters import certs
+from common import context
+from ops import logs
 from ops.signals import REQUEST, stamp, task_ends, task_starts
 from tests import factories
 
@@ -64,7 +65,7 @@ def test_each_request_gets_an_id_or_keeps_a_well_formed_one(client):
 
 
 def test_the_request_id_is_in_the_audit_row_and_the_certificates_key_id(client, signing_ca):
-    from jobs.models import AuditEvent
+    from identity.audit.models import AuditEvent
 
     person = factories.user("alice", "pw")
     client.force_login(person)
@@ -132,3 +133,55 @@ def test_a_job_task_binds_its_job():
     assert context.bound() == {"job": "17"}
     task_ends(task_id="t3")
     assert context.bound() == {} and context.current() == ""
+
+
+def record(name: str, level: int, msg: str, args=()) -> logging.LogRecord:
+    return logging.LogRecord(name, level, __file__, 1, msg, args, None)
+
+
+@pytest.mark.parametrize(
+    ("name", "msg", "args"),
+    [
+        ("celery.beat", "Scheduler: Sending due task %s (%s)", ("sync", "jobs.tasks.sync")),
+        ("celery.worker.strategy", "Task %(name)s[%(id)s] received", ({"name": "t", "id": "1"},)),
+        ("celery.app.trace", "Task %(name)s[%(id)s] succeeded", ({"name": "t", "id": "1"},)),
+    ],
+)
+def test_what_repeats_by_itself_is_a_debug_line(name, msg, args):
+    root = logging.getLogger()
+    before = root.level
+    try:
+        root.setLevel(logging.INFO)
+        chatter = record(name, logging.INFO, msg, args)
+        assert logs.Chatter().filter(chatter) is False and chatter.levelname == "DEBUG"
+        root.setLevel(logging.DEBUG)  # LOG_LEVEL=DEBUG shows it
+        assert logs.Chatter().filter(record(name, logging.INFO, msg, args)) is True
+    finally:
+        root.setLevel(before)
+
+
+def test_failures_and_the_portals_own_lines_keep_their_level():
+    chatter = logs.Chatter()
+    failed = record("celery.app.trace", logging.ERROR, "Task t[1] raised: boom")
+    assert chatter.filter(failed) and failed.levelname == "ERROR"
+    started = record("celery.beat", logging.INFO, "beat: Starting...")
+    assert chatter.filter(started) and started.levelname == "INFO"
+    moved = record("jobs.models.run", logging.INFO, "job %s: %s -> %s", (1, "pending", "running"))
+    assert chatter.filter(moved) and moved.levelname == "INFO"
+
+
+def test_health_checks_answered_well_are_debug_lines_and_pages_info(client, caplog):
+    with caplog.at_level(logging.DEBUG, logger="portal.requests"):
+        client.get("/healthz")
+        client.get("/accounts/login/")
+    levels = {r.getMessage().split()[1]: r.levelno for r in caplog.records}
+    assert levels == {"/healthz": logging.DEBUG, "/accounts/login/": logging.INFO}
+
+
+def test_a_job_changing_state_is_an_info_line(caplog):
+    cluster = factories.cluster()
+    factories.partition(cluster, "cpu")
+    job = factories.job(factories.user("owner"), cluster)
+    with caplog.at_level(logging.INFO, logger="jobs.models.run"):
+        assert job.transition("pending")
+    assert f"job {job.pk}: queued -> pending" in caplog.text

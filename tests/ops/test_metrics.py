@@ -5,7 +5,7 @@ import json
 import pytest
 from prometheus_client import REGISTRY
 
-from ops import metrics
+from common import prometheus as metrics
 from ops.queues import published_at
 from tests import factories
 
@@ -19,6 +19,10 @@ pytestmark = pytest.mark.django_db
         ("/usr/bin/squeue -h -o '%i'", "squeue"),
         ("env SLURM_TIME_FORMAT=standard sacct -X -j 12", "sacct"),
         ("LC_ALL=C condor_q -json 12.0", "condor_q"),
+        # A read in a clean environment (clusters.ssh.run_scheduler_command).
+        ("/usr/bin/env -i PATH=/usr/bin LANG=C squeue -h --json", "squeue"),
+        ("env -i -- sacct -X", "sacct"),
+        ("sbatch -i job.sh", "sbatch"),
         ("rm -rf -- '/home/u/x'", "other"),
         ("alice-job-name-1234 --flag", "other"),  # never a name from the job as a label
         ("sbatch 'unclosed", "other"),
@@ -61,7 +65,7 @@ def test_metrics_answer_the_configured_networks_only(client, settings):
 def test_a_staff_token_with_the_metrics_scope_reads_them_from_anywhere(client):
     from django.core.exceptions import ValidationError
 
-    from jobs.models import ApiToken
+    from identity.tokens import ApiToken
 
     staff, person = factories.staff_user("ops", "pw"), factories.user("alice")
     with pytest.raises(ValidationError, match="metrics scope"):
@@ -80,7 +84,7 @@ def test_a_metrics_token_follows_the_identity_providers_word(client, settings):
     """Before: /metrics checked the token's scope and staff flag, not the confirmation
     rule every other API call applies: a staff member withdrawn at the provider kept
     reading the metrics."""
-    from jobs.models import ApiToken
+    from identity.tokens import ApiToken
 
     settings.PORTAL_OIDC_ISSUER = "https://idp.example.org"
     settings.PORTAL_OIDC_CLIENT_ID = "portal"

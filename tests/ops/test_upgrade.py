@@ -33,22 +33,37 @@ def previous() -> Path:
 
 def _projection(seen: dict) -> dict:
     """What must survive an upgrade whatever fields the API gained: each job's id, name and
-    state, each series' points, the experiments' names."""
-    jobs = sorted((j["id"], j["name"], j["state"]) for j in seen["jobs"])
-    series = {
-        key: sorted((s["key"], s["points"], tuple(s["step"])) for s in value["series"])
-        for key, value in seen.items()
-        if key.startswith("metrics ")
-    }
+    state, each series' points as stored, the experiments' names."""
     return {
-        "jobs": jobs,
-        "series": series,
+        "jobs": sorted((j["id"], j["name"], j["state"]) for j in seen["jobs"]),
+        "stored": seen["stored"],
         "experiments": [e["name"] for e in seen["experiments"]["results"]],
     }
 
 
-def test_the_previous_releases_database_upgrades_and_serves(postgres_databases, previous):
-    url = postgres_databases()
+def _served_series(seen: dict) -> dict:
+    """Each job's series as the API answers them (a job whose metrics it could not answer:
+    its error)."""
+    return {
+        key: sorted((s["key"], s["points"], tuple(s["step"])) for s in value["series"])
+        if "series" in value
+        else value.get("error", {}).get("code", "no series")
+        for key, value in seen.items()
+        if key.startswith("metrics ")
+    }
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def empty_database(request, tmp_path) -> str:
+    """A new empty database of each kind a centre runs: PostgreSQL, and the embedded SQLite
+    default (a file of its own)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'upgraded.sqlite3'}"
+    return request.getfixturevalue("postgres_databases")()
+
+
+def test_the_previous_releases_database_upgrades_and_serves(empty_database, previous):
+    url = empty_database
     manage(url, "migrate", "--noinput", "-v0", root=previous)
     populate(url, root=previous)
     before = snapshot(url, root=previous)
@@ -56,6 +71,14 @@ def test_the_previous_releases_database_upgrades_and_serves(postgres_databases, 
     assert "Applying" in migrated.stdout or "No migrations to apply" in migrated.stdout
     after = snapshot(url)
     assert _projection(after) == _projection(before)
+    assert after["stored"] and len(after["stored"]) == len(before["stored"])
+    # Today's API serves every job's points as they were served before the upgrade. (On
+    # SQLite the previous release answered 503 for a job with points: its metrics query is
+    # syntax SQLite refuses, 'near "(": syntax error'; today's reads them.)
+    served, was_served = _served_series(after), _served_series(before)
+    assert all(isinstance(series, list) for series in served.values()), served
+    for key, series in was_served.items():
+        assert series == served[key] or (url.startswith("sqlite") and series == "unavailable")
     run_code(url, POPULATION + "\nsmoke()\n")
     # The rolling upgrade's premise: the previous release writes on the new schema...
     made = int(run_code(url, POPULATION + "\nwrite_after_upgrade()\n", root=previous).split()[-1])
@@ -72,7 +95,8 @@ def test_migrations_since_the_previous_release_only_expand(previous):
         module, _ = loader.migrations_module(app)
         if not ROOT.joinpath(*module.split(".")).is_dir():
             continue
-        if previous.joinpath(*module.split("."), f"{name}.py").exists():
+        folder = releases.migrations_folder(previous, app, module)
+        if folder is not None and (folder / f"{name}.py").exists():
             continue
         new.append(f"{app}.{name}")
         for operation in migration.operations:
@@ -97,7 +121,7 @@ def test_two_web_instances_upgraded_one_at_a_time_answer_no_5xx(
     from django.core.management import call_command
     from django.test import Client
 
-    from jobs.models import ApiToken
+    from identity.tokens import ApiToken
     from tests.livestack import MultiStack
 
     # Rows made by today's code first (its models write today's columns), then the

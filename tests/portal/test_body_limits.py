@@ -135,7 +135,7 @@ def test_a_signed_in_person_sends_an_archive_larger_than_the_default(web, owner)
     import httpx
 
     stack, _ = web
-    from jobs.models import ApiToken
+    from identity.tokens import ApiToken
 
     _, token = ApiToken.issue(owner, "bodies", scopes="read,submit")
     body = b"\0" * (4 * MIB)  # over the default 2.5 MiB, no archive at all

@@ -1,4 +1,4 @@
-"""portal/cluster_share.py: one person's places among the requests waiting on clusters,
+"""clusters/share.py: one person's places among the requests waiting on clusters,
 counted in Redis across web processes; past them a 429 with Retry-After before any SSH;
 and every view's cluster work under a deadline. (Real sshd and two web processes:
 tests/devcluster/test_web_share.py.)"""
@@ -9,8 +9,8 @@ import secrets
 
 import pytest
 
-from jobs.cluster import deadline, ssh
-from portal import cluster_share
+from clusters import deadline, ssh
+from clusters import share as cluster_share
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,7 @@ import pytest
 from django.contrib import auth
 from django.db import InterfaceError, OperationalError
 
-from jobs.models import ApiToken
+from identity.tokens import ApiToken
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -63,7 +63,7 @@ def test_a_page_whose_budget_redis_cannot_count_answers_503(client, owner, monke
     too (as in the API), not a 500."""
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    from portal import throttle
+    from common import throttle
 
     def away(self, request, view):
         raise RedisConnectionError("Connection refused")

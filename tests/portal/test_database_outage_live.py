@@ -16,7 +16,7 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from jobs.models import ApiToken
+from identity.tokens import ApiToken
 from tests import polling
 from tests.livestack import LiveStack, database_url, free_port
 

@@ -1,4 +1,4 @@
-"""portal/groupcommit.py: calls that arrive while one is being written are written together
+"""common/groupcommit.py: calls that arrive while one is being written are written together
 by the thread at the front of the queue; each caller gets its own outcome."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from portal.groupcommit import GroupCommit
+from common.groupcommit import GroupCommit
 
 
 def run_callers(together: GroupCommit, items: list, started: threading.Event) -> dict:

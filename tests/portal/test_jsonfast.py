@@ -1,10 +1,10 @@
-"""portal/jsonfast.py: orjson's JSON, read back as the standard library's would be."""
+"""common/jsonfast.py: orjson's JSON, read back as the standard library's would be."""
 
 import json
 
 from django.utils.html import json_script as django_json_script
 
-from portal import jsonfast
+from common import jsonfast
 
 HOSTILE = {
     "name": "</script><script>alert(1)</script>",

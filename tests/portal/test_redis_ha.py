@@ -74,7 +74,7 @@ def test_sentinels_switch_the_broker_the_cache_and_the_channel_layer():
     assert (host["password"], host["db"]) == ("p@ss", 3)
     assert found["cache"]["OPTIONS"]["pool_class"] == "portal.redis_ha.SentinelPool"
     assert found["cache"]["OPTIONS"]["sentinels"] == sentinels
-    assert found["cache"]["OPTIONS"]["serializer"] == "portal.cache.JSONSerializer"
+    assert found["cache"]["OPTIONS"]["serializer"] == "common.cache.JSONSerializer"
     assert found["pool"] == "SentinelPool"
 
 
@@ -114,7 +114,7 @@ def test_the_database_number_must_be_a_number():
 
 def production(env: dict) -> dict:
     """``env`` with what a production start needs before the Redis settings are read."""
-    from jobs.crypto import generate_key
+    from common.crypto import generate_key
 
     return {
         "SECRET_KEY": "x" * 50,

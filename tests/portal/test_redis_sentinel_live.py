@@ -114,7 +114,7 @@ def test_cache_channel_layer_and_broker_follow_the_master_through_a_failover(gro
     url = f"redis://:{group.password}@unused/0"  # REDIS_URL: only the password and db count
     sentinels = [("127.0.0.1", group.ports["sentinel"])]
     options = redis_ha.cache_options(sentinels, MASTER, None)
-    cache = RedisCache(url, {"OPTIONS": {"serializer": "portal.cache.JSONSerializer", **options}})
+    cache = RedisCache(url, {"OPTIONS": {"serializer": "common.cache.JSONSerializer", **options}})
     layer = RedisChannelLayer(hosts=[redis_ha.channel_layer_host(url, sentinels, MASTER, None)])
     broker = {
         "hostname": redis_ha.broker_url(url, sentinels),

@@ -11,8 +11,8 @@ import threading
 import pytest
 from django.urls import reverse
 
-from jobs.metrics import ingest
-from jobs.metrics.models import MetricPoint
+from metrics import ingest
+from metrics.models import MetricPoint
 from portal.serving import BUFFERED, HttpRouter, on_event_loop
 from tests import factories
 
@@ -178,7 +178,7 @@ def test_a_client_gone_before_its_body_was_whole_reaches_no_view():
 def test_requests_on_the_pool_share_the_process_redis_connections():
     """Each request runs in a copy of the event loop's context, where Django keeps its cache
     objects: with Django's own Redis cache every request opened a new connection to Redis
-    (portal/cache.py). Counted by the real Redis server."""
+    (common/cache.py). Counted by the real Redis server."""
     from django.core.cache import caches
 
     def wsgi(environ, start_response):  # what a throttled view does: one GET of the cache

@@ -26,7 +26,7 @@ def test_production_requires_an_encryption_key():
 
 
 def test_production_settings_start_with_keys_and_secure_cookies():
-    from jobs.crypto import generate_key
+    from common.crypto import generate_key
 
     code = """
         import django; django.setup()
@@ -92,7 +92,7 @@ def test_concurrent_writers_on_sqlite_wait_instead_of_failing(sqlite_dir):
     writer = """
         import sys, django; django.setup()
         from django.db import transaction
-        from jobs.models import Tag
+        from catalog.models import Tag
         for i in range(150):
             with transaction.atomic():  # read, then write: the lock-upgrade case
                 Tag.objects.filter(name__startswith="w").count()
@@ -116,7 +116,7 @@ def test_concurrent_writers_on_sqlite_wait_instead_of_failing(sqlite_dir):
     for (out, err), proc in zip(results, procs, strict=True):
         assert proc.returncode == 0 and out.strip() == "ok", err[-2000:]
     count = run_python(
-        "import django; django.setup()\nfrom jobs.models import Tag; print(Tag.objects.count())",
+        "import django; django.setup()\nfrom catalog.models import Tag; print(Tag.objects.count())",
         sqlite_dir,
     ).stdout.strip()
     assert count == "600"
@@ -292,7 +292,7 @@ def test_sessions_reach_only_the_networks_a_centre_names_outside_demo_and_debug(
     """PORTAL_UPSTREAM_NETWORKS: required in production (before: all of RFC 1918 by
     default, so a session link reached every private host); in demo and debug the private
     ranges and loopback (the dev clusters' nodes are 127.0.0.1)."""
-    from jobs.crypto import generate_key
+    from common.crypto import generate_key
 
     code = """
         import django; django.setup()

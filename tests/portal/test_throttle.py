@@ -1,6 +1,6 @@
 """Pages that reach a cluster, and a job's session registration, have request budgets
-(portal/throttle.py, issue #30): the call past the budget is a 429 with Retry-After and
-reaches no cluster. The SSH boundary (jobs.cluster.pool.with_connection) is a fake that
+(common/throttle.py, issue #30): the call past the budget is a 429 with Retry-After and
+reaches no cluster. The SSH boundary (clusters.pool.with_connection) is a fake that
 counts its calls (and answers as an unreachable cluster)."""
 
 import json
@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from jobs.cluster import pool, ssh
+from clusters import pool, ssh
 from jobs.models import Job
 from proxy.models import SessionLink
 from tests import factories
@@ -179,12 +179,12 @@ def test_a_hostile_registration_body_is_a_400(client, rates, running_notebook, b
 
 
 def test_a_window_counts_requests_and_opens_again_when_it_ends():
-    """portal.throttle.WindowThrottle on the real Redis: the rate's number of requests, then
+    """common.throttle.WindowThrottle on the real Redis: the rate's number of requests, then
     refusals that say how long the window has left, a counter (not a list of times) under
     the key, and the budget back once the window has ended."""
     from django.core.cache import cache
 
-    from portal.throttle import Budget
+    from common.throttle import Budget
 
     ident = f"window-{uuid.uuid4().hex}"
 
@@ -208,7 +208,7 @@ def test_a_window_counts_requests_and_opens_again_when_it_ends():
 def test_a_window_on_a_cache_that_is_not_redis_counts_drfs_way(settings):
     """Django's local-memory cache (a deployment without Redis for its cache) is counted
     by DRF's own throttle, not sent Redis commands."""
-    from portal.throttle import Budget
+    from common.throttle import Budget
 
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 

@@ -151,7 +151,7 @@ def test_behind_a_remote_haproxy_each_client_has_its_own_sign_in_budget(web):
 
 
 def test_each_web_instance_keeps_its_openssh_masters_in_a_runtime_directory_of_its_own():
-    """jobs/cluster/bulk.py writes a master's key there until it has logged in: a 0700
+    """clusters/bulk.py writes a master's key there until it has logged in: a 0700
     directory in memory that systemd makes for this instance and removes when it stops."""
     lines = unit_lines()
     assert "RuntimeDirectory=portal-web-%i" in lines and "RuntimeDirectoryMode=0700" in lines

@@ -1,12 +1,12 @@
 """One rule for a project's runs: its members see them as their role allows (not a
 private one, never another project's), only the owner acts on them; everywhere the pages,
-the API and the websockets ask jobs/access.py."""
+the API and the websockets ask projects/access.py."""
 
 import pytest
 
-from jobs import access
 from jobs.broadcast import publish_job
 from jobs.models import Job
+from projects import access
 from projects.models import launch_refusal
 from tests import factories
 from tests.sockets import connect, run, session_cookie

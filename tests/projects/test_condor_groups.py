@@ -1,7 +1,7 @@
 """HTCondor's accounting groups as projects: the pool's user-to-groups map (the one its
 manual configures, CLASSAD_USER_MAPFILE_Groups) parsed as data."""
 
-from jobs.htcondor import accounts
+from schedulers.htcondor import accounts
 
 
 def test_each_user_line_names_their_groups_the_first_their_default():

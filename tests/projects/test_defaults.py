@@ -4,7 +4,7 @@ who are not managers cannot; the change is audited and counts at the next reques
 import pytest
 from django.test import Client
 
-from jobs.models import AuditEvent
+from identity.audit.models import AuditEvent
 from projects.models import Project
 from tests import factories
 

@@ -9,9 +9,9 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from jobs import access
-from jobs.experiments.models import Trial
-from jobs.models import AuditEvent
+from experiments.models import Trial
+from identity.audit.models import AuditEvent
+from projects import access
 from projects.models import Membership, ReadLink
 from tests import factories
 

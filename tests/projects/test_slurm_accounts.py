@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from jobs.slurm import accounts
+from schedulers.slurm import accounts
 
-CAPTURED = Path(__file__).parents[1] / "jobs/slurm/slurm_output/sacctmgr_accounts.txt"
+CAPTURED = Path(__file__).parents[1] / "schedulers/slurm/slurm_output/sacctmgr_accounts.txt"
 
 
 def test_accounts_users_coordinators_and_defaults_from_captured_output():

@@ -3,10 +3,10 @@ people whose cluster user is proven theirs (never a name they typed)."""
 
 import pytest
 
-from jobs.models import ClusterAccount
-from jobs.seam import AccountRecord, AccountsRead
+from clusters.models import ClusterAccount
 from projects import sync
 from projects.models import Membership, Project, Role
+from schedulers.seam import AccountRecord, AccountsRead
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -163,7 +163,7 @@ def test_people_not_read_keep_their_memberships_and_a_project_goes_when_empty(
 def test_without_a_service_account_readers_take_turns_and_read_themselves(
     cluster, people, settings, monkeypatch
 ):
-    from jobs.cluster import pool
+    from clusters import pool
 
     pi, student, _ = people
     monkeypatch.setattr(sync, "MAX_READERS", 1)

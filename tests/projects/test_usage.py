@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from jobs import schedulers
-from jobs.seam import AccountUsage, UsageLine
-from jobs.slurm import accounts
 from projects import usage
+from schedulers import registry as schedulers
+from schedulers.seam import AccountUsage, UsageLine
+from schedulers.slurm import accounts
 from tests import factories
 
-CAPTURED = Path(__file__).parents[1] / "jobs/slurm/slurm_output/account_usage_vision.txt"
+CAPTURED = Path(__file__).parents[1] / "schedulers/slurm/slurm_output/account_usage_vision.txt"
 
 
 def test_captured_usage_limits_and_share():
@@ -105,7 +105,7 @@ def page_setup(cluster, monkeypatch, settings):
         return read
 
     monkeypatch.setattr(schedulers.adapter("slurm"), "account_usage", account_usage)
-    monkeypatch.setattr("jobs.cluster.pool.with_connection", lambda login, op: op(None))
+    monkeypatch.setattr("clusters.pool.with_connection", lambda login, op: op(None))
     return vision, pi, student, outsider, asked
 
 
@@ -134,7 +134,7 @@ def test_a_reading_survives_the_json_cache():
 
 @pytest.mark.django_db
 def test_the_project_page_shows_its_members_storage(page_setup, client, monkeypatch, cluster):
-    from jobs.cluster import quotas as quota_files
+    from clusters import quotas as quota_files
 
     vision, pi, student, outsider, asked = page_setup
     cluster.quota_files = "/etc/portal/quota.json"

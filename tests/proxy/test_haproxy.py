@@ -434,7 +434,7 @@ def test_static_files_come_from_haproxys_cache_and_pages_never(data_path):
 def test_haproxy_refuses_a_declared_body_larger_than_any_the_portal_takes(data_path):
     """A second bound in front of the web processes' own (portal/body_limits.py): the
     largest body any address takes, by its Content-Length, refused by HAProxy itself."""
-    from portal import body_limits
+    from common import marks
 
     reached: list[str] = []
 
@@ -446,7 +446,7 @@ def test_haproxy_refuses_a_declared_body_larger_than_any_the_portal_takes(data_p
         with socket.create_connection(("127.0.0.1", data_path.port), timeout=10) as sock:
             sock.sendall(
                 f"POST /api/v1/imports/ HTTP/1.1\r\nHost: localhost:{data_path.port}\r\n"
-                f"Content-Length: {body_limits.largest() + 1}\r\n\r\n".encode()
+                f"Content-Length: {marks.largest() + 1}\r\n\r\n".encode()
             )
             answer = sock.recv(4096)
     finally:

@@ -12,7 +12,8 @@ import pytest
 
 from identity import accounts
 from identity.models import Identity
-from jobs.models import ApiToken, Job
+from identity.tokens import ApiToken
+from jobs.models import Job
 from proxy.models import SessionLink
 from tests import factories, idp
 from tests.proxy.test_sharing import share
@@ -33,7 +34,10 @@ def at_provider(idp_provider, settings):
         PORTAL_OIDC_ACCOUNT_URL=idp_provider.account_url,
         PORTAL_OIDC_ACCOUNT_AUTHORIZATION=idp_provider.account_authorization,
     )
-    return idp_provider
+    # The test asks the provider about hpcuser2 before, during and after disabling them:
+    # no other test process changes them meanwhile.
+    with idp.person_lock(idp_provider, PERSON):
+        yield idp_provider
 
 
 def test_disabled_at_the_provider_refused_at_haproxy_within_seconds(

@@ -12,9 +12,10 @@ from django.test import Client
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from jobs.models import AuditEvent, Job
-from jobs.notifications.events import Event
-from jobs.notifications.models import Notification
+from identity.audit.models import AuditEvent
+from jobs.models import Job
+from notifications.events import Event
+from notifications.models import Notification
 from proxy import access
 from proxy.codes import cookie_name, issue_code
 from proxy.models import SessionLink

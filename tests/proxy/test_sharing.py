@@ -12,9 +12,10 @@ from django.test import Client
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from jobs.models import AuditEvent, Job
-from jobs.notifications.events import Event
-from jobs.notifications.models import Notification
+from identity.audit.models import AuditEvent
+from jobs.models import Job
+from notifications.events import Event
+from notifications.models import Notification
 from projects import sync
 from projects.models import Membership
 from proxy import access

@@ -5,7 +5,7 @@ one scheduler does is tested in tests/devcluster/ or tests/condorpool/."""
 
 import pytest
 
-from jobs.cluster import pool
+from clusters import pool
 
 
 @pytest.fixture(autouse=True)

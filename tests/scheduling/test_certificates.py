@@ -6,10 +6,12 @@ import time
 
 import pytest
 
+from clusters import acting, certs, files, pool
+from clusters.models import ClusterAccount
 from devtools import devcluster as devcluster_mod
+from identity.audit.models import AuditEvent
 from jobs import tasks
-from jobs.cluster import acting, certs, files, pool
-from jobs.models import AuditEvent, ClusterAccount, Job
+from jobs.models import Job
 from tests import factories
 from tests.devcluster.helpers import (
     SshdLog,
@@ -46,6 +48,7 @@ def sync_until_held(job: Job, held: bool, timeout: float = 60) -> Job:
     )
 
 
+@pytest.mark.alone  # it takes every GPU (tests/conftest.py)
 def test_jobs_and_a_notebook_run_over_certificates_and_no_private_key_is_kept(
     cert_cluster, scheduler_info, owner, monkeypatch
 ):

@@ -56,7 +56,7 @@ def test_a_small_sweep_runs_as_one_array_and_a_failing_trial_does_not_stop_it(
         folds=2,
     )
     spec["launch"]["cluster"] = scheduler_cluster.name
-    from jobs.experiments import service
+    from experiments import service
 
     experiment = service.create(owner, spec)
     seen: list[str] = []  # the queue's lines of the experiment's jobs (by their names)

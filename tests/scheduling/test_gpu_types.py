@@ -10,10 +10,11 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
+from clusters import files
+from clusters.models import GpuType
 from jobs import tasks
-from jobs.cluster import files
 from jobs.launch import LaunchForm
-from jobs.models import GpuType, Job
+from jobs.models import Job
 from tests import factories
 from tests.devcluster.helpers import run_until
 

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
+from clusters import files, ssh
 from jobs import tasks
-from jobs.cluster import files, ssh
 from jobs.models import Job
 from tests import factories, polling
 from tests.devcluster.helpers import remote, run_until, submit_from_threads, sync_until
@@ -74,6 +74,7 @@ def test_cancelling_a_running_job_ends_cancelled(scheduler_cluster, owner):
     assert job.ended_at is not None
 
 
+@pytest.mark.alone  # it takes every GPU (tests/conftest.py)
 def test_a_held_job_says_why_and_is_released_through_the_api(scheduler_cluster, owner, monkeypatch):
     """Slurm holds a job whose node could not start it, HTCondor one its policy stops; the
     page and the API say why and offer release. Here the hold is the owner's own, which

@@ -4,11 +4,11 @@ portal over SFTP (tail) and over HTTP (upload with the job's token), each exactl
 import pytest
 
 from jobs import tasks
-from jobs.metrics.models import MetricFile, MetricPoint, MetricSeries
-from jobs.metrics.tail import tail_job
 from jobs.models import Job
+from metrics.models import MetricFile, MetricPoint, MetricSeries
 from tests import factories
 from tests.devcluster.helpers import remote, run_until
+from tracking.tail import tail_job
 
 # Logs `n` steps of loss and acc; after the first half it flushes and pauses so
 # that a read in the middle of the run sees part of the file.

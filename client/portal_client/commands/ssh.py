@@ -69,7 +69,7 @@ def _write_private(path: Path, text: str) -> None:
 
 
 # What `portal ssh` lets the portal's answer put on ssh's command line: the options the
-# portal itself uses (jobs/cluster/node_access.ssh_argv), nothing else. A server that
+# portal itself uses (jobs/node_access.ssh_argv), nothing else. A server that
 # answered -oProxyCommand=... or LocalCommand would otherwise run a command here.
 _SSH_OPTIONS = ("CertificateFile", "IdentitiesOnly", "UserKnownHostsFile", "StrictHostKeyChecking")
 

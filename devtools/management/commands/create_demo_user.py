@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand
 class Command(BaseCommand):
     help = (
         "Create (or reset) the demo user. Its password is kept in PORTAL_DATA_DIR/demo-password "
-        "so it stays the same across runs, and printed."
+        "so it stays the same across runs."
     )
 
     def add_arguments(self, parser):
@@ -33,6 +33,8 @@ class Command(BaseCommand):
         user.email = user.email or f"{username}@localhost"
         user.set_password(password)
         user.save()
+        # (Not printed here: `make demo` says its one way in once the stack answers.)
         self.stdout.write(
-            f"{'Created' if created else 'Updated'} user {username!r} with password {password}"
+            f"{'Created' if created else 'Updated'} user {username!r} "
+            f"(its local password in {password_file})"
         )

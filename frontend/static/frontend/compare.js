@@ -1,5 +1,5 @@
 /* The comparison page (/compare/): the table of what differs between runs, sortable, and
-one Plotly chart per metric. Everything comes from the page's JSON (jobs/compare/data.py):
+one Plotly chart per metric. Everything comes from the page's JSON (metrics/compare/data.py):
 at most 64 points per curve, groups as their mean with a band, single runs faded beneath
 (one trace per group, runs separated by gaps, so 1,000 runs stay 1,000 segments of one
 trace), and the baseline drawn on every chart. Sorting changes the URL's ``sort`` so the

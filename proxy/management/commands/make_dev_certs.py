@@ -107,5 +107,5 @@ class Command(BaseCommand):
         )
         self.stdout.write(
             f"Created a dev CA and a certificate for *.{domain} in {tls} "
-            f"(trust {ca_path} in your browser, or see the README)"
+            f"(trust {ca_path} in your browser, or see the docs: start/first-notebook)"
         )

@@ -121,7 +121,7 @@ def test_a_read_only_token_cannot_change_them(owner, job):
 
 
 def test_a_jobs_own_metrics_token_is_no_api_credential(job):
-    from jobs.metrics import ingest
+    from metrics import ingest
 
     token = ingest.issue_token(job)
     client = factories.bearer_client(token)

@@ -10,9 +10,11 @@ from django.core.management import call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from jobs.api.auth import TokenRateThrottle
-from jobs.metrics import ingest
-from jobs.models import ApiToken, ContainerImage, Job
+from catalog.models import ContainerImage
+from identity.token_auth import TokenRateThrottle
+from identity.tokens import ApiToken
+from jobs.models import Job
+from metrics import ingest
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -149,7 +151,8 @@ def test_create_job_validates_like_the_form_and_queues_it(
 def test_a_multi_node_job_takes_its_layout_or_the_images_and_shows_its_shape(
     api, owner, cluster, no_broker
 ):
-    from jobs.models import ContainerImage, Partition
+    from catalog.models import ContainerImage
+    from clusters.models import Partition
 
     Partition.objects.filter(cluster=cluster, name="gpu").update(max_nodes=2, max_gpus_per_node=2)
     body = {"container": "python", "partition": "gpu", "command": "python train.py"}
@@ -275,7 +278,7 @@ def test_list_filter_paginate_and_other_users_jobs_are_404(api, owner, outsider,
 
 
 def test_jobs_of_an_experiment_or_outside_experiments(api, owner, outsider, cluster):
-    from jobs.experiments.models import Trial
+    from experiments.models import Trial
 
     experiment = factories.experiment_record(owner, cluster)
     trial = Trial.objects.create(experiment=experiment, number=3, params={"lr": 0.1})

@@ -6,8 +6,10 @@ import yaml
 from django.core.exceptions import ValidationError
 from rest_framework.test import APIClient
 
+from catalog.models import ContainerImage
+from clusters.models import Cluster, Partition
 from jobs.launch import launch_initial
-from jobs.models import Cluster, ContainerImage, Job, Partition
+from jobs.models import Job
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from jobs.api.auth import TokenRateThrottle
-from jobs.metrics import ingest
-from jobs.metrics.views import MetricIngestView
-from jobs.models import ApiToken, ContainerImage, Job
+from catalog.models import ContainerImage
+from identity.token_auth import TokenRateThrottle
+from identity.tokens import ApiToken
+from jobs.models import Job
+from metrics import ingest
+from metrics.views import MetricIngestView
 from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -52,7 +54,7 @@ def portal(live_server, owner, outsider, catalog, monkeypatch, chunked_request_b
     from django.conf import settings
 
     from jobs import tasks
-    from jobs.tracking import tasks as tracking_tasks
+    from tracking import tasks as tracking_tasks
 
     monkeypatch.setattr(tasks.submit_job, "delay", lambda *a: None)
     monkeypatch.setattr(tasks.cancel_job, "delay", lambda *a: None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.models import ApiToken
+from identity.tokens import ApiToken
 from tests import factories, oidcprovider
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from jobs.models import ApiToken
+from identity.tokens import ApiToken
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -130,14 +130,14 @@ def test_tokens_made_before_scopes_keep_their_owners_powers(owner, staff):
 
 
 def _token_rows(action: str) -> list:
-    from jobs.models import AuditEvent
+    from identity.audit.models import AuditEvent
 
     return list(AuditEvent.objects.filter(action=action).order_by("pk"))
 
 
 def test_making_and_revoking_a_token_on_the_account_page_is_audited(owner):
     """Before: no audit row for a token's creation or revocation (#39)."""
-    from jobs.models import AuditEvent
+    from identity.audit.models import AuditEvent
 
     client = factories.bearer_client("unused")
     client.force_login(owner)
@@ -153,7 +153,7 @@ def test_making_and_revoking_a_token_on_the_account_page_is_audited(owner):
 
 
 def test_issue_token_is_audited_as_an_administrators_act(owner):
-    from jobs.models import AuditEvent
+    from identity.audit.models import AuditEvent
 
     call_command("issue_token", "owner", stdout=io.StringIO(), stderr=io.StringIO())
     (made,) = _token_rows(AuditEvent.Action.TOKEN_CREATE)
@@ -162,8 +162,8 @@ def test_issue_token_is_audited_as_an_administrators_act(owner):
 
 
 def test_a_withdrawn_person_has_one_revocation_row_per_live_token(owner):
+    from identity.audit.models import AuditEvent
     from identity.signin import withdraw
-    from jobs.models import AuditEvent
 
     laptop, _ = ApiToken.issue(owner, "laptop")
     ci, _ = ApiToken.issue(owner, "ci")
@@ -176,7 +176,7 @@ def test_a_withdrawn_person_has_one_revocation_row_per_live_token(owner):
 
 
 def test_deactivation_revokes_each_live_token_with_its_row(owner):
-    from jobs.models import AuditEvent
+    from identity.audit.models import AuditEvent
 
     tokens = [ApiToken.issue(owner, name)[0] for name in ("laptop", "ci")]
     owner.is_active = False

@@ -5,7 +5,8 @@ hostile paths refused with a field's 400 before anything is made."""
 import pytest
 
 from jobs.launch import as_request, trial_fields, validate_request
-from jobs.models import Job, describe
+from jobs.models import Job
+from jobs.models.job import staging
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -175,7 +176,7 @@ def test_the_script_is_rendered_from_the_job_with_the_clusters_node_scratch(api,
         "/home/alice",
         "$LOCAL_SCRATCH",
     )
-    assert describe.staging(Job(staging={})) is None  # a job that stages nothing
+    assert staging(Job(staging={})) is None  # a job that stages nothing
 
 
 # --- the launch page -------------------------------------------------------------------------

@@ -1,2 +1,0 @@
-"""Training code unchanged (#46): an MLflow-compatible tracking API that writes into the
-portal's own metric store, parameters and tags."""

@@ -1,0 +1,38 @@
+"""The REST API's addresses (``/api/v1/``), assembled on the top floor from each app's
+views: the job API with its metrics actions mixed in (metrics/views.py), experiments,
+usage and comparisons beside it. No app below imports another's API to be reachable."""
+
+from django.urls import include, path
+from rest_framework.routers import DefaultRouter
+
+from experiments.api import ExperimentViewSet
+from jobs.api import ssh as ssh_api
+from jobs.api import views as api
+from metrics import views as metrics
+from metrics.compare.api import CompareView
+from usage.api import UsageView
+
+
+class JobViewSet(api.JobViewSet, metrics.MetricsActions):
+    __doc__ = api.JobViewSet.__doc__
+
+
+router = DefaultRouter()
+router.register("containers", api.ContainerViewSet, basename="api-container")
+router.register("apps", api.SessionAppViewSet, basename="api-app")
+router.register("clusters", api.ClusterViewSet, basename="api-cluster")
+router.register("jobs", JobViewSet, basename="api-job")
+router.register("experiments", ExperimentViewSet, basename="api-experiment")
+router.register("ssh-keys", ssh_api.SSHKeyViewSet, basename="api-ssh-key")
+
+urlpatterns = [
+    path(
+        "jobs/<int:pk>/metrics/ingest/",
+        metrics.MetricIngestView.as_view(),
+        name="metrics-upload",
+    ),
+    path("jobs/<int:pk>/ssh/", ssh_api.JobSSHView.as_view(), name="api-job-ssh"),
+    path("usage/", UsageView.as_view(), name="api-usage"),
+    path("compare/", CompareView.as_view(), name="api-compare"),
+    path("", include(router.urls)),
+]
