@@ -30,6 +30,7 @@ urlpatterns = [
     path("jobs/<int:pk>/shorten/", jobs.job_shorten, name="job-shorten"),
     path("jobs/<int:pk>/keep-gpus/", jobs.job_keep_gpus, name="job-keep-gpus"),
     path("jobs/<int:pk>/annotations/", jobs.job_annotate, name="job-annotate"),
+    path("jobs/<int:pk>/retention/", jobs.job_retention, name="job-retention"),
     path("jobs/<int:pk>/diff/", jobs.job_diff, name="job-diff"),
     path("jobs/<int:pk>/logs/<str:stream>/", logs.job_logs, name="job-logs"),
     path("imports/", imports.imports_page, name="imports"),

@@ -1,6 +1,6 @@
 """The REST API's addresses (``/api/v1/``), assembled on the top floor from each app's
 views: the job API with its metrics actions mixed in (metrics/views.py), experiments,
-usage and comparisons beside it. No app below imports another's API to be reachable."""
+usage, comparisons and retention beside it. No app below imports another's API to be reachable."""
 
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
@@ -10,6 +10,7 @@ from jobs.api import ssh as ssh_api
 from jobs.api import views as api
 from metrics import views as metrics
 from metrics.compare.api import CompareView
+from retention import api as retention
 from usage.api import UsageView
 
 
@@ -34,5 +35,13 @@ urlpatterns = [
     path("jobs/<int:pk>/ssh/", ssh_api.JobSSHView.as_view(), name="api-job-ssh"),
     path("usage/", UsageView.as_view(), name="api-usage"),
     path("compare/", CompareView.as_view(), name="api-compare"),
+    path("jobs/<int:pk>/retention/", retention.JobPlansView.as_view(), name="api-job-retention"),
+    path("retention/policy/", retention.PolicyView.as_view(), name="api-retention-policy"),
+    path("retention/plans/<int:pk>/", retention.PlanView.as_view(), name="api-retention-plan"),
+    path(
+        "retention/plans/<int:pk>/apply/",
+        retention.ApplyView.as_view(),
+        name="api-retention-apply",
+    ),
     path("", include(router.urls)),
 ]

@@ -34,6 +34,7 @@ from projects.access import sees_every_job
 from proxy import access as session_access
 from proxy import sharing
 from proxy.access import may_open_others
+from retention import service as retention
 from schedulers import registry as schedulers
 from usage import hours as usage
 from usage import idle_policy, rightsize
@@ -279,6 +280,12 @@ def job_detail(request, pk: int):
         context["idle_gpus"] = usage.idle_gpu_jobs(Job.objects.filter(pk=job.pk)).get(job.pk)
         context["idle_warning"] = idle_policy.warning_of(job)
         context["may_keep_gpus"] = job.owner_id == request.user.pk
+    if template == "frontend/job_detail.html" and job.is_final and job.work_dir:
+        context["retention"] = {
+            "plan": job.retention_plans.first(),
+            "policy": retention.policy_of(job),
+            "may_plan": retention.may_plan(request.user, job),
+        }
     if template == "frontend/job_detail.html":
         context["compare_runs"] = (
             Job.objects.visible_to(request.user)
@@ -317,6 +324,26 @@ def job_annotate(request, pk: int):
     except tagging.BadAnnotation as exc:
         messages.error(request, str(exc))
     return redirect(f"{reverse('job-detail', args=[job.pk])}#annotations")
+
+
+@login_required
+@require_POST
+def job_retention(request, pk: int):
+    """Its owner asks for a dry run of the retention policy, or applies the one listed."""
+    job = get_job_for_user(request, pk)
+    try:
+        if request.POST.get("action") == "apply":
+            plan = job.retention_plans.filter(pk=request.POST.get("plan") or 0).first()
+            if plan is None:
+                raise retention.RetentionError("No such plan.")
+            retention.apply(request.user, plan)
+            messages.success(request, "Deleting the listed checkpoints: this page says when.")
+        else:
+            retention.ask(request.user, job)
+            messages.success(request, "Listing the checkpoints: this page shows the dry run.")
+    except retention.RetentionError as exc:
+        messages.error(request, str(exc))
+    return redirect(f"{reverse('job-detail', args=[job.pk])}#checkpoints")
 
 
 @login_required

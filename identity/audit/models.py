@@ -67,6 +67,7 @@ class AuditEvent(models.Model):
         WEBHOOK_CHANGE = "webhook_change", "webhook address changed"
         MODEL_REGISTER = "model_register", "register a model version"
         MODEL_ALIAS = "model_alias", "set or remove a model's alias"
+        RETENTION = "retention", "delete a run's checkpoints by a retention plan"
 
     class Outcome(models.TextChoices):
         OK = "ok"

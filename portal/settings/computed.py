@@ -157,6 +157,7 @@ INSTALLED_APPS = [
     "usage",
     "experiments",
     "registry",
+    "retention",
     "notifications",
     "files",
     "proxy",
@@ -467,6 +468,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "registry.tasks.resend_pending",
         "schedule": 120,
         "options": {"expires": 120},
+    },
+    # A retention plan whose task was lost is listed or applied again.
+    "resend-retention-plans": {
+        "task": "retention.tasks.resend_lost",
+        "schedule": 180,
+        "options": {"expires": 180},
     },
     "prune-audit-log": {
         "task": "jobs.tasks.prune_audit_log",
