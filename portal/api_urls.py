@@ -1,6 +1,6 @@
 """The REST API's addresses (``/api/v1/``), assembled on the top floor from each app's
 views: the job API with its metrics actions mixed in (metrics/views.py), experiments,
-usage, comparisons and retention beside it. No app below imports another's API to be reachable."""
+usage, comparisons, the registry and retention beside it. No app below imports another's API to be reachable."""
 
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
@@ -10,6 +10,7 @@ from jobs.api import ssh as ssh_api
 from jobs.api import views as api
 from metrics import views as metrics
 from metrics.compare.api import CompareView
+from registry import api as registry
 from retention import api as retention
 from usage.api import UsageView
 
@@ -35,6 +36,18 @@ urlpatterns = [
     path("jobs/<int:pk>/ssh/", ssh_api.JobSSHView.as_view(), name="api-job-ssh"),
     path("usage/", UsageView.as_view(), name="api-usage"),
     path("compare/", CompareView.as_view(), name="api-compare"),
+    path("models/", registry.ModelsView.as_view(), name="api-models"),
+    path("models/<int:pk>/", registry.ModelView.as_view(), name="api-model"),
+    path(
+        "models/<int:pk>/versions/<int:version>/",
+        registry.VersionView.as_view(),
+        name="api-model-version",
+    ),
+    path(
+        "models/<int:pk>/aliases/<str:alias>/",
+        registry.AliasView.as_view(),
+        name="api-model-alias",
+    ),
     path("jobs/<int:pk>/retention/", retention.JobPlansView.as_view(), name="api-job-retention"),
     path("retention/policy/", retention.PolicyView.as_view(), name="api-retention-policy"),
     path("retention/plans/<int:pk>/", retention.PlanView.as_view(), name="api-retention-plan"),

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 from identity import audit
 from jobs.models import Job
@@ -75,6 +76,25 @@ def may_register(user: Any, project_id: int | None) -> bool:
     return bool(role) and at_least(role, Role.MEMBER)
 
 
+def visible(user: Any):
+    """The models the person sees: their own, their projects' (any role; staff: every
+    one). Another person's own models are nobody else's to see."""
+    if access.sees_every_job(user):
+        return RegisteredModel.objects.all()
+    projects = sorted(access.roles(user))
+    return RegisteredModel.objects.filter(
+        Q(owner_id=user.pk, project=None) | Q(project_id__in=projects)
+    )
+
+
+def may_change(user: Any, model: RegisteredModel) -> bool:
+    """Register into, or set an alias of, a model: a person's own, theirs alone (not
+    staff's); a project's, its members' and managers' (a viewer only sees)."""
+    if model.project_id is None:
+        return model.owner_id == user.pk
+    return may_register(user, model.project_id)
+
+
 def may_set_protected(user: Any, model: RegisteredModel) -> bool:
     """Move or remove a protected alias: the project's managers (or, for a person's own
     model, the person)."""
@@ -137,6 +157,24 @@ def _set_alias(user: Any, model: RegisteredModel, alias: str, version: ModelVers
         ModelAlias.objects.update_or_create(
             model=model, alias=alias, defaults={"version": version, "set_by_id": user.pk}
         )
+
+
+def protect_alias(user: Any, model: RegisteredModel, alias: str, protected: bool) -> None:
+    """Mark an alias protected (or not): the project's managers (a person's own model:
+    the person)."""
+    current = model.aliases.filter(alias=alias[:MAX_NAME_CHARS]).first()
+    if current is None:
+        raise RegistryError(NOT_FOUND, f"The model has no alias {alias[:100]}.")
+    with audit.action(
+        audit.Action.MODEL_ALIAS,
+        user=user,
+        cluster=current.version.cluster,
+        target=f"{model.name}@{alias} {'protected' if protected else 'unprotected'}",
+    ):
+        if not may_set_protected(user, model):
+            raise RegistryError(PERMISSION, "Only the project's managers protect an alias.")
+        current.protected = protected
+        current.save(update_fields=["protected", "updated_at"])
 
 
 def delete_alias(user: Any, model: RegisteredModel, alias: str) -> None:

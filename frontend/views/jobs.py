@@ -34,6 +34,8 @@ from projects.access import sees_every_job
 from proxy import access as session_access
 from proxy import sharing
 from proxy.access import may_open_others
+from registry import service as registry
+from registry.models import ModelVersion
 from retention import service as retention
 from schedulers import registry as schedulers
 from usage import hours as usage
@@ -280,6 +282,14 @@ def job_detail(request, pk: int):
         context["idle_gpus"] = usage.idle_gpu_jobs(Job.objects.filter(pk=job.pk)).get(job.pk)
         context["idle_warning"] = idle_policy.warning_of(job)
         context["may_keep_gpus"] = job.owner_id == request.user.pk
+    if template == "frontend/job_detail.html" and job.work_dir:
+        context["registered"] = list(
+            ModelVersion.objects.filter(job=job, model__in=registry.visible(request.user))
+            .select_related("model")
+            .prefetch_related("aliases")[:50]
+        )
+        context["may_register"] = job.owner_id == request.user.pk
+        context["register_path"] = request.GET.get("register", "")[:4000]
     if template == "frontend/job_detail.html" and job.is_final and job.work_dir:
         context["retention"] = {
             "plan": job.retention_plans.first(),

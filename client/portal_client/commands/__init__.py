@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "sessions": ("open", "share", "shares", "unshare"),
     "catalog": ("containers", "apps", "clusters"),
     "sweeps": ("sweep",),
+    "models": ("models",),
     "retention": ("retention",),
     "keys": ("keys",),
     "ssh": ("ssh",),
