@@ -129,8 +129,36 @@ def _submit_claimed(task, job: Job) -> None:
         # Cancelled while we were submitting: do not leave an orphan running.
         job.refresh_from_db()
         if job.state == Job.State.CANCELLED:
-            _cancel_submitted(job, account, submission.scheduler_id, job.scheduler_name)
+            # Its id first: whatever becomes of the scancel (an answer lost to a restarting
+            # sshd or slurmctld), the portal says which scheduler job it was.
             Job.objects.filter(pk=job.pk).update(scheduler_job_id=submission.scheduler_id)
+            try:
+                _cancel_submitted(job, account, submission.scheduler_id, job.scheduler_name)
+            except ssh.ClusterError as exc:
+                log.warning("scancel of job %s, cancelled while submitted: %s", job.pk, exc)
+                cancel_submitted.apply_async((job.pk,), countdown=backoff(0))
+
+
+@shared_task(
+    name="jobs.tasks.cancel_submitted",
+    bind=True,
+    acks_late=True,
+    max_retries=10,
+    **person_limits(),
+)
+def cancel_submitted(self, job_id: int) -> None:
+    """scancel, again, what a submission started for a job cancelled while it was being
+    submitted, when the first scancel failed (scancel of an ended job is a no-op)."""
+    job = Job.objects.select_related("cluster", "owner").filter(pk=job_id).first()
+    if job is None or job.state != Job.State.CANCELLED or not job.scheduler_job_id:
+        return
+    account = ClusterAccount.for_user(job.cluster, job.owner)
+    if account is None:
+        return
+    try:
+        _cancel_submitted(job, account, job.scheduler_job_id, job.scheduler_name)
+    except ssh.ClusterError as exc:
+        raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from None
 
 
 def _cancel_submitted(job: Job, account, scheduler_id: str, name: str) -> None:

@@ -132,6 +132,30 @@ def test_job_cancelled_while_being_submitted_is_scancelled(fake, job, monkeypatc
     assert ["scancel", f"--name={job.scheduler_name}", "91"] in fake.commands
 
 
+def test_a_lost_scancel_of_a_job_cancelled_while_submitted_keeps_its_id_and_goes_again(
+    fake, job, monkeypatch
+):
+    def submit_then_user_cancels(conn, work_dir, name, script, secret="", metrics_token=""):
+        Job.objects.filter(pk=job.pk).update(state="cancelled")
+        return Submission("92", adopted=False)
+
+    monkeypatch.setattr(operations, "submit", submit_then_user_cancels)
+    # The scancel's answer is lost (sshd or slurmctld restarting under it).
+    fake.answers["scancel"] = ssh.ClusterUnreachable("connection reset")
+    again = []
+    monkeypatch.setattr(
+        tasks.cancel_submitted, "apply_async", lambda args, **kw: again.append(args)
+    )
+    tasks.submit_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert (job.state, job.scheduler_job_id) == ("cancelled", "92")
+    assert again == [(job.pk,)]
+    fake.commands.clear()
+    del fake.answers["scancel"]
+    tasks.cancel_submitted.apply(args=again[0])
+    assert fake.commands == [["scancel", f"--name={job.scheduler_name}", "92"]]
+
+
 def test_a_cancel_after_a_submit_that_never_answered_withdraws_the_job_by_name(fake, job):
     job.mark_submit_sent()  # a try sent it; its answer was lost, its retry is queued
     assert job.request_cancel() is False
