@@ -161,6 +161,7 @@ INSTALLED_APPS = [
     "notifications",
     "files",
     "proxy",
+    "endpoints",
     "ops",
     "frontend",
     # Development and load tooling (no models, no URLs): its management commands.
