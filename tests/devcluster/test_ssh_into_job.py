@@ -7,6 +7,7 @@ import html
 import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -229,21 +230,40 @@ def test_a_personal_certificate_enters_its_job_only_and_ends_with_it(
     assert f"job={job.scheduler_job_id} step=" in inside.stdout
     assert "step=none" not in inside.stdout  # a step of the job, not a login shell
 
-    def jobs_of_user() -> set[str]:
-        out = sp.run(
-            ["squeue", "-h", "-u", devcluster_info["default_user"], "-o", "%i"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        ).stdout
-        return set(out.split())
+    # A name of its own: the other Slurm tests, running alongside, submit as this user too.
+    probe = f"portal-ssh-probe-{uuid.uuid4().hex[:8]}"
+
+    def probes() -> str:
+        return (
+            sp.run(
+                [
+                    "sacct",
+                    "-n",
+                    "-X",
+                    "-P",
+                    "-o",
+                    "JobID",
+                    f"--name={probe}",
+                    "-u",
+                    devcluster_info["default_user"],
+                ],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            ).stdout.strip()
+            + sp.run(
+                ["squeue", "-h", "-n", probe, "-o", "%i"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            ).stdout.strip()
+        )
 
     sp.run(["scancel", job.scheduler_job_id], check=True, timeout=30)
     run_until(job, {"cancelled"}, timeout=60)
-    before = jobs_of_user()
-    after_end = ssh([*raw, "sbatch", "--parsable", "-p", "cpu", "--wrap", "true"])
+    after_end = ssh([*raw, "sbatch", "--parsable", "-J", probe, "-p", "cpu", "--wrap", "true"])
     assert after_end.returncode != 0, after_end.stdout
-    assert jobs_of_user() <= before  # nothing was submitted through it
+    assert probes() == ""  # nothing was submitted through it
 
     # A disabled account gets no certificate (the API says why).
     from django.utils import timezone

@@ -120,7 +120,7 @@ def test_no_generated_request_gets_a_server_error(portal, tmp_path, capsys):
     print(report)  # shown on failure: the reproducing requests
     assert result.returncode == 0, report[-6000:]
     # It really exercised the API: every operation, with working credentials.
-    assert "Tested: 54" in report and "Selected: 54/54" in report
+    assert "Tested: 62" in report and "Selected: 62/62" in report
     assert Job.objects.filter(owner__username="owner").count() > 2  # POST /jobs/ accepted
     assert portal["reached"]["ingest"] > 0  # the job token opened the ingest endpoint
     assert "Dictionary mismatch" not in report  # the ids it was given fit the schema
