@@ -7,3 +7,10 @@ class EndpointsConfig(AppConfig):
     name = "endpoints"
     label = "endpoints"
     verbose_name = "Model endpoints"
+
+    def ready(self) -> None:
+        from endpoints import receivers
+        from jobs.signals import job_updated
+
+        # After proxy's own receiver: the job's session route is pushed first.
+        job_updated.connect(receivers.on_job_changed, dispatch_uid="endpoint-routes")

@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from endpoints.models import Endpoint, EndpointKey
 from proxy.haproxy import HAProxyError, Route, RuntimeAPI
+from proxy.models import SessionLink
+from proxy.routes import instances, resolve, upstream_allowed
 
 BACKEND = "be_endpoints"
 DIGEST = re.compile(r"[0-9a-f]{64}\Z")
@@ -140,3 +143,86 @@ class Runtime:
             else:
                 self.set_grants(route.eid, route.grants, grants.get(route.eid, {}))
         return added, len(removed)
+
+
+# -- the portal's side: what HAProxy should route, pushed and reconciled ---------------------
+
+
+def grants_of(endpoint: Endpoint) -> dict[str, int]:
+    """The live keys that open ``endpoint``: digest -> rate."""
+    return dict(EndpointKey.objects.opening(endpoint).values_list("digest", "rate"))
+
+
+def route_of(endpoint: Endpoint) -> EndpointRoute | None:
+    """The route a running endpoint should have (None: none). Its job's session says where
+    the server listens; an address outside PORTAL_UPSTREAM_NETWORKS is never routed."""
+    job = endpoint.job
+    if job is None or endpoint.state not in ("starting", "running"):
+        return None
+    link = SessionLink.objects.select_related("job", "job__owner").filter(job=job).first()
+    if link is None or not link.is_open:
+        return None
+    address = resolve(link.host)
+    if address is None or not upstream_allowed(address) or link.port is None:
+        return None
+    try:
+        return EndpointRoute(
+            endpoint.public_id, address, link.port, link.upstream_token(), grants_of(endpoint)
+        )
+    except ValueError:
+        return None
+
+
+def _runtimes() -> list[Runtime]:
+    return [Runtime(api) for api in instances()]
+
+
+def push(endpoint_id: int) -> bool:
+    """Every instance routes the endpoint as the database says now (or not at all); True
+    when it is routed everywhere."""
+    endpoint = Endpoint.objects.select_related("job").filter(pk=endpoint_id).first()
+    route = route_of(endpoint) if endpoint is not None else None
+    done = True
+    for runtime in _runtimes():
+        try:
+            if route is not None:
+                have, grants = runtime.state()
+                if have.get(route.eid) != route.target:
+                    runtime.add(route)
+                else:
+                    runtime.set_grants(route.eid, route.grants, grants.get(route.eid, {}))
+            elif endpoint is not None:
+                runtime.remove(endpoint.public_id)
+                runtime.drop_grants(endpoint.public_id)
+        except HAProxyError:
+            done = False  # that instance is down: the reconcile catches up
+    return done and route is not None
+
+
+def push_keys(key: EndpointKey) -> None:
+    """Every endpoint the key may open, its grants made right (a new key added, a revoked
+    or expired one dropped) on every instance, before returning."""
+    whose = Endpoint.objects.filter(owner_id=key.owner_id, project=None)
+    if key.project_id is not None:
+        whose = Endpoint.objects.filter(project_id=key.project_id)
+    for endpoint_id in whose.values_list("pk", flat=True)[:1000]:
+        push(endpoint_id)
+
+
+def reconcile() -> dict[str, tuple[int, int] | str]:
+    """Every instance routes exactly the running endpoints, each with its live keys (an
+    expired key's entries go here, within the reconcile's interval)."""
+    wanted = []
+    for endpoint in Endpoint.objects.filter(state__in=("starting", "running")).select_related(
+        "job"
+    ):
+        route = route_of(endpoint)
+        if route is not None:
+            wanted.append(route)
+    outcome: dict[str, tuple[int, int] | str] = {}
+    for runtime in _runtimes():
+        try:
+            outcome[runtime.api.address] = runtime.reconcile(wanted)
+        except HAProxyError as exc:
+            outcome[runtime.api.address] = str(exc)
+    return outcome

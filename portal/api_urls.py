@@ -5,6 +5,7 @@ usage, comparisons, the registry and retention beside it. No app below imports a
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
+from endpoints import api as endpoints
 from experiments.api import ExperimentViewSet
 from jobs.api import ssh as ssh_api
 from jobs.api import views as api
@@ -36,6 +37,16 @@ urlpatterns = [
     path("jobs/<int:pk>/ssh/", ssh_api.JobSSHView.as_view(), name="api-job-ssh"),
     path("usage/", UsageView.as_view(), name="api-usage"),
     path("compare/", CompareView.as_view(), name="api-compare"),
+    path("endpoints/", endpoints.EndpointsView.as_view(), name="api-endpoints"),
+    path("endpoints/<int:pk>/", endpoints.EndpointView.as_view(), name="api-endpoint"),
+    path("endpoints/<int:pk>/start/", endpoints.StartView.as_view(), name="api-endpoint-start"),
+    path("endpoints/<int:pk>/stop/", endpoints.StopView.as_view(), name="api-endpoint-stop"),
+    path("endpoint-keys/", endpoints.KeysView.as_view(), name="api-endpoint-keys"),
+    path(
+        "endpoint-keys/<int:pk>/revoke/",
+        endpoints.RevokeView.as_view(),
+        name="api-endpoint-key-revoke",
+    ),
     path("models/", registry.ModelsView.as_view(), name="api-models"),
     path("models/<int:pk>/", registry.ModelView.as_view(), name="api-model"),
     path(

@@ -69,6 +69,10 @@ SHIPPED: dict[str, dict] = {
     },
 }
 BUILTIN_KINDS = tuple(SHIPPED)
+# The ``builtin`` of the portal's own serving apps (endpoints/serving.py): hidden from the
+# launch form and the API (offered() lists apps with no builtin), launched by the portal
+# for an endpoint in the image of the version's job.
+SERVING = "serving"
 
 
 class SessionAppQuerySet(models.QuerySet):

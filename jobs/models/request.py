@@ -176,7 +176,7 @@ class JobRequest(models.Model):
     def _app_errors(self, image) -> dict[str, str]:
         """An app session's app and values; a shipped app turned off in the admin."""
         from catalog import app_command
-        from catalog.models.apps import BUILTIN_KINDS, SessionApp
+        from catalog.models.apps import BUILTIN_KINDS, SERVING, SessionApp
 
         if self.kind in BUILTIN_KINDS:
             self.app, self.app_values = None, None
@@ -188,12 +188,13 @@ class JobRequest(models.Model):
             self.app, self.app_values = None, None
             return {}
         app = self.app if self.app_id else None
-        if app is None or app.builtin:
+        if app is None or (app.builtin and app.builtin != SERVING):
             return {"app": "Choose the app to start."}
-        if self._state.adding and not app.enabled:
-            return {"app": f"{app} is no longer offered."}
-        if image is None or image.pk != app.image_id:
-            return {"image": f"{app} runs in its own image, {app.image}."}
+        if app.builtin != SERVING:  # (a serving app runs in the served version's image)
+            if self._state.adding and not app.enabled:
+                return {"app": f"{app} is no longer offered."}
+            if image is None or image.pk != app.image_id:
+                return {"image": f"{app} runs in its own image, {app.image}."}
         try:
             self.app_values = app_command.clean_values(app.field_specs(), self.app_values)
         except app_command.AppError as exc:

@@ -173,6 +173,7 @@ MIDDLEWARE = [
     "ops.middleware.RequestMetricsMiddleware",
     # First: on session hosts only the proxy's login handshake answers.
     "proxy.middleware.SessionHostMiddleware",
+    "endpoints.middleware.EndpointHostMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -497,6 +498,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "files.tasks.watch_transfers",
         "schedule": PORTAL_TRANSFER_POLL_INTERVAL,
         "options": {"expires": PORTAL_TRANSFER_POLL_INTERVAL},
+    },
+    "reconcile-endpoint-routes": {
+        "task": "endpoints.tasks.reconcile_routes",
+        "schedule": PROXY_RECONCILE_INTERVAL,
+        "options": {"expires": PROXY_RECONCILE_INTERVAL},
     },
     "reconcile-session-routes": {
         "task": "proxy.tasks.reconcile_routes",

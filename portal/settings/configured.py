@@ -540,6 +540,16 @@ PROXY_MAXCONN = env_int("PROXY_MAXCONN", 4000, minimum=100)
 PROXY_SESSION_MAXCONN = env_int("PROXY_SESSION_MAXCONN", 256, minimum=8)
 # seconds between beat's reconciliations of every instance's routes
 PROXY_RECONCILE_INTERVAL = env_float("PROXY_RECONCILE_INTERVAL", 5.0, minimum=0.5)
+# Model endpoints (endpoints/): the command that serves a registered version on a node,
+# the model's folder appended (a word list, never a shell line; the node's or the image's
+# environment must have it), for MLflow models and for language models (OpenAI's API).
+PORTAL_SERVE_MLFLOW_COMMAND = env_str(
+    "PORTAL_SERVE_MLFLOW_COMMAND",
+    "mlflow models serve --env-manager local --host 127.0.0.1 --port {port} --model-uri",
+)
+PORTAL_SERVE_OPENAI_COMMAND = env_str(
+    "PORTAL_SERVE_OPENAI_COMMAND", "transformers serve --host 127.0.0.1 --port {port} --model"
+)
 # Where the TLS certificate for the session proxy lives (make demo / make test create a dev one).
 TLS_DIR = Path(env_str("PORTAL_TLS_DIR", str(DATA_DIR / "tls")))
 
