@@ -548,7 +548,7 @@ PORTAL_SERVE_MLFLOW_COMMAND = env_str(
     "mlflow models serve --env-manager local --host 127.0.0.1 --port {port} --model-uri",
 )
 PORTAL_SERVE_OPENAI_COMMAND = env_str(
-    "PORTAL_SERVE_OPENAI_COMMAND", "transformers serve --host 127.0.0.1 --port {port} --model"
+    "PORTAL_SERVE_OPENAI_COMMAND", "transformers serve --host 127.0.0.1 --port {port}"
 )
 # Where the TLS certificate for the session proxy lives (make demo / make test create a dev one).
 TLS_DIR = Path(env_str("PORTAL_TLS_DIR", str(DATA_DIR / "tls")))
