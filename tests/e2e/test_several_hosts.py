@@ -113,8 +113,10 @@ def test_a_job_launched_on_one_instance_is_followed_on_another_after_the_first_d
     ended = JobEvent.objects.filter(job=job, to_state="completed").latest("at")
     assert ended.at.timestamp() > killed_at  # a change made after the kill
     seen = dashboard.evaluate("() => window.__seen")
-    # Followed live from when the row appeared (queued, pending or running) to the end.
-    assert seen[-1] == "Completed" and seen[-2] == "Running", seen
+    # Followed live from when the row appeared (queued, pending or running) to the end;
+    # Slurm's brief COMPLETING may be seen on the way (a sync on a loaded machine).
+    ending = [s for s in seen if s != "Completing"]
+    assert ending[-1] == "Completed" and ending[-2] == "Running", seen
     assert dashboard.evaluate("() => window.__noReload") is True, "the dashboard reloaded"
     # The job page whose websocket was on A reconnected through HAProxy (to B), caught up.
     proxied.locator("[data-badge]", has_text="Completed").wait_for(timeout=20_000)
