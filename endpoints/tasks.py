@@ -11,11 +11,10 @@ from celery import shared_task
 from django.db import close_old_connections
 from django.utils import timezone
 
-from clusters import deadline, pool, ssh
+from clusters import ssh
 from clusters.models import ClusterAccount
 from endpoints import routes, serving
 from endpoints.models import Endpoint
-from identity import audit
 from jobs.task_helpers import PersonTask, person_limits
 from registry import manifest
 
@@ -55,17 +54,12 @@ def start_endpoint(self, endpoint_id: int) -> None:
             _fail(endpoint, f"No account on cluster {version.cluster.name} to serve as.")
             return
         try:
-            with audit.action(
-                audit.Action.FILE_LIST,
-                user=endpoint.owner,
-                account=account,
-                target=f"manifest of {version} before serving {endpoint.name}",
-            ):
-                left = deadline.left()
-                budget = manifest.MAX_SECONDS if left is None else min(manifest.MAX_SECONDS, left)
-                found = pool.with_connection(
-                    account, lambda conn: manifest.read(conn, version.path, timeout=budget)
-                )
+            found = manifest.read_as(
+                endpoint.owner,
+                account,
+                version.path,
+                f"manifest of {version} before serving {endpoint.name}",
+            )
         except manifest.ManifestError as exc:
             _fail(endpoint, f"The version's files cannot be read: {exc}")
             return

@@ -17,7 +17,8 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from clusters import ssh
+from clusters import deadline, pool, ssh
+from identity import audit
 
 MAX_FILES = 10_000
 MAX_BYTES = 500 * 1024**3  # what a person may register at once: hashing it takes time
@@ -166,3 +167,15 @@ def read(conn: ssh.Connection, path: str, *, timeout: float = MAX_SECONDS) -> Ma
     max_output = MAX_FILES * (NAME_BYTES + 100) * 2 + 64 * 1024
     result = conn.run(argv, check=False, timeout=timeout, max_bytes=max_output)
     return parse(result.stdout.encode(), nonce, max_files=MAX_FILES)
+
+
+def read_as(user, account, path: str, target: str) -> Manifest:
+    """The manifest of ``path`` read as ``user`` over their ``account``'s pooled
+    connection, audited (``file_list``, ``target``), within what is left of the task's
+    deadline (MAX_SECONDS at most). One try: the calling task retries a ClusterError."""
+    with audit.action(audit.Action.FILE_LIST, user=user, account=account, target=target):
+        left = deadline.left()
+        budget = MAX_SECONDS if left is None else min(MAX_SECONDS, left)
+        return pool.with_connection(
+            account, lambda conn: read(conn, path, timeout=budget), retry=False
+        )

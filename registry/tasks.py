@@ -11,9 +11,8 @@ from celery import shared_task
 from django.db import close_old_connections
 from django.utils import timezone
 
-from clusters import deadline, pool, ssh
+from clusters import ssh
 from clusters.models import ClusterAccount
-from identity import audit
 from jobs.task_helpers import PersonTask, person_limits
 from registry import manifest
 from registry.models import ModelVersion
@@ -54,19 +53,12 @@ def read_manifest(self, version_id: int) -> None:
             version.failed(f"No account on cluster {version.cluster.name} to read the files as.")
             return
         try:
-            with audit.action(
-                audit.Action.FILE_LIST,
-                user=version.registered_by,
-                account=account,
-                target=f"manifest of {version} {version.path}",
-            ):
-                left = deadline.left()
-                budget = manifest.MAX_SECONDS if left is None else min(manifest.MAX_SECONDS, left)
-                found = pool.with_connection(
-                    account,
-                    lambda conn: manifest.read(conn, version.path, timeout=budget),
-                    retry=False,
-                )
+            found = manifest.read_as(
+                version.registered_by,
+                account,
+                version.path,
+                f"manifest of {version} {version.path}",
+            )
         except manifest.ManifestError as exc:
             version.failed(str(exc))
             return
