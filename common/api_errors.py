@@ -22,6 +22,25 @@ from rest_framework.views import exception_handler as drf_exception_handler
 log = logging.getLogger(__name__)
 
 
+class Refusal(Exception):
+    """A rule of an app's service said no: a message for the person and an HTTP status
+    (the service's own errors subclass it; the API answers them with ``Refused``)."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+class Refused(APIException):
+    """A ``Refusal`` in the API's one error format, with its status."""
+
+    CODES = {403: "permission_denied", 404: "not_found", 409: "conflict"}
+
+    def __init__(self, error: Refusal):
+        super().__init__(str(error), self.CODES.get(error.status, "invalid"))
+        self.status_code = error.status
+
+
 class TooLarge(APIException):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
     default_code = "too_large"

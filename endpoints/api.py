@@ -9,11 +9,11 @@ from typing import Any
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
-from rest_framework.exceptions import APIException, NotFound
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from common.api_errors import RefuseNul
+from common.api_errors import Refused, RefuseNul
 from endpoints import service
 from endpoints.models import Endpoint, EndpointKey
 from registry import service as registry
@@ -27,13 +27,6 @@ BOUNDS = {
     "time_limit_minutes": (5, 60 * 24 * 30),
     "idle_minutes": (0, 60 * 24 * 30),
 }
-
-
-class Refused(APIException):
-    def __init__(self, error: service.EndpointError):
-        codes = {403: "permission_denied", 404: "not_found", 409: "conflict"}
-        super().__init__(str(error), codes.get(error.status, "invalid"))
-        self.status_code = error.status
 
 
 def endpoint_dict(endpoint: Endpoint) -> dict[str, Any]:

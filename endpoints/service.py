@@ -13,6 +13,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from clusters.models import Partition
+from common.api_errors import Refusal
 from endpoints import routes, tasks
 from endpoints.models import MAX_KEY_DAYS, MAX_RATE, Endpoint, EndpointKey
 from jobs import lifecycle
@@ -25,10 +26,8 @@ NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}\Z")
 MAX_ENDPOINTS_PER_PERSON = 50
 
 
-class EndpointError(Exception):
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
+class EndpointError(Refusal):
+    """A rule of endpoints said no (the API answers it with common.api_errors.Refused)."""
 
 
 def visible(user: Any):

@@ -8,25 +8,16 @@ from typing import Any
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
-from rest_framework.exceptions import APIException, NotFound
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from common.api_errors import RefuseNul
+from common.api_errors import Refused, RefuseNul
 from jobs.models import Job
 from projects import access
 from retention import service
 from retention.models import Plan, Policy
-
-
-class Refused(APIException):
-    """A retention rule said no: the API's one error format, the rule's status."""
-
-    def __init__(self, error: service.RetentionError):
-        codes = {403: "permission_denied", 409: "conflict"}
-        super().__init__(str(error), codes.get(error.status, "invalid"))
-        self.status_code = error.status
 
 
 def _policy_dict(policy: Policy | None, project_id: int | None) -> dict[str, Any]:

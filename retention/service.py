@@ -10,6 +10,7 @@ from typing import Any
 
 from django.db import transaction
 
+from common.api_errors import Refusal
 from jobs.models import Job
 from projects import access
 from projects.models import Role, at_least
@@ -21,10 +22,8 @@ METRIC = re.compile(r"[^\x00-\x1f]{1,100}\Z")
 PATTERN = re.compile(r"[^\x00-\x1f/]{1,100}\Z")
 
 
-class RetentionError(Exception):
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
+class RetentionError(Refusal):
+    """A rule of retention said no (the API answers it with common.api_errors.Refused)."""
 
 
 def check_rule(data: Any, base: Policy | None = None) -> dict[str, Any]:
