@@ -51,6 +51,15 @@ def endpoint_dict(endpoint: Endpoint) -> dict[str, Any]:
         "last_request_at": endpoint.last_request_at.isoformat()
         if endpoint.last_request_at
         else None,
+        "model_name": endpoint.model_name,
+        "traffic": {
+            "since": endpoint.running_since.isoformat() if endpoint.running_since else None,
+            "requests": endpoint.requests,
+            "errors": endpoint.errors,
+            "response_ms": endpoint.response_ms,
+            "total_ms": endpoint.total_ms,
+            "read_at": endpoint.traffic_at.isoformat() if endpoint.traffic_at else None,
+        },
     }
 
 

@@ -72,6 +72,13 @@ class Endpoint(models.Model):
         "jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     last_request_at = models.DateTimeField(null=True, blank=True)
+    running_since = models.DateTimeField(null=True, blank=True)
+    # What HAProxy saw since it began to run (endpoints/traffic.py, every pass).
+    requests = models.PositiveBigIntegerField(default=0)
+    errors = models.PositiveBigIntegerField(default=0)
+    response_ms = models.PositiveIntegerField(default=0)
+    total_ms = models.PositiveIntegerField(default=0)
+    traffic_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -81,6 +88,12 @@ class Endpoint(models.Model):
 
     def __str__(self) -> str:
         return f"endpoint {self.name}"
+
+    @property
+    def model_name(self) -> str:
+        """What a client names as ``model`` (OpenAI's API): the folder its server loaded,
+        as its /v1/models lists it. MLflow's scoring server takes none."""
+        return self.version.path if self.kind == self.Kind.OPENAI else ""
 
     @property
     def url(self) -> str:

@@ -16,12 +16,18 @@ def on_job_changed(sender, job: Job, **kwargs) -> None:
         return
     fields: dict = {}
     if job.is_final and endpoint.state in (Endpoint.State.STARTING, Endpoint.State.RUNNING):
-        failed = job.state in (Job.State.FAILED, Job.State.SUBMIT_FAILED, Job.State.TIMEOUT)
+        # A time limit reached is a stop like an idle one: the next request starts it again.
+        failed = job.state in (Job.State.FAILED, Job.State.SUBMIT_FAILED)
         fields = {
             "state": Endpoint.State.FAILED if failed else Endpoint.State.STOPPED,
             "message": f"Its job {job.pk} ended {job.state}: {job.message}"[:2000],
         }
     if routes.push(endpoint.pk) and endpoint.state == Endpoint.State.STARTING:
-        fields = {"state": Endpoint.State.RUNNING, "message": ""}
+        fields = {
+            "state": Endpoint.State.RUNNING,
+            "message": "",
+            "running_since": timezone.now(),
+            **{name: 0 for name in ("requests", "errors", "response_ms", "total_ms")},
+        }
     if fields:
         Endpoint.objects.filter(pk=endpoint.pk).update(updated_at=timezone.now(), **fields)

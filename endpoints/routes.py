@@ -10,6 +10,8 @@ numbers, addresses IP literals (proxy.haproxy.Route checks them)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 import time
 from collections.abc import Mapping
@@ -49,6 +51,72 @@ class EndpointRoute:
     @property
     def target(self) -> tuple[str, int, str]:
         return (self.address, self.port, self.token)
+
+
+@dataclass(frozen=True)
+class Activity:
+    """What one or more HAProxy instances saw of an endpoint's traffic since its route was
+    added: requests in flight, seconds since the last one (None: none yet), requests
+    forwarded (HTTP: one stream each), those answered 5xx, and HAProxy's average
+    times over its last 1,024 requests: to the response's headers, and to its end."""
+
+    in_flight: int
+    idle_seconds: int | None
+    requests: int = 0
+    errors: int = 0
+    response_ms: int = 0
+    total_ms: int = 0
+
+    def merged(self, other: Activity) -> Activity:
+        idle = [s for s in (self.idle_seconds, other.idle_seconds) if s is not None]
+        count = self.requests + other.requests
+
+        def mean(a: int, b: int) -> int:
+            return round((a * self.requests + b * other.requests) / count) if count else 0
+
+        return Activity(
+            self.in_flight + other.in_flight,
+            min(idle) if idle else None,
+            count,
+            self.errors + other.errors,
+            mean(self.response_ms, other.response_ms),
+            mean(self.total_ms, other.total_ms),
+        )
+
+
+MAX_STAT_LINES = 20_000
+
+
+def _count(row: dict, name: str) -> int:
+    value = row.get(name) or "0"
+    return int(value) if value.isdigit() and len(value) < 19 else 0
+
+
+def parse_activity(answer: str) -> dict[str, Activity]:
+    """``show stat`` CSV (its header line first, ``# pxname,svname,...``) of be_endpoints'
+    servers: endpoint id -> Activity. Lines that are not an endpoint's are skipped."""
+    lines = answer.splitlines()[:MAX_STAT_LINES]
+    if not lines or not lines[0].startswith("# "):
+        return {}
+    reader = csv.DictReader(io.StringIO("\n".join([lines[0][2:], *lines[1:]])))
+    found: dict[str, Activity] = {}
+    for row in reader:
+        eid = row.get("svname") or ""
+        if row.get("pxname") != BACKEND or not ENDPOINT_ID.match(eid):
+            continue
+        last = row.get("lastsess") or "-1"
+        if not last.lstrip("-").isdigit() or len(last) > 12:
+            continue
+        seen = Activity(
+            _count(row, "scur"),
+            int(last) if int(last) >= 0 else None,
+            _count(row, "stot"),
+            _count(row, "hrsp_5xx"),
+            _count(row, "rtime"),
+            _count(row, "ttime"),
+        )
+        found[eid] = found[eid].merged(seen) if eid in found else seen
+    return found
 
 
 class Runtime:
@@ -124,6 +192,12 @@ class Runtime:
                 if ENDPOINT_ID.match(eid):
                     routes[eid] = (parts[2], int(parts[3]), tokens.get(eid, ""))
         return routes, grants
+
+    def activity(self) -> dict[str, Activity]:
+        """Each routed endpoint's requests in flight and seconds since its last one (None:
+        none since its route was added), from ``show stat`` of its backend's servers."""
+        answer = self.api.command(f"show stat {BACKEND} 4 -1")
+        return parse_activity(answer)
 
     def reconcile(self, wanted: list[EndpointRoute]) -> tuple[int, int]:
         """Route exactly ``wanted``, each with exactly its grants. (added, removed)"""
@@ -207,6 +281,21 @@ def push_keys(key: EndpointKey) -> None:
         whose = Endpoint.objects.filter(project_id=key.project_id)
     for endpoint_id in whose.values_list("pk", flat=True)[:1000]:
         push(endpoint_id)
+
+
+def activity() -> dict[str, Activity] | None:
+    """Every instance's view of the endpoints' traffic, merged (requests in flight added,
+    the most recent request kept). None when an instance cannot be read: its traffic is
+    unknown, so nothing may be judged idle from the others alone."""
+    merged: dict[str, Activity] = {}
+    for runtime in _runtimes():
+        try:
+            seen = runtime.activity()
+        except HAProxyError:
+            return None
+        for eid, one in seen.items():
+            merged[eid] = merged[eid].merged(one) if eid in merged else one
+    return merged
 
 
 def reconcile() -> dict[str, tuple[int, int] | str]:

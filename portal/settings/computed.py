@@ -25,6 +25,7 @@ from portal.settings.configured import (
     PORTAL_DB_POOL_MAX,
     PORTAL_DB_POOL_TIMEOUT,
     PORTAL_ENCRYPTION_KEYS,
+    PORTAL_ENDPOINT_IDLE_INTERVAL,
     PORTAL_EXPERIMENT_INTERVAL,
     PORTAL_EXPERIMENT_QUEUE,
     PORTAL_IDLE_POLICY_INTERVAL,
@@ -418,7 +419,7 @@ CELERY_TASK_ROUTES = {
     "files.tasks.poll_transfer": {"queue": PORTAL_TRANSFER_QUEUE},
 }
 # Task modules besides each app's tasks.py (autodiscovered).
-CELERY_IMPORTS = ("usage.idle_policy",)
+CELERY_IMPORTS = ("usage.idle_policy", "endpoints.traffic")
 CELERY_BEAT_SCHEDULE = {
     "sync-clusters": {"task": "jobs.tasks.sync_clusters", "schedule": PORTAL_SYNC_INTERVAL},
     "deliver-job-events": {
@@ -503,6 +504,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "endpoints.tasks.reconcile_routes",
         "schedule": PROXY_RECONCILE_INTERVAL,
         "options": {"expires": PROXY_RECONCILE_INTERVAL},
+    },
+    "watch-endpoints": {
+        "task": "endpoints.traffic.watch",
+        "schedule": PORTAL_ENDPOINT_IDLE_INTERVAL,
+        "options": {"expires": PORTAL_ENDPOINT_IDLE_INTERVAL},
     },
     "reconcile-session-routes": {
         "task": "proxy.tasks.reconcile_routes",

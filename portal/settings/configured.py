@@ -550,6 +550,13 @@ PORTAL_SERVE_MLFLOW_COMMAND = env_str(
 PORTAL_SERVE_OPENAI_COMMAND = env_str(
     "PORTAL_SERVE_OPENAI_COMMAND", "transformers serve --host 127.0.0.1 --port {port}"
 )
+# seconds between passes that record endpoints' traffic and stop idle ones (endpoints/traffic.py)
+PORTAL_ENDPOINT_IDLE_INTERVAL = env_float("PORTAL_ENDPOINT_IDLE_INTERVAL", 30.0, minimum=1.0)
+# A request to a stopped endpoint is held this long while it starts, then sent on (307 to
+# itself) or answered 503 with Retry-After; at most PORTAL_ENDPOINT_HOLDS held at once per
+# web process (more are answered 503 at once: holding takes a thread).
+PORTAL_ENDPOINT_HOLD_SECONDS = env_float("PORTAL_ENDPOINT_HOLD_SECONDS", 20.0, minimum=0.0)
+PORTAL_ENDPOINT_HOLDS = env_int("PORTAL_ENDPOINT_HOLDS", 4, minimum=0)
 # Where the TLS certificate for the session proxy lives (make demo / make test create a dev one).
 TLS_DIR = Path(env_str("PORTAL_TLS_DIR", str(DATA_DIR / "tls")))
 

@@ -3,8 +3,9 @@ MLflow; it is registered (its manifest read over SSH); through the whole stack's
 API its owner serves it and makes a key; the Slurm job runs MLflow's own scoring server
 behind the session guard, and HAProxy carries /invocations at the endpoint's stable
 address with the key: the same predictions as the model made in its job. A revoked key
-is refused within a second; stopped, the endpoint's Slurm job is gone, and the next
-request with a key starts it again (503 with Retry-After meanwhile) and is answered."""
+is refused within a second; after its idle minute the endpoint's Slurm job is gone, and
+the next request with a key starts it again and is answered: held while the job starts,
+then sent on (307) to the model server, or 503 with Retry-After when the hold is over."""
 
 from __future__ import annotations
 
@@ -54,7 +55,13 @@ SERVE = (
 @pytest.fixture
 def stack(devcluster, tmp_path):
     need_training_libraries()
-    live = LiveStack(tmp_path, env={"PORTAL_SERVE_MLFLOW_COMMAND": SERVE}).start()
+    env = {
+        "PORTAL_SERVE_MLFLOW_COMMAND": SERVE,
+        "PORTAL_ENDPOINT_IDLE_INTERVAL": "5",
+        # held up to 90 s: the Slurm job and MLflow's server start within it here
+        "PORTAL_ENDPOINT_HOLD_SECONDS": "90",
+    }
+    live = LiveStack(tmp_path, env=env).start()
     yield live
     live.stop()
 
@@ -89,7 +96,13 @@ def test_a_served_version_answers_its_predictions_with_a_key_and_wakes_when_stop
     api = httpx.Client(base_url=f"{stack.url}/api/v1", headers={"Authorization": f"Bearer {token}"})
     made = api.post(
         "/endpoints/",
-        json={"model": version.model_id, "version": 1, "name": "digits", "memory_gb": 1},
+        json={
+            "model": version.model_id,
+            "version": 1,
+            "name": "digits",
+            "memory_gb": 1,
+            "idle_minutes": 1,
+        },
     )
     assert made.status_code == 201, made.text
     endpoint_id, url = made.json()["id"], made.json()["url"]
@@ -101,7 +114,7 @@ def test_a_served_version_answers_its_predictions_with_a_key_and_wakes_when_stop
     # HAProxy's TLS, checked against the dev CA (connecting to 127.0.0.1 as that name).
     trusted = ssl.create_default_context(cafile=str(Path(settings.TLS_DIR) / "ca.pem"))
 
-    proxy = httpx.Client(verify=trusted, timeout=60)
+    proxy = httpx.Client(verify=trusted, timeout=120, follow_redirects=True)
 
     def invoke(secret: str) -> httpx.Response:
         return proxy.post(
@@ -122,16 +135,21 @@ def test_a_served_version_answers_its_predictions_with_a_key_and_wakes_when_stop
     assert invoke(key["key"]).status_code == 401
     assert time.monotonic() - started < 1
 
-    # Stopped: its Slurm job ends; a request with a key starts it again.
+    # A minute without a request: stopped by itself, its Slurm job ends; a request with a
+    # key starts it again, held while it starts (the portal's bound), then answered.
     first_job = Job.objects.get(pk=endpoint.job_id)
-    assert api.post(f"/endpoints/{endpoint_id}/stop/").status_code == 200
+    polling.until(
+        lambda: Endpoint.objects.get(pk=endpoint_id).state == "stopped", 150, "the idle stop"
+    )
+    assert "1 minute without a request" in Endpoint.objects.get(pk=endpoint_id).message
     polling.until(lambda: Job.objects.get(pk=first_job.pk).is_final, 60, "the serving job to end")
+    assert str(first_job.scheduler_job_id) not in remote(account, ["squeue", "-h", "-o", "%i"])
     other = api.post("/endpoint-keys/", json={"name": "second"}).json()
     waking = invoke(other["key"])
-    assert waking.status_code == 503 and waking.headers["retry-after"] == "30"
-    assert waking.json()["error"]["type"] == "endpoint_starting"
-    endpoint = running(endpoint_id)
-    assert endpoint.job_id != first_job.pk
-    answer = invoke(other["key"])
-    assert answer.status_code == 200 and answer.json()["predictions"] == expected
+    assert waking.status_code == 200, waking.text
+    assert waking.json()["predictions"] == expected
+    assert [r.status_code for r in waking.history] == [307]
+    endpoint = Endpoint.objects.get(pk=endpoint_id)
+    assert endpoint.state == "running" and endpoint.job_id != first_job.pk
     assert api.post(f"/endpoints/{endpoint_id}/stop/").status_code == 200
+

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from endpoints import tasks
+from endpoints import tasks, views
 from endpoints.models import Endpoint, EndpointKey, digest_of
 from projects.models import Membership
 from registry.models import ModelVersion, RegisteredModel
@@ -123,6 +123,7 @@ def test_project_roles_viewers_see_members_serve_managers_make_project_keys(
 def test_a_request_to_a_stopped_endpoint_wakes_it_only_with_one_of_its_keys(
     owner, outsider, cluster, started, client, settings
 ):
+    settings.PORTAL_ENDPOINT_HOLD_SECONDS = 0  # answered at once (the hold: the next test)
     version = version_of(owner, cluster)
     made = (
         api_of(owner)
@@ -155,3 +156,49 @@ def test_a_request_to_a_stopped_endpoint_wakes_it_only_with_one_of_its_keys(
     # Nothing else of the portal answers on an endpoint host.
     assert call(mine, where="/api/v1/jobs/").status_code == 404
     assert call(mine, where="/admin/").status_code == 404
+
+
+def test_a_waking_request_is_held_until_routed_then_sent_on_to_itself(
+    owner, cluster, started, client, settings, monkeypatch
+):
+    """Held while the endpoint starts: routed in time, the same request is sent again (307
+    keeps its method and body) to the same host only; not in time, 503 Retry-After."""
+    settings.PORTAL_ENDPOINT_HOLD_SECONDS = 5
+    version = version_of(owner, cluster)
+    api_of(owner).post(
+        "/api/v1/endpoints/", {"model": version.model_id, "version": 1, "name": "dg"}
+    )
+    endpoint = Endpoint.objects.get()
+    _, key = EndpointKey.issue(owner, "mine", days=1, rate=5)
+    host = f"ep-{endpoint.public_id}.{settings.PROXY_SESSION_DOMAIN}"
+
+    def call(path: str):
+        return client.post(
+            f"/_portal/endpoint/{endpoint.public_id}{path}",
+            data="{}",
+            content_type="application/json",
+            HTTP_HOST=host,
+            HTTP_AUTHORIZATION=f"Bearer {key}",
+        )
+
+    waited = []
+
+    def starts_while_held(seconds):  # the job starting while the request waits
+        waited.append(seconds)
+        if len(waited) == 3:
+            Endpoint.objects.filter(pk=endpoint.pk).update(state="running")
+
+    monkeypatch.setattr(views.time, "sleep", starts_while_held)
+    answer = call("//elsewhere.example/v1/completions?stream=1")
+    assert answer.status_code == 307 and started == [endpoint.pk] and len(waited) == 3
+    assert answer["Location"] == "/elsewhere.example/v1/completions?stream=1"
+    # Running but not routed here (an instance restarted): routed now and sent on.
+    monkeypatch.setattr(views.routes, "push", lambda pk: True)
+    assert call("/invocations")["Location"] == "/invocations"
+    # Not routed within the hold: 503 and Retry-After, the endpoint still starting.
+    Endpoint.objects.filter(pk=endpoint.pk).update(state="starting")
+    clock = iter(range(0, 100, 2))
+    monkeypatch.setattr(views.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(views.time, "sleep", lambda s: None)
+    late = call("/invocations")
+    assert late.status_code == 503 and late["Retry-After"] == "30"

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from endpoints.routes import EndpointRoute, Runtime
+from endpoints.routes import Activity, EndpointRoute, Runtime
 from tests.proxystack import DOMAIN, Proxy, need_haproxy
 
 EID = "ab" * 16
@@ -39,6 +39,9 @@ class ModelServer(BaseHTTPRequestHandler):
 
     def do_POST(self):  # noqa: N802
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path == "/broken":
+            self.send_error(500)
+            return
         answer = json.dumps(
             {
                 "path": self.path,
@@ -141,6 +144,10 @@ def test_a_key_opens_the_endpoint_and_never_reaches_the_model_server(proxy, mode
         {EID: ("127.0.0.1", model.server_port, TOKEN)},
         {EID: {digest(KEY): 50}},
     )
+    # HAProxy's counters: the forwarded requests (none of the refused), a 5xx an error.
+    assert call(proxy, path="/broken").status_code == 500
+    seen = runtime.activity()[EID]
+    assert (seen.requests, seen.errors, seen.in_flight) == (2, 1, 0)
 
 
 def test_a_revoked_key_is_refused_at_once_and_a_keys_rate_holds(proxy, model):
@@ -160,9 +167,14 @@ def test_a_revoked_key_is_refused_at_once_and_a_keys_rate_holds(proxy, model):
     assert time.monotonic() - revoked < 1
 
 
-def test_server_sent_events_pass_as_they_are_sent(proxy, model):
+def test_server_sent_events_pass_as_they_are_sent_and_count_as_in_flight(proxy, model):
+    """A stream still flowing is a request in flight (an idle endpoint is not stopped under
+    it); a refused request is no traffic at all."""
     runtime = Runtime(proxy.api)
     runtime.add(EndpointRoute(EID, "127.0.0.1", model.server_port, TOKEN, {digest(KEY): 50}))
+    assert runtime.activity() == {EID: Activity(0, None)}
+    assert call(proxy, key=OTHER).status_code == 401
+    assert runtime.activity() == {EID: Activity(0, None)}
     ModelServer.seen_first.clear()
     headers = {"Host": f"ep-{EID}.{DOMAIN}:{proxy.port}", "Authorization": f"Bearer {KEY}"}
     events = []
@@ -173,8 +185,12 @@ def test_server_sent_events_pass_as_they_are_sent(proxy, model):
         for line in answer.iter_lines():
             if line.startswith("data: "):
                 events.append(line[6:])
+                if len(events) == 1:
+                    assert runtime.activity()[EID].in_flight == 1
                 ModelServer.seen_first.set()  # the server sends the second only now
     assert events == ["first", "second"]
+    seen = runtime.activity()[EID]
+    assert seen.in_flight == 0 and seen.idle_seconds is not None and seen.idle_seconds <= 2
 
 
 def test_an_endpoint_not_running_is_handed_to_the_portal(proxy, model):
