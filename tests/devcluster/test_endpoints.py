@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import ssl
+import subprocess
 import time
 from pathlib import Path
 
@@ -153,3 +154,157 @@ def test_a_served_version_answers_its_predictions_with_a_key_and_wakes_when_stop
     assert endpoint.state == "running" and endpoint.job_id != first_job.pk
     assert api.post(f"/endpoints/{endpoint_id}/stop/").status_code == 200
 
+
+# A small language model built from a configuration (no download): a byte-level BPE
+# tokenizer trained on the Zen of Python (the `this` module ships it), a 2-layer GPT-2 of
+# 32 dimensions trained 120 steps on it, saved with a chat template.
+BUILD_LM = """torch-python - <<'EOF'
+import codecs, json, this
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+text = codecs.decode(this.s, "rot13")
+bpe = Tokenizer(models.BPE(unk_token="<unk>"))
+bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+bpe.decoder = decoders.ByteLevel()
+alphabet = pre_tokenizers.ByteLevel.alphabet()
+trainer = trainers.BpeTrainer(
+    vocab_size=400, special_tokens=["<unk>", "<|end|>"], initial_alphabet=alphabet
+)
+bpe.train_from_iterator([text] * 10, trainer)
+tok = PreTrainedTokenizerFast(
+    tokenizer_object=bpe, eos_token="<|end|>", unk_token="<unk>", pad_token="<|end|>"
+)
+tok.chat_template = (
+    "{% for m in messages %}{{ m['content'] }}\\n{% endfor %}"
+    "{% if add_generation_prompt %}{% endif %}"
+)
+torch.manual_seed(0)
+end = tok.eos_token_id
+config = GPT2Config(vocab_size=len(tok), n_positions=128, n_embd=32, n_layer=2, n_head=2,
+                    bos_token_id=end, eos_token_id=end, pad_token_id=end)
+model = GPT2LMHeadModel(config)
+ids = torch.tensor([tok(text)["input_ids"]])
+span = min(64, ids.shape[1] - 1)
+optimiser = torch.optim.AdamW(model.parameters(), lr=3e-3)
+losses = []
+for step in range(120):
+    start = (step * 7) % (ids.shape[1] - span)
+    window = ids[:, start:start + span]
+    loss = model(window, labels=window).loss
+    loss.backward(); optimiser.step(); optimiser.zero_grad()
+    losses.append(loss.item())
+model.save_pretrained("lm")
+tok.save_pretrained("lm")
+json.dump({"first": losses[0], "last": losses[-1]}, open("losses.json", "w"))
+EOF"""
+
+# Transformers' own OpenAI-compatible server, from the dev cluster's PyTorch environment.
+SERVE_LM = (
+    "env HF_HUB_OFFLINE=1 PATH=/opt/portal-devcluster/torch/bin:/usr/local/bin:/usr/bin:/bin "
+    "transformers serve --host 127.0.0.1 --port {port} --device cpu"
+)
+
+# OpenAI's Python client as a program uses it, at the endpoint's address with a key (run
+# with the dev cluster's Python, which has it). Its HTTP client connects to 127.0.0.1 and
+# says the endpoint's name in TLS and in Host: the name resolves nowhere here.
+CLIENT = """
+import json, ssl, sys, time
+import httpx2
+from openai import AuthenticationError, OpenAI
+
+url, key, model, name, ca = sys.argv[1:6]
+
+class Here(httpx2.HTTPTransport):
+    def handle_request(self, request):
+        request.extensions["sni_hostname"] = name
+        request.headers["Host"] = request.url.netloc.decode()
+        request.url = request.url.copy_with(host="127.0.0.1")
+        return super().handle_request(request)
+
+http = httpx2.Client(transport=Here(verify=ssl.create_default_context(cafile=ca)))
+client = OpenAI(base_url=url + "/v1", api_key=key, http_client=http, max_retries=0)
+started = time.monotonic()
+first = None
+pieces = []
+finish = None
+stream = client.chat.completions.create(
+    model=model,
+    messages=[{"role": "user", "content": "Beautiful is better than"}],
+    max_tokens=12,
+    stream=True,
+)
+for chunk in stream:
+    choice = chunk.choices[0] if chunk.choices else None
+    if choice and choice.delta.content:
+        first = first if first is not None else time.monotonic() - started
+        pieces.append(choice.delta.content)
+    if choice and choice.finish_reason:
+        finish = choice.finish_reason
+models = [m.id for m in client.models.list()]
+try:
+    OpenAI(base_url=url + "/v1", api_key="pe_" + "n" * 43, http_client=http, max_retries=0
+           ).models.list()
+    refused = False
+except AuthenticationError:
+    refused = True
+print(json.dumps({"pieces": pieces, "finish": finish, "first": first, "models": models,
+                  "refused": refused}))
+"""
+
+
+@pytest.fixture
+def lm_stack(devcluster, tmp_path):
+    need_training_libraries()
+    live = LiveStack(tmp_path, env={"PORTAL_SERVE_OPENAI_COMMAND": SERVE_LM}).start()
+    yield live
+    live.stop()
+
+
+@pytest.mark.timeout(600)
+def test_a_language_model_endpoint_streams_to_openais_own_client_with_a_key(
+    lm_stack, devcluster, owner, monkeypatch, settings
+):
+    settings.PORTAL_URL = lm_stack.url
+    job = completed(owner, devcluster, BUILD_LM)
+    losses = json.loads(remote(job.cluster_account, ["cat", f"{job.work_dir}/losses.json"]))
+    assert losses["last"] < losses["first"]
+    monkeypatch.setattr(
+        registry_tasks.read_manifest, "delay", lambda pk: registry_tasks.read_manifest.apply((pk,))
+    )
+    version = registry_api.register(owner, {"job": job.pk, "path": "lm", "name": "zen-lm"})
+    version.refresh_from_db()
+    assert version.status == "READY", version.status_message
+
+    _, token = ApiToken.issue(owner, "serve")
+    api = httpx.Client(
+        base_url=f"{lm_stack.url}/api/v1", headers={"Authorization": f"Bearer {token}"}
+    )
+    made = api.post(
+        "/endpoints/",
+        json={"model": version.model_id, "version": 1, "name": "zen", "kind": "openai"},
+    )
+    assert made.status_code == 201, made.text
+    endpoint_id, url = made.json()["id"], made.json()["url"]
+    assert made.json()["model_name"] == version.path
+    assert api.post(f"/endpoints/{endpoint_id}/start/").status_code == 202
+    key = api.post("/endpoint-keys/", json={"name": "chat", "rate": 20}).json()["key"]
+    endpoint = running(endpoint_id, timeout=240)
+    name = f"ep-{endpoint.public_id}.sessions.localhost"
+    ca = str(Path(settings.TLS_DIR) / "ca.pem")
+    program = subprocess.run(
+        ["/opt/portal-devcluster/torch/bin/python", "-c", CLIENT, url, key, version.path, name, ca],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert program.returncode == 0, program.stderr[-3000:]
+    said = json.loads(program.stdout)
+    assert len(said["pieces"]) >= 2 and said["finish"] in ("length", "stop"), said
+    assert said["models"] == [version.path] and said["refused"] is True
+    # The page and the API count what HAProxy carried (the next traffic pass).
+    polling.until(
+        lambda: Endpoint.objects.get(pk=endpoint_id).requests >= 2, 60, "the traffic recorded"
+    )
+    assert api.post(f"/endpoints/{endpoint_id}/stop/").status_code == 200
