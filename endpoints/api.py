@@ -19,15 +19,6 @@ from endpoints.models import Endpoint, EndpointKey
 from registry import service as registry
 from registry.models import ModelVersion
 
-FIELDS = ("kind", "partition", "cpus", "memory_gb", "gpus", "time_limit_minutes", "idle_minutes")
-BOUNDS = {
-    "cpus": (1, 256),
-    "memory_gb": (1, 4096),
-    "gpus": (0, 64),
-    "time_limit_minutes": (5, 60 * 24 * 30),
-    "idle_minutes": (0, 60 * 24 * 30),
-}
-
 
 def endpoint_dict(endpoint: Endpoint) -> dict[str, Any]:
     version = endpoint.version
@@ -131,19 +122,8 @@ class EndpointsView(RefuseNul, APIView):
         )
         if version is None:
             raise NotFound("No such model version.")
-        fields: dict[str, Any] = {}
-        for name in FIELDS:
-            if name not in body:
-                continue
-            if name in BOUNDS:
-                value = _int(body, name)
-                low, high = BOUNDS[name]
-                if value is None or not low <= value <= high:
-                    raise Refused(service.EndpointError(f"{name} is from {low} to {high}."))
-                fields[name] = value
-            elif isinstance(body[name], str):
-                fields[name] = body[name][:64]
         try:
+            fields = service.checked_fields(body)
             endpoint = service.serve(request.user, version, str(body.get("name", "")), **fields)
         except service.EndpointError as exc:
             raise Refused(exc) from None

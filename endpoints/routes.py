@@ -276,7 +276,7 @@ def push(endpoint_id: int) -> bool:
 def push_keys(key: EndpointKey) -> None:
     """Every endpoint the key may open, its grants made right (a new key added, a revoked
     or expired one dropped) on every instance, before returning."""
-    whose = Endpoint.objects.filter(owner_id=key.owner_id, project=None)
+    whose = Endpoint.objects.filter(owner_id=key.owner_id)  # a personal key: all of theirs
     if key.project_id is not None:
         whose = Endpoint.objects.filter(project_id=key.project_id)
     for endpoint_id in whose.values_list("pk", flat=True)[:1000]:

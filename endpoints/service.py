@@ -6,6 +6,7 @@ Errors are EndpointError: a message for the person and an HTTP status."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -24,6 +25,15 @@ from registry.models import ModelVersion
 
 NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}\Z")
 MAX_ENDPOINTS_PER_PERSON = 50
+# What a person chooses for an endpoint's job, and the bounds of the numbers.
+FIELDS = ("kind", "partition", "cpus", "memory_gb", "gpus", "time_limit_minutes", "idle_minutes")
+BOUNDS = {
+    "cpus": (1, 256),
+    "memory_gb": (1, 4096),
+    "gpus": (0, 64),
+    "time_limit_minutes": (5, 60 * 24 * 30),
+    "idle_minutes": (0, 60 * 24 * 30),
+}
 
 
 class EndpointError(Refusal):
@@ -56,6 +66,24 @@ def _partition(version: ModelVersion, name: str) -> Partition:
     if chosen is None:
         raise EndpointError(f"Cluster {version.cluster.name} has no partition to serve on.")
     return chosen
+
+
+def checked_fields(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The endpoint's job fields ``body`` gives (FIELDS), each checked: numbers whole and
+    within BOUNDS, words at most 64 characters."""
+    fields: dict[str, Any] = {}
+    for name in FIELDS:
+        if name not in body:
+            continue
+        value = body[name]
+        if name in BOUNDS:
+            low, high = BOUNDS[name]
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise EndpointError(f"{name} is a whole number from {low} to {high}.")
+            fields[name] = value
+        elif isinstance(value, str):
+            fields[name] = value[:64]
+    return fields
 
 
 def serve(user: Any, version: ModelVersion, name: str, **fields: Any) -> Endpoint:
@@ -155,9 +183,7 @@ def issue_key(
         raise EndpointError("Only the project's managers make its keys.", 403)
     chosen: list[Endpoint] = []
     if endpoint_ids:
-        mine = Endpoint.objects.filter(
-            Q(project_id=project_id) if project_id else Q(owner=user, project=None)
-        )
+        mine = Endpoint.objects.filter(Q(project_id=project_id) if project_id else Q(owner=user))
         chosen = list(mine.filter(pk__in=endpoint_ids[:100]))
         if len(chosen) != len(set(endpoint_ids[:100])):
             raise EndpointError("A key lists only endpoints it may open.", 400)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from frontend import compare, experiments, imports, models, usage
+from frontend import compare, endpoints, experiments, imports, registry, usage
 from frontend.views import account, jobs, logs, ssh
 from metrics import views as metrics
 
@@ -31,11 +31,19 @@ urlpatterns = [
     path("jobs/<int:pk>/keep-gpus/", jobs.job_keep_gpus, name="job-keep-gpus"),
     path("jobs/<int:pk>/annotations/", jobs.job_annotate, name="job-annotate"),
     path("jobs/<int:pk>/retention/", jobs.job_retention, name="job-retention"),
-    path("jobs/<int:pk>/register/", models.job_register, name="job-register"),
-    path("models/", models.models, name="models"),
-    path("models/<int:pk>/", models.model_detail, name="model-detail"),
-    path("models/<int:pk>/aliases/", models.model_alias, name="model-alias"),
-    path("models/<int:pk>/versions/<int:version>/", models.version_detail, name="model-version"),
+    path("jobs/<int:pk>/register/", registry.job_register, name="job-register"),
+    path("models/", registry.models, name="models"),
+    path("models/<int:pk>/", registry.model_detail, name="model-detail"),
+    path("models/<int:pk>/aliases/", registry.model_alias, name="model-alias"),
+    path("models/<int:pk>/versions/<int:version>/", registry.version_detail, name="model-version"),
+    path(
+        "models/<int:pk>/versions/<int:version>/serve/",
+        endpoints.endpoint_serve,
+        name="endpoint-serve",
+    ),
+    path("endpoints/", endpoints.endpoints, name="endpoints"),
+    path("endpoints/<int:pk>/", endpoints.endpoint_detail, name="endpoint-detail"),
+    path("endpoints/<int:pk>/action/", endpoints.endpoint_action, name="endpoint-action"),
     path("jobs/<int:pk>/diff/", jobs.job_diff, name="job-diff"),
     path("jobs/<int:pk>/logs/<str:stream>/", logs.job_logs, name="job-logs"),
     path("imports/", imports.imports_page, name="imports"),

@@ -1,5 +1,6 @@
 """``/metrics``: the Prometheus exposition of every process of this host (multiprocess
-mode, common/prometheus.py) and of the broker's queues (ops/queues.py). Reachable from
+mode, common/prometheus.py), of the broker's queues (ops/queues.py) and of the model
+endpoints' traffic (endpoints/metrics.py), the last two read at each scrape. Reachable from
 PORTAL_METRICS_NETWORKS (the Prometheus servers' addresses) or with a staff member's API
 token that has the ``metrics`` scope (``Authorization: Bearer pp_…``); anyone else gets
 a 403 that says how."""
@@ -20,6 +21,7 @@ from prometheus_client import (
     multiprocess,
 )
 
+from endpoints.metrics import EndpointCollector
 from identity import confirmation
 from identity.tokens import METRICS, PREFIX, ApiToken
 from ops.queues import QueueCollector
@@ -55,9 +57,10 @@ def exposition() -> bytes:
         multiprocess.MultiProcessCollector(registry)
     else:
         registry = REGISTRY  # (this process alone: tests, a shell)
-    queues = CollectorRegistry(auto_describe=False)
-    queues.register(QueueCollector())
-    return generate_latest(registry) + generate_latest(queues)
+    scraped = CollectorRegistry(auto_describe=False)
+    scraped.register(QueueCollector())
+    scraped.register(EndpointCollector())
+    return generate_latest(registry) + generate_latest(scraped)
 
 
 @require_GET

@@ -55,6 +55,20 @@ def queue_metrics() -> list[Metric]:
     ]
 
 
+def endpoint_metrics() -> list[Metric]:
+    """The metrics endpoints/metrics.py's collector makes at each scrape, from the
+    database: asked here with none (its reading replaced by one that finds no endpoint)."""
+    django_ready()
+    from endpoints.metrics import EndpointCollector
+
+    collector = EndpointCollector()
+    collector._read = lambda: iter(())  # type: ignore[method-assign]
+    return [
+        (family.name, family.type, family.documentation, tuple(family._labelnames), "")
+        for family in collector.collect()
+    ]
+
+
 def _metrics_table(found: list[Metric]) -> list[str]:
     return table(
         ["Metric", "Type", "Labels", "Help", "Notes"],
@@ -67,6 +81,7 @@ def _metrics_table(found: list[Metric]) -> list[str]:
 
 def prometheus_page() -> str:
     from common import prometheus
+    from endpoints import metrics as endpoint_metrics_module
     from ops import queues
 
     about = (prometheus.__doc__ or "").strip().split("\n\n")[1:]
@@ -75,7 +90,7 @@ def prometheus_page() -> str:
         "",
         "Every metric the portal exports at `/metrics`, with its type, labels and help,",
         "generated at each build from the metric objects of `common/prometheus.py` and the",
-        "collector of `ops/queues.py`.",
+        "collectors of `ops/queues.py` and `endpoints/metrics.py`.",
         "",
         "## The portal's processes",
         "",
@@ -96,6 +111,14 @@ def prometheus_page() -> str:
         + ".",
         "",
         *_metrics_table(queue_metrics()),
+        "",
+        "## Model endpoints",
+        "",
+        "From `endpoints/metrics.py`: "
+        + cell(" ".join((endpoint_metrics_module.__doc__ or "").split()).split(". ")[0])
+        + ". Each endpoint is labelled by its name, its owner and its kind.",
+        "",
+        *_metrics_table(endpoint_metrics()),
     ]
     return "\n".join(out).rstrip() + "\n"
 

@@ -16,6 +16,7 @@ sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 import reference_ops  # noqa: E402
 
 from common import prometheus  # noqa: E402
+from endpoints.metrics import EndpointCollector  # noqa: E402
 from ops.queues import QueueCollector  # noqa: E402
 
 
@@ -46,6 +47,9 @@ def test_every_metric_is_on_the_page_with_its_type_help_and_labels():
     collector = QueueCollector()
     collector._read = lambda: iter(())
     queues.register(collector)
+    endpoints = EndpointCollector()
+    endpoints._read = lambda: iter(())
+    queues.register(endpoints)
     expected = exported(REGISTRY) | exported(queues)
     assert len(expected) > 20 and set(listed) == set(expected) and len(rows) == len(listed)
     for name, (kind, help_) in expected.items():

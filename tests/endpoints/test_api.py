@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from endpoints import tasks, views
+from endpoints import routes, service, tasks, views
 from endpoints.models import Endpoint, EndpointKey, digest_of
 from projects.models import Membership
 from registry.models import ModelVersion, RegisteredModel
@@ -202,3 +202,20 @@ def test_a_waking_request_is_held_until_routed_then_sent_on_to_itself(
     monkeypatch.setattr(views.time, "sleep", lambda s: None)
     late = call("/invocations")
     assert late.status_code == 503 and late["Retry-After"] == "30"
+
+
+def test_a_personal_key_reaches_the_proxy_for_the_owners_project_endpoints_too(
+    owner, cluster, started, monkeypatch
+):
+    """A personal key opens every endpoint of its owner's, a project's included: making or
+    revoking it is pushed to each of them at once (not left to the reconcile)."""
+    project = factories.project(cluster, "lab", [owner], role="member")
+    version = version_of(owner, cluster, project=project)
+    endpoint = Endpoint.objects.create(name="lab", owner=owner, project=project, version=version)
+    pushed: list[int] = []
+    monkeypatch.setattr(routes, "push", lambda pk: pushed.append(pk) or True)
+    key, _ = service.issue_key(owner, "mine", endpoint_ids=[endpoint.pk])
+    assert pushed == [endpoint.pk]
+    assert EndpointKey.objects.opening(endpoint).get() == key
+    service.revoke_key(owner, key)
+    assert pushed == [endpoint.pk, endpoint.pk]

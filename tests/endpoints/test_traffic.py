@@ -93,3 +93,24 @@ def test_nothing_is_stopped_when_an_instance_cannot_be_read(endpoints, monkeypat
     _, stopped = endpoints
     monkeypatch.setattr(routes, "activity", lambda: None)
     assert traffic.judge(timezone.now()) == [] and stopped == []
+
+
+def test_metrics_show_each_endpoints_traffic(owner, cluster, client, endpoints):
+    made, _ = endpoints
+    Endpoint.objects.filter(pk=made["recent"].pk).update(
+        requests=7, errors=1, response_ms=12, total_ms=340, last_request_at=timezone.now()
+    )
+    Endpoint.objects.filter(pk=made["quiet"].pk).update(state="stopped")
+    text = client.get("/metrics", REMOTE_ADDR="127.0.0.1").content.decode()
+    labels = 'endpoint="recent",kind="mlflow",owner="owner"'
+    for line in (
+        f"portal_endpoint_running{{{labels}}} 1.0",
+        f"portal_endpoint_requests{{{labels}}} 7.0",
+        f"portal_endpoint_server_errors{{{labels}}} 1.0",
+        f"portal_endpoint_response_seconds{{{labels}}} 0.012",
+        f"portal_endpoint_total_seconds{{{labels}}} 0.34",
+        'portal_endpoint_running{endpoint="quiet",kind="mlflow",owner="owner"} 0.0',
+    ):
+        assert line in text, line
+    assert f"portal_endpoint_idle_seconds{{{labels}}}" in text
+    assert 'portal_endpoint_idle_seconds{endpoint="quiet"' not in text

@@ -1,4 +1,4 @@
-"""The registry's REST API, pages and `portal models` (registry/api.py, frontend/models.py,
+"""The registry's REST API, pages and `portal models` (registry/api.py, frontend/registry.py,
 the client): registering a run's files, aliases and protected aliases by project role,
 what a viewer, a stranger and staff see and may do. The files are read by this machine's
 sh (HereConnection); the dev cluster's tests take the SSH path."""

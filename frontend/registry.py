@@ -12,13 +12,15 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from endpoints import service as endpoint_service
+from endpoints.models import Endpoint
 from frontend.views.common import get_job_for_user
 from metrics.models import MetricSeries
 from registry import api, service
 from registry.models import ModelAlias, ModelVersion, RegisteredModel
 
 
-def _model(request, pk: int) -> RegisteredModel:
+def visible_model(request, pk: int) -> RegisteredModel:
     found = (
         service.visible(request.user)
         .select_related("owner", "project")
@@ -51,7 +53,7 @@ def models(request):
 
 @login_required
 def model_detail(request, pk: int):
-    model = _model(request, pk)
+    model = visible_model(request, pk)
     return render(
         request,
         "frontend/model_detail.html",
@@ -66,7 +68,7 @@ def model_detail(request, pk: int):
 
 @login_required
 def version_detail(request, pk: int, version: int):
-    model = _model(request, pk)
+    model = visible_model(request, pk)
     found = next((v for v in model.versions.all() if v.version == version), None)
     if found is None:
         raise Http404("No such version.")
@@ -86,6 +88,11 @@ def version_detail(request, pk: int, version: int):
             "aliases": [a for a in model.aliases.all() if a.version_id == found.pk],
             "curves": curves,
             "manifest": found.manifest[:1000],
+            "endpoints": list(
+                endpoint_service.visible(request.user).filter(version=found).order_by("name")[:50]
+            ),
+            "may_serve": service.may_change(request.user, model) and found.status == "READY",
+            "kinds": Endpoint.Kind.choices,
         },
     )
 
@@ -94,7 +101,7 @@ def version_detail(request, pk: int, version: int):
 @require_POST
 def model_alias(request, pk: int):
     """Set, protect, unprotect or remove an alias (the form on the model's page)."""
-    model = _model(request, pk)
+    model = visible_model(request, pk)
     alias = request.POST.get("alias", "").strip()
     action = request.POST.get("action", "set")
     try:
