@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "sweeps": ("sweep",),
     "models": ("models",),
     "retention": ("retention",),
+    "endpoints": ("endpoints",),
     "keys": ("keys",),
     "ssh": ("ssh",),
     "transfers": ("remotes", "transfer"),
