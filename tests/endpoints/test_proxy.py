@@ -30,9 +30,11 @@ def digest(key: str) -> str:
 
 class ModelServer(BaseHTTPRequestHandler):
     """A stand-in model server: /invocations echoes what reached it; /stream sends one
-    event, then the next only once the test has seen the first."""
+    event, then the next only once the test has seen it."""
 
-    seen_first = threading.Event()
+    protocol_version = "HTTP/1.1"
+    seen = threading.Event()
+    sent_at: list[float] = []
 
     def log_message(self, *args):  # quiet
         pass
@@ -58,14 +60,21 @@ class ModelServer(BaseHTTPRequestHandler):
         self.wfile.write(answer)
 
     def do_GET(self):  # noqa: N802
+        """Five events in chunked encoding (as a model server's streamed answer), each sent
+        only once the test has seen the one before; when each was sent is kept."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        self.wfile.write(b"data: first\n\n")
-        self.wfile.flush()
-        ModelServer.seen_first.wait(10)
-        self.wfile.write(b"data: second\n\n")
+        for n in range(5):
+            ModelServer.seen.clear()
+            event = f"data: {n}\n\n".encode()
+            ModelServer.sent_at.append(time.monotonic())
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+            self.wfile.flush()
+            ModelServer.seen.wait(10)
+        self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
         self.close_connection = True
 
@@ -88,6 +97,26 @@ class Portal(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+
+def read_stream(url: str, headers: dict, on_first=lambda: True) -> bool:
+    """ModelServer's /stream through ``url``: its five events in order, each passed at once
+    (held back, as HAProxy sending with MSG_MORE and the kernel waiting up to 200 ms for
+    more would, every one would take ~200 ms). ``on_first()`` is asked while the stream
+    is open."""
+    ModelServer.sent_at.clear()
+    events, delays, first = [], [], False
+    with httpx.stream("GET", url, headers=headers, timeout=10) as answer:
+        assert answer.status_code == 200
+        for line in answer.iter_lines():
+            if line.startswith("data: "):
+                delays.append(time.monotonic() - ModelServer.sent_at[len(events)])
+                events.append(line[6:])
+                first = first or on_first()
+                ModelServer.seen.set()  # the server sends the next one only now
+    assert events == ["0", "1", "2", "3", "4"]
+    assert sorted(delays)[2] < 0.1, delays
+    return first
 
 
 def serve(handler) -> ThreadingHTTPServer:
@@ -175,20 +204,9 @@ def test_server_sent_events_pass_as_they_are_sent_and_count_as_in_flight(proxy, 
     assert runtime.activity() == {EID: Activity(0, None)}
     assert call(proxy, key=OTHER).status_code == 401
     assert runtime.activity() == {EID: Activity(0, None)}
-    ModelServer.seen_first.clear()
     headers = {"Host": f"ep-{EID}.{DOMAIN}:{proxy.port}", "Authorization": f"Bearer {KEY}"}
-    events = []
-    with httpx.stream(
-        "GET", f"http://127.0.0.1:{proxy.port}/stream", headers=headers, timeout=10
-    ) as answer:
-        assert answer.status_code == 200
-        for line in answer.iter_lines():
-            if line.startswith("data: "):
-                events.append(line[6:])
-                if len(events) == 1:
-                    assert runtime.activity()[EID].in_flight == 1
-                ModelServer.seen_first.set()  # the server sends the second only now
-    assert events == ["first", "second"]
+    first = lambda: runtime.activity()[EID].in_flight == 1  # noqa: E731
+    assert read_stream(f"http://127.0.0.1:{proxy.port}/stream", headers, first)
     seen = runtime.activity()[EID]
     assert seen.in_flight == 0 and seen.idle_seconds is not None and seen.idle_seconds <= 2
 

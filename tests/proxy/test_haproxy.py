@@ -21,6 +21,7 @@ from websockets.exceptions import ConnectionClosed
 from proxy import haproxy
 from proxy.codes import cookie_name, cookie_secret, make_cookie
 from tests import polling
+from tests.endpoints.test_proxy import ModelServer, read_stream, serve
 from tests.livestack import free_port
 from tests.proxystack import DOMAIN, HAPROXY
 
@@ -52,6 +53,18 @@ def test_each_session_host_reaches_its_own_notebook_with_its_token_added(proxy, 
         A: ("127.0.0.1", upstreams["A"], "jupyter-token-a-0123456789"),
         B: ("127.0.0.1", upstreams["B"], "jupyter-token-b-0123456789"),
     }
+
+
+def test_a_session_apps_server_sent_events_pass_at_once(proxy):
+    """A centre's app that streams (Gradio's server-sent events, say) is not held back by
+    HAProxy: each event reaches the browser as it is sent."""
+    server = serve(ModelServer)
+    try:
+        proxy.api.add(route(A, server.server_port))
+        headers = {"Host": f"{A}.{DOMAIN}:{proxy.port}", "Cookie": cookie_for(A)}
+        read_stream(f"http://127.0.0.1:{proxy.port}/stream", headers)
+    finally:
+        server.shutdown()
 
 
 def test_a_notebook_cannot_set_a_cookie_beyond_its_own_host(proxy, upstreams):
