@@ -192,13 +192,15 @@ test: venv typecheck floors docs services browser monitoring mlflow-server devcl
 
 bench: venv services devcluster
 ifeq ($(IS_ROOT),yes)
-	@command -v wrk >/dev/null && command -v curl >/dev/null && command -v gcc >/dev/null || { \
-		echo "installing Debian's wrk, curl and gcc (load generators; gcc builds bench/wsbench.c)"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends wrk curl gcc libc6-dev >/dev/null; }
+	@command -v wrk >/dev/null && command -v curl >/dev/null && command -v gcc >/dev/null && command -v valgrind >/dev/null || { \
+		echo "installing Debian's wrk, curl, gcc and valgrind (load generators; gcc builds bench/*.c; callgrind counts HAProxy's instructions)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends wrk curl gcc libc6-dev valgrind >/dev/null; }
 endif
 	@$(DEMO_ENV) $(PY) bench/ssh_reuse.py
 	@$(DEMO_ENV) $(PY) bench/ssh_cert.py
 	@$(DEMO_ENV) $(PY) bench/proxy.py
+	@$(DEMO_ENV) $(PY) bench/proxy_cost.py
+	@$(DEMO_ENV) $(PY) bench/endpoints.py
 	@$(DEMO_ENV) $(PY) bench/proxy_ws.py
 	@$(DEMO_ENV) $(PY) bench/metrics.py
 	@$(DEMO_ENV) $(PY) bench/compare.py

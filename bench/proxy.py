@@ -1,15 +1,18 @@
 """Session links: throughput and added latency through the portal's data paths, against
 the upstream reached directly and JupyterHub's configurable-http-proxy (CHP), in one run.
 
-    .venv/bin/python bench/proxy.py [--seconds 5] [--connections 1,16,64]
+    .venv/bin/python bench/proxy.py [--seconds 2] [--rounds 3] [--connections 1,16,64]
 
 Load comes from `wrk` (Debian's C load generator), never from Python. Upstreams:
 - "1 KiB": a 1 KiB answer served by HAProxy itself, so the baseline is far above any
   proxy measured (the script says by how much);
 - "jupyter /api/status" and "jupyter asset": the dev cluster's JupyterLab run here.
-Paths: direct; HAProxy with this portal's configuration (cookie verified on each
-request, token added, route pushed by the portal over the admin socket: proxy/routes.py);
-CHP (npm, bench/.node/).
+Paths: direct; HAProxy with none of the portal's checks (one frontend, one server: what
+the hop itself costs); HAProxy with this portal's configuration (cookie verified on each
+request, opener looked up, token added, route pushed by the portal over the admin
+socket: proxy/routes.py); CHP (npm, bench/.node/).
+Each figure is the median of --rounds runs, the paths taken in turn within each round,
+so a slow spell of the machine falls on every path alike.
 All plain HTTP on loopback, so the figures compare proxies, not TLS.
 """
 
@@ -28,9 +31,17 @@ BIN = Path(sys.executable).parent
 JUPYTER = Path("/opt/portal-devcluster/jupyter")
 
 
+def median(runs: list[tuple[float, float, int]]) -> tuple[float, float, int]:
+    """The run of median throughput (its p50 with it), and every run's errors."""
+    ordered = sorted(runs)
+    rps, p50, _ = ordered[len(ordered) // 2]
+    return rps, p50, sum(errors for _, _, errors in runs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=5)
+    parser.add_argument("--seconds", type=float, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", default="1,16,64")
     args = parser.parse_args()
     levels = [int(n) for n in args.connections.split(",")]
@@ -74,30 +85,42 @@ def main() -> None:
             wait_port(port, timeout=60)
         chp_port = stack.start_chp(f"http://127.0.0.1:{up_port}")
 
-        print(f"wrk, {args.seconds:g} s per figure, loopback HTTP; req/s (p50 ms); ratio to direct")
+        print(
+            f"wrk, median of {args.rounds} runs of {args.seconds:g} s per figure, loopback HTTP; "
+            "req/s (p50 ms); ratio to direct"
+        )
         header = f"{'upstream':24} {'path':26}" + "".join(f"{f'{c} conn':>22}" for c in levels)
         print(header)
         for name, (port, path, token) in upstreams.items():
             sid, cookie = stack.add_session(port, token)
             session_headers = stack.session_headers(sid, cookie)
+            bare = stack.start_bare_haproxy(port)
             paths = [
                 ("direct", f"http://127.0.0.1:{port}{path}", {"Authorization": f"token {token}"}),
+                (
+                    "HAProxy (no checks)",
+                    f"http://127.0.0.1:{bare}{path}",
+                    {"Authorization": f"token {token}"},
+                ),
                 ("HAProxy (portal config)", f"http://127.0.0.1:{hp_port}{path}", session_headers),
             ]
             if chp_port and name == "1 KiB":
                 paths.append(("configurable-http-proxy", f"http://127.0.0.1:{chp_port}{path}", {}))
-            base = {}
-            for label, url, headers in paths:
+            for _, url, headers in paths:
                 wrk(url, headers, 4, 1)  # warm up
+            runs: dict[tuple[str, int], list[tuple[float, float, int]]] = {}
+            for c in levels:
+                for _ in range(args.rounds):
+                    for label, url, headers in paths:
+                        runs.setdefault((label, c), []).append(wrk(url, headers, c, args.seconds))
+            for label, _, _ in paths:
                 cells = []
                 for c in levels:
-                    rps, p50, errors = wrk(url, headers, c, args.seconds)
-                    if label == "direct":
-                        base[c] = (rps, p50)
-                    ratio = rps / base[c][0]
-                    extra = f" {p50 - base[c][1]:+.2f}ms" if label != "direct" else ""
+                    rps, p50, errors = median(runs[(label, c)])
+                    base_rps, base_p50, _ = median(runs[("direct", c)])
+                    extra = f" {p50 - base_p50:+.2f}ms" if label != "direct" else ""
                     flag = f" {errors} ERR" if errors else ""
-                    cells.append(f"{rps:8.0f} ({p50:.2f}) {ratio:4.2f}x{extra}{flag}")
+                    cells.append(f"{rps:8.0f} ({p50:.2f}) {rps / base_rps:4.2f}x{extra}{flag}")
                 print(
                     f"{name:24} {label:26}" + "".join(f"{cell:>22}" for cell in cells), flush=True
                 )

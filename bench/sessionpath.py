@@ -36,6 +36,22 @@ frontend upstream
     http-request return status 200 content-type text/plain file {work}/1k.txt
 """
 
+# HAProxy with nothing of the portal's: one frontend, one server, the same timeouts and
+# connection reuse as the portal's configuration. What the proxy hop itself costs.
+BARE_CFG = """global
+    pidfile {work}/bare-{port}.pid
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+frontend bare
+    bind 127.0.0.1:{port}
+    default_backend upstream
+backend upstream
+{options}    server up 127.0.0.1:{upstream} pool-max-conn -1 pool-purge-delay 5s
+"""
+
 # Per (port, token) pair after argv[1] (a unique prefix): a user, a running notebook job
 # and its session, routed in HAProxy to 127.0.0.1:port; prints "session-id Cookie-header"
 # lines. mark_ready() pushes each route to HAProxy, as in the portal (proxy/routes.py).
@@ -190,6 +206,19 @@ class Stack:
         port = free_port()
         (self.work / "upstream.cfg").write_text(UPSTREAM_CFG.format(work=self.work, port=port))
         self.spawn([HAPROXY, "-db", "-f", str(self.work / "upstream.cfg")])
+        return port
+
+    def start_bare_haproxy(self, upstream: int, options: tuple[str, ...] = ()) -> int:
+        """HAProxy in front of 127.0.0.1:upstream with none of the portal's checks (and
+        the backend ``options`` given); its port."""
+        port = free_port()
+        path = self.work / f"bare-{port}.cfg"
+        lines = "".join(f"    {option}\n" for option in options)
+        path.write_text(
+            BARE_CFG.format(work=self.work, port=port, upstream=upstream, options=lines)
+        )
+        self.spawn([HAPROXY, "-db", "-f", str(path)])
+        wait_port(port, timeout=30)
         return port
 
     def start_portal_haproxy(self, extra_global: list[str] | None = None) -> int:
