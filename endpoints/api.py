@@ -43,6 +43,7 @@ def endpoint_dict(endpoint: Endpoint) -> dict[str, Any]:
         if endpoint.last_request_at
         else None,
         "model_name": endpoint.model_name,
+        "log_tail": endpoint.log_tail,
         "traffic": {
             "since": endpoint.running_since.isoformat() if endpoint.running_since else None,
             "requests": endpoint.requests,
@@ -71,7 +72,7 @@ def key_dict(key: EndpointKey) -> dict[str, Any]:
 def _endpoint(request, pk: int) -> Endpoint:
     found = (
         service.visible(request.user)
-        .select_related("owner", "project", "version__model")
+        .select_related("owner", "project", "version__model", "job")
         .filter(pk=pk)
         .first()
     )
@@ -96,7 +97,9 @@ class EndpointsView(RefuseNul, APIView):
         responses={200: OpenApiTypes.OBJECT},
     )
     def get(self, request):
-        found = service.visible(request.user).select_related("owner", "project", "version__model")
+        found = service.visible(request.user).select_related(
+            "owner", "project", "version__model", "job"
+        )
         return Response({"results": [endpoint_dict(e) for e in found[:500]]})
 
     @extend_schema(

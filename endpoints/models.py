@@ -90,6 +90,14 @@ class Endpoint(models.Model):
         return f"endpoint {self.name}"
 
     @property
+    def log_tail(self) -> str:
+        """A failed endpoint's server log, its last lines (its job's stderr, read once the
+        job ended: a model server that never became ready says why there)."""
+        if self.state != self.State.FAILED or self.job is None:
+            return ""
+        return self.job.stderr_tail
+
+    @property
     def model_name(self) -> str:
         """What a client names as ``model`` (OpenAI's API): the folder its server loaded,
         as its /v1/models lists it. MLflow's scoring server takes none."""

@@ -308,3 +308,34 @@ def test_a_language_model_endpoint_streams_to_openais_own_client_with_a_key(
         lambda: Endpoint.objects.get(pk=endpoint_id).requests >= 2, 60, "the traffic recorded"
     )
     assert api.post(f"/endpoints/{endpoint_id}/stop/").status_code == 200
+
+
+@pytest.mark.timeout(600)
+def test_a_server_that_never_gets_ready_fails_the_endpoint_with_its_last_words(
+    lm_stack, devcluster, owner, monkeypatch, settings
+):
+    """The digits model is no language model: served as one, Transformers' server stops at
+    once; the endpoint fails, and its page and API say why in the server's own words."""
+    settings.PORTAL_URL = lm_stack.url
+    job = completed(owner, devcluster, SAVE)
+    monkeypatch.setattr(
+        registry_tasks.read_manifest, "delay", lambda pk: registry_tasks.read_manifest.apply((pk,))
+    )
+    version = registry_api.register(owner, {"job": job.pk, "path": "model", "name": "digits"})
+    _, token = ApiToken.issue(owner, "serve")
+    api = httpx.Client(
+        base_url=f"{lm_stack.url}/api/v1", headers={"Authorization": f"Bearer {token}"}
+    )
+    made = api.post(
+        "/endpoints/",
+        json={"model": version.model_id, "version": 1, "name": "wrong", "kind": "openai"},
+    ).json()
+    assert api.post(f"/endpoints/{made['id']}/start/").status_code == 202
+
+    def failed():
+        answer = api.get(f"/endpoints/{made['id']}/").json()
+        return answer if answer["state"] == "failed" and answer["log_tail"] else None
+
+    said = polling.until(failed, 240, "the endpoint to fail with its log", interval=1)
+    assert "Unrecognized processing class" in said["log_tail"], said
+    assert f"Its job {said['job']} ended failed" in said["message"]
