@@ -17,6 +17,7 @@ from clusters.models import Partition
 from common.api_errors import Refusal
 from endpoints import routes, tasks
 from endpoints.models import MAX_KEY_DAYS, MAX_RATE, Endpoint, EndpointKey
+from identity import audit
 from jobs import lifecycle
 from projects import access
 from projects.models import Role, at_least
@@ -198,6 +199,7 @@ def issue_key(
         )
         key.endpoints.set(chosen)
     routes.push_keys(key)
+    key_changed(audit.Action.ENDPOINT_KEY_CREATE, key, user)
     return key, secret
 
 
@@ -209,5 +211,22 @@ def revoke_key(user: Any, key: EndpointKey) -> None:
     )
     if not (mine or manager):
         raise EndpointError("Only its owner (or its project's managers) revokes a key.", 403)
-    EndpointKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    if EndpointKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(
+        revoked_at=timezone.now()
+    ):
+        key_changed(audit.Action.ENDPOINT_KEY_REVOKE, key, user)
     routes.push_keys(key)
+
+
+def key_changed(what: str, key: EndpointKey, user: Any) -> None:
+    """Its audit row: the key named by id, first characters, name and whose (never its
+    secret), the person who acted."""
+    whose = f"project {key.project_id}" if key.project_id else key.owner.get_username()
+    name = " ".join(key.name.split())[:100]
+    opens = "all" if key.all_endpoints else ",".join(str(e.pk) for e in key.endpoints.all()[:20])
+    audit.record(
+        what,
+        audit.Outcome.OK,
+        user=user,
+        target=f"endpoint key {key.pk} ({key.prefix}…, '{name}') of {whose}, opens {opens}",
+    )

@@ -68,6 +68,8 @@ class AuditEvent(models.Model):
         MODEL_REGISTER = "model_register", "register a model version"
         MODEL_ALIAS = "model_alias", "set or remove a model's alias"
         RETENTION = "retention", "delete a run's checkpoints by a retention plan"
+        ENDPOINT_KEY_CREATE = "endpoint_key_create", "model endpoint key made"
+        ENDPOINT_KEY_REVOKE = "endpoint_key_revoke", "model endpoint key revoked"
 
     class Outcome(models.TextChoices):
         OK = "ok"

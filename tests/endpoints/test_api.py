@@ -219,3 +219,24 @@ def test_a_personal_key_reaches_the_proxy_for_the_owners_project_endpoints_too(
     assert EndpointKey.objects.opening(endpoint).get() == key
     service.revoke_key(owner, key)
     assert pushed == [endpoint.pk, endpoint.pk]
+
+
+def test_making_and_revoking_a_key_is_audited_without_its_secret(owner, cluster, started):
+    from identity.audit.models import AuditEvent
+
+    version = version_of(owner, cluster)
+    endpoint = Endpoint.objects.create(name="dg", owner=owner, version=version)
+    made = (
+        api_of(owner)
+        .post("/api/v1/endpoint-keys/", {"name": "prog", "endpoints": [endpoint.pk]})
+        .json()
+    )
+    api_of(owner).post(f"/api/v1/endpoint-keys/{made['id']}/revoke/")
+    api_of(owner).post(f"/api/v1/endpoint-keys/{made['id']}/revoke/")  # once is enough
+    rows = list(AuditEvent.objects.filter(action__startswith="endpoint_key").order_by("pk"))
+    assert [(r.action, r.username, r.outcome) for r in rows] == [
+        ("endpoint_key_create", "owner", "ok"),
+        ("endpoint_key_revoke", "owner", "ok"),
+    ]
+    assert f"({made['prefix']}…, 'prog') of owner, opens {endpoint.pk}" in rows[0].target
+    assert all(made["key"] not in r.target + r.message for r in rows)
