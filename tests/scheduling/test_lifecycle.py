@@ -4,6 +4,7 @@ pending reasons and what only one scheduler does: tests/devcluster/test_lifecycl
 tests/condorpool/test_lifecycle.py."""
 
 import re
+import uuid
 
 import pytest
 
@@ -228,7 +229,12 @@ SYNC_COMMANDS = {"slurm": (50, 1, 1), "htcondor": (12, 3, 2)}
 
 def test_one_sync_of_many_jobs_issues_a_constant_number_of_ssh_commands(scheduler_cluster, owner):
     count, active, after = SYNC_COMMANDS[scheduler_cluster.scheduler]
-    jobs = [factories.submitted_job(owner, scheduler_cluster, "sleep 1") for _ in range(count)]
+    # Each job waits for a file the test makes once the active jobs' syncs are counted: a
+    # job that ended meanwhile (`sleep 1` did, while the other 49 were being submitted on a
+    # loaded machine) is asked about again, and the count says nothing of the sync.
+    go = f".portal-go-{uuid.uuid4().hex}"
+    command = f'while [ ! -e "$HOME/{go}" ]; do sleep 0.2; done'
+    jobs = [factories.submitted_job(owner, scheduler_cluster, command) for _ in range(count)]
     every = Job.objects.filter(pk__in=[j.pk for j in jobs])
 
     def commands_for_one_sync(queryset) -> int:
@@ -239,6 +245,7 @@ def test_one_sync_of_many_jobs_issues_a_constant_number_of_ssh_commands(schedule
     few = commands_for_one_sync(Job.objects.filter(pk__in=[j.pk for j in jobs[:2]]))
     many = commands_for_one_sync(every)
     assert few <= active and many <= active, (few, many)
+    remote(jobs[0].cluster_account, ["sh", "-c", f'touch "$HOME/{go}"'])
 
     def ended() -> set[str] | None:
         tasks.sync_jobs(every)
@@ -246,6 +253,7 @@ def test_one_sync_of_many_jobs_issues_a_constant_number_of_ssh_commands(schedule
         return states if states <= set(Job.FINAL_STATES) else None
 
     assert polling.until(ended, 120, "all to end") == {"completed"}
+    remote(jobs[0].cluster_account, ["sh", "-c", f'rm -f "$HOME/{go}"'])
     # Once they ended (seen again from running): the same, however many.
     every.update(state="running")
     assert commands_for_one_sync(every) == after
