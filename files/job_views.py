@@ -93,6 +93,8 @@ def job_files(request, pk: int):
             "rows": rows,
             "hidden": total - len(entries),
             "manager": _in_file_manager(request.user, job, here),
+            # A file or folder of one's own run, registered as a model from its page.
+            "may_register": job.owner_id == request.user.pk,
         },
     )
 

@@ -40,6 +40,10 @@ def test_the_owner_browses_and_downloads_outputs(client, owner, job, settings):
         "bad\\nname\\x1b[31m": "file",  # shown escaped: no newline, no escape in the page
     }
     assert "(a FIFO; not served)" in outputs.content.decode()
+    # Its owner registers a file or folder as a model from here (the run's page's form).
+    register = f'href="/jobs/{job.pk}/?register=outputs/ckpt#register" data-register-file'
+    assert register in outputs.content.decode()
+    assert outputs.content.decode().count("data-register-file") == 3  # not the link, not the FIFO
     assert b"\x1b" not in outputs.content
     # The owner's work directory is in their home: the file manager opens it too.
     manager = outputs.context["manager"]
