@@ -33,6 +33,8 @@ from sessionpath import Stack
 
 BENCH = Path(__file__).resolve().parent
 EID = "e" * 32
+METERED = "f" * 32  # a second endpoint: its server behind the endpoint meter
+ON_NODE = BENCH.parent / "schedulers" / "on_node"
 KEY = "pe_bench_" + "k" * 34
 
 ROUTE = """
@@ -81,11 +83,24 @@ def main() -> None:
         stack.django(ROUTE, EID, str(upstream), digest)
         # (as the portal's endpoints backend: each event sent at once)
         bare = stack.start_bare_haproxy(upstream, ("option http-no-delay",))
+        # The endpoint meter as a language model's job runs it (on_node/endpoint_meter.py),
+        # in front of the same server, its reports in this run's folder.
+        meter = free_port()
+        stack.spawn(
+            [sys.executable, "-m", "endpoint_meter", "--port", str(meter)]
+            + ["--upstream", f"127.0.0.1:{upstream}"],
+            {"PYTHONPATH": str(ON_NODE), "PORTAL_METRICS_DIR": str(stack.work / "metrics")},
+        )
+        wait_port(meter, timeout=30)
+        stack.django(ROUTE, METERED, str(meter), digest)
         host = f"Host: ep-{EID}.sessions.localhost"
+        key = f"Authorization: Bearer {KEY}"
         paths = [
             ("direct", upstream, []),
             ("HAProxy (no checks)", bare, []),
-            ("HAProxy (portal, keyed)", proxy, [host, f"Authorization: Bearer {KEY}"]),
+            ("HAProxy (portal, keyed)", proxy, [host, key]),
+            ("endpoint meter alone", meter, []),
+            ("HAProxy + endpoint meter", proxy, [f"Host: ep-{METERED}.sessions.localhost", key]),
         ]
         refused = run_load(binary, proxy, 1, 0.5, [host, "Authorization: Bearer pe_wrong"])
         if refused["streams"] or not refused["errors"]:

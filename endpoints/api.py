@@ -22,6 +22,7 @@ from registry.models import ModelVersion
 
 def endpoint_dict(endpoint: Endpoint) -> dict[str, Any]:
     version = endpoint.version
+    streamed = endpoint.streamed()
     return {
         "id": endpoint.pk,
         "name": endpoint.name,
@@ -51,6 +52,10 @@ def endpoint_dict(endpoint: Endpoint) -> dict[str, Any]:
             "response_ms": endpoint.response_ms,
             "total_ms": endpoint.total_ms,
             "read_at": endpoint.traffic_at.isoformat() if endpoint.traffic_at else None,
+            # a language model's streams, as the endpoint meter last reported them
+            **{
+                name: streamed.get(name) for name in ("ttft_ms", "ttft_p95_ms", "tokens_per_second")
+            },
         },
     }
 

@@ -19,6 +19,13 @@ from django.db.models import Q
 from django.utils import timezone
 
 KEY_PREFIX = "pe_"
+# The endpoint meter's metrics (of the serving job) -> their names in the portal.
+METER_KEYS = {
+    "endpoint/ttft_ms": "ttft_ms",
+    "endpoint/ttft_p95_ms": "ttft_p95_ms",
+    "endpoint/latency_ms": "latency_ms",
+    "endpoint/tokens_per_second": "tokens_per_second",
+}
 MAX_KEY_DAYS = 365
 MAX_RATE = 1000
 
@@ -88,6 +95,23 @@ class Endpoint(models.Model):
 
     def __str__(self) -> str:
         return f"endpoint {self.name}"
+
+    def streamed(self) -> dict[str, float]:
+        """What the endpoint meter last reported of its job (on_node/endpoint_meter.py, a
+        language model's server): ``ttft_ms``, ``ttft_p95_ms``, ``latency_ms``,
+        ``tokens_per_second``, those it has."""
+        if self.job_id is None or self.kind != self.Kind.OPENAI:
+            return {}
+        from metrics.models import MetricSeries
+
+        rows = MetricSeries.objects.filter(
+            job_id=self.job_id, key__in=list(METER_KEYS), system=False
+        ).values_list("key", "last_value", "updated_at")
+        found: dict[str, tuple] = {}
+        for key, value, at in rows:  # (several attempts: the latest)
+            if value is not None and (key not in found or at > found[key][1]):
+                found[key] = (value, at)
+        return {METER_KEYS[key]: value for key, (value, _) in found.items()}
 
     @property
     def log_tail(self) -> str:

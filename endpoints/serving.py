@@ -24,10 +24,23 @@ SERVE_COMMANDS: dict[str, str] = {
 READY_PATHS: dict[str, str] = {Endpoint.Kind.MLFLOW: "/ping", Endpoint.Kind.OPENAI: "/v1/models"}
 
 
+def serve_command(kind: str) -> str:
+    """The app's command: the centre's serving command (a setting) with the model's folder.
+    A language model's server is started by the endpoint meter (on_node/endpoint_meter.py)
+    on a port of its choosing, the meter listening on the app's: it times each streamed
+    answer's first token and its tokens a second, which the proxy cannot see."""
+    command = f"{getattr(settings, SERVE_COMMANDS[kind])} {{model}}"
+    if kind == Endpoint.Kind.OPENAI:
+        command = "python3 -m endpoint_meter --port {port} -- " + command.replace(
+            "{port}", "@PORT@"
+        )
+    return command
+
+
 def serving_app(kind: str) -> SessionApp:
     """The hidden session app that serves ``kind`` (never offered on the launch form):
     the centre's serving command (a setting) with the model's folder and a loopback port."""
-    command = f"{getattr(settings, SERVE_COMMANDS[kind])} {{model}}"
+    command = serve_command(kind)
     fields = [{"name": "model", "label": "Model", "type": "text", "max_length": 1000}]
     app, _ = SessionApp.objects.update_or_create(
         slug=f"endpoint-{kind}",

@@ -51,6 +51,7 @@ def endpoint_detail(request, pk: int):
             "may_manage": mine,
             "keys": list(keys.order_by("-created_at")[:100]) if mine else [],
             "new_key": request.session.pop(NEW_KEY, None) if mine else None,
+            "streamed": endpoint.streamed(),
         },
     )
 

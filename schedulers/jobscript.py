@@ -32,6 +32,8 @@ from schedulers.seam import AppSpec, ArraySpec, ImageSpec, JobSpec, Member
 METRICS_MODULE = TEMPLATES / "portal_metrics.py"
 SESSION_GUARD = TEMPLATES / "session_guard.py"
 PORT_OWNER = TEMPLATES / "port_owner.py"
+# Modules an app may ask to have beside portal_metrics in the job's lib/ (AppSpec.helpers).
+HELPERS = {"endpoint_meter": TEMPLATES / "endpoint_meter.py"}
 
 
 def module_lines(image: ImageSpec) -> str:
@@ -241,7 +243,15 @@ def _app_payload(app: AppSpec, root: str, folder: str, common: dict[str, str]) -
     upstream = (
         '"unix:$_portal_socket"' if app.listens == "socket" else '"127.0.0.1:$_portal_app_port"'
     )
+    helpers = ""
+    for name in app.helpers:
+        if name not in HELPERS:
+            raise ScriptError(f"no helper module named {name!r}")
+        delimiter = f"PORTAL_{name.upper()}"
+        body = heredoc_body(HELPERS[name], delimiter)
+        helpers += f"cat > \"$PORTAL_WORK_DIR/lib/{name}.py\" <<'{delimiter}'\n{body}{delimiter}\n"
     return template("app/payload.sh").substitute(
+        helpers=helpers,
         root=shlex.quote(root),
         folder=folder,
         program=shlex.quote(app.program),

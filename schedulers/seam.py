@@ -117,7 +117,8 @@ class AppSpec:
     centre added: catalog.models.SessionApp), rendered already (catalog/app_command.py):
     ``program`` its first word and ``command`` its words, each quoted for the shell;
     ``environment`` its ``export PORTAL_APP_…`` lines; where it ``listens`` ("socket" or
-    "port"); the readiness check (``ready_path``, ``ready_status``)."""
+    "port"); the readiness check (``ready_path``, ``ready_status``); the on-node
+    ``helpers`` (modules of schedulers/on_node/) written into the job's lib/ for it."""
 
     program: str
     command: str
@@ -125,6 +126,7 @@ class AppSpec:
     listens: str = "socket"
     ready_path: str = "/"
     ready_status: str = "200-399"
+    helpers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -203,4 +203,6 @@ class SessionApp(models.Model):
             listens=app_command.listening(parsed),
             ready_path=self.ready_path,
             ready_status=self.ready_status,
+            # A model endpoint's server is timed by the endpoint meter in front of it.
+            helpers=("endpoint_meter",) if self.builtin == SERVING else (),
         )

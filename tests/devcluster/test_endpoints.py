@@ -303,10 +303,19 @@ def test_a_language_model_endpoint_streams_to_openais_own_client_with_a_key(
     said = json.loads(program.stdout)
     assert len(said["pieces"]) >= 2 and said["finish"] in ("length", "stop"), said
     assert said["models"] == [version.path] and said["refused"] is True
-    # The page and the API count what HAProxy carried (the next traffic pass).
+    # The page and the API count what HAProxy carried (the next traffic pass), and the
+    # endpoint meter on the node what it cannot see: the first token, tokens a second.
     polling.until(
         lambda: Endpoint.objects.get(pk=endpoint_id).requests >= 2, 60, "the traffic recorded"
     )
+
+    def metered():
+        traffic = api.get(f"/endpoints/{endpoint_id}/").json()["traffic"]
+        return traffic if traffic["ttft_ms"] is not None else None
+
+    traffic = polling.until(metered, 90, "the endpoint meter's report", interval=2)
+    assert 0 < traffic["ttft_ms"] <= said["first"] * 1000 + 5, (traffic, said)
+    assert traffic["tokens_per_second"] > 0
     assert api.post(f"/endpoints/{endpoint_id}/stop/").status_code == 200
 
 

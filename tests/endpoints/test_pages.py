@@ -70,3 +70,30 @@ def test_serve_from_the_version_page_then_keys_start_and_stop(owner, outsider, c
     assert client.get(f"/endpoints/{endpoint.pk}/").status_code == 404
     assert client.post(action, {"action": "start"}).status_code == 404
     assert "dg" not in client.get("/endpoints/").content.decode()
+
+
+def test_a_language_models_job_script_writes_the_meter_and_starts_the_server_behind_it(
+    owner, cluster, settings
+):
+    """The openai kind's serving job: the endpoint meter's module written into the job's
+    lib/ (beside portal_metrics), started on the app's port with the centre's command
+    after `--`, the server's port its own (@PORT@); the script is valid bash. The MLflow
+    kind is started as it is."""
+    import subprocess
+
+    from endpoints import serving
+    from schedulers import jobscript
+
+    settings.PORTAL_SERVE_OPENAI_COMMAND = "transformers serve --port {port} --device cpu"
+    version = version_of(owner, cluster)
+    endpoint = Endpoint.objects.create(name="lm", owner=owner, version=version, kind="openai")
+    endpoint.partition = version.job.partition.name
+    job = serving.start(endpoint)
+    script = jobscript.render(job.describe(), "/home/alice/.portal/jobs/9-abc", header=[])
+    assert "cat > \"$PORTAL_WORK_DIR/lib/endpoint_meter.py\" <<'PORTAL_ENDPOINT_METER'" in script
+    assert (
+        'python3 -m endpoint_meter --port "$_portal_app_port" -- transformers serve --port '
+        "@PORT@ --device cpu /home/alice/.portal/jobs/1/model &" in script
+    )
+    subprocess.run(["bash", "-n"], input=script.encode(), check=True)
+    assert serving.serve_command("mlflow").startswith("mlflow models serve")

@@ -114,3 +114,40 @@ def test_metrics_show_each_endpoints_traffic(owner, cluster, client, endpoints):
         assert line in text, line
     assert f"portal_endpoint_idle_seconds{{{labels}}}" in text
     assert 'portal_endpoint_idle_seconds{endpoint="quiet"' not in text
+
+
+def test_a_language_models_meter_figures_reach_the_api_page_and_metrics(owner, cluster, client):
+    from metrics.models import MetricSeries
+    from tests import factories
+    from tests.endpoints.test_api import api_of
+
+    version = version_of(owner, cluster)
+    job = factories.training_job(owner, cluster, state="running")
+    endpoint = Endpoint.objects.create(
+        name="lm",
+        owner=owner,
+        version=version,
+        kind="openai",
+        state="running",
+        job=job,
+        running_since=timezone.now(),
+    )
+    for key, value in (
+        ("endpoint/ttft_ms", 42.0),
+        ("endpoint/ttft_p95_ms", 90.0),
+        ("endpoint/tokens_per_second", 37.5),
+    ):
+        MetricSeries.objects.create(job=job, key=key, last_value=value, last_step=3, points=4)
+    traffic = api_of(owner).get(f"/api/v1/endpoints/{endpoint.pk}/").json()["traffic"]
+    assert (traffic["ttft_ms"], traffic["ttft_p95_ms"], traffic["tokens_per_second"]) == (
+        42.0,
+        90.0,
+        37.5,
+    )
+    client.force_login(owner)
+    page = client.get(f"/endpoints/{endpoint.pk}/").content.decode()
+    assert "42 ms / 90 ms" in page and ">37.5<" in page
+    text = client.get("/metrics", REMOTE_ADDR="127.0.0.1").content.decode()
+    labels = 'endpoint="lm",kind="openai",owner="owner"'
+    assert f"portal_endpoint_time_to_first_token_seconds{{{labels}}} 0.042" in text
+    assert f"portal_endpoint_tokens_per_second{{{labels}}} 37.5" in text

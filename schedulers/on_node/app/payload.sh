@@ -14,7 +14,7 @@ _portal_folder=${folder}
 mkdir -p -- "$$_portal_folder"
 ${launch} sh -c 'command -v "$$1" >/dev/null' sh ${program} \
     || { echo "portal: this image has no "${program}" command" >&2; exit 1; }
-cat > session_guard.py <<'PORTAL_SESSION_GUARD'
+${helpers}cat > session_guard.py <<'PORTAL_SESSION_GUARD'
 ${guard_script}PORTAL_SESSION_GUARD
 # A Unix socket's path has at most 107 bytes: in the work directory when it fits, else in
 # a private directory of /tmp (which Apptainer binds into the container too).
