@@ -25,6 +25,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,6 +207,30 @@ static int connect_to(int port) {
     return fd;
 }
 
+/* The next request on the client's connection, timed from now. */
+static int send_next(struct client *c) {
+    c->have = 0;
+    c->first_at = 0;
+    c->sent_at = now_us();
+    return send_all(c->fd, request, request_len);
+}
+
+/* A new connection for client number idx, watched by ep, and its first request. */
+static int open_and_send(struct client *c, int ep, uint32_t idx, int port) {
+    c->fd = connect_to(port);
+    if (c->fd < 0) return -1;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u32 = idx};
+    epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
+    return send_next(c);
+}
+
+/* The client's connection closed and opened again (after an error), its request resent. */
+static int reopen(struct client *c, int ep, uint32_t idx, int port) {
+    epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    return open_and_send(c, ep, idx, port);
+}
+
 static int load(int port, const char *path, int conns, double seconds, char **headers, int nh) {
     static const char body[] =
         "{\"model\":\"m\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
@@ -222,13 +247,7 @@ static int load(int port, const char *path, int conns, double seconds, char **he
     int ep = epoll_create1(0);
     struct client *cs = calloc((size_t)conns, sizeof(struct client));
     for (int i = 0; i < conns; i++) {
-        cs[i].fd = connect_to(port);
-        if (cs[i].fd < 0) { fprintf(stderr, "connect failed\n"); return 1; }
-        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
-        epoll_ctl(ep, EPOLL_CTL_ADD, cs[i].fd, &ev);
-        cs[i].sent_at = now_us();
-        cs[i].first_at = 0;
-        if (send_all(cs[i].fd, request, request_len)) return 1;
+        if (open_and_send(&cs[i], ep, (uint32_t)i, port)) { fprintf(stderr, "connect failed\n"); return 1; }
     }
     double stop = now_us() + seconds * 1e6;
     struct epoll_event evs[256];
@@ -240,14 +259,7 @@ static int load(int port, const char *path, int conns, double seconds, char **he
             if (got <= 0) {
                 if (got < 0 && errno == EAGAIN) continue;
                 errors++;  /* closed mid-stream: reconnect and go on */
-                epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
-                close(c->fd);
-                c->fd = connect_to(port);
-                if (c->fd < 0) return 1;
-                struct epoll_event ev = {.events = EPOLLIN, .data.u32 = evs[k].data.u32};
-                epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
-                c->have = 0; c->first_at = 0; c->sent_at = now_us();
-                if (send_all(c->fd, request, request_len)) return 1;
+                if (reopen(c, ep, evs[k].data.u32, port)) return 1;
                 continue;
             }
             double t = now_us();
@@ -262,21 +274,13 @@ static int load(int port, const char *path, int conns, double seconds, char **he
                     total[done] = t - c->sent_at;
                     done++;
                 } else if (!ok) errors++;
-                c->have = 0; c->first_at = 0; c->sent_at = now_us();
-                if (send_all(c->fd, request, request_len)) return 1;
+                if (send_next(c)) return 1;
             } else if (c->have >= BUFSZ - 1) {
                 fprintf(stderr, "a stream over %d bytes: use fewer tokens\n", BUFSZ);
                 return 1;
             } else if (strncmp(c->buf, "HTTP/1.1 ", 9) == 0 && strncmp(c->buf, "HTTP/1.1 200", 12) && strstr(c->buf, "\r\n\r\n")) {
                 errors++;  /* refused (401, 429, 503...): counted, the connection reopened */
-                epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
-                close(c->fd);
-                c->fd = connect_to(port);
-                if (c->fd < 0) return 1;
-                struct epoll_event ev = {.events = EPOLLIN, .data.u32 = evs[k].data.u32};
-                epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
-                c->have = 0; c->first_at = 0; c->sent_at = now_us();
-                if (send_all(c->fd, request, request_len)) return 1;
+                if (reopen(c, ep, evs[k].data.u32, port)) return 1;
             }
         }
     }
