@@ -172,45 +172,39 @@ async def _body(reader, writer, headers: dict[str, str], on_data=None, to_end=Fa
                         break
                 await writer.drain()
                 return True
-            left = size
-            while left:
-                data = await reader.read(min(left, CHUNK))
-                if not data:
-                    raise ConnectionError("a chunk cut short")
-                left -= len(data)
-                writer.write(data)
-                if on_data:
-                    on_data(data)
+            await _copy(reader, writer, size, on_data)
             writer.write(await reader.readexactly(2))
             await writer.drain()
     length = headers.get("content-length")
     if length is not None:
-        left = int(length.split(",")[0])
-        while left:
-            data = await reader.read(min(left, CHUNK))
-            if not data:
-                raise ConnectionError("a body cut short")
-            left -= len(data)
-            writer.write(data)
-            if on_data:
-                on_data(data)
-            await writer.drain()
+        await _copy(reader, writer, int(length.split(",")[0]), on_data)
         return True
     if to_end:
-        while data := await reader.read(CHUNK):
-            writer.write(data)
-            if on_data:
-                on_data(data)
-            await writer.drain()
+        await _copy(reader, writer, None, on_data)
         return False
     return True
 
 
+async def _copy(reader, writer, left: int | None, on_data=None) -> None:
+    """``left`` bytes from ``reader`` to ``writer`` (None: until the end), each piece shown
+    to ``on_data``; a body that ends before its length is an error."""
+    while left is None or left > 0:
+        data = await reader.read(CHUNK if left is None else min(left, CHUNK))
+        if not data:
+            if left is None:
+                return
+            raise ConnectionError("a body cut short")
+        if left is not None:
+            left -= len(data)
+        writer.write(data)
+        if on_data:
+            on_data(data)
+        await writer.drain()
+
+
 async def _pipe(reader, writer) -> None:
     try:
-        while data := await reader.read(CHUNK):
-            writer.write(data)
-            await writer.drain()
+        await _copy(reader, writer, None)
     except (ConnectionError, OSError):
         pass
     finally:
