@@ -11,8 +11,7 @@ from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from endpoints.models import Endpoint
-from metrics.models import MetricSeries
+from endpoints.models import Endpoint, meter_figures
 
 MAX_ENDPOINTS = 2000
 LABELS = ["endpoint", "owner", "kind"]
@@ -67,7 +66,7 @@ class EndpointCollector(Collector):
         }
         now = timezone.now()
         rows = list(self._read())
-        streamed = self._streamed([r["job_id"] for r in rows if r["job_id"] is not None])
+        streamed = meter_figures([r["job_id"] for r in rows if r["job_id"] is not None])
         for row in rows:
             labels = [row["name"], row["owner__username"], row["kind"]]
             families["running"].add_metric(labels, 1 if row["state"] == "running" else 0)
@@ -76,10 +75,10 @@ class EndpointCollector(Collector):
             families["response"].add_metric(labels, row["response_ms"] / 1000)
             families["total"].add_metric(labels, row["total_ms"] / 1000)
             meter = streamed.get(row["job_id"], {})
-            if "endpoint/ttft_ms" in meter:
-                families["ttft"].add_metric(labels, meter["endpoint/ttft_ms"] / 1000)
-            if "endpoint/tokens_per_second" in meter:
-                families["tokens"].add_metric(labels, meter["endpoint/tokens_per_second"])
+            if "ttft_ms" in meter:
+                families["ttft"].add_metric(labels, meter["ttft_ms"] / 1000)
+            if "tokens_per_second" in meter:
+                families["tokens"].add_metric(labels, meter["tokens_per_second"])
             if row["last_request_at"] is not None:
                 idle = (now - row["last_request_at"]).total_seconds()
                 families["idle"].add_metric(labels, max(0.0, idle))
@@ -99,19 +98,3 @@ class EndpointCollector(Collector):
             "job_id",
         )
         yield from rows[:MAX_ENDPOINTS]
-
-    def _streamed(self, job_ids: list[int]) -> dict[int, dict[str, float]]:
-        """The endpoint meters' last figures of these jobs (one query)."""
-        if not job_ids:
-            return {}
-        found: dict[int, dict[str, float]] = {}
-        rows = MetricSeries.objects.filter(
-            job_id__in=job_ids,
-            key__in=["endpoint/ttft_ms", "endpoint/tokens_per_second"],
-            system=False,
-            last_value__isnull=False,
-        ).order_by("updated_at")
-        for job_id, key, value in rows.values_list("job_id", "key", "last_value"):
-            if value is not None:  # (several attempts: the latest wins)
-                found.setdefault(job_id, {})[key] = value
-        return found
