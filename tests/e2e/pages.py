@@ -3,6 +3,8 @@
 from pathlib import Path
 
 from proxy.models import SessionLink
+from registry.models import ModelVersion, RegisteredModel
+from tests import polling
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 
@@ -82,3 +84,26 @@ def open_session(page, stack, job):
     # (an earlier session's notebook, not the launcher): start from a clean one.
     tab.goto(f"{host}/lab?reset")
     return session, tab
+
+
+def register_with_alias(page, stack, job, path: str, name: str, alias: str) -> RegisteredModel:
+    """On ``job``'s page, register ``path`` of its work directory as model ``name``; on the
+    model's page (once the worker read its manifest), point ``alias`` at version 1."""
+    page.goto(f"{stack.url}/jobs/{job.pk}/")
+    form = page.locator("[data-register-form]")
+    form.get_by_label("File or folder").fill(path)
+    form.get_by_label("as model").fill(name)
+    form.get_by_role("button", name="Register").click()
+    model = polling.until(
+        lambda: RegisteredModel.objects.filter(name=name).first(), 30, "the model"
+    )
+    page.wait_for_url(f"{stack.url}/models/{model.pk}/")
+    polling.until(
+        lambda: ModelVersion.objects.filter(model=model, status="READY").exists(),
+        60,
+        "the manifest read by the worker",
+    )
+    page.get_by_role("textbox", name="Alias").fill(alias)
+    page.get_by_role("button", name="Set alias").click()
+    page.locator(f'[data-alias="{alias}"]').wait_for()
+    return model

@@ -12,12 +12,11 @@ import httpx
 import pytest
 
 from endpoints.models import Endpoint
-from registry.models import ModelVersion, RegisteredModel
 from tests import polling
 from tests.devcluster.helpers import remote
 from tests.devcluster.test_endpoints import SAVE, SERVE, running
 from tests.devcluster.test_mlflow_jobs import completed, need_training_libraries
-from tests.e2e.pages import page_errors, sign_in
+from tests.e2e.pages import page_errors, register_with_alias, sign_in
 from tests.livestack import LiveStack
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
@@ -40,23 +39,7 @@ def test_register_alias_serve_and_see_its_requests_on_its_page(
     inputs = json.loads(remote(job.cluster_account, ["cat", f"{job.work_dir}/inputs.json"]))
     page = sign_in(browser, stack, "owner", "owner-pass-123")
     errors = page_errors(page)
-    page.goto(f"{stack.url}/jobs/{job.pk}/")
-    form = page.locator("[data-register-form]")
-    form.get_by_label("File or folder").fill("model")
-    form.get_by_label("as model").fill("digits")
-    form.get_by_role("button", name="Register").click()
-    model = polling.until(
-        lambda: RegisteredModel.objects.filter(name="digits").first(), 30, "the model"
-    )
-    page.wait_for_url(f"{stack.url}/models/{model.pk}/")
-    polling.until(
-        lambda: ModelVersion.objects.filter(model=model, status="READY").exists(),
-        60,
-        "the manifest read by the worker",
-    )
-    page.get_by_role("textbox", name="Alias").fill("champion")
-    page.get_by_role("button", name="Set alias").click()
-    page.locator('[data-alias="champion"]').wait_for()
+    model = register_with_alias(page, stack, job, "model", "digits", "champion")
 
     page.goto(f"{stack.url}/models/{model.pk}/versions/1/")
     serve = page.locator("[data-serve-form]")

@@ -5,10 +5,10 @@ version's page. Another person sees no model and no page of it."""
 
 import pytest
 
-from registry.models import ModelVersion, RegisteredModel
-from tests import factories, polling
+from registry.models import ModelVersion
+from tests import factories
 from tests.devcluster.helpers import run_until
-from tests.e2e.pages import page_errors, sign_in
+from tests.e2e.pages import page_errors, register_with_alias, sign_in
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.django_db(transaction=True)]
 
@@ -25,24 +25,8 @@ def test_register_from_the_run_page_set_an_alias_and_nobody_else_sees_it(
     assert job.state == "completed", job.message
     page = sign_in(browser, stack, "owner", "owner-pass-123")
     errors = page_errors(page)
-    page.goto(f"{stack.url}/jobs/{job.pk}/")
-    form = page.locator("[data-register-form]")
-    form.get_by_label("File or folder").fill("model")
-    form.get_by_label("as model").fill("digits")
-    form.get_by_role("button", name="Register").click()
-    model = polling.until(
-        lambda: RegisteredModel.objects.filter(name="digits").first(), 30, "the model"
-    )
-    page.wait_for_url(f"{stack.url}/models/{model.pk}/")
-    version = ModelVersion.objects.get(model=model)
-    polling.until(
-        lambda: ModelVersion.objects.filter(pk=version.pk, status="READY").exists(),
-        60,
-        "the manifest read by the worker",
-    )
-    page.get_by_role("textbox", name="Alias").fill("champion")
-    page.get_by_role("button", name="Set alias").click()
-    page.locator('[data-alias="champion"]').wait_for()
+    model = register_with_alias(page, stack, job, "model", "digits", "champion")
+    assert ModelVersion.objects.filter(model=model).count() == 1
     assert "version 1" in page.locator('[data-alias="champion"]').text_content()
     page.locator('[data-version="1"] a').first.click()
     page.locator("[data-manifest]").wait_for()
