@@ -15,14 +15,15 @@ from rest_framework.views import APIView
 
 from common.api_errors import Refused, RefuseNul
 from endpoints import service
-from endpoints.models import Endpoint, EndpointKey
+from endpoints.models import Endpoint, EndpointKey, meter_figures
 from registry import service as registry
 from registry.models import ModelVersion
 
 
-def endpoint_dict(endpoint: Endpoint) -> dict[str, Any]:
+def endpoint_dict(endpoint: Endpoint, streamed: dict[str, float] | None = None) -> dict[str, Any]:
+    """``streamed``: its meter's figures when the caller read them (a list: in one query)."""
     version = endpoint.version
-    streamed = endpoint.streamed()
+    streamed = endpoint.streamed() if streamed is None else streamed
     return {
         "id": endpoint.pk,
         "name": endpoint.name,
@@ -105,7 +106,11 @@ class EndpointsView(RefuseNul, APIView):
         found = service.visible(request.user).select_related(
             "owner", "project", "version__model", "job"
         )
-        return Response({"results": [endpoint_dict(e) for e in found[:500]]})
+        rows = list(found[:500])
+        meters = meter_figures(
+            [e.job_id for e in rows if e.job_id is not None and e.kind == Endpoint.Kind.OPENAI]
+        )
+        return Response({"results": [endpoint_dict(e, meters.get(e.job_id, {})) for e in rows]})
 
     @extend_schema(
         summary="Serve a model version",

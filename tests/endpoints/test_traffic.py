@@ -144,6 +144,8 @@ def test_a_language_models_meter_figures_reach_the_api_page_and_metrics(owner, c
         90.0,
         37.5,
     )
+    listed = api_of(owner).get("/api/v1/endpoints/").json()["results"]
+    assert [e["traffic"]["tokens_per_second"] for e in listed] == [37.5]
     client.force_login(owner)
     page = client.get(f"/endpoints/{endpoint.pk}/").content.decode()
     assert "42 ms / 90 ms" in page and ">37.5<" in page
